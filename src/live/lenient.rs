@@ -1,0 +1,251 @@
+//! Lenient serde helpers for the Live API's proto3-JSON: int64 as number or string, bools as
+//! `true` or `"true"`, `google.protobuf.Duration` strings like `"9.5s"`, and base64 in either
+//! alphabet, padded or not.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serializer};
+
+/// Decodes base64 in the standard or URL-safe alphabet, padded or not (the Python SDK sends
+/// URL-safe, the service and JS send standard).
+pub fn decode_base64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    let url_safe = text.contains(['-', '_']);
+    let padded = text.ends_with('=');
+    let engine = match (url_safe, padded) {
+        (false, true) => &STANDARD,
+        (false, false) => &STANDARD_NO_PAD,
+        (true, true) => &URL_SAFE,
+        (true, false) => &URL_SAFE_NO_PAD,
+    };
+    engine.decode(text)
+}
+
+/// Encodes bytes as standard padded base64, the canonical form we always send.
+pub fn encode_base64(bytes: &[u8]) -> String {
+    STANDARD.encode(bytes)
+}
+
+/// `bytes` fields: standard base64 out, either alphabet in.
+pub mod base64_bytes {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&encode_base64(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
+        // Borrow when the JSON string has no escapes: audio frames are large.
+        let text = Cow::<'de, str>::deserialize(deserializer)?;
+        decode_base64(&text).map_err(|e| de::Error::custom(format!("invalid base64 data: {e}")))
+    }
+}
+
+struct LenientI64;
+
+impl Visitor<'_> for LenientI64 {
+    type Value = i64;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an integer as a JSON number or string")
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<i64, E> {
+        Ok(v)
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<i64, E> {
+        i64::try_from(v).map_err(|_| E::custom("integer out of range"))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<i64, E> {
+        if v.fract() == 0.0 && v.abs() < 9.0e15 {
+            Ok(v as i64)
+        } else {
+            Err(E::custom(format!("expected an integer, got {v}")))
+        }
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<i64, E> {
+        v.trim()
+            .parse()
+            .map_err(|_| E::custom(format!("expected an integer, got {v:?}")))
+    }
+}
+
+/// Optional int32-style counters: sent as numbers, read from numbers or strings.
+pub mod opt_int {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(value: &Option<i64>, serializer: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(v) => serializer.serialize_i64(*v),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+        deserializer.deserialize_option(OptionOf(LenientI64))
+    }
+}
+
+/// Optional int64 fields: proto3-JSON writes them as strings; read numbers or strings.
+pub mod opt_int64 {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(value: &Option<i64>, serializer: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(v) => serializer.serialize_str(&v.to_string()),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+        deserializer.deserialize_option(OptionOf(LenientI64))
+    }
+}
+
+struct LenientBool;
+
+impl Visitor<'_> for LenientBool {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a boolean or \"true\"/\"false\"")
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<bool, E> {
+        Ok(v)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(E::custom(format!("expected a boolean, got {v:?}"))),
+        }
+    }
+}
+
+/// Optional booleans that some producers write as strings (`"resumable": "true"`).
+pub mod opt_bool {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(value: &Option<bool>, serializer: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(v) => serializer.serialize_bool(*v),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<bool>, D::Error> {
+        deserializer.deserialize_option(OptionOf(LenientBool))
+    }
+}
+
+/// Parses a `google.protobuf.Duration` JSON string such as `"10s"`, `"9.5s"` or `"0.250s"`.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let number = text.trim().strip_suffix('s').unwrap_or(text.trim());
+    let seconds: f64 = number.parse().ok()?;
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+}
+
+/// Formats a duration the way proto3-JSON does: seconds with an `s` suffix, no trailing zeros.
+pub fn format_duration(duration: Duration) -> String {
+    let nanos = duration.subsec_nanos();
+    if nanos == 0 {
+        format!("{}s", duration.as_secs())
+    } else {
+        let fraction = format!("{nanos:09}");
+        format!("{}.{}s", duration.as_secs(), fraction.trim_end_matches('0'))
+    }
+}
+
+struct LenientDuration;
+
+impl Visitor<'_> for LenientDuration {
+    type Value = Duration;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a duration such as \"9.5s\" or a number of seconds")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
+        parse_duration(v).ok_or_else(|| E::custom(format!("invalid duration {v:?}")))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Duration, E> {
+        Duration::try_from_secs_f64(v).map_err(|_| E::custom(format!("invalid duration {v}")))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Duration, E> {
+        Ok(Duration::from_secs(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Duration, E> {
+        u64::try_from(v)
+            .map(Duration::from_secs)
+            .map_err(|_| E::custom("negative duration"))
+    }
+}
+
+/// Optional `google.protobuf.Duration` fields.
+pub mod opt_duration {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(
+        value: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(v) => serializer.serialize_str(&format_duration(*v)),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        deserializer.deserialize_option(OptionOf(LenientDuration))
+    }
+}
+
+/// Wraps a visitor so `null` and absent values become `None`.
+struct OptionOf<V>(V);
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for OptionOf<V> {
+    type Value = Option<V::Value>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        self.0.expecting(f)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self.0).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_accepts_both_alphabets_with_and_without_padding() {
+        let bytes = [0xfb, 0xff, 0xfe, 0x00, 0x01];
+        assert_eq!(decode_base64("+//+AAE=").unwrap(), bytes);
+        assert_eq!(decode_base64("-__-AAE=").unwrap(), bytes);
+        assert_eq!(decode_base64("-__-AAE").unwrap(), bytes);
+        assert_eq!(decode_base64("+//+AAE").unwrap(), bytes);
+        assert_eq!(encode_base64(&bytes), "+//+AAE=");
+        assert!(decode_base64("not base64!").is_err());
+    }
+
+    #[test]
+    fn durations_round_trip_in_proto_json_form() {
+        assert_eq!(parse_duration("10s"), Some(Duration::from_secs(10)));
+        assert_eq!(parse_duration("9.5s"), Some(Duration::from_millis(9500)));
+        assert_eq!(parse_duration("0.250s"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("-1s"), None);
+        assert_eq!(parse_duration("soon"), None);
+        assert_eq!(format_duration(Duration::from_millis(9500)), "9.5s");
+        assert_eq!(format_duration(Duration::from_secs(50)), "50s");
+    }
+}
