@@ -1,0 +1,1067 @@
+//! Runs the model's function calls concurrently and answers each exactly once.
+//!
+//! Every dispatched call ends in exactly one [`ToolEvent`]: `Finished` with the response to
+//! send, or `Cancelled` when the server withdrew the call while it ran (and then nothing is
+//! sent). Completion and cancellation race for the call's entry in the in-flight map; whoever
+//! removes it first reports, the other stays silent.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::task::{AbortHandle, JoinError, JoinHandle};
+use tokio::time::Instant;
+
+use super::registry::{DynTool, Registry};
+use super::{END_SESSION, ToolError};
+use crate::live::wire::{Behavior, FunctionCall, FunctionResponse, Scheduling};
+
+/// What became of one dispatched call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolEvent {
+    /// The call ended; `outcome.response` must be sent in a `toolResponse`.
+    Finished(ToolOutcome),
+    /// The server cancelled the call while it ran; it must not be answered.
+    Cancelled {
+        id: String,
+        name: String,
+        duration: Duration,
+    },
+}
+
+/// How a call ended, in human terms (the model gets the same text in the response).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolStatus {
+    Ok,
+    Error(String),
+    TimedOut,
+    Panicked(String),
+}
+
+/// A finished call and the answer to send for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    pub id: Option<String>,
+    pub name: String,
+    pub args: Value,
+    pub status: ToolStatus,
+    /// The exact `functionResponses` entry: the call's id (when it had one) and name.
+    pub response: FunctionResponse,
+    pub duration: Duration,
+    /// The handler's response was over the size limit and replaced by a preview.
+    pub truncated: bool,
+}
+
+impl ToolOutcome {
+    /// True when this is a successful `end_session`, the app's cue to close after the turn.
+    pub fn ends_session(&self) -> bool {
+        self.name == END_SESSION && self.status == ToolStatus::Ok
+    }
+}
+
+/// Runs function calls against a registry; cheap to clone, all clones share the in-flight set.
+#[derive(Clone)]
+pub struct ToolDispatcher {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    registry: Arc<Registry>,
+    events: mpsc::UnboundedSender<ToolEvent>,
+    calls: Mutex<InFlight>,
+    next_key: AtomicU64,
+}
+
+/// Calls are keyed internally so that id-less calls (which cannot be cancelled) and a repeated
+/// id still get exactly one answer each.
+#[derive(Default)]
+struct InFlight {
+    by_key: HashMap<u64, Running>,
+    by_id: HashMap<String, u64>,
+}
+
+struct Running {
+    id: Option<String>,
+    name: String,
+    started: Instant,
+    handler: AbortHandle,
+    supervisor: AbortHandle,
+}
+
+/// What is known about a call besides its result.
+struct CallInfo {
+    id: Option<String>,
+    name: String,
+    args: Value,
+    started: Instant,
+    scheduling: Option<Scheduling>,
+}
+
+impl ToolDispatcher {
+    pub fn new(registry: Arc<Registry>) -> (Self, mpsc::UnboundedReceiver<ToolEvent>) {
+        let (events, receiver) = mpsc::unbounded_channel();
+        let shared = Shared {
+            registry,
+            events,
+            calls: Mutex::new(InFlight::default()),
+            next_key: AtomicU64::new(0),
+        };
+        (
+            ToolDispatcher {
+                shared: Arc::new(shared),
+            },
+            receiver,
+        )
+    }
+
+    /// Runs every call of one toolCall concurrently on the current tokio runtime; returns at once.
+    pub fn dispatch(&self, calls: Vec<FunctionCall>) {
+        for call in calls {
+            self.start(call);
+        }
+    }
+
+    /// Stops running calls named by a toolCallCancellation; returns the ids actually stopped.
+    /// No response is ever produced for them.
+    pub fn cancel(&self, ids: &[String]) -> Vec<String> {
+        let mut stopped = Vec::new();
+        {
+            let mut calls = self.shared.lock();
+            for id in ids {
+                if let Some(key) = calls.by_id.remove(id)
+                    && let Some(running) = calls.by_key.remove(&key)
+                {
+                    stopped.push(running);
+                }
+            }
+        }
+        let mut ids_stopped = Vec::with_capacity(stopped.len());
+        for running in stopped {
+            running.handler.abort();
+            running.supervisor.abort();
+            let id = running.id.unwrap_or_default();
+            let duration = running.started.elapsed();
+            tracing::info!(tool = %running.name, %id, ?duration, "tool call cancelled by the server");
+            ids_stopped.push(id.clone());
+            self.shared.emit(ToolEvent::Cancelled {
+                id,
+                name: running.name,
+                duration,
+            });
+        }
+        ids_stopped
+    }
+
+    /// Calls started and not yet reported.
+    pub fn in_flight(&self) -> usize {
+        self.shared.lock().by_key.len()
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.shared.registry
+    }
+
+    fn start(&self, call: FunctionCall) {
+        let FunctionCall { id, name, args } = call;
+        let started = Instant::now();
+        let tool = self.shared.registry.get(&name);
+        let info = CallInfo {
+            id,
+            name,
+            args,
+            started,
+            scheduling: tool.as_ref().and_then(|t| scheduling_of(t.as_ref())),
+        };
+        let Some(tool) = tool else {
+            let message = unknown_tool_message(&info.name, &self.shared.registry.names());
+            self.shared.report(info, Err(message));
+            return;
+        };
+        let handler = match tool.prepare(info.args.clone()) {
+            Ok(handler) => handler,
+            Err(message) => {
+                self.shared.report(info, Err(message));
+                return;
+            }
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            let message = format!("{} could not run: livetalk has no async runtime", info.name);
+            self.shared.report(info, Err(message));
+            return;
+        };
+        let key = self.shared.next_key.fetch_add(1, Ordering::Relaxed);
+        let mut calls = self.shared.lock();
+        if let Some(id) = &info.id {
+            if calls.by_id.contains_key(id) {
+                tracing::warn!(tool = %info.name, %id, "a call with this id is already running; this one cannot be cancelled");
+            } else {
+                calls.by_id.insert(id.clone(), key);
+            }
+        }
+        // Both tasks are spawned under the lock so neither can finish (and look for its entry)
+        // before the entry exists.
+        let handler = runtime.spawn(handler);
+        let handler_abort = handler.abort_handle();
+        let running_id = info.id.clone();
+        let running_name = info.name.clone();
+        let supervisor = runtime.spawn(supervise(Arc::clone(&self.shared), key, info, handler));
+        calls.by_key.insert(
+            key,
+            Running {
+                id: running_id,
+                name: running_name,
+                started,
+                handler: handler_abort,
+                supervisor: supervisor.abort_handle(),
+            },
+        );
+    }
+}
+
+/// Waits for the handler under the time limit and reports, unless a cancel got there first.
+async fn supervise(
+    shared: Arc<Shared>,
+    key: u64,
+    info: CallInfo,
+    mut handler: JoinHandle<Result<Value, ToolError>>,
+) {
+    let limit = shared.registry.limits().timeout;
+    let result = match tokio::time::timeout(limit, &mut handler).await {
+        Ok(Ok(Ok(value))) => Ok(value),
+        Ok(Ok(Err(error))) => Err(Failure::Error(error.to_string())),
+        Ok(Err(join_error)) => Err(joined_failure(join_error)),
+        Err(_elapsed) => {
+            handler.abort();
+            Err(Failure::TimedOut(limit))
+        }
+    };
+    let mut calls = shared.lock();
+    let Some(_running) = calls.by_key.remove(&key) else {
+        // Cancelled: the cancel already reported this call.
+        return;
+    };
+    if let Some(id) = &info.id
+        && calls.by_id.get(id) == Some(&key)
+    {
+        calls.by_id.remove(id);
+    }
+    drop(calls);
+    shared.report_result(info, result);
+}
+
+enum Failure {
+    Error(String),
+    TimedOut(Duration),
+    Panicked(String),
+}
+
+fn joined_failure(error: JoinError) -> Failure {
+    if error.is_panic() {
+        let payload = error.into_panic();
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_owned());
+        Failure::Panicked(message)
+    } else {
+        // Only a cancel aborts a handler, and the cancel then owns the report.
+        Failure::Error("the tool call was stopped".to_owned())
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, InFlight> {
+        // The map stays consistent even if a holder panicked: every critical section is a few
+        // map operations with no panicking calls between them.
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn emit(&self, event: ToolEvent) {
+        if self.events.send(event).is_err() {
+            tracing::debug!("tool event dropped: nobody is listening any more");
+        }
+    }
+
+    /// Reports a call that failed before it could start.
+    fn report(&self, info: CallInfo, result: Result<Value, String>) {
+        self.report_result(info, result.map_err(Failure::Error));
+    }
+
+    fn report_result(&self, info: CallInfo, result: Result<Value, Failure>) {
+        let (status, body) = match result {
+            Ok(value) => (ToolStatus::Ok, wrap_success(value)),
+            Err(Failure::Error(message)) => {
+                let body = error_body(&message);
+                (ToolStatus::Error(message), body)
+            }
+            Err(Failure::TimedOut(limit)) => {
+                let message = format!(
+                    "{} did not finish within {} and was stopped",
+                    info.name,
+                    human_duration(limit)
+                );
+                (ToolStatus::TimedOut, error_body(&message))
+            }
+            Err(Failure::Panicked(panic)) => {
+                let message = format!("{} failed with an internal error: {panic}", info.name);
+                (ToolStatus::Panicked(panic), error_body(&message))
+            }
+        };
+        let limit = self.registry.limits().max_response_bytes;
+        let (body, truncated) = fit_response(body, limit);
+        if truncated {
+            tracing::warn!(tool = %info.name, limit_bytes = limit, "tool response over the size limit; sent a truncated preview");
+        }
+        let duration = info.started.elapsed();
+        match &status {
+            ToolStatus::Ok => tracing::debug!(tool = %info.name, ?duration, "tool call finished"),
+            ToolStatus::Error(message) => {
+                tracing::info!(tool = %info.name, ?duration, %message, "tool call failed");
+            }
+            ToolStatus::TimedOut => {
+                tracing::warn!(tool = %info.name, ?duration, "tool call timed out")
+            }
+            ToolStatus::Panicked(message) => {
+                tracing::warn!(tool = %info.name, ?duration, %message, "tool handler panicked");
+            }
+        }
+        let response = FunctionResponse {
+            id: info.id.clone(),
+            name: info.name.clone(),
+            response: body,
+            will_continue: None,
+            scheduling: info.scheduling,
+        };
+        self.emit(ToolEvent::Finished(ToolOutcome {
+            id: info.id,
+            name: info.name,
+            args: info.args,
+            status,
+            response,
+            duration,
+            truncated,
+        }));
+    }
+}
+
+fn scheduling_of(tool: &dyn DynTool) -> Option<Scheduling> {
+    (tool.behavior() == Behavior::NonBlocking).then(|| tool.scheduling())
+}
+
+fn unknown_tool_message(name: &str, available: &[&str]) -> String {
+    if available.is_empty() {
+        format!("unknown tool \"{name}\": no tools are enabled")
+    } else {
+        format!(
+            "unknown tool \"{name}\"; available tools: {}",
+            available.join(", ")
+        )
+    }
+}
+
+/// `response` must be a JSON object (a protobuf Struct), so other values are wrapped.
+fn wrap_success(value: Value) -> Value {
+    match value {
+        Value::Object(_) => value,
+        other => json!({ "result": other }),
+    }
+}
+
+fn error_body(message: &str) -> Value {
+    json!({ "success": false, "error": message })
+}
+
+fn human_duration(duration: Duration) -> String {
+    if duration.subsec_millis() == 0 {
+        format!("{} s", duration.as_secs())
+    } else {
+        format!("{} ms", duration.as_millis())
+    }
+}
+
+const TRUNCATION_NOTE: &str = "response truncated by livetalk: over the size limit";
+
+/// Keeps `body` when its JSON fits in `limit` bytes; otherwise replaces it by an object telling
+/// the model what happened, with as much of the original JSON as still fits.
+fn fit_response(body: Value, limit: usize) -> (Value, bool) {
+    let text = body.to_string();
+    if text.len() <= limit {
+        return (body, false);
+    }
+    let summary = |preview: Option<&str>| {
+        let mut object = json!({
+            "truncated": true,
+            "original_bytes": text.len(),
+            "limit_bytes": limit,
+            "note": TRUNCATION_NOTE,
+        });
+        if let (Some(preview), Some(map)) = (preview, object.as_object_mut()) {
+            map.insert("preview".into(), Value::String(preview.to_owned()));
+        }
+        object
+    };
+    // Escaping makes the preview's encoded size unknowable up front, so shrink until it fits;
+    // each round removes at least the overshoot, so this ends quickly.
+    let mut cut = floor_char_boundary(&text, limit.min(text.len()));
+    loop {
+        let candidate = summary(Some(&text[..cut]));
+        let size = candidate.to_string().len();
+        if size <= limit {
+            return (candidate, true);
+        }
+        if cut == 0 {
+            // A limit too small for even the empty summary: send the smallest honest answer.
+            return (summary(None), true);
+        }
+        cut = floor_char_boundary(&text, cut.saturating_sub((size - limit).max(1)));
+    }
+}
+
+fn floor_char_boundary(text: &str, mut index: usize) -> usize {
+    while index > 0 && !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+#[cfg(test)]
+mod tests {
+    use schemars::JsonSchema;
+    use serde::Deserialize;
+    use tokio::sync::Barrier;
+
+    use super::*;
+    use crate::tools::{Tool, ToolLimits};
+
+    const WAIT: Duration = Duration::from_secs(30);
+
+    #[derive(Deserialize, JsonSchema)]
+    struct SleepArgs {
+        /// Milliseconds to sleep.
+        ms: u64,
+    }
+
+    /// Sleeps, then reports; tells `dropped` when its future goes away (finished or aborted).
+    struct Sleepy {
+        dropped: mpsc::UnboundedSender<u64>,
+    }
+
+    /// Reports the call's `ms` when the handler future is dropped.
+    struct DropSignal(mpsc::UnboundedSender<u64>, u64);
+
+    impl Drop for DropSignal {
+        fn drop(&mut self) {
+            let _ = self.0.send(self.1);
+        }
+    }
+
+    impl Tool for Sleepy {
+        type Args = SleepArgs;
+        fn name(&self) -> &'static str {
+            "sleepy"
+        }
+        fn description(&self) -> &'static str {
+            "Sleeps."
+        }
+        async fn call(&self, args: SleepArgs) -> Result<Value, ToolError> {
+            let _signal = DropSignal(self.dropped.clone(), args.ms);
+            tokio::time::sleep(Duration::from_millis(args.ms)).await;
+            Ok(json!({ "slept_ms": args.ms }))
+        }
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    struct NoArgs {}
+
+    struct Meet(Arc<Barrier>);
+
+    impl Tool for Meet {
+        type Args = NoArgs;
+        fn name(&self) -> &'static str {
+            "meet"
+        }
+        fn description(&self) -> &'static str {
+            "Waits until three calls are running at once."
+        }
+        async fn call(&self, _: NoArgs) -> Result<Value, ToolError> {
+            self.0.wait().await;
+            Ok(json!({ "met": true }))
+        }
+    }
+
+    struct Fails;
+
+    impl Tool for Fails {
+        type Args = NoArgs;
+        fn name(&self) -> &'static str {
+            "fails"
+        }
+        fn description(&self) -> &'static str {
+            "Always fails."
+        }
+        async fn call(&self, _: NoArgs) -> Result<Value, ToolError> {
+            Err(ToolError::failed("the lamp is on fire"))
+        }
+    }
+
+    struct Panics;
+
+    impl Tool for Panics {
+        type Args = NoArgs;
+        fn name(&self) -> &'static str {
+            "panics"
+        }
+        fn description(&self) -> &'static str {
+            "Always panics."
+        }
+        async fn call(&self, _: NoArgs) -> Result<Value, ToolError> {
+            panic!("boom at the bottom")
+        }
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    struct BigArgs {
+        /// Bytes of text to return.
+        bytes: usize,
+    }
+
+    struct Big;
+
+    impl Tool for Big {
+        type Args = BigArgs;
+        fn name(&self) -> &'static str {
+            "big"
+        }
+        fn description(&self) -> &'static str {
+            "Returns a lot of quoted text."
+        }
+        async fn call(&self, args: BigArgs) -> Result<Value, ToolError> {
+            // Quotes and non-ASCII make the escaped size differ from the raw size.
+            let text: String = "\"é".chars().cycle().take(args.bytes).collect();
+            Ok(json!({ "text": text }))
+        }
+    }
+
+    struct Answer;
+
+    impl Tool for Answer {
+        type Args = NoArgs;
+        fn name(&self) -> &'static str {
+            "answer"
+        }
+        fn description(&self) -> &'static str {
+            "Returns a bare number."
+        }
+        async fn call(&self, _: NoArgs) -> Result<Value, ToolError> {
+            Ok(json!(42))
+        }
+    }
+
+    struct Background(Scheduling);
+
+    impl Tool for Background {
+        type Args = NoArgs;
+        fn name(&self) -> &'static str {
+            "background"
+        }
+        fn description(&self) -> &'static str {
+            "Non-blocking."
+        }
+        fn behavior(&self) -> Behavior {
+            Behavior::NonBlocking
+        }
+        fn scheduling(&self) -> Scheduling {
+            self.0
+        }
+        async fn call(&self, _: NoArgs) -> Result<Value, ToolError> {
+            Ok(json!({ "done": true }))
+        }
+    }
+
+    struct BackgroundFails;
+
+    impl Tool for BackgroundFails {
+        type Args = NoArgs;
+        fn name(&self) -> &'static str {
+            "background_fails"
+        }
+        fn description(&self) -> &'static str {
+            "Non-blocking and failing."
+        }
+        fn behavior(&self) -> Behavior {
+            Behavior::NonBlocking
+        }
+        fn scheduling(&self) -> Scheduling {
+            Scheduling::Interrupt
+        }
+        async fn call(&self, _: NoArgs) -> Result<Value, ToolError> {
+            Err(ToolError::invalid("nope"))
+        }
+    }
+
+    struct Fixture {
+        dispatcher: ToolDispatcher,
+        events: mpsc::UnboundedReceiver<ToolEvent>,
+        dropped: mpsc::UnboundedReceiver<u64>,
+    }
+
+    fn fixture(limits: ToolLimits, barrier: usize) -> Fixture {
+        let (dropped_tx, dropped) = mpsc::unbounded_channel();
+        let mut registry = Registry::new(limits);
+        registry.register(Sleepy {
+            dropped: dropped_tx,
+        });
+        registry.register(Meet(Arc::new(Barrier::new(barrier))));
+        registry.register(Fails);
+        registry.register(Panics);
+        registry.register(Big);
+        registry.register(Answer);
+        registry.register(Background(Scheduling::Silent));
+        registry.register(BackgroundFails);
+        let (dispatcher, events) = ToolDispatcher::new(Arc::new(registry));
+        Fixture {
+            dispatcher,
+            events,
+            dropped,
+        }
+    }
+
+    fn call(id: &str, name: &str, args: Value) -> FunctionCall {
+        FunctionCall {
+            id: Some(id.to_owned()),
+            name: name.to_owned(),
+            args,
+        }
+    }
+
+    async fn next_event(events: &mut mpsc::UnboundedReceiver<ToolEvent>) -> ToolEvent {
+        match tokio::time::timeout(WAIT, events.recv()).await {
+            Ok(Some(event)) => event,
+            Ok(None) => panic!("event channel closed"),
+            Err(_) => panic!("no tool event within {WAIT:?}"),
+        }
+    }
+
+    async fn next_outcome(events: &mut mpsc::UnboundedReceiver<ToolEvent>) -> ToolOutcome {
+        match next_event(events).await {
+            ToolEvent::Finished(outcome) => outcome,
+            ToolEvent::Cancelled { id, .. } => panic!("expected Finished, got Cancelled {id}"),
+        }
+    }
+
+    /// Waits until the handler of the sleepy call with this `ms` has been dropped.
+    async fn wait_dropped(dropped: &mut mpsc::UnboundedReceiver<u64>, ms: u64) {
+        loop {
+            match tokio::time::timeout(WAIT, dropped.recv()).await {
+                Ok(Some(seen)) if seen == ms => return,
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => panic!("the {ms} ms handler was never dropped"),
+            }
+        }
+    }
+
+    /// Drops the dispatcher and collects every remaining event; the channel closes only once
+    /// every supervisor task is gone, so nothing can arrive later.
+    async fn drain(fixture: Fixture) -> Vec<ToolEvent> {
+        let Fixture {
+            dispatcher,
+            mut events,
+            ..
+        } = fixture;
+        drop(dispatcher);
+        let mut rest = Vec::new();
+        loop {
+            match tokio::time::timeout(WAIT, events.recv()).await {
+                Ok(Some(event)) => rest.push(event),
+                Ok(None) => return rest,
+                Err(_) => panic!("tool tasks still alive after {WAIT:?}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn calls_run_concurrently() {
+        // Each call waits at a barrier for the other two, so they only finish if all three run
+        // at the same time; run one after another, the first would hit the time limit instead.
+        let limits = ToolLimits {
+            timeout: Duration::from_secs(5),
+            ..ToolLimits::default()
+        };
+        let mut f = fixture(limits, 3);
+        f.dispatcher.dispatch(vec![
+            call("1", "meet", json!({})),
+            call("2", "meet", json!({})),
+            call("3", "meet", json!({})),
+        ]);
+        assert_eq!(f.dispatcher.in_flight(), 3);
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            let outcome = next_outcome(&mut f.events).await;
+            assert_eq!(outcome.status, ToolStatus::Ok);
+            assert_eq!(outcome.response.response, json!({"met": true}));
+            ids.extend(outcome.id);
+        }
+        ids.sort();
+        assert_eq!(ids, ["1", "2", "3"]);
+        assert_eq!(f.dispatcher.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn three_slow_calls_take_the_time_of_one() {
+        let mut f = fixture(ToolLimits::default(), 1);
+        f.dispatcher.dispatch(vec![
+            call("a", "sleepy", json!({"ms": 200})),
+            call("b", "sleepy", json!({"ms": 200})),
+            call("c", "sleepy", json!({"ms": 200})),
+        ]);
+        let mut last_started_to_end = Duration::ZERO;
+        for _ in 0..3 {
+            let outcome = next_outcome(&mut f.events).await;
+            assert_eq!(outcome.status, ToolStatus::Ok);
+            assert!(outcome.duration >= Duration::from_millis(200));
+            last_started_to_end = last_started_to_end.max(outcome.duration);
+        }
+        // Each call's own clock starts at dispatch; serial execution would give the last one
+        // at least 600 ms.
+        assert!(
+            last_started_to_end < Duration::from_millis(600),
+            "{last_started_to_end:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn successful_response_carries_id_name_and_result() {
+        let mut f = fixture(ToolLimits::default(), 1);
+        f.dispatcher
+            .dispatch(vec![call("x1", "sleepy", json!({"ms": 1}))]);
+        let outcome = next_outcome(&mut f.events).await;
+        assert_eq!(outcome.id.as_deref(), Some("x1"));
+        assert_eq!(outcome.name, "sleepy");
+        assert_eq!(outcome.args, json!({"ms": 1}));
+        assert!(!outcome.truncated);
+        assert_eq!(
+            outcome.response,
+            FunctionResponse {
+                id: Some("x1".into()),
+                name: "sleepy".into(),
+                response: json!({"slept_ms": 1}),
+                will_continue: None,
+                scheduling: None,
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn non_object_results_are_wrapped() {
+        let mut f = fixture(ToolLimits::default(), 1);
+        f.dispatcher
+            .dispatch(vec![call("n", "answer", Value::Null)]);
+        let outcome = next_outcome(&mut f.events).await;
+        assert_eq!(outcome.response.response, json!({"result": 42}));
+    }
+
+    #[tokio::test]
+    async fn unknown_tool_is_answered_with_an_error() {
+        let mut f = fixture(ToolLimits::default(), 1);
+        f.dispatcher
+            .dispatch(vec![call("u", "make_coffee", json!({}))]);
+        let outcome = next_outcome(&mut f.events).await;
+        let ToolStatus::Error(message) = &outcome.status else {
+            panic!("unexpected {:?}", outcome.status);
+        };
+        assert!(message.contains("\"make_coffee\""), "{message}");
+        assert!(message.contains("sleepy"), "{message}");
+        assert_eq!(outcome.response.id.as_deref(), Some("u"));
+        assert_eq!(outcome.response.name, "make_coffee");
+        assert_eq!(outcome.response.response["success"], false);
+        assert_eq!(outcome.response.response["error"], json!(message));
+        assert_eq!(f.dispatcher.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_say_which_and_why() {
+        let mut f = fixture(ToolLimits::default(), 1);
+        f.dispatcher.dispatch(vec![
+            call("wrong", "sleepy", json!({"ms": "soon"})),
+            call("missing", "sleepy", json!({})),
+        ]);
+        let wrong = next_outcome(&mut f.events).await;
+        let missing = next_outcome(&mut f.events).await;
+        let error_of = |o: &ToolOutcome| match &o.status {
+            ToolStatus::Error(m) => m.clone(),
+            other => panic!("unexpected {other:?}"),
+        };
+        let message = error_of(&wrong);
+        assert!(message.contains("`ms`"), "{message}");
+        assert!(
+            message.contains("invalid type: string \"soon\""),
+            "{message}"
+        );
+        assert_eq!(wrong.response.response["error"], json!(message));
+        let message = error_of(&missing);
+        assert!(message.contains("missing field `ms`"), "{message}");
+        assert_eq!(missing.response.response["success"], false);
+    }
+
+    #[tokio::test]
+    async fn handler_errors_become_error_responses() {
+        let mut f = fixture(ToolLimits::default(), 1);
+        f.dispatcher.dispatch(vec![call("e", "fails", json!({}))]);
+        let outcome = next_outcome(&mut f.events).await;
+        assert_eq!(
+            outcome.status,
+            ToolStatus::Error("the lamp is on fire".into())
+        );
+        assert_eq!(
+            outcome.response.response,
+            json!({"success": false, "error": "the lamp is on fire"})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_panic_is_contained_and_answered() {
+        let mut f = fixture(ToolLimits::default(), 1);
+        f.dispatcher.dispatch(vec![call("p", "panics", json!({}))]);
+        let outcome = next_outcome(&mut f.events).await;
+        assert_eq!(
+            outcome.status,
+            ToolStatus::Panicked("boom at the bottom".into())
+        );
+        assert_eq!(outcome.response.response["success"], false);
+        let error = outcome.response.response["error"].as_str().unwrap_or("");
+        assert!(
+            error.contains("panics") && error.contains("boom"),
+            "{error}"
+        );
+        // The dispatcher keeps working.
+        f.dispatcher
+            .dispatch(vec![call("after", "answer", json!({}))]);
+        let outcome = next_outcome(&mut f.events).await;
+        assert_eq!(outcome.status, ToolStatus::Ok);
+    }
+
+    #[tokio::test]
+    async fn slow_calls_time_out_and_are_stopped() {
+        let limits = ToolLimits {
+            timeout: Duration::from_millis(50),
+            ..ToolLimits::default()
+        };
+        let mut f = fixture(limits, 1);
+        f.dispatcher
+            .dispatch(vec![call("t", "sleepy", json!({"ms": 3_600_000}))]);
+        let outcome = next_outcome(&mut f.events).await;
+        assert_eq!(outcome.status, ToolStatus::TimedOut);
+        assert!(outcome.duration >= Duration::from_millis(50));
+        let error = outcome.response.response["error"].as_str().unwrap_or("");
+        assert!(
+            error.contains("sleepy") && error.contains("50 ms"),
+            "{error}"
+        );
+        // The handler future was dropped, not left running.
+        wait_dropped(&mut f.dropped, 3_600_000).await;
+    }
+
+    #[tokio::test]
+    async fn cancelled_calls_are_stopped_and_never_answered() {
+        let mut f = fixture(ToolLimits::default(), 1);
+        f.dispatcher.dispatch(vec![
+            call("slow", "sleepy", json!({"ms": 3_600_000})),
+            call("other", "sleepy", json!({"ms": 10})),
+        ]);
+        tokio::task::yield_now().await;
+        let stopped = f
+            .dispatcher
+            .cancel(&["slow".to_owned(), "never-seen".to_owned()]);
+        assert_eq!(stopped, ["slow"]);
+        match next_event(&mut f.events).await {
+            ToolEvent::Cancelled { id, name, .. } => {
+                assert_eq!((id.as_str(), name.as_str()), ("slow", "sleepy"));
+            }
+            ToolEvent::Finished(o) => panic!("expected Cancelled, got {o:?}"),
+        }
+        wait_dropped(&mut f.dropped, 3_600_000).await;
+        let other = next_outcome(&mut f.events).await;
+        assert_eq!(other.id.as_deref(), Some("other"));
+        // Cancelling again, or after the finish, stops nothing.
+        assert!(f.dispatcher.cancel(&["slow".to_owned()]).is_empty());
+        assert!(f.dispatcher.cancel(&["other".to_owned()]).is_empty());
+        // The channel closes only when every task is gone, so this sees any late answer.
+        let rest = drain(f).await;
+        assert!(rest.is_empty(), "late events: {rest:?}");
+    }
+
+    #[tokio::test]
+    async fn a_repeated_id_still_gets_one_answer_per_call() {
+        let mut f = fixture(ToolLimits::default(), 1);
+        f.dispatcher.dispatch(vec![
+            call("dup", "sleepy", json!({"ms": 3_600_000})),
+            call("dup", "sleepy", json!({"ms": 1})),
+        ]);
+        // The cancel reaches the first call with that id; the second runs to completion.
+        assert_eq!(f.dispatcher.cancel(&["dup".to_owned()]), ["dup"]);
+        let mut kinds = Vec::new();
+        for _ in 0..2 {
+            kinds.push(match next_event(&mut f.events).await {
+                ToolEvent::Cancelled { .. } => "cancelled",
+                ToolEvent::Finished(o) => {
+                    assert_eq!(o.args, json!({"ms": 1}));
+                    "finished"
+                }
+            });
+        }
+        kinds.sort_unstable();
+        assert_eq!(kinds, ["cancelled", "finished"]);
+        assert!(drain(f).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn calls_without_id_are_answered_but_not_cancellable() {
+        let mut f = fixture(ToolLimits::default(), 1);
+        f.dispatcher.dispatch(vec![FunctionCall {
+            id: None,
+            name: "sleepy".into(),
+            args: json!({"ms": 20}),
+        }]);
+        assert!(f.dispatcher.cancel(&[String::new()]).is_empty());
+        let outcome = next_outcome(&mut f.events).await;
+        assert_eq!(outcome.id, None);
+        assert_eq!(outcome.response.id, None);
+        assert_eq!(outcome.response.name, "sleepy");
+    }
+
+    #[tokio::test]
+    async fn oversized_responses_are_truncated_under_the_limit() {
+        let limits = ToolLimits {
+            max_response_bytes: 300,
+            ..ToolLimits::default()
+        };
+        let mut f = fixture(limits, 1);
+        f.dispatcher
+            .dispatch(vec![call("big", "big", json!({"bytes": 10_000}))]);
+        let outcome = next_outcome(&mut f.events).await;
+        assert!(outcome.truncated);
+        assert_eq!(outcome.status, ToolStatus::Ok);
+        let body = &outcome.response.response;
+        assert!(body.to_string().len() <= 300, "{body}");
+        assert_eq!(body["truncated"], true);
+        assert_eq!(body["limit_bytes"], 300);
+        let original =
+            json!({"text": "\"é".chars().cycle().take(10_000).collect::<String>()}).to_string();
+        assert_eq!(body["original_bytes"], original.len());
+        let preview = body["preview"].as_str().unwrap_or("");
+        assert!(!preview.is_empty());
+        assert!(original.starts_with(preview));
+        assert!(body["note"].as_str().unwrap_or("").contains("truncated"));
+
+        // Small responses pass untouched.
+        f.dispatcher
+            .dispatch(vec![call("small", "big", json!({"bytes": 10}))]);
+        let outcome = next_outcome(&mut f.events).await;
+        assert!(!outcome.truncated);
+        assert!(outcome.response.response["text"].is_string());
+    }
+
+    #[test]
+    fn truncation_copes_with_tiny_limits() {
+        let body = json!({"text": "x".repeat(1000)});
+        for limit in [0, 1, 50, 120, 150, 200] {
+            let (fitted, truncated) = fit_response(body.clone(), limit);
+            assert!(truncated);
+            assert_eq!(fitted["truncated"], true);
+            if fitted.get("preview").is_some() {
+                assert!(fitted.to_string().len() <= limit, "{limit}: {fitted}");
+            }
+        }
+        let (fitted, _) = fit_response(body, 200);
+        assert!(fitted.get("preview").is_some(), "{fitted}");
+    }
+
+    #[tokio::test]
+    async fn scheduling_only_on_non_blocking_tools() {
+        let mut f = fixture(ToolLimits::default(), 1);
+        f.dispatcher
+            .dispatch(vec![call("bg", "background", json!({}))]);
+        let outcome = next_outcome(&mut f.events).await;
+        assert_eq!(outcome.response.scheduling, Some(Scheduling::Silent));
+
+        f.dispatcher
+            .dispatch(vec![call("bgf", "background_fails", json!({}))]);
+        let outcome = next_outcome(&mut f.events).await;
+        assert_eq!(outcome.response.scheduling, Some(Scheduling::Interrupt));
+        assert_eq!(outcome.response.response["error"], "nope");
+
+        f.dispatcher.dispatch(vec![call("fg", "answer", json!({}))]);
+        let outcome = next_outcome(&mut f.events).await;
+        assert_eq!(outcome.response.scheduling, None);
+
+        f.dispatcher
+            .dispatch(vec![call("nx", "nothing", json!({}))]);
+        let outcome = next_outcome(&mut f.events).await;
+        assert_eq!(outcome.response.scheduling, None);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn exactly_one_event_per_call_under_cancel_races() {
+        const ROUNDS: usize = 300;
+        let mut f = fixture(ToolLimits::default(), 1);
+        let mut cancelled_ids = Vec::new();
+        for round in 0..ROUNDS {
+            let id = format!("r{round}");
+            // Vary how close to completion the cancel lands, including "already done".
+            let ms = (round % 3) as u64;
+            f.dispatcher
+                .dispatch(vec![call(&id, "sleepy", json!({ "ms": ms }))]);
+            if round % 2 == 0 {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            cancelled_ids.extend(f.dispatcher.cancel(std::slice::from_ref(&id)));
+        }
+        let mut finished: HashMap<String, usize> = HashMap::new();
+        let mut cancelled: HashMap<String, usize> = HashMap::new();
+        let mut seen = 0;
+        while seen < ROUNDS {
+            seen += 1;
+            match next_event(&mut f.events).await {
+                ToolEvent::Finished(o) => {
+                    *finished.entry(o.id.unwrap_or_default()).or_default() += 1;
+                }
+                ToolEvent::Cancelled { id, .. } => *cancelled.entry(id).or_default() += 1,
+            }
+        }
+        let late = drain(f).await;
+        assert!(late.is_empty(), "{} extra events", late.len());
+        for round in 0..ROUNDS {
+            let id = format!("r{round}");
+            let f_count = finished.get(&id).copied().unwrap_or(0);
+            let c_count = cancelled.get(&id).copied().unwrap_or(0);
+            assert_eq!(
+                f_count + c_count,
+                1,
+                "{id}: {f_count} finished, {c_count} cancelled"
+            );
+            assert_eq!(c_count == 1, cancelled_ids.contains(&id), "{id}");
+        }
+    }
+
+    #[test]
+    fn end_session_outcome_is_recognised() {
+        let outcome = |name: &str, status| ToolOutcome {
+            id: None,
+            name: name.into(),
+            args: json!({}),
+            status,
+            response: FunctionResponse::default(),
+            duration: Duration::ZERO,
+            truncated: false,
+        };
+        assert!(outcome(END_SESSION, ToolStatus::Ok).ends_session());
+        assert!(!outcome(END_SESSION, ToolStatus::TimedOut).ends_session());
+        assert!(!outcome("get_current_time", ToolStatus::Ok).ends_session());
+    }
+}

@@ -1,0 +1,623 @@
+//! Turns schemars output into the OpenAPI subset Gemini's `Schema` accepts.
+//!
+//! Gemini rejects unknown keywords with a 400 at setup time, which would take the whole session
+//! down, so this keeps a closed list of keywords and refuses (rather than silently mangles) the
+//! constructs it cannot express: `$ref`, `oneOf`, `allOf`, `not`, tuples, multi-type unions.
+
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde_json::{Map, Value};
+
+/// A schema that cannot be expressed as a Gemini `Schema`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// A keyword Gemini has no equivalent for survived generation.
+    #[error("schema at {path}: `{keyword}` is not supported in Gemini function declarations")]
+    Unsupported { path: String, keyword: &'static str },
+    /// The schema has a shape the normaliser cannot map.
+    #[error("schema at {path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// Keywords whose presence means generation did not inline or flatten something; dropping them
+/// would change what the model is allowed to send, so they are errors.
+const REFUSED: &[&str] = &["$ref", "oneOf", "allOf", "not"];
+
+/// The Gemini `Schema` of `T` as a function's `parameters`, or `None` when `T` takes no
+/// arguments (Gemini wants `parameters` omitted then, not an empty object).
+pub fn parameters_for<T: JsonSchema>() -> Result<Option<Value>, SchemaError> {
+    let generator = SchemaSettings::openapi3()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .into_generator();
+    let raw = generator.into_root_schema_for::<T>().to_value();
+    let mut schema = normalize_schema(&raw)?;
+    let Some(object) = schema.as_object_mut() else {
+        return Err(invalid("#", "a schema must be an object"));
+    };
+    if object.get("type").and_then(Value::as_str) != Some("OBJECT") {
+        return Err(invalid("#", "tool arguments must be an object"));
+    }
+    // The root description is the Args type's doc comment, written for developers; the model
+    // already gets the function's own description.
+    object.remove("description");
+    let has_properties = object
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_some_and(|p| !p.is_empty());
+    Ok(has_properties.then_some(schema))
+}
+
+/// Converts one (already inlined) JSON Schema into the Gemini subset.
+pub fn normalize_schema(schema: &Value) -> Result<Value, SchemaError> {
+    normalize_at(schema, "#")
+}
+
+fn invalid(path: &str, message: impl Into<String>) -> SchemaError {
+    SchemaError::Invalid {
+        path: path.to_owned(),
+        message: message.into(),
+    }
+}
+
+fn normalize_at(schema: &Value, path: &str) -> Result<Value, SchemaError> {
+    let Some(source) = schema.as_object() else {
+        return Err(invalid(
+            path,
+            format!("expected a schema object, found {schema}"),
+        ));
+    };
+    for keyword in REFUSED {
+        if source.contains_key(*keyword) {
+            return Err(SchemaError::Unsupported {
+                path: path.to_owned(),
+                keyword,
+            });
+        }
+    }
+
+    let mut out = Map::new();
+    let mut nullable = source.get("nullable").and_then(Value::as_bool) == Some(true);
+
+    let gemini_type = match source.get("type") {
+        None => None,
+        Some(t) => {
+            let (name, null_in_type) = single_type(t, path)?;
+            nullable |= null_in_type;
+            Some(name)
+        }
+    };
+    if let Some(name) = gemini_type {
+        out.insert("type".into(), Value::String(name.into()));
+        if let Some(format) = source.get("format").and_then(Value::as_str)
+            && format_allowed(name, format)
+        {
+            out.insert("format".into(), Value::String(format.into()));
+        }
+    }
+
+    if let Some(description) = source.get("description").and_then(Value::as_str) {
+        out.insert("description".into(), Value::String(description.into()));
+    }
+
+    if let Some(values) = source.get("enum") {
+        let Some(values) = values.as_array() else {
+            return Err(invalid(path, "`enum` must be an array"));
+        };
+        let mut strings = Vec::with_capacity(values.len());
+        for value in values {
+            match value {
+                Value::Null => nullable = true,
+                Value::String(s) => strings.push(Value::String(s.clone())),
+                other => {
+                    return Err(invalid(
+                        path,
+                        format!("Gemini only allows string enum values, found {other}"),
+                    ));
+                }
+            }
+        }
+        if !strings.is_empty() {
+            out.insert("enum".into(), Value::Array(strings));
+        }
+    }
+
+    if let Some(properties) = source.get("properties") {
+        let Some(properties) = properties.as_object() else {
+            return Err(invalid(path, "`properties` must be an object"));
+        };
+        let mut converted = Map::new();
+        for (name, property) in properties {
+            let child = normalize_at(property, &format!("{path}/properties/{name}"))?;
+            converted.insert(name.clone(), child);
+        }
+        let required = required_names(source.get("required"), &converted, path)?;
+        out.insert("properties".into(), Value::Object(converted));
+        if !required.is_empty() {
+            out.insert("required".into(), Value::Array(required));
+        }
+    }
+
+    if let Some(items) = source.get("items") {
+        if items.is_array() {
+            return Err(invalid(
+                path,
+                "tuple `items` (a list of schemas) has no Gemini form",
+            ));
+        }
+        out.insert(
+            "items".into(),
+            normalize_at(items, &format!("{path}/items"))?,
+        );
+    }
+
+    for keyword in ["minimum", "maximum"] {
+        if let Some(bound) = source.get(keyword).filter(|v| v.is_number()) {
+            out.insert(keyword.into(), bound.clone());
+        }
+    }
+    for keyword in ["minItems", "maxItems"] {
+        if let Some(bound) = source.get(keyword).filter(|v| v.is_u64()) {
+            out.insert(keyword.into(), bound.clone());
+        }
+    }
+
+    if let Some(variants) = source.get("anyOf") {
+        fold_any_of(variants, path, &mut out, &mut nullable)?;
+    }
+
+    if nullable {
+        out.insert("nullable".into(), Value::Bool(true));
+    }
+    Ok(Value::Object(out))
+}
+
+/// Maps a JSON Schema `type` (a name or a list of names) to one Gemini type, reporting whether
+/// `null` was among them (that becomes `nullable`).
+fn single_type(t: &Value, path: &str) -> Result<(&'static str, bool), SchemaError> {
+    match t {
+        Value::String(name) => Ok((gemini_type_name(name, path)?, false)),
+        Value::Array(names) => {
+            let mut null_seen = false;
+            let mut others = Vec::new();
+            for name in names {
+                match name.as_str() {
+                    Some("null") => null_seen = true,
+                    Some(other) => others.push(other),
+                    None => return Err(invalid(path, format!("bad entry in `type`: {name}"))),
+                }
+            }
+            match others.as_slice() {
+                [one] => Ok((gemini_type_name(one, path)?, null_seen)),
+                [] => Err(invalid(path, "a schema whose only type is null")),
+                _ => Err(invalid(
+                    path,
+                    format!(
+                        "a value of several types ({}) has no Gemini form",
+                        others.join(", ")
+                    ),
+                )),
+            }
+        }
+        other => Err(invalid(path, format!("bad `type`: {other}"))),
+    }
+}
+
+fn gemini_type_name(name: &str, path: &str) -> Result<&'static str, SchemaError> {
+    Ok(match name {
+        "object" => "OBJECT",
+        "string" => "STRING",
+        "integer" => "INTEGER",
+        "number" => "NUMBER",
+        "boolean" => "BOOLEAN",
+        "array" => "ARRAY",
+        "null" => return Err(invalid(path, "a schema whose only type is null")),
+        other => return Err(invalid(path, format!("unknown type `{other}`"))),
+    })
+}
+
+/// Gemini answers 400 for any other format ("only 'enum' and 'date-time' are supported for
+/// STRING type"), and schemars emits e.g. `uint8` for `u8`.
+fn format_allowed(gemini_type: &str, format: &str) -> bool {
+    matches!(
+        (gemini_type, format),
+        ("INTEGER", "int32" | "int64")
+            | ("NUMBER", "float" | "double")
+            | ("STRING", "enum" | "date-time")
+    )
+}
+
+/// `required` restricted to properties that exist and are not nullable: an `Option` argument
+/// listed as required makes the model invent a value for it.
+fn required_names(
+    required: Option<&Value>,
+    properties: &Map<String, Value>,
+    path: &str,
+) -> Result<Vec<Value>, SchemaError> {
+    let Some(required) = required else {
+        return Ok(Vec::new());
+    };
+    let Some(required) = required.as_array() else {
+        return Err(invalid(path, "`required` must be an array"));
+    };
+    let mut names = Vec::new();
+    for name in required {
+        let Some(name) = name.as_str() else {
+            return Err(invalid(path, format!("bad entry in `required`: {name}")));
+        };
+        let Some(property) = properties.get(name) else {
+            continue;
+        };
+        if property.get("nullable") == Some(&Value::Bool(true)) {
+            continue;
+        }
+        names.push(Value::String(name.to_owned()));
+    }
+    Ok(names)
+}
+
+/// Keeps `anyOf`, except that null variants become `nullable` and a single remaining variant is
+/// merged into the parent (schemars writes `Option<T>` as `anyOf: [T, null]`).
+fn fold_any_of(
+    variants: &Value,
+    path: &str,
+    out: &mut Map<String, Value>,
+    nullable: &mut bool,
+) -> Result<(), SchemaError> {
+    let Some(variants) = variants.as_array() else {
+        return Err(invalid(path, "`anyOf` must be an array"));
+    };
+    let mut kept = Vec::with_capacity(variants.len());
+    for (index, variant) in variants.iter().enumerate() {
+        if is_null_schema(variant) {
+            *nullable = true;
+            continue;
+        }
+        kept.push(normalize_at(variant, &format!("{path}/anyOf/{index}"))?);
+    }
+    match kept.len() {
+        0 => {}
+        1 => {
+            if let Some(Value::Object(only)) = kept.pop() {
+                for (key, value) in only {
+                    if key == "nullable" {
+                        *nullable |= value == Value::Bool(true);
+                        continue;
+                    }
+                    // The outer schema's own keywords (notably its description) win.
+                    out.entry(key).or_insert(value);
+                }
+            }
+        }
+        _ => {
+            out.insert("anyOf".into(), Value::Array(kept));
+        }
+    }
+    Ok(())
+}
+
+fn is_null_schema(schema: &Value) -> bool {
+    let Some(object) = schema.as_object() else {
+        return false;
+    };
+    match object.get("type") {
+        Some(Value::String(t)) => t == "null",
+        None => {
+            object.get("nullable") == Some(&Value::Bool(true))
+                && object.keys().all(|k| k == "nullable")
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use schemars::JsonSchema;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    use super::*;
+
+    fn norm(schema: Value) -> Result<Value, SchemaError> {
+        normalize_schema(&schema)
+    }
+
+    #[test]
+    fn types_are_upper_cased() -> Result<(), SchemaError> {
+        for (lower, upper) in [
+            ("object", "OBJECT"),
+            ("string", "STRING"),
+            ("integer", "INTEGER"),
+            ("number", "NUMBER"),
+            ("boolean", "BOOLEAN"),
+            ("array", "ARRAY"),
+        ] {
+            assert_eq!(norm(json!({"type": lower}))?, json!({"type": upper}));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn type_array_with_null_becomes_nullable() -> Result<(), SchemaError> {
+        assert_eq!(
+            norm(json!({"type": ["string", "null"]}))?,
+            json!({"type": "STRING", "nullable": true})
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn type_array_with_several_types_is_refused() {
+        let error = norm(json!({"type": ["string", "integer"]}));
+        assert!(
+            matches!(error, Err(SchemaError::Invalid { .. })),
+            "{error:?}"
+        );
+    }
+
+    #[test]
+    fn formats_kept_only_where_gemini_allows() -> Result<(), SchemaError> {
+        let cases = [
+            ("integer", "int32", true),
+            ("integer", "int64", true),
+            ("integer", "uint8", false),
+            ("integer", "uint", false),
+            ("number", "float", true),
+            ("number", "double", true),
+            ("string", "date-time", true),
+            ("string", "enum", true),
+            ("string", "uuid", false),
+            ("string", "int64", false),
+        ];
+        for (t, format, kept) in cases {
+            let out = norm(json!({"type": t, "format": format}))?;
+            assert_eq!(out.get("format").is_some(), kept, "{t} {format}: {out}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn dropped_keywords() -> Result<(), SchemaError> {
+        let out = norm(json!({
+            "$schema": "https://spec.openapis.org/oas/3.0/schema/2021-09-28#/definitions/Schema",
+            "title": "Args",
+            "type": "object",
+            "default": {},
+            "additionalProperties": false,
+            "$defs": {"Unused": {"type": "string"}},
+            "examples": [{}],
+            "example": {},
+            "properties": {"a": {"type": "string", "title": "A", "default": "x"}},
+        }))?;
+        assert_eq!(
+            out,
+            json!({"type": "OBJECT", "properties": {"a": {"type": "STRING"}}})
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn kept_keywords() -> Result<(), SchemaError> {
+        let schema = json!({
+            "type": "object",
+            "description": "d",
+            "properties": {
+                "n": {"type": "integer", "minimum": 0, "maximum": 100},
+                "list": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 3},
+                "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+            },
+            "required": ["n"],
+        });
+        assert_eq!(
+            norm(schema)?,
+            json!({
+                "type": "OBJECT",
+                "description": "d",
+                "properties": {
+                    "n": {"type": "INTEGER", "minimum": 0, "maximum": 100},
+                    "list": {"type": "ARRAY", "items": {"type": "STRING"}, "minItems": 1, "maxItems": 3},
+                    "either": {"anyOf": [{"type": "STRING"}, {"type": "INTEGER"}]},
+                },
+                "required": ["n"],
+            })
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn null_is_removed_from_enum() -> Result<(), SchemaError> {
+        assert_eq!(
+            norm(json!({"type": "string", "enum": ["a", "b", null], "nullable": true}))?,
+            json!({"type": "STRING", "enum": ["a", "b"], "nullable": true})
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn non_string_enum_is_refused() {
+        assert!(norm(json!({"type": "integer", "enum": [1, 2]})).is_err());
+    }
+
+    #[test]
+    fn leftover_ref_one_of_all_of_are_refused() {
+        for keyword in ["$ref", "oneOf", "allOf"] {
+            let nested = json!({
+                "type": "object",
+                "properties": {"deep": {"type": "object", "properties": {"x": {keyword: []}}}},
+            });
+            match norm(nested) {
+                Err(SchemaError::Unsupported { path, keyword: k }) => {
+                    assert_eq!(k, keyword);
+                    assert_eq!(path, "#/properties/deep/properties/x");
+                }
+                other => panic!("{keyword} must be refused, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn tuple_items_are_refused() {
+        assert!(norm(json!({"type": "array", "items": [{"type": "string"}]})).is_err());
+    }
+
+    #[test]
+    fn any_of_with_null_collapses_to_nullable() -> Result<(), SchemaError> {
+        assert_eq!(
+            norm(json!({
+                "description": "outer",
+                "anyOf": [{"type": "object", "description": "inner", "properties": {}}, {"type": "null"}],
+            }))?,
+            json!({"type": "OBJECT", "description": "outer", "properties": {}, "nullable": true})
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn nullable_properties_are_not_required() -> Result<(), SchemaError> {
+        let out = norm(json!({
+            "type": "object",
+            "properties": {"a": {"type": "string"}, "b": {"type": ["string", "null"]}},
+            "required": ["a", "b", "missing"],
+        }))?;
+        assert_eq!(out["required"], json!(["a"]));
+        Ok(())
+    }
+
+    /// Arguments covering what tool authors are told to use.
+    #[derive(Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Sample {
+        /// A name.
+        name: String,
+        /// Optional count.
+        count: Option<u8>,
+        /// A unit.
+        unit: Option<Unit>,
+        /// Tags.
+        tags: Vec<String>,
+        /// Nested.
+        inner: Inner,
+        /// Maybe nested.
+        maybe_inner: Option<Inner>,
+        /// Ratio.
+        #[schemars(range(min = 0.0, max = 1.0))]
+        ratio: f64,
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    #[allow(dead_code)]
+    enum Unit {
+        Celsius,
+        Fahrenheit,
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Inner {
+        /// Flag.
+        flag: bool,
+    }
+
+    #[test]
+    fn schemars_output_is_normalised_end_to_end() -> Result<(), SchemaError> {
+        let Some(params) = parameters_for::<Sample>()? else {
+            panic!("Sample has arguments");
+        };
+        assert_eq!(params["type"], "OBJECT");
+        assert!(params.get("description").is_none(), "{params}");
+        assert!(params.get("title").is_none(), "{params}");
+        let props = &params["properties"];
+        assert_eq!(
+            props["name"],
+            json!({"type": "STRING", "description": "A name."})
+        );
+        // uint8 dropped, the unsigned minimum kept, null folded into nullable.
+        assert_eq!(
+            props["count"],
+            json!({"type": "INTEGER", "description": "Optional count.", "minimum": 0, "maximum": 255, "nullable": true})
+        );
+        assert_eq!(props["unit"]["enum"], json!(["celsius", "fahrenheit"]));
+        assert_eq!(props["unit"]["nullable"], true);
+        assert_eq!(props["tags"]["items"], json!({"type": "STRING"}));
+        assert_eq!(props["inner"]["properties"]["flag"]["type"], "BOOLEAN");
+        assert_eq!(props["maybe_inner"]["type"], "OBJECT");
+        assert_eq!(props["maybe_inner"]["nullable"], true);
+        assert_eq!(props["ratio"]["minimum"], json!(0.0));
+        assert_eq!(props["ratio"]["format"], "double");
+        assert_eq!(
+            params["required"],
+            json!(["name", "tags", "inner", "ratio"])
+        );
+        let text = params.to_string();
+        for banned in [
+            "$ref",
+            "$defs",
+            "$schema",
+            "\"null\"",
+            "null,",
+            ",null",
+            "uint8",
+            "additionalProperties",
+        ] {
+            assert!(!text.contains(banned), "{banned} left in {text}");
+        }
+        Ok(())
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    struct Empty {}
+
+    #[test]
+    fn zero_argument_tools_have_no_parameters() -> Result<(), SchemaError> {
+        assert_eq!(parameters_for::<Empty>()?, None);
+        Ok(())
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    #[serde(tag = "kind")]
+    #[allow(dead_code)]
+    enum Tagged {
+        A { a: String },
+        B { b: i32 },
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct WithTagged {
+        choice: Tagged,
+    }
+
+    #[test]
+    fn tagged_enums_fail_loudly() {
+        let result = parameters_for::<WithTagged>();
+        assert!(
+            matches!(
+                result,
+                Err(SchemaError::Unsupported {
+                    keyword: "oneOf",
+                    ..
+                })
+            ),
+            "{result:?}"
+        );
+    }
+
+    #[derive(Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Recursive {
+        children: Vec<Recursive>,
+    }
+
+    #[test]
+    fn recursive_types_fail_loudly() {
+        assert!(parameters_for::<Recursive>().is_err());
+    }
+
+    #[test]
+    fn non_object_arguments_are_refused() {
+        assert!(parameters_for::<String>().is_err());
+    }
+}
