@@ -4,7 +4,9 @@ use serde::de::DeserializeOwned;
 
 use super::wire::{ClientMessage, ServerMessage};
 
-/// What a server frame turned out to be.
+/// What a server frame turned out to be. Frames are decoded one at a time and moved once, so
+/// the size difference between variants costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum DecodedServerFrame {
     /// A message with at least one known field (or `{}`, which the SDKs accept as empty).
@@ -65,11 +67,7 @@ pub fn decode_client(payload: &[u8]) -> Result<ClientMessage, DecodeError> {
         Err(DecodeError::Field { path, message })
             if path == "." && message.starts_with("unknown variant") =>
         {
-            let name = message
-                .split('`')
-                .nth(1)
-                .unwrap_or("?")
-                .to_owned();
+            let name = message.split('`').nth(1).unwrap_or("?").to_owned();
             Err(DecodeError::UnknownClientMessage(name))
         }
         Err(e) => Err(e),
@@ -159,10 +157,16 @@ mod tests {
     fn golden_transcriptions() {
         let m = message(br#"{"serverContent": {"inputTranscription": {"text": "test_input", "finished": true}}}"#);
         let t = m.server_content.unwrap().input_transcription.unwrap();
-        assert_eq!((t.text.as_deref(), t.finished), (Some("test_input"), Some(true)));
+        assert_eq!(
+            (t.text.as_deref(), t.finished),
+            (Some("test_input"), Some(true))
+        );
         let m = message(br#"{"serverContent": {"outputTranscription": {"text": "test_output", "finished": false}}}"#);
         let t = m.server_content.unwrap().output_transcription.unwrap();
-        assert_eq!((t.text.as_deref(), t.finished), (Some("test_output"), Some(false)));
+        assert_eq!(
+            (t.text.as_deref(), t.finished),
+            (Some("test_output"), Some(false))
+        );
     }
 
     #[test]
@@ -182,9 +186,14 @@ mod tests {
 
     #[test]
     fn golden_vad_signal() {
-        let m = message(br#"{"voiceActivityDetectionSignal": {"vadSignalType": "VAD_SIGNAL_TYPE_SOS"}}"#);
+        let m = message(
+            br#"{"voiceActivityDetectionSignal": {"vadSignalType": "VAD_SIGNAL_TYPE_SOS"}}"#,
+        );
         assert_eq!(
-            m.voice_activity_detection_signal.unwrap().vad_signal_type.as_deref(),
+            m.voice_activity_detection_signal
+                .unwrap()
+                .vad_signal_type
+                .as_deref(),
             Some("VAD_SIGNAL_TYPE_SOS")
         );
     }
@@ -193,7 +202,10 @@ mod tests {
     fn golden_text_turn_with_reason() {
         let m = message(br#"{"serverContent": {"modelTurn": {"parts": [{"text": "Please provide more details."}]}, "turnComplete": true, "turnCompleteReason": "NEED_MORE_INPUT", "waitingForInput": true}}"#);
         let c = m.server_content.unwrap();
-        assert_eq!(c.model_turn.unwrap().parts[0].text.as_deref(), Some("Please provide more details."));
+        assert_eq!(
+            c.model_turn.unwrap().parts[0].text.as_deref(),
+            Some("Please provide more details.")
+        );
         assert_eq!(c.turn_complete, Some(true));
         assert_eq!(c.turn_complete_reason.as_deref(), Some("NEED_MORE_INPUT"));
         assert_eq!(c.waiting_for_input, Some(true));
@@ -224,7 +236,14 @@ mod tests {
             Some("function-call-5831923424298605773")
         );
         let m = message(br#"{"serverContent":{"modelTurn":{"role":"model","parts":[{"inlineData":{"mimeType":"audio/pcm","data":"AAAA"}}]}}}"#);
-        assert_eq!(m.server_content.unwrap().model_turn.unwrap().parts[0].inline_data.as_ref().unwrap().data, [0, 0, 0]);
+        assert_eq!(
+            m.server_content.unwrap().model_turn.unwrap().parts[0]
+                .inline_data
+                .as_ref()
+                .unwrap()
+                .data,
+            [0, 0, 0]
+        );
     }
 
     // Our own variants: snake_case everywhere, URL-safe base64, numbers as strings, Vertex names.
@@ -242,7 +261,10 @@ mod tests {
 
         let m = message(br#"{"tool_call_cancellation": {"ids": ["function-call-1"]}, "go_away": {"time_left": "0.250s"}}"#);
         assert_eq!(m.tool_call_cancellation.unwrap().ids, ["function-call-1"]);
-        assert_eq!(m.go_away.unwrap().time_left, Some(Duration::from_millis(250)));
+        assert_eq!(
+            m.go_away.unwrap().time_left,
+            Some(Duration::from_millis(250))
+        );
 
         let m = message(br#"{"voiceActivity": {"type": "ACTIVITY_START", "audioOffset": "1.2s"}}"#);
         let v = m.voice_activity.unwrap();
@@ -260,49 +282,72 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_ignored_and_unknown_messages_reported() {
-        let m = message(br#"{"serverContent": {"turnComplete": true, "somethingNew": {"x": 1}}, "extra": 5}"#);
+        let m = message(
+            br#"{"serverContent": {"turnComplete": true, "somethingNew": {"x": 1}}, "extra": 5}"#,
+        );
         assert_eq!(m.server_content.unwrap().turn_complete, Some(true));
         assert_eq!(
             decode_server(br#"{"brandNewMessage": {}}"#),
-            Ok(DecodedServerFrame::Unknown { keys: vec!["brandNewMessage".into()] })
+            Ok(DecodedServerFrame::Unknown {
+                keys: vec!["brandNewMessage".into()]
+            })
         );
-        assert_eq!(decode_server(b"{}"), Ok(DecodedServerFrame::Message(ServerMessage::default())));
+        assert_eq!(
+            decode_server(b"{}"),
+            Ok(DecodedServerFrame::Message(ServerMessage::default()))
+        );
     }
 
     #[test]
     fn malformed_frames_give_clear_errors() {
-        assert_eq!(decode_server(&[0xff, 0xfe, 0x00]), Err(DecodeError::NotUtf8));
-        assert!(matches!(decode_server(b"{\"serverContent\": "), Err(DecodeError::Json(_))));
+        assert_eq!(
+            decode_server(&[0xff, 0xfe, 0x00]),
+            Err(DecodeError::NotUtf8)
+        );
+        assert!(matches!(
+            decode_server(b"{\"serverContent\": "),
+            Err(DecodeError::Json(_))
+        ));
         assert_eq!(decode_server(b"[1,2]"), Err(DecodeError::NotAnObject));
         let err = decode_server(br#"{"goAway": {"timeLeft": "soon"}}"#).unwrap_err();
-        assert!(matches!(&err, DecodeError::Field { path, .. } if path == "goAway.timeLeft"), "{err}");
+        assert!(
+            matches!(&err, DecodeError::Field { path, .. } if path == "goAway.timeLeft"),
+            "{err}"
+        );
         let deep = "[".repeat(10_000);
         assert!(decode_server(format!("{{\"a\":{deep}").as_bytes()).is_err());
     }
 
     #[test]
     fn client_messages_encode_canonically() {
-        let text = encode_client(&ClientMessage::ClientContent(ClientContent::user_text("Hi")));
+        let text = encode_client(&ClientMessage::ClientContent(ClientContent::user_text(
+            "Hi",
+        )));
         assert_eq!(
             text,
             r#"{"clientContent":{"turns":[{"role":"user","parts":[{"text":"Hi"}]}],"turnComplete":true}}"#
         );
         let audio = ClientMessage::RealtimeInput(RealtimeInput {
-            audio: Some(Blob { mime_type: INPUT_AUDIO_MIME.into(), data: vec![0xfb, 0xff] }),
+            audio: Some(Blob {
+                mime_type: INPUT_AUDIO_MIME.into(),
+                data: vec![0xfb, 0xff],
+            }),
             ..RealtimeInput::default()
         });
         assert_eq!(
             encode_client(&audio),
             r#"{"realtimeInput":{"audio":{"mimeType":"audio/pcm;rate=16000","data":"+/8="}}}"#
         );
-        let setup = ClientMessage::Setup(Setup {
+        let setup = ClientMessage::Setup(Box::new(Setup {
             model: "models/x".into(),
             context_window_compression: Some(ContextWindowCompression {
                 trigger_tokens: Some(25_600),
-                sliding_window: Some(SlidingWindow { target_tokens: Some(12_800) }),
+                sliding_window: Some(SlidingWindow {
+                    target_tokens: Some(12_800),
+                }),
             }),
             ..Setup::default()
-        });
+        }));
         assert_eq!(
             encode_client(&setup),
             r#"{"setup":{"model":"models/x","contextWindowCompression":{"triggerTokens":"25600","slidingWindow":{"targetTokens":"12800"}}}}"#
@@ -312,19 +357,42 @@ mod tests {
     #[test]
     fn python_sdk_client_frames_decode() {
         let m = decode_client(br#"{"client_content": {"turns": [{"parts": [{"text": "Hello world!"}], "role": "user"}], "turnComplete": true}}"#).unwrap();
-        assert_eq!(m, ClientMessage::ClientContent(ClientContent::user_text("Hello world!")));
+        assert_eq!(
+            m,
+            ClientMessage::ClientContent(ClientContent::user_text("Hello world!"))
+        );
         let m = decode_client(br#"{"realtime_input": {"media_chunks": [{"mime_type": "audio/pcm", "data": "AAAA"}]}}"#).unwrap();
-        let ClientMessage::RealtimeInput(input) = m else { panic!() };
+        let ClientMessage::RealtimeInput(input) = m else {
+            panic!()
+        };
         assert_eq!(input.media_chunks[0].data, [0, 0, 0]);
         let m = decode_client(br#"{"tool_response": {"functionResponses": [{"will_continue": true, "scheduling": "SILENT", "id": "function-call-1", "name": "f", "response": {"temperature": 14.5}}]}}"#).unwrap();
-        let ClientMessage::ToolResponse(r) = m else { panic!() };
+        let ClientMessage::ToolResponse(r) = m else {
+            panic!()
+        };
         assert_eq!(r.function_responses[0].scheduling, Some(Scheduling::Silent));
         assert_eq!(r.function_responses[0].will_continue, Some(true));
         let m = decode_client(br#"{"setup": {"model": "models/m", "generationConfig": {"responseModalities": ["AUDIO"], "speechConfig": {"voice_config": {"prebuilt_voice_config": {"voice_name": "Kore"}}}}, "realtimeInputConfig": {"automatic_activity_detection": {"disabled": false, "silence_duration_ms": 100}}, "contextWindowCompression": {"trigger_tokens": 25600, "sliding_window": {"target_tokens": "12800"}}, "tools": [{"function_declarations": [{"name": "f", "parameters_json_schema": {"type": "object"}}]}]}}"#).unwrap();
-        let ClientMessage::Setup(setup) = m else { panic!() };
-        let voice = setup.generation_config.unwrap().speech_config.unwrap().voice_config.unwrap();
+        let ClientMessage::Setup(setup) = m else {
+            panic!()
+        };
+        let voice = setup
+            .generation_config
+            .unwrap()
+            .speech_config
+            .unwrap()
+            .voice_config
+            .unwrap();
         assert_eq!(voice.prebuilt_voice_config.unwrap().voice_name, "Kore");
-        assert_eq!(setup.context_window_compression.unwrap().sliding_window.unwrap().target_tokens, Some(12_800));
+        assert_eq!(
+            setup
+                .context_window_compression
+                .unwrap()
+                .sliding_window
+                .unwrap()
+                .target_tokens,
+            Some(12_800)
+        );
         assert_eq!(setup.tools[0].function_declarations[0].name, "f");
         assert_eq!(
             decode_client(br#"{"telepathy": {}}"#),

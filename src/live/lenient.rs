@@ -83,7 +83,9 @@ pub mod opt_int {
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<i64>, D::Error> {
         deserializer.deserialize_option(OptionOf(LenientI64))
     }
 }
@@ -99,7 +101,9 @@ pub mod opt_int64 {
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<i64>, D::Error> {
         deserializer.deserialize_option(OptionOf(LenientI64))
     }
 }
@@ -128,14 +132,19 @@ impl Visitor<'_> for LenientBool {
 pub mod opt_bool {
     use super::*;
 
-    pub fn serialize<S: Serializer>(value: &Option<bool>, serializer: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(
+        value: &Option<bool>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
         match value {
             Some(v) => serializer.serialize_bool(*v),
             None => serializer.serialize_none(),
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<bool>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<bool>, D::Error> {
         deserializer.deserialize_option(OptionOf(LenientBool))
     }
 }

@@ -31,7 +31,7 @@ pub enum ClientMessage {
     /// First message of every connection. `config` is accepted as an alias for the one
     /// tutorial that documents it.
     #[serde(alias = "config")]
-    Setup(Setup),
+    Setup(Box<Setup>),
     #[serde(alias = "client_content")]
     ClientContent(ClientContent),
     #[serde(alias = "realtime_input")]
@@ -45,15 +45,31 @@ pub enum ClientMessage {
 #[serde(rename_all = "camelCase")]
 pub struct Setup {
     pub model: String,
-    #[serde(default, alias = "generation_config", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "generation_config",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub generation_config: Option<GenerationConfig>,
-    #[serde(default, alias = "system_instruction", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "system_instruction",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub system_instruction: Option<Content>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<Tool>,
-    #[serde(default, alias = "realtime_input_config", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "realtime_input_config",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub realtime_input_config: Option<RealtimeInputConfig>,
-    #[serde(default, alias = "session_resumption", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "session_resumption",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub session_resumption: Option<SessionResumptionConfig>,
     #[serde(
         default,
@@ -73,7 +89,11 @@ pub struct Setup {
         skip_serializing_if = "Option::is_none"
     )]
     pub output_audio_transcription: Option<AudioTranscriptionConfig>,
-    #[serde(default, alias = "safety_settings", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        alias = "safety_settings",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub safety_settings: Vec<SafetySetting>,
     /// Model-specific knobs we pass through untouched (`{proactiveAudio}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -84,9 +104,17 @@ pub struct Setup {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GenerationConfig {
-    #[serde(default, alias = "response_modalities", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        alias = "response_modalities",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub response_modalities: Vec<Modality>,
-    #[serde(default, alias = "speech_config", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "speech_config",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub speech_config: Option<SpeechConfig>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
@@ -106,9 +134,17 @@ pub struct GenerationConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_output_tokens: Option<i64>,
-    #[serde(default, alias = "media_resolution", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "media_resolution",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub media_resolution: Option<String>,
-    #[serde(default, alias = "thinking_config", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "thinking_config",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub thinking_config: Option<Value>,
 }
 
@@ -127,9 +163,17 @@ pub enum Modality {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SpeechConfig {
-    #[serde(default, alias = "voice_config", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "voice_config",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub voice_config: Option<VoiceConfig>,
-    #[serde(default, alias = "language_code", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "language_code",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub language_code: Option<String>,
 }
 
@@ -150,7 +194,11 @@ impl SpeechConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VoiceConfig {
-    #[serde(default, alias = "prebuilt_voice_config", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "prebuilt_voice_config",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub prebuilt_voice_config: Option<PrebuiltVoiceConfig>,
 }
 
@@ -190,20 +238,48 @@ impl Content {
 pub struct Part {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
-    #[serde(default, alias = "inline_data", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "inline_data",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub inline_data: Option<Blob>,
-    #[serde(default, alias = "function_call", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "function_call",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub function_call: Option<FunctionCall>,
-    #[serde(default, alias = "function_response", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "function_response",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub function_response: Option<FunctionResponse>,
-    #[serde(default, alias = "executable_code", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "executable_code",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub executable_code: Option<Value>,
-    #[serde(default, alias = "code_execution_result", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "code_execution_result",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub code_execution_result: Option<Value>,
     /// `true` on thought summaries, which are not part of the spoken reply.
-    #[serde(default, with = "lenient::opt_bool", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "lenient::opt_bool",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub thought: Option<bool>,
-    #[serde(default, alias = "thought_signature", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "thought_signature",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub thought_signature: Option<String>,
 }
 
@@ -231,11 +307,23 @@ impl Blob {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Tool {
-    #[serde(default, alias = "function_declarations", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        alias = "function_declarations",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub function_declarations: Vec<FunctionDeclaration>,
-    #[serde(default, alias = "google_search", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "google_search",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub google_search: Option<Value>,
-    #[serde(default, alias = "code_execution", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "code_execution",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub code_execution: Option<Value>,
 }
 
@@ -250,7 +338,11 @@ pub struct FunctionDeclaration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<Value>,
     /// Plain JSON Schema alternative to `parameters`.
-    #[serde(default, alias = "parameters_json_schema", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "parameters_json_schema",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub parameters_json_schema: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub behavior: Option<Behavior>,
@@ -282,16 +374,28 @@ pub struct RealtimeInputConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub automatic_activity_detection: Option<AutomaticActivityDetection>,
-    #[serde(default, alias = "activity_handling", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "activity_handling",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub activity_handling: Option<String>,
-    #[serde(default, alias = "turn_coverage", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "turn_coverage",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub turn_coverage: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AutomaticActivityDetection {
-    #[serde(default, with = "lenient::opt_bool", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "lenient::opt_bool",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub disabled: Option<bool>,
     #[serde(
         default,
@@ -326,7 +430,11 @@ pub struct AutomaticActivityDetection {
 pub struct SessionResumptionConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handle: Option<String>,
-    #[serde(default, with = "lenient::opt_bool", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "lenient::opt_bool",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub transparent: Option<bool>,
 }
 
@@ -340,7 +448,11 @@ pub struct ContextWindowCompression {
         skip_serializing_if = "Option::is_none"
     )]
     pub trigger_tokens: Option<i64>,
-    #[serde(default, alias = "sliding_window", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "sliding_window",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub sliding_window: Option<SlidingWindow>,
 }
 
@@ -402,9 +514,17 @@ pub struct RealtimeInput {
     pub video: Option<Blob>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
-    #[serde(default, alias = "activity_start", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "activity_start",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub activity_start: Option<Empty>,
-    #[serde(default, alias = "activity_end", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "activity_end",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub activity_end: Option<Empty>,
     #[serde(
         default,
@@ -460,13 +580,25 @@ pub struct FunctionResponse {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerMessage {
-    #[serde(default, alias = "setup_complete", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "setup_complete",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub setup_complete: Option<SetupComplete>,
-    #[serde(default, alias = "server_content", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "server_content",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub server_content: Option<ServerContent>,
     #[serde(default, alias = "tool_call", skip_serializing_if = "Option::is_none")]
     pub tool_call: Option<ToolCall>,
-    #[serde(default, alias = "tool_call_cancellation", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "tool_call_cancellation",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub tool_call_cancellation: Option<ToolCallCancellation>,
     #[serde(default, alias = "go_away", skip_serializing_if = "Option::is_none")]
     pub go_away: Option<GoAway>,
@@ -476,9 +608,17 @@ pub struct ServerMessage {
         skip_serializing_if = "Option::is_none"
     )]
     pub session_resumption_update: Option<SessionResumptionUpdate>,
-    #[serde(default, alias = "usage_metadata", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "usage_metadata",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub usage_metadata: Option<UsageMetadata>,
-    #[serde(default, alias = "voice_activity", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "voice_activity",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub voice_activity: Option<VoiceActivity>,
     #[serde(
         default,
@@ -522,11 +662,23 @@ pub struct ServerContent {
         skip_serializing_if = "Option::is_none"
     )]
     pub turn_complete: Option<bool>,
-    #[serde(default, with = "lenient::opt_bool", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "lenient::opt_bool",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub interrupted: Option<bool>,
-    #[serde(default, alias = "input_transcription", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "input_transcription",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub input_transcription: Option<Transcription>,
-    #[serde(default, alias = "output_transcription", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "output_transcription",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub output_transcription: Option<Transcription>,
     #[serde(
         default,
@@ -534,11 +686,23 @@ pub struct ServerContent {
         skip_serializing_if = "Option::is_none"
     )]
     pub interim_input_transcription: Option<Transcription>,
-    #[serde(default, alias = "grounding_metadata", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "grounding_metadata",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub grounding_metadata: Option<Value>,
-    #[serde(default, alias = "url_context_metadata", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "url_context_metadata",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub url_context_metadata: Option<Value>,
-    #[serde(default, alias = "turn_complete_reason", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "turn_complete_reason",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub turn_complete_reason: Option<String>,
     #[serde(
         default,
@@ -547,7 +711,11 @@ pub struct ServerContent {
         skip_serializing_if = "Option::is_none"
     )]
     pub waiting_for_input: Option<bool>,
-    #[serde(default, alias = "interaction_status", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "interaction_status",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub interaction_status: Option<String>,
 }
 
@@ -557,9 +725,17 @@ pub struct ServerContent {
 pub struct Transcription {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
-    #[serde(default, with = "lenient::opt_bool", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "lenient::opt_bool",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub finished: Option<bool>,
-    #[serde(default, alias = "language_code", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "language_code",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub language_code: Option<String>,
 }
 
@@ -610,7 +786,11 @@ pub struct GoAway {
 pub struct SessionResumptionUpdate {
     #[serde(default, alias = "new_handle", skip_serializing_if = "Option::is_none")]
     pub new_handle: Option<String>,
-    #[serde(default, with = "lenient::opt_bool", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        with = "lenient::opt_bool",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub resumable: Option<bool>,
     #[serde(
         default,
@@ -669,7 +849,11 @@ pub struct UsageMetadata {
         skip_serializing_if = "Option::is_none"
     )]
     pub thoughts_token_count: Option<i64>,
-    #[serde(default, alias = "prompt_tokens_details", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        alias = "prompt_tokens_details",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub prompt_tokens_details: Vec<ModalityTokenCount>,
     #[serde(
         default,
@@ -720,6 +904,10 @@ pub struct VoiceActivity {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VoiceActivityDetectionSignal {
-    #[serde(default, alias = "vad_signal_type", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        alias = "vad_signal_type",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub vad_signal_type: Option<String>,
 }
