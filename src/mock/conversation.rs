@@ -1,0 +1,587 @@
+//! One mock connection: `setup` → `setupComplete`, then turns that behave like the service on
+//! the wire (tool calls, streamed 24 kHz audio with transcription, generationComplete →
+//! turnComplete + usage, interruption with cancellation).
+
+use std::collections::VecDeque;
+use std::hash::{BuildHasher, Hasher};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::Instant;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tracing::{debug, warn};
+
+use super::model::{ModelStep, PlannedCall, ScriptedModel};
+use super::vad::{EnergyVad, VadEvent};
+use super::voice;
+use crate::live::codec::{DecodeError, decode_client, encode_server};
+use crate::live::events::{pcm16_from_le_bytes, pcm16_to_le_bytes};
+use crate::live::wire::*;
+
+/// Which service the client dialled; Vertex differs in small ways on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    GoogleAi,
+    Vertex,
+}
+
+/// Samples per streamed audio chunk: 40 ms at 24 kHz.
+const CHUNK_SAMPLES: usize = 960;
+/// Billing rate of audio, per the Live API docs.
+const AUDIO_TOKENS_PER_SECOND: f64 = 25.0;
+
+struct PendingCall {
+    id: String,
+    call: PlannedCall,
+    response: Option<Value>,
+}
+
+/// Reply messages waiting to be streamed at the pace of speech.
+struct Speech {
+    queue: VecDeque<ServerMessage>,
+    interval: Duration,
+    next_at: Instant,
+}
+
+enum Outcome {
+    Continue,
+    Close(u16, String),
+}
+
+pub struct Conversation {
+    flavor: Flavor,
+    speed: f64,
+    model: ScriptedModel,
+    audio_out: bool,
+    transcribe_output: bool,
+    manual_activity: bool,
+    pending: Vec<PendingCall>,
+    speech: Option<Speech>,
+    /// The model has an open turn: calls pending or a reply streaming.
+    turn_active: bool,
+    vad: Option<(u32, EnergyVad)>,
+    activity_samples: Option<(u32, usize)>,
+    text_buffer: String,
+    prompt_tokens: f64,
+    call_counter: u64,
+    call_base: u64,
+    outbox: Vec<ServerMessage>,
+}
+
+impl Conversation {
+    pub fn new(flavor: Flavor, speed: f64) -> Self {
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        Conversation {
+            flavor,
+            speed,
+            model: ScriptedModel::new(Vec::<String>::new()),
+            audio_out: true,
+            transcribe_output: false,
+            manual_activity: false,
+            pending: Vec::new(),
+            speech: None,
+            turn_active: false,
+            vad: None,
+            activity_samples: None,
+            text_buffer: String::new(),
+            prompt_tokens: 0.0,
+            call_counter: 0,
+            // Ids look like the service's: function-call-<up to 19 digits>.
+            call_base: random % 9_000_000_000_000_000_000 + 1_000_000_000_000_000_000,
+            outbox: Vec::new(),
+        }
+    }
+
+    /// Serves one connection to its end.
+    pub async fn run<S>(mut self, socket: WebSocketStream<S>)
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let (mut sink, mut stream) = socket.split();
+        let mut set_up = false;
+        loop {
+            let next_at = self.speech.as_ref().map(|s| s.next_at);
+            let outcome = tokio::select! {
+                frame = stream.next() => match frame {
+                    Some(Ok(Message::Text(text))) => self.on_frame(text.as_bytes(), &mut set_up).await,
+                    Some(Ok(Message::Binary(bytes))) => self.on_frame(&bytes, &mut set_up).await,
+                    Some(Ok(Message::Close(_))) | None => break,
+                    Some(Ok(_)) => Outcome::Continue,
+                    Some(Err(e)) => {
+                        debug!("mock connection ended: {e}");
+                        break;
+                    }
+                },
+                _ = tokio::time::sleep_until(next_at.unwrap_or_else(Instant::now)), if next_at.is_some() => {
+                    self.stream_next_chunk();
+                    Outcome::Continue
+                }
+            };
+            for message in self.outbox.drain(..) {
+                if sink
+                    .send(Message::binary(encode_server(&message)))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            if let Outcome::Close(code, reason) = outcome {
+                let frame = CloseFrame {
+                    code: CloseCode::from(code),
+                    reason: truncate_reason(&reason).into(),
+                };
+                let _ = sink.send(Message::Close(Some(frame))).await;
+                // Let the client read the close frame before the socket goes away.
+                let _ = tokio::time::timeout(Duration::from_secs(2), async {
+                    while let Some(Ok(_)) = stream.next().await {}
+                })
+                .await;
+                return;
+            }
+        }
+    }
+
+    async fn on_frame(&mut self, payload: &[u8], set_up: &mut bool) -> Outcome {
+        let message = match decode_client(payload) {
+            Ok(message) => message,
+            Err(DecodeError::UnknownClientMessage(name)) => {
+                return Outcome::Close(
+                    1007,
+                    format!(
+                        "Invalid JSON payload received. Unknown name \"{name}\": Cannot find field."
+                    ),
+                );
+            }
+            Err(e) => return Outcome::Close(1007, format!("Invalid JSON payload received. {e}")),
+        };
+        match (message, *set_up) {
+            (ClientMessage::Setup(setup), false) => {
+                *set_up = true;
+                self.on_setup(*setup)
+            }
+            (ClientMessage::Setup(_), true) | (_, false) => {
+                Outcome::Close(1007, "Request contains an invalid argument.".into())
+            }
+            (ClientMessage::ClientContent(content), true) => {
+                self.on_client_content(content).await;
+                Outcome::Continue
+            }
+            (ClientMessage::RealtimeInput(input), true) => {
+                self.on_realtime_input(input).await;
+                Outcome::Continue
+            }
+            (ClientMessage::ToolResponse(response), true) => {
+                self.on_tool_response(response).await;
+                Outcome::Continue
+            }
+        }
+    }
+
+    fn on_setup(&mut self, setup: Setup) -> Outcome {
+        if setup.model.trim().is_empty() {
+            return Outcome::Close(1007, "Request contains an invalid argument.".into());
+        }
+        let declared = setup
+            .tools
+            .iter()
+            .flat_map(|t| t.function_declarations.iter().map(|d| d.name.clone()))
+            .collect::<Vec<_>>();
+        self.model = ScriptedModel::new(declared);
+        let modalities = setup
+            .generation_config
+            .as_ref()
+            .map(|g| g.response_modalities.clone())
+            .unwrap_or_default();
+        self.audio_out = !modalities.contains(&Modality::Text);
+        self.transcribe_output = setup.output_audio_transcription.is_some();
+        self.manual_activity = setup
+            .realtime_input_config
+            .as_ref()
+            .and_then(|c| c.automatic_activity_detection.as_ref())
+            .and_then(|a| a.disabled)
+            .unwrap_or(false);
+        let session_id =
+            (self.flavor == Flavor::Vertex).then(|| format!("{:016x}", self.call_base));
+        self.outbox.push(ServerMessage {
+            setup_complete: Some(SetupComplete { session_id }),
+            ..ServerMessage::default()
+        });
+        Outcome::Continue
+    }
+
+    async fn on_client_content(&mut self, content: ClientContent) {
+        for turn in &content.turns {
+            if turn.role.as_deref().unwrap_or("user") != "user" {
+                continue;
+            }
+            for part in &turn.parts {
+                if let Some(text) = &part.text {
+                    if !self.text_buffer.is_empty() {
+                        self.text_buffer.push(' ');
+                    }
+                    self.text_buffer.push_str(text);
+                }
+            }
+        }
+        if content.turn_complete == Some(false) || self.text_buffer.trim().is_empty() {
+            return;
+        }
+        let text = std::mem::take(&mut self.text_buffer);
+        self.user_text(&text).await;
+    }
+
+    async fn user_text(&mut self, text: &str) {
+        // New client content interrupts any current generation (proto comment).
+        self.interrupt_if_active();
+        self.prompt_tokens += text.len() as f64 / 4.0;
+        let step = self.model.user_turn(text);
+        self.take_step(step).await;
+    }
+
+    async fn on_realtime_input(&mut self, input: RealtimeInput) {
+        if let Some(text) = input.text.filter(|t| !t.trim().is_empty()) {
+            self.user_text(&text).await;
+        }
+        if input.activity_start.is_some() {
+            self.interrupt_if_active();
+            self.activity_samples = Some((INPUT_SAMPLE_RATE, 0));
+        }
+        let blob = input
+            .audio
+            .or_else(|| input.media_chunks.into_iter().next())
+            .filter(|b| b.mime_type.starts_with("audio/"));
+        if let Some(blob) = blob {
+            let rate = blob.declared_rate().unwrap_or(INPUT_SAMPLE_RATE);
+            let samples = pcm16_from_le_bytes(&blob.data);
+            self.prompt_tokens += samples.len() as f64 / f64::from(rate) * AUDIO_TOKENS_PER_SECOND;
+            if self.manual_activity {
+                if let Some((_, count)) = &mut self.activity_samples {
+                    *count += samples.len();
+                }
+            } else {
+                self.feed_vad(rate, &samples).await;
+            }
+        }
+        if input.activity_end.is_some()
+            && let Some((rate, count)) = self.activity_samples.take()
+        {
+            let speech = Duration::from_secs_f64(count as f64 / f64::from(rate));
+            let step = self.model.audio_turn(speech);
+            self.take_step(step).await;
+        }
+        if input.audio_stream_end == Some(true)
+            && let Some((rate, _)) = &self.vad
+        {
+            // The mic stopped: flush with a second of silence so a pending utterance ends.
+            let rate = *rate;
+            let silence = vec![0i16; rate as usize];
+            self.feed_vad(rate, &silence).await;
+        }
+    }
+
+    async fn feed_vad(&mut self, rate: u32, samples: &[i16]) {
+        if self.vad.as_ref().map(|(r, _)| *r) != Some(rate) {
+            self.vad = Some((rate, EnergyVad::new(rate)));
+        }
+        let events = match &mut self.vad {
+            Some((_, vad)) => vad.push(samples),
+            None => Vec::new(),
+        };
+        for event in events {
+            match event {
+                VadEvent::SpeechStarted => self.interrupt_if_active(),
+                VadEvent::SpeechEnded { speech } => {
+                    let step = self.model.audio_turn(speech);
+                    self.take_step(step).await;
+                }
+            }
+        }
+    }
+
+    async fn on_tool_response(&mut self, response: ToolResponse) {
+        for answer in response.function_responses {
+            let slot = self.pending.iter_mut().find(|p| {
+                p.response.is_none()
+                    && match &answer.id {
+                        Some(id) => &p.id == id,
+                        None => p.call.name == answer.name,
+                    }
+            });
+            match slot {
+                Some(slot) => {
+                    self.prompt_tokens += answer.response.to_string().len() as f64 / 4.0;
+                    slot.response = Some(answer.response);
+                }
+                None => {
+                    warn!(id = ?answer.id, name = %answer.name, "tool response for no pending call; ignored")
+                }
+            }
+        }
+        if !self.pending.is_empty() && self.pending.iter().all(|p| p.response.is_some()) {
+            let results: Vec<(PlannedCall, Value)> = self
+                .pending
+                .drain(..)
+                .map(|p| (p.call, p.response.unwrap_or(Value::Null)))
+                .collect();
+            let step = self.model.tool_results(&results);
+            self.take_step(step).await;
+        }
+    }
+
+    async fn take_step(&mut self, step: ModelStep) {
+        match step {
+            ModelStep::CallTools(calls) if !calls.is_empty() => {
+                self.turn_active = true;
+                let mut function_calls = Vec::new();
+                for call in calls {
+                    self.call_counter += 1;
+                    let id = format!(
+                        "function-call-{}",
+                        self.call_base.wrapping_add(self.call_counter)
+                    );
+                    function_calls.push(FunctionCall {
+                        id: Some(id.clone()),
+                        name: call.name.clone(),
+                        args: call.args.clone(),
+                    });
+                    self.pending.push(PendingCall {
+                        id,
+                        call,
+                        response: None,
+                    });
+                }
+                self.outbox.push(ServerMessage {
+                    tool_call: Some(ToolCall { function_calls }),
+                    ..ServerMessage::default()
+                });
+            }
+            ModelStep::CallTools(_) => {}
+            ModelStep::Reply(text) => {
+                self.turn_active = true;
+                let text_for_voice = text.clone();
+                let pcm = if self.audio_out {
+                    tokio::task::spawn_blocking(move || voice::synthesize(&text_for_voice))
+                        .await
+                        .unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                self.start_speech(&text, &pcm);
+            }
+        }
+    }
+
+    /// Queues the reply: audio chunks with transcription fragments (or text parts), then
+    /// `generationComplete`, then `turnComplete` with usage.
+    fn start_speech(&mut self, text: &str, pcm: &[i16]) {
+        let mut queue = VecDeque::new();
+        let mime = match self.flavor {
+            Flavor::GoogleAi => OUTPUT_AUDIO_MIME,
+            Flavor::Vertex => "audio/pcm",
+        };
+        let role = (self.flavor == Flavor::Vertex).then(|| "model".to_owned());
+        let chunks = if self.audio_out {
+            pcm.len().div_ceil(CHUNK_SAMPLES).max(1)
+        } else {
+            text.split_whitespace().count().max(1)
+        };
+        let fragments = split_fragments(text, chunks);
+        for (index, fragment) in fragments.into_iter().enumerate() {
+            if self.audio_out {
+                let start = index * CHUNK_SAMPLES;
+                let samples = &pcm[start.min(pcm.len())..(start + CHUNK_SAMPLES).min(pcm.len())];
+                queue.push_back(server_content(ServerContent {
+                    model_turn: Some(Content {
+                        role: role.clone(),
+                        parts: vec![Part {
+                            inline_data: Some(Blob {
+                                mime_type: mime.to_owned(),
+                                data: pcm16_to_le_bytes(samples),
+                            }),
+                            ..Part::default()
+                        }],
+                    }),
+                    ..ServerContent::default()
+                }));
+                if self.transcribe_output && !fragment.is_empty() {
+                    queue.push_back(server_content(ServerContent {
+                        output_transcription: Some(Transcription {
+                            text: Some(fragment),
+                            ..Transcription::default()
+                        }),
+                        ..ServerContent::default()
+                    }));
+                }
+            } else if !fragment.is_empty() {
+                queue.push_back(server_content(ServerContent {
+                    model_turn: Some(Content {
+                        role: role.clone(),
+                        parts: vec![Part {
+                            text: Some(fragment),
+                            ..Part::default()
+                        }],
+                    }),
+                    ..ServerContent::default()
+                }));
+            }
+        }
+        queue.push_back(server_content(ServerContent {
+            generation_complete: Some(true),
+            ..ServerContent::default()
+        }));
+        let spoken_seconds = if self.audio_out {
+            pcm.len() as f64 / f64::from(OUTPUT_SAMPLE_RATE)
+        } else {
+            voice::speaking_time(text).as_secs_f64()
+        };
+        let response_tokens = if self.audio_out {
+            (spoken_seconds * AUDIO_TOKENS_PER_SECOND).round() as i64
+        } else {
+            (text.len() as f64 / 4.0).ceil() as i64
+        };
+        let prompt_tokens = self.prompt_tokens.ceil() as i64;
+        let modality = if self.audio_out { "AUDIO" } else { "TEXT" };
+        let mut last = server_content(ServerContent {
+            turn_complete: Some(true),
+            ..ServerContent::default()
+        });
+        last.usage_metadata = Some(UsageMetadata {
+            prompt_token_count: Some(prompt_tokens),
+            response_token_count: Some(response_tokens),
+            total_token_count: Some(prompt_tokens + response_tokens),
+            prompt_tokens_details: vec![ModalityTokenCount {
+                modality: "TEXT".into(),
+                token_count: Some(prompt_tokens),
+            }],
+            response_tokens_details: vec![ModalityTokenCount {
+                modality: modality.into(),
+                token_count: Some(response_tokens),
+            }],
+            ..UsageMetadata::default()
+        });
+        queue.push_back(last);
+        let per_message = spoken_seconds / queue.len() as f64 / self.speed;
+        self.speech = Some(Speech {
+            queue,
+            interval: Duration::from_secs_f64(per_message),
+            next_at: Instant::now(),
+        });
+    }
+
+    fn stream_next_chunk(&mut self) {
+        let Some(speech) = &mut self.speech else {
+            return;
+        };
+        if let Some(message) = speech.queue.pop_front() {
+            self.outbox.push(message);
+        }
+        if speech.queue.is_empty() {
+            self.speech = None;
+            self.turn_active = false;
+        } else {
+            speech.next_at += speech.interval;
+        }
+    }
+
+    /// Barge-in: `interrupted`, cancellation of unanswered calls, then `turnComplete`.
+    fn interrupt_if_active(&mut self) {
+        if !self.turn_active {
+            return;
+        }
+        self.speech = None;
+        self.turn_active = false;
+        self.outbox.push(server_content(ServerContent {
+            interrupted: Some(true),
+            ..ServerContent::default()
+        }));
+        let abandoned: Vec<String> = self
+            .pending
+            .drain(..)
+            .filter(|p| p.response.is_none())
+            .map(|p| p.id)
+            .collect();
+        if !abandoned.is_empty() {
+            self.outbox.push(ServerMessage {
+                tool_call_cancellation: Some(ToolCallCancellation { ids: abandoned }),
+                ..ServerMessage::default()
+            });
+        }
+        self.outbox.push(server_content(ServerContent {
+            turn_complete: Some(true),
+            ..ServerContent::default()
+        }));
+    }
+}
+
+fn server_content(content: ServerContent) -> ServerMessage {
+    ServerMessage {
+        server_content: Some(content),
+        ..ServerMessage::default()
+    }
+}
+
+/// Splits text into `parts` consecutive fragments whose concatenation is the text; words are
+/// spread evenly so transcription keeps pace with the audio.
+fn split_fragments(text: &str, parts: usize) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for c in text.chars() {
+        if c.is_whitespace() && !current.trim().is_empty() {
+            current.push(c);
+            words.push(std::mem::take(&mut current));
+        } else {
+            current.push(c);
+        }
+    }
+    if !current.is_empty() {
+        words.push(current);
+    }
+    let parts = parts.max(1);
+    (0..parts)
+        .map(|i| {
+            let from = i * words.len() / parts;
+            let to = (i + 1) * words.len() / parts;
+            words[from..to].concat()
+        })
+        .collect()
+}
+
+/// Close reasons are limited to 123 bytes by the WebSocket protocol.
+fn truncate_reason(reason: &str) -> String {
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    reason[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fragments_rejoin_to_the_text() {
+        let text = "No, the living room lamp is currently off.";
+        for parts in [1, 3, 8, 50] {
+            let fragments = split_fragments(text, parts);
+            assert_eq!(fragments.len(), parts);
+            assert_eq!(fragments.concat(), text);
+        }
+    }
+
+    #[test]
+    fn close_reasons_fit_the_frame() {
+        let long = "é".repeat(100);
+        let cut = truncate_reason(&long);
+        assert!(cut.len() <= 123);
+        assert!(long.starts_with(&cut));
+    }
+}

@@ -1,0 +1,286 @@
+//! The mock's listener: plain `ws://` or `wss://`, every URL path and key placement the
+//! service and the official SDKs use, one conversation per connection.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::StatusCode;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tracing::{debug, info, warn};
+
+use super::conversation::{Conversation, Flavor};
+use crate::cli::MockArgs;
+use crate::live::session::{MAX_MESSAGE_BYTES, install_crypto_provider};
+use crate::live::{ApiVersion, Endpoint};
+
+/// PEM files for serving `wss://`.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// How to run the mock.
+#[derive(Debug, Clone)]
+pub struct MockOptions {
+    pub listen: SocketAddr,
+    pub tls: Option<TlsFiles>,
+    /// How much faster than real time reply audio is streamed.
+    pub speed: f64,
+}
+
+impl MockOptions {
+    /// Plain `ws://` on a free loopback port: what the app embeds and tests use.
+    pub fn loopback() -> Self {
+        MockOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: None,
+            speed: 4.0,
+        }
+    }
+}
+
+/// A running mock server; it stops when dropped.
+pub struct MockServer {
+    local_addr: SocketAddr,
+    tls: bool,
+    _shutdown: oneshot::Sender<()>,
+}
+
+impl MockServer {
+    /// Binds and starts accepting connections in the background.
+    pub async fn start(options: MockOptions) -> anyhow::Result<MockServer> {
+        let acceptor = match &options.tls {
+            Some(files) => Some(tls_acceptor(&files.cert, &files.key)?),
+            None => None,
+        };
+        let listener = TcpListener::bind(options.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", options.listen))?;
+        let local_addr = listener.local_addr()?;
+        let (shutdown_tx, mut shutdown_rx) = oneshot::channel::<()>();
+        let speed = if options.speed.is_finite() && options.speed > 0.0 {
+            options.speed
+        } else {
+            1.0
+        };
+        let tls = acceptor.is_some();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => match accepted {
+                        Ok((stream, peer)) => {
+                            let acceptor = acceptor.clone();
+                            tokio::spawn(async move {
+                                let _ = stream.set_nodelay(true);
+                                serve_connection(stream, peer, acceptor, speed).await;
+                            });
+                        }
+                        Err(e) => warn!("accept failed: {e}"),
+                    },
+                    _ = &mut shutdown_rx => break,
+                }
+            }
+        });
+        info!(%local_addr, tls, "mock Live server listening");
+        Ok(MockServer {
+            local_addr,
+            tls,
+            _shutdown: shutdown_tx,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// `ws://host:port` or `wss://host:port`.
+    pub fn base_url(&self) -> String {
+        let scheme = if self.tls { "wss" } else { "ws" };
+        format!("{scheme}://{}", self.local_addr)
+    }
+
+    /// The full endpoint for an API version.
+    pub fn endpoint(&self, version: ApiVersion) -> Endpoint {
+        Endpoint::parse(&self.base_url(), version).expect("the mock's own URL is valid")
+    }
+}
+
+/// `livetalk mock`: serve until Ctrl-C or SIGTERM. The first stdout line is the URL.
+pub async fn serve_until_signal(args: MockArgs) -> anyhow::Result<()> {
+    let tls = match (args.tls_cert, args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+        _ => None,
+    };
+    let server = MockServer::start(MockOptions {
+        listen: args.listen,
+        tls,
+        speed: args.speed,
+    })
+    .await?;
+    println!(
+        "livetalk mock listening on {} (paths for API versions v1, v1beta, v1alpha)",
+        server.base_url()
+    );
+    use std::io::Write as _;
+    std::io::stdout().flush()?;
+    wait_for_signal().await;
+    info!("mock Live server stopping");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+fn tls_acceptor(cert: &Path, key: &Path) -> anyhow::Result<tokio_rustls::TlsAcceptor> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    install_crypto_provider();
+    let certs = CertificateDer::pem_file_iter(cert)
+        .with_context(|| format!("cannot read certificate {}", cert.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("invalid PEM certificate {}", cert.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("cannot read private key {}", key.display()))?;
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .context("certificate and key do not form a valid TLS identity")?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    speed: f64,
+) {
+    match acceptor {
+        Some(acceptor) => match acceptor.accept(stream).await {
+            Ok(tls) => upgrade(tls, peer, speed).await,
+            Err(e) => debug!(%peer, "TLS handshake failed: {e}"),
+        },
+        None => upgrade(stream, peer, speed).await,
+    }
+}
+
+async fn upgrade<S>(stream: S, peer: SocketAddr, speed: f64)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut flavor = Flavor::GoogleAi;
+    #[allow(clippy::result_large_err)] // the type is fixed by tungstenite
+    let callback = |request: &Request, response: Response| -> Result<Response, ErrorResponse> {
+        match live_path_flavor(request.uri().path()) {
+            Some(found) => {
+                flavor = found;
+                debug!(%peer, path = request.uri().path(), key = key_placement(request), "upgrade");
+                Ok(response)
+            }
+            None => {
+                let mut error = ErrorResponse::new(Some(format!(
+                    "No Live API at {}; expected /ws/google.ai.generativelanguage.{{v1,v1beta,v1alpha}}.GenerativeService.BidiGenerateContent",
+                    request.uri().path()
+                )));
+                *error.status_mut() = StatusCode::NOT_FOUND;
+                Err(error)
+            }
+        }
+    };
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_MESSAGE_BYTES))
+        .write_buffer_size(0);
+    match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
+        Ok(socket) => Conversation::new(flavor, speed).run(socket).await,
+        Err(e) => debug!(%peer, "upgrade refused: {e}"),
+    }
+}
+
+/// Which service a request path addresses, accepting repeated slashes (the SDKs produce `//ws/`).
+pub fn live_path_flavor(path: &str) -> Option<Flavor> {
+    let mut collapsed = String::with_capacity(path.len());
+    for c in path.chars() {
+        if !(c == '/' && collapsed.ends_with('/')) {
+            collapsed.push(c);
+        }
+    }
+    if let Some(rest) = collapsed.strip_prefix("/ws/google.ai.generativelanguage.") {
+        let (version, method) = rest.split_once(".GenerativeService.")?;
+        let version_ok = matches!(version, "v1" | "v1beta" | "v1alpha");
+        let method_ok = matches!(
+            method,
+            "BidiGenerateContent" | "BidiGenerateContentConstrained"
+        );
+        return (version_ok && method_ok).then_some(Flavor::GoogleAi);
+    }
+    if let Some(rest) = collapsed.strip_prefix("/ws/google.cloud.aiplatform.") {
+        let (version, method) = rest.split_once(".LlmBidiService/")?;
+        let ok = matches!(version, "v1" | "v1beta1") && method == "BidiGenerateContent";
+        return ok.then_some(Flavor::Vertex);
+    }
+    None
+}
+
+/// Where the client put its credentials (never the value itself).
+fn key_placement(request: &Request) -> &'static str {
+    let query = request.uri().query().unwrap_or("");
+    let headers = request.headers();
+    if headers.contains_key("x-goog-api-key") {
+        "x-goog-api-key header"
+    } else if query.split('&').any(|p| p.starts_with("key=")) {
+        "key query parameter"
+    } else if query.split('&').any(|p| p.starts_with("access_token=")) {
+        "access_token query parameter"
+    } else if headers.contains_key("authorization") {
+        "authorization header"
+    } else {
+        "none"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sdk_path_variant_is_accepted() {
+        for path in [
+            "/ws/google.ai.generativelanguage.v1.GenerativeService.BidiGenerateContent",
+            "//ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent",
+            "/ws/google.ai.generativelanguage.v1alpha.GenerativeService.BidiGenerateContentConstrained",
+        ] {
+            assert_eq!(live_path_flavor(path), Some(Flavor::GoogleAi), "{path}");
+        }
+        assert_eq!(
+            live_path_flavor(
+                "/ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent"
+            ),
+            Some(Flavor::Vertex)
+        );
+        assert_eq!(
+            live_path_flavor(
+                "/ws/google.ai.generativelanguage.v2.GenerativeService.BidiGenerateContent"
+            ),
+            None
+        );
+        assert_eq!(live_path_flavor("/"), None);
+    }
+}
