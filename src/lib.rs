@@ -1,5 +1,19 @@
 //! livetalk: a terminal voice console for the Gemini Live API.
+//!
+//! - [`live`]: the Live API wire types, codec, session and close-code meanings.
+//! - [`tools`]: local tools, their registry and the concurrent dispatcher.
+//! - [`mock`]: the embedded mock Live server and its scripted model.
+//! - [`app`]: application state; [`App::update`](app::App::update) is the only mutator.
+//! - [`runtime`]: the engine loop's plumbing shared by presenters.
+//! - [`headless`]: the line/JSON presenter.
+//! - [`config`], [`cli`], [`logging`]: settings, flags and logs.
 
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod headless;
 pub mod live;
+pub mod logging;
 pub mod mock;
+pub mod runtime;
 pub mod tools;

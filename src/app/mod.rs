@@ -1,0 +1,484 @@
+//! Application state and its only mutator, [`App::update`]: messages in, effects out. No
+//! drawing, no sockets; the TUI and the headless presenter both read this state.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::live::SessionEvent;
+use crate::live::wire::{FunctionCall, FunctionResponse, Scheduling, UsageMetadata};
+use crate::tools::{Device, END_SESSION, ToolEvent, ToolStatus};
+
+/// Connection state shown in the status line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connection {
+    Connecting,
+    Connected,
+    Reconnecting,
+    Disconnected { reason: String },
+}
+
+/// Who has the floor. There is no idle state: once connected, Gemini is either listening or
+/// speaking (seed 001 overlay rules).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conversation {
+    Listening,
+    Speaking,
+}
+
+/// Where a user turn came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserInput {
+    Typed,
+    Speech,
+}
+
+/// How a model turn ended (or that it is still streaming).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelTurnStatus {
+    Streaming,
+    Complete,
+    Interrupted,
+}
+
+/// One entry of the conversation history. Tool calls are part of the history (seed 004).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Entry {
+    User {
+        text: String,
+        via: UserInput,
+    },
+    Model {
+        /// Text parts, when the model sends text.
+        text_parts: String,
+        /// Output transcription, when the model speaks.
+        transcript: String,
+        status: ModelTurnStatus,
+    },
+    /// Index into [`App::tool_calls`].
+    Tool(usize),
+}
+
+impl Entry {
+    /// The readable text of a model entry: text parts if any, else the transcription, with
+    /// fragments joined and whitespace folded.
+    pub fn model_text(text_parts: &str, transcript: &str) -> String {
+        let raw = if text_parts.trim().is_empty() {
+            transcript
+        } else {
+            text_parts
+        };
+        raw.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// Lifecycle of one tool call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolState {
+    Running,
+    Ok,
+    Error(String),
+    TimedOut,
+    Cancelled,
+}
+
+impl ToolState {
+    pub fn label(&self) -> &'static str {
+        match self {
+            ToolState::Running => "running",
+            ToolState::Ok => "ok",
+            ToolState::Error(_) => "error",
+            ToolState::TimedOut => "timed out",
+            ToolState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A tool call as the log shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallRecord {
+    pub id: Option<String>,
+    pub name: String,
+    pub args: Value,
+    pub state: ToolState,
+    pub duration: Option<Duration>,
+    /// The exact `functionResponses` entry sent (none when cancelled).
+    pub response: Option<FunctionResponse>,
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoticeLevel {
+    Info,
+    Warning,
+    Error,
+}
+
+/// A message for the user that is not part of the conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub level: NoticeLevel,
+    pub text: String,
+}
+
+/// Everything that can change the app.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Msg {
+    /// A connection attempt started.
+    Connecting,
+    /// The connection attempt failed before the session started.
+    ConnectFailed(String),
+    /// An event from the live session.
+    Session(SessionEvent),
+    /// A tool call finished or was cancelled.
+    Tool(ToolEvent),
+    /// The smart-home devices changed.
+    DevicesChanged(Vec<Device>),
+    /// The user sent a text turn.
+    UserText(String),
+    /// The user (or the end of input) asks to end the session.
+    EndSession,
+}
+
+/// Work for the loop to do on the app's behalf.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    SendText(String),
+    RunTools(Vec<FunctionCall>),
+    CancelTools(Vec<String>),
+    SendToolResponse(FunctionResponse),
+    CloseSession,
+}
+
+/// The application state.
+#[derive(Debug, Clone)]
+pub struct App {
+    pub model: String,
+    /// True when talking to the embedded offline demo model.
+    pub offline: bool,
+    pub connection: Connection,
+    pub conversation: Conversation,
+    pub transcript: Vec<Entry>,
+    pub tool_calls: Vec<ToolCallRecord>,
+    pub devices: Vec<Device>,
+    pub notices: Vec<Notice>,
+    /// Usage reported with the latest turn.
+    pub last_usage: Option<UsageMetadata>,
+    /// Sum of `totalTokenCount` over the session.
+    pub total_tokens: i64,
+    /// Bytes of model audio received.
+    pub model_audio_bytes: u64,
+    /// A user turn (or tool response) was sent and the model's turn has not completed.
+    awaiting_model: bool,
+    /// `end_session` succeeded: close once the goodbye turn completes.
+    end_after_turn: bool,
+    /// We asked the session to close.
+    closing: bool,
+}
+
+impl App {
+    pub fn new(model: impl Into<String>, offline: bool, devices: Vec<Device>) -> Self {
+        App {
+            model: model.into(),
+            offline,
+            connection: Connection::Connecting,
+            conversation: Conversation::Listening,
+            transcript: Vec::new(),
+            tool_calls: Vec::new(),
+            devices,
+            notices: Vec::new(),
+            last_usage: None,
+            total_tokens: 0,
+            model_audio_bytes: 0,
+            awaiting_model: false,
+            end_after_turn: false,
+            closing: false,
+        }
+    }
+
+    /// True when the model has finished with the last input and no tool call is running.
+    pub fn ready_for_user(&self) -> bool {
+        self.connection == Connection::Connected
+            && !self.awaiting_model
+            && self.running_tools() == 0
+    }
+
+    /// Tool calls still running.
+    pub fn running_tools(&self) -> usize {
+        self.tool_calls
+            .iter()
+            .filter(|c| c.state == ToolState::Running)
+            .count()
+    }
+
+    /// True once the session is over (closed by us or lost).
+    pub fn is_finished(&self) -> bool {
+        matches!(self.connection, Connection::Disconnected { .. })
+    }
+
+    /// True when the session ended because we closed it (end of input or `end_session`).
+    pub fn ended_cleanly(&self) -> bool {
+        self.closing && self.is_finished()
+    }
+
+    /// The one place state changes.
+    pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
+        match msg {
+            Msg::Connecting => {
+                self.connection = Connection::Connecting;
+                Vec::new()
+            }
+            Msg::ConnectFailed(reason) => {
+                self.notice(NoticeLevel::Error, reason.clone());
+                self.connection = Connection::Disconnected { reason };
+                self.conversation = Conversation::Listening;
+                Vec::new()
+            }
+            Msg::Session(event) => self.on_session(event),
+            Msg::Tool(event) => self.on_tool(event),
+            Msg::DevicesChanged(devices) => {
+                self.devices = devices;
+                Vec::new()
+            }
+            Msg::UserText(text) => {
+                let text = text.trim().to_owned();
+                if text.is_empty() || self.connection != Connection::Connected || self.closing {
+                    return Vec::new();
+                }
+                // Sending while the model speaks interrupts it (clientContent semantics); the
+                // server confirms with `interrupted`.
+                self.close_open_user_speech();
+                self.transcript.push(Entry::User {
+                    text: text.clone(),
+                    via: UserInput::Typed,
+                });
+                self.awaiting_model = true;
+                vec![Effect::SendText(text)]
+            }
+            Msg::EndSession => {
+                if self.closing || self.is_finished() {
+                    return Vec::new();
+                }
+                self.closing = true;
+                vec![Effect::CloseSession]
+            }
+        }
+    }
+
+    fn on_session(&mut self, event: SessionEvent) -> Vec<Effect> {
+        match event {
+            SessionEvent::SetupComplete { .. } => {
+                self.connection = Connection::Connected;
+                self.conversation = Conversation::Listening;
+                Vec::new()
+            }
+            SessionEvent::ModelText(text) => {
+                self.conversation = Conversation::Speaking;
+                self.open_model_entry().0.push_str(&text);
+                Vec::new()
+            }
+            SessionEvent::OutputTranscription { text, .. } => {
+                self.conversation = Conversation::Speaking;
+                self.open_model_entry().1.push_str(&text);
+                Vec::new()
+            }
+            SessionEvent::ModelAudio { pcm, .. } => {
+                self.conversation = Conversation::Speaking;
+                self.model_audio_bytes += pcm.len() as u64;
+                Vec::new()
+            }
+            SessionEvent::InputTranscription { text, .. } => {
+                self.append_user_speech(&text);
+                Vec::new()
+            }
+            SessionEvent::GenerationComplete => Vec::new(),
+            SessionEvent::Interrupted => {
+                self.finish_model_entry(ModelTurnStatus::Interrupted);
+                self.conversation = Conversation::Listening;
+                Vec::new()
+            }
+            SessionEvent::TurnComplete { .. } => {
+                self.finish_model_entry(ModelTurnStatus::Complete);
+                self.conversation = Conversation::Listening;
+                self.awaiting_model = false;
+                if self.end_after_turn && !self.closing && self.running_tools() == 0 {
+                    self.closing = true;
+                    return vec![Effect::CloseSession];
+                }
+                Vec::new()
+            }
+            SessionEvent::ToolCall(calls) => {
+                self.close_open_user_speech();
+                for call in &calls {
+                    self.tool_calls.push(ToolCallRecord {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        args: call.args.clone(),
+                        state: ToolState::Running,
+                        duration: None,
+                        response: None,
+                        truncated: false,
+                    });
+                    self.transcript.push(Entry::Tool(self.tool_calls.len() - 1));
+                }
+                vec![Effect::RunTools(calls)]
+            }
+            SessionEvent::ToolCallCancelled(ids) => vec![Effect::CancelTools(ids)],
+            SessionEvent::GoAway { time_left } => {
+                let when = time_left
+                    .map(|t| format!(" in {:.0} s", t.as_secs_f64()))
+                    .unwrap_or_default();
+                self.notice(
+                    NoticeLevel::Warning,
+                    format!("The server will end this connection{when} (goAway)."),
+                );
+                Vec::new()
+            }
+            SessionEvent::ResumptionUpdate { .. } => Vec::new(),
+            SessionEvent::Usage(usage) => {
+                self.total_tokens += usage.total_token_count.unwrap_or(0);
+                self.last_usage = Some(usage);
+                Vec::new()
+            }
+            SessionEvent::VoiceActivity { .. } | SessionEvent::Grounding(_) => Vec::new(),
+            SessionEvent::FrameSkipped { reason } => {
+                self.notice(NoticeLevel::Warning, reason);
+                Vec::new()
+            }
+            SessionEvent::Closed(close) => {
+                self.finish_model_entry(ModelTurnStatus::Interrupted);
+                self.conversation = Conversation::Listening;
+                if !close.initiated_by_client {
+                    self.notice(NoticeLevel::Error, close.message.clone());
+                }
+                self.connection = Connection::Disconnected {
+                    reason: close.message,
+                };
+                self.awaiting_model = false;
+                Vec::new()
+            }
+        }
+    }
+
+    fn on_tool(&mut self, event: ToolEvent) -> Vec<Effect> {
+        match event {
+            ToolEvent::Finished(outcome) => {
+                // The dispatcher guarantees one answer per call; the record is only for show,
+                // so a call we never listed is still answered.
+                if let Some(index) = self.find_running_call(outcome.id.as_deref(), &outcome.name) {
+                    let record = &mut self.tool_calls[index];
+                    record.state = match &outcome.status {
+                        ToolStatus::Ok => ToolState::Ok,
+                        ToolStatus::Error(message) | ToolStatus::Panicked(message) => {
+                            ToolState::Error(message.clone())
+                        }
+                        ToolStatus::TimedOut => ToolState::TimedOut,
+                    };
+                    record.duration = Some(outcome.duration);
+                    record.truncated = outcome.truncated;
+                    record.response = Some(outcome.response.clone());
+                }
+                if outcome.name == END_SESSION && outcome.status == ToolStatus::Ok {
+                    self.end_after_turn = true;
+                }
+                if self.closing || self.is_finished() {
+                    return Vec::new();
+                }
+                // A SILENT result starts no generation, so nothing is awaited for it.
+                if outcome.response.scheduling != Some(Scheduling::Silent) {
+                    self.awaiting_model = true;
+                }
+                vec![Effect::SendToolResponse(outcome.response)]
+            }
+            ToolEvent::Cancelled { id, name, duration } => {
+                if let Some(index) = self.find_running_call(Some(&id), &name) {
+                    let record = &mut self.tool_calls[index];
+                    record.state = ToolState::Cancelled;
+                    record.duration = Some(duration);
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    fn find_running_call(&self, id: Option<&str>, name: &str) -> Option<usize> {
+        self.tool_calls.iter().position(|c| {
+            c.state == ToolState::Running
+                && match id {
+                    Some(id) => c.id.as_deref() == Some(id),
+                    None => c.id.is_none() && c.name == name,
+                }
+        })
+    }
+
+    fn notice(&mut self, level: NoticeLevel, text: String) {
+        self.notices.push(Notice { level, text });
+    }
+
+    /// The streaming model entry's (text_parts, transcript), opening one if needed.
+    fn open_model_entry(&mut self) -> (&mut String, &mut String) {
+        let open = matches!(
+            self.transcript.last(),
+            Some(Entry::Model {
+                status: ModelTurnStatus::Streaming,
+                ..
+            })
+        );
+        if !open {
+            self.close_open_user_speech();
+            self.transcript.push(Entry::Model {
+                text_parts: String::new(),
+                transcript: String::new(),
+                status: ModelTurnStatus::Streaming,
+            });
+        }
+        match self.transcript.last_mut() {
+            Some(Entry::Model {
+                text_parts,
+                transcript,
+                ..
+            }) => (text_parts, transcript),
+            _ => unreachable!("a streaming model entry was just ensured"),
+        }
+    }
+
+    fn finish_model_entry(&mut self, how: ModelTurnStatus) {
+        for entry in self.transcript.iter_mut().rev() {
+            if let Entry::Model { status, .. } = entry
+                && *status == ModelTurnStatus::Streaming
+            {
+                *status = how;
+                return;
+            }
+        }
+    }
+
+    fn append_user_speech(&mut self, fragment: &str) {
+        if let Some(Entry::User {
+            text,
+            via: UserInput::Speech,
+        }) = self.transcript.last_mut()
+        {
+            text.push_str(fragment);
+            return;
+        }
+        self.transcript.push(Entry::User {
+            text: fragment.to_owned(),
+            via: UserInput::Speech,
+        });
+    }
+
+    /// Speech fragments are joined until something else enters the history.
+    fn close_open_user_speech(&mut self) {
+        if let Some(Entry::User {
+            text,
+            via: UserInput::Speech,
+        }) = self.transcript.last_mut()
+        {
+            *text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

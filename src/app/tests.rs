@@ -1,0 +1,252 @@
+//! State tests of `App::update`: messages in, state and effects out.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::*;
+use crate::live::CloseInfo;
+use crate::live::wire::FunctionResponse;
+use crate::tools::ToolOutcome;
+
+fn connected_app() -> App {
+    let mut app = App::new("models/test", true, Vec::new());
+    app.update(Msg::Connecting);
+    app.update(Msg::Session(SessionEvent::SetupComplete {
+        session_id: None,
+    }));
+    app
+}
+
+fn call(id: &str, name: &str) -> FunctionCall {
+    FunctionCall {
+        id: Some(id.into()),
+        name: name.into(),
+        args: json!({"device_name": "living room lamp"}),
+    }
+}
+
+fn finished(id: &str, name: &str, status: ToolStatus) -> Msg {
+    let response = FunctionResponse {
+        id: Some(id.into()),
+        name: name.into(),
+        response: json!({"status": "off"}),
+        ..FunctionResponse::default()
+    };
+    Msg::Tool(ToolEvent::Finished(ToolOutcome {
+        id: Some(id.into()),
+        name: name.into(),
+        args: json!({}),
+        status,
+        response,
+        duration: Duration::from_millis(3),
+        truncated: false,
+    }))
+}
+
+#[test]
+fn connect_then_listen() {
+    let mut app = App::new("models/test", true, Vec::new());
+    assert_eq!(app.connection, Connection::Connecting);
+    app.update(Msg::Session(SessionEvent::SetupComplete {
+        session_id: None,
+    }));
+    assert_eq!(app.connection, Connection::Connected);
+    assert_eq!(app.conversation, Conversation::Listening);
+    assert!(app.ready_for_user());
+}
+
+#[test]
+fn user_turn_is_sent_and_awaits_the_model() {
+    let mut app = connected_app();
+    assert_eq!(
+        app.update(Msg::UserText("  hi  ".into())),
+        vec![Effect::SendText("hi".into())]
+    );
+    assert!(!app.ready_for_user());
+    assert_eq!(
+        app.transcript,
+        vec![Entry::User {
+            text: "hi".into(),
+            via: UserInput::Typed
+        }]
+    );
+    assert!(
+        app.update(Msg::UserText("   ".into())).is_empty(),
+        "blank input is not sent"
+    );
+}
+
+#[test]
+fn speaking_while_output_streams_listening_after_turn_complete() {
+    let mut app = connected_app();
+    app.update(Msg::UserText("hello".into()));
+    app.update(Msg::Session(SessionEvent::ModelAudio {
+        pcm: vec![0; 4],
+        sample_rate: 24_000,
+    }));
+    assert_eq!(app.conversation, Conversation::Speaking);
+    app.update(Msg::Session(SessionEvent::OutputTranscription {
+        text: "Hi ".into(),
+        finished: false,
+    }));
+    app.update(Msg::Session(SessionEvent::OutputTranscription {
+        text: "there.".into(),
+        finished: false,
+    }));
+    app.update(Msg::Session(SessionEvent::GenerationComplete));
+    assert_eq!(app.conversation, Conversation::Speaking);
+    app.update(Msg::Session(SessionEvent::TurnComplete {
+        reason: None,
+        waiting_for_input: false,
+    }));
+    assert_eq!(app.conversation, Conversation::Listening);
+    assert!(app.ready_for_user());
+    match &app.transcript[1] {
+        Entry::Model {
+            text_parts,
+            transcript,
+            status,
+        } => {
+            assert_eq!(Entry::model_text(text_parts, transcript), "Hi there.");
+            assert_eq!(*status, ModelTurnStatus::Complete);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn interrupted_turn_is_marked_and_returns_to_listening() {
+    let mut app = connected_app();
+    app.update(Msg::UserText("tell me a story".into()));
+    app.update(Msg::Session(SessionEvent::OutputTranscription {
+        text: "Once upon".into(),
+        finished: false,
+    }));
+    app.update(Msg::UserText("stop".into()));
+    app.update(Msg::Session(SessionEvent::Interrupted));
+    assert_eq!(app.conversation, Conversation::Listening);
+    assert!(app.transcript.iter().any(|e| matches!(
+        e,
+        Entry::Model {
+            status: ModelTurnStatus::Interrupted,
+            ..
+        }
+    )));
+}
+
+#[test]
+fn tool_call_lifecycle_ok_error_and_cancelled() {
+    let mut app = connected_app();
+    app.update(Msg::UserText("status?".into()));
+    let calls = vec![
+        call("c1", "get_device_status"),
+        call("c2", "set_device_status"),
+        call("c3", "get_device_status"),
+    ];
+    assert_eq!(
+        app.update(Msg::Session(SessionEvent::ToolCall(calls.clone()))),
+        vec![Effect::RunTools(calls)]
+    );
+    assert_eq!(app.running_tools(), 3);
+    assert_eq!(
+        app.transcript
+            .iter()
+            .filter(|e| matches!(e, Entry::Tool(_)))
+            .count(),
+        3,
+        "tool calls are part of the history"
+    );
+
+    let effects = app.update(finished("c1", "get_device_status", ToolStatus::Ok));
+    assert!(matches!(&effects[..], [Effect::SendToolResponse(r)] if r.id.as_deref() == Some("c1")));
+    assert_eq!(app.tool_calls[0].state, ToolState::Ok);
+    assert_eq!(app.tool_calls[0].duration, Some(Duration::from_millis(3)));
+
+    app.update(finished(
+        "c2",
+        "set_device_status",
+        ToolStatus::Error("bad brightness".into()),
+    ));
+    assert_eq!(
+        app.tool_calls[1].state,
+        ToolState::Error("bad brightness".into())
+    );
+
+    assert_eq!(
+        app.update(Msg::Session(SessionEvent::ToolCallCancelled(vec![
+            "c3".into()
+        ]))),
+        vec![Effect::CancelTools(vec!["c3".into()])]
+    );
+    let effects = app.update(Msg::Tool(ToolEvent::Cancelled {
+        id: "c3".into(),
+        name: "get_device_status".into(),
+        duration: Duration::from_millis(1),
+    }));
+    assert!(effects.is_empty(), "cancelled calls are never answered");
+    assert_eq!(app.tool_calls[2].state, ToolState::Cancelled);
+    assert_eq!(app.running_tools(), 0);
+}
+
+#[test]
+fn end_session_closes_after_the_goodbye_turn() {
+    let mut app = connected_app();
+    app.update(Msg::UserText("bye".into()));
+    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+        "e1",
+        END_SESSION,
+    )])));
+    app.update(finished("e1", END_SESSION, ToolStatus::Ok));
+    app.update(Msg::Session(SessionEvent::OutputTranscription {
+        text: "Goodbye!".into(),
+        finished: true,
+    }));
+    let effects = app.update(Msg::Session(SessionEvent::TurnComplete {
+        reason: None,
+        waiting_for_input: false,
+    }));
+    assert_eq!(effects, vec![Effect::CloseSession]);
+    app.update(Msg::Session(SessionEvent::Closed(CloseInfo {
+        code: Some(1000),
+        reason: String::new(),
+        message: "Session ended.".into(),
+        initiated_by_client: true,
+    })));
+    assert!(app.ended_cleanly());
+    assert!(app.notices.is_empty(), "a clean end is not an error");
+}
+
+#[test]
+fn unexpected_close_shows_the_reason() {
+    let mut app = connected_app();
+    app.update(Msg::UserText("hi".into()));
+    app.update(Msg::Session(SessionEvent::Closed(CloseInfo {
+        code: Some(1011),
+        reason: "Internal error encountered.".into(),
+        message: "The Live API had an internal error (1011): Internal error encountered.".into(),
+        initiated_by_client: false,
+    })));
+    assert!(
+        matches!(&app.connection, Connection::Disconnected { reason } if reason.contains("1011"))
+    );
+    assert!(!app.ended_cleanly());
+    assert_eq!(
+        app.notices.last().map(|n| n.level),
+        Some(NoticeLevel::Error)
+    );
+    assert!(
+        app.update(Msg::UserText("anyone?".into())).is_empty(),
+        "nothing is sent on a closed session"
+    );
+}
+
+#[test]
+fn skipped_frames_become_warnings_and_the_session_goes_on() {
+    let mut app = connected_app();
+    app.update(Msg::Session(SessionEvent::FrameSkipped {
+        reason: "skipped a malformed server frame".into(),
+    }));
+    assert_eq!(app.notices[0].level, NoticeLevel::Warning);
+    assert_eq!(app.connection, Connection::Connected);
+}

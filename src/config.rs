@@ -1,0 +1,450 @@
+//! Settings: built-in defaults < user config file < environment < command-line flags.
+//!
+//! The defaults layer is `config.example.toml` itself, so the documented defaults cannot drift
+//! from the real ones.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::live::{ApiKey, ApiVersion, Endpoint};
+use crate::tools::{BUILTIN_TOOLS, ToolLimits};
+
+/// The documented defaults, compiled in.
+pub const DEFAULT_CONFIG: &str = include_str!("../config.example.toml");
+
+/// The 30 prebuilt voices of the native-audio models.
+pub const VOICES: &[&str] = &[
+    "Zephyr",
+    "Puck",
+    "Charon",
+    "Kore",
+    "Fenrir",
+    "Leda",
+    "Orus",
+    "Aoede",
+    "Callirrhoe",
+    "Autonoe",
+    "Enceladus",
+    "Iapetus",
+    "Umbriel",
+    "Algieba",
+    "Despina",
+    "Erinome",
+    "Algenib",
+    "Rasalgethi",
+    "Laomedeia",
+    "Achernar",
+    "Alnilam",
+    "Schedar",
+    "Gacrux",
+    "Pulcherrima",
+    "Achird",
+    "Zubenelgenubi",
+    "Vindemiatrix",
+    "Sadachbia",
+    "Sadaltager",
+    "Sulafat",
+];
+
+/// One config file layer; every key optional so layers can be stacked.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLayer {
+    endpoint: Option<String>,
+    api_version: Option<ApiVersion>,
+    model: Option<String>,
+    voice: Option<String>,
+    system_instruction: Option<String>,
+    api_key: Option<String>,
+    transcription: Option<TranscriptionLayer>,
+    tools: Option<ToolsLayer>,
+    session: Option<SessionLayer>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TranscriptionLayer {
+    input: Option<bool>,
+    output: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolsLayer {
+    enabled: Option<Vec<String>>,
+    timeout_secs: Option<f64>,
+    max_response_bytes: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionLayer {
+    setup_timeout_secs: Option<f64>,
+    turn_timeout_secs: Option<f64>,
+}
+
+/// Overrides from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct FlagOverrides {
+    pub config: Option<PathBuf>,
+    pub endpoint: Option<String>,
+    pub api_version: Option<ApiVersion>,
+    pub model: Option<String>,
+    pub voice: Option<String>,
+    pub offline: bool,
+    pub turn_timeout_secs: Option<f64>,
+}
+
+/// Where the session goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Google's service (a key is set, no endpoint given).
+    Google(Endpoint),
+    /// A user-given endpoint (key optional).
+    Custom(Endpoint),
+    /// The embedded mock, started in-process.
+    OfflineMock,
+}
+
+/// Fully resolved settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub target: Target,
+    pub api_key: Option<ApiKey>,
+    pub api_version: ApiVersion,
+    pub model: String,
+    pub voice: String,
+    pub system_instruction: String,
+    pub input_transcription: bool,
+    pub output_transcription: bool,
+    pub tools_enabled: Vec<String>,
+    pub tool_limits: ToolLimits,
+    pub setup_timeout: Duration,
+    pub turn_timeout: Duration,
+    /// The config file that was read, if any.
+    pub config_file: Option<PathBuf>,
+}
+
+/// A bad setting: names where it came from, the key and the problem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad config in {origin}: key `{key}`: {problem}")]
+pub struct ConfigError {
+    pub origin: String,
+    pub key: String,
+    pub problem: String,
+}
+
+impl ConfigError {
+    fn new(source: &str, key: &str, problem: impl Into<String>) -> Self {
+        ConfigError {
+            origin: source.to_owned(),
+            key: key.to_owned(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// The user config file: `LIVETALK_CONFIG`, else the platform config dir.
+pub fn default_config_path() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", "livetalk").map(|d| d.config_dir().join("config.toml"))
+}
+
+/// The data directory (logs, later recordings).
+pub fn data_dir() -> PathBuf {
+    directories::ProjectDirs::from("", "", "livetalk")
+        .map(|d| d.data_dir().to_path_buf())
+        .unwrap_or_else(|| std::env::temp_dir().join("livetalk"))
+}
+
+impl Settings {
+    /// Loads settings from the real environment.
+    pub fn load(flags: &FlagOverrides) -> Result<Settings, ConfigError> {
+        Settings::resolve(flags, &|name| std::env::var(name).ok())
+    }
+
+    /// Resolves all layers; `env` reads an environment variable (injected for tests).
+    pub fn resolve(
+        flags: &FlagOverrides,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Settings, ConfigError> {
+        let mut merged = Merged::default();
+        merged.apply(
+            parse_layer(DEFAULT_CONFIG, "the built-in defaults")?,
+            "the built-in defaults",
+        )?;
+
+        let explicit = flags.config.clone().or_else(|| {
+            env("LIVETALK_CONFIG")
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from)
+        });
+        let config_file = match explicit {
+            Some(path) => {
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    ConfigError::new(
+                        &path.display().to_string(),
+                        "(file)",
+                        format!("cannot read it: {e}"),
+                    )
+                })?;
+                Some((path, text))
+            }
+            None => default_config_path()
+                .and_then(|path| std::fs::read_to_string(&path).ok().map(|text| (path, text))),
+        };
+        if let Some((path, text)) = &config_file {
+            let source = path.display().to_string();
+            merged.apply(parse_layer(text, &source)?, &source)?;
+        }
+
+        for (var, key) in [
+            ("LIVETALK_ENDPOINT", "endpoint"),
+            ("LIVETALK_MODEL", "model"),
+            ("LIVETALK_VOICE", "voice"),
+            ("LIVETALK_API_VERSION", "api_version"),
+        ] {
+            if let Some(value) = env(var).filter(|v| !v.trim().is_empty()) {
+                merged.set_str(key, value, &format!("environment variable {var}"))?;
+            }
+        }
+        let env_key = env("GEMINI_API_KEY")
+            .and_then(ApiKey::new)
+            .or_else(|| env("GOOGLE_API_KEY").and_then(ApiKey::new));
+        if env_key.is_some() {
+            merged.api_key = env_key;
+        }
+
+        if let Some(endpoint) = &flags.endpoint {
+            merged.set_str("endpoint", endpoint.clone(), "flag --endpoint")?;
+        }
+        if let Some(version) = flags.api_version {
+            merged.api_version = version;
+        }
+        if let Some(model) = &flags.model {
+            merged.set_str("model", model.clone(), "flag --model")?;
+        }
+        if let Some(voice) = &flags.voice {
+            merged.set_str("voice", voice.clone(), "flag --voice")?;
+        }
+        if let Some(secs) = flags.turn_timeout_secs {
+            merged.turn_timeout = seconds(secs, "flag --turn-timeout", "turn_timeout_secs")?;
+        }
+
+        let target = match (&merged.endpoint, flags.offline) {
+            (Some((_, source)), true) => {
+                return Err(ConfigError::new(
+                    source,
+                    "endpoint",
+                    "--offline uses the embedded demo model; drop one of --offline and the endpoint",
+                ));
+            }
+            (None, true) => Target::OfflineMock,
+            (Some((url, source)), false) => Target::Custom(
+                Endpoint::parse(url, merged.api_version)
+                    .map_err(|e| ConfigError::new(source, "endpoint", e.to_string()))?,
+            ),
+            (None, false) if merged.api_key.is_some() => {
+                Target::Google(Endpoint::google_ai(merged.api_version))
+            }
+            (None, false) => Target::OfflineMock,
+        };
+
+        Ok(Settings {
+            target,
+            api_key: merged.api_key,
+            api_version: merged.api_version,
+            model: merged.model,
+            voice: merged.voice,
+            system_instruction: merged.system_instruction,
+            input_transcription: merged.input_transcription,
+            output_transcription: merged.output_transcription,
+            tools_enabled: merged.tools_enabled,
+            tool_limits: merged.tool_limits,
+            setup_timeout: merged.setup_timeout,
+            turn_timeout: merged.turn_timeout,
+            config_file: config_file.map(|(path, _)| path),
+        })
+    }
+
+    /// True when the embedded mock is used.
+    pub fn is_offline(&self) -> bool {
+        self.target == Target::OfflineMock
+    }
+}
+
+#[derive(Debug, Default)]
+struct Merged {
+    endpoint: Option<(String, String)>,
+    api_version: ApiVersion,
+    model: String,
+    voice: String,
+    system_instruction: String,
+    api_key: Option<ApiKey>,
+    input_transcription: bool,
+    output_transcription: bool,
+    tools_enabled: Vec<String>,
+    tool_limits: ToolLimits,
+    setup_timeout: Duration,
+    turn_timeout: Duration,
+}
+
+impl Merged {
+    fn apply(&mut self, layer: FileLayer, source: &str) -> Result<(), ConfigError> {
+        if let Some(v) = layer.endpoint {
+            self.set_str("endpoint", v, source)?;
+        }
+        if let Some(v) = layer.api_version {
+            self.api_version = v;
+        }
+        if let Some(v) = layer.model {
+            self.set_str("model", v, source)?;
+        }
+        if let Some(v) = layer.voice {
+            self.set_str("voice", v, source)?;
+        }
+        if let Some(v) = layer.system_instruction {
+            self.system_instruction = v;
+        }
+        if let Some(v) = layer.api_key {
+            self.api_key = ApiKey::new(v);
+        }
+        if let Some(t) = layer.transcription {
+            self.input_transcription = t.input.unwrap_or(self.input_transcription);
+            self.output_transcription = t.output.unwrap_or(self.output_transcription);
+        }
+        if let Some(t) = layer.tools {
+            if let Some(enabled) = t.enabled {
+                for name in &enabled {
+                    if !BUILTIN_TOOLS.contains(&name.as_str()) {
+                        return Err(ConfigError::new(
+                            source,
+                            "tools.enabled",
+                            format!(
+                                "unknown tool {name:?}; known tools: {}",
+                                BUILTIN_TOOLS.join(", ")
+                            ),
+                        ));
+                    }
+                }
+                self.tools_enabled = enabled;
+            }
+            if let Some(secs) = t.timeout_secs {
+                self.tool_limits.timeout = seconds(secs, source, "tools.timeout_secs")?;
+            }
+            if let Some(bytes) = t.max_response_bytes {
+                if bytes < 1024 {
+                    return Err(ConfigError::new(
+                        source,
+                        "tools.max_response_bytes",
+                        format!("{bytes} is too small; use at least 1024"),
+                    ));
+                }
+                self.tool_limits.max_response_bytes = bytes;
+            }
+        }
+        if let Some(s) = layer.session {
+            if let Some(secs) = s.setup_timeout_secs {
+                self.setup_timeout = seconds(secs, source, "session.setup_timeout_secs")?;
+            }
+            if let Some(secs) = s.turn_timeout_secs {
+                self.turn_timeout = seconds(secs, source, "session.turn_timeout_secs")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn set_str(&mut self, key: &str, value: String, source: &str) -> Result<(), ConfigError> {
+        let value = value.trim().to_owned();
+        match key {
+            "endpoint" => {
+                if value.is_empty() {
+                    return Err(ConfigError::new(source, key, "must not be empty"));
+                }
+                self.endpoint = Some((value, source.to_owned()));
+            }
+            "model" => {
+                if value.is_empty() || value.contains(char::is_whitespace) {
+                    return Err(ConfigError::new(
+                        source,
+                        key,
+                        format!("{value:?} is not a model name"),
+                    ));
+                }
+                self.model = if value.contains('/') {
+                    value
+                } else {
+                    format!("models/{value}")
+                };
+            }
+            "voice" => {
+                let canonical = VOICES
+                    .iter()
+                    .find(|v| v.eq_ignore_ascii_case(&value))
+                    .ok_or_else(|| {
+                        ConfigError::new(
+                            source,
+                            key,
+                            format!("unknown voice {value:?}; voices: {}", VOICES.join(", ")),
+                        )
+                    })?;
+                self.voice = (*canonical).to_owned();
+            }
+            "api_version" => {
+                self.api_version = match value.to_ascii_lowercase().as_str() {
+                    "v1" => ApiVersion::V1,
+                    "v1beta" => ApiVersion::V1beta,
+                    "v1alpha" => ApiVersion::V1alpha,
+                    _ => {
+                        return Err(ConfigError::new(
+                            source,
+                            key,
+                            format!("{value:?} is not one of v1, v1beta, v1alpha"),
+                        ));
+                    }
+                };
+            }
+            _ => unreachable!("set_str is only called with known keys"),
+        }
+        Ok(())
+    }
+}
+
+fn seconds(value: f64, source: &str, key: &str) -> Result<Duration, ConfigError> {
+    if !(value.is_finite() && value > 0.0 && value <= 3600.0) {
+        return Err(ConfigError::new(
+            source,
+            key,
+            format!("{value} is not a number of seconds between 0 and 3600"),
+        ));
+    }
+    Ok(Duration::from_secs_f64(value))
+}
+
+fn parse_layer(text: &str, source: &str) -> Result<FileLayer, ConfigError> {
+    let deserializer = toml::Deserializer::parse(text).map_err(|e| {
+        ConfigError::new(
+            source,
+            "(syntax)",
+            e.message().to_owned() + &line_of(text, e.span()),
+        )
+    })?;
+    serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let key = e.path().to_string();
+        let inner = e.into_inner();
+        let problem = inner.message().to_owned() + &line_of(text, inner.span());
+        ConfigError::new(source, if key == "." { "(file)" } else { &key }, problem)
+    })
+}
+
+fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    span.map(|s| {
+        let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
+        format!(" (line {line})")
+    })
+    .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;

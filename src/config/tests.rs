@@ -1,0 +1,157 @@
+//! Tests of the config layers: defaults, file, environment, flags, and the error messages.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use super::*;
+
+fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    move |name| map.get(name).cloned()
+}
+
+fn config_file(text: &str) -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(text.as_bytes()).unwrap();
+    file
+}
+
+fn with_file(file: &tempfile::NamedTempFile) -> FlagOverrides {
+    FlagOverrides {
+        config: Some(file.path().to_path_buf()),
+        ..FlagOverrides::default()
+    }
+}
+
+#[test]
+fn documented_defaults_are_the_real_defaults() {
+    let empty = config_file("");
+    let s = Settings::resolve(&with_file(&empty), &env_of(&[])).unwrap();
+    assert_eq!(s.model, "models/gemini-3.8-live");
+    assert_eq!(s.voice, "Puck");
+    assert_eq!(s.api_version, ApiVersion::V1);
+    assert!(s.input_transcription && s.output_transcription);
+    assert_eq!(s.tools_enabled, BUILTIN_TOOLS);
+    assert_eq!(s.tool_limits.timeout, Duration::from_secs(10));
+    assert_eq!(s.tool_limits.max_response_bytes, 16 * 1024);
+    assert_eq!(
+        s.target,
+        Target::OfflineMock,
+        "no key and no endpoint means the demo model"
+    );
+    assert!(s.api_key.is_none());
+}
+
+#[test]
+fn layers_apply_in_order_defaults_file_env_flags() {
+    let file = config_file("model = \"from-file\"\nvoice = \"kore\"\n[tools]\ntimeout_secs = 3\n");
+    let env = env_of(&[("LIVETALK_MODEL", "models/from-env")]);
+    let s = Settings::resolve(&with_file(&file), &env).unwrap();
+    assert_eq!(s.model, "models/from-env", "env beats file");
+    assert_eq!(
+        s.voice, "Kore",
+        "file beats defaults, voice names are canonicalised"
+    );
+    assert_eq!(s.tool_limits.timeout, Duration::from_secs(3));
+
+    let flags = FlagOverrides {
+        model: Some("gemini-flag".into()),
+        ..with_file(&file)
+    };
+    let s = Settings::resolve(&flags, &env).unwrap();
+    assert_eq!(
+        s.model, "models/gemini-flag",
+        "flags beat env; bare ids get models/"
+    );
+}
+
+#[test]
+fn key_selects_google_and_endpoint_selects_custom() {
+    let empty = config_file("");
+    let s = Settings::resolve(&with_file(&empty), &env_of(&[("GOOGLE_API_KEY", "k1")])).unwrap();
+    assert!(matches!(&s.target, Target::Google(e) if e.url().contains(".v1.")));
+    let s = Settings::resolve(
+        &with_file(&empty),
+        &env_of(&[("GOOGLE_API_KEY", "k1"), ("GEMINI_API_KEY", "k2")]),
+    )
+    .unwrap();
+    assert_eq!(s.api_key.unwrap().expose(), "k2", "GEMINI_API_KEY wins");
+
+    let flags = FlagOverrides {
+        endpoint: Some("ws://127.0.0.1:9000".into()),
+        api_version: Some(ApiVersion::V1beta),
+        ..with_file(&empty)
+    };
+    let s = Settings::resolve(&flags, &env_of(&[])).unwrap();
+    assert!(
+        matches!(&s.target, Target::Custom(e) if e.url() == "ws://127.0.0.1:9000/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent")
+    );
+
+    let flags = FlagOverrides {
+        offline: true,
+        ..with_file(&empty)
+    };
+    let s = Settings::resolve(&flags, &env_of(&[("GEMINI_API_KEY", "k")])).unwrap();
+    assert_eq!(s.target, Target::OfflineMock);
+}
+
+#[test]
+fn bad_config_names_file_key_and_problem() {
+    let file = config_file("model = \"m\"\n[tools]\ntimeout_secs = \"soon\"\n");
+    let err = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap_err();
+    assert_eq!(err.origin, file.path().display().to_string());
+    assert_eq!(err.key, "tools.timeout_secs");
+    assert!(err.problem.contains("line 3"), "{err}");
+    assert!(err.to_string().starts_with("bad config in "));
+
+    let file = config_file("modle = \"x\"\n");
+    let err = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap_err();
+    assert!(err.problem.contains("unknown field `modle`"), "{err}");
+
+    let file = config_file("[tools]\nenabled = [\"launch_rockets\"]\n");
+    let err = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap_err();
+    assert_eq!(err.key, "tools.enabled");
+    assert!(err.problem.contains("launch_rockets") && err.problem.contains("get_device_status"));
+
+    let file = config_file("voice = \"Robot\"\n");
+    let err = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap_err();
+    assert_eq!(err.key, "voice");
+
+    let file = config_file("model = [\n");
+    let err = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap_err();
+    assert_eq!(err.key, "(syntax)");
+
+    let empty = config_file("");
+    let err = Settings::resolve(
+        &with_file(&empty),
+        &env_of(&[("LIVETALK_ENDPOINT", "http://x")]),
+    )
+    .unwrap_err();
+    assert_eq!(err.origin, "environment variable LIVETALK_ENDPOINT");
+    assert_eq!(err.key, "endpoint");
+
+    let missing = FlagOverrides {
+        config: Some("/nonexistent/livetalk.toml".into()),
+        ..FlagOverrides::default()
+    };
+    let err = Settings::resolve(&missing, &env_of(&[])).unwrap_err();
+    assert_eq!(err.origin, "/nonexistent/livetalk.toml");
+}
+
+#[test]
+fn api_key_in_config_file_is_used_but_env_wins() {
+    let file = config_file("api_key = \"file-key\"\n");
+    let s = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap();
+    assert_eq!(s.api_key.as_ref().unwrap().expose(), "file-key");
+    assert!(matches!(s.target, Target::Google(_)));
+    assert!(
+        !format!("{s:?}").contains("file-key"),
+        "Debug output must not show the key"
+    );
+    let s =
+        Settings::resolve(&with_file(&file), &env_of(&[("GEMINI_API_KEY", "env-key")])).unwrap();
+    assert_eq!(s.api_key.unwrap().expose(), "env-key");
+}

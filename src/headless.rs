@@ -1,0 +1,314 @@
+//! Headless presenter: user turns from stdin (one per line), the conversation on stdout as
+//! text lines or JSON events. It drives the same `App` as the TUI and prints what it would show.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use serde_json::json;
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::app::{App, Entry, ModelTurnStatus, Msg, NoticeLevel, ToolState, UserInput};
+use crate::config::{Settings, Target};
+use crate::live::SessionOptions;
+use crate::mock::{MockOptions, MockServer};
+use crate::runtime::{Engine, build_setup};
+use crate::tools::{SmartHome, builtin_registry};
+
+/// How the conversation is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+/// Runs one conversation from stdin to stdout. Returns the process exit code: 0 when the
+/// session ended cleanly (end of input or `end_session`), 1 otherwise.
+pub async fn run(
+    settings: Settings,
+    format: OutputFormat,
+    banner: Option<&str>,
+) -> anyhow::Result<u8> {
+    let home = SmartHome::new();
+    let registry = Arc::new(
+        builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone())
+            .context("building the tool registry")?,
+    );
+    let mut printer = Printer::new(format);
+
+    // The embedded mock runs in-process when no key and no endpoint are configured.
+    let mut _mock: Option<MockServer> = None;
+    let endpoint = match &settings.target {
+        Target::Google(e) | Target::Custom(e) => e.clone(),
+        Target::OfflineMock => {
+            let mock = MockServer::start(MockOptions::loopback())
+                .await
+                .context("starting the embedded offline demo model")?;
+            let endpoint = mock.endpoint(settings.api_version);
+            _mock = Some(mock);
+            endpoint
+        }
+    };
+    if settings.is_offline() {
+        printer.info(
+            "No API key is set: talking to the embedded offline demo model (set GEMINI_API_KEY to talk to Gemini).",
+        );
+    }
+    if let Some(banner) = banner {
+        printer.info(banner);
+    }
+    printer.session_start(&settings, settings.is_offline());
+
+    let mut app = App::new(
+        settings.model.clone(),
+        settings.is_offline(),
+        home.snapshot(),
+    );
+    let mut engine = Engine::new(registry.clone(), &home);
+    app.update(Msg::Connecting);
+    let options = SessionOptions {
+        endpoint,
+        api_key: settings.api_key.clone(),
+        setup: build_setup(&settings, &registry),
+        setup_timeout: settings.setup_timeout,
+    };
+    if let Err(message) = engine.connect(options).await {
+        app.update(Msg::ConnectFailed(message));
+        printer.render(&app);
+        return Ok(1);
+    }
+
+    let (lines_tx, mut lines_rx) = mpsc::channel::<String>(64);
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if lines_tx.send(line).await.is_err() {
+                break;
+            }
+        }
+    });
+
+    let mut queued: VecDeque<String> = VecDeque::new();
+    let mut input_closed = false;
+    let mut last_activity = Instant::now();
+    loop {
+        if app.ready_for_user() {
+            if let Some(line) = queued.pop_front() {
+                apply(&mut app, &mut engine, Msg::UserText(line)).await;
+                last_activity = Instant::now();
+                printer.render(&app);
+                continue;
+            }
+            if input_closed {
+                apply(&mut app, &mut engine, Msg::EndSession).await;
+            }
+        }
+        let waiting_for_model = !app.ready_for_user() && !app.is_finished();
+        let deadline = last_activity + settings.turn_timeout;
+        tokio::select! {
+            msg = engine.next() => match msg {
+                Some(msg) => {
+                    last_activity = Instant::now();
+                    apply(&mut app, &mut engine, msg).await;
+                }
+                None => break,
+            },
+            line = lines_rx.recv(), if !input_closed => match line {
+                Some(line) if !line.trim().is_empty() => queued.push_back(line),
+                Some(_) => {}
+                None => input_closed = true,
+            },
+            _ = tokio::time::sleep_until(deadline), if waiting_for_model => {
+                printer.render(&app);
+                printer.error(&format!(
+                    "No reply from the model for {:.0} s; giving up on this turn.",
+                    settings.turn_timeout.as_secs_f64()
+                ));
+                return Ok(1);
+            }
+        }
+        printer.render(&app);
+        if app.is_finished() {
+            break;
+        }
+    }
+    printer.render(&app);
+    printer.session_end(&app);
+    Ok(if app.ended_cleanly() { 0 } else { 1 })
+}
+
+async fn apply(app: &mut App, engine: &mut Engine, msg: Msg) {
+    for effect in app.update(msg) {
+        engine.execute(effect).await;
+    }
+}
+
+/// Prints finished history entries in order, and notices as they appear.
+pub struct Printer {
+    format: OutputFormat,
+    printed_entries: usize,
+    printed_notices: usize,
+}
+
+impl Printer {
+    pub fn new(format: OutputFormat) -> Self {
+        Printer {
+            format,
+            printed_entries: 0,
+            printed_notices: 0,
+        }
+    }
+
+    /// Prints what became final since the last call. An entry still streaming (or a tool
+    /// call still running) holds back the ones after it, so the order is the history's order.
+    pub fn render(&mut self, app: &App) {
+        for notice in &app.notices[self.printed_notices..] {
+            let level = match notice.level {
+                NoticeLevel::Info => "info",
+                NoticeLevel::Warning => "warning",
+                NoticeLevel::Error => "error",
+            };
+            match self.format {
+                OutputFormat::Text => eprintln!("livetalk: {level}: {}", notice.text),
+                OutputFormat::Json => {
+                    self.json(json!({"type": "notice", "level": level, "text": notice.text}));
+                    if notice.level == NoticeLevel::Error {
+                        eprintln!("livetalk: error: {}", notice.text);
+                    }
+                }
+            }
+        }
+        self.printed_notices = app.notices.len();
+
+        while let Some(entry) = app.transcript.get(self.printed_entries) {
+            if !self.print_entry(app, entry) {
+                break;
+            }
+            self.printed_entries += 1;
+        }
+        let _ = std::io::stdout().flush();
+    }
+
+    /// Prints one entry if it is final; returns false to wait.
+    fn print_entry(&self, app: &App, entry: &Entry) -> bool {
+        match entry {
+            Entry::User { text, via } => {
+                let via_label = match via {
+                    UserInput::Typed => "typed",
+                    UserInput::Speech => "speech",
+                };
+                match self.format {
+                    OutputFormat::Text if *via == UserInput::Speech => {
+                        println!("You (spoken): {text}")
+                    }
+                    OutputFormat::Text => println!("You: {text}"),
+                    OutputFormat::Json => {
+                        self.json(json!({"type": "user", "via": via_label, "text": text}))
+                    }
+                }
+                true
+            }
+            Entry::Model {
+                text_parts,
+                transcript,
+                status,
+            } => {
+                if *status == ModelTurnStatus::Streaming && !app.is_finished() {
+                    return false;
+                }
+                let text = Entry::model_text(text_parts, transcript);
+                let interrupted = *status != ModelTurnStatus::Complete;
+                match self.format {
+                    OutputFormat::Text => {
+                        let shown = if text.is_empty() {
+                            "(audio without transcription)"
+                        } else {
+                            &text
+                        };
+                        let mark = if interrupted { " [interrupted]" } else { "" };
+                        println!("Gemini: {shown}{mark}");
+                    }
+                    OutputFormat::Json => self.json(json!({
+                        "type": "model",
+                        "text": text,
+                        "status": if interrupted { "interrupted" } else { "complete" },
+                    })),
+                }
+                true
+            }
+            Entry::Tool(index) => {
+                let Some(call) = app.tool_calls.get(*index) else {
+                    return true;
+                };
+                if call.state == ToolState::Running && !app.is_finished() {
+                    return false;
+                }
+                let millis = call.duration.map(|d| d.as_secs_f64() * 1000.0);
+                let response = call.response.as_ref().map(|r| &r.response);
+                match self.format {
+                    OutputFormat::Text => {
+                        let time = millis
+                            .map(|ms| format!(" in {ms:.1} ms"))
+                            .unwrap_or_default();
+                        let result = response.map(|r| format!(": {r}")).unwrap_or_default();
+                        println!(
+                            "Tool: {} {} -> {}{time}{result}",
+                            call.name,
+                            call.args,
+                            call.state.label()
+                        );
+                    }
+                    OutputFormat::Json => self.json(json!({
+                        "type": "tool_call",
+                        "id": call.id,
+                        "name": call.name,
+                        "args": call.args,
+                        "state": call.state.label(),
+                        "duration_ms": millis,
+                        "response": call.response,
+                        "truncated": call.truncated,
+                    })),
+                }
+                true
+            }
+        }
+    }
+
+    fn session_start(&self, settings: &Settings, offline: bool) {
+        if self.format == OutputFormat::Json {
+            let host = match &settings.target {
+                Target::Google(e) | Target::Custom(e) => e.host().to_owned(),
+                Target::OfflineMock => "offline demo model".to_owned(),
+            };
+            self.json(json!({"type": "session", "model": settings.model, "endpoint_host": host, "offline": offline}));
+        }
+    }
+
+    fn session_end(&self, app: &App) {
+        if self.format == OutputFormat::Json {
+            let reason = match &app.connection {
+                crate::app::Connection::Disconnected { reason } => reason.clone(),
+                _ => String::new(),
+            };
+            self.json(json!({"type": "closed", "clean": app.ended_cleanly(), "reason": reason, "total_tokens": app.total_tokens}));
+        }
+    }
+
+    fn info(&self, text: &str) {
+        eprintln!("livetalk: {text}");
+    }
+
+    fn error(&self, text: &str) {
+        if self.format == OutputFormat::Json {
+            self.json(json!({"type": "notice", "level": "error", "text": text}));
+        }
+        eprintln!("livetalk: error: {text}");
+    }
+
+    fn json(&self, value: serde_json::Value) {
+        println!("{value}");
+    }
+}

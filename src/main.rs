@@ -1,0 +1,68 @@
+//! CLI entry: parse flags, load the config, dispatch a command; nothing else.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use livetalk::cli::{Cli, Command};
+use livetalk::config::Settings;
+use livetalk::headless::{self, OutputFormat};
+use livetalk::{logging, mock};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("livetalk: error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match cli.command {
+        Some(Command::Mock(args)) => {
+            logging::to_stderr();
+            match runtime.block_on(mock::serve_until_signal(args)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("livetalk: error: {e:#}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        None => {
+            let settings = match Settings::load(&cli.session.overrides()) {
+                Ok(settings) => settings,
+                Err(e) => {
+                    eprintln!("livetalk: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let log_file = logging::to_data_dir();
+            let format = if cli.session.json {
+                OutputFormat::Json
+            } else {
+                OutputFormat::Text
+            };
+            let banner = (!cli.session.headless).then(|| {
+                format!(
+                    "Line console: type a message and press Enter; Ctrl-D ends the session.{}",
+                    log_file
+                        .map(|p| format!(" Log: {}", p.display()))
+                        .unwrap_or_default()
+                )
+            });
+            let result = runtime.block_on(headless::run(settings, format, banner.as_deref()));
+            // The stdin reader sits in a blocking read; don't wait for it at exit.
+            runtime.shutdown_background();
+            match result {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => {
+                    eprintln!("livetalk: error: {e:#}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+    }
+}
