@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# README command 1: install what is missing, build, and run livetalk (offline demo model when
+# no GEMINI_API_KEY is set). Arguments are passed to livetalk.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null; then
+    echo "livetalk: the Rust toolchain (cargo) is required: https://rustup.rs" >&2
+    exit 1
+fi
+# espeak-ng gives the offline demo model a real voice (it falls back to a synthetic one).
+scripts/setup-system.sh pkg-config espeak-ng
+cargo build --release --quiet
+exec target/release/livetalk "$@"

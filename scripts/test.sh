@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# README command 2: install what is missing, then run every check and test:
+# rustfmt, clippy, the Rust tests, and the official-SDK compatibility tests in Python.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null; then
+    echo "livetalk: the Rust toolchain (cargo) is required: https://rustup.rs" >&2
+    exit 1
+fi
+scripts/setup-system.sh pkg-config espeak-ng openssl python3 python3-venv
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets --quiet -- -D warnings
+
+echo "== Rust tests"
+if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --all-targets --no-fail-fast
+else
+    cargo test --all-targets --no-fail-fast
+fi
+
+echo "== Python SDK compatibility tests"
+venv=.venv
+if ! "$venv/bin/python" -c "import google.genai, pytest" >/dev/null 2>&1; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai>=3.3,<4" "pytest>=8,<10"
+fi
+cargo build --quiet --bin livetalk
+LIVETALK_BIN="$PWD/target/debug/livetalk" "$venv/bin/python" -m pytest -q tests/python

@@ -1,0 +1,168 @@
+//! Shared helpers for integration tests: run the livetalk binary with a clean environment,
+//! feed stdin, and wait on its output and exit with timeouts (never blind sleeps).
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The three user turns of the seed 000 dialogue.
+pub const SEED_LINES: [&str; 3] = [
+    "Is the living room lamp on?",
+    "Okay, please turn it on and set its color to blue.",
+    "What's the kitchen thermostat set to?",
+];
+
+/// A `livetalk` command with an isolated config, data dir and no API key.
+pub fn livetalk(scratch: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_livetalk"));
+    let config = scratch.join("config.toml");
+    if !config.exists() {
+        std::fs::write(&config, "").expect("write empty config");
+    }
+    command
+        .env_remove("GEMINI_API_KEY")
+        .env_remove("GOOGLE_API_KEY")
+        .env_remove("LIVETALK_ENDPOINT")
+        .env_remove("LIVETALK_MODEL")
+        .env_remove("LIVETALK_VOICE")
+        .env_remove("LIVETALK_API_VERSION")
+        .env("LIVETALK_CONFIG", &config)
+        .env("HOME", scratch)
+        .env("XDG_DATA_HOME", scratch.join("data"))
+        .env("XDG_CONFIG_HOME", scratch.join("config"));
+    command
+}
+
+/// A running `livetalk mock` and the base URL it printed.
+pub struct MockProcess {
+    pub child: Child,
+    pub url: String,
+}
+
+impl MockProcess {
+    pub fn start(scratch: &Path, extra: &[&str]) -> MockProcess {
+        let mut child = livetalk(scratch)
+            .args(["mock", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn livetalk mock");
+        let stdout = child.stdout.take().expect("mock stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the mock prints its URL within 20 s");
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("ws://") || w.starts_with("wss://"))
+            .unwrap_or_else(|| panic!("no URL in mock output {line:?}"))
+            .to_owned();
+        MockProcess { child, url }
+    }
+}
+
+impl Drop for MockProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Collects a child's stdout lines as they come, so tests can wait for one.
+pub struct LineWatcher {
+    lines: mpsc::Receiver<String>,
+    pub seen: Vec<String>,
+}
+
+impl LineWatcher {
+    pub fn new(stream: impl std::io::Read + Send + 'static) -> LineWatcher {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        LineWatcher {
+            lines: rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits until a line satisfies `pred`; panics with everything seen after `timeout`.
+    pub fn wait_for(&mut self, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if pred(&line) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!("timed out; lines so far: {:#?}", self.seen),
+            }
+        }
+    }
+
+    /// Reads until the stream ends (or the timeout).
+    pub fn drain(&mut self, timeout: Duration) -> Vec<String> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => self.seen.push(line),
+                Err(_) => return self.seen.clone(),
+            }
+        }
+    }
+}
+
+/// Waits for a child to exit (an event on a waiter thread), killing it after `timeout`.
+pub fn wait_exit(mut child: Child, timeout: Duration) -> ExitStatus {
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(status) => status.expect("wait for child"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("process {pid} did not exit within {timeout:?}");
+        }
+    }
+}
+
+pub fn write_lines(stdin: &mut ChildStdin, lines: &[&str]) {
+    for line in lines {
+        writeln!(stdin, "{line}").expect("write stdin");
+    }
+    stdin.flush().expect("flush stdin");
+}
+
+/// Reads all of a stream on a thread; the result is available once the stream closes.
+pub fn read_all(stream: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = BufReader::new(stream).read_to_string(&mut text);
+        let _ = tx.send(text);
+    });
+    rx
+}
+
+use std::io::Read as _;

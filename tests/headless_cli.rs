@@ -1,0 +1,204 @@
+//! Binary-level tests: `livetalk mock` in one process, `livetalk --headless` in another.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+
+#[test]
+fn seed_dialogue_through_the_mock_binary() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mock = MockProcess::start(scratch.path(), &["--speed", "20"]);
+    let mut client = livetalk(scratch.path())
+        .args(["--headless", "--endpoint", &mock.url])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = client.stdin.take().unwrap();
+    write_lines(&mut stdin, &SEED_LINES);
+    drop(stdin);
+    let stdout = read_all(client.stdout.take().unwrap());
+    let stderr = read_all(client.stderr.take().unwrap());
+    let status = wait_exit(client, Duration::from_secs(60));
+    let stdout = stdout.recv_timeout(Duration::from_secs(5)).unwrap();
+    let stderr = stderr.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(
+        status.success(),
+        "exit {status:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+
+    let lines: Vec<&str> = stdout.lines().collect();
+    let you: Vec<_> = lines.iter().filter(|l| l.starts_with("You: ")).collect();
+    let tools: Vec<_> = lines.iter().filter(|l| l.starts_with("Tool: ")).collect();
+    let replies: Vec<_> = lines.iter().filter(|l| l.starts_with("Gemini: ")).collect();
+    assert_eq!(you.len(), 3, "{stdout}");
+    assert_eq!(tools.len(), 3, "{stdout}");
+    assert_eq!(replies.len(), 3, "{stdout}");
+
+    assert!(
+        tools[0]
+            .starts_with("Tool: get_device_status {\"device_name\":\"living room lamp\"} -> ok"),
+        "{}",
+        tools[0]
+    );
+    assert!(tools[0].contains("\"status\":\"off\""), "{}", tools[0]);
+    assert!(
+        tools[1].starts_with("Tool: set_device_status "),
+        "{}",
+        tools[1]
+    );
+    assert!(
+        tools[1].contains("\"new_status\":\"on\"") && tools[1].contains("\"color\":\"blue\""),
+        "{}",
+        tools[1]
+    );
+    assert!(
+        tools[2].contains("kitchen thermostat") && tools[2].contains("\"temperature_celsius\":20"),
+        "{}",
+        tools[2]
+    );
+
+    assert!(replies[0].contains("off"), "{}", replies[0]);
+    assert!(
+        replies[1].contains("on") && replies[1].contains("blue"),
+        "{}",
+        replies[1]
+    );
+    assert!(replies[2].contains("20"), "{}", replies[2]);
+
+    // Order: each user line, then its tool call, then the reply.
+    let position = |needle: &str| lines.iter().position(|l| l == &needle).unwrap();
+    assert!(position(you[0]) < position(tools[0]) && position(tools[0]) < position(replies[0]));
+    assert!(position(replies[0]) < position(you[1]));
+}
+
+#[test]
+fn json_output_is_one_event_per_line() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut client = livetalk(scratch.path())
+        .args(["--headless", "--json", "--offline"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = client.stdin.take().unwrap();
+    write_lines(&mut stdin, &[SEED_LINES[0]]);
+    drop(stdin);
+    let stdout = read_all(client.stdout.take().unwrap());
+    let stderr = read_all(client.stderr.take().unwrap());
+    let status = wait_exit(client, Duration::from_secs(60));
+    let stdout = stdout.recv_timeout(Duration::from_secs(5)).unwrap();
+    let stderr = stderr.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("offline demo model"),
+        "the offline model is announced: {stderr}"
+    );
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect();
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        ["session", "user", "tool_call", "model", "closed"],
+        "{stdout}"
+    );
+    assert_eq!(events[0]["offline"], true);
+    let tool = &events[2];
+    assert_eq!(tool["name"], "get_device_status");
+    assert_eq!(tool["state"], "ok");
+    assert_eq!(tool["response"]["name"], "get_device_status");
+    assert!(
+        tool["response"]["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("function-call-")
+    );
+    assert_eq!(events[4]["clean"], true);
+}
+
+#[test]
+fn killing_the_mock_mid_turn_is_a_clear_error() {
+    let scratch = tempfile::tempdir().unwrap();
+    // Slow speech so the reply is still streaming when the server dies.
+    let mut mock = MockProcess::start(scratch.path(), &["--speed", "0.25"]);
+    let mut client = livetalk(scratch.path())
+        .args(["--headless", "--endpoint", &mock.url])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = client.stdin.take().unwrap();
+    write_lines(&mut stdin, &[SEED_LINES[0]]);
+    let mut stdout = LineWatcher::new(client.stdout.take().unwrap());
+    let stderr = read_all(client.stderr.take().unwrap());
+    stdout.wait_for(Duration::from_secs(30), |l| {
+        l.starts_with("Tool: get_device_status")
+    });
+    mock.child.kill().unwrap();
+    mock.child.wait().unwrap();
+    let status = wait_exit(client, Duration::from_secs(30));
+    drop(stdin);
+    let stderr = stderr.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(status.code(), Some(1), "stderr: {stderr}");
+    assert!(
+        stderr.contains("livetalk: error: The connection was lost"),
+        "a clear message on stderr: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn bad_config_exits_with_a_clear_message() {
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        "[tools]\nmax_response_bytes = 10\n",
+    )
+    .unwrap();
+    let output = livetalk(scratch.path())
+        .args(["--headless"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr.contains("config.toml")
+            && stderr.contains("tools.max_response_bytes")
+            && stderr.contains("at least 1024"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn connection_refused_is_a_clear_error() {
+    let scratch = tempfile::tempdir().unwrap();
+    // Bind then drop to get a port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let output = livetalk(scratch.path())
+        .args([
+            "--headless",
+            "--endpoint",
+            &format!("ws://127.0.0.1:{port}"),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr.contains("connection refused"), "{stderr}");
+}

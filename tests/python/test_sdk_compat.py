@@ -1,0 +1,148 @@
+"""The official google-genai Python SDK against `livetalk mock` over wss://.
+
+The SDK always dials wss (protocol doc §0.4), so the mock runs with a self-signed certificate
+for 127.0.0.1, and the SDK trusts it through its documented `async_client_args={"ssl": ctx}`.
+"""
+
+import asyncio
+import os
+import re
+import ssl
+import subprocess
+import tempfile
+
+import pytest
+from google import genai
+from google.genai import types
+
+LIVETALK = os.environ.get("LIVETALK_BIN", "target/debug/livetalk")
+
+SMART_HOME_TOOLS = [
+    types.Tool(
+        function_declarations=[
+            types.FunctionDeclaration(
+                name="get_device_status",
+                description="Gets the current status of a specified smart home device.",
+                parameters=types.Schema(
+                    type=types.Type.OBJECT,
+                    properties={
+                        "device_name": types.Schema(
+                            type=types.Type.STRING,
+                            description="The name of the device, e.g., 'living room lamp'.",
+                        )
+                    },
+                    required=["device_name"],
+                ),
+            ),
+            types.FunctionDeclaration(
+                name="set_device_status",
+                description="Sets the status or a setting of a smart home device.",
+                parameters=types.Schema(
+                    type=types.Type.OBJECT,
+                    properties={
+                        "device_name": types.Schema(type=types.Type.STRING),
+                        "new_status": types.Schema(type=types.Type.STRING),
+                    },
+                    required=["device_name", "new_status"],
+                ),
+            ),
+        ]
+    )
+]
+
+
+@pytest.fixture(scope="module")
+def tls_files():
+    with tempfile.TemporaryDirectory() as folder:
+        cert = os.path.join(folder, "cert.pem")
+        key = os.path.join(folder, "key.pem")
+        subprocess.run(
+            [
+                "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                "-keyout", key, "-out", cert, "-days", "2",
+                "-subj", "/CN=127.0.0.1",
+                "-addext", "subjectAltName=IP:127.0.0.1",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        yield cert, key
+
+
+@pytest.fixture(scope="module")
+def mock_url(tls_files):
+    cert, key = tls_files
+    process = subprocess.Popen(
+        [LIVETALK, "mock", "--listen", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key, "--speed", "20"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()
+        match = re.search(r"wss://127\.0\.0\.1:(\d+)", line)
+        assert match, f"mock did not print a wss URL: {line!r}"
+        yield f"https://127.0.0.1:{match.group(1)}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def client_for(base_url, cert, api_version=None):
+    context = ssl.create_default_context(cafile=cert)
+    options = {"base_url": base_url, "async_client_args": {"ssl": context}}
+    if api_version:
+        options["api_version"] = api_version
+    return genai.Client(api_key="test-key-not-real", http_options=options)
+
+
+async def lamp_conversation(client):
+    config = types.LiveConnectConfig(
+        response_modalities=["AUDIO"],
+        output_audio_transcription={},
+        tools=SMART_HOME_TOOLS,
+    )
+    calls, audio, transcript, turn_complete = [], bytearray(), [], False
+    async with client.aio.live.connect(model="gemini-3.8-live", config=config) as session:
+        await session.send_client_content(
+            turns=types.Content(role="user", parts=[types.Part(text="Is the living room lamp on?")]),
+            turn_complete=True,
+        )
+        async for message in session.receive():
+            if message.tool_call:
+                responses = []
+                for call in message.tool_call.function_calls:
+                    calls.append(call)
+                    responses.append(
+                        types.FunctionResponse(
+                            id=call.id,
+                            name=call.name,
+                            response={"device_name": "living room lamp", "status": "off"},
+                        )
+                    )
+                await session.send_tool_response(function_responses=responses)
+            if message.data:
+                audio.extend(message.data)
+            content = message.server_content
+            if content and content.output_transcription and content.output_transcription.text:
+                transcript.append(content.output_transcription.text)
+            if content and content.turn_complete:
+                turn_complete = True
+    return calls, bytes(audio), "".join(transcript), turn_complete
+
+
+@pytest.mark.parametrize("api_version", [None, "v1beta", "v1alpha"])
+def test_official_sdk_tool_call_audio_and_transcription(mock_url, tls_files, api_version):
+    cert, _ = tls_files
+    client = client_for(mock_url, cert, api_version)
+    calls, audio, transcript, turn_complete = asyncio.run(
+        asyncio.wait_for(lamp_conversation(client), timeout=60)
+    )
+    assert [c.name for c in calls] == ["get_device_status"]
+    assert calls[0].args == {"device_name": "living room lamp"}
+    assert calls[0].id.startswith("function-call-")
+    # Speech at 24 kHz PCM16: at least half a second of it, and not silence.
+    assert len(audio) >= 24_000, len(audio)
+    assert any(b != 0 for b in audio[:48_000])
+    assert "off" in transcript.lower(), transcript
+    assert turn_complete
