@@ -277,13 +277,13 @@ impl Conversation {
             let step = self.model.audio_turn(speech);
             self.take_step(step).await;
         }
-        if input.audio_stream_end == Some(true)
-            && let Some((rate, _)) = &self.vad
-        {
-            // The mic stopped: flush with a second of silence so a pending utterance ends.
-            let rate = *rate;
-            let silence = vec![0i16; rate as usize];
-            self.feed_vad(rate, &silence).await;
+        if input.audio_stream_end == Some(true) {
+            // The mic stopped: an utterance still open ends here.
+            let ended = self.vad.as_mut().and_then(|(_, vad)| vad.end_of_stream());
+            if let Some(VadEvent::SpeechEnded { speech }) = ended {
+                let step = self.model.audio_turn(speech);
+                self.take_step(step).await;
+            }
         }
     }
 

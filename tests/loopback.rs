@@ -1,0 +1,144 @@
+//! In-process loopback: the library's client and the embedded mock over a real socket run the
+//! whole seed 000 dialogue; the shared device state ends with the lamp on and blue.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use livetalk::app::{App, Entry, Msg, ToolState};
+use livetalk::config::{FlagOverrides, Settings};
+use livetalk::live::{ApiVersion, SessionOptions};
+use livetalk::mock::{MockOptions, MockServer};
+use livetalk::runtime::{Engine, build_setup};
+use livetalk::tools::{SmartHome, builtin_registry};
+
+async fn drive(app: &mut App, engine: &mut Engine, msg: Msg) {
+    for effect in app.update(msg) {
+        engine.execute(effect).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn seed_dialogue_over_loopback_changes_the_devices() {
+    let scratch = tempfile::tempdir().unwrap();
+    let config = scratch.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let flags = FlagOverrides {
+        config: Some(config),
+        ..FlagOverrides::default()
+    };
+    let settings = Settings::resolve(&flags, &|_| None).unwrap();
+
+    let mock = MockServer::start(MockOptions {
+        speed: 20.0,
+        ..MockOptions::loopback()
+    })
+    .await
+    .unwrap();
+    let home = SmartHome::new();
+    let registry = Arc::new(
+        builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap(),
+    );
+    let mut engine = Engine::new(registry.clone(), &home);
+    let mut app = App::new(settings.model.clone(), true, home.snapshot());
+    engine
+        .connect(SessionOptions {
+            endpoint: mock.endpoint(ApiVersion::V1),
+            api_key: None,
+            setup: build_setup(&settings, &registry),
+            setup_timeout: Duration::from_secs(10),
+        })
+        .await
+        .unwrap();
+
+    for line in common::SEED_LINES {
+        // Wait (on events, with a deadline) until the model is ready for the next line.
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while !app.ready_for_user() {
+                let msg = engine.next().await.expect("session open");
+                drive(&mut app, &mut engine, msg).await;
+            }
+        })
+        .await
+        .expect("the model finishes its turn");
+        drive(&mut app, &mut engine, Msg::UserText(line.into())).await;
+    }
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !app.ready_for_user() {
+            let msg = engine.next().await.expect("session open");
+            drive(&mut app, &mut engine, msg).await;
+        }
+    })
+    .await
+    .expect("the last turn completes");
+
+    let calls: Vec<(&str, &ToolState)> = app
+        .tool_calls
+        .iter()
+        .map(|c| (c.name.as_str(), &c.state))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("get_device_status", &ToolState::Ok),
+            ("set_device_status", &ToolState::Ok),
+            ("get_device_status", &ToolState::Ok)
+        ]
+    );
+    // Each response went back with the call's id and name.
+    for call in &app.tool_calls {
+        let response = call.response.as_ref().unwrap();
+        assert_eq!(response.id, call.id);
+        assert_eq!(response.name, call.name);
+    }
+    let replies: Vec<String> = app
+        .transcript
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Model {
+                text_parts,
+                transcript,
+                ..
+            } => Some(Entry::model_text(text_parts, transcript)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replies.len(), 3);
+    assert!(replies[0].contains("off"), "{replies:?}");
+    assert!(replies[1].contains("blue"), "{replies:?}");
+    assert!(replies[2].contains("20"), "{replies:?}");
+    assert!(
+        app.model_audio_bytes > 3 * 24_000,
+        "speech audio arrived: {}",
+        app.model_audio_bytes
+    );
+
+    // The device panel's state: the shared devices changed and the app saw it.
+    let lamp = home
+        .snapshot()
+        .into_iter()
+        .find(|d| d.name == "living room lamp")
+        .unwrap();
+    assert_eq!(
+        (lamp.status.as_str(), lamp.color.as_deref()),
+        ("on", Some("blue"))
+    );
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while app
+            .devices
+            .iter()
+            .find(|d| d.name == "living room lamp")
+            .map(|d| d.status.as_str())
+            != Some("on")
+        {
+            let msg = engine.next().await.expect("session open");
+            drive(&mut app, &mut engine, msg).await;
+        }
+    })
+    .await
+    .expect("the app's device list follows the shared state");
+    assert!(app.total_tokens > 0, "usage metadata was counted");
+}
