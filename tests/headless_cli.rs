@@ -13,25 +13,14 @@ use common::*;
 fn seed_dialogue_through_the_mock_binary() {
     let scratch = tempfile::tempdir().unwrap();
     let mock = MockProcess::start(scratch.path(), &["--speed", "20"]);
-    let mut client = livetalk(scratch.path())
-        .args(["--headless", "--endpoint", &mock.url])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = client.stdin.take().unwrap();
-    write_lines(&mut stdin, &SEED_LINES);
-    drop(stdin);
-    let stdout = read_all(client.stdout.take().unwrap());
-    let stderr = read_all(client.stderr.take().unwrap());
-    let status = wait_exit(client, Duration::from_secs(60));
-    let stdout = stdout.recv_timeout(Duration::from_secs(5)).unwrap();
-    let stderr = stderr.recv_timeout(Duration::from_secs(5)).unwrap();
-    assert!(
-        status.success(),
-        "exit {status:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--endpoint", &mock.url],
+        &[],
+        &SEED_LINES,
     );
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    assert_eq!(run.code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
 
     let lines: Vec<&str> = stdout.lines().collect();
     let you: Vec<_> = lines.iter().filter(|l| l.starts_with("You: ")).collect();
@@ -81,22 +70,14 @@ fn seed_dialogue_through_the_mock_binary() {
 #[test]
 fn json_output_is_one_event_per_line() {
     let scratch = tempfile::tempdir().unwrap();
-    let mut client = livetalk(scratch.path())
-        .args(["--headless", "--json", "--offline"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = client.stdin.take().unwrap();
-    write_lines(&mut stdin, &[SEED_LINES[0]]);
-    drop(stdin);
-    let stdout = read_all(client.stdout.take().unwrap());
-    let stderr = read_all(client.stderr.take().unwrap());
-    let status = wait_exit(client, Duration::from_secs(60));
-    let stdout = stdout.recv_timeout(Duration::from_secs(5)).unwrap();
-    let stderr = stderr.recv_timeout(Duration::from_secs(5)).unwrap();
-    assert!(status.success(), "{stdout}\n{stderr}");
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--json", "--offline"],
+        &[],
+        &[SEED_LINES[0]],
+    );
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    assert_eq!(run.code, Some(0), "{stdout}\n{stderr}");
     assert!(
         stderr.contains("offline demo model"),
         "the offline model is announced: {stderr}"

@@ -6,9 +6,7 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use common::*;
 use futures_util::{SinkExt, StreamExt};
@@ -40,6 +38,7 @@ async fn serve_once(script: Script) -> (String, Arc<Mutex<SeenRequest>>) {
     let seen_by_server = seen.clone();
     tokio::spawn(async move {
         let (stream, _) = listener.accept().await.unwrap();
+        #[allow(clippy::result_large_err)] // the callback type is fixed by tungstenite
         let record = |request: &Request, response: Response| {
             let mut seen = seen_by_server.lock().unwrap();
             seen.uri = request.uri().to_string();
@@ -97,25 +96,13 @@ fn run_headless(
     url: &str,
     input: &'static str,
 ) -> (Option<i32>, String, String) {
-    let mut child = livetalk(scratch)
-        .args(["--headless", "--endpoint", url])
-        .env("GEMINI_API_KEY", SECRET)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    write_lines(&mut stdin, &[input]);
-    drop(stdin);
-    let stdout = read_all(child.stdout.take().unwrap());
-    let stderr = read_all(child.stderr.take().unwrap());
-    let status = wait_exit(child, Duration::from_secs(30));
-    (
-        status.code(),
-        stdout.recv_timeout(Duration::from_secs(5)).unwrap(),
-        stderr.recv_timeout(Duration::from_secs(5)).unwrap(),
-    )
+    let run = run_livetalk(
+        scratch,
+        &["--headless", "--endpoint", url],
+        &[("GEMINI_API_KEY", SECRET)],
+        &[input],
+    );
+    (run.code, run.stdout, run.stderr)
 }
 
 fn assert_no_secret_anywhere(scratch: &std::path::Path, texts: &[&str]) {

@@ -21,6 +21,18 @@ async fn drive(app: &mut App, engine: &mut Engine, msg: Msg) {
     }
 }
 
+/// Feeds the app until the model is ready for the next user line (or the deadline passes).
+async fn until_ready(app: &mut App, engine: &mut Engine) {
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !app.ready_for_user() {
+            let msg = engine.next().await.expect("session open");
+            drive(app, engine, msg).await;
+        }
+    })
+    .await
+    .expect("the model finishes its turn");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn seed_dialogue_over_loopback_changes_the_devices() {
     let scratch = tempfile::tempdir().unwrap();
@@ -55,25 +67,10 @@ async fn seed_dialogue_over_loopback_changes_the_devices() {
         .unwrap();
 
     for line in common::SEED_LINES {
-        // Wait (on events, with a deadline) until the model is ready for the next line.
-        tokio::time::timeout(Duration::from_secs(20), async {
-            while !app.ready_for_user() {
-                let msg = engine.next().await.expect("session open");
-                drive(&mut app, &mut engine, msg).await;
-            }
-        })
-        .await
-        .expect("the model finishes its turn");
+        until_ready(&mut app, &mut engine).await;
         drive(&mut app, &mut engine, Msg::UserText(line.into())).await;
     }
-    tokio::time::timeout(Duration::from_secs(20), async {
-        while !app.ready_for_user() {
-            let msg = engine.next().await.expect("session open");
-            drive(&mut app, &mut engine, msg).await;
-        }
-    })
-    .await
-    .expect("the last turn completes");
+    until_ready(&mut app, &mut engine).await;
 
     let calls: Vec<(&str, &ToolState)> = app
         .tool_calls

@@ -147,6 +147,40 @@ pub fn wait_exit(mut child: Child, timeout: Duration) -> ExitStatus {
     }
 }
 
+/// What a finished run printed and how it exited.
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `livetalk ARGS` with `lines` on stdin (then closed) and waits for it to exit.
+pub fn run_livetalk(scratch: &Path, args: &[&str], envs: &[(&str, &str)], lines: &[&str]) -> Run {
+    let mut child = livetalk(scratch)
+        .args(args)
+        .envs(envs.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn livetalk");
+    let mut stdin = child.stdin.take().expect("stdin");
+    write_lines(&mut stdin, lines);
+    drop(stdin);
+    let stdout = read_all(child.stdout.take().expect("stdout"));
+    let stderr = read_all(child.stderr.take().expect("stderr"));
+    let status = wait_exit(child, Duration::from_secs(60));
+    Run {
+        code: status.code(),
+        stdout: stdout
+            .recv_timeout(Duration::from_secs(5))
+            .expect("stdout closes"),
+        stderr: stderr
+            .recv_timeout(Duration::from_secs(5))
+            .expect("stderr closes"),
+    }
+}
+
 pub fn write_lines(stdin: &mut ChildStdin, lines: &[&str]) {
     for line in lines {
         writeln!(stdin, "{line}").expect("write stdin");
