@@ -9,6 +9,6 @@ if ! command -v cargo >/dev/null; then
     exit 1
 fi
 # espeak-ng gives the offline demo model a real voice (it falls back to a synthetic one).
-scripts/setup-system.sh pkg-config espeak-ng
+scripts/setup-system.sh espeak-ng
 cargo build --release --quiet
 exec target/release/livetalk "$@"

@@ -29,6 +29,8 @@ enum Script {
     HostileFramesThenReply,
     /// Close 1008 instead of setupComplete.
     RejectModel,
+    /// Read the setup and never answer it.
+    NeverSetUp,
 }
 
 async fn serve_once(script: Script) -> (String, Arc<Mutex<SeenRequest>>) {
@@ -54,6 +56,7 @@ async fn serve_once(script: Script) -> (String, Arc<Mutex<SeenRequest>>) {
         let setup = ws.next().await.unwrap().unwrap();
         assert!(setup.to_text().unwrap().starts_with("{\"setup\":"));
         match script {
+            Script::NeverSetUp => while let Some(Ok(_)) = ws.next().await {},
             Script::RejectModel => {
                 let frame = CloseFrame {
                     code: CloseCode::Policy,
@@ -184,4 +187,26 @@ async fn a_rejected_model_is_one_clear_message() {
         "{stderr}"
     );
     assert_no_secret_anywhere(scratch.path(), &[&stdout, &stderr]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_never_completes_setup_times_out_clearly() {
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        "[session]\nsetup_timeout_secs = 1\n",
+    )
+    .unwrap();
+    let (url, _seen) = serve_once(Script::NeverSetUp).await;
+    let path = scratch.path().to_path_buf();
+    let (code, stdout, stderr) =
+        tokio::task::spawn_blocking(move || run_headless(&path, &url, "hello"))
+            .await
+            .unwrap();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("livetalk: error: No setupComplete from 127.0.0.1 within 1 s"),
+        "{stderr}"
+    );
 }
