@@ -14,8 +14,7 @@ use tokio::time::Instant;
 use crate::app::{App, Entry, ModelTurnStatus, Msg, NoticeLevel, ToolState, UserInput};
 use crate::config::{Settings, Target};
 use crate::live::SessionOptions;
-use crate::mock::{MockOptions, MockServer};
-use crate::runtime::{Engine, build_setup};
+use crate::runtime::{Engine, build_setup, resolve_endpoint};
 use crate::tools::{SmartHome, builtin_registry};
 
 /// How the conversation is printed.
@@ -39,19 +38,8 @@ pub async fn run(
     );
     let mut printer = Printer::new(format);
 
-    // The embedded mock runs in-process when no key and no endpoint are configured.
-    let mut _mock: Option<MockServer> = None;
-    let endpoint = match &settings.target {
-        Target::Google(e) | Target::Custom(e) => e.clone(),
-        Target::OfflineMock => {
-            let mock = MockServer::start(MockOptions::loopback())
-                .await
-                .context("starting the embedded offline demo model")?;
-            let endpoint = mock.endpoint(settings.api_version);
-            _mock = Some(mock);
-            endpoint
-        }
-    };
+    // Keep the in-process mock (if any) alive for the whole conversation.
+    let (endpoint, _mock) = resolve_endpoint(&settings).await?;
     if settings.is_offline() {
         printer.info(
             "No API key is set: talking to the embedded offline demo model (set GEMINI_API_KEY to talk to Gemini).",

@@ -7,11 +7,14 @@ use tokio::sync::{mpsc, watch};
 use tracing::warn;
 
 use crate::app::{Effect, Msg};
-use crate::config::Settings;
+use anyhow::Context as _;
+
+use crate::config::{Settings, Target};
 use crate::live::wire::{
     AudioTranscriptionConfig, Content, GenerationConfig, Modality, Setup, SpeechConfig, Tool,
 };
-use crate::live::{self, SessionEvent, SessionHandle, SessionOptions};
+use crate::live::{self, Endpoint, SessionEvent, SessionHandle, SessionOptions};
+use crate::mock::{MockOptions, MockServer};
 use crate::tools::{Device, Registry, SmartHome, ToolDispatcher, ToolEvent};
 
 /// The `setup` message for these settings and tools.
@@ -41,6 +44,22 @@ pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
             .output_transcription
             .then(AudioTranscriptionConfig::default),
         ..Setup::default()
+    }
+}
+
+/// Where the session connects. For the offline demo model this starts the embedded mock on a
+/// loopback port; the returned server must be kept alive as long as the session runs.
+pub async fn resolve_endpoint(
+    settings: &Settings,
+) -> anyhow::Result<(Endpoint, Option<MockServer>)> {
+    match &settings.target {
+        Target::Google(endpoint) | Target::Custom(endpoint) => Ok((endpoint.clone(), None)),
+        Target::OfflineMock => {
+            let mock = MockServer::start(MockOptions::loopback())
+                .await
+                .context("starting the embedded offline demo model")?;
+            Ok((mock.endpoint(settings.api_version), Some(mock)))
+        }
     }
 }
 

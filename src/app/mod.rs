@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::live::SessionEvent;
 use crate::live::wire::{FunctionCall, FunctionResponse, Scheduling, UsageMetadata};
-use crate::tools::{Device, END_SESSION, ToolEvent, ToolStatus};
+use crate::tools::{Device, ToolEvent, ToolStatus};
 
 /// Connection state shown in the status line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,8 +68,13 @@ impl Entry {
         } else {
             text_parts
         };
-        raw.split_whitespace().collect::<Vec<_>>().join(" ")
+        fold_whitespace(raw)
     }
+}
+
+/// Joins streamed fragments into readable text: single spaces, no leading or trailing ones.
+fn fold_whitespace(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Lifecycle of one tool call.
@@ -247,7 +252,7 @@ impl App {
                 }
                 // Sending while the model speaks interrupts it (clientContent semantics); the
                 // server confirms with `interrupted`.
-                self.close_open_user_speech();
+                self.fold_user_speech();
                 self.transcript.push(Entry::User {
                     text: text.clone(),
                     via: UserInput::Typed,
@@ -308,7 +313,7 @@ impl App {
                 Vec::new()
             }
             SessionEvent::ToolCall(calls) => {
-                self.close_open_user_speech();
+                self.fold_user_speech();
                 for call in &calls {
                     self.tool_calls.push(ToolCallRecord {
                         id: call.id.clone(),
@@ -378,7 +383,7 @@ impl App {
                     record.truncated = outcome.truncated;
                     record.response = Some(outcome.response.clone());
                 }
-                if outcome.name == END_SESSION && outcome.status == ToolStatus::Ok {
+                if outcome.ends_session() {
                     self.end_after_turn = true;
                 }
                 if self.closing || self.is_finished() {
@@ -425,7 +430,7 @@ impl App {
             })
         );
         if !open {
-            self.close_open_user_speech();
+            self.fold_user_speech();
             self.transcript.push(Entry::Model {
                 text_parts: String::new(),
                 transcript: String::new(),
@@ -468,14 +473,15 @@ impl App {
         });
     }
 
-    /// Speech fragments are joined until something else enters the history.
-    fn close_open_user_speech(&mut self) {
+    /// Speech fragments are appended raw while they stream; once something else enters the
+    /// history the entry is final, so its text is folded into readable form.
+    fn fold_user_speech(&mut self) {
         if let Some(Entry::User {
             text,
             via: UserInput::Speech,
         }) = self.transcript.last_mut()
         {
-            *text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            *text = fold_whitespace(text);
         }
     }
 }

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::*;
 use crate::live::CloseInfo;
 use crate::live::wire::FunctionResponse;
-use crate::tools::ToolOutcome;
+use crate::tools::{END_SESSION, ToolOutcome};
 
 fn connected_app() -> App {
     let mut app = App::new("models/test", true, Vec::new());

@@ -99,11 +99,11 @@ impl SessionHandle {
     }
 }
 
-/// An open session: the handle to send with and the event stream to read.
+/// An open session: the handle to send with and the event stream to read (which starts with
+/// `SetupComplete`, carrying the session id when the server gives one).
 pub struct Session {
     pub handle: SessionHandle,
     pub events: mpsc::Receiver<SessionEvent>,
-    pub session_id: Option<String>,
 }
 
 /// rustls needs one process-wide crypto provider; we use ring (no cmake, no OpenSSL).
@@ -221,9 +221,7 @@ pub async fn connect(options: SessionOptions) -> Result<Session, SessionError> {
     });
 
     // Reader: every frame becomes events; bad frames are skipped with a reason.
-    let first_event = SessionEvent::SetupComplete {
-        session_id: session_id.clone(),
-    };
+    let first_event = SessionEvent::SetupComplete { session_id };
     tokio::spawn(async move {
         let events = events_tx;
         let _ = events.send(first_event).await;
@@ -278,7 +276,6 @@ pub async fn connect(options: SessionOptions) -> Result<Session, SessionError> {
             outbound: outbound_tx,
         },
         events: events_rx,
-        session_id,
     })
 }
 

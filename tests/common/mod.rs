@@ -117,18 +117,6 @@ impl LineWatcher {
             }
         }
     }
-
-    /// Reads until the stream ends (or the timeout).
-    pub fn drain(&mut self, timeout: Duration) -> Vec<String> {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => self.seen.push(line),
-                Err(_) => return self.seen.clone(),
-            }
-        }
-    }
 }
 
 /// Waits for a child to exit (an event on a waiter thread), killing it after `timeout`.
