@@ -8,7 +8,7 @@ if ! command -v cargo >/dev/null; then
     echo "livetalk: the Rust toolchain (cargo) is required: https://rustup.rs" >&2
     exit 1
 fi
-scripts/setup-system.sh espeak-ng openssl python3 python3-venv
+scripts/setup-system.sh espeak-ng openssl python3 python3-venv tmux
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -269,6 +269,14 @@ impl Settings {
     }
 
     /// True when the embedded mock is used.
+    /// Where sessions go, for people to read: the host, or "offline demo model". Never a key.
+    pub fn endpoint_label(&self) -> String {
+        match &self.target {
+            Target::Google(e) | Target::Custom(e) => e.host().to_owned(),
+            Target::OfflineMock => "offline demo model".to_owned(),
+        }
+    }
+
     pub fn is_offline(&self) -> bool {
         self.target == Target::OfflineMock
     }

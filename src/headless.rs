@@ -3,19 +3,15 @@
 
 use std::collections::VecDeque;
 use std::io::Write;
-use std::sync::Arc;
 
-use anyhow::Context as _;
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::app::{App, Entry, ModelTurnStatus, Msg, NoticeLevel, ToolState, UserInput};
-use crate::config::{Settings, Target};
-use crate::live::SessionOptions;
-use crate::runtime::{Engine, build_setup, resolve_endpoint};
-use crate::tools::{SmartHome, builtin_registry};
+use crate::config::Settings;
+use crate::runtime::{Conversation, prepare};
 
 /// How the conversation is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,15 +27,15 @@ pub async fn run(
     format: OutputFormat,
     banner: Option<&str>,
 ) -> anyhow::Result<u8> {
-    let home = SmartHome::new();
-    let registry = Arc::new(
-        builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone())
-            .context("building the tool registry")?,
-    );
     let mut printer = Printer::new(format);
 
     // Keep the in-process mock (if any) alive for the whole conversation.
-    let (endpoint, _mock) = resolve_endpoint(&settings).await?;
+    let Conversation {
+        mut app,
+        mut engine,
+        options,
+        mock: _mock,
+    } = prepare(&settings).await?;
     if settings.is_offline() {
         printer.info(
             "No API key is set: talking to the embedded offline demo model (set GEMINI_API_KEY to talk to Gemini).",
@@ -50,19 +46,7 @@ pub async fn run(
     }
     printer.session_start(&settings, settings.is_offline());
 
-    let mut app = App::new(
-        settings.model.clone(),
-        settings.is_offline(),
-        home.snapshot(),
-    );
-    let mut engine = Engine::new(registry.clone(), &home);
     app.update(Msg::Connecting);
-    let options = SessionOptions {
-        endpoint,
-        api_key: settings.api_key.clone(),
-        setup: build_setup(&settings, &registry),
-        setup_timeout: settings.setup_timeout,
-    };
     if let Err(message) = engine.connect(options).await {
         app.update(Msg::ConnectFailed(message));
         printer.render(&app);
@@ -85,13 +69,13 @@ pub async fn run(
     loop {
         if app.ready_for_user() {
             if let Some(line) = queued.pop_front() {
-                apply(&mut app, &mut engine, Msg::UserText(line)).await;
+                engine.apply(&mut app, Msg::UserText(line)).await;
                 last_activity = Instant::now();
                 printer.render(&app);
                 continue;
             }
             if input_closed {
-                apply(&mut app, &mut engine, Msg::EndSession).await;
+                engine.apply(&mut app, Msg::EndSession).await;
             }
         }
         let waiting_for_model = !app.ready_for_user() && !app.is_finished();
@@ -100,7 +84,7 @@ pub async fn run(
             msg = engine.next() => match msg {
                 Some(msg) => {
                     last_activity = Instant::now();
-                    apply(&mut app, &mut engine, msg).await;
+                    engine.apply(&mut app, msg).await;
                 }
                 None => break,
             },
@@ -126,12 +110,6 @@ pub async fn run(
     printer.render(&app);
     printer.session_end(&app);
     Ok(if app.ended_cleanly() { 0 } else { 1 })
-}
-
-async fn apply(app: &mut App, engine: &mut Engine, msg: Msg) {
-    for effect in app.update(msg) {
-        engine.execute(effect).await;
-    }
 }
 
 /// Prints finished history entries in order, and notices as they appear.
@@ -267,10 +245,7 @@ impl Printer {
 
     fn session_start(&self, settings: &Settings, offline: bool) {
         if self.format == OutputFormat::Json {
-            let host = match &settings.target {
-                Target::Google(e) | Target::Custom(e) => e.host().to_owned(),
-                Target::OfflineMock => "offline demo model".to_owned(),
-            };
+            let host = settings.endpoint_label();
             self.json(json!({"type": "session", "model": settings.model, "endpoint_host": host, "offline": offline}));
         }
     }

@@ -6,6 +6,7 @@
 //! - [`app`]: application state; [`App::update`](app::App::update) is the only mutator.
 //! - [`runtime`]: the engine loop's plumbing shared by presenters.
 //! - [`headless`]: the line/JSON presenter.
+//! - [`tui`]: the full-screen presenter; [`ui`] draws `App` state for it.
 //! - [`config`], [`cli`], [`logging`]: settings, flags and logs.
 
 pub mod app;
@@ -17,3 +18,5 @@ pub mod logging;
 pub mod mock;
 pub mod runtime;
 pub mod tools;
+pub mod tui;
+pub mod ui;

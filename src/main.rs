@@ -6,7 +6,7 @@ use clap::Parser;
 use livetalk::cli::{Cli, Command};
 use livetalk::config::Settings;
 use livetalk::headless::{self, OutputFormat};
-use livetalk::{logging, mock};
+use livetalk::{logging, mock, tui};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -40,21 +40,26 @@ fn main() -> ExitCode {
                 }
             };
             let log_file = logging::to_data_dir();
-            let format = if cli.session.json {
-                OutputFormat::Json
+            let result = if !cli.session.headless && tui::terminal_available() {
+                runtime.block_on(tui::run(settings, log_file.as_deref()))
             } else {
-                OutputFormat::Text
+                let format = if cli.session.json {
+                    OutputFormat::Json
+                } else {
+                    OutputFormat::Text
+                };
+                // Without a terminal on both ends (piped input, say) the line console runs.
+                let banner = (!cli.session.headless).then(|| {
+                    format!(
+                        "Line console: type a message and press Enter; Ctrl-D ends the session.{}",
+                        log_file
+                            .map(|p| format!(" Log: {}", p.display()))
+                            .unwrap_or_default()
+                    )
+                });
+                runtime.block_on(headless::run(settings, format, banner.as_deref()))
             };
-            let banner = (!cli.session.headless).then(|| {
-                format!(
-                    "Line console: type a message and press Enter; Ctrl-D ends the session.{}",
-                    log_file
-                        .map(|p| format!(" Log: {}", p.display()))
-                        .unwrap_or_default()
-                )
-            });
-            let result = runtime.block_on(headless::run(settings, format, banner.as_deref()));
-            // The stdin reader sits in a blocking read; don't wait for it at exit.
+            // A stdin reader may sit in a blocking read; don't wait for it at exit.
             runtime.shutdown_background();
             match result {
                 Ok(code) => ExitCode::from(code),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tracing::warn;
 
-use crate::app::{Effect, Msg};
+use crate::app::{App, Effect, Msg};
 use anyhow::Context as _;
 
 use crate::config::{Settings, Target};
@@ -15,7 +15,7 @@ use crate::live::wire::{
 };
 use crate::live::{self, Endpoint, SessionEvent, SessionHandle, SessionOptions};
 use crate::mock::{MockOptions, MockServer};
-use crate::tools::{Device, Registry, SmartHome, ToolDispatcher, ToolEvent};
+use crate::tools::{Device, Registry, SmartHome, ToolDispatcher, ToolEvent, builtin_registry};
 
 /// The `setup` message for these settings and tools.
 pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
@@ -61,6 +61,46 @@ pub async fn resolve_endpoint(
             Ok((mock.endpoint(settings.api_version), Some(mock)))
         }
     }
+}
+
+/// Everything a presenter needs to run one conversation: the app state, the engine, the
+/// options to connect with, and the embedded mock when it is in use (keep it alive).
+pub struct Conversation {
+    pub app: App,
+    pub engine: Engine,
+    pub options: SessionOptions,
+    pub mock: Option<MockServer>,
+}
+
+/// Builds the tools, the app and the engine for these settings, starting the embedded mock
+/// when the offline demo model is the target. Does not connect yet.
+pub async fn prepare(settings: &Settings) -> anyhow::Result<Conversation> {
+    let home = SmartHome::new();
+    let registry = Arc::new(
+        builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone())
+            .context("building the tool registry")?,
+    );
+    let (endpoint, mock) = resolve_endpoint(settings).await?;
+    let mut app = App::new(
+        settings.model.clone(),
+        settings.is_offline(),
+        home.snapshot(),
+    );
+    app.voice = settings.voice.clone();
+    app.endpoint_label = settings.endpoint_label();
+    let options = SessionOptions {
+        endpoint,
+        api_key: settings.api_key.clone(),
+        setup: build_setup(settings, &registry),
+        setup_timeout: settings.setup_timeout,
+    };
+    let engine = Engine::new(registry, &home);
+    Ok(Conversation {
+        app,
+        engine,
+        options,
+        mock,
+    })
 }
 
 /// Owns the session, the tool dispatcher and the device watch for one app.
@@ -117,6 +157,13 @@ impl Engine {
             if self.session_events.is_none() && self.dispatcher.in_flight() == 0 {
                 return None;
             }
+        }
+    }
+
+    /// Applies a message to the app and carries out the effects it asks for.
+    pub async fn apply(&mut self, app: &mut App, msg: Msg) {
+        for effect in app.update(msg) {
+            self.execute(effect).await;
         }
     }
 

@@ -9,6 +9,12 @@ use crate::live::SessionEvent;
 use crate::live::wire::{FunctionCall, FunctionResponse, Scheduling, UsageMetadata};
 use crate::tools::{Device, ToolEvent, ToolStatus};
 
+mod keys;
+pub mod view;
+
+pub use keys::{FOOTER_KEYS, KEY_HELP};
+pub use view::{Area, Focus, InputLine, Popup, ScreenLayout, View};
+
 /// Connection state shown in the status line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Connection {
@@ -110,6 +116,8 @@ pub struct ToolCallRecord {
     /// The exact `functionResponses` entry sent (none when cancelled).
     pub response: Option<FunctionResponse>,
     pub truncated: bool,
+    /// Local wall-clock time the call arrived.
+    pub started_at: jiff::civil::Time,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +151,18 @@ pub enum Msg {
     UserText(String),
     /// The user (or the end of input) asks to end the session.
     EndSession,
+    /// A key press in the TUI.
+    Key(crossterm::event::KeyEvent),
+    /// A mouse event in the TUI.
+    Mouse(crossterm::event::MouseEvent),
+    /// Text pasted into the TUI.
+    Paste(String),
+    /// Where the TUI drew things in its last frame.
+    Layout(ScreenLayout),
+    /// Animation tick (only while something animates).
+    Tick,
+    /// Leave the app (a signal or the quit key).
+    Quit,
 }
 
 /// Work for the loop to do on the app's behalf.
@@ -159,6 +179,10 @@ pub enum Effect {
 #[derive(Debug, Clone)]
 pub struct App {
     pub model: String,
+    /// Prebuilt voice asked for in `setup`.
+    pub voice: String,
+    /// Where the session goes: a host name, or "offline demo model". Never a key.
+    pub endpoint_label: String,
     /// True when talking to the embedded offline demo model.
     pub offline: bool,
     pub connection: Connection,
@@ -179,12 +203,22 @@ pub struct App {
     end_after_turn: bool,
     /// We asked the session to close.
     closing: bool,
+    /// What the TUI shows and where; headless ignores it.
+    pub view: View,
+    /// Local time of day, for the tool log; replaceable so tests are deterministic.
+    pub clock: fn() -> jiff::civil::Time,
+}
+
+fn local_time_now() -> jiff::civil::Time {
+    jiff::Zoned::now().time()
 }
 
 impl App {
     pub fn new(model: impl Into<String>, offline: bool, devices: Vec<Device>) -> Self {
         App {
             model: model.into(),
+            voice: String::new(),
+            endpoint_label: String::new(),
             offline,
             connection: Connection::Connecting,
             conversation: Conversation::Listening,
@@ -198,7 +232,30 @@ impl App {
             awaiting_model: false,
             end_after_turn: false,
             closing: false,
+            view: View::default(),
+            clock: local_time_now,
         }
+    }
+
+    /// The newest notice the user has not dismissed.
+    pub fn visible_notice(&self) -> Option<&Notice> {
+        self.notices[self.view.notices_dismissed.min(self.notices.len())..].last()
+    }
+
+    /// Notices not yet dismissed.
+    pub fn pending_notices(&self) -> usize {
+        self.notices
+            .len()
+            .saturating_sub(self.view.notices_dismissed)
+    }
+
+    /// True while something on screen animates (a spinner or a highlight), so the loop
+    /// ticks only then and idles otherwise.
+    pub fn animating(&self) -> bool {
+        self.connection == Connection::Connecting
+            || self.connection == Connection::Reconnecting
+            || self.running_tools() > 0
+            || self.view.device_highlight.iter().any(|&t| t > 0)
     }
 
     /// True when the model has finished with the last input and no tool call is running.
@@ -242,9 +299,34 @@ impl App {
             Msg::Session(event) => self.on_session(event),
             Msg::Tool(event) => self.on_tool(event),
             Msg::DevicesChanged(devices) => {
+                self.view.highlight_changes(&self.devices, &devices);
                 self.devices = devices;
                 Vec::new()
             }
+            Msg::Key(key) => self.on_key(key),
+            Msg::Mouse(mouse) => {
+                self.on_mouse(mouse);
+                Vec::new()
+            }
+            Msg::Paste(text) => {
+                if self.view.popup.is_none() {
+                    self.view.focus = Focus::Input;
+                    self.view.input.insert_str(&text);
+                }
+                Vec::new()
+            }
+            Msg::Layout(layout) => {
+                self.view.layout = layout;
+                Vec::new()
+            }
+            Msg::Tick => {
+                self.view.ticks = self.view.ticks.wrapping_add(1);
+                for ticks in &mut self.view.device_highlight {
+                    *ticks = ticks.saturating_sub(1);
+                }
+                Vec::new()
+            }
+            Msg::Quit => self.quit(),
             Msg::UserText(text) => {
                 let text = text.trim().to_owned();
                 if text.is_empty() || self.connection != Connection::Connected || self.closing {
@@ -323,6 +405,7 @@ impl App {
                         duration: None,
                         response: None,
                         truncated: false,
+                        started_at: (self.clock)(),
                     });
                     self.transcript.push(Entry::Tool(self.tool_calls.len() - 1));
                 }
@@ -379,9 +462,22 @@ impl App {
                         }
                         ToolStatus::TimedOut => ToolState::TimedOut,
                     };
+                    // A failed call is answered to the model as an error; the user should
+                    // see it too, not only in the log.
+                    let failure = match &record.state {
+                        ToolState::Error(message) => Some(message.clone()),
+                        ToolState::TimedOut => Some("it did not finish in time".to_owned()),
+                        _ => None,
+                    };
                     record.duration = Some(outcome.duration);
                     record.truncated = outcome.truncated;
                     record.response = Some(outcome.response.clone());
+                    if let Some(why) = failure {
+                        self.notice(
+                            NoticeLevel::Warning,
+                            format!("Tool {} failed: {why}", outcome.name),
+                        );
+                    }
                 }
                 if outcome.ends_session() {
                     self.end_after_turn = true;

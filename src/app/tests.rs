@@ -250,3 +250,150 @@ fn skipped_frames_become_warnings_and_the_session_goes_on() {
     assert_eq!(app.notices[0].level, NoticeLevel::Warning);
     assert_eq!(app.connection, Connection::Connected);
 }
+
+fn press(app: &mut App, code: crossterm::event::KeyCode) -> Vec<Effect> {
+    use crossterm::event::{KeyEvent, KeyModifiers};
+    app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+}
+
+fn type_text(app: &mut App, text: &str) {
+    for c in text.chars() {
+        press(app, crossterm::event::KeyCode::Char(c));
+    }
+}
+
+#[test]
+fn typed_line_is_sent_on_enter_and_kept_while_connecting() {
+    use crossterm::event::KeyCode;
+    let mut app = App::new("models/test", true, Vec::new());
+    app.update(Msg::Connecting);
+    type_text(&mut app, "quick question?");
+    assert_eq!(
+        app.view.input.text(),
+        "quick question?",
+        "q and ? are text here"
+    );
+    assert!(press(&mut app, KeyCode::Enter).is_empty());
+    assert_eq!(
+        app.view.input.text(),
+        "quick question?",
+        "not lost before connecting"
+    );
+    app.update(Msg::Session(SessionEvent::SetupComplete {
+        session_id: None,
+    }));
+    assert_eq!(
+        press(&mut app, KeyCode::Enter),
+        vec![Effect::SendText("quick question?".into())]
+    );
+    assert!(app.view.input.is_empty());
+    press(&mut app, KeyCode::Up);
+    assert_eq!(
+        app.view.input.text(),
+        "quick question?",
+        "history recalls it"
+    );
+}
+
+#[test]
+fn typing_while_the_model_speaks_sends_and_the_server_interrupts() {
+    use crossterm::event::KeyCode;
+    let mut app = connected_app();
+    app.update(Msg::UserText("tell me a story".into()));
+    app.update(Msg::Session(SessionEvent::OutputTranscription {
+        text: "Once upon".into(),
+        finished: false,
+    }));
+    assert_eq!(app.conversation, Conversation::Speaking);
+    type_text(&mut app, "stop");
+    assert_eq!(
+        press(&mut app, KeyCode::Enter),
+        vec![Effect::SendText("stop".into())]
+    );
+    app.update(Msg::Session(SessionEvent::Interrupted));
+    assert_eq!(app.conversation, Conversation::Listening);
+    assert!(matches!(
+        app.transcript[1],
+        Entry::Model {
+            status: ModelTurnStatus::Interrupted,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn esc_quits_only_when_nothing_else_is_open() {
+    use crossterm::event::KeyCode;
+    let mut app = connected_app();
+    press(&mut app, KeyCode::F(1));
+    assert!(app.view.popup.is_some());
+    assert!(press(&mut app, KeyCode::Esc).is_empty());
+    assert!(app.view.popup.is_none() && !app.view.quit);
+    type_text(&mut app, "draft");
+    assert!(press(&mut app, KeyCode::Esc).is_empty());
+    assert!(!app.view.quit, "Esc does not throw away a draft");
+    app.view.input.take();
+    assert_eq!(press(&mut app, KeyCode::Esc), vec![Effect::CloseSession]);
+    assert!(app.view.quit);
+}
+
+#[test]
+fn q_quits_from_a_pane_and_other_keys_start_typing() {
+    use crossterm::event::KeyCode;
+    let mut app = connected_app();
+    press(&mut app, KeyCode::Tab);
+    assert_eq!(app.view.focus, Focus::Transcript);
+    press(&mut app, KeyCode::Char('h'));
+    assert_eq!(app.view.focus, Focus::Input);
+    assert_eq!(app.view.input.text(), "h");
+    app.view.input.take();
+    press(&mut app, KeyCode::Tab);
+    press(&mut app, KeyCode::Tab);
+    assert_eq!(app.view.focus, Focus::ToolLog);
+    assert_eq!(
+        press(&mut app, KeyCode::Char('q')),
+        vec![Effect::CloseSession]
+    );
+    assert!(app.view.quit);
+}
+
+#[test]
+fn tool_failures_become_dismissable_notices() {
+    use crossterm::event::KeyCode;
+    let mut app = connected_app();
+    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+        "c1",
+        "set_device_status",
+    )])));
+    app.update(finished(
+        "c1",
+        "set_device_status",
+        ToolStatus::Error("no such device".into()),
+    ));
+    let notice = app.visible_notice().expect("a notice");
+    assert_eq!(notice.level, NoticeLevel::Warning);
+    assert!(
+        notice
+            .text
+            .contains("set_device_status failed: no such device")
+    );
+    press(&mut app, KeyCode::Esc);
+    assert!(app.visible_notice().is_none());
+    assert!(!app.view.quit, "the first Esc only dismissed the notice");
+}
+
+#[test]
+fn changed_devices_are_highlighted_briefly() {
+    let home = crate::tools::SmartHome::new();
+    let mut app = App::new("models/test", true, home.snapshot());
+    let mut devices = home.snapshot();
+    devices[0].status = "on".into();
+    app.update(Msg::DevicesChanged(devices));
+    assert!(app.view.is_highlighted(0));
+    assert!(!app.view.is_highlighted(1), "unchanged devices stay plain");
+    assert!(app.animating());
+    for _ in 0..view::DEVICE_HIGHLIGHT_TICKS {
+        app.update(Msg::Tick);
+    }
+    assert!(!app.view.is_highlighted(0));
+}

@@ -19,6 +19,12 @@ pub const SEED_LINES: [&str; 3] = [
 /// A `livetalk` command with an isolated config, data dir and no API key.
 pub fn livetalk(scratch: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_livetalk"));
+    isolate(&mut command, scratch);
+    command
+}
+
+/// Gives `command` (and what it starts) an isolated config, data dir and no API key.
+pub fn isolate(command: &mut Command, scratch: &Path) {
     let config = scratch.join("config.toml");
     if !config.exists() {
         std::fs::write(&config, "").expect("write empty config");
@@ -34,7 +40,6 @@ pub fn livetalk(scratch: &Path) -> Command {
         .env("HOME", scratch)
         .env("XDG_DATA_HOME", scratch.join("data"))
         .env("XDG_CONFIG_HOME", scratch.join("config"));
-    command
 }
 
 /// A running `livetalk mock` and the base URL it printed.

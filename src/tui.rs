@@ -1,0 +1,272 @@
+//! The full-screen terminal front-end: owns the terminal (raw mode, alternate screen, mouse),
+//! restores it on every way out, and runs the event loop that feeds keys, session and tool
+//! events into `App::update` and redraws from `App` state.
+
+use std::io::{self, Stdout, Write as _};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::sync::{Mutex, OnceLock};
+use std::thread::ThreadId;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use crossterm::event::{
+    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture, Event,
+    EventStream, KeyEventKind,
+};
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use futures_util::StreamExt as _;
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::time::{Instant, MissedTickBehavior};
+use tracing::error;
+
+use crate::app::{App, Connection, Msg};
+use crate::config::Settings;
+use crate::runtime::{Conversation, prepare};
+use crate::ui;
+
+/// Frames are drawn at most this often; bursts of events are coalesced into one frame.
+const FRAME_INTERVAL: Duration = Duration::from_millis(16);
+/// Spinners and highlights advance at this pace, and only while something animates.
+const TICK_INTERVAL: Duration = Duration::from_millis(250);
+
+type Backend = CrosstermBackend<Stdout>;
+
+/// The stderr the process started with, while the UI has pointed fd 2 at the log file.
+static SAVED_STDERR: Mutex<Option<OwnedFd>> = Mutex::new(None);
+/// The thread that owns the terminal; a panic there restores it before printing.
+static UI_THREAD: OnceLock<ThreadId> = OnceLock::new();
+
+/// True when both stdin and stdout are terminals, so the full-screen UI can run.
+pub fn terminal_available() -> bool {
+    use std::io::IsTerminal as _;
+    io::stdin().is_terminal() && io::stdout().is_terminal()
+}
+
+/// Runs the TUI until the user quits or the session ends by `end_session`. Returns the exit
+/// code: 0 unless the session failed or was lost.
+pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<u8> {
+    let Conversation {
+        mut app,
+        mut engine,
+        options,
+        mock: _mock,
+    } = prepare(&settings).await?;
+    app.view.no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    app.view.log_path = log_path.map(|p| p.display().to_string());
+
+    let mut terminal = TerminalGuard::enter(log_path)?;
+    let mut events = EventStream::new();
+    let mut term_signal = signal(SignalKind::terminate()).context("watching SIGTERM")?;
+    let mut hup_signal = signal(SignalKind::hangup()).context("watching SIGHUP")?;
+    let mut int_signal = signal(SignalKind::interrupt()).context("watching SIGINT")?;
+    let mut tick = tokio::time::interval(TICK_INTERVAL);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+
+    app.update(Msg::Connecting);
+    terminal.draw(&mut app)?;
+
+    // Connect while staying responsive: keys, resizes and signals still work.
+    let connected = {
+        let connecting = engine.connect(options);
+        tokio::pin!(connecting);
+        loop {
+            tokio::select! {
+                result = &mut connecting => break Some(result),
+                event = events.next() => {
+                    if let Some(msg) = event_msg(event) {
+                        app.update(msg);
+                    }
+                }
+                _ = tick.tick() => { app.update(Msg::Tick); }
+                _ = term_signal.recv() => { app.update(Msg::Quit); }
+                _ = hup_signal.recv() => { app.update(Msg::Quit); }
+                _ = int_signal.recv() => { app.update(Msg::Quit); }
+            }
+            if app.view.quit {
+                break None;
+            }
+            terminal.draw(&mut app)?;
+        }
+    };
+    match connected {
+        None => return Ok(0),
+        Some(Err(message)) => {
+            app.update(Msg::ConnectFailed(message));
+        }
+        Some(Ok(())) => {}
+    }
+
+    let mut engine_open = !app.is_finished();
+    let mut dirty = true;
+    let mut next_frame = Instant::now();
+    loop {
+        if dirty && Instant::now() >= next_frame {
+            terminal.draw(&mut app)?;
+            dirty = false;
+            next_frame = Instant::now() + FRAME_INTERVAL;
+        }
+        tokio::select! {
+            msg = engine.next(), if engine_open => match msg {
+                Some(msg) => engine.apply(&mut app, msg).await,
+                None => engine_open = false,
+            },
+            event = events.next() => match event_msg(event) {
+                Some(msg) => engine.apply(&mut app, msg).await,
+                None => continue,
+            },
+            _ = tick.tick(), if app.animating() => engine.apply(&mut app, Msg::Tick).await,
+            _ = tokio::time::sleep_until(next_frame), if dirty => {}
+            _ = term_signal.recv() => engine.apply(&mut app, Msg::Quit).await,
+            _ = hup_signal.recv() => engine.apply(&mut app, Msg::Quit).await,
+            _ = int_signal.recv() => engine.apply(&mut app, Msg::Quit).await,
+        }
+        dirty = true;
+        if app.view.quit || (app.ended_cleanly() && !engine_open) {
+            break;
+        }
+    }
+    terminal.draw(&mut app)?;
+    drop(terminal);
+    let lost = matches!(app.connection, Connection::Disconnected { .. }) && !app.ended_cleanly();
+    if lost && let Connection::Disconnected { reason } = &app.connection {
+        eprintln!("livetalk: {reason}");
+    }
+    Ok(if lost { 1 } else { 0 })
+}
+
+/// Turns a terminal event into a message; `None` for what the app ignores.
+fn event_msg(event: Option<io::Result<Event>>) -> Option<Msg> {
+    match event? {
+        Ok(Event::Key(key)) if key.kind != KeyEventKind::Release => Some(Msg::Key(key)),
+        Ok(Event::Mouse(mouse)) => Some(Msg::Mouse(mouse)),
+        Ok(Event::Paste(text)) => Some(Msg::Paste(text)),
+        // A resize just needs a redraw, which every handled event gets.
+        Ok(Event::Resize(..)) => Some(Msg::Tick),
+        Ok(_) => None,
+        Err(e) => {
+            error!("reading terminal events failed: {e}");
+            None
+        }
+    }
+}
+
+/// The terminal in UI mode; dropping it (or a panic on the UI thread) restores it.
+struct TerminalGuard {
+    terminal: Terminal<Backend>,
+}
+
+impl TerminalGuard {
+    fn enter(log_path: Option<&Path>) -> anyhow::Result<Self> {
+        let _ = UI_THREAD.set(std::thread::current().id());
+        install_panic_hook();
+        redirect_stderr(log_path);
+        enable_raw_mode().context("switching the terminal to raw mode")?;
+        let mut stdout = io::stdout();
+        if let Err(e) = crossterm::execute!(
+            stdout,
+            EnterAlternateScreen,
+            EnableMouseCapture,
+            EnableBracketedPaste
+        ) {
+            restore_terminal();
+            return Err(e).context("entering the alternate screen");
+        }
+        match Terminal::new(CrosstermBackend::new(stdout)) {
+            Ok(terminal) => Ok(TerminalGuard { terminal }),
+            Err(e) => {
+                restore_terminal();
+                Err(e).context("starting the terminal UI")
+            }
+        }
+    }
+
+    /// Draws a frame and tells the app where things went.
+    fn draw(&mut self, app: &mut App) -> anyhow::Result<()> {
+        let mut layout = None;
+        self.terminal
+            .draw(|frame| layout = Some(ui::draw(frame, app)))
+            .context("drawing the terminal UI")?;
+        if let Some(layout) = layout
+            && layout != app.view.layout
+        {
+            app.update(Msg::Layout(layout));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore_terminal();
+    }
+}
+
+/// Puts the terminal and stderr back as they were. Safe to call more than once.
+fn restore_terminal() {
+    let _ = disable_raw_mode();
+    let mut stdout = io::stdout();
+    let _ = crossterm::execute!(
+        stdout,
+        DisableBracketedPaste,
+        DisableMouseCapture,
+        LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
+    let _ = stdout.flush();
+    restore_stderr();
+}
+
+/// Points fd 2 at the log file (or /dev/null) so C libraries writing to stderr can't garble
+/// the screen; the original is kept to restore.
+fn redirect_stderr(log_path: Option<&Path>) {
+    let target = log_path
+        .and_then(|p| std::fs::OpenOptions::new().append(true).open(p).ok())
+        .or_else(|| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/null")
+                .ok()
+        });
+    let Some(target) = target else {
+        return;
+    };
+    let Ok(saved) = rustix::io::dup(io::stderr()) else {
+        return;
+    };
+    if rustix::stdio::dup2_stderr(&target).is_ok()
+        && let Ok(mut slot) = SAVED_STDERR.lock()
+    {
+        *slot = Some(saved);
+    }
+}
+
+fn restore_stderr() {
+    let saved = SAVED_STDERR.lock().ok().and_then(|mut slot| slot.take());
+    if let Some(saved) = saved {
+        let _ = rustix::stdio::dup2_stderr(&saved);
+    }
+}
+
+/// A panic on the UI thread restores the terminal first, then prints as usual. Panics on
+/// other threads (a tool handler, caught and answered as an error by the dispatcher) must not
+/// tear the UI down: they go to the log.
+fn install_panic_hook() {
+    static INSTALLED: OnceLock<()> = OnceLock::new();
+    if INSTALLED.set(()).is_err() {
+        return;
+    }
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if UI_THREAD.get() == Some(&std::thread::current().id()) {
+            restore_terminal();
+            previous(info);
+        } else {
+            error!("panic on a worker thread: {info}");
+        }
+    }));
+}

@@ -1,0 +1,319 @@
+//! Snapshots of the drawn screen in each state, at 80×24 and 120×40 (and a narrow 60×20),
+//! with a fixed clock so the files are stable.
+
+use std::time::Duration;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use serde_json::{Value, json};
+
+use crate::app::{App, Msg};
+use crate::live::wire::{FunctionCall, FunctionResponse};
+use crate::live::{CloseInfo, SessionEvent};
+use crate::tools::{SmartHome, ToolEvent, ToolOutcome, ToolStatus};
+
+fn half_past_ten() -> jiff::civil::Time {
+    jiff::civil::time(10, 30, 5, 0)
+}
+
+fn new_app() -> App {
+    let mut app = App::new("models/gemini-3.8-live", true, SmartHome::new().snapshot());
+    app.voice = "Puck".into();
+    app.endpoint_label = "offline demo model".into();
+    app.clock = half_past_ten;
+    app.view.log_path = Some("/home/dev/.local/share/livetalk/livetalk.log".into());
+    app
+}
+
+fn session(app: &mut App, event: SessionEvent) {
+    app.update(Msg::Session(event));
+}
+
+fn connected() -> App {
+    let mut app = new_app();
+    app.update(Msg::Connecting);
+    session(&mut app, SessionEvent::SetupComplete { session_id: None });
+    app
+}
+
+fn tool_call(app: &mut App, id: &str, name: &str, args: Value) {
+    session(
+        app,
+        SessionEvent::ToolCall(vec![FunctionCall {
+            id: Some(id.into()),
+            name: name.into(),
+            args,
+        }]),
+    );
+}
+
+fn tool_done(app: &mut App, id: &str, name: &str, status: ToolStatus, response: Value) {
+    app.update(Msg::Tool(ToolEvent::Finished(ToolOutcome {
+        id: Some(id.into()),
+        name: name.into(),
+        args: json!({}),
+        status,
+        response: FunctionResponse {
+            id: Some(id.into()),
+            name: name.into(),
+            response,
+            ..FunctionResponse::default()
+        },
+        duration: Duration::from_micros(420),
+        truncated: false,
+    })));
+}
+
+fn model_says(app: &mut App, text: &str, complete: bool) {
+    session(
+        app,
+        SessionEvent::OutputTranscription {
+            text: text.into(),
+            finished: false,
+        },
+    );
+    if complete {
+        session(
+            app,
+            SessionEvent::TurnComplete {
+                reason: None,
+                waiting_for_input: false,
+            },
+        );
+    }
+}
+
+/// After the first seed turn: a tool call answered and the reply complete.
+fn listening() -> App {
+    let mut app = connected();
+    app.update(Msg::UserText("Is the living room lamp on?".into()));
+    let lamp = json!({"device_name": "living room lamp"});
+    tool_call(&mut app, "function-call-1", "get_device_status", lamp);
+    let state = SmartHome::new().snapshot()[0].state();
+    tool_done(
+        &mut app,
+        "function-call-1",
+        "get_device_status",
+        ToolStatus::Ok,
+        state,
+    );
+    model_says(&mut app, "No, the living room lamp is currently off.", true);
+    app
+}
+
+/// The second seed turn mid-reply: the lamp just turned blue.
+fn speaking() -> App {
+    let mut app = listening();
+    app.update(Msg::UserText(
+        "Okay, please turn it on and set its color to blue.".into(),
+    ));
+    let args = json!({"device_name": "living room lamp", "new_status": "on", "setting": {"color": "blue"}});
+    tool_call(&mut app, "function-call-2", "set_device_status", args);
+    let mut devices = app.devices.clone();
+    devices[0].status = "on".into();
+    devices[0].color = Some("blue".into());
+    devices[0].brightness = Some(100);
+    let state = devices[0].state();
+    app.update(Msg::DevicesChanged(devices));
+    tool_done(
+        &mut app,
+        "function-call-2",
+        "set_device_status",
+        ToolStatus::Ok,
+        state,
+    );
+    model_says(
+        &mut app,
+        "Alright, I've turned on the living room lamp",
+        false,
+    );
+    app
+}
+
+fn tool_running() -> App {
+    let mut app = listening();
+    app.update(Msg::UserText(
+        "What's the kitchen thermostat set to?".into(),
+    ));
+    let args = json!({"device_name": "kitchen thermostat"});
+    tool_call(&mut app, "function-call-2", "get_device_status", args);
+    app
+}
+
+fn tool_error() -> App {
+    let mut app = listening();
+    app.update(Msg::UserText("Set the thermostat to 90 degrees.".into()));
+    let args = json!({"device_name": "kitchen thermostat", "new_status": "heating", "setting": {"temperature_celsius": 90}});
+    tool_call(&mut app, "function-call-2", "set_device_status", args);
+    let message = "temperature_celsius must be between 5 and 35, got 90";
+    tool_done(
+        &mut app,
+        "function-call-2",
+        "set_device_status",
+        ToolStatus::Error(message.into()),
+        json!({"error": message}),
+    );
+    model_says(
+        &mut app,
+        "I can't set it that high; the thermostat goes up to 35 degrees.",
+        true,
+    );
+    app
+}
+
+fn key(app: &mut App, code: KeyCode) {
+    app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+}
+
+/// Draws twice, as the loop does: the first frame reports the layout the second uses.
+fn render(app: &mut App, width: u16, height: u16) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
+    for _ in 0..2 {
+        let mut layout = None;
+        terminal
+            .draw(|frame| layout = Some(super::draw(frame, app)))
+            .expect("draw");
+        if let Some(layout) = layout {
+            app.update(Msg::Layout(layout));
+        }
+    }
+    terminal
+}
+
+fn snapshot_both_sizes(name: &str, make: fn() -> App) {
+    for (width, height) in [(80, 24), (120, 40)] {
+        let mut app = make();
+        let terminal = render(&mut app, width, height);
+        insta::assert_snapshot!(format!("{name}_{width}x{height}"), terminal.backend());
+    }
+}
+
+#[test]
+fn connecting() {
+    snapshot_both_sizes("connecting", || {
+        let mut app = new_app();
+        app.update(Msg::Connecting);
+        app
+    });
+}
+
+#[test]
+fn listening_after_a_tool_call() {
+    snapshot_both_sizes("listening", listening);
+}
+
+#[test]
+fn speaking_with_a_device_just_changed() {
+    snapshot_both_sizes("speaking", speaking);
+}
+
+#[test]
+fn tool_call_running() {
+    snapshot_both_sizes("tool_running", tool_running);
+}
+
+#[test]
+fn tool_call_failed() {
+    snapshot_both_sizes("tool_error", tool_error);
+}
+
+#[test]
+fn help_popup() {
+    snapshot_both_sizes("help_popup", || {
+        let mut app = listening();
+        key(&mut app, KeyCode::F(1));
+        app
+    });
+}
+
+#[test]
+fn tool_detail_popup() {
+    snapshot_both_sizes("tool_detail", || {
+        let mut app = speaking();
+        // Tab to the tool log, select the lamp call, open it.
+        key(&mut app, KeyCode::Tab);
+        key(&mut app, KeyCode::Tab);
+        key(&mut app, KeyCode::Enter);
+        app
+    });
+}
+
+#[test]
+fn disconnected_with_a_reason() {
+    snapshot_both_sizes("disconnected", || {
+        let mut app = listening();
+        session(
+            &mut app,
+            SessionEvent::Closed(CloseInfo {
+                code: Some(1011),
+                reason: "Internal error".into(),
+                message: "The server hit an internal error (1011): Internal error. Try again."
+                    .into(),
+                initiated_by_client: false,
+            }),
+        );
+        app
+    });
+}
+
+#[test]
+fn narrow_terminal_stacks_panes_and_hides_devices() {
+    let mut app = speaking();
+    let terminal = render(&mut app, 60, 20);
+    assert!(app.view.layout.devices.is_none());
+    insta::assert_snapshot!("narrow_60x20", terminal.backend());
+    // F2 brings the device panel back when there is room for it.
+    let mut app = speaking();
+    key(&mut app, KeyCode::F(2));
+    let _ = render(&mut app, 80, 24);
+    assert!(
+        app.view.layout.devices.is_none(),
+        "F2 hides it at 80 columns"
+    );
+}
+
+#[test]
+fn scrolled_up_transcript_stays_put_while_the_model_streams() {
+    // A short terminal, so the conversation is taller than its pane.
+    let mut app = speaking();
+    let _ = render(&mut app, 80, 16);
+    key(&mut app, KeyCode::PageUp);
+    let top = app.view.transcript_top;
+    assert!(top.is_some(), "PageUp leaves the bottom");
+    model_says(&mut app, " and set its color to blue.", true);
+    let terminal = render(&mut app, 80, 16);
+    assert_eq!(app.view.transcript_top, top);
+    let screen = format!("{}", terminal.backend());
+    assert!(screen.contains("scrolled"), "the title says so:\n{screen}");
+    key(&mut app, KeyCode::End);
+    key(&mut app, KeyCode::Tab);
+    key(&mut app, KeyCode::End);
+    assert_eq!(app.view.transcript_top, None);
+}
+
+#[test]
+fn no_color_draws_no_colours() {
+    use ratatui::style::Color;
+    let mut app = speaking();
+    app.view.no_color = true;
+    let terminal = render(&mut app, 120, 40);
+    let buffer = terminal.backend().buffer();
+    let coloured = buffer
+        .content
+        .iter()
+        .filter(|cell| cell.fg != Color::Reset || cell.bg != Color::Reset)
+        .count();
+    assert_eq!(coloured, 0);
+    // And with colour, the blue lamp swatch is blue.
+    let mut app = speaking();
+    let terminal = render(&mut app, 120, 40);
+    let swatch = terminal
+        .backend()
+        .buffer()
+        .content
+        .iter()
+        .find(|cell| cell.symbol() == "█" && cell.fg != Color::Reset)
+        .map(|cell| cell.fg);
+    assert_eq!(swatch, Some(Color::Rgb(30, 90, 255)));
+}

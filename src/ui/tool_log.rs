@@ -1,0 +1,288 @@
+//! The tool-call log: one row per call with time, name, arguments, state, duration and a
+//! result summary; the selected row opens the detail popup.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Cell, Paragraph, Row, Table};
+use serde_json::Value;
+
+use super::Theme;
+use super::wrap::truncate;
+use crate::app::{App, Focus, ToolCallRecord, ToolState};
+
+const SPINNER: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+/// `key: value, …` with strings unquoted and nested objects flattened to their leaf keys:
+/// what a person reads at a glance.
+pub fn args_summary(args: &Value) -> String {
+    let mut fields = Vec::new();
+    flatten(args, None, &mut fields);
+    join(&fields)
+}
+
+/// The arguments as the transcript shows them: top-level values alone (`living room lamp`),
+/// nested settings with their names (`color: blue`).
+pub fn args_values(args: &Value) -> String {
+    let mut fields = Vec::new();
+    flatten(args, None, &mut fields);
+    let top_level: Vec<&String> = match args {
+        Value::Object(map) => map.keys().collect(),
+        _ => Vec::new(),
+    };
+    for (key, _) in &mut fields {
+        if key.as_ref().is_some_and(|k| top_level.contains(&k)) {
+            *key = None;
+        }
+    }
+    join(&fields)
+}
+
+/// The response's fields, leaving out those that only echo an argument (the device name),
+/// with `status` and `error` first since they are what a person looks for.
+pub fn result_summary(response: &Value, args: &Value) -> String {
+    let mut echoed = Vec::new();
+    flatten(args, None, &mut echoed);
+    let mut fields = Vec::new();
+    flatten(response, None, &mut fields);
+    fields.retain(|field| !echoed.contains(field));
+    fields.sort_by_key(|(key, _)| !matches!(key.as_deref(), Some("error" | "status")));
+    join(&fields)
+}
+
+fn flatten(value: &Value, key: Option<&str>, out: &mut Vec<(Option<String>, String)>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                flatten(v, Some(k), out);
+            }
+        }
+        Value::Null if key.is_none() => {}
+        Value::String(s) => out.push((key.map(str::to_owned), s.clone())),
+        other => out.push((key.map(str::to_owned), other.to_string())),
+    }
+}
+
+fn join(fields: &[(Option<String>, String)]) -> String {
+    fields
+        .iter()
+        .map(|(k, v)| match k {
+            Some(k) => format!("{k}: {v}"),
+            None => v.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Duration and what came back: the error message, or the response's fields.
+pub fn outcome_summary(call: &ToolCallRecord) -> String {
+    let took = call
+        .duration
+        .map(|d| format!(" {}", format_duration(d)))
+        .unwrap_or_default();
+    let result = match &call.state {
+        ToolState::Running => String::new(),
+        ToolState::Error(message) => format!(": {message}"),
+        ToolState::TimedOut => ": no answer in time; the model was told".to_owned(),
+        ToolState::Cancelled => ": cancelled by the server, not answered".to_owned(),
+        ToolState::Ok => match call.response.as_ref().map(|r| &r.response) {
+            Some(response) => format!(": {}", result_summary(response, &call.args)),
+            None => String::new(),
+        },
+    };
+    format!("{took}{result}")
+}
+
+pub fn format_duration(d: std::time::Duration) -> String {
+    let ms = d.as_secs_f64() * 1000.0;
+    if ms < 10.0 {
+        format!("{ms:.1} ms")
+    } else if ms < 10_000.0 {
+        format!("{ms:.0} ms")
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+pub fn state_style(theme: Theme, state: &ToolState) -> Style {
+    match state {
+        ToolState::Running => theme.running(),
+        ToolState::Ok => theme.ok(),
+        ToolState::Error(_) | ToolState::TimedOut => theme.error(),
+        ToolState::Cancelled => theme.warning(),
+    }
+}
+
+fn state_cell(app: &App, theme: Theme, state: &ToolState) -> Span<'static> {
+    let symbol = match state {
+        ToolState::Running => SPINNER[(app.view.ticks as usize) % SPINNER.len()],
+        ToolState::Ok => "✔",
+        ToolState::Error(_) | ToolState::TimedOut => "✖",
+        ToolState::Cancelled => "⊘",
+    };
+    Span::styled(
+        format!("{symbol} {}", state.label()),
+        state_style(theme, state),
+    )
+}
+
+/// Draws the log; returns the inner area of its rows (for mouse hit-testing).
+pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
+    let focused = app.view.focus == Focus::ToolLog;
+    let title = format!(" Tool calls ({}) ", app.tool_calls.len());
+    let hint = if focused {
+        " ↑/↓ select · Enter details "
+    } else {
+        ""
+    };
+    let block = Block::bordered()
+        .title(title)
+        .title_bottom(Line::from(hint).right_aligned())
+        .border_style(theme.border(focused));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    if inner.height < 2 {
+        return Rect::default();
+    }
+    // Columns give way as the pane narrows: arguments and duration first, then the time.
+    let wide = inner.width >= 70;
+    let show_time = inner.width >= 60;
+    let header_cells: Vec<&str> = match (wide, show_time) {
+        (true, _) => vec!["time", "tool", "arguments", "state", "took", "result"],
+        (false, true) => vec!["time", "tool", "state", "result"],
+        (false, false) => vec!["tool", "state", "result"],
+    };
+    let header = Row::new(header_cells.into_iter().map(Cell::from)).style(theme.bold());
+    let rows_area = Rect {
+        y: inner.y + 1,
+        height: inner.height - 1,
+        ..inner
+    };
+    let widths: Vec<Constraint> = if wide {
+        vec![
+            Constraint::Length(8),
+            Constraint::Length(18),
+            Constraint::Fill(3),
+            Constraint::Length(11),
+            Constraint::Length(8),
+            Constraint::Fill(2),
+        ]
+    } else {
+        let mut widths = vec![
+            Constraint::Length(17),
+            Constraint::Length(11),
+            Constraint::Fill(1),
+        ];
+        if show_time {
+            widths.insert(0, Constraint::Length(8));
+        }
+        widths
+    };
+    if app.tool_calls.is_empty() {
+        frame.render_widget(Table::new([header], widths), inner);
+        frame.render_widget(
+            Paragraph::new(Line::styled("No tool calls yet.", theme.dim())),
+            rows_area,
+        );
+        return rows_area;
+    }
+    let first = app.tool_log_first_row();
+    let visible = usize::from(rows_area.height);
+    let rows = app
+        .tool_calls
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(visible)
+        .map(|(index, call)| {
+            let time = call.started_at.strftime("%H:%M:%S").to_string();
+            let took = call.duration.map(format_duration).unwrap_or_default();
+            let result = match &call.state {
+                ToolState::Ok => call
+                    .response
+                    .as_ref()
+                    .map(|r| result_summary(&r.response, &call.args))
+                    .unwrap_or_default(),
+                ToolState::Error(message) => message.clone(),
+                ToolState::TimedOut => "no answer in time".to_owned(),
+                ToolState::Cancelled => "cancelled by the server".to_owned(),
+                ToolState::Running => String::new(),
+            };
+            let mut cells = Vec::new();
+            if show_time {
+                cells.push(Cell::from(Span::styled(time, theme.dim())));
+            }
+            cells.push(Cell::from(Span::styled(
+                truncate(&call.name, 17),
+                theme.tool(),
+            )));
+            if wide {
+                cells.push(Cell::from(args_summary(&call.args)));
+            }
+            cells.push(Cell::from(state_cell(app, theme, &call.state)));
+            if wide {
+                cells.push(Cell::from(took));
+            }
+            cells.push(Cell::from(result));
+            let row = Row::new(cells);
+            if app.view.tool_selected == Some(index) {
+                row.style(theme.selected())
+            } else {
+                row
+            }
+        });
+    let table = Table::new(
+        std::iter::once(header).chain(rows).collect::<Vec<_>>(),
+        widths,
+    )
+    .column_spacing(1);
+    frame.render_widget(table, inner);
+    rows_area
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn argument_summaries_are_readable() {
+        let args = json!({"device_name": "living room lamp", "status": "on", "brightness": 80});
+        assert_eq!(
+            args_summary(&args),
+            "brightness: 80, device_name: living room lamp, status: on"
+        );
+        assert_eq!(args_summary(&json!(null)), "");
+        assert_eq!(
+            args_summary(&json!({"device_name": "lamp", "setting": {"color": "blue"}})),
+            "device_name: lamp, color: blue"
+        );
+    }
+
+    #[test]
+    fn result_summaries_leave_out_echoed_arguments() {
+        let args = json!({"device_name": "living room lamp"});
+        let response = json!({"device_name": "living room lamp", "status": "off"});
+        assert_eq!(result_summary(&response, &args), "status: off");
+        let response = json!({"brightness": 0, "device_name": "living room lamp", "status": "off"});
+        assert_eq!(
+            result_summary(&response, &args),
+            "status: off, brightness: 0"
+        );
+    }
+
+    #[test]
+    fn transcript_arguments_show_values_and_named_settings() {
+        let args = json!({"device_name": "living room lamp", "new_status": "on", "setting": {"color": "blue"}});
+        assert_eq!(args_values(&args), "living room lamp, on, color: blue");
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        use std::time::Duration;
+        assert_eq!(format_duration(Duration::from_micros(420)), "0.4 ms");
+        assert_eq!(format_duration(Duration::from_millis(250)), "250 ms");
+        assert_eq!(format_duration(Duration::from_secs(12)), "12.0 s");
+    }
+}

@@ -1,0 +1,229 @@
+//! The full-screen UI end to end: `livetalk` in a real pseudo-terminal (tmux) against the
+//! embedded offline model, driven by keystrokes and read back from the screen.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::SEED_LINES;
+
+/// A tmux server of our own (its own socket), running one pane.
+struct Pane {
+    socket: PathBuf,
+}
+
+impl Pane {
+    /// Starts `livetalk` in a `width`×`height` pane; the pane stays after it exits so the
+    /// exit code and the terminal modes it left behind can be read.
+    fn start(scratch: &Path, width: u16, height: u16) -> Pane {
+        let socket = scratch.join("tmux.sock");
+        let conf = scratch.join("tmux.conf");
+        std::fs::write(&conf, "set -g remain-on-exit on\nset -g status off\n").unwrap();
+        let script = format!(
+            "{}; echo LIVETALK_EXIT=$?; stty -a",
+            env!("CARGO_BIN_EXE_livetalk")
+        );
+        let mut tmux = Command::new("tmux");
+        common::isolate(&mut tmux, scratch);
+        let status = tmux
+            .env("TERM", "xterm-256color")
+            .arg("-S")
+            .arg(&socket)
+            .arg("-f")
+            .arg(&conf)
+            .args(["new-session", "-d", "-s", "lt"])
+            .args(["-x", &width.to_string(), "-y", &height.to_string()])
+            .args(["sh", "-c", &script])
+            .status()
+            .expect("tmux runs (the test command installs it)");
+        assert!(status.success(), "tmux new-session failed");
+        Pane { socket }
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let output = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "lt"])
+    }
+
+    /// The screen and its scrollback: what the shell printed after livetalk exited.
+    fn transcript(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-S", "-", "-t", "lt"])
+    }
+
+    /// Waits for livetalk to exit; returns the pane's full text.
+    fn wait_exit(&self, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let text = self.transcript();
+            if self.format("#{pane_dead}") == "1" {
+                return text;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for livetalk to exit; the screen:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn format(&self, format: &str) -> String {
+        self.tmux(&["display-message", "-p", "-t", "lt", format])
+            .trim()
+            .to_owned()
+    }
+
+    fn type_line(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "lt", "-l", text]);
+        self.tmux(&["send-keys", "-t", "lt", "Enter"]);
+    }
+
+    fn keys(&self, keys: &str) {
+        self.tmux(&["send-keys", "-t", "lt", keys]);
+    }
+
+    /// Waits until the screen satisfies `ready`, polling it; panics with the screen on timeout.
+    fn wait_for(&self, what: &str, timeout: Duration, ready: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let screen = self.screen();
+            if ready(&screen) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The pid of livetalk, the shell's child.
+    fn livetalk_pid(&self) -> u32 {
+        let shell: u32 = self.format("#{pane_pid}").parse().unwrap();
+        let children =
+            std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
+        children.split_whitespace().next().unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Pane {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .status();
+    }
+}
+
+const TURN: Duration = Duration::from_secs(30);
+
+/// The terminal modes `stty -a` printed after livetalk exited: cooked again, echoing.
+fn assert_terminal_restored(pane: &Pane, screen: &str) {
+    let modes: Vec<&str> = screen.split_whitespace().collect();
+    assert!(
+        modes.contains(&"icanon"),
+        "canonical mode restored:\n{screen}"
+    );
+    assert!(modes.contains(&"echo"), "echo restored:\n{screen}");
+    assert_eq!(
+        pane.format("#{alternate_on}"),
+        "0",
+        "left the alternate screen"
+    );
+}
+
+#[test]
+fn typed_conversation_shows_tool_calls_and_devices_then_quits_cleanly() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pane = Pane::start(scratch.path(), 120, 40);
+    let screen = pane.wait_for("the session to be ready", TURN, |s| {
+        s.contains("Gemini is listening…")
+    });
+    assert!(screen.contains("offline demo model"), "{screen}");
+    assert!(screen.contains("○ OFF"), "the lamp starts off:\n{screen}");
+
+    pane.type_line(SEED_LINES[0]);
+    let screen = pane.wait_for("the first reply", TURN, |s| {
+        s.contains("currently off.") && s.contains("Gemini is listening…")
+    });
+    assert!(
+        screen.contains("You: Is the living room lamp on?"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("⚙ get_device_status(living room lamp) → ok"),
+        "the call is in the transcript:\n{screen}"
+    );
+    assert!(
+        screen.contains("get_device_status  device_name: living room lamp"),
+        "and in the tool log:\n{screen}"
+    );
+
+    pane.type_line(SEED_LINES[1]);
+    let screen = pane.wait_for("the lamp to turn blue", TURN, |s| {
+        s.contains("● ON  ██ blue  100%")
+    });
+    assert!(screen.contains("set_device_status"), "{screen}");
+    let screen = pane.wait_for("the second reply", TURN, |s| {
+        s.contains("color to") && s.contains("Gemini is listening…")
+    });
+    assert!(screen.contains("Tool calls (2)"), "{screen}");
+
+    pane.keys("C-c");
+    let screen = pane.wait_exit(TURN);
+    assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");
+    assert_terminal_restored(&pane, &screen);
+}
+
+#[test]
+fn sigterm_restores_the_terminal() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pane = Pane::start(scratch.path(), 80, 24);
+    pane.wait_for("the session to be ready", TURN, |s| {
+        s.contains("Gemini is listening…")
+    });
+    let pid = pane.livetalk_pid();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let screen = pane.wait_exit(TURN);
+    assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");
+    assert_terminal_restored(&pane, &screen);
+}
+
+#[test]
+fn help_popup_opens_and_esc_closes_it() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pane = Pane::start(scratch.path(), 100, 30);
+    pane.wait_for("the session to be ready", TURN, |s| {
+        s.contains("Gemini is listening…")
+    });
+    pane.keys("F1");
+    let screen = pane.wait_for("the help popup", TURN, |s| s.contains("┌ Help "));
+    assert!(
+        screen.contains("livetalk.log"),
+        "the log path is shown:\n{screen}"
+    );
+    pane.keys("Escape");
+    pane.wait_for("the popup to close", TURN, |s| !s.contains("┌ Help "));
+    // Esc with an empty input line quits.
+    pane.keys("Escape");
+    let screen = pane.wait_exit(TURN);
+    assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");
+}
