@@ -38,8 +38,14 @@ pub async fn run(
     );
     let mut printer = Printer::new(format);
 
-    // Keep the in-process mock (if any) alive for the whole conversation.
-    let (endpoint, _mock) = resolve_endpoint(&settings).await?;
+    // Keep the in-process mock (if any) alive for the whole conversation. A bridge has its own.
+    let (endpoint, _mock) = match &settings.target {
+        Target::Bridge(_) => (None, None),
+        _ => {
+            let (endpoint, mock) = resolve_endpoint(&settings).await?;
+            (Some(endpoint), mock)
+        }
+    };
     if settings.is_offline() {
         printer.info(
             "No API key is set: talking to the embedded offline demo model (set GEMINI_API_KEY to talk to Gemini).",
@@ -57,13 +63,25 @@ pub async fn run(
     );
     let mut engine = Engine::new(registry.clone(), &home);
     app.update(Msg::Connecting);
-    let options = SessionOptions {
-        endpoint,
-        api_key: settings.api_key.clone(),
-        setup: build_setup(&settings, &registry),
-        setup_timeout: settings.setup_timeout,
+    let setup = build_setup(&settings, &registry);
+    let connected = match (&settings.target, endpoint) {
+        (Target::Bridge(url), _) => {
+            engine
+                .connect_bridge(url, &setup, settings.setup_timeout)
+                .await
+        }
+        (_, Some(endpoint)) => {
+            let options = SessionOptions {
+                endpoint,
+                api_key: settings.api_key.clone(),
+                setup,
+                setup_timeout: settings.setup_timeout,
+            };
+            engine.connect(options).await
+        }
+        (_, None) => Err("no Live endpoint was resolved".to_owned()),
     };
-    if let Err(message) = engine.connect(options).await {
+    if let Err(message) = connected {
         app.update(Msg::ConnectFailed(message));
         printer.render(&app);
         return Ok(1);
@@ -270,6 +288,7 @@ impl Printer {
             let host = match &settings.target {
                 Target::Google(e) | Target::Custom(e) => e.host().to_owned(),
                 Target::OfflineMock => "offline demo model".to_owned(),
+                Target::Bridge(url) => crate::bridge::client::bridge_host(url),
             };
             self.json(json!({"type": "session", "model": settings.model, "endpoint_host": host, "offline": offline}));
         }

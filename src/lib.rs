@@ -6,9 +6,11 @@
 //! - [`app`]: application state; [`App::update`](app::App::update) is the only mutator.
 //! - [`runtime`]: the engine loop's plumbing shared by presenters.
 //! - [`headless`]: the line/JSON presenter.
+//! - [`bridge`]: the app-facing WebSocket bridge of seed 001 (`livetalk serve`, `--bridge`).
 //! - [`config`], [`cli`], [`logging`]: settings, flags and logs.
 
 pub mod app;
+pub mod bridge;
 pub mod cli;
 pub mod config;
 pub mod headless;

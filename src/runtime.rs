@@ -60,6 +60,10 @@ pub async fn resolve_endpoint(
                 .context("starting the embedded offline demo model")?;
             Ok((mock.endpoint(settings.api_version), Some(mock)))
         }
+        Target::Bridge(url) => anyhow::bail!(
+            "{} is a bridge, not a Live endpoint: connect with bridge::client::connect",
+            crate::bridge::client::bridge_host(url)
+        ),
     }
 }
 
@@ -86,14 +90,29 @@ impl Engine {
 
     /// Connects; on failure returns the message to show.
     pub async fn connect(&mut self, options: SessionOptions) -> Result<(), String> {
-        match live::connect(options).await {
-            Ok(session) => {
-                self.handle = Some(session.handle);
-                self.session_events = Some(session.events);
-                Ok(())
-            }
-            Err(e) => Err(e.to_string()),
-        }
+        let session = live::connect(options).await.map_err(|e| e.to_string())?;
+        self.attach(session);
+        Ok(())
+    }
+
+    /// Connects through a bridge (`--bridge`); on failure returns the message to show.
+    pub async fn connect_bridge(
+        &mut self,
+        url: &str,
+        setup: &Setup,
+        setup_timeout: std::time::Duration,
+    ) -> Result<(), String> {
+        let session = crate::bridge::client::connect(url, setup, setup_timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.attach(session);
+        Ok(())
+    }
+
+    /// Runs on an already open session (direct or bridged).
+    pub fn attach(&mut self, session: live::Session) {
+        self.handle = Some(session.handle);
+        self.session_events = Some(session.events);
     }
 
     /// The next message from the session, the tools or the devices; `None` once the session
