@@ -813,6 +813,64 @@ async fn the_api_key_goes_upstream_but_never_to_the_client() {
     assert!(!everything.contains("0123456789"), "{everything}");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_session_errors() {
+    use livetalk::bridge::client;
+    use livetalk::live::wire::Setup;
+    use livetalk::live::{SessionError, SessionEvent};
+
+    let mut fake = FakeLive::start().await;
+    let mut options = options(fake.endpoint());
+    options.token = Some("sesame".into());
+    let server = BridgeServer::start(options).await.unwrap();
+    let setup = Setup {
+        model: "models/m".into(),
+        ..Setup::default()
+    };
+    let timeout = Duration::from_secs(10);
+
+    match client::connect(&server.url(), &setup, timeout).await {
+        Err(SessionError::Rejected { status, message }) => {
+            assert_eq!(status, 401);
+            assert!(message.contains("?token="), "{message}");
+        }
+        other => panic!("expected a 401, got {:?}", other.map(|_| ())),
+    }
+
+    let url = format!("{}/?token=sesame", server.url());
+    let connecting = tokio::spawn(async move { client::connect(&url, &setup, timeout).await });
+    let (_, sent, mut upstream) = fake.accept().await;
+    assert_eq!(sent["model"], "models/m");
+    send_json(&mut upstream, json!({"setupComplete": {}})).await;
+    let mut session = connecting.await.unwrap().unwrap();
+    assert_eq!(
+        session.events.recv().await,
+        Some(SessionEvent::SetupComplete { session_id: None })
+    );
+    // A user turn goes up as SEND_MESSAGE and arrives upstream as clientContent.
+    session.handle.send_user_text("hello").await.unwrap();
+    let forwarded = upstream.next().await.unwrap().unwrap();
+    let forwarded: Value = serde_json::from_slice(&forwarded.into_data()).unwrap();
+    assert_eq!(
+        forwarded,
+        json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": "hello"}]}], "turnComplete": true}})
+    );
+    close_with(&mut upstream, 1011, "Internal error encountered.").await;
+    let mut events = Vec::new();
+    while let Some(event) = tokio::time::timeout(WAIT, session.events.recv())
+        .await
+        .unwrap()
+    {
+        events.push(event);
+    }
+    let Some(SessionEvent::Closed(close)) = events.last() else {
+        panic!("{events:?}");
+    };
+    assert!(!close.initiated_by_client);
+    assert_eq!(close.code, Some(1011));
+    assert!(close.message.contains("internal error (1011)"), "{close:?}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Security of the listener
 // ---------------------------------------------------------------------------------------------
