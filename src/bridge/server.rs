@@ -957,7 +957,12 @@ impl ClientSession {
             }
         }
         for message in out {
-            self.send(message).await;
+            // Log lines quote upstream text (skipped frames); keep the key out of them too.
+            if matches!(message, BridgeMessage::LogMessage { .. }) {
+                self.send_redacted(message).await;
+            } else {
+                self.send(message).await;
+            }
         }
         Flow::Continue
     }
