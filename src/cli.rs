@@ -25,6 +25,9 @@ pub struct Cli {
 pub enum Command {
     /// Serve the embedded mock Live API (wire-compatible with the service and official SDKs).
     Mock(MockArgs),
+    /// Serve the app-facing bridge (seed 001): apps speak a simple JSON protocol over
+    /// WebSocket, the server holds the API key and one Live session per app connection.
+    Serve(ServeArgs),
 }
 
 /// Flags of a conversation.
@@ -39,6 +42,10 @@ pub struct SessionFlags {
     /// Use the embedded offline demo model even when an API key is set.
     #[arg(long, conflicts_with = "endpoint")]
     pub offline: bool,
+    /// Talk through a livetalk bridge (`livetalk serve`) instead of a direct Live connection,
+    /// e.g. ws://127.0.0.1:3001 (add ?token=... when the bridge has one).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["endpoint", "offline"])]
+    pub bridge: Option<String>,
     /// API version in the endpoint path.
     #[arg(long, value_enum, value_name = "VERSION")]
     pub api_version: Option<ApiVersionArg>,
@@ -85,6 +92,7 @@ impl SessionFlags {
             model: self.model.clone(),
             voice: self.voice.clone(),
             offline: self.offline,
+            bridge: self.bridge.clone(),
             turn_timeout_secs: self.turn_timeout,
         }
     }
@@ -102,6 +110,32 @@ pub struct MockArgs {
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
     /// How much faster than real time model audio is streamed (the service bursts too).
+    #[arg(long, default_value_t = 4.0)]
+    pub speed: f64,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Anything but loopback requires --token.
+    #[arg(long, default_value = "127.0.0.1:3001")]
+    pub listen: SocketAddr,
+    /// Clients must send this token (`?token=` or `Authorization: Bearer`). Also read from
+    /// LIVETALK_BRIDGE_TOKEN, which keeps it out of the process list.
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Give every client the embedded offline demo model, even when an API key is set.
+    #[arg(long, conflicts_with = "endpoint")]
+    pub offline: bool,
+    /// Live API server for the upstream sessions: ws:// or wss:// base URL or full URL.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// API version in the upstream endpoint path.
+    #[arg(long, value_enum, value_name = "VERSION")]
+    pub api_version: Option<ApiVersionArg>,
+    /// Largest client message in bytes; larger ones are refused with GEMINI_ERROR.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::bridge::DEFAULT_MAX_MESSAGE_BYTES)]
+    pub max_message_bytes: usize,
+    /// With the offline model: how much faster than real time reply audio is streamed.
     #[arg(long, default_value_t = 4.0)]
     pub speed: f64,
 }

@@ -94,6 +94,8 @@ pub struct FlagOverrides {
     pub model: Option<String>,
     pub voice: Option<String>,
     pub offline: bool,
+    /// `--bridge URL`: talk through a livetalk bridge.
+    pub bridge: Option<String>,
     pub turn_timeout_secs: Option<f64>,
 }
 
@@ -106,6 +108,8 @@ pub enum Target {
     Custom(Endpoint),
     /// The embedded mock, started in-process.
     OfflineMock,
+    /// A livetalk bridge (`livetalk serve`) at this ws:// or wss:// URL; it holds the key.
+    Bridge(String),
 }
 
 /// Fully resolved settings.
@@ -232,23 +236,30 @@ impl Settings {
             merged.turn_timeout = seconds(secs, "flag --turn-timeout", "turn_timeout_secs")?;
         }
 
-        let target = match (&merged.endpoint, flags.offline) {
-            (Some((_, source)), true) => {
+        let bridge = flags
+            .bridge
+            .as_deref()
+            .map(|url| bridge_url(url, "flag --bridge"))
+            .transpose()?;
+        let target = match (&merged.endpoint, flags.offline, bridge) {
+            // The flag beats an endpoint from the config file or environment.
+            (_, _, Some(url)) => Target::Bridge(url),
+            (Some((_, source)), true, None) => {
                 return Err(ConfigError::new(
                     source,
                     "endpoint",
                     "--offline uses the embedded demo model; drop one of --offline and the endpoint",
                 ));
             }
-            (None, true) => Target::OfflineMock,
-            (Some((url, source)), false) => Target::Custom(
+            (None, true, None) => Target::OfflineMock,
+            (Some((url, source)), false, None) => Target::Custom(
                 Endpoint::parse(url, merged.api_version)
                     .map_err(|e| ConfigError::new(source, "endpoint", e.to_string()))?,
             ),
-            (None, false) if merged.api_key.is_some() => {
+            (None, false, None) if merged.api_key.is_some() => {
                 Target::Google(Endpoint::google_ai(merged.api_version))
             }
-            (None, false) => Target::OfflineMock,
+            (None, false, None) => Target::OfflineMock,
         };
 
         Ok(Settings {
@@ -274,6 +285,7 @@ impl Settings {
         match &self.target {
             Target::Google(e) | Target::Custom(e) => e.host().to_owned(),
             Target::OfflineMock => "offline demo model".to_owned(),
+            Target::Bridge(url) => crate::bridge::client::bridge_host(url),
         }
     }
 
@@ -416,6 +428,21 @@ impl Merged {
             _ => unreachable!("set_str is only called with known keys"),
         }
         Ok(())
+    }
+}
+
+fn bridge_url(url: &str, source: &str) -> Result<String, ConfigError> {
+    let url = url.trim();
+    let parsed: tokio_tungstenite::tungstenite::http::Uri = url
+        .parse()
+        .map_err(|_| ConfigError::new(source, "bridge", format!("{url:?} is not a valid URL")))?;
+    match (parsed.scheme_str(), parsed.host()) {
+        (Some("ws") | Some("wss"), Some(host)) if !host.is_empty() => Ok(url.to_owned()),
+        _ => Err(ConfigError::new(
+            source,
+            "bridge",
+            format!("{url:?} must be a ws:// or wss:// URL, e.g. ws://127.0.0.1:3001"),
+        )),
     }
 }
 

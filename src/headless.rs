@@ -33,7 +33,7 @@ pub async fn run(
     let Conversation {
         mut app,
         mut engine,
-        options,
+        upstream,
         mock: _mock,
     } = prepare(&settings).await?;
     if settings.is_offline() {
@@ -47,7 +47,7 @@ pub async fn run(
     printer.session_start(&settings, settings.is_offline());
 
     app.update(Msg::Connecting);
-    if let Err(message) = engine.connect(options).await {
+    if let Err(message) = engine.open(upstream).await {
         app.update(Msg::ConnectFailed(message));
         printer.render(&app);
         return Ok(1);

@@ -7,9 +7,11 @@
 //! - [`runtime`]: the engine loop's plumbing shared by presenters.
 //! - [`headless`]: the line/JSON presenter.
 //! - [`tui`]: the full-screen presenter; [`ui`] draws `App` state for it.
+//! - [`bridge`]: the app-facing WebSocket bridge of seed 001 (`livetalk serve`, `--bridge`).
 //! - [`config`], [`cli`], [`logging`]: settings, flags and logs.
 
 pub mod app;
+pub mod bridge;
 pub mod cli;
 pub mod config;
 pub mod headless;

@@ -6,7 +6,7 @@ use clap::Parser;
 use livetalk::cli::{Cli, Command};
 use livetalk::config::Settings;
 use livetalk::headless::{self, OutputFormat};
-use livetalk::{logging, mock, tui};
+use livetalk::{bridge, logging, mock, tui};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -24,6 +24,16 @@ fn main() -> ExitCode {
         Some(Command::Mock(args)) => {
             logging::to_stderr();
             match runtime.block_on(mock::serve_until_signal(args)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("livetalk: error: {e:#}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Some(Command::Serve(args)) => {
+            logging::to_stderr();
+            match runtime.block_on(bridge::serve_until_signal(args, cli.session.config.clone())) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("livetalk: error: {e:#}");

@@ -60,15 +60,31 @@ pub async fn resolve_endpoint(
                 .context("starting the embedded offline demo model")?;
             Ok((mock.endpoint(settings.api_version), Some(mock)))
         }
+        Target::Bridge(url) => anyhow::bail!(
+            "{} is a bridge, not a Live endpoint: connect with bridge::client::connect",
+            crate::bridge::client::bridge_host(url)
+        ),
     }
 }
 
-/// Everything a presenter needs to run one conversation: the app state, the engine, the
-/// options to connect with, and the embedded mock when it is in use (keep it alive).
+/// Where a conversation's session comes from.
+pub enum Upstream {
+    /// A Live API endpoint (Google, a custom URL or the embedded mock).
+    Live(SessionOptions),
+    /// A livetalk bridge (`livetalk serve`), which holds the key and the Live session.
+    Bridge {
+        url: String,
+        setup: Setup,
+        setup_timeout: std::time::Duration,
+    },
+}
+
+/// Everything a presenter needs to run one conversation: the app state, the engine, where to
+/// connect, and the embedded mock when it is in use (keep it alive).
 pub struct Conversation {
     pub app: App,
     pub engine: Engine,
-    pub options: SessionOptions,
+    pub upstream: Upstream,
     pub mock: Option<MockServer>,
 }
 
@@ -80,7 +96,27 @@ pub async fn prepare(settings: &Settings) -> anyhow::Result<Conversation> {
         builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone())
             .context("building the tool registry")?,
     );
-    let (endpoint, mock) = resolve_endpoint(settings).await?;
+    let setup = build_setup(settings, &registry);
+    let (upstream, mock) = match &settings.target {
+        Target::Bridge(url) => (
+            Upstream::Bridge {
+                url: url.clone(),
+                setup,
+                setup_timeout: settings.setup_timeout,
+            },
+            None,
+        ),
+        _ => {
+            let (endpoint, mock) = resolve_endpoint(settings).await?;
+            let options = SessionOptions {
+                endpoint,
+                api_key: settings.api_key.clone(),
+                setup,
+                setup_timeout: settings.setup_timeout,
+            };
+            (Upstream::Live(options), mock)
+        }
+    };
     let mut app = App::new(
         settings.model.clone(),
         settings.is_offline(),
@@ -88,17 +124,11 @@ pub async fn prepare(settings: &Settings) -> anyhow::Result<Conversation> {
     );
     app.voice = settings.voice.clone();
     app.endpoint_label = settings.endpoint_label();
-    let options = SessionOptions {
-        endpoint,
-        api_key: settings.api_key.clone(),
-        setup: build_setup(settings, &registry),
-        setup_timeout: settings.setup_timeout,
-    };
     let engine = Engine::new(registry, &home);
     Ok(Conversation {
         app,
         engine,
-        options,
+        upstream,
         mock,
     })
 }
@@ -126,14 +156,41 @@ impl Engine {
 
     /// Connects; on failure returns the message to show.
     pub async fn connect(&mut self, options: SessionOptions) -> Result<(), String> {
-        match live::connect(options).await {
-            Ok(session) => {
-                self.handle = Some(session.handle);
-                self.session_events = Some(session.events);
-                Ok(())
-            }
-            Err(e) => Err(e.to_string()),
+        let session = live::connect(options).await.map_err(|e| e.to_string())?;
+        self.attach(session);
+        Ok(())
+    }
+
+    /// Connects through a bridge (`--bridge`); on failure returns the message to show.
+    /// Connects to the upstream; on failure returns the message to show.
+    pub async fn open(&mut self, upstream: Upstream) -> Result<(), String> {
+        match upstream {
+            Upstream::Live(options) => self.connect(options).await,
+            Upstream::Bridge {
+                url,
+                setup,
+                setup_timeout,
+            } => self.connect_bridge(&url, &setup, setup_timeout).await,
         }
+    }
+
+    pub async fn connect_bridge(
+        &mut self,
+        url: &str,
+        setup: &Setup,
+        setup_timeout: std::time::Duration,
+    ) -> Result<(), String> {
+        let session = crate::bridge::client::connect(url, setup, setup_timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.attach(session);
+        Ok(())
+    }
+
+    /// Runs on an already open session (direct or bridged).
+    pub fn attach(&mut self, session: live::Session) {
+        self.handle = Some(session.handle);
+        self.session_events = Some(session.events);
     }
 
     /// The next message from the session, the tools or the devices; `None` once the session

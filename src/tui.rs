@@ -53,7 +53,7 @@ pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<
     let Conversation {
         mut app,
         mut engine,
-        options,
+        upstream,
         mock: _mock,
     } = prepare(&settings).await?;
     app.view.no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
@@ -72,7 +72,7 @@ pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<
 
     // Connect while staying responsive: keys, resizes and signals still work.
     let connected = {
-        let connecting = engine.connect(options);
+        let connecting = engine.open(upstream);
         tokio::pin!(connecting);
         loop {
             tokio::select! {

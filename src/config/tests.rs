@@ -155,3 +155,29 @@ fn api_key_in_config_file_is_used_but_env_wins() {
         Settings::resolve(&with_file(&file), &env_of(&[("GEMINI_API_KEY", "env-key")])).unwrap();
     assert_eq!(s.api_key.unwrap().expose(), "env-key");
 }
+
+#[test]
+fn bridge_flag_wins_over_a_configured_endpoint_and_must_be_a_websocket_url() {
+    let file = config_file("endpoint = \"ws://127.0.0.1:9000\"\n");
+    let flags = FlagOverrides {
+        bridge: Some("ws://10.0.0.5:3001/?token=abc".into()),
+        ..with_file(&file)
+    };
+    let s = Settings::resolve(&flags, &env_of(&[("GEMINI_API_KEY", "k")])).unwrap();
+    assert_eq!(
+        s.target,
+        Target::Bridge("ws://10.0.0.5:3001/?token=abc".into())
+    );
+    assert!(!s.is_offline(), "the bridge decides what it talks to");
+
+    let flags = FlagOverrides {
+        bridge: Some("http://10.0.0.5:3001".into()),
+        ..with_file(&file)
+    };
+    let error = Settings::resolve(&flags, &env_of(&[])).unwrap_err();
+    assert_eq!(
+        (error.origin.as_str(), error.key.as_str()),
+        ("flag --bridge", "bridge")
+    );
+    assert!(error.problem.contains("ws://"), "{error}");
+}

@@ -53,7 +53,9 @@ pub enum SessionError {
     Closed(CloseInfo),
 }
 
-enum Outbound {
+/// What a [`SessionHandle`] asks of the connection behind it. Public so that another
+/// transport (the bridge client) can stand behind a handle.
+pub enum Outbound {
     Message(Box<ClientMessage>),
     Close,
 }
@@ -70,6 +72,12 @@ pub struct SessionHandle {
 pub struct SessionClosed;
 
 impl SessionHandle {
+    /// A handle whose requests arrive on the returned receiver instead of a Live socket.
+    pub fn channel(capacity: usize) -> (SessionHandle, mpsc::Receiver<Outbound>) {
+        let (outbound, requests) = mpsc::channel(capacity);
+        (SessionHandle { outbound }, requests)
+    }
+
     pub async fn send(&self, message: ClientMessage) -> Result<(), SessionClosed> {
         self.outbound
             .send(Outbound::Message(Box::new(message)))

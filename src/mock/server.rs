@@ -135,7 +135,7 @@ pub async fn serve_until_signal(args: MockArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_for_signal() {
+pub(crate) async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

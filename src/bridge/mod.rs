@@ -1,0 +1,11 @@
+//! The app-facing WebSocket bridge of seed 001: the protocol, the `livetalk serve` server and
+//! the `--bridge` client that runs the normal app over a bridge.
+
+pub mod client;
+pub mod protocol;
+pub mod server;
+
+pub use protocol::{AppMessage, BridgeMessage, LiveConfig};
+pub use server::{
+    BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES, Upstream, serve_until_signal,
+};

@@ -1,0 +1,948 @@
+//! The app-facing bridge protocol of seed 001: `{type, payload}` envelopes in both directions,
+//! the `LiveConfig`, and how a `LiveConfig` maps onto the Live API `setup` (and back).
+//!
+//! Everything Live-API shaped inside a payload (parts, blobs, tool calls and responses, server
+//! content, speech config) is a `live::wire` type; this file only adds the envelope and the
+//! few shapes that exist in the bridge protocol alone.
+
+use std::collections::HashMap;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::live::wire::{
+    AudioTranscriptionConfig, Behavior, Blob, ContextWindowCompression, FunctionDeclaration,
+    GenerationConfig, Modality, Part, RealtimeInput, RealtimeInputConfig, SafetySetting,
+    Scheduling, ServerContent, Setup, Tool, ToolCall, ToolCallCancellation, ToolResponse,
+    UsageMetadata,
+};
+
+/// Client → bridge message types, as spelled on the wire.
+pub const APP_MESSAGE_TYPES: [&str; 8] = [
+    "CONNECT_GEMINI",
+    "SEND_MESSAGE",
+    "SEND_REALTIME_INPUT",
+    "SEND_TOOL_RESPONSE",
+    "UPDATE_CONFIG",
+    "DISCONNECT_GEMINI",
+    "WEBRTC_OFFER",
+    "WEBRTC_ICE_CANDIDATE",
+];
+
+// ---------------------------------------------------------------------------------------------
+// LiveConfig (seed 001 §3.1)
+// ---------------------------------------------------------------------------------------------
+
+/// The session configuration of `CONNECT_GEMINI` and `UPDATE_CONFIG`.
+///
+/// The seed's fields come first. The ones after them are livetalk extensions that map 1:1 onto
+/// the `setup` fields of the same name (a voice app needs transcription, for one); clients that
+/// do not know them simply leave them out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveConfig {
+    #[serde(default)]
+    pub model: String,
+    #[serde(
+        default,
+        alias = "system_instruction",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub system_instruction: Option<crate::live::wire::Content>,
+    #[serde(
+        default,
+        alias = "generation_config",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub generation_config: Option<LiveGenerationConfig>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<LiveTool>,
+    #[serde(
+        default,
+        alias = "safety_settings",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub safety_settings: Vec<SafetySetting>,
+    #[serde(
+        default,
+        alias = "input_audio_transcription",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub input_audio_transcription: Option<AudioTranscriptionConfig>,
+    #[serde(
+        default,
+        alias = "output_audio_transcription",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub output_audio_transcription: Option<AudioTranscriptionConfig>,
+    #[serde(
+        default,
+        alias = "realtime_input_config",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub realtime_input_config: Option<RealtimeInputConfig>,
+    #[serde(
+        default,
+        alias = "context_window_compression",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub context_window_compression: Option<ContextWindowCompression>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proactivity: Option<Value>,
+}
+
+/// Keys a `LiveConfig` understands; anything else is reported back as ignored.
+const LIVE_CONFIG_KEYS: [&str; 17] = [
+    "model",
+    "systemInstruction",
+    "system_instruction",
+    "generationConfig",
+    "generation_config",
+    "tools",
+    "safetySettings",
+    "safety_settings",
+    "inputAudioTranscription",
+    "input_audio_transcription",
+    "outputAudioTranscription",
+    "output_audio_transcription",
+    "realtimeInputConfig",
+    "realtime_input_config",
+    "contextWindowCompression",
+    "context_window_compression",
+    "proactivity",
+];
+
+/// `generationConfig` of a LiveConfig: lower-case modality strings (the seed's spelling) and
+/// `stopSequences` beside the Live API's own generation fields.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveGenerationConfig {
+    /// `"text" | "audio" | "image"`, any casing.
+    #[serde(
+        default,
+        alias = "response_modalities",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub response_modalities: Vec<String>,
+    /// In the seed's type, but the Live API rejects it; dropped with a warning.
+    #[serde(
+        default,
+        alias = "stop_sequences",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub stop_sequences: Vec<String>,
+    /// temperature, topK, topP, maxOutputTokens, speechConfig and the other Live fields.
+    #[serde(flatten)]
+    pub live: GenerationConfig,
+}
+
+/// One entry of `LiveConfig.tools`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveTool {
+    #[serde(
+        default,
+        alias = "function_declarations",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub function_declarations: Vec<LiveFunctionDeclaration>,
+    #[serde(
+        default,
+        alias = "google_search",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub google_search: Option<Value>,
+    #[serde(
+        default,
+        alias = "code_execution",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub code_execution: Option<Value>,
+}
+
+/// A function declaration with the seed's `defaultBehavior` / `defaultScheduling`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LiveFunctionDeclaration {
+    #[serde(flatten)]
+    pub declaration: FunctionDeclaration,
+    /// `blocking` or `NON_BLOCKING` (any casing); becomes the declaration's `behavior`.
+    #[serde(
+        default,
+        alias = "default_behavior",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub default_behavior: Option<String>,
+    /// `WHEN_IDLE`, `INTERRUPT` or `SILENT`. The Live API has scheduling on each function
+    /// response, not on the declaration, so the bridge fills it into responses that lack one.
+    #[serde(
+        default,
+        alias = "default_scheduling",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub default_scheduling: Option<String>,
+}
+
+/// A LiveConfig that cannot become a `setup`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("LiveConfig needs a `model`, e.g. \"models/gemini-2.0-flash-live-001\"")]
+    MissingModel,
+    #[error("LiveConfig `model` {0:?} is not a model name")]
+    BadModel(String),
+    #[error("function declaration #{index} has no `name`")]
+    UnnamedFunction { index: usize },
+    #[error("function `{function}`: {field} {value:?} is not one of {expected}")]
+    BadEnum {
+        function: String,
+        field: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+}
+
+/// A LiveConfig turned into a `setup`, with what the bridge must remember and tell the client.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MappedConfig {
+    pub setup: Setup,
+    /// `defaultScheduling` per NON_BLOCKING function name, for responses that carry none.
+    pub scheduling: HashMap<String, Scheduling>,
+    /// Fields that were dropped, one sentence each (sent as `LOG_MESSAGE` warnings).
+    pub warnings: Vec<String>,
+}
+
+impl LiveConfig {
+    /// Decodes a LiveConfig, listing top-level keys it does not know (ignored, not fatal:
+    /// apps written against other bridges send extra fields).
+    pub fn from_value(value: Value) -> Result<(LiveConfig, Vec<String>), PayloadError> {
+        let unknown = match &value {
+            Value::Object(map) => map
+                .keys()
+                .filter(|k| !LIVE_CONFIG_KEYS.contains(&k.as_str()))
+                .cloned()
+                .collect(),
+            _ => Vec::new(),
+        };
+        let config = decode_value(value)?;
+        Ok((config, unknown))
+    }
+
+    /// Maps onto the Live API `setup`.
+    pub fn to_setup(&self) -> Result<MappedConfig, ConfigError> {
+        let mut warnings = Vec::new();
+        let model = self.model.trim();
+        if model.is_empty() {
+            return Err(ConfigError::MissingModel);
+        }
+        if model.contains(char::is_whitespace) {
+            return Err(ConfigError::BadModel(model.to_owned()));
+        }
+        // The SDKs add the prefix too; the service needs it.
+        let model = if model.contains('/') {
+            model.to_owned()
+        } else {
+            format!("models/{model}")
+        };
+
+        let generation_config = self.generation_config.as_ref().map(|g| {
+            let mut live = g.live.clone();
+            for name in &g.response_modalities {
+                match name.to_ascii_lowercase().as_str() {
+                    "audio" => live.response_modalities.push(Modality::Audio),
+                    "text" => live.response_modalities.push(Modality::Text),
+                    "video" => live.response_modalities.push(Modality::Video),
+                    _ => warnings.push(format!(
+                        "responseModalities {name:?} is not supported by the Live API (it answers with \"audio\" or \"text\"); ignored"
+                    )),
+                }
+            }
+            if !g.stop_sequences.is_empty() {
+                warnings.push(
+                    "generationConfig.stopSequences is not supported by the Live API; ignored"
+                        .to_owned(),
+                );
+            }
+            live
+        });
+
+        let mut scheduling = HashMap::new();
+        let mut tools = Vec::new();
+        let mut index = 0;
+        for tool in &self.tools {
+            let mut declarations = Vec::new();
+            for live in &tool.function_declarations {
+                index += 1;
+                let mut declaration = live.declaration.clone();
+                let name = declaration.name.trim().to_owned();
+                if name.is_empty() {
+                    return Err(ConfigError::UnnamedFunction { index });
+                }
+                if let Some(value) = &live.default_behavior {
+                    declaration.behavior =
+                        Some(parse_behavior(value).ok_or_else(|| ConfigError::BadEnum {
+                            function: name.clone(),
+                            field: "defaultBehavior",
+                            value: value.clone(),
+                            expected: "BLOCKING, NON_BLOCKING",
+                        })?);
+                }
+                if let Some(value) = &live.default_scheduling {
+                    let parsed = parse_scheduling(value).ok_or_else(|| ConfigError::BadEnum {
+                        function: name.clone(),
+                        field: "defaultScheduling",
+                        value: value.clone(),
+                        expected: "WHEN_IDLE, INTERRUPT, SILENT",
+                    })?;
+                    if declaration.behavior == Some(Behavior::NonBlocking) {
+                        scheduling.insert(name.clone(), parsed);
+                    } else {
+                        warnings.push(format!(
+                            "function `{name}`: defaultScheduling only applies to NON_BLOCKING functions; ignored"
+                        ));
+                    }
+                }
+                declarations.push(declaration);
+            }
+            tools.push(Tool {
+                function_declarations: declarations,
+                google_search: tool.google_search.clone(),
+                code_execution: tool.code_execution.clone(),
+            });
+        }
+
+        let setup = Setup {
+            model,
+            generation_config,
+            system_instruction: self.system_instruction.clone(),
+            tools,
+            realtime_input_config: self.realtime_input_config.clone(),
+            context_window_compression: self.context_window_compression.clone(),
+            input_audio_transcription: self.input_audio_transcription.clone(),
+            output_audio_transcription: self.output_audio_transcription.clone(),
+            safety_settings: self.safety_settings.clone(),
+            proactivity: self.proactivity.clone(),
+            ..Setup::default()
+        };
+        Ok(MappedConfig {
+            setup,
+            scheduling,
+            warnings,
+        })
+    }
+
+    /// The LiveConfig a bridge client sends for a `setup` it would otherwise send directly.
+    /// Session resumption is left to the bridge.
+    pub fn from_setup(setup: &Setup) -> LiveConfig {
+        let generation_config = setup.generation_config.as_ref().map(|g| {
+            let mut live = g.clone();
+            let modalities = std::mem::take(&mut live.response_modalities);
+            LiveGenerationConfig {
+                response_modalities: modalities
+                    .iter()
+                    .map(|m| match m {
+                        Modality::Audio => "audio".to_owned(),
+                        Modality::Text => "text".to_owned(),
+                        Modality::Video => "video".to_owned(),
+                    })
+                    .collect(),
+                stop_sequences: Vec::new(),
+                live,
+            }
+        });
+        LiveConfig {
+            model: setup.model.clone(),
+            system_instruction: setup.system_instruction.clone(),
+            generation_config,
+            tools: setup
+                .tools
+                .iter()
+                .map(|t| LiveTool {
+                    function_declarations: t
+                        .function_declarations
+                        .iter()
+                        .map(|d| LiveFunctionDeclaration {
+                            declaration: d.clone(),
+                            default_behavior: None,
+                            default_scheduling: None,
+                        })
+                        .collect(),
+                    google_search: t.google_search.clone(),
+                    code_execution: t.code_execution.clone(),
+                })
+                .collect(),
+            safety_settings: setup.safety_settings.clone(),
+            input_audio_transcription: setup.input_audio_transcription.clone(),
+            output_audio_transcription: setup.output_audio_transcription.clone(),
+            realtime_input_config: setup.realtime_input_config.clone(),
+            context_window_compression: setup.context_window_compression.clone(),
+            proactivity: setup.proactivity.clone(),
+        }
+    }
+}
+
+/// Enum spellings vary between clients (`blocking`, `NON_BLOCKING`, `non-blocking`).
+fn normalize_enum(value: &str) -> String {
+    value.trim().to_ascii_uppercase().replace(['-', ' '], "_")
+}
+
+fn parse_behavior(value: &str) -> Option<Behavior> {
+    match normalize_enum(value).as_str() {
+        "BLOCKING" => Some(Behavior::Blocking),
+        "NON_BLOCKING" | "NONBLOCKING" => Some(Behavior::NonBlocking),
+        _ => None,
+    }
+}
+
+fn parse_scheduling(value: &str) -> Option<Scheduling> {
+    match normalize_enum(value).as_str() {
+        "WHEN_IDLE" => Some(Scheduling::WhenIdle),
+        "INTERRUPT" => Some(Scheduling::Interrupt),
+        "SILENT" => Some(Scheduling::Silent),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Client → bridge (seed 001 §2.2)
+// ---------------------------------------------------------------------------------------------
+
+/// `SEND_REALTIME_INPUT` payload: the Live API's `realtimeInput`, plus the deprecated `chunks`
+/// spelling of `mediaChunks`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RealtimeInputPayload {
+    #[serde(flatten)]
+    pub input: RealtimeInput,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunks: Vec<Blob>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ConnectPayload {
+    initial_config: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SendMessagePayload {
+    parts: Vec<Part>,
+    /// The SDKs default to a complete turn.
+    #[serde(default = "yes", alias = "turn_complete")]
+    turn_complete: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolResponsePayload {
+    #[serde(alias = "tool_response")]
+    tool_response: ToolResponse,
+}
+
+/// One client message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AppMessage {
+    /// The LiveConfig, and top-level keys of it that were not understood.
+    ConnectGemini {
+        config: LiveConfig,
+        ignored_keys: Vec<String>,
+    },
+    SendMessage {
+        parts: Vec<Part>,
+        turn_complete: bool,
+    },
+    SendRealtimeInput(RealtimeInputPayload),
+    SendToolResponse(ToolResponse),
+    UpdateConfig {
+        config: LiveConfig,
+        ignored_keys: Vec<String>,
+    },
+    DisconnectGemini,
+    /// Kept only to answer it: this bridge has no WebRTC.
+    WebrtcOffer,
+    WebrtcIceCandidate,
+}
+
+/// Why a client message could not be used. `Display` is the sentence sent in `GEMINI_ERROR`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("The message is not valid JSON: {0}")]
+    Json(String),
+    #[error("The message is not valid UTF-8 text.")]
+    NotUtf8,
+    #[error(
+        "The message must be a JSON object with a string `type`, like {{\"type\": \"SEND_MESSAGE\", \"payload\": {{...}}}}."
+    )]
+    NoType,
+    #[error("Unknown message type `{0}`. Known types: {known}.", known = APP_MESSAGE_TYPES.join(", "))]
+    UnknownType(String),
+    #[error("{kind} needs a payload: {expected}.")]
+    MissingPayload {
+        kind: &'static str,
+        expected: &'static str,
+    },
+    #[error("{kind} payload is invalid: {error}")]
+    Payload {
+        kind: &'static str,
+        error: PayloadError,
+    },
+}
+
+/// A payload that does not have the expected shape, with where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("at `{path}`: {message}")]
+pub struct PayloadError {
+    pub path: String,
+    pub message: String,
+}
+
+fn decode_value<T: DeserializeOwned>(value: Value) -> Result<T, PayloadError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        PayloadError {
+            path: if path == "." { "payload".into() } else { path },
+            message: e.into_inner().to_string(),
+        }
+    })
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(rename = "type")]
+    kind: Value,
+    #[serde(default)]
+    payload: Option<Value>,
+}
+
+fn envelope(payload: &[u8]) -> Result<(String, Option<Value>), ProtocolError> {
+    let text = std::str::from_utf8(payload).map_err(|_| ProtocolError::NotUtf8)?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| ProtocolError::Json(e.to_string()))?;
+    let envelope: Envelope = serde_json::from_value(value).map_err(|_| ProtocolError::NoType)?;
+    let Value::String(kind) = envelope.kind else {
+        return Err(ProtocolError::NoType);
+    };
+    // `"payload": null` is the same as no payload.
+    Ok((kind, envelope.payload.filter(|p| !p.is_null())))
+}
+
+impl AppMessage {
+    /// Decodes one client frame.
+    pub fn decode(frame: &[u8]) -> Result<AppMessage, ProtocolError> {
+        let (kind, payload) = envelope(frame)?;
+        let kind: &'static str = APP_MESSAGE_TYPES
+            .iter()
+            .find(|k| **k == kind)
+            .ok_or(ProtocolError::UnknownType(kind))?;
+        let mut payload = payload;
+        let mut need = |expected: &'static str| {
+            payload
+                .take()
+                .ok_or(ProtocolError::MissingPayload { kind, expected })
+        };
+        let bad = |error: PayloadError| ProtocolError::Payload { kind, error };
+        Ok(match kind {
+            "CONNECT_GEMINI" => {
+                let payload: ConnectPayload =
+                    decode_value(need("{\"initialConfig\": LiveConfig}")?).map_err(bad)?;
+                let (config, ignored_keys) =
+                    LiveConfig::from_value(payload.initial_config).map_err(|e| {
+                        let path = match e.path.as_str() {
+                            "payload" => "initialConfig".to_owned(),
+                            inner => format!("initialConfig.{inner}"),
+                        };
+                        bad(PayloadError { path, ..e })
+                    })?;
+                AppMessage::ConnectGemini {
+                    config,
+                    ignored_keys,
+                }
+            }
+            "SEND_MESSAGE" => {
+                let payload: SendMessagePayload =
+                    decode_value(need("{\"parts\": Part[], \"turnComplete\": boolean}")?)
+                        .map_err(bad)?;
+                AppMessage::SendMessage {
+                    parts: payload.parts,
+                    turn_complete: payload.turn_complete,
+                }
+            }
+            "SEND_REALTIME_INPUT" => AppMessage::SendRealtimeInput(
+                decode_value(need(
+                    "{\"text\"?: string, \"audio\"?: {mimeType, data}, \"video\"?: {mimeType, data}}",
+                )?)
+                .map_err(bad)?,
+            ),
+            "SEND_TOOL_RESPONSE" => {
+                let payload: ToolResponsePayload = decode_value(need(
+                    "{\"toolResponse\": {\"functionResponses\": [{id, name, response}]}}",
+                )?)
+                .map_err(bad)?;
+                AppMessage::SendToolResponse(payload.tool_response)
+            }
+            "UPDATE_CONFIG" => {
+                let (config, ignored_keys) =
+                    LiveConfig::from_value(need("a LiveConfig")?).map_err(bad)?;
+                AppMessage::UpdateConfig {
+                    config,
+                    ignored_keys,
+                }
+            }
+            "DISCONNECT_GEMINI" => AppMessage::DisconnectGemini,
+            "WEBRTC_OFFER" => AppMessage::WebrtcOffer,
+            _ => AppMessage::WebrtcIceCandidate,
+        })
+    }
+
+    /// Encodes for the wire (what the bridge client sends).
+    pub fn encode(&self) -> String {
+        let (kind, payload) = match self {
+            AppMessage::ConnectGemini { config, .. } => (
+                "CONNECT_GEMINI",
+                Some(json!({ "initialConfig": to_value(config) })),
+            ),
+            AppMessage::SendMessage {
+                parts,
+                turn_complete,
+            } => (
+                "SEND_MESSAGE",
+                Some(json!({ "parts": to_value(parts), "turnComplete": turn_complete })),
+            ),
+            AppMessage::SendRealtimeInput(input) => ("SEND_REALTIME_INPUT", Some(to_value(input))),
+            AppMessage::SendToolResponse(response) => (
+                "SEND_TOOL_RESPONSE",
+                Some(json!({ "toolResponse": to_value(response) })),
+            ),
+            AppMessage::UpdateConfig { config, .. } => ("UPDATE_CONFIG", Some(to_value(config))),
+            AppMessage::DisconnectGemini => ("DISCONNECT_GEMINI", None),
+            AppMessage::WebrtcOffer => ("WEBRTC_OFFER", Some(json!({ "sdp": "" }))),
+            AppMessage::WebrtcIceCandidate => (
+                "WEBRTC_ICE_CANDIDATE",
+                Some(json!({ "candidate": null, "sdpMid": null, "sdpMLineIndex": null })),
+            ),
+        };
+        encode_envelope(kind, payload)
+    }
+}
+
+fn to_value<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).expect("protocol types always serialize")
+}
+
+fn encode_envelope(kind: &str, payload: Option<Value>) -> String {
+    let mut object = Map::new();
+    object.insert("type".into(), Value::String(kind.to_owned()));
+    if let Some(payload) = payload {
+        object.insert("payload".into(), payload);
+    }
+    Value::Object(object).to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bridge → client (seed 001 §2.3)
+// ---------------------------------------------------------------------------------------------
+
+/// `serverContent` of `CONTENT_MESSAGE`: the Live API's server content, with the usage that
+/// rides beside it (the seed puts `usageMetadata` inside).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BridgeServerContent {
+    #[serde(flatten)]
+    pub content: ServerContent,
+    #[serde(
+        default,
+        alias = "usage_metadata",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub usage_metadata: Option<UsageMetadata>,
+}
+
+/// `SETUP_COMPLETE` payload.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SetupCompleteDetails {
+    pub success: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<SetupErrorDetails>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SetupErrorDetails {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+/// `TURN_COMPLETE` optional details (the Live API's reason and waiting flag).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnCompleteDetails {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for_input: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Info,
+    Warn,
+    Error,
+}
+
+/// One bridge message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BridgeMessage {
+    GeminiConnected,
+    GeminiDisconnected {
+        reason: Option<String>,
+    },
+    GeminiError {
+        message: String,
+        details: Option<Value>,
+    },
+    ContentMessage(Box<BridgeServerContent>),
+    ToolCall(ToolCall),
+    ToolCallCancellation(ToolCallCancellation),
+    SetupComplete(SetupCompleteDetails),
+    Interrupted,
+    TurnComplete(TurnCompleteDetails),
+    /// PCM16 24 kHz mono (base64 on the wire).
+    AudioChunk(Vec<u8>),
+    LogMessage {
+        level: LogLevel,
+        message: String,
+        details: Option<Value>,
+    },
+    AssistantSpeaking {
+        speaking: bool,
+    },
+    GroundingMetadata(Option<Value>),
+    /// A type this client does not use (`WEBRTC_ANSWER`, later additions).
+    Other(String),
+}
+
+impl BridgeMessage {
+    pub fn error(message: impl Into<String>) -> Self {
+        BridgeMessage::GeminiError {
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    pub fn log(level: LogLevel, message: impl Into<String>) -> Self {
+        BridgeMessage::LogMessage {
+            level,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// The wire name of this message's type.
+    pub fn kind(&self) -> &str {
+        match self {
+            BridgeMessage::GeminiConnected => "GEMINI_CONNECTED",
+            BridgeMessage::GeminiDisconnected { .. } => "GEMINI_DISCONNECTED",
+            BridgeMessage::GeminiError { .. } => "GEMINI_ERROR",
+            BridgeMessage::ContentMessage(_) => "CONTENT_MESSAGE",
+            BridgeMessage::ToolCall(_) => "TOOL_CALL",
+            BridgeMessage::ToolCallCancellation(_) => "TOOL_CALL_CANCELLATION",
+            BridgeMessage::SetupComplete(_) => "SETUP_COMPLETE",
+            BridgeMessage::Interrupted => "INTERRUPTED",
+            BridgeMessage::TurnComplete(_) => "TURN_COMPLETE",
+            BridgeMessage::AudioChunk(_) => "AUDIO_CHUNK",
+            BridgeMessage::LogMessage { .. } => "LOG_MESSAGE",
+            BridgeMessage::AssistantSpeaking { .. } => "ASSISTANT_SPEAKING",
+            BridgeMessage::GroundingMetadata(_) => "groundingMetadata",
+            BridgeMessage::Other(kind) => kind,
+        }
+    }
+
+    pub fn encode(&self) -> String {
+        let payload = match self {
+            BridgeMessage::GeminiConnected | BridgeMessage::Interrupted => None,
+            BridgeMessage::GeminiDisconnected { reason } => Some(match reason {
+                Some(reason) => json!({ "reason": reason }),
+                None => json!({}),
+            }),
+            BridgeMessage::GeminiError { message, details } => {
+                let mut payload = json!({ "message": message });
+                if let Some(details) = details {
+                    payload["details"] = details.clone();
+                }
+                Some(payload)
+            }
+            BridgeMessage::ContentMessage(content) => {
+                Some(json!({ "serverContent": to_value(content) }))
+            }
+            BridgeMessage::ToolCall(call) => Some(json!({ "toolCall": to_value(call) })),
+            BridgeMessage::ToolCallCancellation(cancel) => {
+                Some(json!({ "toolCallCancellation": to_value(cancel) }))
+            }
+            BridgeMessage::SetupComplete(details) => Some(to_value(details)),
+            BridgeMessage::TurnComplete(details) => {
+                (*details != TurnCompleteDetails::default()).then(|| to_value(details))
+            }
+            BridgeMessage::AudioChunk(pcm) => Some(json!({
+                "data": crate::live::lenient::encode_base64(pcm)
+            })),
+            BridgeMessage::LogMessage {
+                level,
+                message,
+                details,
+            } => {
+                let mut payload = json!({ "type": level, "message": message });
+                if let Some(details) = details {
+                    payload["details"] = details.clone();
+                }
+                Some(payload)
+            }
+            BridgeMessage::AssistantSpeaking { speaking } => Some(json!({ "speaking": speaking })),
+            BridgeMessage::GroundingMetadata(metadata) => Some(match metadata {
+                Some(metadata) => json!({ "groundingMetadata": metadata }),
+                None => json!({}),
+            }),
+            BridgeMessage::Other(_) => None,
+        };
+        encode_envelope(self.kind(), payload)
+    }
+
+    /// Decodes one bridge frame (what the bridge client receives).
+    pub fn decode(frame: &[u8]) -> Result<BridgeMessage, ProtocolError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Content {
+            server_content: BridgeServerContent,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Call {
+            tool_call: ToolCall,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Cancel {
+            tool_call_cancellation: ToolCallCancellation,
+        }
+        #[derive(Deserialize)]
+        struct Disconnected {
+            #[serde(default)]
+            reason: Option<String>,
+        }
+        #[derive(Deserialize)]
+        struct Error {
+            #[serde(default)]
+            message: Option<String>,
+            #[serde(default)]
+            details: Option<Value>,
+        }
+        #[derive(Deserialize)]
+        struct Audio {
+            #[serde(with = "crate::live::lenient::base64_bytes")]
+            data: Vec<u8>,
+        }
+        #[derive(Deserialize)]
+        struct Log {
+            #[serde(rename = "type", default)]
+            level: Option<String>,
+            #[serde(default)]
+            message: String,
+            #[serde(default)]
+            details: Option<Value>,
+        }
+        #[derive(Deserialize)]
+        struct Speaking {
+            #[serde(default = "yes")]
+            speaking: bool,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Grounding {
+            #[serde(default)]
+            grounding_metadata: Option<Value>,
+        }
+
+        let (kind, payload) = envelope(frame)?;
+        // Types without a payload may still carry `{}`.
+        let payload = payload.unwrap_or_else(|| json!({}));
+        let name: &'static str = match kind.as_str() {
+            "CONTENT_MESSAGE" => "CONTENT_MESSAGE",
+            "TOOL_CALL" => "TOOL_CALL",
+            "TOOL_CALL_CANCELLATION" => "TOOL_CALL_CANCELLATION",
+            "SETUP_COMPLETE" => "SETUP_COMPLETE",
+            "TURN_COMPLETE" => "TURN_COMPLETE",
+            "AUDIO_CHUNK" => "AUDIO_CHUNK",
+            "LOG_MESSAGE" => "LOG_MESSAGE",
+            "GEMINI_ERROR" => "GEMINI_ERROR",
+            "GEMINI_DISCONNECTED" => "GEMINI_DISCONNECTED",
+            "ASSISTANT_SPEAKING" => "ASSISTANT_SPEAKING",
+            "groundingMetadata" => "groundingMetadata",
+            "GEMINI_CONNECTED" => return Ok(BridgeMessage::GeminiConnected),
+            "INTERRUPTED" => return Ok(BridgeMessage::Interrupted),
+            _ => return Ok(BridgeMessage::Other(kind)),
+        };
+        let bad = |error: PayloadError| ProtocolError::Payload { kind: name, error };
+        Ok(match name {
+            "CONTENT_MESSAGE" => {
+                let c: Content = decode_value(payload).map_err(bad)?;
+                BridgeMessage::ContentMessage(Box::new(c.server_content))
+            }
+            "TOOL_CALL" => {
+                BridgeMessage::ToolCall(decode_value::<Call>(payload).map_err(bad)?.tool_call)
+            }
+            "TOOL_CALL_CANCELLATION" => BridgeMessage::ToolCallCancellation(
+                decode_value::<Cancel>(payload)
+                    .map_err(bad)?
+                    .tool_call_cancellation,
+            ),
+            "SETUP_COMPLETE" => BridgeMessage::SetupComplete(decode_value(payload).map_err(bad)?),
+            "TURN_COMPLETE" => BridgeMessage::TurnComplete(decode_value(payload).map_err(bad)?),
+            "AUDIO_CHUNK" => {
+                BridgeMessage::AudioChunk(decode_value::<Audio>(payload).map_err(bad)?.data)
+            }
+            "LOG_MESSAGE" => {
+                let log: Log = decode_value(payload).map_err(bad)?;
+                let level = match log.level.as_deref().map(str::to_ascii_lowercase).as_deref() {
+                    Some("error") => LogLevel::Error,
+                    Some("warn") | Some("warning") => LogLevel::Warn,
+                    _ => LogLevel::Info,
+                };
+                BridgeMessage::LogMessage {
+                    level,
+                    message: log.message,
+                    details: log.details,
+                }
+            }
+            "GEMINI_ERROR" => {
+                let e: Error = decode_value(payload).map_err(bad)?;
+                BridgeMessage::GeminiError {
+                    message: e
+                        .message
+                        .unwrap_or_else(|| "The bridge reported an error.".into()),
+                    details: e.details,
+                }
+            }
+            "GEMINI_DISCONNECTED" => BridgeMessage::GeminiDisconnected {
+                reason: decode_value::<Disconnected>(payload).map_err(bad)?.reason,
+            },
+            "ASSISTANT_SPEAKING" => BridgeMessage::AssistantSpeaking {
+                speaking: decode_value::<Speaking>(payload).map_err(bad)?.speaking,
+            },
+            _ => BridgeMessage::GroundingMetadata(
+                decode_value::<Grounding>(payload)
+                    .map_err(bad)?
+                    .grounding_metadata,
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,439 @@
+//! Protocol types and the LiveConfig → setup mapping, against the seed's own examples.
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::live::wire::{FunctionCall, FunctionResponse, SpeechConfig};
+
+fn decode(value: Value) -> Result<AppMessage, ProtocolError> {
+    AppMessage::decode(value.to_string().as_bytes())
+}
+
+fn encoded(message: &BridgeMessage) -> Value {
+    serde_json::from_str(&message.encode()).unwrap()
+}
+
+#[test]
+fn seed_connect_example_maps_onto_setup() {
+    // Seed 001 §4.1, plus a tool with the seed's defaultBehavior/defaultScheduling.
+    let message = decode(json!({
+        "type": "CONNECT_GEMINI",
+        "payload": {"initialConfig": {
+            "model": "models/gemini-2.0-flash-live-001",
+            "systemInstruction": {"parts": [{"text": "You are a helpful assistant."}]},
+            "generationConfig": {
+                "responseModalities": ["audio"],
+                "temperature": 0.4, "topK": 32, "topP": 0.9, "maxOutputTokens": 256,
+                "speechConfig": {"voiceConfig": {"prebuiltVoiceConfig": {"voiceName": "Aoede"}}}
+            },
+            "tools": [
+                {"functionDeclarations": [
+                    {"name": "getCurrentTime", "description": "Current time",
+                     "defaultBehavior": "NON_BLOCKING", "defaultScheduling": "when_idle"},
+                    {"name": "get_weather", "parameters": {"type": "OBJECT",
+                        "properties": {"location": {"type": "STRING"}}},
+                     "defaultBehavior": "blocking"}
+                ]},
+                {"googleSearch": {}}
+            ],
+            "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}]
+        }}
+    }))
+    .unwrap();
+    let AppMessage::ConnectGemini {
+        config,
+        ignored_keys,
+    } = message
+    else {
+        panic!("not a connect: {message:?}");
+    };
+    assert!(ignored_keys.is_empty());
+    let mapped = config.to_setup().unwrap();
+    assert!(mapped.warnings.is_empty(), "{:?}", mapped.warnings);
+    let setup = serde_json::to_value(&mapped.setup).unwrap();
+    assert_eq!(
+        setup,
+        json!({
+            "model": "models/gemini-2.0-flash-live-001",
+            "generationConfig": {
+                "responseModalities": ["AUDIO"],
+                "speechConfig": {"voiceConfig": {"prebuiltVoiceConfig": {"voiceName": "Aoede"}}},
+                "temperature": 0.4, "topP": 0.9, "topK": 32, "maxOutputTokens": 256
+            },
+            "systemInstruction": {"parts": [{"text": "You are a helpful assistant."}]},
+            "tools": [
+                {"functionDeclarations": [
+                    {"name": "getCurrentTime", "description": "Current time", "behavior": "NON_BLOCKING"},
+                    {"name": "get_weather", "parameters": {"type": "OBJECT",
+                        "properties": {"location": {"type": "STRING"}}}, "behavior": "BLOCKING"}
+                ]},
+                {"googleSearch": {}}
+            ],
+            "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}]
+        })
+    );
+    assert_eq!(
+        mapped.scheduling.get("getCurrentTime"),
+        Some(&Scheduling::WhenIdle)
+    );
+    assert_eq!(mapped.scheduling.len(), 1);
+}
+
+#[test]
+fn unsupported_config_fields_become_warnings_not_failures() {
+    let (config, ignored) = LiveConfig::from_value(json!({
+        "model": "gemini-live-2.5-flash-preview",
+        "generationConfig": {"responseModalities": ["TEXT", "image"], "stopSequences": ["STOP"]},
+        "tools": [{"functionDeclarations": [{"name": "f", "defaultScheduling": "SILENT"}]}],
+        "sessionResumption": {}, "fancyNewThing": 1
+    }))
+    .unwrap();
+    assert_eq!(ignored, ["fancyNewThing", "sessionResumption"]);
+    let mapped = config.to_setup().unwrap();
+    // A bare model id gets the prefix the service needs.
+    assert_eq!(mapped.setup.model, "models/gemini-live-2.5-flash-preview");
+    assert_eq!(
+        mapped.setup.generation_config.unwrap().response_modalities,
+        [Modality::Text]
+    );
+    assert_eq!(mapped.warnings.len(), 3, "{:?}", mapped.warnings);
+    assert!(mapped.warnings[0].contains("\"image\""));
+    assert!(mapped.warnings[1].contains("stopSequences"));
+    assert!(mapped.warnings[2].contains("NON_BLOCKING"));
+    assert!(mapped.scheduling.is_empty());
+}
+
+#[test]
+fn unusable_configs_are_clear_errors() {
+    let to_setup = |v: Value| LiveConfig::from_value(v).unwrap().0.to_setup();
+    assert_eq!(to_setup(json!({})), Err(ConfigError::MissingModel));
+    assert!(matches!(
+        to_setup(json!({"model": "a b"})),
+        Err(ConfigError::BadModel(_))
+    ));
+    let bad = to_setup(
+        json!({"model": "m", "tools": [{"functionDeclarations": [{"name": "f", "defaultBehavior": "sometimes"}]}]}),
+    )
+    .unwrap_err();
+    assert!(bad.to_string().contains("BLOCKING, NON_BLOCKING"), "{bad}");
+    assert_eq!(
+        to_setup(json!({"model": "m", "tools": [{"functionDeclarations": [{"name": " "}]}]})),
+        Err(ConfigError::UnnamedFunction { index: 1 })
+    );
+}
+
+#[test]
+fn setup_round_trips_through_live_config() {
+    let setup = Setup {
+        model: "models/gemini-3.8-live".into(),
+        generation_config: Some(GenerationConfig {
+            response_modalities: vec![Modality::Audio],
+            speech_config: Some(SpeechConfig::voice("Puck")),
+            ..GenerationConfig::default()
+        }),
+        system_instruction: Some(crate::live::wire::Content::text("user", "Be brief.")),
+        tools: vec![Tool {
+            function_declarations: vec![FunctionDeclaration {
+                name: "get_device_status".into(),
+                description: Some("Reads a device".into()),
+                parameters: Some(json!({"type": "OBJECT"})),
+                behavior: Some(Behavior::NonBlocking),
+                ..FunctionDeclaration::default()
+            }],
+            ..Tool::default()
+        }],
+        input_audio_transcription: Some(AudioTranscriptionConfig::default()),
+        output_audio_transcription: Some(AudioTranscriptionConfig::default()),
+        ..Setup::default()
+    };
+    let config = LiveConfig::from_setup(&setup);
+    let wire = serde_json::to_value(&config).unwrap();
+    // The seed's lower-case modality on the bridge's wire.
+    assert_eq!(
+        wire["generationConfig"]["responseModalities"],
+        json!(["audio"])
+    );
+    let (back, ignored) = LiveConfig::from_value(wire).unwrap();
+    assert!(ignored.is_empty());
+    assert_eq!(back.to_setup().unwrap().setup, setup);
+}
+
+#[test]
+fn every_client_message_round_trips() {
+    let messages = [
+        AppMessage::ConnectGemini {
+            config: LiveConfig {
+                model: "models/m".into(),
+                ..LiveConfig::default()
+            },
+            ignored_keys: Vec::new(),
+        },
+        AppMessage::SendMessage {
+            parts: vec![Part {
+                text: Some("Hello".into()),
+                ..Part::default()
+            }],
+            turn_complete: false,
+        },
+        AppMessage::SendRealtimeInput(RealtimeInputPayload {
+            input: RealtimeInput {
+                audio: Some(Blob {
+                    mime_type: "audio/pcm;rate=16000".into(),
+                    data: vec![1, 0, 255, 127],
+                }),
+                ..RealtimeInput::default()
+            },
+            chunks: Vec::new(),
+        }),
+        AppMessage::SendToolResponse(ToolResponse {
+            function_responses: vec![FunctionResponse {
+                id: Some("function-call-123".into()),
+                name: "getCurrentTime".into(),
+                response: json!({"currentTime": "2024-06-01T12:34:56Z"}),
+                ..FunctionResponse::default()
+            }],
+        }),
+        AppMessage::UpdateConfig {
+            config: LiveConfig {
+                model: "models/m".into(),
+                ..LiveConfig::default()
+            },
+            ignored_keys: Vec::new(),
+        },
+        AppMessage::DisconnectGemini,
+        AppMessage::WebrtcOffer,
+        AppMessage::WebrtcIceCandidate,
+    ];
+    for message in messages {
+        let text = message.encode();
+        assert_eq!(
+            AppMessage::decode(text.as_bytes()).unwrap(),
+            message,
+            "{text}"
+        );
+    }
+    assert_eq!(
+        AppMessage::DisconnectGemini.encode(),
+        r#"{"type":"DISCONNECT_GEMINI"}"#
+    );
+}
+
+#[test]
+fn seed_tool_response_and_realtime_examples_decode() {
+    let message = decode(
+        json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {
+        "functionResponses": [{"id": "call123", "name": "get_weather",
+            "response": {"temperature": "15C", "condition": "Cloudy"}}]}}}),
+    )
+    .unwrap();
+    let AppMessage::SendToolResponse(response) = message else {
+        panic!("{message:?}")
+    };
+    assert_eq!(
+        response.function_responses[0].id.as_deref(),
+        Some("call123")
+    );
+    assert_eq!(
+        response.function_responses[0].response["condition"],
+        "Cloudy"
+    );
+
+    let message = decode(json!({"type": "SEND_REALTIME_INPUT", "payload": {
+        "video": {"mimeType": "image/jpeg", "data": "/9j/4AAQ"}}}))
+    .unwrap();
+    let AppMessage::SendRealtimeInput(input) = message else {
+        panic!("{message:?}")
+    };
+    assert_eq!(input.input.video.unwrap().mime_type, "image/jpeg");
+
+    // Both deprecated spellings are recognised so the bridge can warn about them.
+    for key in ["chunks", "mediaChunks", "media_chunks"] {
+        let message = decode(json!({"type": "SEND_REALTIME_INPUT", "payload": {
+            key: [{"mimeType": "audio/pcm;rate=16000", "data": "AAA="}, {"mimeType": "audio/pcm", "data": "AQA="}]}}))
+        .unwrap();
+        let AppMessage::SendRealtimeInput(input) = message else {
+            panic!("{message:?}")
+        };
+        assert_eq!(
+            input.chunks.len() + input.input.media_chunks.len(),
+            2,
+            "{key}"
+        );
+    }
+
+    // SEND_MESSAGE defaults to a complete turn, like the SDKs.
+    assert_eq!(
+        decode(json!({"type": "SEND_MESSAGE", "payload": {"parts": [{"text": "Hi"}]}})).unwrap(),
+        AppMessage::SendMessage {
+            parts: vec![Part {
+                text: Some("Hi".into()),
+                ..Part::default()
+            }],
+            turn_complete: true
+        }
+    );
+}
+
+#[test]
+fn bad_client_messages_say_what_is_wrong() {
+    let error = |frame: &str| {
+        AppMessage::decode(frame.as_bytes())
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(error("{not json").starts_with("The message is not valid JSON"));
+    assert!(error("[1,2]").contains("string `type`"));
+    assert!(error(r#"{"type": 7}"#).contains("string `type`"));
+    let unknown = error(r#"{"type": "SEND_TEXT"}"#);
+    assert!(
+        unknown.contains("`SEND_TEXT`") && unknown.contains("SEND_MESSAGE"),
+        "{unknown}"
+    );
+    assert!(error(r#"{"type": "SEND_MESSAGE"}"#).contains("SEND_MESSAGE needs a payload"));
+    let shape = error(r#"{"type": "SEND_MESSAGE", "payload": {"parts": "hello"}}"#);
+    assert!(
+        shape.starts_with("SEND_MESSAGE payload is invalid: at `parts`"),
+        "{shape}"
+    );
+    let nested = error(
+        r#"{"type": "CONNECT_GEMINI", "payload": {"initialConfig": {"model": "m", "generationConfig": {"temperature": "hot"}}}}"#,
+    );
+    // (Fields reached through `#[serde(flatten)]` are reported at their parent's path.)
+    assert!(
+        nested.contains("at `initialConfig.generationConfig`") && nested.contains("\"hot\""),
+        "{nested}"
+    );
+    let base64 = error(
+        r#"{"type": "SEND_REALTIME_INPUT", "payload": {"audio": {"mimeType": "audio/pcm", "data": "***"}}}"#,
+    );
+    assert!(base64.contains("base64"), "{base64}");
+    assert!(AppMessage::decode(&[0xff, 0xfe]).is_err());
+}
+
+#[test]
+fn bridge_messages_have_the_seed_shapes() {
+    assert_eq!(
+        encoded(&BridgeMessage::GeminiConnected),
+        json!({"type": "GEMINI_CONNECTED"})
+    );
+    assert_eq!(
+        encoded(&BridgeMessage::SetupComplete(SetupCompleteDetails {
+            success: true,
+            error: None
+        })),
+        json!({"type": "SETUP_COMPLETE", "payload": {"success": true}})
+    );
+    assert_eq!(
+        encoded(&BridgeMessage::AudioChunk(vec![1, 0, 2, 0])),
+        json!({"type": "AUDIO_CHUNK", "payload": {"data": "AQACAA=="}})
+    );
+    assert_eq!(
+        encoded(&BridgeMessage::AssistantSpeaking { speaking: true }),
+        json!({"type": "ASSISTANT_SPEAKING", "payload": {"speaking": true}})
+    );
+    assert_eq!(
+        encoded(&BridgeMessage::TurnComplete(TurnCompleteDetails::default())),
+        json!({"type": "TURN_COMPLETE"})
+    );
+    assert_eq!(
+        encoded(&BridgeMessage::log(LogLevel::Warn, "careful")),
+        json!({"type": "LOG_MESSAGE", "payload": {"type": "warn", "message": "careful"}})
+    );
+    assert_eq!(
+        encoded(&BridgeMessage::ToolCall(ToolCall {
+            function_calls: vec![FunctionCall {
+                id: Some("call123".into()),
+                name: "get_weather".into(),
+                args: json!({"location": "London"}),
+            }]
+        })),
+        json!({"type": "TOOL_CALL", "payload": {"toolCall": {"functionCalls": [
+            {"id": "call123", "name": "get_weather", "args": {"location": "London"}}]}}})
+    );
+    assert_eq!(
+        encoded(&BridgeMessage::ToolCallCancellation(ToolCallCancellation {
+            ids: vec!["call123".into()]
+        })),
+        json!({"type": "TOOL_CALL_CANCELLATION", "payload": {"toolCallCancellation": {"ids": ["call123"]}}})
+    );
+    assert_eq!(
+        encoded(&BridgeMessage::GroundingMetadata(Some(
+            json!({"searchEntryPoint": {"renderedContent": "<div/>"}})
+        ))),
+        json!({"type": "groundingMetadata", "payload": {"groundingMetadata": {"searchEntryPoint": {"renderedContent": "<div/>"}}}})
+    );
+    let content = BridgeMessage::ContentMessage(Box::new(BridgeServerContent {
+        content: ServerContent {
+            output_transcription: Some(crate::live::wire::Transcription {
+                text: Some("Hi".into()),
+                ..Default::default()
+            }),
+            ..ServerContent::default()
+        },
+        usage_metadata: Some(UsageMetadata {
+            total_token_count: Some(5),
+            ..UsageMetadata::default()
+        }),
+    }));
+    assert_eq!(
+        encoded(&content),
+        json!({"type": "CONTENT_MESSAGE", "payload": {"serverContent": {
+            "outputTranscription": {"text": "Hi"}, "usageMetadata": {"totalTokenCount": 5}}}})
+    );
+}
+
+#[test]
+fn every_bridge_message_round_trips() {
+    let messages = [
+        BridgeMessage::GeminiConnected,
+        BridgeMessage::GeminiDisconnected {
+            reason: Some("bye".into()),
+        },
+        BridgeMessage::GeminiError {
+            message: "bad".into(),
+            details: Some(json!({"code": 1011})),
+        },
+        BridgeMessage::SetupComplete(SetupCompleteDetails {
+            success: false,
+            error: Some(SetupErrorDetails {
+                code: Some(1007),
+                message: Some("invalid".into()),
+                details: None,
+            }),
+        }),
+        BridgeMessage::Interrupted,
+        BridgeMessage::TurnComplete(TurnCompleteDetails {
+            reason: Some("NEED_MORE_INPUT".into()),
+            waiting_for_input: Some(true),
+        }),
+        BridgeMessage::AudioChunk(vec![9, 8, 7, 6]),
+        BridgeMessage::AssistantSpeaking { speaking: true },
+        BridgeMessage::log(LogLevel::Error, "oops"),
+        BridgeMessage::GroundingMetadata(Some(json!({"x": 1}))),
+        BridgeMessage::ContentMessage(Box::new(BridgeServerContent {
+            content: ServerContent {
+                generation_complete: Some(true),
+                ..ServerContent::default()
+            },
+            usage_metadata: None,
+        })),
+    ];
+    for message in messages {
+        let text = message.encode();
+        assert_eq!(
+            BridgeMessage::decode(text.as_bytes()).unwrap(),
+            message,
+            "{text}"
+        );
+    }
+    // Types this client has no use for are recognised as such, not errors.
+    assert_eq!(
+        BridgeMessage::decode(br#"{"type": "WEBRTC_ANSWER", "payload": {"sdp": "v=0"}}"#).unwrap(),
+        BridgeMessage::Other("WEBRTC_ANSWER".into())
+    );
+    // A TURN_COMPLETE with an empty payload, as other bridges send it.
+    assert_eq!(
+        BridgeMessage::decode(br#"{"type": "TURN_COMPLETE", "payload": {}}"#).unwrap(),
+        BridgeMessage::TurnComplete(TurnCompleteDetails::default())
+    );
+}

@@ -1,0 +1,1057 @@
+//! `livetalk serve`: the bridge's listener and one [`ClientSession`] per app connection, each
+//! with its own upstream Live session (the real service with the server's key, or the mock).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use futures_util::stream::SplitSink;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::json;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, Uri};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{self, Message};
+use tracing::{debug, info, warn};
+
+use super::protocol::{
+    AppMessage, BridgeMessage, BridgeServerContent, LiveConfig, LogLevel, RealtimeInputPayload,
+    SetupCompleteDetails, SetupErrorDetails, TurnCompleteDetails,
+};
+use crate::cli::ServeArgs;
+use crate::config::{FlagOverrides, Settings, Target};
+use crate::live::wire::{
+    ClientContent, ClientMessage, Content, Part, RealtimeInput, Scheduling, ServerContent,
+    SessionResumptionConfig, Setup, ToolCall, ToolCallCancellation, ToolResponse, Transcription,
+};
+use crate::live::{
+    self, ApiKey, Endpoint, SessionError, SessionEvent, SessionHandle, SessionOptions,
+};
+use crate::mock::{MockOptions, MockServer};
+
+/// Default largest client message: room for a large base64 image frame.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 << 20;
+
+/// Where each client's Live session goes. `Debug` never shows the key.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    pub endpoint: Endpoint,
+    pub api_key: Option<ApiKey>,
+    pub setup_timeout: Duration,
+}
+
+/// How to run the bridge.
+#[derive(Debug, Clone)]
+pub struct BridgeOptions {
+    pub listen: SocketAddr,
+    pub upstream: Upstream,
+    /// Required from clients when set (`?token=` or `Authorization: Bearer`); required to be
+    /// set when listening on anything but loopback.
+    pub token: Option<String>,
+    /// Larger client messages are answered with `GEMINI_ERROR` and dropped; the connection
+    /// stays usable. Messages over four times this close the connection (1009), since they
+    /// have to be read whole before they can be refused.
+    pub max_message_bytes: usize,
+}
+
+/// Why the bridge refuses to start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BridgeStartError {
+    #[error(
+        "refusing to listen on {0} without --token: any host that can reach it could use the server's API key. Pass --token (or set LIVETALK_BRIDGE_TOKEN), or listen on 127.0.0.1"
+    )]
+    TokenRequired(SocketAddr),
+    #[error("--token must not be empty")]
+    EmptyToken,
+}
+
+/// A running bridge; it stops accepting when dropped (open sessions run to their end).
+pub struct BridgeServer {
+    local_addr: SocketAddr,
+    _shutdown: oneshot::Sender<()>,
+}
+
+struct Shared {
+    upstream: Upstream,
+    token: Option<String>,
+    max_message_bytes: usize,
+}
+
+impl BridgeServer {
+    pub async fn start(options: BridgeOptions) -> anyhow::Result<BridgeServer> {
+        if options
+            .token
+            .as_deref()
+            .is_some_and(|t| t.trim().is_empty())
+        {
+            return Err(BridgeStartError::EmptyToken.into());
+        }
+        if !options.listen.ip().is_loopback() && options.token.is_none() {
+            return Err(BridgeStartError::TokenRequired(options.listen).into());
+        }
+        let listener = TcpListener::bind(options.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", options.listen))?;
+        let local_addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            upstream: options.upstream,
+            token: options.token,
+            max_message_bytes: options.max_message_bytes.max(1024),
+        });
+        let (shutdown_tx, mut shutdown_rx) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => match accepted {
+                        Ok((stream, peer)) => {
+                            let shared = shared.clone();
+                            tokio::spawn(async move {
+                                let _ = stream.set_nodelay(true);
+                                serve_connection(stream, peer, shared).await;
+                            });
+                        }
+                        Err(e) => warn!("accept failed: {e}"),
+                    },
+                    _ = &mut shutdown_rx => break,
+                }
+            }
+        });
+        info!(%local_addr, "bridge listening");
+        Ok(BridgeServer {
+            local_addr,
+            _shutdown: shutdown_tx,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// `ws://host:port`.
+    pub fn url(&self) -> String {
+        format!("ws://{}", self.local_addr)
+    }
+}
+
+/// `livetalk serve`: resolve the upstream from the normal config (key from config or env),
+/// serve until Ctrl-C or SIGTERM. The first stdout line names the URL.
+pub async fn serve_until_signal(
+    args: ServeArgs,
+    config: Option<std::path::PathBuf>,
+) -> anyhow::Result<()> {
+    let settings = Settings::load(&FlagOverrides {
+        config,
+        endpoint: args.endpoint.clone(),
+        api_version: args.api_version.map(Into::into),
+        offline: args.offline,
+        ..FlagOverrides::default()
+    })?;
+    let token = args
+        .token
+        .clone()
+        .or_else(|| std::env::var("LIVETALK_BRIDGE_TOKEN").ok());
+
+    let (endpoint, api_key, _mock, upstream_label) = match &settings.target {
+        Target::Google(endpoint) | Target::Custom(endpoint) => (
+            endpoint.clone(),
+            settings.api_key.clone(),
+            None,
+            endpoint.host().to_owned(),
+        ),
+        // The mock needs no key; don't hand it the real one.
+        _ => {
+            let mock = MockServer::start(MockOptions {
+                speed: args.speed,
+                ..MockOptions::loopback()
+            })
+            .await
+            .context("starting the embedded offline demo model")?;
+            (
+                mock.endpoint(settings.api_version),
+                None,
+                Some(mock),
+                "the offline demo model".to_owned(),
+            )
+        }
+    };
+    let server = BridgeServer::start(BridgeOptions {
+        listen: args.listen,
+        upstream: Upstream {
+            endpoint,
+            api_key,
+            setup_timeout: settings.setup_timeout,
+        },
+        token,
+        max_message_bytes: args.max_message_bytes,
+    })
+    .await?;
+    println!(
+        "livetalk bridge listening on {} (upstream: {upstream_label})",
+        server.url()
+    );
+    use std::io::Write as _;
+    std::io::stdout().flush()?;
+    crate::mock::server::wait_for_signal().await;
+    info!("bridge stopping");
+    Ok(())
+}
+
+async fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
+    #[allow(clippy::result_large_err)] // the type is fixed by tungstenite
+    let callback = |request: &Request, response: Response| -> Result<Response, ErrorResponse> {
+        match authorize(request, shared.token.as_deref()) {
+            Ok(()) => Ok(response),
+            Err((status, text)) => {
+                debug!(%peer, %status, "upgrade refused");
+                let mut error = ErrorResponse::new(Some(text.to_owned()));
+                *error.status_mut() = status;
+                if status == StatusCode::UNAUTHORIZED {
+                    error
+                        .headers_mut()
+                        .insert("www-authenticate", HeaderValue::from_static("Bearer"));
+                }
+                Err(error)
+            }
+        }
+    };
+    // The hard limit protects memory; the soft limit (checked per message) keeps the
+    // connection usable when a client sends something too large.
+    let hard_limit = shared.max_message_bytes.saturating_mul(4);
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(hard_limit))
+        .max_frame_size(Some(hard_limit))
+        .write_buffer_size(0);
+    match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
+        Ok(socket) => {
+            debug!(%peer, "client connected");
+            ClientSession::new(shared, peer).run(socket).await;
+            debug!(%peer, "client gone");
+        }
+        Err(e) => debug!(%peer, "upgrade failed: {e}"),
+    }
+}
+
+/// Checks the upgrade request: the token when one is configured; without one, browser pages
+/// from other origins are refused (any web page could otherwise spend the server's key
+/// through a loopback bridge).
+fn authorize(request: &Request, token: Option<&str>) -> Result<(), (StatusCode, &'static str)> {
+    match token {
+        Some(expected) => {
+            let from_query = request.uri().query().into_iter().flat_map(|q| {
+                q.split('&')
+                    .filter_map(|pair| pair.strip_prefix("token="))
+                    .map(percent_decode)
+            });
+            let from_header = request
+                .headers()
+                .get_all("authorization")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .filter_map(|v| {
+                    v.strip_prefix("Bearer ")
+                        .or_else(|| v.strip_prefix("bearer "))
+                })
+                .map(|v| v.trim().to_owned());
+            if from_query
+                .chain(from_header)
+                .any(|given| constant_time_eq(given.as_bytes(), expected.as_bytes()))
+            {
+                Ok(())
+            } else {
+                Err((
+                    StatusCode::UNAUTHORIZED,
+                    "This bridge needs its token: add ?token=... to the URL or send Authorization: Bearer ....",
+                ))
+            }
+        }
+        None => match request.headers().get("origin") {
+            Some(origin) if !origin_is_loopback(origin.to_str().unwrap_or("")) => Err((
+                StatusCode::FORBIDDEN,
+                "This bridge has no token, so it only accepts pages served from localhost. Start it with --token to allow other origins.",
+            )),
+            _ => Ok(()),
+        },
+    }
+}
+
+fn origin_is_loopback(origin: &str) -> bool {
+    let Ok(uri) = origin.parse::<Uri>() else {
+        return false;
+    };
+    match uri.host() {
+        Some("localhost") => true,
+        Some(host) => host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback()),
+        None => false,
+    }
+}
+
+/// Minimal `%XX` decoding for the token query parameter.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Some(byte) = std::str::from_utf8(&bytes[i + 1..i + 3])
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        {
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Compares without an early exit, so response timing does not reveal the token.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+// ---------------------------------------------------------------------------------------------
+// One app connection
+// ---------------------------------------------------------------------------------------------
+
+type ClientSink = SplitSink<WebSocketStream<TcpStream>, Message>;
+
+/// The upstream Live session of one client, and what the bridge tracks about it.
+struct LiveLink {
+    handle: SessionHandle,
+    events: mpsc::Receiver<SessionEvent>,
+    /// The setup it was opened with (before the resumption handle), to compare models.
+    setup: Setup,
+    /// `defaultScheduling` of NON_BLOCKING functions.
+    scheduling: HashMap<String, Scheduling>,
+    /// The latest resumable handle, for `UPDATE_CONFIG`.
+    resumption_handle: Option<String>,
+    /// Unanswered calls: id → name (fills in a missing `name` of a response).
+    pending_calls: HashMap<String, String>,
+    /// Model audio is flowing in the current turn (`ASSISTANT_SPEAKING` was sent).
+    speaking: bool,
+}
+
+enum Flow {
+    Continue,
+    /// Close the client's WebSocket.
+    Close,
+}
+
+enum Incoming {
+    Client(Option<Result<Message, tungstenite::Error>>),
+    Upstream(Option<SessionEvent>),
+}
+
+struct ClientSession {
+    shared: Arc<Shared>,
+    peer: SocketAddr,
+    link: Option<LiveLink>,
+    sink: Option<ClientSink>,
+}
+
+impl ClientSession {
+    fn new(shared: Arc<Shared>, peer: SocketAddr) -> Self {
+        ClientSession {
+            shared,
+            peer,
+            link: None,
+            sink: None,
+        }
+    }
+
+    async fn run(mut self, socket: WebSocketStream<TcpStream>) {
+        let (sink, mut stream) = socket.split();
+        self.sink = Some(sink);
+        loop {
+            let has_link = self.link.is_some();
+            let incoming = tokio::select! {
+                frame = stream.next() => Incoming::Client(frame),
+                event = async { self.link.as_mut()?.events.recv().await }, if has_link => {
+                    Incoming::Upstream(event)
+                }
+            };
+            let flow = match incoming {
+                Incoming::Client(Some(Ok(Message::Text(text)))) => {
+                    self.on_client_frame(text.as_bytes()).await
+                }
+                Incoming::Client(Some(Ok(Message::Binary(bytes)))) => {
+                    self.on_client_frame(&bytes).await
+                }
+                Incoming::Client(Some(Ok(Message::Close(_)))) | Incoming::Client(None) => break,
+                // Pings are answered by tungstenite as we keep reading.
+                Incoming::Client(Some(Ok(_))) => Flow::Continue,
+                Incoming::Client(Some(Err(tungstenite::Error::Capacity(e)))) => {
+                    let message = format!(
+                        "The message was far larger than this bridge accepts ({e}); closing the connection. Messages up to {} bytes are allowed.",
+                        self.shared.max_message_bytes
+                    );
+                    self.send(BridgeMessage::error(message)).await;
+                    self.close_socket(CloseCode::Size, "message too big").await;
+                    break;
+                }
+                Incoming::Client(Some(Err(e))) => {
+                    debug!(peer = %self.peer, "client read error: {e}");
+                    break;
+                }
+                Incoming::Upstream(Some(event)) => self.on_upstream_event(event).await,
+                Incoming::Upstream(None) => {
+                    // The reader ended without a Closed event (it always sends one; defensive).
+                    self.link = None;
+                    Flow::Continue
+                }
+            };
+            if matches!(flow, Flow::Close) || self.sink.is_none() {
+                break;
+            }
+        }
+        if let Some(link) = self.link.take() {
+            link.handle.close().await;
+        }
+    }
+
+    /// Sends one message; a client that is gone ends the session at the next read.
+    async fn send(&mut self, message: BridgeMessage) {
+        let Some(sink) = &mut self.sink else {
+            return;
+        };
+        if let Err(e) = sink.send(Message::text(message.encode())).await {
+            debug!(peer = %self.peer, "client send failed: {e}");
+            self.sink = None;
+        }
+    }
+
+    /// Sends a sentence that may quote upstream text, with the server's key taken out.
+    async fn send_redacted(&mut self, message: BridgeMessage) {
+        let text = message.encode();
+        let text = match &self.shared.upstream.api_key {
+            Some(key) => key.redact(&text),
+            None => text,
+        };
+        let Some(sink) = &mut self.sink else {
+            return;
+        };
+        if sink.send(Message::text(text)).await.is_err() {
+            self.sink = None;
+        }
+    }
+
+    async fn error(&mut self, message: impl Into<String>) {
+        let message = message.into();
+        debug!(peer = %self.peer, "GEMINI_ERROR: {message}");
+        self.send_redacted(BridgeMessage::error(message)).await;
+    }
+
+    async fn close_socket(&mut self, code: CloseCode, reason: &str) {
+        if let Some(sink) = &mut self.sink {
+            let frame = CloseFrame {
+                code,
+                reason: reason.to_owned().into(),
+            };
+            let _ = sink.send(Message::Close(Some(frame))).await;
+        }
+    }
+
+    async fn on_client_frame(&mut self, frame: &[u8]) -> Flow {
+        if frame.len() > self.shared.max_message_bytes {
+            self.error(format!(
+                "The message of {} bytes is larger than this bridge's limit of {} bytes and was dropped. Send large images as smaller JPEG frames.",
+                frame.len(),
+                self.shared.max_message_bytes
+            ))
+            .await;
+            return Flow::Continue;
+        }
+        let message = match AppMessage::decode(frame) {
+            Ok(message) => message,
+            Err(e) => {
+                self.error(e.to_string()).await;
+                return Flow::Continue;
+            }
+        };
+        match message {
+            AppMessage::WebrtcOffer | AppMessage::WebrtcIceCandidate => {
+                self.error(
+                    "This bridge speaks WebSocket audio only: WebRTC (WEBRTC_OFFER, WEBRTC_ICE_CANDIDATE) is not supported yet. Stream microphone audio with SEND_REALTIME_INPUT and play AUDIO_CHUNK messages instead.",
+                )
+                .await;
+                Flow::Continue
+            }
+            AppMessage::ConnectGemini {
+                config,
+                ignored_keys,
+            } => {
+                if self.link.is_some() {
+                    self.error("A Gemini session is already open on this connection. Use UPDATE_CONFIG to change its configuration, or DISCONNECT_GEMINI first.").await;
+                    return Flow::Continue;
+                }
+                self.warn_ignored(&ignored_keys).await;
+                self.send(BridgeMessage::GeminiConnected).await;
+                self.open_link(&config, None).await;
+                Flow::Continue
+            }
+            AppMessage::DisconnectGemini => {
+                if let Some(link) = self.link.take() {
+                    link.handle.close().await;
+                }
+                self.send(BridgeMessage::GeminiDisconnected {
+                    reason: Some("Disconnected at the client's request.".into()),
+                })
+                .await;
+                self.close_socket(CloseCode::Normal, "").await;
+                Flow::Close
+            }
+            other => {
+                if self.link.is_none() {
+                    let kind = match &other {
+                        AppMessage::SendMessage { .. } => "SEND_MESSAGE",
+                        AppMessage::SendRealtimeInput(_) => "SEND_REALTIME_INPUT",
+                        AppMessage::SendToolResponse(_) => "SEND_TOOL_RESPONSE",
+                        _ => "UPDATE_CONFIG",
+                    };
+                    self.error(format!(
+                        "No Gemini session is open: send CONNECT_GEMINI first ({kind} was ignored)."
+                    ))
+                    .await;
+                    return Flow::Continue;
+                }
+                match other {
+                    AppMessage::SendMessage {
+                        parts,
+                        turn_complete,
+                    } => {
+                        let content = ClientContent {
+                            turns: if parts.is_empty() {
+                                Vec::new()
+                            } else {
+                                vec![Content {
+                                    role: Some("user".into()),
+                                    parts,
+                                }]
+                            },
+                            turn_complete: Some(turn_complete),
+                        };
+                        self.forward(ClientMessage::ClientContent(content)).await;
+                    }
+                    AppMessage::SendRealtimeInput(payload) => self.realtime_input(payload).await,
+                    AppMessage::SendToolResponse(response) => self.tool_response(response).await,
+                    AppMessage::UpdateConfig {
+                        config,
+                        ignored_keys,
+                    } => {
+                        self.warn_ignored(&ignored_keys).await;
+                        self.update_config(&config).await;
+                    }
+                    _ => {}
+                }
+                Flow::Continue
+            }
+        }
+    }
+
+    async fn warn_ignored(&mut self, keys: &[String]) {
+        if !keys.is_empty() {
+            let quoted: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+            self.send(BridgeMessage::log(
+                LogLevel::Warn,
+                format!(
+                    "LiveConfig fields this bridge does not know were ignored: {}",
+                    quoted.join(", ")
+                ),
+            ))
+            .await;
+        }
+    }
+
+    async fn forward(&mut self, message: ClientMessage) {
+        if let Some(link) = &self.link
+            && link.handle.send(message).await.is_err()
+        {
+            // The reader reports the close with its reason; nothing to add here.
+            debug!(peer = %self.peer, "upstream closed while forwarding");
+        }
+    }
+
+    async fn realtime_input(&mut self, payload: RealtimeInputPayload) {
+        let RealtimeInputPayload { mut input, chunks } = payload;
+        let mut deprecated = std::mem::take(&mut input.media_chunks);
+        deprecated.extend(chunks);
+        if !deprecated.is_empty() {
+            let count = deprecated.len();
+            let used = deprecated.swap_remove(0);
+            let slot = if used.mime_type.starts_with("audio/") {
+                &mut input.audio
+            } else {
+                &mut input.video
+            };
+            if slot.is_none() {
+                *slot = Some(used);
+            }
+            self.send(BridgeMessage::log(
+                LogLevel::Warn,
+                format!(
+                    "SEND_REALTIME_INPUT `chunks`/`mediaChunks` is deprecated: only the first of {count} chunk(s) was used. Send `audio`, `video` or `text` instead."
+                ),
+            ))
+            .await;
+        }
+        if let Some(audio) = &input.audio
+            && !audio.mime_type.starts_with("audio/")
+        {
+            self.error(format!(
+                "SEND_REALTIME_INPUT `audio` must have an audio MIME type such as \"audio/pcm;rate=16000\", not {:?}; ignored.",
+                audio.mime_type
+            ))
+            .await;
+            return;
+        }
+        // The Live API takes one realtime item per message; keep the activity markers around
+        // the media they frame.
+        let mut items = Vec::new();
+        if input.activity_start.is_some() {
+            items.push(RealtimeInput {
+                activity_start: input.activity_start,
+                ..RealtimeInput::default()
+            });
+        }
+        if let Some(audio) = input.audio {
+            items.push(RealtimeInput {
+                audio: Some(audio),
+                ..RealtimeInput::default()
+            });
+        }
+        if let Some(video) = input.video {
+            items.push(RealtimeInput {
+                video: Some(video),
+                ..RealtimeInput::default()
+            });
+        }
+        if let Some(text) = input.text {
+            items.push(RealtimeInput {
+                text: Some(text),
+                ..RealtimeInput::default()
+            });
+        }
+        if input.activity_end.is_some() {
+            items.push(RealtimeInput {
+                activity_end: input.activity_end,
+                ..RealtimeInput::default()
+            });
+        }
+        if input.audio_stream_end.is_some() {
+            items.push(RealtimeInput {
+                audio_stream_end: input.audio_stream_end,
+                ..RealtimeInput::default()
+            });
+        }
+        if items.is_empty() {
+            self.error("SEND_REALTIME_INPUT needs at least one of `text`, `audio` or `video`.")
+                .await;
+            return;
+        }
+        for item in items {
+            self.forward(ClientMessage::RealtimeInput(item)).await;
+        }
+    }
+
+    async fn tool_response(&mut self, mut response: ToolResponse) {
+        let Some(link) = &mut self.link else {
+            return;
+        };
+        if response.function_responses.is_empty() {
+            self.error("SEND_TOOL_RESPONSE needs toolResponse.functionResponses: [{\"id\", \"name\", \"response\"}] (the nested Content/Part form is deprecated and not accepted).").await;
+            return;
+        }
+        for (index, answer) in response.function_responses.iter_mut().enumerate() {
+            let Some(id) = answer.id.clone().filter(|id| !id.is_empty()) else {
+                self.error(format!("SEND_TOOL_RESPONSE functionResponses[{index}] needs the `id` of the TOOL_CALL it answers; nothing was sent.")).await;
+                return;
+            };
+            let known_name = link.pending_calls.get(&id).cloned();
+            if answer.name.trim().is_empty() {
+                match known_name.clone() {
+                    Some(name) => answer.name = name,
+                    None => {
+                        self.error(format!("SEND_TOOL_RESPONSE functionResponses[{index}] needs a `name` (no pending call has id {id:?}); nothing was sent.")).await;
+                        return;
+                    }
+                }
+            }
+            // The Live API needs a JSON object; wrap bare values the way the SDKs document.
+            if !answer.response.is_object() {
+                answer.response = json!({ "output": answer.response.take() });
+            }
+            if answer.scheduling.is_none() {
+                answer.scheduling = link.scheduling.get(&answer.name).copied();
+            }
+        }
+        for answer in &response.function_responses {
+            if let Some(id) = &answer.id
+                && answer.will_continue != Some(true)
+            {
+                link.pending_calls.remove(id);
+            }
+        }
+        self.forward(ClientMessage::ToolResponse(response)).await;
+    }
+
+    /// Opens the upstream session for `config`, resuming `resume` when given. Reports the
+    /// outcome with `SETUP_COMPLETE` (from the session's first event) or the error sequence.
+    async fn open_link(&mut self, config: &LiveConfig, resume: Option<String>) {
+        let mapped = match config.to_setup() {
+            Ok(mapped) => mapped,
+            Err(e) => {
+                let message = format!("The LiveConfig cannot be used: {e}.");
+                self.send(BridgeMessage::SetupComplete(SetupCompleteDetails {
+                    success: false,
+                    error: Some(SetupErrorDetails {
+                        code: None,
+                        message: Some(message.clone()),
+                        details: None,
+                    }),
+                }))
+                .await;
+                self.error(message).await;
+                return;
+            }
+        };
+        for warning in mapped.warnings {
+            self.send(BridgeMessage::log(LogLevel::Warn, warning)).await;
+        }
+        let mut setup = mapped.setup.clone();
+        // Always ask for handles, so a later UPDATE_CONFIG can keep the conversation.
+        setup.session_resumption = Some(SessionResumptionConfig {
+            handle: resume,
+            transparent: None,
+        });
+        let upstream = &self.shared.upstream;
+        let options = SessionOptions {
+            endpoint: upstream.endpoint.clone(),
+            api_key: upstream.api_key.clone(),
+            setup,
+            setup_timeout: upstream.setup_timeout,
+        };
+        match live::connect(options).await {
+            Ok(session) => {
+                info!(peer = %self.peer, model = %mapped.setup.model, "upstream session open");
+                self.link = Some(LiveLink {
+                    handle: session.handle,
+                    events: session.events,
+                    setup: mapped.setup,
+                    scheduling: mapped.scheduling,
+                    resumption_handle: None,
+                    pending_calls: HashMap::new(),
+                    speaking: false,
+                });
+            }
+            Err(e) => {
+                let code = match &e {
+                    SessionError::Closed(info) => info.code,
+                    SessionError::Rejected { status, .. } => Some(*status),
+                    _ => None,
+                };
+                let message = e.to_string();
+                info!(peer = %self.peer, "upstream session failed: {message}");
+                self.send_redacted(BridgeMessage::SetupComplete(SetupCompleteDetails {
+                    success: false,
+                    error: Some(SetupErrorDetails {
+                        code,
+                        message: Some(message.clone()),
+                        details: None,
+                    }),
+                }))
+                .await;
+                self.error(message.clone()).await;
+                self.send_redacted(BridgeMessage::GeminiDisconnected {
+                    reason: Some(message),
+                })
+                .await;
+            }
+        }
+    }
+
+    /// `UPDATE_CONFIG`: the Live API cannot change an open session's setup, so reconnect,
+    /// resuming the conversation when a handle is known and the model is unchanged.
+    async fn update_config(&mut self, config: &LiveConfig) {
+        let Some(old) = self.link.take() else {
+            return;
+        };
+        let same_model = config
+            .to_setup()
+            .map(|m| m.setup.model == old.setup.model)
+            .unwrap_or(false);
+        let resume = match (&old.resumption_handle, same_model) {
+            (Some(handle), true) => {
+                self.send(BridgeMessage::log(
+                    LogLevel::Info,
+                    "Applying the new config by reconnecting with session resumption; the conversation continues.",
+                ))
+                .await;
+                Some(handle.clone())
+            }
+            (Some(_), false) => {
+                self.send(BridgeMessage::log(
+                    LogLevel::Warn,
+                    "The model changed, which a resumed session cannot do: starting a fresh session without the conversation so far.",
+                ))
+                .await;
+                None
+            }
+            (None, _) => {
+                self.send(BridgeMessage::log(
+                    LogLevel::Warn,
+                    "No session resumption handle has arrived yet: the new session starts without the conversation so far.",
+                ))
+                .await;
+                None
+            }
+        };
+        old.handle.close().await;
+        drop(old);
+        self.open_link(config, resume).await;
+    }
+
+    async fn on_upstream_event(&mut self, event: SessionEvent) -> Flow {
+        let Some(link) = &mut self.link else {
+            return Flow::Continue;
+        };
+        let mut out: Vec<BridgeMessage> = Vec::new();
+        let content = |content: ServerContent| {
+            BridgeMessage::ContentMessage(Box::new(BridgeServerContent {
+                content,
+                usage_metadata: None,
+            }))
+        };
+        match event {
+            SessionEvent::SetupComplete { .. } => {
+                out.push(BridgeMessage::SetupComplete(SetupCompleteDetails {
+                    success: true,
+                    error: None,
+                }));
+            }
+            SessionEvent::ModelText(text) => out.push(content(ServerContent {
+                model_turn: Some(Content {
+                    role: None,
+                    parts: vec![Part {
+                        text: Some(text),
+                        ..Part::default()
+                    }],
+                }),
+                ..ServerContent::default()
+            })),
+            SessionEvent::ModelAudio { pcm, .. } => {
+                if !link.speaking {
+                    link.speaking = true;
+                    out.push(BridgeMessage::AssistantSpeaking { speaking: true });
+                }
+                out.push(BridgeMessage::AudioChunk(pcm));
+            }
+            SessionEvent::InputTranscription { text, finished } => {
+                out.push(content(ServerContent {
+                    input_transcription: Some(transcription(text, finished)),
+                    ..ServerContent::default()
+                }))
+            }
+            SessionEvent::OutputTranscription { text, finished } => {
+                out.push(content(ServerContent {
+                    output_transcription: Some(transcription(text, finished)),
+                    ..ServerContent::default()
+                }))
+            }
+            SessionEvent::GenerationComplete => out.push(content(ServerContent {
+                generation_complete: Some(true),
+                ..ServerContent::default()
+            })),
+            SessionEvent::TurnComplete {
+                reason,
+                waiting_for_input,
+            } => {
+                link.speaking = false;
+                out.push(BridgeMessage::TurnComplete(TurnCompleteDetails {
+                    reason,
+                    waiting_for_input: waiting_for_input.then_some(true),
+                }));
+            }
+            SessionEvent::Interrupted => {
+                link.speaking = false;
+                out.push(BridgeMessage::Interrupted);
+            }
+            SessionEvent::ToolCall(calls) => {
+                for call in &calls {
+                    if let Some(id) = &call.id {
+                        link.pending_calls.insert(id.clone(), call.name.clone());
+                    }
+                }
+                out.push(BridgeMessage::ToolCall(ToolCall {
+                    function_calls: calls,
+                }));
+            }
+            SessionEvent::ToolCallCancelled(ids) => {
+                for id in &ids {
+                    link.pending_calls.remove(id);
+                }
+                out.push(BridgeMessage::ToolCallCancellation(ToolCallCancellation {
+                    ids,
+                }));
+            }
+            SessionEvent::GoAway { time_left } => {
+                let when = time_left
+                    .map(|t| format!(" in {:.0} s", t.as_secs_f64()))
+                    .unwrap_or_default();
+                out.push(BridgeMessage::log(
+                    LogLevel::Warn,
+                    format!("The Live API will end this session{when} (goAway)."),
+                ));
+            }
+            SessionEvent::ResumptionUpdate { handle, resumable } => {
+                if resumable && let Some(handle) = handle {
+                    link.resumption_handle = Some(handle);
+                }
+            }
+            SessionEvent::Usage(usage) => out.push(BridgeMessage::ContentMessage(Box::new(
+                BridgeServerContent {
+                    content: ServerContent::default(),
+                    usage_metadata: Some(usage),
+                },
+            ))),
+            SessionEvent::VoiceActivity { .. } => {}
+            SessionEvent::Grounding(metadata) => {
+                // The seed has clients read it from CONTENT_MESSAGE and names a message of its own.
+                out.push(content(ServerContent {
+                    grounding_metadata: Some(metadata.clone()),
+                    ..ServerContent::default()
+                }));
+                out.push(BridgeMessage::GroundingMetadata(Some(metadata)));
+            }
+            SessionEvent::FrameSkipped { reason } => {
+                out.push(BridgeMessage::log(LogLevel::Warn, reason));
+            }
+            SessionEvent::Closed(close) => {
+                self.link = None;
+                info!(peer = %self.peer, code = ?close.code, "upstream closed: {}", close.message);
+                self.send_redacted(BridgeMessage::GeminiError {
+                    message: close.message.clone(),
+                    details: Some(json!({ "code": close.code, "reason": close.reason })),
+                })
+                .await;
+                self.send_redacted(BridgeMessage::GeminiDisconnected {
+                    reason: Some(close.message),
+                })
+                .await;
+                return Flow::Continue;
+            }
+        }
+        for message in out {
+            // Log lines quote upstream text (skipped frames); keep the key out of them too.
+            if matches!(message, BridgeMessage::LogMessage { .. }) {
+                self.send_redacted(message).await;
+            } else {
+                self.send(message).await;
+            }
+        }
+        Flow::Continue
+    }
+}
+
+fn transcription(text: String, finished: bool) -> Transcription {
+    Transcription {
+        text: Some(text),
+        finished: finished.then_some(true),
+        language_code: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(uri: &str, headers: &[(&str, &str)]) -> Request {
+        let mut builder = Request::builder().uri(uri);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).unwrap()
+    }
+
+    #[test]
+    fn token_is_accepted_from_query_or_bearer_header_only() {
+        let token = Some("s3cret/+");
+        assert!(authorize(&request("/?token=s3cret%2F%2B", &[]), token).is_ok());
+        assert!(
+            authorize(
+                &request("/", &[("authorization", "Bearer s3cret/+")]),
+                token
+            )
+            .is_ok()
+        );
+        let refused = authorize(&request("/?token=wrong", &[]), token).unwrap_err();
+        assert_eq!(refused.0, StatusCode::UNAUTHORIZED);
+        assert!(authorize(&request("/", &[]), token).is_err());
+        assert!(authorize(&request("/", &[("authorization", "Basic s3cret/+")]), token).is_err());
+    }
+
+    #[test]
+    fn without_a_token_only_loopback_origins_are_accepted() {
+        assert!(authorize(&request("/", &[]), None).is_ok());
+        for origin in [
+            "http://localhost:5173",
+            "http://127.0.0.1:8080",
+            "http://[::1]:3000",
+        ] {
+            assert!(
+                authorize(&request("/", &[("origin", origin)]), None).is_ok(),
+                "{origin}"
+            );
+        }
+        for origin in ["https://evil.example", "null", "http://192.168.1.2"] {
+            let refused = authorize(&request("/", &[("origin", origin)]), None).unwrap_err();
+            assert_eq!(refused.0, StatusCode::FORBIDDEN, "{origin}");
+        }
+    }
+
+    #[test]
+    fn constant_time_eq_compares_whole_values() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+    }
+
+    #[tokio::test]
+    async fn non_loopback_listen_requires_a_token() {
+        let options = BridgeOptions {
+            listen: SocketAddr::from(([0, 0, 0, 0], 0)),
+            upstream: Upstream {
+                endpoint: Endpoint::parse("ws://127.0.0.1:1", crate::live::ApiVersion::V1).unwrap(),
+                api_key: None,
+                setup_timeout: Duration::from_secs(1),
+            },
+            token: None,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        };
+        let error = BridgeServer::start(options.clone())
+            .await
+            .err()
+            .expect("refused");
+        assert!(error.to_string().contains("--token"), "{error}");
+        let with_empty = BridgeOptions {
+            token: Some(" ".into()),
+            ..options
+        };
+        assert!(BridgeServer::start(with_empty).await.is_err());
+    }
+}

@@ -1,0 +1,1150 @@
+//! The bridge of seed 001 over real loopback sockets: a plain WebSocket client (no livetalk
+//! client code) against the in-process bridge in front of the embedded mock or a scripted fake
+//! Live server, plus binary-level runs of `livetalk serve` and `livetalk --bridge`.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use base64::Engine as _;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+use tokio_tungstenite::tungstenite::http::HeaderMap;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use common::*;
+use livetalk::bridge::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES, Upstream};
+use livetalk::live::{ApiKey, ApiVersion, Endpoint};
+use livetalk::mock::{MockOptions, MockServer};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+// ---------------------------------------------------------------------------------------------
+// Harness
+// ---------------------------------------------------------------------------------------------
+
+struct Bridge {
+    server: BridgeServer,
+    _mock: Option<MockServer>,
+}
+
+fn options(endpoint: Endpoint) -> BridgeOptions {
+    BridgeOptions {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        upstream: Upstream {
+            endpoint,
+            api_key: None,
+            setup_timeout: Duration::from_secs(10),
+        },
+        token: None,
+        max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+    }
+}
+
+/// The bridge in front of a fast embedded mock.
+async fn bridge_with(adjust: impl FnOnce(&mut BridgeOptions)) -> Bridge {
+    let mock = MockServer::start(MockOptions {
+        speed: 20.0,
+        ..MockOptions::loopback()
+    })
+    .await
+    .unwrap();
+    let mut options = options(mock.endpoint(ApiVersion::V1));
+    adjust(&mut options);
+    Bridge {
+        server: BridgeServer::start(options).await.unwrap(),
+        _mock: Some(mock),
+    }
+}
+
+async fn bridge() -> Bridge {
+    bridge_with(|_| {}).await
+}
+
+/// A plain WebSocket client speaking the bridge protocol as JSON values.
+struct App {
+    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    /// Everything received, in order.
+    seen: Vec<Value>,
+}
+
+impl App {
+    async fn connect(url: &str) -> App {
+        let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        App {
+            ws,
+            seen: Vec::new(),
+        }
+    }
+
+    async fn send(&mut self, message: Value) {
+        self.ws
+            .send(Message::text(message.to_string()))
+            .await
+            .unwrap();
+    }
+
+    async fn send_raw(&mut self, message: Message) {
+        self.ws.send(message).await.unwrap();
+    }
+
+    /// The next bridge message; `None` once the socket closed.
+    async fn next(&mut self) -> Option<Value> {
+        let frame = tokio::time::timeout(WAIT, self.ws.next())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("no bridge message within {WAIT:?}; seen: {:#?}", self.seen)
+            });
+        match frame {
+            Some(Ok(Message::Text(text))) => {
+                let value: Value = serde_json::from_str(&text).unwrap();
+                self.seen.push(value.clone());
+                Some(value)
+            }
+            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => None,
+            Some(Ok(other)) => panic!("unexpected frame {other:?}"),
+        }
+    }
+
+    /// Reads until a message of `kind`; returns it and everything before it.
+    async fn until(&mut self, kind: &str) -> (Value, Vec<Value>) {
+        let mut before = Vec::new();
+        loop {
+            let Some(message) = self.next().await else {
+                panic!("socket closed before {kind}; seen: {:#?}", self.seen);
+            };
+            if message["type"] == kind {
+                return (message, before);
+            }
+            before.push(message);
+        }
+    }
+
+    /// Reads to the end of a model turn: everything up to TURN_COMPLETE, then the turn's usage,
+    /// which the Live API sends in the same message as `turnComplete` and the bridge forwards
+    /// right after it.
+    async fn finish_turn(&mut self) -> Vec<Value> {
+        let (done, mut turn) = self.until("TURN_COMPLETE").await;
+        let usage = self.next().await.expect("usage after the turn");
+        assert!(
+            usage["payload"]["serverContent"]["usageMetadata"]["totalTokenCount"].is_number(),
+            "{usage}"
+        );
+        turn.push(done);
+        turn.push(usage);
+        turn
+    }
+
+    /// The next message must be a GEMINI_ERROR; returns its text.
+    async fn expect_error(&mut self) -> String {
+        let message = self.next().await.expect("an answer");
+        assert_eq!(message["type"], "GEMINI_ERROR", "{message}");
+        message["payload"]["message"].as_str().unwrap().to_owned()
+    }
+
+    /// CONNECT_GEMINI with `config`, then GEMINI_CONNECTED and a successful SETUP_COMPLETE.
+    async fn start(&mut self, config: Value) {
+        self.send(json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": config}}))
+            .await;
+        let (connected, _) = self.until("GEMINI_CONNECTED").await;
+        assert!(connected.get("payload").is_none(), "{connected}");
+        let (setup, _) = self.until("SETUP_COMPLETE").await;
+        assert_eq!(setup["payload"], json!({"success": true}), "{setup}");
+    }
+
+    async fn say(&mut self, text: &str) {
+        self.send(json!({"type": "SEND_MESSAGE", "payload": {"parts": [{"text": text}], "turnComplete": true}}))
+            .await;
+    }
+
+    /// Answers the next TOOL_CALL with `response` for every call; returns the calls.
+    async fn answer_tool_call(&mut self, response: Value) -> Vec<Value> {
+        let (call, _) = self.until("TOOL_CALL").await;
+        let calls = call["payload"]["toolCall"]["functionCalls"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let answers: Vec<Value> = calls
+            .iter()
+            .map(|c| json!({"id": c["id"], "name": c["name"], "response": response}))
+            .collect();
+        self.send(json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {"functionResponses": answers}}}))
+            .await;
+        calls
+    }
+}
+
+/// A LiveConfig declaring the smart-home tools the mock model knows how to call.
+fn live_config(modality: &str) -> Value {
+    json!({
+        "model": "models/gemini-2.0-flash-live-001",
+        "systemInstruction": {"parts": [{"text": "You control a smart home."}]},
+        "generationConfig": {
+            "responseModalities": [modality],
+            "speechConfig": {"voiceConfig": {"prebuiltVoiceConfig": {"voiceName": "Aoede"}}}
+        },
+        "tools": [{"functionDeclarations": [
+            {"name": "get_device_status", "description": "Gets a device's status.",
+             "parameters": {"type": "OBJECT", "properties": {"device_name": {"type": "STRING"}}, "required": ["device_name"]}},
+            {"name": "set_device_status", "description": "Sets a device's status.",
+             "parameters": {"type": "OBJECT", "properties": {"device_name": {"type": "STRING"}, "new_status": {"type": "STRING"}}}}
+        ]}],
+        "outputAudioTranscription": {}
+    })
+}
+
+fn of_type<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    messages.iter().filter(|m| m["type"] == kind).collect()
+}
+
+/// Concatenated output transcription or model text of CONTENT_MESSAGEs.
+fn reply_text(messages: &[Value]) -> String {
+    let mut text = String::new();
+    for m in of_type(messages, "CONTENT_MESSAGE") {
+        let content = &m["payload"]["serverContent"];
+        if let Some(t) = content["outputTranscription"]["text"].as_str() {
+            text.push_str(t);
+        }
+        for part in content["modelTurn"]["parts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if let Some(t) = part["text"].as_str() {
+                text.push_str(t);
+            }
+        }
+    }
+    text
+}
+
+/// PCM16 16 kHz mono: a loud tone for `tone_ms`, then `silence_ms` of silence.
+fn speech_pcm(tone_ms: usize, silence_ms: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for i in 0..(16 * tone_ms) {
+        let sample =
+            ((i as f64 * 220.0 * std::f64::consts::TAU / 16_000.0).sin() * 12_000.0) as i16;
+        bytes.extend_from_slice(&sample.to_le_bytes());
+    }
+    bytes.resize(bytes.len() + 32 * silence_ms, 0);
+    bytes
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn audio_message(pcm: &[u8]) -> Value {
+    json!({"type": "SEND_REALTIME_INPUT", "payload": {"audio": {"mimeType": "audio/pcm;rate=16000", "data": b64(pcm)}}})
+}
+
+/// A scripted fake Live server: every upgrade is handed to the test with its headers and
+/// `setup`, so a test can answer (or misbehave) exactly as it needs.
+struct FakeLive {
+    url: String,
+    connections: mpsc::UnboundedReceiver<(HeaderMap, Value, WebSocketStream<TcpStream>)>,
+}
+
+impl FakeLive {
+    async fn start() -> FakeLive {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let mut headers = HeaderMap::new();
+                    #[allow(clippy::result_large_err)] // the type is fixed by tungstenite
+                    let callback = |request: &Request, response: Response| {
+                        headers = request.headers().clone();
+                        Ok(response)
+                    };
+                    let Ok(mut ws) = tokio_tungstenite::accept_hdr_async(stream, callback).await
+                    else {
+                        return;
+                    };
+                    let Some(Ok(first)) = ws.next().await else {
+                        return;
+                    };
+                    let setup: Value = serde_json::from_slice(&first.into_data()).unwrap();
+                    let _ = tx.send((headers, setup["setup"].clone(), ws));
+                });
+            }
+        });
+        FakeLive {
+            url,
+            connections: rx,
+        }
+    }
+
+    fn endpoint(&self) -> Endpoint {
+        Endpoint::parse(&self.url, ApiVersion::V1).unwrap()
+    }
+
+    async fn accept(&mut self) -> (HeaderMap, Value, WebSocketStream<TcpStream>) {
+        tokio::time::timeout(WAIT, self.connections.recv())
+            .await
+            .expect("the bridge dials upstream")
+            .unwrap()
+    }
+}
+
+async fn send_json(ws: &mut WebSocketStream<TcpStream>, value: Value) {
+    ws.send(Message::binary(value.to_string().into_bytes()))
+        .await
+        .unwrap();
+}
+
+async fn close_with(ws: &mut WebSocketStream<TcpStream>, code: u16, reason: &str) {
+    let frame = CloseFrame {
+        code: CloseCode::from(code),
+        reason: reason.to_owned().into(),
+    };
+    let _ = ws.send(Message::Close(Some(frame))).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Protocol over the mock
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn text_turn_with_a_tool_call_streams_audio_and_completes() {
+    let bridge = bridge().await;
+    let mut app = App::connect(&bridge.server.url()).await;
+    app.start(live_config("audio")).await;
+
+    app.say(SEED_LINES[0]).await;
+    let calls = app.answer_tool_call(json!({"status": "off"})).await;
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["name"], "get_device_status");
+    assert_eq!(calls[0]["args"], json!({"device_name": "living room lamp"}));
+    assert!(
+        calls[0]["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("function-call-")
+    );
+
+    let turn = app.finish_turn().await;
+    let done = of_type(&turn, "TURN_COMPLETE")[0];
+    assert!(done.get("payload").is_none(), "{done}");
+    // ASSISTANT_SPEAKING once, before the first audio chunk.
+    let kinds: Vec<&str> = turn.iter().map(|m| m["type"].as_str().unwrap()).collect();
+    let speaking = kinds
+        .iter()
+        .position(|k| *k == "ASSISTANT_SPEAKING")
+        .unwrap();
+    let first_audio = kinds.iter().position(|k| *k == "AUDIO_CHUNK").unwrap();
+    assert!(speaking < first_audio, "{kinds:?}");
+    assert_eq!(of_type(&turn, "ASSISTANT_SPEAKING").len(), 1, "{kinds:?}");
+    assert_eq!(turn[speaking]["payload"], json!({"speaking": true}));
+    // Audio is base64 PCM16, and only in AUDIO_CHUNK (not repeated in CONTENT_MESSAGE).
+    let mut audio_bytes = 0;
+    for chunk in of_type(&turn, "AUDIO_CHUNK") {
+        let data = chunk["payload"]["data"].as_str().unwrap();
+        let pcm = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .unwrap();
+        assert_eq!(pcm.len() % 2, 0);
+        audio_bytes += pcm.len();
+    }
+    assert!(
+        audio_bytes > 24_000,
+        "about a second of 24 kHz speech: {audio_bytes}"
+    );
+    assert!(
+        !turn.iter().any(|m| m.to_string().contains("inlineData")),
+        "audio is not duplicated into CONTENT_MESSAGE"
+    );
+    // The words arrive as transcription, and the reply uses the tool's answer.
+    let text = reply_text(&turn);
+    assert!(text.contains("off"), "{text}");
+    // Turn end and usage are their own messages, not flags inside CONTENT_MESSAGE.
+    assert!(
+        !turn
+            .iter()
+            .any(|m| m["payload"]["serverContent"]["turnComplete"] == true)
+    );
+    assert!(
+        turn.iter()
+            .any(|m| m["payload"]["serverContent"]["usageMetadata"]["totalTokenCount"].is_number())
+    );
+    assert!(
+        turn.iter()
+            .any(|m| m["payload"]["serverContent"]["generationComplete"] == true)
+    );
+
+    // A second turn on the same connection: speaking is announced again.
+    app.say("Turn it on please.").await;
+    app.answer_tool_call(json!({"result": "ok"})).await;
+    let turn = app.finish_turn().await;
+    assert_eq!(of_type(&turn, "ASSISTANT_SPEAKING").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn realtime_audio_input_is_heard_and_answered() {
+    let bridge = bridge().await;
+    let mut app = App::connect(&bridge.server.url()).await;
+    app.start(live_config("audio")).await;
+    // 1 s of "speech" then silence, in 100 ms chunks like a microphone.
+    let pcm = speech_pcm(1000, 900);
+    for chunk in pcm.chunks(3200) {
+        app.send(audio_message(chunk)).await;
+    }
+    let turn = app.finish_turn().await;
+    let text = reply_text(&turn);
+    assert!(
+        text.contains("I heard about 1.0 seconds of speech"),
+        "{text}"
+    );
+    assert!(!of_type(&turn, "AUDIO_CHUNK").is_empty());
+    assert!(of_type(&turn, "GEMINI_ERROR").is_empty(), "{turn:#?}");
+
+    // Realtime text (the canvas example) is a user turn too.
+    app.send(
+        json!({"type": "SEND_REALTIME_INPUT", "payload": {"text": "Is the front door locked?"}}),
+    )
+    .await;
+    let calls = app.answer_tool_call(json!({"status": "locked"})).await;
+    assert_eq!(calls[0]["args"]["device_name"], "front door lock");
+    let turn = app.finish_turn().await;
+    assert!(
+        reply_text(&turn).contains("locked"),
+        "{}",
+        reply_text(&turn)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deprecated_chunks_use_only_the_first_chunk_with_a_warning() {
+    let bridge = bridge().await;
+    let mut app = App::connect(&bridge.server.url()).await;
+    app.start(live_config("audio")).await;
+    // First chunk: 1 s of tone. Second chunk: 3 s more, which must be ignored.
+    let first = speech_pcm(1000, 0);
+    let ignored = speech_pcm(3000, 0);
+    app.send(
+        json!({"type": "SEND_REALTIME_INPUT", "payload": {"chunks": [
+            {"mimeType": "audio/pcm;rate=16000", "data": b64(&first)},
+            {"mimeType": "audio/pcm;rate=16000", "data": b64(&ignored)}
+        ]}}),
+    )
+    .await;
+    let warning = app.next().await.unwrap();
+    assert_eq!(warning["type"], "LOG_MESSAGE", "{warning}");
+    assert_eq!(warning["payload"]["type"], "warn");
+    let text = warning["payload"]["message"].as_str().unwrap();
+    assert!(
+        text.contains("deprecated") && text.contains("first of 2"),
+        "{text}"
+    );
+    // Silence in the new field ends the utterance.
+    for chunk in speech_pcm(0, 900).chunks(3200) {
+        app.send(audio_message(chunk)).await;
+    }
+    let turn = app.finish_turn().await;
+    let reply = reply_text(&turn);
+    assert!(
+        reply.contains("about 1.0 seconds"),
+        "only the first chunk counted: {reply}"
+    );
+
+    // The camelCase `mediaChunks` spelling is handled the same way.
+    app.send(
+        json!({"type": "SEND_REALTIME_INPUT", "payload": {"mediaChunks": [
+        {"mimeType": "audio/pcm;rate=16000", "data": b64(&speech_pcm(20, 0))}]}}),
+    )
+    .await;
+    let warning = app.next().await.unwrap();
+    assert_eq!(warning["type"], "LOG_MESSAGE", "{warning}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn update_config_reconnects_and_applies_the_new_config() {
+    let bridge = bridge().await;
+    let mut app = App::connect(&bridge.server.url()).await;
+    app.start(live_config("audio")).await;
+    app.say(SEED_LINES[0]).await;
+    app.answer_tool_call(json!({"status": "off"})).await;
+    let turn = app.finish_turn().await;
+    assert!(!of_type(&turn, "AUDIO_CHUNK").is_empty());
+
+    // Switch to text replies.
+    app.send(json!({"type": "UPDATE_CONFIG", "payload": live_config("text")}))
+        .await;
+    let (setup, before) = app.until("SETUP_COMPLETE").await;
+    assert_eq!(setup["payload"]["success"], true);
+    // The mock gives no resumption handle, and the bridge says what that means.
+    let logs = of_type(&before, "LOG_MESSAGE");
+    assert!(
+        logs.iter().any(|l| l["payload"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("resumption")),
+        "{before:#?}"
+    );
+    assert!(of_type(&before, "GEMINI_ERROR").is_empty(), "{before:#?}");
+    assert!(
+        of_type(&before, "GEMINI_DISCONNECTED").is_empty(),
+        "{before:#?}"
+    );
+
+    app.say("What's the kitchen thermostat set to?").await;
+    app.answer_tool_call(json!({"status": "idle", "temperature_celsius": 20}))
+        .await;
+    let turn = app.finish_turn().await;
+    assert!(
+        of_type(&turn, "AUDIO_CHUNK").is_empty(),
+        "text modality now: {turn:#?}"
+    );
+    assert!(of_type(&turn, "ASSISTANT_SPEAKING").is_empty());
+    assert!(reply_text(&turn).contains("20"), "{}", reply_text(&turn));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn disconnect_ends_the_session_and_closes_the_socket() {
+    let bridge = bridge().await;
+    let mut app = App::connect(&bridge.server.url()).await;
+    app.start(live_config("text")).await;
+    app.send(json!({"type": "DISCONNECT_GEMINI"})).await;
+    let (bye, _) = app.until("GEMINI_DISCONNECTED").await;
+    assert!(
+        bye["payload"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("client")
+    );
+    assert_eq!(app.next().await, None, "the bridge closes the WebSocket");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_input_is_answered_and_the_connection_stays_usable() {
+    let bridge = bridge_with(|o| o.max_message_bytes = 64 * 1024).await;
+    let mut app = App::connect(&bridge.server.url()).await;
+
+    // Before CONNECT_GEMINI.
+    app.say("hello").await;
+    let error = app.expect_error().await;
+    assert!(error.contains("send CONNECT_GEMINI first"), "{error}");
+    app.send_raw(Message::text("{\"type\": \"SEND_MESSAGE\", "))
+        .await;
+    assert!(app.expect_error().await.contains("not valid JSON"));
+    app.send_raw(Message::binary(vec![0xff, 0x00, 0xfe])).await;
+    assert!(app.expect_error().await.contains("UTF-8"));
+    app.send(json!({"payload": {}})).await;
+    assert!(app.expect_error().await.contains("string `type`"));
+    app.send(json!({"type": "SEND_AUDIO"})).await;
+    let error = app.expect_error().await;
+    assert!(
+        error.contains("Unknown message type `SEND_AUDIO`"),
+        "{error}"
+    );
+    app.send(json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {"model": 5}}}))
+        .await;
+    let error = app.expect_error().await;
+    assert!(error.contains("initialConfig.model"), "{error}");
+    // A config that parses but cannot work: SETUP_COMPLETE says so.
+    app.send(json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {}}}))
+        .await;
+    let (_, _) = app.until("GEMINI_CONNECTED").await;
+    let (failed, _) = app.until("SETUP_COMPLETE").await;
+    assert_eq!(failed["payload"]["success"], false);
+    assert!(
+        failed["payload"]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`model`")
+    );
+    assert!(app.expect_error().await.contains("`model`"));
+
+    // WebRTC is declined clearly, before and after connecting.
+    app.send(json!({"type": "WEBRTC_OFFER", "payload": {"sdp": "v=0"}}))
+        .await;
+    let error = app.expect_error().await;
+    assert!(
+        error.contains("WebSocket audio only") && error.contains("WebRTC"),
+        "{error}"
+    );
+
+    app.start(live_config("text")).await;
+    app.send(json!({"type": "WEBRTC_ICE_CANDIDATE", "payload": {"candidate": "candidate:1", "sdpMid": "0", "sdpMLineIndex": 0}}))
+        .await;
+    assert!(app.expect_error().await.contains("WebRTC"));
+    app.send(json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": live_config("text")}}))
+        .await;
+    assert!(app.expect_error().await.contains("already open"));
+    app.send(
+        json!({"type": "SEND_MESSAGE", "payload": {"parts": [{"txt": 1}], "turnComplete": "yes"}}),
+    )
+    .await;
+    let error = app.expect_error().await;
+    assert!(
+        error.starts_with("SEND_MESSAGE payload is invalid"),
+        "{error}"
+    );
+    app.send(json!({"type": "SEND_REALTIME_INPUT", "payload": {}}))
+        .await;
+    assert!(app.expect_error().await.contains("at least one of"));
+    app.send(json!({"type": "SEND_REALTIME_INPUT", "payload": {"audio": {"mimeType": "audio/pcm", "data": "not base64!"}}}))
+        .await;
+    assert!(app.expect_error().await.contains("base64"));
+    app.send(json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {"functionResponses": [{"name": "f", "response": {}}]}}}))
+        .await;
+    assert!(app.expect_error().await.contains("`id`"));
+    app.send(json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {"parts": []}}}))
+        .await;
+    assert!(app.expect_error().await.contains("functionResponses"));
+
+    // Oversized: refused, not fatal.
+    let big = "x".repeat(100 * 1024);
+    app.say(&big).await;
+    let error = app.expect_error().await;
+    assert!(
+        error.contains("larger than this bridge's limit of 65536 bytes"),
+        "{error}"
+    );
+
+    // After all that, a normal turn works on the same connection and session.
+    app.say(SEED_LINES[0]).await;
+    app.answer_tool_call(json!({"status": "off"})).await;
+    let turn = app.finish_turn().await;
+    assert!(reply_text(&turn).contains("off"));
+    assert!(of_type(&turn, "GEMINI_ERROR").is_empty(), "{turn:#?}");
+
+    // Far beyond the limit the bridge must stop reading: it says why and closes (1009).
+    let huge = "y".repeat(300 * 1024);
+    app.say(&huge).await;
+    let error = app.expect_error().await;
+    assert!(error.contains("closing the connection"), "{error}");
+    assert_eq!(app.next().await, None);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upstream behaviour, with a scripted fake Live server
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upstream_close_becomes_error_and_disconnected_with_the_human_reason() {
+    let mut fake = FakeLive::start().await;
+    let server = BridgeServer::start(options(fake.endpoint())).await.unwrap();
+    let mut app = App::connect(&server.url()).await;
+
+    // A setup the service rejects.
+    app.send(
+        json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {"model": "models/nope"}}}),
+    )
+    .await;
+    let (_, setup, mut upstream) = fake.accept().await;
+    assert_eq!(setup["model"], "models/nope");
+    close_with(
+        &mut upstream,
+        1008,
+        "models/nope is not found for API version v1, or is not supported for bidiGenerateContent.",
+    )
+    .await;
+    let (failed, _) = app.until("SETUP_COMPLETE").await;
+    assert_eq!(failed["payload"]["success"], false);
+    assert_eq!(failed["payload"]["error"]["code"], 1008);
+    let error = app.expect_error().await;
+    assert!(
+        error.contains("The model is not available (1008)"),
+        "{error}"
+    );
+    let (bye, _) = app.until("GEMINI_DISCONNECTED").await;
+    assert!(
+        bye["payload"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not available")
+    );
+
+    // The connection is still usable: a good setup, then the service fails mid-session.
+    app.send(
+        json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {"model": "models/ok"}}}),
+    )
+    .await;
+    let (_, _, mut upstream) = fake.accept().await;
+    send_json(&mut upstream, json!({"setupComplete": {}})).await;
+    let (ok, _) = app.until("SETUP_COMPLETE").await;
+    assert_eq!(ok["payload"]["success"], true);
+    close_with(&mut upstream, 1011, "Internal error encountered.").await;
+    let error = app.until("GEMINI_ERROR").await.0;
+    let message = error["payload"]["message"].as_str().unwrap();
+    assert!(message.contains("internal error (1011)"), "{message}");
+    assert_eq!(error["payload"]["details"]["code"], 1011);
+    let (bye, _) = app.until("GEMINI_DISCONNECTED").await;
+    assert_eq!(bye["payload"]["reason"], message);
+    // Messages now say there is no session, rather than vanishing.
+    app.say("hello?").await;
+    assert!(app.expect_error().await.contains("CONNECT_GEMINI first"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn update_config_resumes_with_the_latest_handle_and_fills_tool_responses() {
+    let mut fake = FakeLive::start().await;
+    let server = BridgeServer::start(options(fake.endpoint())).await.unwrap();
+    let mut app = App::connect(&server.url()).await;
+    let config = json!({"model": "models/m", "tools": [{"functionDeclarations": [
+        {"name": "getCurrentTime", "defaultBehavior": "NON_BLOCKING", "defaultScheduling": "INTERRUPT"}]}]});
+    app.send(json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": config}}))
+        .await;
+    let (_, setup, mut upstream) = fake.accept().await;
+    // The bridge always asks for resumption handles, so UPDATE_CONFIG can keep the conversation.
+    assert_eq!(setup["sessionResumption"], json!({}));
+    assert_eq!(
+        setup["tools"][0]["functionDeclarations"][0]["behavior"],
+        "NON_BLOCKING"
+    );
+    send_json(&mut upstream, json!({"setupComplete": {}})).await;
+    app.until("SETUP_COMPLETE").await;
+
+    // A tool call; the app answers with a bare value and no name.
+    send_json(&mut upstream, json!({"toolCall": {"functionCalls": [{"id": "call-1", "name": "getCurrentTime", "args": {}}]}})).await;
+    app.until("TOOL_CALL").await;
+    app.send(json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {"functionResponses": [{"id": "call-1", "response": "12:00"}]}}}))
+        .await;
+    let forwarded = upstream.next().await.unwrap().unwrap();
+    let forwarded: Value = serde_json::from_slice(&forwarded.into_data()).unwrap();
+    assert_eq!(
+        forwarded,
+        json!({"toolResponse": {"functionResponses": [{"id": "call-1", "name": "getCurrentTime",
+            "response": {"output": "12:00"}, "scheduling": "INTERRUPT"}]}})
+    );
+
+    send_json(
+        &mut upstream,
+        json!({"sessionResumptionUpdate": {"newHandle": "h-1", "resumable": true}}),
+    )
+    .await;
+    send_json(
+        &mut upstream,
+        json!({"sessionResumptionUpdate": {"newHandle": "h-2", "resumable": true}}),
+    )
+    .await;
+    // Grounding reaches the app both ways the seed names.
+    send_json(&mut upstream, json!({"serverContent": {"groundingMetadata": {"searchEntryPoint": {"renderedContent": "<b>chip</b>"}}}})).await;
+    let (content, _) = app.until("CONTENT_MESSAGE").await;
+    assert_eq!(
+        content["payload"]["serverContent"]["groundingMetadata"]["searchEntryPoint"]["renderedContent"],
+        "<b>chip</b>"
+    );
+    let (chip, _) = app.until("groundingMetadata").await;
+    assert!(chip["payload"]["groundingMetadata"]["searchEntryPoint"].is_object());
+
+    app.send(json!({"type": "UPDATE_CONFIG", "payload": {"model": "models/m", "systemInstruction": {"parts": [{"text": "Be terse."}]}}}))
+        .await;
+    let (_, setup, mut upstream2) = fake.accept().await;
+    assert_eq!(setup["sessionResumption"], json!({"handle": "h-2"}));
+    assert_eq!(setup["systemInstruction"]["parts"][0]["text"], "Be terse.");
+    // The old upstream connection was closed by the bridge.
+    let old = tokio::time::timeout(WAIT, async {
+        loop {
+            match upstream.next().await {
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await;
+    assert!(old.is_ok());
+    send_json(&mut upstream2, json!({"setupComplete": {}})).await;
+    let (again, before) = app.until("SETUP_COMPLETE").await;
+    assert_eq!(again["payload"]["success"], true);
+    assert!(of_type(&before, "LOG_MESSAGE").iter().any(|l| {
+        l["payload"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("conversation continues")
+    }));
+    // The old session's end is not reported as a disconnect.
+    assert!(
+        of_type(&before, "GEMINI_DISCONNECTED").is_empty(),
+        "{before:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_api_key_goes_upstream_but_never_to_the_client() {
+    const KEY: &str = "AIzaFAKE-bridge-key-0123456789";
+    let mut fake = FakeLive::start().await;
+    let mut options = options(fake.endpoint());
+    options.upstream.api_key = ApiKey::new(KEY);
+    let server = BridgeServer::start(options).await.unwrap();
+    let mut app = App::connect(&server.url()).await;
+
+    app.send(
+        json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {"model": "models/m"}}}),
+    )
+    .await;
+    let (headers, _, mut upstream) = fake.accept().await;
+    assert_eq!(
+        headers["x-goog-api-key"], KEY,
+        "the key authenticates upstream"
+    );
+    // A hostile or careless upstream quotes the key in its close reason.
+    close_with(&mut upstream, 1008, &format!("API key {KEY} denied")).await;
+    app.until("GEMINI_DISCONNECTED").await;
+
+    app.send(
+        json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {"model": "models/m"}}}),
+    )
+    .await;
+    let (_, _, mut upstream) = fake.accept().await;
+    send_json(&mut upstream, json!({"setupComplete": {}})).await;
+    app.until("SETUP_COMPLETE").await;
+    close_with(&mut upstream, 1011, &format!("quota for {KEY} exhausted")).await;
+    app.until("GEMINI_DISCONNECTED").await;
+
+    let everything = serde_json::to_string(&app.seen).unwrap();
+    assert!(everything.contains("[redacted]"), "{everything}");
+    assert!(!everything.contains(KEY), "{everything}");
+    assert!(!everything.contains("0123456789"), "{everything}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_session_errors() {
+    use livetalk::bridge::client;
+    use livetalk::live::wire::Setup;
+    use livetalk::live::{SessionError, SessionEvent};
+
+    let mut fake = FakeLive::start().await;
+    let mut options = options(fake.endpoint());
+    options.token = Some("sesame".into());
+    let server = BridgeServer::start(options).await.unwrap();
+    let setup = Setup {
+        model: "models/m".into(),
+        ..Setup::default()
+    };
+    let timeout = Duration::from_secs(10);
+
+    match client::connect(&server.url(), &setup, timeout).await {
+        Err(SessionError::Rejected { status, message }) => {
+            assert_eq!(status, 401);
+            assert!(message.contains("?token="), "{message}");
+        }
+        other => panic!("expected a 401, got {:?}", other.map(|_| ())),
+    }
+
+    let url = format!("{}/?token=sesame", server.url());
+    let connecting = tokio::spawn(async move { client::connect(&url, &setup, timeout).await });
+    let (_, sent, mut upstream) = fake.accept().await;
+    assert_eq!(sent["model"], "models/m");
+    send_json(&mut upstream, json!({"setupComplete": {}})).await;
+    let mut session = connecting.await.unwrap().unwrap();
+    assert_eq!(
+        session.events.recv().await,
+        Some(SessionEvent::SetupComplete { session_id: None })
+    );
+    // A user turn goes up as SEND_MESSAGE and arrives upstream as clientContent.
+    session.handle.send_user_text("hello").await.unwrap();
+    let forwarded = upstream.next().await.unwrap().unwrap();
+    let forwarded: Value = serde_json::from_slice(&forwarded.into_data()).unwrap();
+    assert_eq!(
+        forwarded,
+        json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": "hello"}]}], "turnComplete": true}})
+    );
+    close_with(&mut upstream, 1011, "Internal error encountered.").await;
+    let mut events = Vec::new();
+    while let Some(event) = tokio::time::timeout(WAIT, session.events.recv())
+        .await
+        .unwrap()
+    {
+        events.push(event);
+    }
+    let Some(SessionEvent::Closed(close)) = events.last() else {
+        panic!("{events:?}");
+    };
+    assert!(!close.initiated_by_client);
+    assert_eq!(close.code, Some(1011));
+    assert!(close.message.contains("internal error (1011)"), "{close:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Security of the listener
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_is_required_before_the_upgrade() {
+    let bridge = bridge_with(|o| o.token = Some("t0k-en".into())).await;
+    let url = bridge.server.url();
+    let status = |result: Result<_, tungstenite::Error>| match result {
+        Err(tungstenite::Error::Http(response)) => response.status().as_u16(),
+        Err(other) => panic!("expected an HTTP refusal, got {other}"),
+        Ok(_) => 101,
+    };
+    assert_eq!(status(tokio_tungstenite::connect_async(&url).await), 401);
+    assert_eq!(
+        status(tokio_tungstenite::connect_async(format!("{url}/?token=wrong")).await),
+        401
+    );
+    let mut request = url.as_str().into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", "Bearer nope".parse().unwrap());
+    assert_eq!(status(tokio_tungstenite::connect_async(request).await), 401);
+
+    let mut app = App::connect(&format!("{url}/?token=t0k-en")).await;
+    app.start(live_config("text")).await;
+    let mut request = url.as_str().into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", "Bearer t0k-en".parse().unwrap());
+    let (ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let mut app = App {
+        ws,
+        seen: Vec::new(),
+    };
+    app.start(live_config("text")).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_token_foreign_web_pages_are_refused() {
+    let bridge = bridge().await;
+    let mut request = bridge.server.url().into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("origin", "https://evil.example".parse().unwrap());
+    match tokio_tungstenite::connect_async(request).await {
+        Err(tungstenite::Error::Http(response)) => assert_eq!(response.status().as_u16(), 403),
+        other => panic!("expected 403, got {:?}", other.map(|_| ())),
+    }
+    let mut request = bridge.server.url().into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("origin", "http://localhost:5173".parse().unwrap());
+    assert!(tokio_tungstenite::connect_async(request).await.is_ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fifty_concurrent_clients_each_complete_a_turn_with_a_tool_call() {
+    let bridge = bridge().await;
+    let url = bridge.server.url();
+    let mut clients = Vec::new();
+    for i in 0..50 {
+        let url = url.clone();
+        clients.push(tokio::spawn(async move {
+            let mut app = App::connect(&url).await;
+            app.start(live_config("audio")).await;
+            // Each client asks about a different device so answers can't cross sessions.
+            let (question, device, status) = match i % 3 {
+                0 => ("Is the living room lamp on?", "living room lamp", "off"),
+                1 => ("Is the front door locked?", "front door lock", "locked"),
+                _ => (
+                    "What's the kitchen thermostat set to?",
+                    "kitchen thermostat",
+                    "idle",
+                ),
+            };
+            app.say(question).await;
+            let calls = app
+                .answer_tool_call(json!({"status": status, "temperature_celsius": 20 + i}))
+                .await;
+            assert_eq!(calls[0]["args"]["device_name"], device);
+            let turn = app.finish_turn().await;
+            assert!(!of_type(&turn, "AUDIO_CHUNK").is_empty(), "client {i}");
+            let reply = reply_text(&turn);
+            if i % 3 == 2 {
+                assert!(reply.contains(&(20 + i).to_string()), "client {i}: {reply}");
+            } else {
+                assert!(reply.contains(status), "client {i}: {reply}");
+            }
+            app
+        }));
+    }
+    // While all fifty are open, a newcomer is still served promptly.
+    let started = std::time::Instant::now();
+    let mut newcomer = App::connect(&url).await;
+    newcomer.start(live_config("text")).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "setup took {:?} under load",
+        started.elapsed()
+    );
+    let mut finished = Vec::new();
+    for client in clients {
+        finished.push(
+            tokio::time::timeout(Duration::from_secs(60), client)
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    assert_eq!(finished.len(), 50);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Binary level
+// ---------------------------------------------------------------------------------------------
+
+/// A running `livetalk serve` and the URL it printed.
+struct ServeProcess {
+    child: Child,
+    url: String,
+    stderr: Option<std::sync::mpsc::Receiver<String>>,
+}
+
+impl ServeProcess {
+    fn start(scratch: &std::path::Path, args: &[&str], envs: &[(&str, &str)]) -> ServeProcess {
+        let mut child = livetalk(scratch)
+            .arg("serve")
+            .args(args)
+            .envs(envs.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = read_all(child.stderr.take().unwrap());
+        let mut stdout = LineWatcher::new(child.stdout.take().unwrap());
+        let line = stdout.wait_for(WAIT, |l| l.contains("livetalk bridge listening on"));
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("ws://"))
+            .unwrap()
+            .to_owned();
+        ServeProcess {
+            child,
+            url,
+            stderr: Some(stderr),
+        }
+    }
+
+    /// Stops the server and returns what it logged.
+    fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.stderr
+            .take()
+            .unwrap()
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap()
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn headless_app_completes_the_seed_dialogue_through_the_bridge_binary() {
+    let scratch = tempfile::tempdir().unwrap();
+    let serve = ServeProcess::start(
+        scratch.path(),
+        &["--offline", "--listen", "127.0.0.1:0", "--speed", "20"],
+        &[],
+    );
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--bridge", &serve.url],
+        &[],
+        &SEED_LINES,
+    );
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    assert_eq!(run.code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(!stderr.contains("offline demo model"), "{stderr}");
+
+    let lines: Vec<&str> = stdout.lines().collect();
+    let you: Vec<_> = lines.iter().filter(|l| l.starts_with("You: ")).collect();
+    let tools: Vec<_> = lines.iter().filter(|l| l.starts_with("Tool: ")).collect();
+    let replies: Vec<_> = lines.iter().filter(|l| l.starts_with("Gemini: ")).collect();
+    assert_eq!(
+        (you.len(), tools.len(), replies.len()),
+        (3, 3, 3),
+        "{stdout}"
+    );
+    // The tools ran locally in the app and their answers went back over the bridge.
+    assert!(
+        tools[0]
+            .starts_with("Tool: get_device_status {\"device_name\":\"living room lamp\"} -> ok"),
+        "{}",
+        tools[0]
+    );
+    assert!(tools[0].contains("\"status\":\"off\""), "{}", tools[0]);
+    assert!(
+        tools[1].contains("\"new_status\":\"on\"") && tools[1].contains("\"color\":\"blue\""),
+        "{}",
+        tools[1]
+    );
+    assert!(
+        tools[2].contains("\"temperature_celsius\":20"),
+        "{}",
+        tools[2]
+    );
+    assert!(replies[0].contains("off"), "{}", replies[0]);
+    assert!(
+        replies[1].contains("on") && replies[1].contains("blue"),
+        "{}",
+        replies[1]
+    );
+    assert!(replies[2].contains("20"), "{}", replies[2]);
+    let position = |needle: &str| lines.iter().position(|l| l == &needle).unwrap();
+    assert!(position(you[0]) < position(tools[0]) && position(tools[0]) < position(replies[0]));
+    assert!(position(replies[0]) < position(you[1]));
+    let log = serve.stop();
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+#[test]
+fn bridge_binary_keeps_the_key_out_of_its_log_and_refuses_open_binds_without_a_token() {
+    const KEY: &str = "AIzaBINARY-secret-key-987654";
+    let scratch = tempfile::tempdir().unwrap();
+    // An upstream that quotes the key it was given in its refusal.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mut fake = runtime.block_on(FakeLive::start());
+    let url = fake.url.clone();
+    let upstream = runtime.spawn(async move {
+        let (headers, _, mut ws) = fake.accept().await;
+        close_with(&mut ws, 1008, &format!("API key {KEY} not valid")).await;
+        headers
+    });
+    let serve = ServeProcess::start(
+        scratch.path(),
+        &["--listen", "127.0.0.1:0", "--endpoint", &url],
+        &[("GEMINI_API_KEY", KEY), ("LIVETALK_LOG", "debug")],
+    );
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--bridge", &serve.url],
+        &[],
+        &[],
+    );
+    let headers = runtime.block_on(upstream).unwrap();
+    assert_eq!(headers["x-goog-api-key"], KEY, "the key was used upstream");
+    assert_eq!(run.code, Some(1));
+    assert!(
+        run.stderr.contains("(1008): API key [redacted] not valid"),
+        "the client hears why: {}",
+        run.stderr
+    );
+    assert!(!run.stdout.contains(KEY) && !run.stderr.contains(KEY));
+    let log = serve.stop();
+    assert!(log.contains("upstream session failed"), "{log}");
+    assert!(!log.contains(KEY) && !log.contains("987654"), "{log}");
+
+    let output = livetalk(scratch.path())
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("without --token"), "{stderr}");
+}
