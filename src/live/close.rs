@@ -2,7 +2,8 @@
 
 /// A close code and reason turned into one sentence a user can act on.
 pub fn describe_close(code: u16, reason: &str) -> String {
-    let reason = reason.trim();
+    // The sentence supplies its own full stop; a reason ending in one would double it.
+    let reason = reason.trim().trim_end_matches('.');
     let quoted = if reason.is_empty() {
         String::new()
     } else {
@@ -114,6 +115,10 @@ mod tests {
 
     #[test]
     fn close_codes_from_the_field_become_actionable_sentences() {
+        assert_eq!(
+            describe_close(1011, "Internal error encountered."),
+            "The Live API had an internal error (1011): Internal error encountered. Trying again usually helps."
+        );
         assert!(
             describe_close(1007, "Cannot extract voices from a non-audio request")
                 .contains("AUDIO")
