@@ -67,10 +67,11 @@ impl Pane {
     fn wait_exit(&self, timeout: Duration) -> String {
         let deadline = Instant::now() + timeout;
         loop {
-            let text = self.transcript();
+            // Dead first, then read: everything the shell printed is on the pane by then.
             if self.format("#{pane_dead}") == "1" {
-                return text;
+                return self.transcript();
             }
+            let text = self.screen();
             assert!(
                 Instant::now() < deadline,
                 "timed out waiting for livetalk to exit; the screen:\n{text}"
@@ -226,4 +227,18 @@ fn help_popup_opens_and_esc_closes_it() {
     pane.keys("Escape");
     let screen = pane.wait_exit(TURN);
     assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");
+}
+
+#[test]
+fn goodbye_ends_the_session_through_the_tool_and_exits_cleanly() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pane = Pane::start(scratch.path(), 100, 30);
+    pane.wait_for("the session to be ready", TURN, |s| {
+        s.contains("Gemini is listening…")
+    });
+    pane.type_line("Thanks, goodbye!");
+    // The model calls end_session, says goodbye, and livetalk leaves by itself.
+    let output = pane.wait_exit(TURN);
+    assert!(output.contains("LIVETALK_EXIT=0"), "{output}");
+    assert_terminal_restored(&pane, &output);
 }
