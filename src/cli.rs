@@ -28,6 +28,12 @@ pub enum Command {
     /// Serve the app-facing bridge (seed 001): apps speak a simple JSON protocol over
     /// WebSocket, the server holds the API key and one Live session per app connection.
     Serve(ServeArgs),
+    /// Replay a recorded session (`--record`): in the TUI, headless, or against an endpoint.
+    Replay(ReplayArgs),
+    /// Summarize a recorded session, or print it as a Markdown transcript.
+    Inspect(InspectArgs),
+    /// List recorded sessions, newest first.
+    Sessions,
 }
 
 /// Flags of a conversation.
@@ -64,6 +70,10 @@ pub struct SessionFlags {
     /// With --headless: seconds without a reply from the model before giving up a turn.
     #[arg(long, value_name = "SECS")]
     pub turn_timeout: Option<f64>,
+    /// Record the session (frames, tool calls, audio) into DIR, or into a new timestamped
+    /// folder under the sessions dir when DIR is left out.
+    #[arg(long, value_name = "DIR", num_args = 0..=1)]
+    pub record: Option<Option<PathBuf>>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -94,6 +104,7 @@ impl SessionFlags {
             offline: self.offline,
             bridge: self.bridge.clone(),
             turn_timeout_secs: self.turn_timeout,
+            record: self.record.clone(),
         }
     }
 }
@@ -138,4 +149,35 @@ pub struct ServeArgs {
     /// With the offline model: how much faster than real time reply audio is streamed.
     #[arg(long, default_value_t = 4.0)]
     pub speed: f64,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    /// The recording folder (the one holding session.jsonl).
+    pub dir: PathBuf,
+    /// Play back this many times faster than recorded.
+    #[arg(long, default_value_t = 1.0, conflicts_with = "instant")]
+    pub speed: f64,
+    /// No pauses: apply the whole recording at once.
+    #[arg(long)]
+    pub instant: bool,
+    /// Print what headless mode printed in the original run instead of drawing the TUI.
+    #[arg(long)]
+    pub headless: bool,
+    /// With --headless or --against: print one JSON event per line.
+    #[arg(long)]
+    pub json: bool,
+    /// Re-send the recorded typed turns to this Live endpoint (or mock), running tools
+    /// locally, and print the new conversation headless.
+    #[arg(long, value_name = "URL")]
+    pub against: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct InspectArgs {
+    /// The recording folder (the one holding session.jsonl).
+    pub dir: PathBuf,
+    /// Print a Markdown transcript (tool calls with arguments and results) instead.
+    #[arg(long)]
+    pub markdown: bool,
 }

@@ -61,6 +61,14 @@ struct FileLayer {
     transcription: Option<TranscriptionLayer>,
     tools: Option<ToolsLayer>,
     session: Option<SessionLayer>,
+    record: Option<RecordLayer>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordLayer {
+    enabled: Option<bool>,
+    dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -97,6 +105,17 @@ pub struct FlagOverrides {
     /// `--bridge URL`: talk through a livetalk bridge.
     pub bridge: Option<String>,
     pub turn_timeout_secs: Option<f64>,
+    /// `--record [DIR]`: `Some(None)` records into a new timestamped folder.
+    pub record: Option<Option<PathBuf>>,
+}
+
+/// Where a recording goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordTo {
+    /// Exactly this folder (`--record DIR`).
+    Folder(PathBuf),
+    /// A new `<local timestamp>` folder under this one (`--record`, `record.enabled`).
+    NewUnder(PathBuf),
 }
 
 /// Where the session goes.
@@ -129,6 +148,10 @@ pub struct Settings {
     pub turn_timeout: Duration,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
+    /// Record the session, and where (`--record`, `record.enabled`).
+    pub record: Option<RecordTo>,
+    /// Where timestamped recordings go and `livetalk sessions` looks (`record.dir`).
+    pub sessions_dir: PathBuf,
 }
 
 /// A bad setting: names where it came from, the key and the problem.
@@ -262,6 +285,13 @@ impl Settings {
             (None, false, None) => Target::OfflineMock,
         };
 
+        let sessions_dir = merged.sessions_dir();
+        let record = match &flags.record {
+            Some(Some(dir)) => Some(RecordTo::Folder(dir.clone())),
+            Some(None) => Some(RecordTo::NewUnder(sessions_dir.clone())),
+            None if merged.record_enabled => Some(RecordTo::NewUnder(sessions_dir.clone())),
+            None => None,
+        };
         Ok(Settings {
             target,
             api_key: merged.api_key,
@@ -276,6 +306,8 @@ impl Settings {
             setup_timeout: merged.setup_timeout,
             turn_timeout: merged.turn_timeout,
             config_file: config_file.map(|(path, _)| path),
+            record,
+            sessions_dir,
         })
     }
 
@@ -308,9 +340,17 @@ struct Merged {
     tool_limits: ToolLimits,
     setup_timeout: Duration,
     turn_timeout: Duration,
+    record_enabled: bool,
+    record_dir: Option<PathBuf>,
 }
 
 impl Merged {
+    fn sessions_dir(&self) -> PathBuf {
+        self.record_dir
+            .clone()
+            .unwrap_or_else(|| data_dir().join("sessions"))
+    }
+
     fn apply(&mut self, layer: FileLayer, source: &str) -> Result<(), ConfigError> {
         if let Some(v) = layer.endpoint {
             self.set_str("endpoint", v, source)?;
@@ -362,6 +402,12 @@ impl Merged {
                     ));
                 }
                 self.tool_limits.max_response_bytes = bytes;
+            }
+        }
+        if let Some(r) = layer.record {
+            self.record_enabled = r.enabled.unwrap_or(self.record_enabled);
+            if let Some(dir) = r.dir.filter(|d| !d.as_os_str().is_empty()) {
+                self.record_dir = Some(dir);
             }
         }
         if let Some(s) = layer.session {

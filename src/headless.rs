@@ -27,6 +27,26 @@ pub async fn run(
     format: OutputFormat,
     banner: Option<&str>,
 ) -> anyhow::Result<u8> {
+    let (lines_tx, lines_rx) = mpsc::channel::<String>(64);
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if lines_tx.send(line).await.is_err() {
+                break;
+            }
+        }
+    });
+    run_with_input(settings, format, banner, lines_rx).await
+}
+
+/// [`run`] with the user turns coming from `lines` (stdin, or a recording for `replay
+/// --against`); the input ends when the channel closes.
+pub async fn run_with_input(
+    settings: Settings,
+    format: OutputFormat,
+    banner: Option<&str>,
+    mut lines_rx: mpsc::Receiver<String>,
+) -> anyhow::Result<u8> {
     let mut printer = Printer::new(format);
 
     // Keep the in-process mock (if any) alive for the whole conversation.
@@ -44,7 +64,14 @@ pub async fn run(
     if let Some(banner) = banner {
         printer.info(banner);
     }
-    printer.session_start(&settings, settings.is_offline());
+    if let Some(dir) = engine.recording_dir() {
+        printer.info(&format!("Recording to {}", dir.display()));
+    }
+    printer.session_start(
+        &settings.model,
+        &settings.endpoint_label(),
+        settings.is_offline(),
+    );
 
     app.update(Msg::Connecting);
     if let Err(message) = engine.open(upstream).await {
@@ -52,16 +79,6 @@ pub async fn run(
         printer.render(&app);
         return Ok(1);
     }
-
-    let (lines_tx, mut lines_rx) = mpsc::channel::<String>(64);
-    tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if lines_tx.send(line).await.is_err() {
-                break;
-            }
-        }
-    });
 
     let mut queued: VecDeque<String> = VecDeque::new();
     let mut input_closed = false;
@@ -95,10 +112,12 @@ pub async fn run(
             },
             _ = tokio::time::sleep_until(deadline), if waiting_for_model => {
                 printer.render(&app);
-                printer.error(&format!(
+                let message = format!(
                     "No reply from the model for {:.0} s; giving up on this turn.",
                     settings.turn_timeout.as_secs_f64()
-                ));
+                );
+                engine.record_error(&message);
+                printer.error(&message);
                 return Ok(1);
             }
         }
@@ -243,14 +262,13 @@ impl Printer {
         }
     }
 
-    fn session_start(&self, settings: &Settings, offline: bool) {
+    pub(crate) fn session_start(&self, model: &str, host: &str, offline: bool) {
         if self.format == OutputFormat::Json {
-            let host = settings.endpoint_label();
-            self.json(json!({"type": "session", "model": settings.model, "endpoint_host": host, "offline": offline}));
+            self.json(json!({"type": "session", "model": model, "endpoint_host": host, "offline": offline}));
         }
     }
 
-    fn session_end(&self, app: &App) {
+    pub(crate) fn session_end(&self, app: &App) {
         if self.format == OutputFormat::Json {
             let reason = match &app.connection {
                 crate::app::Connection::Disconnected { reason } => reason.clone(),
@@ -260,11 +278,11 @@ impl Printer {
         }
     }
 
-    fn info(&self, text: &str) {
+    pub(crate) fn info(&self, text: &str) {
         eprintln!("livetalk: {text}");
     }
 
-    fn error(&self, text: &str) {
+    pub(crate) fn error(&self, text: &str) {
         if self.format == OutputFormat::Json {
             self.json(json!({"type": "notice", "level": "error", "text": text}));
         }

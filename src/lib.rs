@@ -7,6 +7,7 @@
 //! - [`runtime`]: the engine loop's plumbing shared by presenters.
 //! - [`headless`]: the line/JSON presenter.
 //! - [`tui`]: the full-screen presenter; [`ui`] draws `App` state for it.
+//! - [`record`]: session recordings (`--record`), replay, inspect and the sessions list.
 //! - [`bridge`]: the app-facing WebSocket bridge of seed 001 (`livetalk serve`, `--bridge`).
 //! - [`config`], [`cli`], [`logging`]: settings, flags and logs.
 
@@ -18,6 +19,7 @@ pub mod headless;
 pub mod live;
 pub mod logging;
 pub mod mock;
+pub mod record;
 pub mod runtime;
 pub mod tools;
 pub mod tui;

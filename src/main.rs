@@ -6,6 +6,7 @@ use clap::Parser;
 use livetalk::cli::{Cli, Command};
 use livetalk::config::Settings;
 use livetalk::headless::{self, OutputFormat};
+use livetalk::record::{inspect, replay};
 use livetalk::{bridge, logging, mock, tui};
 
 fn main() -> ExitCode {
@@ -41,6 +42,63 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some(Command::Replay(args)) => {
+            let format = if args.json {
+                OutputFormat::Json
+            } else {
+                OutputFormat::Text
+            };
+            let result = match &args.against {
+                Some(endpoint) => runtime.block_on(replay::against(
+                    &args.dir,
+                    endpoint,
+                    cli.session.overrides(),
+                    format,
+                )),
+                None => {
+                    let pacing = if args.instant {
+                        replay::Pacing::Instant
+                    } else {
+                        replay::Pacing::Speed(args.speed)
+                    };
+                    if args.headless || !tui::terminal_available() {
+                        runtime.block_on(replay::headless(&args.dir, format, pacing))
+                    } else {
+                        let log_file = logging::to_data_dir();
+                        runtime.block_on(tui::replay(&args.dir, pacing, log_file.as_deref()))
+                    }
+                }
+            };
+            runtime.shutdown_background();
+            exit(result)
+        }
+        Some(Command::Inspect(args)) => match livetalk::record::Recording::load(&args.dir) {
+            Ok(recording) => {
+                for warning in &recording.warnings {
+                    eprintln!("livetalk: warning: {warning}");
+                }
+                if args.markdown {
+                    print!("{}", inspect::markdown(&recording));
+                } else {
+                    print!("{}", inspect::report(&recording));
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("livetalk: error: {e:#}");
+                ExitCode::from(1)
+            }
+        },
+        Some(Command::Sessions) => match Settings::load(&cli.session.overrides()) {
+            Ok(settings) => {
+                print!("{}", inspect::sessions_table(&settings.sessions_dir));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("livetalk: {e}");
+                ExitCode::from(2)
+            }
+        },
         None => {
             let settings = match Settings::load(&cli.session.overrides()) {
                 Ok(settings) => settings,
@@ -71,13 +129,17 @@ fn main() -> ExitCode {
             };
             // A stdin reader may sit in a blocking read; don't wait for it at exit.
             runtime.shutdown_background();
-            match result {
-                Ok(code) => ExitCode::from(code),
-                Err(e) => {
-                    eprintln!("livetalk: error: {e:#}");
-                    ExitCode::from(1)
-                }
-            }
+            exit(result)
+        }
+    }
+}
+
+fn exit(result: anyhow::Result<u8>) -> ExitCode {
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("livetalk: error: {e:#}");
+            ExitCode::from(1)
         }
     }
 }

@@ -10,11 +10,13 @@ use crate::app::{App, Effect, Msg};
 use anyhow::Context as _;
 
 use crate::config::{Settings, Target};
+use crate::live::session::WireTap;
 use crate::live::wire::{
     AudioTranscriptionConfig, Content, GenerationConfig, Modality, Setup, SpeechConfig, Tool,
 };
 use crate::live::{self, Endpoint, SessionEvent, SessionHandle, SessionOptions};
 use crate::mock::{MockOptions, MockServer};
+use crate::record::{self, Record, Recorder};
 use crate::tools::{Device, Registry, SmartHome, ToolDispatcher, ToolEvent, builtin_registry};
 
 /// The `setup` message for these settings and tools.
@@ -97,6 +99,17 @@ pub async fn prepare(settings: &Settings) -> anyhow::Result<Conversation> {
             .context("building the tool registry")?,
     );
     let setup = build_setup(settings, &registry);
+    let recorder = match &settings.record {
+        Some(_) if matches!(settings.target, Target::Bridge(_)) => anyhow::bail!(
+            "--record does not record a bridged session yet; record on the bridge's side or connect directly"
+        ),
+        Some(to) => Some(Recorder::create(
+            &Recorder::folder(to),
+            settings,
+            home.snapshot(),
+        )?),
+        None => None,
+    };
     let (upstream, mock) = match &settings.target {
         Target::Bridge(url) => (
             Upstream::Bridge {
@@ -124,7 +137,8 @@ pub async fn prepare(settings: &Settings) -> anyhow::Result<Conversation> {
     );
     app.voice = settings.voice.clone();
     app.endpoint_label = settings.endpoint_label();
-    let engine = Engine::new(registry, &home);
+    let mut engine = Engine::new(registry, &home);
+    engine.recorder = recorder;
     Ok(Conversation {
         app,
         engine,
@@ -140,6 +154,10 @@ pub struct Engine {
     dispatcher: ToolDispatcher,
     tool_events: mpsc::UnboundedReceiver<ToolEvent>,
     devices: watch::Receiver<Vec<Device>>,
+    /// Records the session when `--record` is on.
+    recorder: Option<Recorder>,
+    /// Session events applied so far: where app-level lines sit among the frames.
+    applied_events: u64,
 }
 
 impl Engine {
@@ -151,12 +169,48 @@ impl Engine {
             dispatcher,
             tool_events,
             devices: home.subscribe(),
+            recorder: None,
+            applied_events: 0,
+        }
+    }
+
+    /// The folder this session is recorded into, if it is.
+    pub fn recording_dir(&self) -> Option<&std::path::Path> {
+        self.recorder.as_ref().map(|r| r.dir())
+    }
+
+    /// Records an error of the run itself (headless turn timeout, say).
+    pub fn record_error(&self, message: &str) {
+        self.record(|at| Record::Error {
+            message: message.to_owned(),
+            at,
+        });
+    }
+
+    fn record(&self, line: impl FnOnce(u64) -> Record) {
+        if let Some(recorder) = &self.recorder {
+            recorder.write(line(self.applied_events));
         }
     }
 
     /// Connects; on failure returns the message to show.
     pub async fn connect(&mut self, options: SessionOptions) -> Result<(), String> {
-        let session = live::connect(options).await.map_err(|e| e.to_string())?;
+        let tap = self.recorder.clone().map(|r| {
+            r.write(Record::Connect {
+                host: options.endpoint.host().to_owned(),
+            });
+            Arc::new(r) as Arc<dyn WireTap>
+        });
+        let session = match live::session::connect_tapped(options, tap).await {
+            Ok(session) => session,
+            Err(e) => {
+                let message = e.to_string();
+                self.record(|_| Record::ConnectFailed {
+                    message: message.clone(),
+                });
+                return Err(message);
+            }
+        };
         self.attach(session);
         Ok(())
     }
@@ -219,6 +273,15 @@ impl Engine {
 
     /// Applies a message to the app and carries out the effects it asks for.
     pub async fn apply(&mut self, app: &mut App, msg: Msg) {
+        match &msg {
+            Msg::Session(_) => self.applied_events += 1,
+            Msg::Tool(event) => self.record(|at| record::tool_record(event, at)),
+            Msg::DevicesChanged(devices) => self.record(|at| Record::Devices {
+                devices: devices.clone(),
+                at,
+            }),
+            _ => {}
+        }
         for effect in app.update(msg) {
             self.execute(effect).await;
         }
@@ -228,6 +291,10 @@ impl Engine {
     pub async fn execute(&mut self, effect: Effect) {
         match effect {
             Effect::SendText(text) => {
+                self.record(|at| Record::UserText {
+                    text: text.clone(),
+                    at,
+                });
                 if let Some(handle) = &self.handle
                     && handle.send_user_text(&text).await.is_err()
                 {
@@ -246,6 +313,7 @@ impl Engine {
                 }
             }
             Effect::CloseSession => {
+                self.record(|at| Record::EndSession { at });
                 if let Some(handle) = &self.handle {
                     handle.close().await;
                 }

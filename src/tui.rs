@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use crossterm::event::{
     DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture, Event,
-    EventStream, KeyEventKind,
+    EventStream, KeyCode, KeyEventKind,
 };
 use crossterm::terminal::{
     EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
@@ -24,8 +24,10 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::error;
 
-use crate::app::{App, Connection, Msg};
+use crate::app::{App, Connection, Focus, Msg};
 use crate::config::Settings;
+use crate::record::Recording;
+use crate::record::replay::{self, Action, Clock, Pacing, Step};
 use crate::runtime::{Conversation, prepare};
 use crate::ui;
 
@@ -58,6 +60,9 @@ pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<
     } = prepare(&settings).await?;
     app.view.no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     app.view.log_path = log_path.map(|p| p.display().to_string());
+    app.recording = engine
+        .recording_dir()
+        .map(|dir| format!("REC {}", dir.display()));
 
     let mut terminal = TerminalGuard::enter(log_path)?;
     let mut events = EventStream::new();
@@ -137,6 +142,104 @@ pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<
         eprintln!("livetalk: {reason}");
     }
     Ok(if lost { 1 } else { 0 })
+}
+
+/// Replays a recording in the TUI at the recorded pace: no network, nothing sent, tools not
+/// run again; the recorded results are applied. Space pauses, `n` steps while paused.
+pub async fn replay(dir: &Path, pacing: Pacing, log_path: Option<&Path>) -> anyhow::Result<u8> {
+    let recording = Recording::load(dir)?;
+    let (steps, step_warnings) = replay::steps(&recording);
+    let warnings: Vec<String> = recording
+        .warnings
+        .iter()
+        .chain(&step_warnings)
+        .cloned()
+        .collect();
+    let mut app = replay::initial_app(&recording);
+    app.view.no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    app.view.log_path = log_path.map(|p| p.display().to_string());
+    // Typed input goes nowhere in a replay; start in the transcript.
+    app.view.focus = Focus::Transcript;
+    let total = steps.len();
+    let mut steps = steps.into_iter().peekable();
+    let mut errors = Vec::new();
+
+    let mut terminal = TerminalGuard::enter(log_path)?;
+    let mut events = EventStream::new();
+    let mut term_signal = signal(SignalKind::terminate()).context("watching SIGTERM")?;
+    let mut hup_signal = signal(SignalKind::hangup()).context("watching SIGHUP")?;
+    let mut int_signal = signal(SignalKind::interrupt()).context("watching SIGINT")?;
+    let mut tick = tokio::time::interval(TICK_INTERVAL);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut clock = Clock::new(pacing);
+    let mut applied = 0usize;
+    let apply = |app: &mut App, step: Step, errors: &mut Vec<String>| {
+        match step.action {
+            Action::Msg(msg) => {
+                // Effects were carried out in the original run and are in the recording.
+                let _ = app.update(msg);
+            }
+            Action::Error(message) => errors.push(message),
+        }
+    };
+    loop {
+        // Everything already due is applied before the next frame.
+        while !clock.is_paused()
+            && let Some(step) = steps.peek()
+            && clock.due(step.t).is_none_or(|due| due <= Instant::now())
+            && let Some(step) = steps.next()
+        {
+            apply(&mut app, step, &mut errors);
+            applied += 1;
+        }
+        let state = match (clock.is_paused(), steps.peek().is_none()) {
+            (_, true) => "finished".to_owned(),
+            (true, false) => "paused: Space resumes, n steps".to_owned(),
+            (false, false) => "Space pauses".to_owned(),
+        };
+        app.recording = Some(format!(
+            "REPLAY {applied}/{total} ({state}) {}",
+            recording.dir.display()
+        ));
+        terminal.draw(&mut app)?;
+        let next_due = match steps.peek() {
+            Some(step) if !clock.is_paused() => clock.due(step.t),
+            _ => None,
+        };
+        tokio::select! {
+            _ = async { if let Some(due) = next_due { tokio::time::sleep_until(due).await } },
+                if next_due.is_some() => {}
+            event = events.next() => match event_msg(event) {
+                Some(Msg::Key(key)) if key.code == KeyCode::Char(' ') => clock.toggle_pause(),
+                Some(Msg::Key(key)) if key.code == KeyCode::Char('n') && clock.is_paused() => {
+                    if let Some(step) = steps.next() {
+                        clock.stepped_to(step.t);
+                        apply(&mut app, step, &mut errors);
+                        applied += 1;
+                    }
+                }
+                // Nothing typed is sent in a replay.
+                Some(Msg::Key(key)) if app.view.focus == Focus::Input && key.code == KeyCode::Enter => {}
+                Some(msg) => { let _ = app.update(msg); }
+                None => {}
+            },
+            _ = tick.tick(), if app.animating() => { let _ = app.update(Msg::Tick); }
+            _ = term_signal.recv() => { let _ = app.update(Msg::Quit); }
+            _ = hup_signal.recv() => { let _ = app.update(Msg::Quit); }
+            _ = int_signal.recv() => { let _ = app.update(Msg::Quit); }
+        }
+        if app.view.quit {
+            break;
+        }
+    }
+    drop(terminal);
+    for warning in &warnings {
+        eprintln!("livetalk: warning: {warning}");
+    }
+    for error in &errors {
+        eprintln!("livetalk: the original run stopped with: {error}");
+    }
+    Ok(0)
 }
 
 /// Turns a terminal event into a message; `None` for what the app ignores.

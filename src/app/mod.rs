@@ -203,6 +203,8 @@ pub struct App {
     end_after_turn: bool,
     /// We asked the session to close.
     closing: bool,
+    /// Shown in the status line while recording or replaying: what and where.
+    pub recording: Option<String>,
     /// What the TUI shows and where; headless ignores it.
     pub view: View,
     /// Local time of day, for the tool log; replaceable so tests are deterministic.
@@ -232,6 +234,7 @@ impl App {
             awaiting_model: false,
             end_after_turn: false,
             closing: false,
+            recording: None,
             view: View::default(),
             clock: local_time_now,
         }

@@ -17,7 +17,9 @@ use super::close::{describe_close, describe_http_status, describe_io_error};
 use super::codec::{DecodedServerFrame, decode_server, encode_client};
 use super::endpoint::{ApiKey, Endpoint};
 use super::events::{CloseInfo, SessionEvent, events_from};
-use super::wire::{ClientContent, ClientMessage, FunctionResponse, Setup, ToolResponse};
+use super::wire::{
+    ClientContent, ClientMessage, FunctionResponse, ServerMessage, Setup, ToolResponse,
+};
 
 /// Largest server message we accept (the service's audio frames are far smaller).
 pub const MAX_MESSAGE_BYTES: usize = 32 << 20;
@@ -114,6 +116,24 @@ pub struct Session {
     pub events: mpsc::Receiver<SessionEvent>,
 }
 
+/// Observes every frame of a session in both directions (the recorder's wire tap). Called
+/// from the reader and writer tasks, so it must be quick and must never block on the network.
+pub trait WireTap: Send + Sync {
+    /// A client message, just before it is written to the socket.
+    fn sent(&self, message: &ClientMessage);
+    /// A server frame as decoded; `during_setup` is true until `setupComplete` has arrived.
+    fn received(&self, frame: TappedFrame<'_>, during_setup: bool);
+    /// The connection ended (also when setup failed).
+    fn closed(&self, close: &CloseInfo);
+}
+
+/// A server frame as the tap sees it.
+pub enum TappedFrame<'a> {
+    Message(&'a ServerMessage),
+    /// A frame that produced no message (malformed or unknown), with the reason logged.
+    Skipped(&'a str),
+}
+
 /// rustls needs one process-wide crypto provider; we use ring (no cmake, no OpenSSL).
 pub fn install_crypto_provider() {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -124,6 +144,14 @@ pub fn install_crypto_provider() {
 
 /// Opens the WebSocket, sends `setup` and waits for `setupComplete`.
 pub async fn connect(options: SessionOptions) -> Result<Session, SessionError> {
+    connect_tapped(options, None).await
+}
+
+/// [`connect`], with every frame both ways also shown to `tap`.
+pub async fn connect_tapped(
+    options: SessionOptions,
+    tap: Option<Arc<dyn WireTap>>,
+) -> Result<Session, SessionError> {
     install_crypto_provider();
     let host = options.endpoint.host().to_owned();
     let redact = |text: String| match &options.api_key {
@@ -160,7 +188,11 @@ pub async fn connect(options: SessionOptions) -> Result<Session, SessionError> {
             .map_err(|e| connect_error(e, &host, &redact))?;
     let (mut sink, mut stream) = socket.split();
 
-    let setup = encode_client(&ClientMessage::Setup(Box::new(options.setup.clone())));
+    let setup_message = ClientMessage::Setup(Box::new(options.setup.clone()));
+    if let Some(tap) = &tap {
+        tap.sent(&setup_message);
+    }
+    let setup = encode_client(&setup_message);
     sink.send(Message::text(setup))
         .await
         .map_err(|e| connect_error(e, &host, &redact))?;
@@ -170,12 +202,12 @@ pub async fn connect(options: SessionOptions) -> Result<Session, SessionError> {
         loop {
             match stream.next().await {
                 Some(Ok(Message::Text(text))) => {
-                    if let Some(id) = setup_complete(text.as_bytes()) {
+                    if let Some(id) = setup_complete(text.as_bytes(), tap.as_deref()) {
                         return Ok(id);
                     }
                 }
                 Some(Ok(Message::Binary(bytes))) => {
-                    if let Some(id) = setup_complete(&bytes) {
+                    if let Some(id) = setup_complete(&bytes, tap.as_deref()) {
                         return Ok(id);
                     }
                 }
@@ -195,12 +227,17 @@ pub async fn connect(options: SessionOptions) -> Result<Session, SessionError> {
             }
         }
     };
-    let session_id = tokio::time::timeout(options.setup_timeout, wait)
+    let waited = tokio::time::timeout(options.setup_timeout, wait)
         .await
         .map_err(|_| SessionError::SetupTimeout {
             host: host.clone(),
             timeout: options.setup_timeout,
-        })??;
+        })
+        .and_then(|result| result);
+    if let (Err(SessionError::Closed(close)), Some(tap)) = (&waited, &tap) {
+        tap.closed(close);
+    }
+    let session_id = waited?;
     info!(endpoint = %host, "setup complete");
 
     let (outbound_tx, mut outbound_rx) = mpsc::channel::<Outbound>(OUTBOUND_CAPACITY);
@@ -209,10 +246,14 @@ pub async fn connect(options: SessionOptions) -> Result<Session, SessionError> {
 
     // Writer: owns the sink; sink sends never sit in a select! arm that could drop them.
     let writer_closing = closing.clone();
+    let writer_tap = tap.clone();
     tokio::spawn(async move {
         while let Some(item) = outbound_rx.recv().await {
             match item {
                 Outbound::Message(message) => {
+                    if let Some(tap) = &writer_tap {
+                        tap.sent(&message);
+                    }
                     let text = encode_client(&message);
                     if let Err(e) = sink.send(Message::text(text)).await {
                         debug!("send failed, the reader reports the close: {e}");
@@ -254,10 +295,18 @@ pub async fn connect(options: SessionOptions) -> Result<Session, SessionError> {
                 _ => continue,
             };
             let decoded = match decode_server(&payload) {
-                Ok(DecodedServerFrame::Message(message)) => events_from(message),
+                Ok(DecodedServerFrame::Message(message)) => {
+                    if let Some(tap) = &tap {
+                        tap.received(TappedFrame::Message(&message), false);
+                    }
+                    events_from(message)
+                }
                 Ok(DecodedServerFrame::Unknown { keys }) => {
                     let reason = format!("skipped an unknown server message ({})", keys.join(", "));
                     warn!("{reason}");
+                    if let Some(tap) = &tap {
+                        tap.received(TappedFrame::Skipped(&reason), false);
+                    }
                     vec![SessionEvent::FrameSkipped { reason }]
                 }
                 Err(e) => {
@@ -266,6 +315,9 @@ pub async fn connect(options: SessionOptions) -> Result<Session, SessionError> {
                         payload.len()
                     );
                     warn!("{reason}");
+                    if let Some(tap) = &tap {
+                        tap.received(TappedFrame::Skipped(&reason), false);
+                    }
                     vec![SessionEvent::FrameSkipped { reason }]
                 }
             };
@@ -276,6 +328,9 @@ pub async fn connect(options: SessionOptions) -> Result<Session, SessionError> {
             }
         };
         info!(code = ?close.code, "session closed: {}", close.message);
+        if let Some(tap) = &tap {
+            tap.closed(&close);
+        }
         let _ = events.send(SessionEvent::Closed(close)).await;
     });
 
@@ -287,8 +342,19 @@ pub async fn connect(options: SessionOptions) -> Result<Session, SessionError> {
     })
 }
 
-fn setup_complete(payload: &[u8]) -> Option<Option<String>> {
-    match decode_server(payload) {
+fn setup_complete(payload: &[u8], tap: Option<&dyn WireTap>) -> Option<Option<String>> {
+    let decoded = decode_server(payload);
+    if let Some(tap) = tap {
+        match &decoded {
+            Ok(DecodedServerFrame::Message(message)) => {
+                tap.received(TappedFrame::Message(message), true)
+            }
+            Ok(DecodedServerFrame::Unknown { .. }) | Err(_) => {
+                tap.received(TappedFrame::Skipped("ignored before setupComplete"), true)
+            }
+        }
+    }
+    match decoded {
         Ok(DecodedServerFrame::Message(message)) => match message.setup_complete {
             Some(setup) => Some(setup.session_id),
             None => {

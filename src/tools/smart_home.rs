@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use super::{Tool, ToolError};
 
 /// One device and its whole state.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Device {
     pub name: String,
     pub kind: DeviceKind,
@@ -27,7 +27,7 @@ pub struct Device {
     pub temperature_celsius: Option<f64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DeviceKind {
     Light,

@@ -150,6 +150,10 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     if app.offline {
         spans.push(Span::styled(" · offline demo model", theme.status_bar()));
     }
+    if let Some(recording) = &app.recording {
+        spans.push(Span::styled(" · ", theme.status_bar()));
+        spans.push(Span::styled(format!("● {recording}"), theme.error()));
+    }
     if app.total_tokens > 0 {
         spans.push(Span::styled(
             format!(" · {} tokens", app.total_tokens),

@@ -1,0 +1,451 @@
+//! Reading recordings for people: the `inspect` summary, the Markdown transcript (built by
+//! replaying into an `App`, so it shows exactly what the app showed) and the `sessions` list.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::replay::{Action, initial_app, steps};
+use super::{LOG_FILE, MIC_WAV, MODEL_WAV, Record, Recording, read_wav};
+use crate::app::{Entry, ModelTurnStatus, ToolState, UserInput};
+
+/// What `inspect` reports, computed from the log alone.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Summary {
+    pub duration_secs: f64,
+    pub user_turns: usize,
+    pub model_turns: usize,
+    /// Per user turn: seconds from the end of the user's input to the first model audio.
+    pub turn_latencies: Vec<Option<f64>>,
+    /// (name, outcome, duration ms, seconds from the call to its response being sent).
+    pub tool_calls: Vec<ToolLine>,
+    pub tools_cancelled: usize,
+    pub interruptions: usize,
+    pub connections: usize,
+    pub closes: Vec<String>,
+    pub skipped_frames: usize,
+    pub errors: Vec<String>,
+    pub prompt_tokens: i64,
+    pub response_tokens: i64,
+    pub total_tokens: i64,
+    pub frames_sent: usize,
+    pub frames_received: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolLine {
+    pub name: String,
+    pub args: Value,
+    pub outcome: String,
+    pub duration_ms: f64,
+    pub call_to_response_secs: Option<f64>,
+}
+
+fn has_model_audio(message: &Value) -> bool {
+    message
+        .pointer("/serverContent/modelTurn/parts")
+        .and_then(Value::as_array)
+        .is_some_and(|parts| {
+            parts.iter().any(|p| {
+                p.pointer("/inlineData/mimeType")
+                    .and_then(Value::as_str)
+                    .is_some_and(|m| m.starts_with("audio/"))
+            })
+        })
+}
+
+fn ends_user_input(message: &Value) -> bool {
+    message
+        .pointer("/clientContent/turnComplete")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+        || message.pointer("/realtimeInput/activityEnd").is_some()
+        || message
+            .pointer("/realtimeInput/audioStreamEnd")
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+}
+
+fn int(value: &Value, pointer: &str) -> i64 {
+    value.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
+impl Summary {
+    pub fn of(recording: &Recording) -> Summary {
+        let mut s = Summary {
+            duration_secs: recording.duration_secs(),
+            user_turns: recording.user_turns(),
+            ..Summary::default()
+        };
+        let mut waiting_since: Option<f64> = None;
+        let mut calls_at: HashMap<String, f64> = HashMap::new();
+        let mut answered_at: HashMap<String, f64> = HashMap::new();
+        for line in &recording.lines {
+            match &line.record {
+                Record::Connect { .. } => s.connections += 1,
+                Record::Send { message } => {
+                    s.frames_sent += 1;
+                    if ends_user_input(message) {
+                        if waiting_since.take().is_some() {
+                            // The previous turn never got model audio.
+                            s.turn_latencies.push(None);
+                        }
+                        waiting_since = Some(line.t);
+                    }
+                    for response in message
+                        .pointer("/toolResponse/functionResponses")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
+                        if let Some(id) = response.get("id").and_then(Value::as_str) {
+                            answered_at.entry(id.to_owned()).or_insert(line.t);
+                        }
+                    }
+                }
+                Record::Recv {
+                    message, skipped, ..
+                } => {
+                    s.frames_received += 1;
+                    if skipped.is_some() {
+                        s.skipped_frames += 1;
+                    }
+                    let Some(message) = message else { continue };
+                    if has_model_audio(message)
+                        && let Some(since) = waiting_since.take()
+                    {
+                        s.turn_latencies.push(Some(line.t - since));
+                    }
+                    if message.pointer("/serverContent/interrupted") == Some(&Value::Bool(true)) {
+                        s.interruptions += 1;
+                    }
+                    if message.pointer("/serverContent/turnComplete") == Some(&Value::Bool(true)) {
+                        s.model_turns += 1;
+                    }
+                    for call in message
+                        .pointer("/toolCall/functionCalls")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
+                        if let Some(id) = call.get("id").and_then(Value::as_str) {
+                            calls_at.entry(id.to_owned()).or_insert(line.t);
+                        }
+                    }
+                    if let Some(usage) = message.get("usageMetadata") {
+                        s.prompt_tokens += int(usage, "/promptTokenCount");
+                        s.response_tokens += int(usage, "/responseTokenCount");
+                        s.total_tokens += int(usage, "/totalTokenCount");
+                    }
+                }
+                Record::Close {
+                    code,
+                    message,
+                    initiated_by_client,
+                    ..
+                } => {
+                    let code = code.map_or("none".to_owned(), |c| c.to_string());
+                    let by = if *initiated_by_client {
+                        "by livetalk"
+                    } else {
+                        "by the server or network"
+                    };
+                    s.closes.push(format!("code {code}, {by}: {message}"));
+                }
+                Record::ConnectFailed { message } => {
+                    s.errors.push(format!("connect failed: {message}"))
+                }
+                Record::Error { message, .. } => s.errors.push(message.clone()),
+                Record::ToolCancelled { .. } => s.tools_cancelled += 1,
+                Record::ToolResult {
+                    name,
+                    args,
+                    outcome,
+                    duration_ms,
+                    ..
+                } => s.tool_calls.push(ToolLine {
+                    name: name.clone(),
+                    args: args.clone(),
+                    outcome: outcome.clone(),
+                    duration_ms: *duration_ms,
+                    call_to_response_secs: None,
+                }),
+                Record::Meta(_)
+                | Record::UserText { .. }
+                | Record::EndSession { .. }
+                | Record::Devices { .. } => {}
+            }
+        }
+        if waiting_since.is_some() {
+            s.turn_latencies.push(None);
+        }
+        // A response is sent after its tool line is written, so pair them up at the end.
+        for (tool, line) in s.tool_calls.iter_mut().zip(
+            recording
+                .lines
+                .iter()
+                .filter(|l| matches!(l.record, Record::ToolResult { .. })),
+        ) {
+            if let Record::ToolResult { id: Some(id), .. } = &line.record
+                && let (Some(sent), Some(called)) = (answered_at.get(id), calls_at.get(id))
+            {
+                tool.call_to_response_secs = Some(sent - called);
+            }
+        }
+        s
+    }
+}
+
+fn wav_line(dir: &Path, name: &str) -> Option<String> {
+    let (rate, samples) = read_wav(&dir.join(name))?;
+    Some(format!(
+        "{name}: {:.2} s ({} samples at {} Hz)",
+        samples.len() as f64 / f64::from(rate.max(1)),
+        samples.len(),
+        rate
+    ))
+}
+
+/// The `inspect` report.
+pub fn report(recording: &Recording) -> String {
+    let s = Summary::of(recording);
+    let meta = &recording.meta;
+    let mut out = String::new();
+    let _ = writeln!(out, "Recording: {}", recording.dir.display());
+    let _ = writeln!(out, "Started: {}", meta.started_at);
+    let _ = writeln!(out, "Duration: {:.1} s", s.duration_secs);
+    let _ = writeln!(out, "Model: {} (voice {})", meta.model, meta.voice);
+    let _ = writeln!(out, "Endpoint: {}", meta.endpoint_host);
+    let _ = writeln!(out, "livetalk: {}", meta.livetalk_version);
+    let _ = writeln!(
+        out,
+        "Connections: {} (reconnects: {})",
+        s.connections,
+        s.connections.saturating_sub(1)
+    );
+    let _ = writeln!(
+        out,
+        "Frames: {} sent, {} received ({} skipped)",
+        s.frames_sent, s.frames_received, s.skipped_frames
+    );
+    let _ = writeln!(out, "User turns: {}", s.user_turns);
+    let _ = writeln!(out, "Model turns: {}", s.model_turns);
+    for (i, latency) in s.turn_latencies.iter().enumerate() {
+        let shown = latency.map_or("no model audio".to_owned(), |l| {
+            format!("{:.0} ms", l * 1e3)
+        });
+        let _ = writeln!(
+            out,
+            "  turn {}: end of input → first model audio: {shown}",
+            i + 1
+        );
+    }
+    let _ = writeln!(
+        out,
+        "Tool calls: {} ({} cancelled)",
+        s.tool_calls.len(),
+        s.tools_cancelled
+    );
+    for tool in &s.tool_calls {
+        let response = tool
+            .call_to_response_secs
+            .map(|r| format!(", call → response {:.0} ms", r * 1e3))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {} {} -> {} in {:.1} ms{response}",
+            tool.name, tool.args, tool.outcome, tool.duration_ms
+        );
+    }
+    let _ = writeln!(out, "Interruptions: {}", s.interruptions);
+    let _ = writeln!(out, "Closes: {}", s.closes.len());
+    for close in &s.closes {
+        let _ = writeln!(out, "  {close}");
+    }
+    if !s.errors.is_empty() {
+        let _ = writeln!(out, "Errors: {}", s.errors.len());
+        for error in &s.errors {
+            let _ = writeln!(out, "  {error}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "Tokens: {} total ({} prompt, {} response)",
+        s.total_tokens, s.prompt_tokens, s.response_tokens
+    );
+    for name in [MODEL_WAV, MIC_WAV] {
+        let line = wav_line(&recording.dir, name).unwrap_or_else(|| format!("{name}: none"));
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+/// A readable Markdown transcript, tool calls with arguments and results included (seed 004:
+/// tool calls belong in the history). Built by replaying into the app.
+pub fn markdown(recording: &Recording) -> String {
+    let (steps, _) = steps(recording);
+    let mut app = initial_app(recording);
+    let mut errors = Vec::new();
+    for step in steps {
+        match step.action {
+            Action::Msg(msg) => {
+                let _ = app.update(msg);
+            }
+            Action::Error(message) => errors.push(message),
+        }
+    }
+    let meta = &recording.meta;
+    let mut out = String::new();
+    let _ = writeln!(out, "# livetalk session {}\n", meta.started_at);
+    let _ = writeln!(
+        out,
+        "- Model: `{}` (voice {})\n- Endpoint: {}\n- Duration: {:.1} s\n",
+        meta.model,
+        meta.voice,
+        meta.endpoint_host,
+        recording.duration_secs()
+    );
+    for entry in &app.transcript {
+        match entry {
+            Entry::User { text, via } => {
+                let how = if *via == UserInput::Speech {
+                    " (spoken)"
+                } else {
+                    ""
+                };
+                let _ = writeln!(out, "**You{how}:** {text}\n");
+            }
+            Entry::Model {
+                text_parts,
+                transcript,
+                status,
+            } => {
+                let text = Entry::model_text(text_parts, transcript);
+                let shown = if text.is_empty() {
+                    "_(audio without transcription)_".to_owned()
+                } else {
+                    text
+                };
+                let mark = match status {
+                    ModelTurnStatus::Complete => "",
+                    ModelTurnStatus::Interrupted => " _[interrupted]_",
+                    ModelTurnStatus::Streaming => " _[cut off: the recording ends here]_",
+                };
+                let _ = writeln!(out, "**Gemini:** {shown}{mark}\n");
+            }
+            Entry::Tool(index) => {
+                let Some(call) = app.tool_calls.get(*index) else {
+                    continue;
+                };
+                let duration = call
+                    .duration
+                    .map(|d| format!(" in {:.1} ms", d.as_secs_f64() * 1e3))
+                    .unwrap_or_default();
+                let state = match &call.state {
+                    ToolState::Error(message) => format!("error: {message}"),
+                    other => other.label().to_owned(),
+                };
+                let _ = writeln!(out, "**Tool call** `{}` → {state}{duration}\n", call.name);
+                let args = serde_json::to_string_pretty(&call.args).unwrap_or_default();
+                let _ = writeln!(out, "Arguments:\n\n```json\n{args}\n```\n");
+                if let Some(response) = &call.response {
+                    let result =
+                        serde_json::to_string_pretty(&response.response).unwrap_or_default();
+                    let _ = writeln!(out, "Result:\n\n```json\n{result}\n```\n");
+                }
+            }
+        }
+    }
+    for notice in &app.notices {
+        let _ = writeln!(out, "> {}\n", notice.text);
+    }
+    for error in errors {
+        let _ = writeln!(out, "> error: {error}\n");
+    }
+    out
+}
+
+/// One row of `livetalk sessions`.
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    pub started_at: String,
+    pub dir: std::path::PathBuf,
+    pub duration_secs: f64,
+    pub turns: usize,
+    pub size_bytes: u64,
+}
+
+/// Recordings directly under `root`, newest first. Folders that are not recordings are left
+/// out; unreadable lines are tolerated as everywhere else.
+pub fn sessions(root: &Path) -> Vec<SessionRow> {
+    let mut rows: Vec<SessionRow> = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.join(LOG_FILE).is_file())
+        .filter_map(|dir| Recording::load(&dir).ok())
+        .map(|r| SessionRow {
+            started_at: r.meta.started_at.clone(),
+            duration_secs: r.duration_secs(),
+            turns: r.user_turns(),
+            size_bytes: r.size_bytes,
+            dir: r.dir,
+        })
+        .collect();
+    // RFC 3339 stamps with offsets compare correctly once parsed; fall back to text order.
+    rows.sort_by(|a, b| {
+        let key = |r: &SessionRow| {
+            r.started_at
+                .parse::<jiff::Zoned>()
+                .ok()
+                .map(|z| z.timestamp())
+        };
+        key(b)
+            .cmp(&key(a))
+            .then_with(|| b.started_at.cmp(&a.started_at))
+    });
+    rows
+}
+
+/// The `sessions` table.
+pub fn sessions_table(root: &Path) -> String {
+    let rows = sessions(root);
+    if rows.is_empty() {
+        return format!(
+            "No recorded sessions in {} (record one with --record).\n",
+            root.display()
+        );
+    }
+    let mut out = format!(
+        "{:<25} {:>9} {:>6} {:>10}  FOLDER\n",
+        "DATE", "DURATION", "TURNS", "SIZE"
+    );
+    for row in rows {
+        let date = row
+            .started_at
+            .parse::<jiff::Zoned>()
+            .map(|z| z.strftime("%Y-%m-%d %H:%M:%S").to_string())
+            .unwrap_or(row.started_at);
+        let _ = writeln!(
+            out,
+            "{:<25} {:>8.1}s {:>6} {:>10}  {}",
+            date,
+            row.duration_secs,
+            row.turns,
+            human_size(row.size_bytes),
+            row.dir.display()
+        );
+    }
+    out
+}
+
+fn human_size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20)),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}

@@ -1,0 +1,335 @@
+//! The recorder: writes one session into a folder as it happens (the session's wire tap plus
+//! the engine's app-level lines), crash-safe: every line is written whole and at once, and
+//! WAV headers are updated after every chunk, before the line that refers to it.
+
+use std::fs::File;
+use std::io::{BufWriter, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Context as _;
+use serde_json::Value;
+use tracing::warn;
+
+use super::{AudioRef, FORMAT_VERSION, LOG_FILE, Line, MIC_WAV, MODEL_WAV, Meta, Record};
+use crate::config::{RecordTo, Settings};
+use crate::live::session::{TappedFrame, WireTap};
+use crate::live::wire::{ClientMessage, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, ServerMessage};
+use crate::live::{ApiKey, CloseInfo};
+use crate::tools::Device;
+
+/// Records one session. Cheap to clone; all clones write to the same folder.
+#[derive(Clone)]
+pub struct Recorder {
+    inner: Arc<Mutex<Inner>>,
+    started: Instant,
+    dir: PathBuf,
+}
+
+struct Inner {
+    log: File,
+    dir: PathBuf,
+    model: Option<WavTrack>,
+    mic: Option<WavTrack>,
+    /// Redacted from every line, whatever quotes it (a server close reason, say).
+    key: Option<ApiKey>,
+    /// After a write error the recording stops (once, with a warning); the session goes on.
+    failed: bool,
+}
+
+struct WavTrack {
+    writer: hound::WavWriter<BufWriter<File>>,
+    samples: u64,
+}
+
+/// Which WAV file an audio payload goes to.
+#[derive(Clone, Copy)]
+enum Track {
+    Model,
+    Mic,
+}
+
+impl Recorder {
+    /// The folder a recording for these settings goes to.
+    pub fn folder(to: &RecordTo) -> PathBuf {
+        match to {
+            RecordTo::Folder(dir) => dir.clone(),
+            RecordTo::NewUnder(root) => {
+                let stamp = jiff::Zoned::now().strftime("%Y-%m-%d_%H-%M-%S").to_string();
+                let mut dir = root.join(&stamp);
+                let mut n = 2;
+                while dir.exists() {
+                    dir = root.join(format!("{stamp}-{n}"));
+                    n += 1;
+                }
+                dir
+            }
+        }
+    }
+
+    /// Creates the folder and writes the metadata line. Refuses a folder that already holds a
+    /// recording rather than mixing two sessions.
+    pub fn create(dir: &Path, settings: &Settings, devices: Vec<Device>) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating the recording folder {}", dir.display()))?;
+        let path = dir.join(LOG_FILE);
+        let log = File::options()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .with_context(|| {
+                format!(
+                    "creating {} (a folder can hold one recording)",
+                    path.display()
+                )
+            })?;
+        let recorder = Recorder {
+            inner: Arc::new(Mutex::new(Inner {
+                log,
+                dir: dir.to_path_buf(),
+                model: None,
+                mic: None,
+                key: settings.api_key.clone(),
+                failed: false,
+            })),
+            started: Instant::now(),
+            dir: dir.to_path_buf(),
+        };
+        let meta = Meta {
+            format: FORMAT_VERSION,
+            livetalk_version: env!("CARGO_PKG_VERSION").to_owned(),
+            started_at: jiff::Zoned::now().to_string(),
+            model: settings.model.clone(),
+            voice: settings.voice.clone(),
+            endpoint_host: settings.endpoint_label(),
+            offline: settings.is_offline(),
+            devices,
+            config: serde_json::json!({
+                "api_version": settings.api_version.as_str(),
+                "tools_enabled": settings.tools_enabled,
+                "tool_timeout_secs": settings.tool_limits.timeout.as_secs_f64(),
+                "tool_max_response_bytes": settings.tool_limits.max_response_bytes,
+                "input_transcription": settings.input_transcription,
+                "output_transcription": settings.output_transcription,
+                "setup_timeout_secs": settings.setup_timeout.as_secs_f64(),
+                "turn_timeout_secs": settings.turn_timeout.as_secs_f64(),
+                "system_instruction_chars": settings.system_instruction.chars().count(),
+                "api_key_set": settings.api_key.is_some(),
+            }),
+        };
+        recorder.write(Record::Meta(Box::new(meta)));
+        Ok(recorder)
+    }
+
+    /// The recording folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Appends one line, stamped with the time since the recording started.
+    pub fn write(&self, record: Record) {
+        let line = Line {
+            t: (self.started.elapsed().as_micros() as f64) / 1e6,
+            record,
+        };
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        inner.write_line(&line);
+    }
+
+    /// Writes the audio of `blob_data` to a track and returns where it went.
+    fn audio(inner: &mut Inner, track: Track, pcm: &[u8], rate: u32) -> Option<AudioRef> {
+        if inner.failed {
+            return None;
+        }
+        let (slot, file) = match track {
+            Track::Model => (&mut inner.model, MODEL_WAV),
+            Track::Mic => (&mut inner.mic, MIC_WAV),
+        };
+        if slot.is_none() {
+            let spec = hound::WavSpec {
+                channels: 1,
+                sample_rate: rate,
+                bits_per_sample: 16,
+                sample_format: hound::SampleFormat::Int,
+            };
+            match hound::WavWriter::create(inner.dir.join(file), spec) {
+                Ok(writer) => *slot = Some(WavTrack { writer, samples: 0 }),
+                Err(e) => {
+                    warn!("recording stopped: cannot create {file}: {e}");
+                    inner.failed = true;
+                    return None;
+                }
+            }
+        }
+        let wav = slot.as_mut()?;
+        let offset = wav.samples;
+        let mut written = 0u64;
+        for chunk in pcm.chunks_exact(2) {
+            if wav
+                .writer
+                .write_sample(i16::from_le_bytes([chunk[0], chunk[1]]))
+                .is_err()
+            {
+                break;
+            }
+            written += 1;
+        }
+        // Updates the header now, so the file is valid if we are killed after this line.
+        if let Err(e) = wav.writer.flush() {
+            warn!("recording stopped: writing {file} failed: {e}");
+            inner.failed = true;
+        }
+        wav.samples += written;
+        Some(AudioRef {
+            file: file.to_owned(),
+            sample_offset: offset,
+            sample_count: written,
+        })
+    }
+}
+
+impl Inner {
+    fn write_line(&mut self, line: &Line) {
+        if self.failed {
+            return;
+        }
+        let mut text = match serde_json::to_string(line) {
+            Ok(text) => text,
+            Err(e) => {
+                warn!("recording: could not encode a line: {e}");
+                return;
+            }
+        };
+        if let Some(key) = &self.key {
+            text = key.redact(&text);
+        }
+        text.push('\n');
+        // One write per line, unbuffered: a crash leaves at most the last line cut short.
+        if let Err(e) = self.log.write_all(text.as_bytes()) {
+            warn!("recording stopped: writing {LOG_FILE} failed: {e}");
+            self.failed = true;
+        }
+    }
+}
+
+/// Replaces `value[path…].data` with the audio reference.
+fn put_ref(value: &mut Value, path: &[&str], audio: &AudioRef) {
+    let mut at = value;
+    for key in path {
+        match at.get_mut(*key) {
+            Some(next) => at = next,
+            None => return,
+        }
+    }
+    if let (Some(object), Ok(reference)) = (at.as_object_mut(), serde_json::to_value(audio)) {
+        object.insert("data".to_owned(), reference);
+    }
+}
+
+impl WireTap for Recorder {
+    fn sent(&self, message: &ClientMessage) {
+        let Ok(mut value) = serde_json::to_value(message) else {
+            return;
+        };
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        if let ClientMessage::RealtimeInput(input) = message {
+            if let Some(blob) = &input.audio {
+                let rate = blob.declared_rate().unwrap_or(INPUT_SAMPLE_RATE);
+                if let Some(audio) = Recorder::audio(&mut inner, Track::Mic, &blob.data, rate) {
+                    put_ref(&mut value, &["realtimeInput", "audio"], &audio);
+                }
+            }
+            for (i, blob) in input.media_chunks.iter().enumerate() {
+                if blob.mime_type.starts_with("audio/") {
+                    let rate = blob.declared_rate().unwrap_or(INPUT_SAMPLE_RATE);
+                    if let Some(audio) = Recorder::audio(&mut inner, Track::Mic, &blob.data, rate)
+                        && let Some(chunk) = value
+                            .get_mut("realtimeInput")
+                            .and_then(|v| v.get_mut("mediaChunks"))
+                            .and_then(|v| v.get_mut(i))
+                    {
+                        put_ref(chunk, &[], &audio);
+                    }
+                }
+            }
+        }
+        let line = Line {
+            t: (self.started.elapsed().as_micros() as f64) / 1e6,
+            record: Record::Send { message: value },
+        };
+        inner.write_line(&line);
+    }
+
+    fn received(&self, frame: TappedFrame<'_>, during_setup: bool) {
+        let record = match frame {
+            TappedFrame::Skipped(reason) => Record::Recv {
+                setup: during_setup,
+                message: None,
+                skipped: Some(reason.to_owned()),
+            },
+            TappedFrame::Message(message) => {
+                let Ok(mut inner) = self.inner.lock() else {
+                    return;
+                };
+                let value = self.server_value(&mut inner, message);
+                let line = Line {
+                    t: (self.started.elapsed().as_micros() as f64) / 1e6,
+                    record: Record::Recv {
+                        setup: during_setup,
+                        message: value,
+                        skipped: None,
+                    },
+                };
+                inner.write_line(&line);
+                return;
+            }
+        };
+        self.write(record);
+    }
+
+    fn closed(&self, close: &CloseInfo) {
+        self.write(Record::Close {
+            code: close.code,
+            reason: close.reason.clone(),
+            message: close.message.clone(),
+            initiated_by_client: close.initiated_by_client,
+        });
+    }
+}
+
+impl Recorder {
+    /// The server message as JSON with its audio parts moved into `model.wav`.
+    fn server_value(&self, inner: &mut Inner, message: &ServerMessage) -> Option<Value> {
+        let mut value = serde_json::to_value(message).ok()?;
+        let parts = message
+            .server_content
+            .as_ref()
+            .and_then(|c| c.model_turn.as_ref())
+            .map(|turn| turn.parts.as_slice())
+            .unwrap_or_default();
+        for (i, part) in parts.iter().enumerate() {
+            let Some(blob) = &part.inline_data else {
+                continue;
+            };
+            if !blob.mime_type.starts_with("audio/") {
+                continue;
+            }
+            let rate = blob.declared_rate().unwrap_or(OUTPUT_SAMPLE_RATE);
+            if let Some(audio) = Recorder::audio(inner, Track::Model, &blob.data, rate)
+                && let Some(part_value) = value
+                    .get_mut("serverContent")
+                    .and_then(|v| v.get_mut("modelTurn"))
+                    .and_then(|v| v.get_mut("parts"))
+                    .and_then(|v| v.get_mut(i))
+            {
+                put_ref(part_value, &["inlineData"], &audio);
+            }
+        }
+        Some(value)
+    }
+}
