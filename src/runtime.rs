@@ -11,7 +11,8 @@ use anyhow::Context as _;
 
 use crate::config::{Settings, Target};
 use crate::live::wire::{
-    AudioTranscriptionConfig, Content, GenerationConfig, Modality, Setup, SpeechConfig, Tool,
+    AudioTranscriptionConfig, Content, ContextWindowCompression, GenerationConfig, Modality,
+    SessionResumptionConfig, Setup, SlidingWindow, SpeechConfig, Tool,
 };
 use crate::live::{self, Endpoint, SessionEvent, SessionHandle, SessionOptions};
 use crate::mock::{MockOptions, MockServer};
@@ -43,6 +44,15 @@ pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
         output_audio_transcription: settings
             .output_transcription
             .then(AudioTranscriptionConfig::default),
+        // `{}` asks for handles; the handle to resume is filled in per connection.
+        session_resumption: settings.resumption.then(SessionResumptionConfig::default),
+        // Server defaults: trigger at 80% of the context, slide down to half of that.
+        context_window_compression: settings.context_compression.then(|| {
+            ContextWindowCompression {
+                trigger_tokens: None,
+                sliding_window: Some(SlidingWindow::default()),
+            }
+        }),
         ..Setup::default()
     }
 }
