@@ -136,7 +136,7 @@ impl Fault {
     fn fires_at(&self, occurrence: u32) -> bool {
         match self.every {
             _ if occurrence == self.nth => true,
-            Some(every) => occurrence > self.nth && (occurrence - self.nth) % every == 0,
+            Some(every) => occurrence > self.nth && (occurrence - self.nth).is_multiple_of(every),
             None => false,
         }
     }
