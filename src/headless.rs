@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::app::{App, Entry, ModelTurnStatus, Msg, NoticeLevel, ToolState, UserInput};
 use crate::config::{Settings, Target};
 use crate::live::SessionOptions;
-use crate::runtime::{Engine, build_setup, resolve_endpoint};
+use crate::runtime::{Engine, build_setup, reconnect_policy, resolve_endpoint};
 use crate::tools::{SmartHome, builtin_registry};
 
 /// How the conversation is printed.
@@ -56,6 +56,7 @@ pub async fn run(
         home.snapshot(),
     );
     let mut engine = Engine::new(registry.clone(), &home);
+    engine.set_reconnect_policy(reconnect_policy(&settings));
     app.update(Msg::Connecting);
     let options = SessionOptions {
         endpoint,

@@ -1,6 +1,8 @@
 //! The engine loop's plumbing, shared by every presenter: builds the `setup`, starts the
-//! session, turns session/tool/device output into [`Msg`]s and carries out [`Effect`]s.
+//! session (kept alive across connections by [`reconnect`]), turns session/tool/device output
+//! into [`Msg`]s and carries out [`Effect`]s.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
@@ -10,13 +12,16 @@ use crate::app::{Effect, Msg};
 use anyhow::Context as _;
 
 use crate::config::{Settings, Target};
+use crate::live::reconnect::{
+    self, Link, LinkHandle, LinkStatus, ReconnectPolicy, SupervisorEvent,
+};
 use crate::live::wire::{
     AudioTranscriptionConfig, Content, ContextWindowCompression, GenerationConfig, Modality,
     SessionResumptionConfig, Setup, SlidingWindow, SpeechConfig, Tool,
 };
-use crate::live::{self, Endpoint, SessionEvent, SessionHandle, SessionOptions};
+use crate::live::{self, Endpoint, SessionOptions};
 use crate::mock::{MockOptions, MockServer};
-use crate::tools::{Device, Registry, SmartHome, ToolDispatcher, ToolEvent};
+use crate::tools::{Device, Registry, SlowCall, SmartHome, ToolDispatcher, ToolEvent, Watchdog};
 
 /// The `setup` message for these settings and tools.
 pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
@@ -73,52 +78,111 @@ pub async fn resolve_endpoint(
     }
 }
 
-/// Owns the session, the tool dispatcher and the device watch for one app.
+/// The reconnect policy of these settings.
+pub fn reconnect_policy(settings: &Settings) -> ReconnectPolicy {
+    ReconnectPolicy {
+        max_attempts: settings.reconnect_attempts,
+        ..ReconnectPolicy::default()
+    }
+}
+
+/// Owns the supervised session, the tool dispatcher, the tool watchdog and the device watch
+/// for one app.
 pub struct Engine {
-    handle: Option<SessionHandle>,
-    session_events: Option<mpsc::Receiver<SessionEvent>>,
+    handle: Option<LinkHandle>,
+    session_events: Option<mpsc::Receiver<SupervisorEvent>>,
+    status: LinkStatus,
+    options: Option<SessionOptions>,
+    policy: ReconnectPolicy,
     dispatcher: ToolDispatcher,
     tool_events: mpsc::UnboundedReceiver<ToolEvent>,
+    watchdog: Watchdog,
+    slow_calls: VecDeque<SlowCall>,
     devices: watch::Receiver<Vec<Device>>,
 }
 
 impl Engine {
     pub fn new(registry: Arc<Registry>, home: &SmartHome) -> Self {
+        let watchdog = Watchdog::for_timeout(registry.limits().timeout);
         let (dispatcher, tool_events) = ToolDispatcher::new(registry);
         Engine {
             handle: None,
             session_events: None,
+            status: LinkStatus::default(),
+            options: None,
+            policy: ReconnectPolicy::default(),
             dispatcher,
             tool_events,
+            watchdog,
+            slow_calls: VecDeque::new(),
             devices: home.subscribe(),
         }
     }
 
-    /// Connects; on failure returns the message to show.
+    /// Sets how lost connections are retried (before `connect`).
+    pub fn set_reconnect_policy(&mut self, policy: ReconnectPolicy) {
+        self.policy = policy;
+    }
+
+    /// Figures and the resumption handle of the current link.
+    pub fn link_status(&self) -> &LinkStatus {
+        &self.status
+    }
+
+    /// Connects; on failure returns the message to show. A first connection that fails is not
+    /// retried (the message says why); once up, the link is kept alive by the supervisor.
     pub async fn connect(&mut self, options: SessionOptions) -> Result<(), String> {
-        match live::connect(options).await {
+        match live::connect(options.clone()).await {
             Ok(session) => {
-                self.handle = Some(session.handle);
-                self.session_events = Some(session.events);
+                self.adopt(reconnect::supervise(session, options.clone(), self.policy));
+                self.options = Some(options);
                 Ok(())
             }
             Err(e) => Err(e.to_string()),
         }
     }
 
+    fn adopt(&mut self, link: Link) {
+        self.handle = Some(link.handle);
+        self.session_events = Some(link.events);
+        self.status = link.status;
+    }
+
     /// The next message from the session, the tools or the devices; `None` once the session
     /// stream has ended and nothing else can arrive.
     pub async fn next(&mut self) -> Option<Msg> {
         loop {
+            if self.slow_calls.is_empty() {
+                self.slow_calls
+                    .extend(self.watchdog.due(tokio::time::Instant::now()));
+            }
+            if let Some(slow) = self.slow_calls.pop_front() {
+                return Some(Msg::ToolCallSlow(slow));
+            }
             let session_open = self.session_events.is_some();
+            let slow_at = self.watchdog.next_due();
             tokio::select! {
                 event = async { self.session_events.as_mut()?.recv().await }, if session_open => {
                     match event {
-                        Some(event) => return Some(Msg::Session(event)),
+                        Some(SupervisorEvent::Session(event)) => return Some(Msg::Session(event)),
+                        Some(SupervisorEvent::Link(event)) => return Some(Msg::Link(event)),
+                        // Their connection is gone: stop them; the app sees them cancelled.
+                        Some(SupervisorEvent::Abandoned(ids)) => {
+                            self.dispatcher.cancel(&ids);
+                        }
                         None => self.session_events = None,
                     }
                 }
-                Some(event) = self.tool_events.recv() => return Some(Msg::Tool(event)),
+                Some(event) = self.tool_events.recv() => {
+                    match &event {
+                        ToolEvent::Finished(outcome) => {
+                            self.watchdog.ended(outcome.id.as_deref(), &outcome.name);
+                        }
+                        ToolEvent::Cancelled { id, name, .. } => self.watchdog.ended(Some(id), name),
+                    }
+                    return Some(Msg::Tool(event));
+                }
+                _ = tokio::time::sleep_until(slow_at.unwrap_or_else(tokio::time::Instant::now)), if slow_at.is_some() => {}
                 Ok(()) = self.devices.changed() => {
                     return Some(Msg::DevicesChanged(self.devices.borrow_and_update().clone()));
                 }
@@ -140,7 +204,10 @@ impl Engine {
                     warn!("dropped a user turn: the session is closed");
                 }
             }
-            Effect::RunTools(calls) => self.dispatcher.dispatch(calls),
+            Effect::RunTools(calls) => {
+                self.watchdog.started(&calls);
+                self.dispatcher.dispatch(calls);
+            }
             Effect::CancelTools(ids) => {
                 self.dispatcher.cancel(&ids);
             }
@@ -154,6 +221,15 @@ impl Engine {
             Effect::CloseSession => {
                 if let Some(handle) = &self.handle {
                     handle.close().await;
+                }
+            }
+            Effect::Reconnect => {
+                if self.session_events.is_some() {
+                    return;
+                }
+                if let Some(options) = self.options.clone() {
+                    let handle = self.status.resume_handle();
+                    self.adopt(reconnect::reconnect(options, self.policy, handle));
                 }
             }
         }

@@ -107,8 +107,14 @@ fn json_output_is_one_event_per_line() {
 }
 
 #[test]
-fn killing_the_mock_mid_turn_is_a_clear_error() {
+fn killing_the_mock_mid_turn_retries_then_gives_up_with_the_reason() {
     let scratch = tempfile::tempdir().unwrap();
+    // A small retry budget keeps the test short; the backoff is the real one.
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        "[session]\nreconnect_attempts = 2\n",
+    )
+    .unwrap();
     // Slow speech so the reply is still streaming when the server dies.
     let mut mock = MockProcess::start(scratch.path(), &["--speed", "0.25"]);
     let mut client = livetalk(scratch.path())
@@ -132,8 +138,21 @@ fn killing_the_mock_mid_turn_is_a_clear_error() {
     let stderr = stderr.recv_timeout(Duration::from_secs(5)).unwrap();
     assert_eq!(status.code(), Some(1), "stderr: {stderr}");
     assert!(
-        stderr.contains("livetalk: error: The connection was lost"),
-        "a clear message on stderr: {stderr}"
+        stderr.contains("livetalk: warning: Connection lost: The connection was lost"),
+        "the loss is explained: {stderr}"
+    );
+    assert!(
+        stderr.contains("livetalk: warning: Reconnect attempt 2"),
+        "{stderr}"
+    );
+    let gave_up: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("livetalk: error: Gave up reconnecting after 2 attempts. Last error: Could not connect to 127.0.0.1: connection refused"))
+        .collect();
+    assert_eq!(
+        gave_up.len(),
+        1,
+        "one final message with the reason: {stderr}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
