@@ -224,9 +224,8 @@ impl Engine {
                 }
             }
             Effect::Reconnect => {
-                if self.session_events.is_some() {
-                    return;
-                }
+                // The app asks only once the link gave up; an old supervisor still winding
+                // down closes its connection when its handle and events are dropped here.
                 if let Some(options) = self.options.clone() {
                     let handle = self.status.resume_handle();
                     self.adopt(reconnect::reconnect(options, self.policy, handle));

@@ -243,7 +243,8 @@ impl Conversation {
 
     fn on_setup(&mut self, setup: Setup) -> Outcome {
         self.state.connections.fetch_add(1, Ordering::Relaxed);
-        if let Some(outcome) = self.run_faults(Moment::Setup) {
+        self.run_faults(Moment::Setup);
+        if let Some(outcome) = self.forced.take() {
             return outcome;
         }
         if setup.model.trim().is_empty() {
@@ -262,7 +263,8 @@ impl Conversation {
             .and_then(|r| r.handle.as_deref())
             .filter(|h| !h.is_empty());
         if let Some(handle) = handle {
-            if let Some(outcome) = self.run_faults(Moment::Resume) {
+            self.run_faults(Moment::Resume);
+            if let Some(outcome) = self.forced.take() {
                 return outcome;
             }
             match self.state.sessions.restore(handle) {
@@ -422,6 +424,9 @@ impl Conversation {
                     slot.response = Some(answer.response);
                 }
                 None => {
+                    self.state
+                        .stray_tool_responses
+                        .fetch_add(1, Ordering::Relaxed);
                     warn!(id = ?answer.id, name = %answer.name, "tool response for no pending call; ignored")
                 }
             }
@@ -667,12 +672,11 @@ impl Conversation {
         self.outbox.push(Outgoing::Message(Box::new(message)));
     }
 
-    /// Runs the faults due at `moment`; returns how the connection ends if one ends it.
-    fn run_faults(&mut self, moment: Moment) -> Option<Outcome> {
+    /// Runs the faults due at `moment`; one that ends the connection leaves that in `forced`.
+    fn run_faults(&mut self, moment: Moment) {
         for action in self.state.clock.tick(moment) {
             self.apply(action);
         }
-        self.forced.take()
     }
 
     fn apply(&mut self, action: Action) {

@@ -61,6 +61,8 @@ pub struct MockState {
     pub connections: AtomicU32,
     /// Connections that resumed a saved session.
     pub resumptions: AtomicU32,
+    /// Tool responses for calls the connection never made or that were already answered.
+    pub stray_tool_responses: AtomicU32,
 }
 
 /// A running mock server; it stops when dropped.
@@ -129,6 +131,11 @@ impl MockServer {
     /// Connections that resumed a saved session so far.
     pub fn resumptions(&self) -> u32 {
         self.state.resumptions.load(Ordering::Relaxed)
+    }
+
+    /// Tool responses that answered no open call of their connection (a client bug if > 0).
+    pub fn stray_tool_responses(&self) -> u32 {
+        self.state.stray_tool_responses.load(Ordering::Relaxed)
     }
 
     pub fn local_addr(&self) -> SocketAddr {

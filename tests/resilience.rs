@@ -1,0 +1,444 @@
+//! Session lifetime scenarios over real loopback sockets: the library's engine and app against
+//! the embedded mock running a fault scenario. goAway → seamless resumption mid-conversation;
+//! network drop → automatic recovery; bad key / unknown model → one clear message, no retry
+//! storm; stale handle → fresh session with a notice; the retry budget; the tool-call guard.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use livetalk::app::{App, Connection, Entry, ModelTurnStatus, Msg, NoticeLevel, ToolState};
+use livetalk::config::{FlagOverrides, Settings};
+use livetalk::live::reconnect::ReconnectPolicy;
+use livetalk::live::{ApiVersion, SessionOptions};
+use livetalk::mock::{Action, Fault, MockOptions, MockServer, Moment, Scenario};
+use livetalk::runtime::{Engine, build_setup};
+use livetalk::tools::{NoArgs, Registry, SmartHome, Tool, ToolError, ToolLimits, builtin_registry};
+use serde_json::{Value, json};
+
+/// Fast backoff so failure paths finish quickly; the budget and the logic are the real ones.
+fn test_policy(max_attempts: u32) -> ReconnectPolicy {
+    ReconnectPolicy {
+        max_attempts,
+        initial_delay: Duration::from_millis(50),
+        max_delay: Duration::from_millis(200),
+        ..ReconnectPolicy::default()
+    }
+}
+
+struct Harness {
+    mock: MockServer,
+    engine: Engine,
+    app: App,
+    home: SmartHome,
+}
+
+impl Harness {
+    async fn start(faults: Vec<Fault>) -> Harness {
+        Harness::start_with(faults, test_policy(4), None).await
+    }
+
+    async fn start_with(
+        faults: Vec<Fault>,
+        policy: ReconnectPolicy,
+        registry: Option<Registry>,
+    ) -> Harness {
+        let scratch = tempfile::tempdir().unwrap();
+        let config = scratch.path().join("config.toml");
+        std::fs::write(&config, "").unwrap();
+        let flags = FlagOverrides {
+            config: Some(config),
+            ..FlagOverrides::default()
+        };
+        let settings = Settings::resolve(&flags, &|_| None).unwrap();
+        let mock = MockServer::start(MockOptions {
+            speed: 20.0,
+            scenario: Scenario::new(faults),
+            ..MockOptions::loopback()
+        })
+        .await
+        .unwrap();
+        let home = SmartHome::new();
+        let registry = Arc::new(registry.unwrap_or_else(|| {
+            builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap()
+        }));
+        let mut engine = Engine::new(registry.clone(), &home);
+        engine.set_reconnect_policy(policy);
+        let app = App::new(settings.model.clone(), true, home.snapshot());
+        engine
+            .connect(SessionOptions {
+                endpoint: mock.endpoint(ApiVersion::V1),
+                api_key: None,
+                setup: build_setup(&settings, &registry),
+                setup_timeout: Duration::from_secs(5),
+            })
+            .await
+            .unwrap();
+        let mut harness = Harness {
+            mock,
+            engine,
+            app,
+            home,
+        };
+        harness.until_ready().await;
+        harness
+    }
+
+    async fn apply(&mut self, msg: Msg) {
+        for effect in self.app.update(msg) {
+            self.engine.execute(effect).await;
+        }
+    }
+
+    /// Feeds the app until `done` holds; panics with the history after 20 s.
+    async fn until(&mut self, what: &str, done: impl Fn(&App) -> bool) {
+        let reached = tokio::time::timeout(Duration::from_secs(20), async {
+            while !done(&self.app) {
+                let Some(msg) = self.engine.next().await else {
+                    return;
+                };
+                self.apply(msg).await;
+            }
+        })
+        .await;
+        assert!(
+            reached.is_ok() && done(&self.app),
+            "never reached: {what}\nconnection: {:?}\ntranscript: {:#?}\nnotices: {:#?}",
+            self.app.connection,
+            self.app.transcript,
+            self.app.notices
+        );
+    }
+
+    async fn until_ready(&mut self) {
+        self.until("ready for the user", App::ready_for_user).await;
+    }
+
+    async fn say(&mut self, line: &str) {
+        self.until_ready().await;
+        self.apply(Msg::UserText(line.into())).await;
+        self.until_ready().await;
+    }
+
+    fn replies(&self) -> Vec<(String, ModelTurnStatus)> {
+        self.app
+            .transcript
+            .iter()
+            .filter_map(|e| match e {
+                Entry::Model {
+                    text_parts,
+                    transcript,
+                    status,
+                } => Some((Entry::model_text(text_parts, transcript), *status)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn last_reply(&self) -> String {
+        self.replies()
+            .last()
+            .map(|r| r.0.clone())
+            .unwrap_or_default()
+    }
+
+    fn calls(&self) -> Vec<(String, Value, ToolState)> {
+        self.app
+            .tool_calls
+            .iter()
+            .map(|c| (c.name.clone(), c.args.clone(), c.state.clone()))
+            .collect()
+    }
+
+    fn notices(&self, level: NoticeLevel) -> Vec<String> {
+        self.app
+            .notices
+            .iter()
+            .filter(|n| n.level == level)
+            .map(|n| n.text.clone())
+            .collect()
+    }
+}
+
+fn go_away(secs: f64) -> Action {
+    Action::GoAway {
+        time_left: Duration::from_secs_f64(secs),
+        code: 1008,
+        reason: "The operation was aborted.".into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn go_away_resumes_seamlessly_and_the_model_still_knows_earlier_tool_results() {
+    let mut h = Harness::start(vec![Fault::once(Moment::TurnComplete, 1, go_away(5.0))]).await;
+    h.say("What's the kitchen thermostat set to?").await;
+    assert!(h.last_reply().contains("20"), "{}", h.last_reply());
+
+    // The goAway came with the turn's end: the hand-over happens at once.
+    h.until("the hand-over", |app| {
+        app.reconnects == 1 && app.connection == Connection::Connected
+    })
+    .await;
+    assert_eq!(h.mock.connections(), 2);
+    assert_eq!(
+        h.mock.resumptions(),
+        1,
+        "the new connection resumed by handle"
+    );
+
+    // Warmer than the 20 °C read before the hand-over: a model that remembers the tool result
+    // sets 22 °C at once; one that forgot must read the thermostat again first.
+    h.say("Make it warmer.").await;
+    let calls = h.calls();
+    assert_eq!(calls.len(), 2, "no second reading: {calls:?}");
+    assert_eq!(calls[1].0, "set_device_status", "{calls:?}");
+    assert_eq!(calls[1].1["device_name"], "kitchen thermostat");
+    assert_eq!(
+        calls[1].1["setting"]["temperature_celsius"],
+        json!(22),
+        "{calls:?}"
+    );
+    assert!(h.last_reply().contains("22"), "{}", h.last_reply());
+    assert!(h.replies().iter().all(|r| r.1 == ModelTurnStatus::Complete));
+
+    assert!(
+        h.notices(NoticeLevel::Error).is_empty(),
+        "{:?}",
+        h.app.notices
+    );
+    assert!(
+        h.notices(NoticeLevel::Info)
+            .contains(&"Reconnected; the conversation continues.".to_owned())
+    );
+    let figures = h.engine.link_status().figures();
+    assert_eq!((figures.connections, figures.resumed), (2, 1));
+    assert_eq!(figures.queued, 0, "nothing left unsent");
+    assert_eq!(h.mock.stray_tool_responses(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_go_away_mid_reply_waits_for_the_turn_boundary() {
+    let mut h = Harness::start(vec![Fault::once(Moment::MidReply, 1, go_away(20.0))]).await;
+    h.say("What's the kitchen thermostat set to?").await;
+    h.until("the hand-over", |app| {
+        app.reconnects == 1 && app.connection == Connection::Connected
+    })
+    .await;
+    let replies = h.replies();
+    assert_eq!(replies.len(), 1);
+    assert_eq!(
+        replies[0].1,
+        ModelTurnStatus::Complete,
+        "the reply was not cut: {replies:?}"
+    );
+    assert!(replies[0].0.contains("20"), "{replies:?}");
+    h.say("Make it warmer.").await;
+    assert!(h.last_reply().contains("22"), "{}", h.last_reply());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_network_drop_recovers_and_the_unanswered_turn_is_answered() {
+    // The second user turn is lost with the connection before the model answers it.
+    let mut h = Harness::start(vec![Fault::once(Moment::UserTurn, 2, Action::Drop)]).await;
+    h.say("What's the kitchen thermostat set to?").await;
+    h.say("Make it warmer.").await;
+
+    assert_eq!(h.app.reconnects, 1);
+    assert_eq!(h.app.connection, Connection::Connected);
+    assert_eq!((h.mock.connections(), h.mock.resumptions()), (2, 1));
+    assert!(h.last_reply().contains("22"), "{:?}", h.replies());
+    let warnings = h.notices(NoticeLevel::Warning);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("Connection lost: The connection was lost")),
+        "{warnings:?}"
+    );
+    assert!(
+        h.notices(NoticeLevel::Error).is_empty(),
+        "{:?}",
+        h.app.notices
+    );
+    assert_eq!(h.mock.stray_tool_responses(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_key_or_unknown_model_on_reconnect_is_one_clear_message_and_no_retry_storm() {
+    let cases = [
+        (
+            1007,
+            "API key not valid. Please pass a valid API key.",
+            "The API key was rejected (1007): API key not valid. Please pass a valid API key. Check GEMINI_API_KEY",
+        ),
+        (
+            1008,
+            "models/gemini-nope is not found for API version v1, or is not supported for bidiGenerateContent. Call ListModels",
+            "Check `model` and `api_version`",
+        ),
+    ];
+    for (code, reason, expected) in cases {
+        let mut h = Harness::start(vec![
+            Fault::once(Moment::TurnComplete, 1, Action::Drop),
+            Fault::once(
+                Moment::Setup,
+                2,
+                Action::Close {
+                    code,
+                    reason: reason.into(),
+                },
+            ),
+        ])
+        .await;
+        h.say("What's the kitchen thermostat set to?").await;
+        h.until("the end", App::is_finished).await;
+        // Let any (wrong) further attempt show up before counting.
+        assert!(h.engine.next().await.is_none(), "the engine has stopped");
+        assert_eq!(h.mock.connections(), 2, "one reconnect attempt, no storm");
+        let errors = h.notices(NoticeLevel::Error);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains(expected), "{errors:?}");
+        assert!(h.app.can_retry());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stale_handle_falls_back_to_a_fresh_session_with_a_notice() {
+    let mut h = Harness::start(vec![
+        Fault::once(Moment::TurnComplete, 1, Action::FailResumption),
+        Fault::once(Moment::TurnComplete, 1, Action::Drop),
+    ])
+    .await;
+    h.say("What's the kitchen thermostat set to?").await;
+    h.until("a fresh session", |app| {
+        app.connection == Connection::Connected && app.reconnects == 1
+    })
+    .await;
+    let warnings = h.notices(NoticeLevel::Warning);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("session not found") && w.contains("Starting a fresh session")),
+        "{warnings:?}"
+    );
+    assert_eq!(h.mock.connections(), 3, "refused resume, then fresh");
+    assert_eq!(h.mock.resumptions(), 0);
+    assert_eq!(h.engine.link_status().figures().fresh_fallbacks, 1);
+    // The fresh model has forgotten the 20 °C it read, so it reads the thermostat again:
+    // proof the fallback was really fresh.
+    h.say("Make it warmer.").await;
+    let names: Vec<String> = h.calls().into_iter().map(|c| c.0).collect();
+    assert_eq!(
+        names,
+        [
+            "get_device_status",
+            "get_device_status",
+            "set_device_status"
+        ]
+    );
+    assert!(h.last_reply().contains("22"), "{}", h.last_reply());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn when_the_budget_is_spent_the_reason_shows_and_retry_reconnects() {
+    let overloaded = || Action::Close {
+        code: 1013,
+        reason: "Try again later.".into(),
+    };
+    let mut h = Harness::start_with(
+        vec![
+            Fault::once(Moment::TurnComplete, 1, Action::Drop),
+            Fault::once(Moment::Setup, 2, overloaded()),
+            Fault::once(Moment::Setup, 3, overloaded()),
+        ],
+        test_policy(2),
+        None,
+    )
+    .await;
+    h.say("What's the kitchen thermostat set to?").await;
+    h.until("giving up", App::is_finished).await;
+    let errors = h.notices(NoticeLevel::Error);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].starts_with(
+            "Gave up reconnecting after 2 attempts. Last error: The server is overloaded (1013)"
+        ),
+        "{errors:?}"
+    );
+    assert_eq!(h.mock.connections(), 3);
+
+    // The retry key: the link comes back and resumes.
+    assert!(h.app.can_retry());
+    h.apply(Msg::Retry).await;
+    h.until("connected again", |app| {
+        app.connection == Connection::Connected
+    })
+    .await;
+    assert_eq!(h.mock.resumptions(), 1);
+    h.say("Make it warmer.").await;
+    assert!(h.last_reply().contains("22"), "{}", h.last_reply());
+}
+
+/// A tool that never finishes on its own.
+struct Hang;
+
+impl Tool for Hang {
+    type Args = NoArgs;
+
+    fn name(&self) -> &'static str {
+        "hang"
+    }
+
+    fn description(&self) -> &'static str {
+        "Never returns."
+    }
+
+    async fn call(&self, _args: NoArgs) -> Result<Value, ToolError> {
+        std::future::pending().await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hanging_call_is_flagged_then_answered_once_with_an_error() {
+    let mut registry = Registry::new(ToolLimits {
+        timeout: Duration::from_millis(900),
+        ..ToolLimits::default()
+    });
+    registry.register(Hang);
+    let mut h = Harness::start_with(
+        vec![Fault::once(
+            Moment::UserTurn,
+            1,
+            Action::ToolCalls {
+                name: "hang".into(),
+                args: json!({}),
+                count: 1,
+            },
+        )],
+        test_policy(2),
+        Some(registry),
+    )
+    .await;
+    h.apply(Msg::UserText("Please do the slow thing.".into()))
+        .await;
+    h.until("the watchdog", |app| {
+        app.tool_calls.first().is_some_and(|c| c.slow)
+    })
+    .await;
+    assert_eq!(h.app.tool_calls[0].state, ToolState::Running);
+    assert!(
+        h.notices(NoticeLevel::Warning)
+            .iter()
+            .any(|w| w.starts_with("hang has been running for 0.3 s")),
+        "{:?}",
+        h.app.notices
+    );
+    h.until_ready().await;
+    assert_eq!(h.app.tool_calls[0].state, ToolState::TimedOut);
+    assert_eq!(
+        h.last_reply(),
+        "I made 1 tool calls and got 1 answers, 1 of them errors."
+    );
+    assert_eq!(h.mock.stray_tool_responses(), 0);
+    drop(h.home);
+}
