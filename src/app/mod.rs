@@ -449,10 +449,10 @@ impl App {
             }
             LinkEvent::Reconnected {
                 resumed,
-                resent_user_turn,
+                user_turn_pending,
             } => {
-                // Without the user turn sent again, nothing is coming for the interrupted one.
-                if !resent_user_turn {
+                // Unless a user turn went out on the new connection, no reply is coming.
+                if !user_turn_pending {
                     self.awaiting_model = false;
                 }
                 let text = if resumed {

@@ -7,8 +7,8 @@ use serde_json::json;
 use super::*;
 use crate::live::CloseInfo;
 use crate::live::reconnect::LinkEvent;
-use crate::tools::SlowCall;
 use crate::live::wire::FunctionResponse;
+use crate::tools::SlowCall;
 use crate::tools::{END_SESSION, ToolOutcome};
 
 fn connected_app() -> App {
@@ -287,7 +287,13 @@ fn a_lost_connection_interrupts_the_reply_and_typed_input_is_queued_for_the_next
     // Further attempts of the same outage are not further reconnects.
     app.update(reconnecting(false, 2));
     assert_eq!(app.reconnects, 1);
-    assert!(app.notices.last().unwrap().text.starts_with("Reconnect attempt 2"));
+    assert!(
+        app.notices
+            .last()
+            .unwrap()
+            .text
+            .starts_with("Reconnect attempt 2")
+    );
 
     // Typed while reconnecting: shown and handed to the link, which queues it.
     assert_eq!(
@@ -296,9 +302,11 @@ fn a_lost_connection_interrupts_the_reply_and_typed_input_is_queued_for_the_next
     );
     app.update(Msg::Link(LinkEvent::Reconnected {
         resumed: true,
-        resent_user_turn: false,
+        user_turn_pending: false,
     }));
-    app.update(Msg::Session(SessionEvent::SetupComplete { session_id: None }));
+    app.update(Msg::Session(SessionEvent::SetupComplete {
+        session_id: None,
+    }));
     assert_eq!(app.connection, Connection::Connected);
     assert_eq!(
         app.notices.last().map(|n| n.text.as_str()),
@@ -312,7 +320,11 @@ fn a_planned_hand_over_only_shows_in_the_status_line() {
     let before = app.notices.len();
     app.update(reconnecting(true, 0));
     assert_eq!(app.connection, Connection::Reconnecting);
-    assert_eq!(app.notices.len(), before, "no warning for a goAway hand-over");
+    assert_eq!(
+        app.notices.len(),
+        before,
+        "no warning for a goAway hand-over"
+    );
 }
 
 #[test]
@@ -322,17 +334,24 @@ fn a_resent_turn_is_still_awaited_and_a_dropped_one_is_not() {
     app.update(reconnecting(false, 1));
     app.update(Msg::Link(LinkEvent::Reconnected {
         resumed: true,
-        resent_user_turn: true,
+        user_turn_pending: true,
     }));
-    app.update(Msg::Session(SessionEvent::SetupComplete { session_id: None }));
-    assert!(!app.ready_for_user(), "the answer to the re-sent turn is coming");
+    app.update(Msg::Session(SessionEvent::SetupComplete {
+        session_id: None,
+    }));
+    assert!(
+        !app.ready_for_user(),
+        "the answer to the re-sent turn is coming"
+    );
 
     app.update(reconnecting(false, 1));
     app.update(Msg::Link(LinkEvent::Reconnected {
         resumed: false,
-        resent_user_turn: false,
+        user_turn_pending: false,
     }));
-    app.update(Msg::Session(SessionEvent::SetupComplete { session_id: None }));
+    app.update(Msg::Session(SessionEvent::SetupComplete {
+        session_id: None,
+    }));
     assert!(app.ready_for_user());
 }
 
@@ -346,9 +365,11 @@ fn a_call_of_a_lost_connection_is_not_awaited_after_its_answer_is_withheld() {
     app.update(reconnecting(false, 1));
     app.update(Msg::Link(LinkEvent::Reconnected {
         resumed: true,
-        resent_user_turn: false,
+        user_turn_pending: false,
     }));
-    app.update(Msg::Session(SessionEvent::SetupComplete { session_id: None }));
+    app.update(Msg::Session(SessionEvent::SetupComplete {
+        session_id: None,
+    }));
     // The answer is still handed to the link (which withholds it), but nothing is awaited.
     let effects = app.update(finished("c1", "get_device_status", ToolStatus::Ok));
     assert!(matches!(effects.as_slice(), [Effect::SendToolResponse(_)]));
@@ -383,9 +404,11 @@ fn the_watchdog_flags_a_running_call_once_it_is_slow() {
     app.update(slow("c1"));
     assert!(app.tool_calls[0].slow);
     assert_eq!(app.tool_calls[0].state, ToolState::Running);
-    assert!(app.notices.last().unwrap().text.starts_with(
-        "get_device_status has been running for 3.4 s; it is answered with an error"
-    ));
+    assert!(
+        app.notices.last().unwrap().text.starts_with(
+            "get_device_status has been running for 3.4 s; it is answered with an error"
+        )
+    );
     let notices = app.notices.len();
     app.update(finished("c1", "get_device_status", ToolStatus::TimedOut));
     app.update(slow("c1"));
@@ -395,7 +418,10 @@ fn the_watchdog_flags_a_running_call_once_it_is_slow() {
 #[test]
 fn retry_is_offered_only_after_the_link_gave_up() {
     let mut app = connected_app();
-    assert!(app.update(Msg::Retry).is_empty(), "connected: nothing to retry");
+    assert!(
+        app.update(Msg::Retry).is_empty(),
+        "connected: nothing to retry"
+    );
     app.update(Msg::Session(SessionEvent::Closed(CloseInfo {
         code: None,
         reason: String::new(),

@@ -90,10 +90,11 @@ pub enum LinkEvent {
         retry_in: Duration,
     },
     /// A new connection is up. `resumed` when it continued the session by handle;
-    /// `resent_user_turn` when the user turn the lost connection never answered was sent again.
+    /// `user_turn_pending` when a user turn goes out on it (the one the lost connection never
+    /// answered, sent again, or one typed during the reconnect), so a reply is coming.
     Reconnected {
         resumed: bool,
-        resent_user_turn: bool,
+        user_turn_pending: bool,
     },
     /// The saved session could not be resumed; a fresh session follows, which does not know
     /// the conversation so far.
@@ -733,12 +734,15 @@ impl Supervisor {
     /// answered, then the queue in order (stale audio dropped).
     async fn flush(&mut self) {
         let resent = self.resend.take();
-        let resent_user_turn = resent.is_some();
+        let user_turn_pending = resent.is_some()
+            || self.queue.iter().any(|(message, _)| {
+                matches!(message, ClientMessage::ClientContent(c) if c.turn_complete != Some(false))
+            });
         let _ = self
             .out
             .send(SupervisorEvent::Link(LinkEvent::Reconnected {
                 resumed: self.live.as_ref().is_some_and(|l| l.resumed),
-                resent_user_turn,
+                user_turn_pending,
             }))
             .await;
         if let Some(turn) = resent {
