@@ -497,7 +497,11 @@ impl Supervisor {
                 }
             }
             SessionEvent::GoAway { time_left } => {
-                let left = time_left.unwrap_or(Duration::from_secs(2));
+                // No timeLeft: hand over soon. A huge one: connections never last an hour, and
+                // `Instant + Duration` must not overflow.
+                let left = time_left
+                    .unwrap_or(Duration::from_secs(2))
+                    .min(Duration::from_secs(3600));
                 // Leave a margin for the new connection's setup before the server cuts us off.
                 let margin = (left / 4).min(Duration::from_secs(2));
                 live.go_away_deadline = Some(Instant::now() + left.saturating_sub(margin));
