@@ -16,8 +16,9 @@ use crate::live::reconnect::{
     self, Link, LinkHandle, LinkStatus, ReconnectPolicy, SupervisorEvent,
 };
 use crate::live::wire::{
-    AudioTranscriptionConfig, Content, ContextWindowCompression, GenerationConfig, Modality,
-    SessionResumptionConfig, Setup, SlidingWindow, SpeechConfig, Tool,
+    AudioTranscriptionConfig, Blob, ClientMessage, Content, ContextWindowCompression,
+    GenerationConfig, INPUT_AUDIO_MIME, Modality, RealtimeInput, SessionResumptionConfig, Setup,
+    SlidingWindow, SpeechConfig, Tool,
 };
 use crate::live::{self, Endpoint, SessionOptions};
 use crate::mock::{MockOptions, MockServer};
@@ -139,6 +140,27 @@ impl Engine {
                 Ok(())
             }
             Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Streams one chunk of 16 kHz PCM16 mic audio (`realtimeInput.audio`). While the link
+    /// reconnects it is queued, and dropped if it waited longer than a second.
+    pub async fn send_audio(&self, pcm: Vec<u8>) {
+        if let Some(handle) = &self.handle {
+            let input = RealtimeInput {
+                audio: Some(Blob {
+                    mime_type: INPUT_AUDIO_MIME.to_owned(),
+                    data: pcm,
+                }),
+                ..RealtimeInput::default()
+            };
+            if handle
+                .send(ClientMessage::RealtimeInput(input))
+                .await
+                .is_err()
+            {
+                warn!("dropped mic audio: the session is closed");
+            }
         }
     }
 

@@ -473,7 +473,7 @@ impl Supervisor {
                     }
                 },
                 _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
-                    return self.hand_over("The server's time limit for this connection is up.");
+                    return self.hand_over("The server's time limit for this connection is up.").await;
                 }
             }
         }
@@ -516,19 +516,23 @@ impl Supervisor {
         let live = self.live.as_ref()?;
         let handle_ready = self.handle.is_some() || !self.resumption;
         if live.go_away_deadline.is_some() && live.open.at_turn_boundary() && handle_ready {
-            return Some(self.hand_over("The server asked to move to a new connection (goAway)."));
+            return Some(
+                self.hand_over("The server asked to move to a new connection (goAway).")
+                    .await,
+            );
         }
         None
     }
 
     /// A planned move to a new connection: close this one ourselves, then reconnect.
-    fn hand_over(&mut self, reason: &str) -> Next {
-        if let Some(live) = &mut self.live {
-            live.closing = true;
+    async fn hand_over(&mut self, reason: &str) -> Next {
+        if let Some(live) = &self.live {
             let handle = live.handle.clone();
             // The old connection's close must not hold up the new one.
             tokio::spawn(async move { handle.close().await });
         }
+        // From here on nothing goes to the old connection: sends queue for the new one.
+        self.end_connection().await;
         Next::Reconnect {
             planned: true,
             reason: reason.to_owned(),
