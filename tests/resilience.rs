@@ -92,6 +92,40 @@ async fn a_go_away_mid_reply_waits_for_the_turn_boundary() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn when_a_turn_outlasts_the_go_away_the_deadline_moves_anyway() {
+    // A reply slowed far beyond timeLeft: waiting for its end would hit the server's close.
+    let mut h = Harness::start(vec![
+        Fault::once(Moment::MidReply, 1, Action::Slow { factor: 200.0 }),
+        Fault::once(Moment::MidReply, 1, go_away(0.4)),
+    ])
+    .await;
+    h.apply(Msg::UserText(
+        "What's the kitchen thermostat set to?".into(),
+    ))
+    .await;
+    h.until("the forced hand-over", |app| {
+        app.reconnects == 1 && app.connection == Connection::Connected
+    })
+    .await;
+    h.until_ready().await;
+    // The reply had started (audio came) but was cut by the move, not finished.
+    assert!(h.app.model_audio_bytes > 0);
+    let replies = h.replies();
+    assert!(
+        replies.iter().all(|r| r.1 == ModelTurnStatus::Interrupted),
+        "{replies:?}"
+    );
+    assert_eq!(h.mock.resumptions(), 1);
+    h.say("Is the front door locked?").await;
+    assert!(h.last_reply().contains("front door"), "{}", h.last_reply());
+    assert!(
+        h.notices(NoticeLevel::Error).is_empty(),
+        "{:?}",
+        h.app.notices
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_network_drop_recovers_and_the_unanswered_turn_is_answered() {
     // The second user turn is lost with the connection before the model answers it.
     let mut h = Harness::start(vec![Fault::once(Moment::UserTurn, 2, Action::Drop)]).await;
@@ -295,4 +329,46 @@ async fn a_hanging_call_is_flagged_then_answered_once_with_an_error() {
     );
     assert_eq!(h.mock.stray_tool_responses(), 0);
     drop(h.home);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_running_when_its_connection_drops_is_stopped_and_never_answered_elsewhere() {
+    let mut registry = Registry::new(ToolLimits {
+        timeout: Duration::from_secs(30),
+        ..ToolLimits::default()
+    });
+    registry.register(Hang);
+    let mut h = Harness::start_with(
+        vec![
+            Fault::once(
+                Moment::UserTurn,
+                1,
+                Action::ToolCalls {
+                    name: "hang".into(),
+                    args: json!({}),
+                    count: 1,
+                },
+            ),
+            Fault::once(Moment::ToolCall, 1, Action::Drop),
+        ],
+        test_policy(2),
+        Some(registry),
+    )
+    .await;
+    h.apply(Msg::UserText("Please do the slow thing.".into()))
+        .await;
+    h.until("the call stopped and the link back", |app| {
+        app.tool_calls.first().map(|c| &c.state) == Some(&ToolState::Cancelled)
+            && app.connection == Connection::Connected
+    })
+    .await;
+    h.until_ready().await;
+    assert_eq!(h.app.reconnects, 1);
+    assert_eq!(h.mock.resumptions(), 1);
+    assert_eq!(
+        h.mock.stray_tool_responses(),
+        0,
+        "no answer reached the new connection"
+    );
+    assert!(h.app.tool_calls[0].response.is_none(), "never answered");
 }
