@@ -1,6 +1,7 @@
 //! Application state and its only mutator, [`App::update`]: messages in, effects out. No
 //! drawing, no sockets; the TUI and the headless presenter both read this state.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -194,6 +195,8 @@ pub struct App {
     closing: bool,
     /// Tool calls listed before the latest reconnect; their answers cannot reach the model.
     calls_before_reconnect: usize,
+    /// Ids of calls the server cancelled: they must not be answered.
+    withdrawn_calls: HashSet<String>,
 }
 
 impl App {
@@ -215,6 +218,7 @@ impl App {
             end_after_turn: false,
             closing: false,
             calls_before_reconnect: 0,
+            withdrawn_calls: HashSet::new(),
         }
     }
 
@@ -378,7 +382,11 @@ impl App {
                 }
                 vec![Effect::RunTools(calls)]
             }
-            SessionEvent::ToolCallCancelled(ids) => vec![Effect::CancelTools(ids)],
+            SessionEvent::ToolCallCancelled(ids) => {
+                // Remembered because the call may finish before the cancel reaches it.
+                self.withdrawn_calls.extend(ids.iter().cloned());
+                vec![Effect::CancelTools(ids)]
+            }
             SessionEvent::GoAway { time_left } => {
                 let when = time_left
                     .map(|t| format!(" in {:.0} s", t.as_secs_f64()))
@@ -477,7 +485,7 @@ impl App {
                 self.notice(
                     NoticeLevel::Warning,
                     format!(
-                        "The result of {name}{id} was not sent: the connection that asked for it has ended."
+                        "The result of {name}{id} was not sent: the connection that asked for it has ended or the call was withdrawn."
                     ),
                 );
                 Vec::new()
@@ -491,6 +499,16 @@ impl App {
                 // The dispatcher guarantees one answer per call; the record is only for show,
                 // so a call we never listed is still answered.
                 let index = self.find_running_call(outcome.id.as_deref(), &outcome.name);
+                // Finished before the server's cancel could stop it: withdrawn, not answered.
+                if let Some(id) = &outcome.id
+                    && self.withdrawn_calls.remove(id)
+                {
+                    if let Some(index) = index {
+                        self.tool_calls[index].state = ToolState::Cancelled;
+                        self.tool_calls[index].duration = Some(outcome.duration);
+                    }
+                    return Vec::new();
+                }
                 if let Some(index) = index {
                     let record = &mut self.tool_calls[index];
                     record.state = match &outcome.status {
@@ -519,6 +537,7 @@ impl App {
                 vec![Effect::SendToolResponse(outcome.response)]
             }
             ToolEvent::Cancelled { id, name, duration } => {
+                self.withdrawn_calls.remove(&id);
                 if let Some(index) = self.find_running_call(Some(&id), &name) {
                     let record = &mut self.tool_calls[index];
                     record.state = ToolState::Cancelled;

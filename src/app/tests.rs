@@ -443,3 +443,29 @@ fn retry_is_offered_only_after_the_link_gave_up() {
     assert!(!ended.can_retry());
     assert!(ended.update(Msg::Retry).is_empty());
 }
+
+#[test]
+fn a_call_the_server_cancelled_is_not_answered_even_if_it_finished_first() {
+    let mut app = connected_app();
+    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+        "c1",
+        "get_device_status",
+    )])));
+    assert_eq!(
+        app.update(Msg::Session(SessionEvent::ToolCallCancelled(vec![
+            "c1".into()
+        ]))),
+        vec![Effect::CancelTools(vec!["c1".into()])]
+    );
+    app.update(Msg::Session(SessionEvent::TurnComplete {
+        reason: None,
+        waiting_for_input: false,
+    }));
+    // The dispatcher had already finished it: no answer, nothing awaited.
+    assert!(
+        app.update(finished("c1", "get_device_status", ToolStatus::Ok))
+            .is_empty()
+    );
+    assert_eq!(app.tool_calls[0].state, ToolState::Cancelled);
+    assert!(app.ready_for_user());
+}
