@@ -726,10 +726,7 @@ impl Supervisor {
     fn enqueue(&mut self, message: ClientMessage, at: Instant) {
         self.queue.push_back((message, at));
         // Mic audio is only useful live; keep the queue from growing during a long outage.
-        let before = self.queue.len();
-        self.queue
-            .retain(|(message, at)| !(is_audio(message) && at.elapsed() > STALE_AUDIO));
-        let dropped = (before - self.queue.len()) as u64;
+        let dropped = drop_stale_audio(&mut self.queue, Instant::now());
         self.shared
             .stale_audio_dropped
             .fetch_add(dropped, Ordering::Relaxed);
@@ -756,13 +753,11 @@ impl Supervisor {
         if let Some(turn) = resent {
             self.deliver(turn, Instant::now()).await;
         }
+        let dropped = drop_stale_audio(&mut self.queue, Instant::now());
+        self.shared
+            .stale_audio_dropped
+            .fetch_add(dropped, Ordering::Relaxed);
         while let Some((message, at)) = self.queue.pop_front() {
-            if is_audio(&message) && at.elapsed() > STALE_AUDIO {
-                self.shared
-                    .stale_audio_dropped
-                    .fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
             self.deliver(message, at).await;
         }
         self.shared.queued.store(0, Ordering::Relaxed);
@@ -816,6 +811,15 @@ impl Supervisor {
             self.shared.sent.fetch_add(1, Ordering::Relaxed);
         }
     }
+}
+
+/// Removes mic audio queued more than [`STALE_AUDIO`] before `now`; returns how many chunks.
+fn drop_stale_audio(queue: &mut VecDeque<(ClientMessage, Instant)>, now: Instant) -> u64 {
+    let before = queue.len();
+    queue.retain(|(message, at)| {
+        !(is_audio(message) && now.saturating_duration_since(*at) > STALE_AUDIO)
+    });
+    (before - queue.len()) as u64
 }
 
 fn is_audio(message: &ClientMessage) -> bool {
@@ -982,18 +986,30 @@ mod tests {
     }
 
     #[test]
-    fn only_mic_audio_counts_as_audio() {
+    fn queued_mic_audio_older_than_a_second_is_dropped_and_everything_else_kept() {
         use crate::live::wire::{Blob, RealtimeInput};
-        let audio = ClientMessage::RealtimeInput(RealtimeInput {
-            audio: Some(Blob {
-                mime_type: "audio/pcm;rate=16000".into(),
-                data: vec![0; 640],
-            }),
-            ..RealtimeInput::default()
-        });
-        assert!(is_audio(&audio));
-        assert!(!is_audio(&ClientMessage::ClientContent(
-            ClientContent::user_text("hi")
-        )));
+        let audio = || {
+            ClientMessage::RealtimeInput(RealtimeInput {
+                audio: Some(Blob {
+                    mime_type: "audio/pcm;rate=16000".into(),
+                    data: vec![0; 640],
+                }),
+                ..RealtimeInput::default()
+            })
+        };
+        let text = || ClientMessage::ClientContent(ClientContent::user_text("hi"));
+        assert!(is_audio(&audio()) && !is_audio(&text()));
+        let start = Instant::now();
+        let mut queue: VecDeque<(ClientMessage, Instant)> = VecDeque::from([
+            (audio(), start),
+            (text(), start),
+            (audio(), start + Duration::from_millis(800)),
+            (audio(), start + Duration::from_millis(1200)),
+        ]);
+        let now = start + Duration::from_millis(1700);
+        assert_eq!(drop_stale_audio(&mut queue, now), 1);
+        assert_eq!(queue.len(), 3);
+        assert!(!is_audio(&queue[0].0), "an old typed turn is still sent");
+        assert_eq!(queue[1].1, start + Duration::from_millis(800));
     }
 }
