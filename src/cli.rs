@@ -123,6 +123,10 @@ pub struct MockArgs {
     /// How much faster than real time model audio is streamed (the service bursts too).
     #[arg(long, default_value_t = 4.0)]
     pub speed: f64,
+    /// Fault scenario (TOML, or JSON for a .json file): goAways, drops, closes, bad frames,
+    /// stalls at chosen moments. See `livetalk::mock::scenario` for the format.
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -91,6 +91,9 @@ struct ToolsLayer {
 struct SessionLayer {
     setup_timeout_secs: Option<f64>,
     turn_timeout_secs: Option<f64>,
+    resumption: Option<bool>,
+    context_compression: Option<bool>,
+    reconnect_attempts: Option<u32>,
 }
 
 /// Overrides from the command line.
@@ -146,6 +149,12 @@ pub struct Settings {
     pub tool_limits: ToolLimits,
     pub setup_timeout: Duration,
     pub turn_timeout: Duration,
+    /// Ask for session resumption handles, so a new connection can continue the conversation.
+    pub resumption: bool,
+    /// Sliding-window context compression, so a session is not ended by its context filling up.
+    pub context_compression: bool,
+    /// Reconnect attempts after a lost connection before giving up (0: never reconnect).
+    pub reconnect_attempts: u32,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
     /// Record the session, and where (`--record`, `record.enabled`).
@@ -305,6 +314,9 @@ impl Settings {
             tool_limits: merged.tool_limits,
             setup_timeout: merged.setup_timeout,
             turn_timeout: merged.turn_timeout,
+            resumption: merged.resumption,
+            context_compression: merged.context_compression,
+            reconnect_attempts: merged.reconnect_attempts,
             config_file: config_file.map(|(path, _)| path),
             record,
             sessions_dir,
@@ -342,6 +354,9 @@ struct Merged {
     turn_timeout: Duration,
     record_enabled: bool,
     record_dir: Option<PathBuf>,
+    resumption: bool,
+    context_compression: bool,
+    reconnect_attempts: u32,
 }
 
 impl Merged {
@@ -416,6 +431,18 @@ impl Merged {
             }
             if let Some(secs) = s.turn_timeout_secs {
                 self.turn_timeout = seconds(secs, source, "session.turn_timeout_secs")?;
+            }
+            self.resumption = s.resumption.unwrap_or(self.resumption);
+            self.context_compression = s.context_compression.unwrap_or(self.context_compression);
+            if let Some(attempts) = s.reconnect_attempts {
+                if attempts > 100 {
+                    return Err(ConfigError::new(
+                        source,
+                        "session.reconnect_attempts",
+                        format!("{attempts} is too many; use 0 to 100"),
+                    ));
+                }
+                self.reconnect_attempts = attempts;
             }
         }
         Ok(())

@@ -1,6 +1,8 @@
 //! The engine loop's plumbing, shared by every presenter: builds the `setup`, starts the
-//! session, turns session/tool/device output into [`Msg`]s and carries out [`Effect`]s.
+//! session (kept alive across connections by [`reconnect`]), turns session/tool/device output
+//! into [`Msg`]s and carries out [`Effect`]s.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
@@ -10,14 +12,21 @@ use crate::app::{App, Effect, Msg};
 use anyhow::Context as _;
 
 use crate::config::{Settings, Target};
+use crate::live::reconnect::{
+    self, Link, LinkHandle, LinkStatus, ReconnectPolicy, SupervisorEvent,
+};
 use crate::live::session::WireTap;
 use crate::live::wire::{
-    AudioTranscriptionConfig, Content, GenerationConfig, Modality, Setup, SpeechConfig, Tool,
+    AudioTranscriptionConfig, Blob, ClientMessage, Content, ContextWindowCompression,
+    GenerationConfig, INPUT_AUDIO_MIME, Modality, RealtimeInput, SessionResumptionConfig, Setup,
+    SlidingWindow, SpeechConfig, Tool,
 };
-use crate::live::{self, Endpoint, SessionEvent, SessionHandle, SessionOptions};
+use crate::live::{self, Endpoint, SessionOptions};
 use crate::mock::{MockOptions, MockServer};
 use crate::record::{self, Record, Recorder};
-use crate::tools::{Device, Registry, SmartHome, ToolDispatcher, ToolEvent, builtin_registry};
+use crate::tools::{
+    Device, Registry, SlowCall, SmartHome, ToolDispatcher, ToolEvent, Watchdog, builtin_registry,
+};
 
 /// The `setup` message for these settings and tools.
 pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
@@ -45,6 +54,15 @@ pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
         output_audio_transcription: settings
             .output_transcription
             .then(AudioTranscriptionConfig::default),
+        // `{}` asks for handles; the handle to resume is filled in per connection.
+        session_resumption: settings.resumption.then(SessionResumptionConfig::default),
+        // Server defaults: trigger at 80% of the context, slide down to half of that.
+        context_window_compression: settings.context_compression.then(|| {
+            ContextWindowCompression {
+                trigger_tokens: None,
+                sliding_window: Some(SlidingWindow::default()),
+            }
+        }),
         ..Setup::default()
     }
 }
@@ -66,6 +84,14 @@ pub async fn resolve_endpoint(
             "{} is a bridge, not a Live endpoint: connect with bridge::client::connect",
             crate::bridge::client::bridge_host(url)
         ),
+    }
+}
+
+/// The reconnect policy of these settings.
+pub fn reconnect_policy(settings: &Settings) -> ReconnectPolicy {
+    ReconnectPolicy {
+        max_attempts: settings.reconnect_attempts,
+        ..ReconnectPolicy::default()
     }
 }
 
@@ -139,6 +165,7 @@ pub async fn prepare(settings: &Settings) -> anyhow::Result<Conversation> {
     app.endpoint_label = settings.endpoint_label();
     let mut engine = Engine::new(registry, &home);
     engine.recorder = recorder;
+    engine.set_reconnect_policy(reconnect_policy(settings));
     Ok(Conversation {
         app,
         engine,
@@ -147,12 +174,18 @@ pub async fn prepare(settings: &Settings) -> anyhow::Result<Conversation> {
     })
 }
 
-/// Owns the session, the tool dispatcher and the device watch for one app.
+/// Owns the supervised session, the tool dispatcher, the tool watchdog and the device watch
+/// for one app.
 pub struct Engine {
-    handle: Option<SessionHandle>,
-    session_events: Option<mpsc::Receiver<SessionEvent>>,
+    handle: Option<LinkHandle>,
+    session_events: Option<mpsc::Receiver<SupervisorEvent>>,
+    status: LinkStatus,
+    options: Option<SessionOptions>,
+    policy: ReconnectPolicy,
     dispatcher: ToolDispatcher,
     tool_events: mpsc::UnboundedReceiver<ToolEvent>,
+    watchdog: Watchdog,
+    slow_calls: VecDeque<SlowCall>,
     devices: watch::Receiver<Vec<Device>>,
     /// Records the session when `--record` is on.
     recorder: Option<Recorder>,
@@ -162,12 +195,18 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(registry: Arc<Registry>, home: &SmartHome) -> Self {
+        let watchdog = Watchdog::for_timeout(registry.limits().timeout);
         let (dispatcher, tool_events) = ToolDispatcher::new(registry);
         Engine {
             handle: None,
             session_events: None,
+            status: LinkStatus::default(),
+            options: None,
+            policy: ReconnectPolicy::default(),
             dispatcher,
             tool_events,
+            watchdog,
+            slow_calls: VecDeque::new(),
             devices: home.subscribe(),
             recorder: None,
             applied_events: 0,
@@ -193,29 +232,45 @@ impl Engine {
         }
     }
 
-    /// Connects; on failure returns the message to show.
+    /// The recorder as the wire tap of every connection, reconnects included.
+    fn tap(&self) -> Option<Arc<dyn WireTap>> {
+        self.recorder
+            .clone()
+            .map(|r| Arc::new(r) as Arc<dyn WireTap>)
+    }
+
+    /// Sets how lost connections are retried (before `connect`).
+    pub fn set_reconnect_policy(&mut self, policy: ReconnectPolicy) {
+        self.policy = policy;
+    }
+
+    /// Figures and the resumption handle of the current link.
+    pub fn link_status(&self) -> &LinkStatus {
+        &self.status
+    }
+
+    /// Connects; on failure returns the message to show. A first connection that fails is not
+    /// retried (the message says why); once up, the link is kept alive by the supervisor.
     pub async fn connect(&mut self, options: SessionOptions) -> Result<(), String> {
-        let tap = self.recorder.clone().map(|r| {
-            r.write(Record::Connect {
-                host: options.endpoint.host().to_owned(),
-            });
-            Arc::new(r) as Arc<dyn WireTap>
-        });
-        let session = match live::session::connect_tapped(options, tap).await {
-            Ok(session) => session,
+        let tap = self.tap();
+        // Kept even when this first attempt fails, so the user's retry has somewhere to go.
+        self.options = Some(options.clone());
+        match live::session::connect_tapped(options.clone(), tap.clone()).await {
+            Ok(session) => {
+                let link = reconnect::supervise(session, Some(options), self.policy, tap);
+                self.adopt(link);
+                Ok(())
+            }
             Err(e) => {
                 let message = e.to_string();
                 self.record(|_| Record::ConnectFailed {
                     message: message.clone(),
                 });
-                return Err(message);
+                Err(message)
             }
-        };
-        self.attach(session);
-        Ok(())
+        }
     }
 
-    /// Connects through a bridge (`--bridge`); on failure returns the message to show.
     /// Connects to the upstream; on failure returns the message to show.
     pub async fn open(&mut self, upstream: Upstream) -> Result<(), String> {
         match upstream {
@@ -228,6 +283,8 @@ impl Engine {
         }
     }
 
+    /// Connects through a bridge (`--bridge`). The bridge holds the Live session and its
+    /// reconnects, so a lost bridge connection is final here.
     pub async fn connect_bridge(
         &mut self,
         url: &str,
@@ -237,29 +294,76 @@ impl Engine {
         let session = crate::bridge::client::connect(url, setup, setup_timeout)
             .await
             .map_err(|e| e.to_string())?;
-        self.attach(session);
+        let policy = ReconnectPolicy {
+            max_attempts: 0,
+            ..self.policy
+        };
+        self.adopt(reconnect::supervise(session, None, policy, None));
         Ok(())
     }
 
-    /// Runs on an already open session (direct or bridged).
-    pub fn attach(&mut self, session: live::Session) {
-        self.handle = Some(session.handle);
-        self.session_events = Some(session.events);
+    /// Streams one chunk of 16 kHz PCM16 mic audio (`realtimeInput.audio`). While the link
+    /// reconnects it is queued, and dropped if it waited longer than a second.
+    pub async fn send_audio(&self, pcm: Vec<u8>) {
+        if let Some(handle) = &self.handle {
+            let input = RealtimeInput {
+                audio: Some(Blob {
+                    mime_type: INPUT_AUDIO_MIME.to_owned(),
+                    data: pcm,
+                }),
+                ..RealtimeInput::default()
+            };
+            if handle
+                .send(ClientMessage::RealtimeInput(input))
+                .await
+                .is_err()
+            {
+                warn!("dropped mic audio: the session is closed");
+            }
+        }
+    }
+
+    fn adopt(&mut self, link: Link) {
+        self.handle = Some(link.handle);
+        self.session_events = Some(link.events);
+        self.status = link.status;
     }
 
     /// The next message from the session, the tools or the devices; `None` once the session
     /// stream has ended and nothing else can arrive.
     pub async fn next(&mut self) -> Option<Msg> {
         loop {
+            if self.slow_calls.is_empty() {
+                self.slow_calls
+                    .extend(self.watchdog.due(tokio::time::Instant::now()));
+            }
+            if let Some(slow) = self.slow_calls.pop_front() {
+                return Some(Msg::ToolCallSlow(slow));
+            }
             let session_open = self.session_events.is_some();
+            let slow_at = self.watchdog.next_due();
             tokio::select! {
                 event = async { self.session_events.as_mut()?.recv().await }, if session_open => {
                     match event {
-                        Some(event) => return Some(Msg::Session(event)),
+                        Some(SupervisorEvent::Session(event)) => return Some(Msg::Session(event)),
+                        Some(SupervisorEvent::Link(event)) => return Some(Msg::Link(event)),
+                        // Their connection is gone: stop them; the app sees them cancelled.
+                        Some(SupervisorEvent::Abandoned(ids)) => {
+                            self.dispatcher.cancel(&ids);
+                        }
                         None => self.session_events = None,
                     }
                 }
-                Some(event) = self.tool_events.recv() => return Some(Msg::Tool(event)),
+                Some(event) = self.tool_events.recv() => {
+                    match &event {
+                        ToolEvent::Finished(outcome) => {
+                            self.watchdog.ended(outcome.id.as_deref(), &outcome.name);
+                        }
+                        ToolEvent::Cancelled { id, name, .. } => self.watchdog.ended(Some(id), name),
+                    }
+                    return Some(Msg::Tool(event));
+                }
+                _ = tokio::time::sleep_until(slow_at.unwrap_or_else(tokio::time::Instant::now)), if slow_at.is_some() => {}
                 Ok(()) = self.devices.changed() => {
                     return Some(Msg::DevicesChanged(self.devices.borrow_and_update().clone()));
                 }
@@ -301,7 +405,10 @@ impl Engine {
                     warn!("dropped a user turn: the session is closed");
                 }
             }
-            Effect::RunTools(calls) => self.dispatcher.dispatch(calls),
+            Effect::RunTools(calls) => {
+                self.watchdog.started(&calls);
+                self.dispatcher.dispatch(calls);
+            }
             Effect::CancelTools(ids) => {
                 self.dispatcher.cancel(&ids);
             }
@@ -316,6 +423,15 @@ impl Engine {
                 self.record(|at| Record::EndSession { at });
                 if let Some(handle) = &self.handle {
                     handle.close().await;
+                }
+            }
+            Effect::Reconnect => {
+                // The app asks only once the link gave up; an old supervisor still winding
+                // down closes its connection when its handle and events are dropped here.
+                if let Some(options) = self.options.clone() {
+                    let handle = self.status.resume_handle();
+                    let link = reconnect::reconnect(options, self.policy, handle, self.tap());
+                    self.adopt(link);
                 }
             }
         }

@@ -131,6 +131,8 @@ pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<
             _ = int_signal.recv() => engine.apply(&mut app, Msg::Quit).await,
         }
         dirty = true;
+        // A retry (Ctrl-R) gives the engine a new link to listen to.
+        engine_open |= !app.is_finished();
         if app.view.quit || (app.ended_cleanly() && !engine_open) {
             break;
         }

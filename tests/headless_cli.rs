@@ -107,8 +107,14 @@ fn json_output_is_one_event_per_line() {
 }
 
 #[test]
-fn killing_the_mock_mid_turn_is_a_clear_error() {
+fn killing_the_mock_mid_turn_retries_then_gives_up_with_the_reason() {
     let scratch = tempfile::tempdir().unwrap();
+    // A small retry budget keeps the test short; the backoff is the real one.
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        "[session]\nreconnect_attempts = 2\n",
+    )
+    .unwrap();
     // Slow speech so the reply is still streaming when the server dies.
     let mut mock = MockProcess::start(scratch.path(), &["--speed", "0.25"]);
     let mut client = livetalk(scratch.path())
@@ -132,8 +138,21 @@ fn killing_the_mock_mid_turn_is_a_clear_error() {
     let stderr = stderr.recv_timeout(Duration::from_secs(5)).unwrap();
     assert_eq!(status.code(), Some(1), "stderr: {stderr}");
     assert!(
-        stderr.contains("livetalk: error: The connection was lost"),
-        "a clear message on stderr: {stderr}"
+        stderr.contains("livetalk: warning: Connection lost: The connection was lost"),
+        "the loss is explained: {stderr}"
+    );
+    assert!(
+        stderr.contains("livetalk: warning: Reconnect attempt 2"),
+        "{stderr}"
+    );
+    let gave_up: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("livetalk: error: Gave up reconnecting after 2 attempts. Last error: Could not connect to 127.0.0.1: connection refused"))
+        .collect();
+    assert_eq!(
+        gave_up.len(),
+        1,
+        "one final message with the reason: {stderr}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
@@ -182,4 +201,93 @@ fn connection_refused_is_a_clear_error() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr.contains("connection refused"), "{stderr}");
+}
+
+#[test]
+fn mock_scenario_go_away_and_a_drop_do_not_break_the_seed_dialogue() {
+    let scratch = tempfile::tempdir().unwrap();
+    let scenario = scratch.path().join("faults.toml");
+    std::fs::write(
+        &scenario,
+        r#"
+        # After the first answer the server asks the client to move (then closes 1008);
+        # the third question is lost with the connection before it is answered.
+        [[fault]]
+        at = "turn_complete"
+        nth = 1
+        action = "go_away"
+        time_left_secs = 3.0
+
+        [[fault]]
+        at = "user_turn"
+        nth = 3
+        action = "drop"
+        "#,
+    )
+    .unwrap();
+    let mock = MockProcess::start(
+        scratch.path(),
+        &["--speed", "20", "--scenario", scenario.to_str().unwrap()],
+    );
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--endpoint", &mock.url],
+        &[],
+        &SEED_LINES,
+    );
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    assert_eq!(run.code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    let replies: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("Gemini: "))
+        .collect();
+    assert_eq!(replies.len(), 3, "{stdout}");
+    assert!(replies[0].contains("off"), "{}", replies[0]);
+    // "turn it on": "it" is the lamp only if the resumed model remembers the first question.
+    assert!(
+        replies[1].contains("on") && replies[1].contains("blue"),
+        "{}",
+        replies[1]
+    );
+    assert!(replies[2].contains("20"), "{}", replies[2]);
+    assert!(!stdout.contains("[interrupted]"), "{stdout}");
+    assert!(
+        stderr.contains("livetalk: warning: The server will end this connection in 3 s (goAway)."),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("livetalk: warning: Connection lost:"),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr
+            .matches("livetalk: info: Reconnected; the conversation continues.")
+            .count(),
+        2,
+        "{stderr}"
+    );
+    assert!(!stderr.contains("error"), "{stderr}");
+}
+
+#[test]
+fn a_bad_scenario_file_is_a_clear_error() {
+    let scratch = tempfile::tempdir().unwrap();
+    let scenario = scratch.path().join("faults.json");
+    std::fs::write(
+        &scenario,
+        r#"{"fault": [{"at": "setup", "action": "close"}]}"#,
+    )
+    .unwrap();
+    let output = livetalk(scratch.path())
+        .args(["mock", "--listen", "127.0.0.1:0", "--scenario"])
+        .arg(&scenario)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("bad scenario") && stderr.contains("fault 1: `code` is required"),
+        "{stderr}"
+    );
 }

@@ -1,6 +1,9 @@
-//! A scripted fake Live server on loopback: malformed and unknown frames are skipped with a
-//! warning and the conversation goes on; close codes become clear messages; the API key goes
-//! only into the `x-goog-api-key` header and never into output, URLs or logs.
+//! Hostile servers on loopback. A scripted fake server: malformed and unknown frames are
+//! skipped with a warning and the conversation goes on; close codes become clear messages; the
+//! API key goes only into the `x-goog-api-key` header and never into output, URLs or logs.
+//! And a table of every mock fault plus binary garbage, invalid UTF-8, deeply nested JSON, a
+//! 20 MB frame, 1,000 function calls and wrong-type arguments: each is skipped with a clear
+//! warning or recovered from, or ends the session with one clear message; never a panic.
 
 #![allow(clippy::unwrap_used)]
 
@@ -8,8 +11,13 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
+use common::harness::Harness;
 use common::*;
 use futures_util::{SinkExt, StreamExt};
+use livetalk::app::{App, Connection, ModelTurnStatus, NoticeLevel, ToolState};
+use livetalk::mock::{Action, Fault, Moment};
+use serde_json::json;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
@@ -209,4 +217,335 @@ async fn a_server_that_never_completes_setup_times_out_clearly() {
         stderr.contains("livetalk: error: No setupComplete from 127.0.0.1 within 1 s"),
         "{stderr}"
     );
+}
+
+/// What a hostile input must lead to.
+enum Expect {
+    /// The conversation goes on: the next turn is answered. Warnings must contain these.
+    Continues { warnings: &'static [&'static str] },
+    /// The session ends with exactly one error notice containing this.
+    Ends { error: &'static str },
+}
+
+struct Case {
+    name: &'static str,
+    faults: Vec<Fault>,
+    expect: Expect,
+    /// Extra checks on the app after the case ran.
+    check: fn(&App),
+}
+
+fn at_user_turn(action: Action) -> Vec<Fault> {
+    vec![Fault::once(Moment::UserTurn, 1, action)]
+}
+
+fn no_check(_: &App) {}
+
+fn cases() -> Vec<Case> {
+    use Expect::*;
+    vec![
+        Case {
+            name: "goAway with timeLeft, then 1008",
+            faults: vec![Fault::once(
+                Moment::MidReply,
+                1,
+                Action::GoAway {
+                    time_left: Duration::from_millis(800),
+                    code: 1008,
+                    reason: "The operation was aborted.".into(),
+                },
+            )],
+            expect: Continues {
+                warnings: &["goAway"],
+            },
+            check: |app| assert_eq!(app.reconnects, 1),
+        },
+        Case {
+            name: "abrupt TCP drop",
+            faults: at_user_turn(Action::Drop),
+            expect: Continues {
+                warnings: &["Connection lost"],
+            },
+            check: |app| assert_eq!(app.reconnects, 1),
+        },
+        Case {
+            name: "close 1011 internal error",
+            faults: at_user_turn(Action::Close {
+                code: 1011,
+                reason: "Internal error encountered.".into(),
+            }),
+            expect: Continues {
+                warnings: &["Connection lost: The Live API had an internal error (1011)"],
+            },
+            check: no_check,
+        },
+        Case {
+            name: "close with an unknown code",
+            faults: at_user_turn(Action::Close {
+                code: 4000,
+                reason: "custom reason".into(),
+            }),
+            expect: Ends {
+                error: "The server closed the connection (4000): custom reason.",
+            },
+            check: no_check,
+        },
+        Case {
+            name: "malformed JSON",
+            faults: at_user_turn(Action::MalformedJson),
+            expect: Continues {
+                warnings: &["skipped a malformed server frame", "not valid JSON"],
+            },
+            check: no_check,
+        },
+        Case {
+            name: "unknown top-level message",
+            faults: at_user_turn(Action::UnknownMessage),
+            expect: Continues {
+                warnings: &["skipped an unknown server message (mockSurprise)"],
+            },
+            check: no_check,
+        },
+        Case {
+            name: "a 20 MB frame",
+            faults: at_user_turn(Action::HugeMessage { bytes: 20 << 20 }),
+            expect: Continues { warnings: &[] },
+            check: |app| {
+                assert!(
+                    app.model_audio_bytes > 14 << 20,
+                    "{}",
+                    app.model_audio_bytes
+                )
+            },
+        },
+        Case {
+            name: "binary garbage (invalid UTF-8)",
+            faults: at_user_turn(Action::Garbage { bytes: 4096 }),
+            expect: Continues {
+                warnings: &["not UTF-8"],
+            },
+            check: no_check,
+        },
+        Case {
+            name: "control characters, not JSON",
+            faults: at_user_turn(Action::Raw {
+                text: "\u{0}\u{1}\u{7f}not json at all".into(),
+            }),
+            expect: Continues {
+                warnings: &["not valid JSON"],
+            },
+            check: no_check,
+        },
+        Case {
+            // In a field nobody reads, the nesting is skipped without recursion.
+            name: "JSON nested 100,000 deep in an unknown field",
+            faults: at_user_turn(Action::DeepJson { depth: 100_000 }),
+            expect: Continues { warnings: &[] },
+            check: no_check,
+        },
+        Case {
+            // In function-call arguments (free JSON), serde_json's depth limit stops it.
+            name: "JSON nested 100,000 deep in function-call arguments",
+            faults: at_user_turn(Action::Raw {
+                text: format!(
+                    r#"{{"toolCall": {{"functionCalls": [{{"id": "deep-1", "name": "get_current_time", "args": {{"a": {}{}}}}}]}}}}"#,
+                    "[".repeat(100_000),
+                    "]".repeat(100_000)
+                ),
+            }),
+            expect: Continues {
+                warnings: &[
+                    "skipped a malformed server frame",
+                    "recursion limit exceeded",
+                ],
+            },
+            check: no_check,
+        },
+        Case {
+            name: "a known message with fields of the wrong type",
+            faults: at_user_turn(Action::Raw {
+                text: r#"{"toolCall": {"functionCalls": "not a list"}}"#.into(),
+            }),
+            expect: Continues {
+                warnings: &["invalid value at `toolCall.functionCalls`"],
+            },
+            check: no_check,
+        },
+        Case {
+            name: "stalled server",
+            faults: vec![Fault::once(
+                Moment::MidReply,
+                1,
+                Action::Stall {
+                    duration: Duration::from_millis(1500),
+                },
+            )],
+            expect: Continues { warnings: &[] },
+            check: no_check,
+        },
+        Case {
+            name: "slow server",
+            faults: vec![Fault::once(
+                Moment::MidReply,
+                1,
+                Action::Slow { factor: 4.0 },
+            )],
+            expect: Continues { warnings: &[] },
+            check: no_check,
+        },
+        Case {
+            name: "interrupted mid-turn",
+            faults: vec![Fault::once(Moment::MidReply, 1, Action::Interrupt)],
+            expect: Continues { warnings: &[] },
+            check: |app| {
+                // Cut after its first audio chunk: the thermostat reply never got to words,
+                // and nothing is left streaming.
+                for entry in &app.transcript {
+                    if let livetalk::app::Entry::Model {
+                        text_parts,
+                        transcript,
+                        status,
+                    } = entry
+                    {
+                        let text = livetalk::app::Entry::model_text(text_parts, transcript);
+                        assert!(!text.contains("thermostat"), "{text}");
+                        assert_ne!(*status, ModelTurnStatus::Streaming);
+                    }
+                }
+            },
+        },
+        Case {
+            name: "toolCallCancellation",
+            faults: vec![Fault::once(Moment::ToolCall, 1, Action::CancelToolCalls)],
+            expect: Continues { warnings: &[] },
+            check: |app| assert!(app.tool_calls.iter().all(|c| c.state != ToolState::Running)),
+        },
+        Case {
+            name: "sessionResumptionUpdate with a handle the server never issued",
+            faults: vec![
+                Fault::once(
+                    Moment::TurnComplete,
+                    1,
+                    Action::ResumptionUpdate {
+                        handle: Some("stale-handle-0".into()),
+                        resumable: true,
+                    },
+                ),
+                Fault::once(Moment::TurnComplete, 1, Action::Drop),
+            ],
+            expect: Continues {
+                warnings: &["session not found", "Starting a fresh session"],
+            },
+            check: no_check,
+        },
+        Case {
+            name: "a resumption that fails",
+            faults: vec![
+                Fault::once(Moment::TurnComplete, 1, Action::FailResumption),
+                Fault::once(Moment::TurnComplete, 1, Action::Drop),
+            ],
+            expect: Continues {
+                warnings: &["Starting a fresh session"],
+            },
+            check: no_check,
+        },
+        Case {
+            name: "a tool call with 1,000 function calls",
+            faults: at_user_turn(Action::ToolCalls {
+                name: "get_current_time".into(),
+                args: json!({}),
+                count: 1000,
+            }),
+            expect: Continues { warnings: &[] },
+            check: |app| {
+                assert!(app.tool_calls.len() >= 1000);
+                assert!(app.tool_calls.iter().all(|c| c.state == ToolState::Ok));
+                assert!(app.transcript.iter().any(|e| matches!(e,
+                    livetalk::app::Entry::Model { transcript, .. }
+                        if transcript.contains("1000 tool calls and got 1000 answers, 0 of them errors"))));
+            },
+        },
+        Case {
+            name: "arguments of the wrong type",
+            faults: at_user_turn(Action::ToolCalls {
+                name: "set_device_status".into(),
+                args: json!({"device_name": 42, "new_status": ["on"]}),
+                count: 1,
+            }),
+            expect: Continues { warnings: &[] },
+            check: |app| {
+                assert!(
+                    matches!(&app.tool_calls[0].state, ToolState::Error(m) if m.contains("invalid type")),
+                    "{:?}",
+                    app.tool_calls[0]
+                );
+            },
+        },
+        Case {
+            name: "a call of a tool that does not exist",
+            faults: at_user_turn(Action::ToolCalls {
+                name: "launch_rockets".into(),
+                args: json!({}),
+                count: 1,
+            }),
+            expect: Continues { warnings: &[] },
+            check: |app| {
+                assert!(
+                    matches!(&app.tool_calls[0].state, ToolState::Error(m) if m.contains("unknown tool")),
+                    "{:?}",
+                    app.tool_calls[0]
+                );
+            },
+        },
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_hostile_input_is_skipped_recovered_or_ends_with_one_clear_message() {
+    for case in cases() {
+        eprintln!("case: {}", case.name);
+        let mut h = Harness::start(case.faults).await;
+        h.apply(livetalk::app::Msg::UserText(
+            "What's the kitchen thermostat set to?".into(),
+        ))
+        .await;
+        let what = format!("the end of the first turn ({})", case.name);
+        h.until(&what, |app| app.ready_for_user() || app.is_finished())
+            .await;
+        match case.expect {
+            Expect::Continues { warnings } => {
+                // The client kept running: the next turn is answered on a working link.
+                h.say("Is the front door locked?").await;
+                let reply = h.last_reply();
+                assert!(reply.contains("front door"), "{}: {reply}", case.name);
+                assert_eq!(h.app.connection, Connection::Connected, "{}", case.name);
+                let shown = h.notices(NoticeLevel::Warning).join("\n");
+                for expected in warnings {
+                    assert!(
+                        shown.contains(expected),
+                        "{}: {expected:?} not in\n{shown}",
+                        case.name
+                    );
+                }
+                assert!(
+                    h.notices(NoticeLevel::Error).is_empty(),
+                    "{}: {:?}",
+                    case.name,
+                    h.app.notices
+                );
+            }
+            Expect::Ends { error } => {
+                h.until("the end", App::is_finished).await;
+                let errors = h.notices(NoticeLevel::Error);
+                assert_eq!(errors.len(), 1, "{}: {errors:?}", case.name);
+                assert!(errors[0].contains(error), "{}: {errors:?}", case.name);
+                assert!(
+                    h.engine.next().await.is_none(),
+                    "{}: the engine stopped",
+                    case.name
+                );
+            }
+        }
+        (case.check)(&h.app);
+    }
 }

@@ -47,6 +47,7 @@ pub const KEY_HELP: &[(&str, &str)] = &[
     ),
     ("q", "quit (outside the input line)"),
     ("? or F1", "this help (? when the input line is empty)"),
+    ("Ctrl-R", "reconnect after the connection was lost for good"),
     ("Ctrl-C", "quit"),
 ];
 
@@ -75,6 +76,9 @@ impl App {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         if ctrl && matches!(key.code, KeyCode::Char('c')) {
             return self.quit();
+        }
+        if ctrl && matches!(key.code, KeyCode::Char('r')) {
+            return self.update(Msg::Retry);
         }
         if key.code == KeyCode::F(1) {
             self.toggle_help();

@@ -1,13 +1,15 @@
 //! Application state and its only mutator, [`App::update`]: messages in, effects out. No
 //! drawing, no sockets; the TUI and the headless presenter both read this state.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::live::SessionEvent;
+use crate::live::reconnect::LinkEvent;
 use crate::live::wire::{FunctionCall, FunctionResponse, Scheduling, UsageMetadata};
-use crate::tools::{Device, ToolEvent, ToolStatus};
+use crate::tools::{Device, SlowCall, ToolEvent, ToolStatus};
 
 mod keys;
 pub mod view;
@@ -118,6 +120,8 @@ pub struct ToolCallRecord {
     pub truncated: bool,
     /// Local wall-clock time the call arrived.
     pub started_at: jiff::civil::Time,
+    /// The watchdog saw it run longer than expected.
+    pub slow: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +147,12 @@ pub enum Msg {
     ConnectFailed(String),
     /// An event from the live session.
     Session(SessionEvent),
+    /// The link moved to a new connection, lost one, or withheld an answer.
+    Link(LinkEvent),
+    /// A tool call has been running longer than expected (the watchdog).
+    ToolCallSlow(SlowCall),
+    /// The user asks to try connecting again after the link gave up.
+    Retry,
     /// A tool call finished or was cancelled.
     Tool(ToolEvent),
     /// The smart-home devices changed.
@@ -173,6 +183,8 @@ pub enum Effect {
     CancelTools(Vec<String>),
     SendToolResponse(FunctionResponse),
     CloseSession,
+    /// Start connecting again (after the link gave up).
+    Reconnect,
 }
 
 /// The application state.
@@ -197,6 +209,8 @@ pub struct App {
     pub total_tokens: i64,
     /// Bytes of model audio received.
     pub model_audio_bytes: u64,
+    /// Times the conversation moved to a new connection.
+    pub reconnects: u32,
     /// A user turn (or tool response) was sent and the model's turn has not completed.
     awaiting_model: bool,
     /// `end_session` succeeded: close once the goodbye turn completes.
@@ -209,6 +223,10 @@ pub struct App {
     pub view: View,
     /// Local time of day, for the tool log; replaceable so tests are deterministic.
     pub clock: fn() -> jiff::civil::Time,
+    /// Tool calls listed before the latest reconnect; their answers cannot reach the model.
+    calls_before_reconnect: usize,
+    /// Ids of calls the server cancelled: they must not be answered.
+    withdrawn_calls: HashSet<String>,
 }
 
 fn local_time_now() -> jiff::civil::Time {
@@ -231,12 +249,15 @@ impl App {
             last_usage: None,
             total_tokens: 0,
             model_audio_bytes: 0,
+            reconnects: 0,
             awaiting_model: false,
             end_after_turn: false,
             closing: false,
             recording: None,
             view: View::default(),
             clock: local_time_now,
+            calls_before_reconnect: 0,
+            withdrawn_calls: HashSet::new(),
         }
     }
 
@@ -286,6 +307,11 @@ impl App {
         self.closing && self.is_finished()
     }
 
+    /// True when the connection was lost for good and the user may ask to retry.
+    pub fn can_retry(&self) -> bool {
+        self.is_finished() && !self.closing
+    }
+
     /// The one place state changes.
     pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
         match msg {
@@ -300,6 +326,28 @@ impl App {
                 Vec::new()
             }
             Msg::Session(event) => self.on_session(event),
+            Msg::Link(event) => self.on_link(event),
+            Msg::ToolCallSlow(slow) => {
+                if let Some(index) = self.find_running_call(slow.id.as_deref(), &slow.name) {
+                    self.tool_calls[index].slow = true;
+                    self.notice(
+                        NoticeLevel::Warning,
+                        format!(
+                            "{} has been running for {:.1} s; it is answered with an error if it does not finish in time.",
+                            slow.name,
+                            slow.elapsed.as_secs_f64()
+                        ),
+                    );
+                }
+                Vec::new()
+            }
+            Msg::Retry => {
+                if !self.can_retry() {
+                    return Vec::new();
+                }
+                self.connection = Connection::Connecting;
+                vec![Effect::Reconnect]
+            }
             Msg::Tool(event) => self.on_tool(event),
             Msg::DevicesChanged(devices) => {
                 self.view.highlight_changes(&self.devices, &devices);
@@ -332,7 +380,12 @@ impl App {
             Msg::Quit => self.quit(),
             Msg::UserText(text) => {
                 let text = text.trim().to_owned();
-                if text.is_empty() || self.connection != Connection::Connected || self.closing {
+                // While reconnecting the turn is queued and sent after setupComplete.
+                let open = matches!(
+                    self.connection,
+                    Connection::Connected | Connection::Reconnecting
+                );
+                if text.is_empty() || !open || self.closing {
                     return Vec::new();
                 }
                 // Sending while the model speaks interrupts it (clientContent semantics); the
@@ -409,12 +462,17 @@ impl App {
                         response: None,
                         truncated: false,
                         started_at: (self.clock)(),
+                        slow: false,
                     });
                     self.transcript.push(Entry::Tool(self.tool_calls.len() - 1));
                 }
                 vec![Effect::RunTools(calls)]
             }
-            SessionEvent::ToolCallCancelled(ids) => vec![Effect::CancelTools(ids)],
+            SessionEvent::ToolCallCancelled(ids) => {
+                // Remembered because the call may finish before the cancel reaches it.
+                self.withdrawn_calls.extend(ids.iter().cloned());
+                vec![Effect::CancelTools(ids)]
+            }
             SessionEvent::GoAway { time_left } => {
                 let when = time_left
                     .map(|t| format!(" in {:.0} s", t.as_secs_f64()))
@@ -451,12 +509,93 @@ impl App {
         }
     }
 
+    fn on_link(&mut self, event: LinkEvent) -> Vec<Effect> {
+        match event {
+            LinkEvent::Reconnecting {
+                planned,
+                attempt,
+                reason,
+                retry_in,
+            } => {
+                if self.connection != Connection::Reconnecting {
+                    self.reconnects += 1;
+                    self.calls_before_reconnect = self.tool_calls.len();
+                    // A reply cut off by the loss stays in the history as interrupted.
+                    self.finish_model_entry(ModelTurnStatus::Interrupted);
+                    self.conversation = Conversation::Listening;
+                }
+                self.connection = Connection::Reconnecting;
+                // A planned hand-over only shows in the status line; losses are explained.
+                if !planned {
+                    let when = if retry_in.is_zero() {
+                        String::new()
+                    } else {
+                        format!(" in {:.1} s", retry_in.as_secs_f64())
+                    };
+                    let text = if attempt <= 1 {
+                        format!("Connection lost: {reason} Reconnecting{when}…")
+                    } else {
+                        format!("Reconnect attempt {attempt}{when} ({reason})")
+                    };
+                    self.notice(NoticeLevel::Warning, text);
+                }
+                Vec::new()
+            }
+            LinkEvent::Reconnected {
+                resumed,
+                user_turn_pending,
+            } => {
+                // Unless a user turn went out on the new connection, no reply is coming.
+                if !user_turn_pending {
+                    self.awaiting_model = false;
+                }
+                let text = if resumed {
+                    "Reconnected; the conversation continues."
+                } else {
+                    "Reconnected with a new session."
+                };
+                self.notice(NoticeLevel::Info, text.to_owned());
+                Vec::new()
+            }
+            LinkEvent::ResumeRejected { message } => {
+                self.notice(
+                    NoticeLevel::Warning,
+                    format!(
+                        "{message} Starting a fresh session: the model no longer knows the conversation so far."
+                    ),
+                );
+                Vec::new()
+            }
+            LinkEvent::AnswerDropped { id, name } => {
+                let id = id.map(|id| format!(" ({id})")).unwrap_or_default();
+                self.notice(
+                    NoticeLevel::Warning,
+                    format!(
+                        "The result of {name}{id} was not sent: the connection that asked for it has ended or the call was withdrawn."
+                    ),
+                );
+                Vec::new()
+            }
+        }
+    }
+
     fn on_tool(&mut self, event: ToolEvent) -> Vec<Effect> {
         match event {
             ToolEvent::Finished(outcome) => {
                 // The dispatcher guarantees one answer per call; the record is only for show,
                 // so a call we never listed is still answered.
-                if let Some(index) = self.find_running_call(outcome.id.as_deref(), &outcome.name) {
+                let index = self.find_running_call(outcome.id.as_deref(), &outcome.name);
+                // Finished before the server's cancel could stop it: withdrawn, not answered.
+                if let Some(id) = &outcome.id
+                    && self.withdrawn_calls.remove(id)
+                {
+                    if let Some(index) = index {
+                        self.tool_calls[index].state = ToolState::Cancelled;
+                        self.tool_calls[index].duration = Some(outcome.duration);
+                    }
+                    return Vec::new();
+                }
+                if let Some(index) = index {
                     let record = &mut self.tool_calls[index];
                     record.state = match &outcome.status {
                         ToolStatus::Ok => ToolState::Ok,
@@ -488,13 +627,16 @@ impl App {
                 if self.closing || self.is_finished() {
                     return Vec::new();
                 }
-                // A SILENT result starts no generation, so nothing is awaited for it.
-                if outcome.response.scheduling != Some(Scheduling::Silent) {
+                // A SILENT result starts no generation, so nothing is awaited for it; nor is
+                // anything for a call of a lost connection (the link withholds its answer).
+                let orphaned = index.is_some_and(|i| i < self.calls_before_reconnect);
+                if outcome.response.scheduling != Some(Scheduling::Silent) && !orphaned {
                     self.awaiting_model = true;
                 }
                 vec![Effect::SendToolResponse(outcome.response)]
             }
             ToolEvent::Cancelled { id, name, duration } => {
+                self.withdrawn_calls.remove(&id);
                 if let Some(index) = self.find_running_call(Some(&id), &name) {
                     let record = &mut self.tool_calls[index];
                     record.state = ToolState::Cancelled;

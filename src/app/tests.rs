@@ -6,7 +6,9 @@ use serde_json::json;
 
 use super::*;
 use crate::live::CloseInfo;
+use crate::live::reconnect::LinkEvent;
 use crate::live::wire::FunctionResponse;
+use crate::tools::SlowCall;
 use crate::tools::{END_SESSION, ToolOutcome};
 
 fn connected_app() -> App {
@@ -396,4 +398,221 @@ fn changed_devices_are_highlighted_briefly() {
         app.update(Msg::Tick);
     }
     assert!(!app.view.is_highlighted(0));
+}
+
+fn reconnecting(planned: bool, attempt: u32) -> Msg {
+    Msg::Link(LinkEvent::Reconnecting {
+        planned,
+        attempt,
+        reason: "The connection was lost.".into(),
+        retry_in: Duration::from_millis(500),
+    })
+}
+
+#[test]
+fn a_lost_connection_interrupts_the_reply_and_typed_input_is_queued_for_the_next() {
+    let mut app = connected_app();
+    app.update(Msg::UserText("hello".into()));
+    app.update(Msg::Session(SessionEvent::ModelText("Hi th".into())));
+    assert!(app.update(reconnecting(false, 1)).is_empty());
+    assert_eq!(app.connection, Connection::Reconnecting);
+    assert_eq!(app.reconnects, 1);
+    assert!(matches!(
+        app.transcript.last(),
+        Some(Entry::Model {
+            status: ModelTurnStatus::Interrupted,
+            ..
+        })
+    ));
+    assert_eq!(
+        app.notices.last().map(|n| (n.level, n.text.as_str())),
+        Some((
+            NoticeLevel::Warning,
+            "Connection lost: The connection was lost. Reconnecting in 0.5 s…"
+        ))
+    );
+    // Further attempts of the same outage are not further reconnects.
+    app.update(reconnecting(false, 2));
+    assert_eq!(app.reconnects, 1);
+    assert!(
+        app.notices
+            .last()
+            .unwrap()
+            .text
+            .starts_with("Reconnect attempt 2")
+    );
+
+    // Typed while reconnecting: shown and handed to the link, which queues it.
+    assert_eq!(
+        app.update(Msg::UserText("still there?".into())),
+        vec![Effect::SendText("still there?".into())]
+    );
+    app.update(Msg::Link(LinkEvent::Reconnected {
+        resumed: true,
+        user_turn_pending: false,
+    }));
+    app.update(Msg::Session(SessionEvent::SetupComplete {
+        session_id: None,
+    }));
+    assert_eq!(app.connection, Connection::Connected);
+    assert_eq!(
+        app.notices.last().map(|n| n.text.as_str()),
+        Some("Reconnected; the conversation continues.")
+    );
+}
+
+#[test]
+fn a_planned_hand_over_only_shows_in_the_status_line() {
+    let mut app = connected_app();
+    let before = app.notices.len();
+    app.update(reconnecting(true, 0));
+    assert_eq!(app.connection, Connection::Reconnecting);
+    assert_eq!(
+        app.notices.len(),
+        before,
+        "no warning for a goAway hand-over"
+    );
+}
+
+#[test]
+fn a_resent_turn_is_still_awaited_and_a_dropped_one_is_not() {
+    let mut app = connected_app();
+    app.update(Msg::UserText("hello".into()));
+    app.update(reconnecting(false, 1));
+    app.update(Msg::Link(LinkEvent::Reconnected {
+        resumed: true,
+        user_turn_pending: true,
+    }));
+    app.update(Msg::Session(SessionEvent::SetupComplete {
+        session_id: None,
+    }));
+    assert!(
+        !app.ready_for_user(),
+        "the answer to the re-sent turn is coming"
+    );
+
+    app.update(reconnecting(false, 1));
+    app.update(Msg::Link(LinkEvent::Reconnected {
+        resumed: false,
+        user_turn_pending: false,
+    }));
+    app.update(Msg::Session(SessionEvent::SetupComplete {
+        session_id: None,
+    }));
+    assert!(app.ready_for_user());
+}
+
+#[test]
+fn a_call_of_a_lost_connection_is_not_awaited_after_its_answer_is_withheld() {
+    let mut app = connected_app();
+    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+        "c1",
+        "get_device_status",
+    )])));
+    app.update(reconnecting(false, 1));
+    app.update(Msg::Link(LinkEvent::Reconnected {
+        resumed: true,
+        user_turn_pending: false,
+    }));
+    app.update(Msg::Session(SessionEvent::SetupComplete {
+        session_id: None,
+    }));
+    // The answer is still handed to the link (which withholds it), but nothing is awaited.
+    let effects = app.update(finished("c1", "get_device_status", ToolStatus::Ok));
+    assert!(matches!(effects.as_slice(), [Effect::SendToolResponse(_)]));
+    app.update(Msg::Link(LinkEvent::AnswerDropped {
+        id: Some("c1".into()),
+        name: "get_device_status".into(),
+    }));
+    assert!(app.ready_for_user());
+    assert!(
+        app.notices
+            .last()
+            .unwrap()
+            .text
+            .starts_with("The result of get_device_status (c1) was not sent")
+    );
+}
+
+#[test]
+fn the_watchdog_flags_a_running_call_once_it_is_slow() {
+    let mut app = connected_app();
+    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+        "c1",
+        "get_device_status",
+    )])));
+    let slow = |id: &str| {
+        Msg::ToolCallSlow(SlowCall {
+            id: Some(id.into()),
+            name: "get_device_status".into(),
+            elapsed: Duration::from_millis(3400),
+        })
+    };
+    app.update(slow("c1"));
+    assert!(app.tool_calls[0].slow);
+    assert_eq!(app.tool_calls[0].state, ToolState::Running);
+    assert!(
+        app.notices.last().unwrap().text.starts_with(
+            "get_device_status has been running for 3.4 s; it is answered with an error"
+        )
+    );
+    app.update(finished("c1", "get_device_status", ToolStatus::TimedOut));
+    let notices = app.notices.len();
+    app.update(slow("c1"));
+    assert_eq!(app.notices.len(), notices, "a finished call is not flagged");
+}
+
+#[test]
+fn retry_is_offered_only_after_the_link_gave_up() {
+    let mut app = connected_app();
+    assert!(
+        app.update(Msg::Retry).is_empty(),
+        "connected: nothing to retry"
+    );
+    app.update(Msg::Session(SessionEvent::Closed(CloseInfo {
+        code: None,
+        reason: String::new(),
+        message: "Gave up reconnecting after 6 attempts. Last error: refused".into(),
+        initiated_by_client: false,
+    })));
+    assert!(app.can_retry());
+    assert_eq!(app.update(Msg::Retry), vec![Effect::Reconnect]);
+    assert_eq!(app.connection, Connection::Connecting);
+
+    let mut ended = connected_app();
+    ended.update(Msg::EndSession);
+    ended.update(Msg::Session(SessionEvent::Closed(CloseInfo {
+        code: Some(1000),
+        reason: String::new(),
+        message: "Session ended.".into(),
+        initiated_by_client: true,
+    })));
+    assert!(!ended.can_retry());
+    assert!(ended.update(Msg::Retry).is_empty());
+}
+
+#[test]
+fn a_call_the_server_cancelled_is_not_answered_even_if_it_finished_first() {
+    let mut app = connected_app();
+    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+        "c1",
+        "get_device_status",
+    )])));
+    assert_eq!(
+        app.update(Msg::Session(SessionEvent::ToolCallCancelled(vec![
+            "c1".into()
+        ]))),
+        vec![Effect::CancelTools(vec!["c1".into()])]
+    );
+    app.update(Msg::Session(SessionEvent::TurnComplete {
+        reason: None,
+        waiting_for_input: false,
+    }));
+    // The dispatcher had already finished it: no answer, nothing awaited.
+    assert!(
+        app.update(finished("c1", "get_device_status", ToolStatus::Ok))
+            .is_empty()
+    );
+    assert_eq!(app.tool_calls[0].state, ToolState::Cancelled);
+    assert!(app.ready_for_user());
 }

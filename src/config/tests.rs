@@ -43,6 +43,22 @@ fn documented_defaults_are_the_real_defaults() {
         "no key and no endpoint means the demo model"
     );
     assert!(s.api_key.is_none());
+    assert!(s.resumption && s.context_compression);
+    assert_eq!(s.reconnect_attempts, 6);
+}
+
+#[test]
+fn session_lifetime_settings_can_be_turned_off() {
+    let file = config_file(
+        "[session]\nresumption = false\ncontext_compression = false\nreconnect_attempts = 0\n",
+    );
+    let s = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap();
+    assert!(!s.resumption && !s.context_compression);
+    assert_eq!(s.reconnect_attempts, 0);
+
+    let file = config_file("[session]\nreconnect_attempts = 1000\n");
+    let error = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap_err();
+    assert_eq!(error.key, "session.reconnect_attempts");
 }
 
 #[test]

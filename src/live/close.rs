@@ -2,18 +2,20 @@
 
 /// A close code and reason turned into one sentence a user can act on.
 pub fn describe_close(code: u16, reason: &str) -> String {
-    // The sentence supplies its own full stop; a reason ending in one would double it.
-    let reason = reason.trim().trim_end_matches('.');
-    let quoted = if reason.is_empty() {
-        String::new()
-    } else {
-        format!(": {reason}")
+    let reason = reason.trim();
+    // Our sentence supplies the full stop; a reason ending in one would double it.
+    let quoted = match reason.trim_end_matches('.') {
+        "" => String::new(),
+        shown => format!(": {shown}"),
     };
     let lower = reason.to_ascii_lowercase();
     match code {
         1000 => format!("The server ended the session normally (1000){quoted}."),
         1001 => format!("The server is going away (1001){quoted}."),
         1006 => "The connection was lost without a close message (1006): the server went away or the network dropped.".to_owned(),
+        1007 | 1008 if lower.contains("api key") => format!(
+            "The API key was rejected ({code}){quoted}. Check GEMINI_API_KEY (or GOOGLE_API_KEY) or the config's api_key."
+        ),
         1007 if lower.contains("non-audio") => format!(
             "The model rejected the setup (1007){quoted}. Native-audio models only answer with AUDIO; use output transcription for text."
         ),
@@ -134,6 +136,11 @@ mod tests {
                 .contains("10 minutes")
         );
         assert!(describe_close(1006, "").contains("lost"));
+        assert!(
+            describe_close(1007, "API key not valid. Please pass a valid API key.")
+                .starts_with("The API key was rejected (1007)")
+        );
+        assert!(!is_retryable(Some(1007), "API key not valid."));
         assert_eq!(
             describe_close(4000, "custom"),
             "The server closed the connection (4000): custom."

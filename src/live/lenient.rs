@@ -153,7 +153,8 @@ pub mod opt_bool {
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let number = text.trim().strip_suffix('s').unwrap_or(text.trim());
     let seconds: f64 = number.parse().ok()?;
-    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+    // try_: a huge value ("20000000000000000000s") must be an error, not a panic (fuzzing).
+    Duration::try_from_secs_f64(seconds).ok()
 }
 
 /// Formats a duration the way proto3-JSON does: seconds with an `s` suffix, no trailing zeros.

@@ -1,10 +1,12 @@
-//! The Live API: wire types, frame codec, connection and session, close-code meanings.
+//! The Live API: wire types, frame codec, connection and session, close-code meanings, and
+//! the supervisor that keeps a conversation alive across connections.
 
 pub mod close;
 pub mod codec;
 pub mod endpoint;
 pub mod events;
 pub mod lenient;
+pub mod reconnect;
 pub mod session;
 pub mod wire;
 

@@ -119,6 +119,8 @@ pub struct Session {
 /// Observes every frame of a session in both directions (the recorder's wire tap). Called
 /// from the reader and writer tasks, so it must be quick and must never block on the network.
 pub trait WireTap: Send + Sync {
+    /// A connection attempt to `host` starts (reconnects included).
+    fn connecting(&self, host: &str);
     /// A client message, just before it is written to the socket.
     fn sent(&self, message: &ClientMessage);
     /// A server frame as decoded; `during_setup` is true until `setupComplete` has arrived.
@@ -154,6 +156,9 @@ pub async fn connect_tapped(
 ) -> Result<Session, SessionError> {
     install_crypto_provider();
     let host = options.endpoint.host().to_owned();
+    if let Some(tap) = &tap {
+        tap.connecting(&host);
+    }
     let redact = |text: String| match &options.api_key {
         Some(key) => key.redact(&text),
         None => text,

@@ -4,6 +4,8 @@
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -17,6 +19,9 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, warn};
 
 use super::model::{ModelStep, PlannedCall, ScriptedModel};
+use super::resumption::Snapshot;
+use super::scenario::{Action, Moment};
+use super::server::MockState;
 use super::vad::{EnergyVad, VadEvent};
 use super::voice;
 use crate::live::codec::{DecodeError, decode_client, encode_server};
@@ -39,6 +44,8 @@ struct PendingCall {
     id: String,
     call: PlannedCall,
     response: Option<Value>,
+    /// Made by a `tool_calls` fault, not planned by the model.
+    injected: bool,
 }
 
 /// Reply messages waiting to be streamed at the pace of speech.
@@ -46,11 +53,20 @@ struct Speech {
     queue: VecDeque<ServerMessage>,
     interval: Duration,
     next_at: Instant,
+    sent: usize,
 }
 
 enum Outcome {
     Continue,
     Close(u16, String),
+    /// Abrupt end: the socket goes away without a close frame.
+    Drop,
+}
+
+/// A frame to send: a server message, or raw bytes a fault wants on the wire.
+enum Outgoing {
+    Message(Box<ServerMessage>),
+    Frame(Message),
 }
 
 pub struct Conversation {
@@ -70,11 +86,20 @@ pub struct Conversation {
     prompt_tokens: f64,
     call_counter: u64,
     call_base: u64,
-    outbox: Vec<ServerMessage>,
+    outbox: Vec<Outgoing>,
+    state: Arc<MockState>,
+    /// The client asked for resumption handles.
+    resumption: bool,
+    /// A goAway was sent: close like this at that time.
+    close_at: Option<(Instant, u16, String)>,
+    /// A stall fault: send nothing until then.
+    stalled_until: Option<Instant>,
+    /// A fault ends the connection after this step.
+    forced: Option<Outcome>,
 }
 
 impl Conversation {
-    pub fn new(flavor: Flavor, speed: f64) -> Self {
+    pub fn new(flavor: Flavor, speed: f64, state: Arc<MockState>) -> Self {
         let random = std::collections::hash_map::RandomState::new()
             .build_hasher()
             .finish();
@@ -96,6 +121,11 @@ impl Conversation {
             // Ids look like the service's: function-call-<up to 19 digits>.
             call_base: random % 9_000_000_000_000_000_000 + 1_000_000_000_000_000_000,
             outbox: Vec::new(),
+            state,
+            resumption: false,
+            close_at: None,
+            stalled_until: None,
+            forced: None,
         }
     }
 
@@ -107,7 +137,12 @@ impl Conversation {
         let (mut sink, mut stream) = socket.split();
         let mut set_up = false;
         loop {
-            let next_at = self.speech.as_ref().map(|s| s.next_at);
+            let stalled_until = self.stalled_until;
+            let next_at = match stalled_until {
+                Some(_) => None,
+                None => self.speech.as_ref().map(|s| s.next_at),
+            };
+            let close_at = self.close_at.as_ref().map(|(at, _, _)| *at);
             let outcome = tokio::select! {
                 frame = stream.next() => match frame {
                     Some(Ok(Message::Text(text))) => self.on_frame(text.as_bytes(), &mut set_up).await,
@@ -123,15 +158,36 @@ impl Conversation {
                     self.stream_next_chunk();
                     Outcome::Continue
                 }
-            };
-            for message in self.outbox.drain(..) {
-                if sink
-                    .send(Message::binary(encode_server(&message)))
-                    .await
-                    .is_err()
-                {
-                    return;
+                _ = tokio::time::sleep_until(close_at.unwrap_or_else(Instant::now)), if close_at.is_some() => {
+                    match self.close_at.take() {
+                        Some((_, code, reason)) => Outcome::Close(code, reason),
+                        None => Outcome::Continue,
+                    }
                 }
+                _ = tokio::time::sleep_until(stalled_until.unwrap_or_else(Instant::now)), if stalled_until.is_some() => {
+                    self.stalled_until = None;
+                    // Replies resume from now, not in a burst of everything that was due.
+                    if let Some(speech) = &mut self.speech {
+                        speech.next_at = Instant::now();
+                    }
+                    Outcome::Continue
+                }
+            };
+            let outcome = self.forced.take().unwrap_or(outcome);
+            if self.stalled_until.is_none() {
+                for outgoing in self.outbox.drain(..) {
+                    let frame = match outgoing {
+                        Outgoing::Message(message) => Message::binary(encode_server(&message)),
+                        Outgoing::Frame(frame) => frame,
+                    };
+                    if sink.send(frame).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            if let Outcome::Drop = outcome {
+                debug!("mock fault: dropping the connection without a close frame");
+                return;
             }
             if let Outcome::Close(code, reason) = outcome {
                 let frame = CloseFrame {
@@ -186,6 +242,11 @@ impl Conversation {
     }
 
     fn on_setup(&mut self, setup: Setup) -> Outcome {
+        self.state.connections.fetch_add(1, Ordering::Relaxed);
+        self.run_faults(Moment::Setup);
+        if let Some(outcome) = self.forced.take() {
+            return outcome;
+        }
         if setup.model.trim().is_empty() {
             return Outcome::Close(1007, "Request contains an invalid argument.".into());
         }
@@ -195,6 +256,28 @@ impl Conversation {
             .flat_map(|t| t.function_declarations.iter().map(|d| d.name.clone()))
             .collect::<Vec<_>>();
         self.model = ScriptedModel::new(declared);
+        self.resumption = setup.session_resumption.is_some();
+        let handle = setup
+            .session_resumption
+            .as_ref()
+            .and_then(|r| r.handle.as_deref())
+            .filter(|h| !h.is_empty());
+        if let Some(handle) = handle {
+            self.run_faults(Moment::Resume);
+            if let Some(outcome) = self.forced.take() {
+                return outcome;
+            }
+            match self.state.sessions.restore(handle) {
+                Some(snapshot) => {
+                    self.model = snapshot.model;
+                    self.prompt_tokens = snapshot.prompt_tokens;
+                    self.state.resumptions.fetch_add(1, Ordering::Relaxed);
+                }
+                None => {
+                    return Outcome::Close(1008, "BidiGenerateContent session not found".into());
+                }
+            }
+        }
         let modalities = setup
             .generation_config
             .as_ref()
@@ -210,10 +293,11 @@ impl Conversation {
             .unwrap_or(false);
         let session_id =
             (self.flavor == Flavor::Vertex).then(|| format!("{:016x}", self.call_base));
-        self.outbox.push(ServerMessage {
+        self.emit(ServerMessage {
             setup_complete: Some(SetupComplete { session_id }),
             ..ServerMessage::default()
         });
+        self.issue_handle();
         Outcome::Continue
     }
 
@@ -242,8 +326,30 @@ impl Conversation {
         // New client content interrupts any current generation (proto comment).
         self.interrupt_if_active();
         self.prompt_tokens += text.len() as f64 / 4.0;
+        if self.user_turn_faults() {
+            return;
+        }
         let step = self.model.user_turn(text);
         self.take_step(step).await;
+    }
+
+    /// A user turn of `speech` length ended.
+    async fn user_speech(&mut self, speech: Duration) {
+        if self.user_turn_faults() {
+            return;
+        }
+        let step = self.model.audio_turn(speech);
+        self.take_step(step).await;
+    }
+
+    /// Runs the faults of a user turn; true when one of them replaced the model's answer.
+    fn user_turn_faults(&mut self) -> bool {
+        let actions = self.state.clock.tick(Moment::UserTurn);
+        let took_over = actions.iter().any(Action::takes_over_turn);
+        for action in actions {
+            self.apply(action);
+        }
+        took_over
     }
 
     async fn on_realtime_input(&mut self, input: RealtimeInput) {
@@ -274,15 +380,13 @@ impl Conversation {
             && let Some((rate, count)) = self.activity_samples.take()
         {
             let speech = Duration::from_secs_f64(count as f64 / f64::from(rate));
-            let step = self.model.audio_turn(speech);
-            self.take_step(step).await;
+            self.user_speech(speech).await;
         }
         if input.audio_stream_end == Some(true) {
             // The mic stopped: an utterance still open ends here.
             let ended = self.vad.as_mut().and_then(|(_, vad)| vad.end_of_stream());
             if let Some(VadEvent::SpeechEnded { speech }) = ended {
-                let step = self.model.audio_turn(speech);
-                self.take_step(step).await;
+                self.user_speech(speech).await;
             }
         }
     }
@@ -299,8 +403,7 @@ impl Conversation {
             match event {
                 VadEvent::SpeechStarted => self.interrupt_if_active(),
                 VadEvent::SpeechEnded { speech } => {
-                    let step = self.model.audio_turn(speech);
-                    self.take_step(step).await;
+                    self.user_speech(speech).await;
                 }
             }
         }
@@ -321,14 +424,35 @@ impl Conversation {
                     slot.response = Some(answer.response);
                 }
                 None => {
+                    self.state
+                        .stray_tool_responses
+                        .fetch_add(1, Ordering::Relaxed);
                     warn!(id = ?answer.id, name = %answer.name, "tool response for no pending call; ignored")
                 }
             }
         }
         if !self.pending.is_empty() && self.pending.iter().all(|p| p.response.is_some()) {
-            let results: Vec<(PlannedCall, Value)> = self
-                .pending
-                .drain(..)
+            let (injected, planned): (Vec<PendingCall>, Vec<PendingCall>) =
+                self.pending.drain(..).partition(|p| p.injected);
+            if !injected.is_empty() {
+                let errors = injected
+                    .iter()
+                    .filter(|p| {
+                        p.response
+                            .as_ref()
+                            .is_some_and(|r| r.get("error").is_some())
+                    })
+                    .count();
+                let step = ModelStep::Reply(format!(
+                    "I made {} tool calls and got {} answers, {errors} of them errors.",
+                    injected.len(),
+                    injected.len()
+                ));
+                self.take_step(step).await;
+                return;
+            }
+            let results: Vec<(PlannedCall, Value)> = planned
+                .into_iter()
                 .map(|p| (p.call, p.response.unwrap_or(Value::Null)))
                 .collect();
             let step = self.model.tool_results(&results);
@@ -356,12 +480,10 @@ impl Conversation {
                         id,
                         call,
                         response: None,
+                        injected: false,
                     });
                 }
-                self.outbox.push(ServerMessage {
-                    tool_call: Some(ToolCall { function_calls }),
-                    ..ServerMessage::default()
-                });
+                self.send_tool_call(function_calls);
             }
             ModelStep::CallTools(_) => {}
             ModelStep::Reply(text) => {
@@ -473,6 +595,7 @@ impl Conversation {
             queue,
             interval: Duration::from_secs_f64(per_message),
             next_at: Instant::now(),
+            sent: 0,
         });
     }
 
@@ -480,14 +603,212 @@ impl Conversation {
         let Some(speech) = &mut self.speech else {
             return;
         };
-        if let Some(message) = speech.queue.pop_front() {
-            self.outbox.push(message);
-        }
-        if speech.queue.is_empty() {
+        let message = speech.queue.pop_front();
+        speech.sent += 1;
+        let first = speech.sent == 1;
+        let finished = speech.queue.is_empty();
+        if finished {
             self.speech = None;
             self.turn_active = false;
         } else {
             speech.next_at += speech.interval;
+        }
+        if let Some(message) = message {
+            self.emit(message);
+        }
+        if finished {
+            self.turn_ended();
+        } else if first {
+            self.run_faults(Moment::MidReply);
+        }
+    }
+
+    /// A turn is over: hand out a resumption handle, then run the turn's faults.
+    fn turn_ended(&mut self) {
+        self.issue_handle();
+        self.run_faults(Moment::TurnComplete);
+    }
+
+    /// Saves the conversation and tells the client its handle; the service only offers one
+    /// while no generation or tool call is open.
+    fn issue_handle(&mut self) {
+        if !self.resumption || self.turn_active || !self.pending.is_empty() {
+            return;
+        }
+        let handle = self.state.sessions.save(Snapshot {
+            model: self.model.clone(),
+            prompt_tokens: self.prompt_tokens,
+        });
+        self.emit(ServerMessage {
+            session_resumption_update: Some(SessionResumptionUpdate {
+                new_handle: Some(handle),
+                resumable: Some(true),
+                ..SessionResumptionUpdate::default()
+            }),
+            ..ServerMessage::default()
+        });
+    }
+
+    fn send_tool_call(&mut self, function_calls: Vec<FunctionCall>) {
+        self.emit(ServerMessage {
+            tool_call: Some(ToolCall { function_calls }),
+            ..ServerMessage::default()
+        });
+        if self.resumption {
+            // Not resumable while calls are open, as on the service.
+            self.emit(ServerMessage {
+                session_resumption_update: Some(SessionResumptionUpdate {
+                    new_handle: Some(String::new()),
+                    resumable: Some(false),
+                    ..SessionResumptionUpdate::default()
+                }),
+                ..ServerMessage::default()
+            });
+        }
+        self.run_faults(Moment::ToolCall);
+    }
+
+    fn emit(&mut self, message: ServerMessage) {
+        self.outbox.push(Outgoing::Message(Box::new(message)));
+    }
+
+    /// Runs the faults due at `moment`; one that ends the connection leaves that in `forced`.
+    fn run_faults(&mut self, moment: Moment) {
+        for action in self.state.clock.tick(moment) {
+            self.apply(action);
+        }
+    }
+
+    fn apply(&mut self, action: Action) {
+        debug!(?action, "mock fault");
+        match action {
+            Action::GoAway {
+                time_left,
+                code,
+                reason,
+            } => {
+                self.emit(ServerMessage {
+                    go_away: Some(GoAway {
+                        time_left: Some(time_left),
+                    }),
+                    ..ServerMessage::default()
+                });
+                self.close_at = Some((Instant::now() + time_left, code, reason));
+            }
+            Action::Drop => self.forced = Some(Outcome::Drop),
+            Action::Close { code, reason } => self.forced = Some(Outcome::Close(code, reason)),
+            Action::MalformedJson => self.outbox.push(Outgoing::Frame(Message::text(
+                "{\"serverContent\": {\"modelTurn\": {\"parts\": [",
+            ))),
+            Action::UnknownMessage => self.outbox.push(Outgoing::Frame(Message::text(
+                "{\"mockSurprise\": {\"note\": \"a message type no client knows\"}}",
+            ))),
+            Action::HugeMessage { bytes } => {
+                // Base64 grows the audio by 4/3, so this much silence makes a frame that big.
+                let silence = vec![0u8; bytes / 4 * 3 / 2 * 2];
+                self.emit(server_content(ServerContent {
+                    model_turn: Some(Content {
+                        role: None,
+                        parts: vec![Part {
+                            inline_data: Some(Blob {
+                                mime_type: OUTPUT_AUDIO_MIME.to_owned(),
+                                data: silence,
+                            }),
+                            ..Part::default()
+                        }],
+                    }),
+                    ..ServerContent::default()
+                }));
+            }
+            Action::Garbage { bytes } => {
+                let mut seed = self.call_base | 1;
+                let garbage: Vec<u8> = std::iter::once(0xff)
+                    .chain((1..bytes.max(1)).map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        (seed >> 24) as u8
+                    }))
+                    .collect();
+                self.outbox.push(Outgoing::Frame(Message::binary(garbage)));
+            }
+            Action::Raw { text } => self.outbox.push(Outgoing::Frame(Message::text(text))),
+            Action::DeepJson { depth } => {
+                let text = format!(
+                    "{{\"serverContent\": {{\"modelTurn\": {{\"parts\": [{{\"text\": \"deep\", \"x\": {}{}}}]}}}}}}",
+                    "[".repeat(depth),
+                    "]".repeat(depth)
+                );
+                self.outbox.push(Outgoing::Frame(Message::text(text)));
+            }
+            Action::Stall { duration } => {
+                self.stalled_until = Some(Instant::now() + duration);
+            }
+            Action::Slow { factor } => {
+                self.speed /= factor;
+                if let Some(speech) = &mut self.speech {
+                    speech.interval = speech.interval.mul_f64(factor);
+                }
+            }
+            Action::Interrupt => self.interrupt_if_active(),
+            Action::CancelToolCalls => {
+                let ids: Vec<String> = self
+                    .pending
+                    .drain(..)
+                    .filter(|p| p.response.is_none())
+                    .map(|p| p.id)
+                    .collect();
+                if !ids.is_empty() {
+                    self.emit(ServerMessage {
+                        tool_call_cancellation: Some(ToolCallCancellation { ids }),
+                        ..ServerMessage::default()
+                    });
+                }
+                if self.turn_active {
+                    self.speech = None;
+                    self.turn_active = false;
+                    self.emit(server_content(ServerContent {
+                        turn_complete: Some(true),
+                        ..ServerContent::default()
+                    }));
+                    self.issue_handle();
+                }
+            }
+            Action::ResumptionUpdate { handle, resumable } => self.emit(ServerMessage {
+                session_resumption_update: Some(SessionResumptionUpdate {
+                    new_handle: handle,
+                    resumable: Some(resumable),
+                    ..SessionResumptionUpdate::default()
+                }),
+                ..ServerMessage::default()
+            }),
+            Action::FailResumption => self.state.sessions.clear(),
+            Action::ToolCalls { name, args, count } => {
+                self.turn_active = true;
+                let mut function_calls = Vec::with_capacity(count);
+                for _ in 0..count {
+                    self.call_counter += 1;
+                    let id = format!(
+                        "function-call-{}",
+                        self.call_base.wrapping_add(self.call_counter)
+                    );
+                    function_calls.push(FunctionCall {
+                        id: Some(id.clone()),
+                        name: name.clone(),
+                        args: args.clone(),
+                    });
+                    self.pending.push(PendingCall {
+                        id,
+                        call: PlannedCall {
+                            name: name.clone(),
+                            args: args.clone(),
+                        },
+                        response: None,
+                        injected: true,
+                    });
+                }
+                self.send_tool_call(function_calls);
+            }
         }
     }
 
@@ -498,7 +819,7 @@ impl Conversation {
         }
         self.speech = None;
         self.turn_active = false;
-        self.outbox.push(server_content(ServerContent {
+        self.emit(server_content(ServerContent {
             interrupted: Some(true),
             ..ServerContent::default()
         }));
@@ -509,15 +830,16 @@ impl Conversation {
             .map(|p| p.id)
             .collect();
         if !abandoned.is_empty() {
-            self.outbox.push(ServerMessage {
+            self.emit(ServerMessage {
                 tool_call_cancellation: Some(ToolCallCancellation { ids: abandoned }),
                 ..ServerMessage::default()
             });
         }
-        self.outbox.push(server_content(ServerContent {
+        self.emit(server_content(ServerContent {
             turn_complete: Some(true),
             ..ServerContent::default()
         }));
+        self.issue_handle();
     }
 }
 

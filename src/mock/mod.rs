@@ -1,10 +1,16 @@
 //! The embedded mock Live server: a wire-compatible stand-in for the real service, with a
-//! scripted smart-home model, speech-like audio and energy-based turn detection.
+//! scripted smart-home model, speech-like audio, energy-based turn detection, session
+//! resumption and scripted fault scenarios.
 
 pub mod conversation;
 pub mod model;
+pub mod resumption;
+pub mod scenario;
 pub mod server;
 pub mod vad;
 pub mod voice;
 
-pub use server::{MockOptions, MockServer, TlsFiles, live_path_flavor, serve_until_signal};
+pub use scenario::{Action, Fault, Moment, Scenario};
+pub use server::{
+    MockOptions, MockServer, MockState, TlsFiles, live_path_flavor, serve_until_signal,
+};

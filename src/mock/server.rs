@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::Context as _;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -15,6 +16,8 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tracing::{debug, info, warn};
 
 use super::conversation::{Conversation, Flavor};
+use super::resumption::SessionStore;
+use super::scenario::{FaultClock, Scenario};
 use crate::cli::MockArgs;
 use crate::live::session::{MAX_MESSAGE_BYTES, install_crypto_provider};
 use crate::live::{ApiVersion, Endpoint};
@@ -33,6 +36,8 @@ pub struct MockOptions {
     pub tls: Option<TlsFiles>,
     /// How much faster than real time reply audio is streamed.
     pub speed: f64,
+    /// Faults to inject (none by default).
+    pub scenario: Scenario,
 }
 
 impl MockOptions {
@@ -42,14 +47,29 @@ impl MockOptions {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             tls: None,
             speed: 4.0,
+            scenario: Scenario::default(),
         }
     }
+}
+
+/// What all connections of one mock server share: saved sessions, the fault clock, counters.
+#[derive(Debug, Default)]
+pub struct MockState {
+    pub sessions: SessionStore,
+    pub clock: FaultClock,
+    /// `setup` messages received (one per connection that got that far).
+    pub connections: AtomicU32,
+    /// Connections that resumed a saved session.
+    pub resumptions: AtomicU32,
+    /// Tool responses for calls the connection never made or that were already answered.
+    pub stray_tool_responses: AtomicU32,
 }
 
 /// A running mock server; it stops when dropped.
 pub struct MockServer {
     local_addr: SocketAddr,
     tls: bool,
+    state: Arc<MockState>,
     _shutdown: oneshot::Sender<()>,
 }
 
@@ -71,15 +91,21 @@ impl MockServer {
             1.0
         };
         let tls = acceptor.is_some();
+        let state = Arc::new(MockState {
+            clock: FaultClock::new(options.scenario),
+            ..MockState::default()
+        });
+        let shared = state.clone();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     accepted = listener.accept() => match accepted {
                         Ok((stream, peer)) => {
                             let acceptor = acceptor.clone();
+                            let state = shared.clone();
                             tokio::spawn(async move {
                                 let _ = stream.set_nodelay(true);
-                                serve_connection(stream, peer, acceptor, speed).await;
+                                serve_connection(stream, peer, acceptor, speed, state).await;
                             });
                         }
                         Err(e) => warn!("accept failed: {e}"),
@@ -92,8 +118,24 @@ impl MockServer {
         Ok(MockServer {
             local_addr,
             tls,
+            state,
             _shutdown: shutdown_tx,
         })
+    }
+
+    /// Connections that sent a `setup` so far.
+    pub fn connections(&self) -> u32 {
+        self.state.connections.load(Ordering::Relaxed)
+    }
+
+    /// Connections that resumed a saved session so far.
+    pub fn resumptions(&self) -> u32 {
+        self.state.resumptions.load(Ordering::Relaxed)
+    }
+
+    /// Tool responses that answered no open call of their connection (a client bug if > 0).
+    pub fn stray_tool_responses(&self) -> u32 {
+        self.state.stray_tool_responses.load(Ordering::Relaxed)
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -118,12 +160,21 @@ pub async fn serve_until_signal(args: MockArgs) -> anyhow::Result<()> {
         (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
         _ => None,
     };
+    let scenario = match &args.scenario {
+        Some(path) => Scenario::load(path)?,
+        None => Scenario::default(),
+    };
+    let faults = scenario.faults.len();
     let server = MockServer::start(MockOptions {
         listen: args.listen,
         tls,
         speed: args.speed,
+        scenario,
     })
     .await?;
+    if faults > 0 {
+        info!(faults, "fault scenario loaded");
+    }
     println!(
         "livetalk mock listening on {} (paths for API versions v1, v1beta, v1alpha)",
         server.base_url()
@@ -172,17 +223,18 @@ async fn serve_connection(
     peer: SocketAddr,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
     speed: f64,
+    state: Arc<MockState>,
 ) {
     match acceptor {
         Some(acceptor) => match acceptor.accept(stream).await {
-            Ok(tls) => upgrade(tls, peer, speed).await,
+            Ok(tls) => upgrade(tls, peer, speed, state).await,
             Err(e) => debug!(%peer, "TLS handshake failed: {e}"),
         },
-        None => upgrade(stream, peer, speed).await,
+        None => upgrade(stream, peer, speed, state).await,
     }
 }
 
-async fn upgrade<S>(stream: S, peer: SocketAddr, speed: f64)
+async fn upgrade<S>(stream: S, peer: SocketAddr, speed: f64, state: Arc<MockState>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -209,7 +261,7 @@ where
         .max_message_size(Some(MAX_MESSAGE_BYTES))
         .write_buffer_size(0);
     match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
-        Ok(socket) => Conversation::new(flavor, speed).run(socket).await,
+        Ok(socket) => Conversation::new(flavor, speed, state).run(socket).await,
         Err(e) => debug!(%peer, "upgrade refused: {e}"),
     }
 }

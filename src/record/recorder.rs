@@ -230,6 +230,12 @@ fn put_ref(value: &mut Value, path: &[&str], audio: &AudioRef) {
 }
 
 impl WireTap for Recorder {
+    fn connecting(&self, host: &str) {
+        self.write(Record::Connect {
+            host: host.to_owned(),
+        });
+    }
+
     fn sent(&self, message: &ClientMessage) {
         let Ok(mut value) = serde_json::to_value(message) else {
             return;

@@ -11,6 +11,7 @@ mod registry;
 mod schema;
 mod session_control;
 mod smart_home;
+mod watchdog;
 
 use std::future::Future;
 use std::time::Duration;
@@ -26,6 +27,7 @@ pub use smart_home::{
     COLOR_NAMES, Device, DeviceKind, GetDeviceStatus, GetDeviceStatusArgs, SetDeviceStatus,
     SetDeviceStatusArgs, SetReport, Setting, SmartHome, TEMPERATURE_RANGE_CELSIUS,
 };
+pub use watchdog::{SlowCall, Watchdog};
 
 /// A function the model can call, with typed arguments.
 pub trait Tool: Send + Sync + 'static {

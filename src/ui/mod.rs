@@ -216,6 +216,9 @@ fn draw_input(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
             Connection::Connecting | Connection::Reconnecting => {
                 "Type now; Enter sends once connected"
             }
+            Connection::Disconnected { .. } if app.can_retry() => {
+                "The session has ended · Ctrl-R reconnects · Ctrl-C quits"
+            }
             Connection::Disconnected { .. } => "The session has ended · Ctrl-C quits",
         };
         frame.render_widget(Paragraph::new(Span::styled(hint, theme.dim())), inner);

@@ -127,6 +127,14 @@ fn state_cell(app: &App, theme: Theme, state: &ToolState) -> Span<'static> {
     )
 }
 
+/// The state cell, flagged when the watchdog saw the call run long.
+fn call_state_cell(app: &App, theme: Theme, call: &ToolCallRecord) -> Span<'static> {
+    if call.slow && call.state == ToolState::Running {
+        return Span::styled("⚠ slow", theme.warning());
+    }
+    state_cell(app, theme, &call.state)
+}
+
 /// Draws the log; returns the inner area of its rows (for mouse hit-testing).
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
     let focused = app.view.focus == Focus::ToolLog;
@@ -220,7 +228,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
             if wide {
                 cells.push(Cell::from(args_summary(&call.args)));
             }
-            cells.push(Cell::from(state_cell(app, theme, &call.state)));
+            cells.push(Cell::from(call_state_cell(app, theme, call)));
             if wide {
                 cells.push(Cell::from(took));
             }
