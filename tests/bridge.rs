@@ -777,7 +777,7 @@ async fn update_config_resumes_with_the_latest_handle_and_fills_tool_responses()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_api_key_goes_upstream_but_never_to_the_client() {
-    const KEY: &str = "AIzaFAKE-bridge-key-0123456789";
+    const KEY: &str = "fake-test-key-bridge-0123456789";
     let mut fake = FakeLive::start().await;
     let mut options = options(fake.endpoint());
     options.upstream.api_key = ApiKey::new(KEY);
@@ -1104,7 +1104,7 @@ fn headless_app_completes_the_seed_dialogue_through_the_bridge_binary() {
 
 #[test]
 fn bridge_binary_keeps_the_key_out_of_its_log_and_refuses_open_binds_without_a_token() {
-    const KEY: &str = "AIzaBINARY-secret-key-987654";
+    const KEY: &str = "fake-test-key-binary-987654";
     let scratch = tempfile::tempdir().unwrap();
     // An upstream that quotes the key it was given in its refusal.
     let runtime = tokio::runtime::Runtime::new().unwrap();

@@ -24,7 +24,7 @@ use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-const SECRET: &str = "AIzaSy-test-secret-0123456789";
+const SECRET: &str = "fake-test-key-hostile-0123456789";
 
 #[derive(Default, Debug)]
 struct SeenRequest {

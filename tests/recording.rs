@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-const FAKE_KEY: &str = "AIzaFAKE-recording-test-key-0123456789";
+const FAKE_KEY: &str = "fake-test-key-recording-0123456789";
 
 fn lines(dir: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(dir.join("session.jsonl"))

@@ -208,9 +208,12 @@ mod tests {
 
     #[test]
     fn api_key_never_prints() {
-        let key = ApiKey::new("AIzaSECRET").unwrap();
+        let key = ApiKey::new("fake-test-SECRET").unwrap();
         assert!(!format!("{key:?} {key}").contains("SECRET"));
-        assert_eq!(key.redact("bad key AIzaSECRET!"), "bad key [redacted]!");
+        assert_eq!(
+            key.redact("bad key fake-test-SECRET!"),
+            "bad key [redacted]!"
+        );
         assert_eq!(ApiKey::new("  "), None);
     }
 }
