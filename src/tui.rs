@@ -20,7 +20,7 @@ use crossterm::terminal::{
 use futures_util::StreamExt as _;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::error;
 
@@ -58,19 +58,13 @@ pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<
         upstream,
         mock: _mock,
     } = prepare(&settings).await?;
-    app.view.no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    app.view.log_path = log_path.map(|p| p.display().to_string());
+    set_up_view(&mut app, log_path);
     app.recording = engine
         .recording_dir()
         .map(|dir| format!("REC {}", dir.display()));
 
     let mut terminal = TerminalGuard::enter(log_path)?;
-    let mut events = EventStream::new();
-    let mut term_signal = signal(SignalKind::terminate()).context("watching SIGTERM")?;
-    let mut hup_signal = signal(SignalKind::hangup()).context("watching SIGHUP")?;
-    let mut int_signal = signal(SignalKind::interrupt()).context("watching SIGINT")?;
-    let mut tick = tokio::time::interval(TICK_INTERVAL);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut inputs = TerminalInputs::new()?;
 
     app.update(Msg::Connecting);
     terminal.draw(&mut app)?;
@@ -82,15 +76,13 @@ pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<
         loop {
             tokio::select! {
                 result = &mut connecting => break Some(result),
-                event = events.next() => {
+                event = inputs.events.next() => {
                     if let Some(msg) = event_msg(event) {
                         app.update(msg);
                     }
                 }
-                _ = tick.tick() => { app.update(Msg::Tick); }
-                _ = term_signal.recv() => { app.update(Msg::Quit); }
-                _ = hup_signal.recv() => { app.update(Msg::Quit); }
-                _ = int_signal.recv() => { app.update(Msg::Quit); }
+                _ = inputs.tick.tick() => { app.update(Msg::Tick); }
+                () = inputs.quit.recv() => { app.update(Msg::Quit); }
             }
             if app.view.quit {
                 break None;
@@ -120,15 +112,13 @@ pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<
                 Some(msg) => engine.apply(&mut app, msg).await,
                 None => engine_open = false,
             },
-            event = events.next() => match event_msg(event) {
+            event = inputs.events.next() => match event_msg(event) {
                 Some(msg) => engine.apply(&mut app, msg).await,
                 None => continue,
             },
-            _ = tick.tick(), if app.animating() => engine.apply(&mut app, Msg::Tick).await,
+            _ = inputs.tick.tick(), if app.animating() => engine.apply(&mut app, Msg::Tick).await,
             _ = tokio::time::sleep_until(next_frame), if dirty => {}
-            _ = term_signal.recv() => engine.apply(&mut app, Msg::Quit).await,
-            _ = hup_signal.recv() => engine.apply(&mut app, Msg::Quit).await,
-            _ = int_signal.recv() => engine.apply(&mut app, Msg::Quit).await,
+            () = inputs.quit.recv() => engine.apply(&mut app, Msg::Quit).await,
         }
         dirty = true;
         // A retry (Ctrl-R) gives the engine a new link to listen to.
@@ -158,8 +148,7 @@ pub async fn replay(dir: &Path, pacing: Pacing, log_path: Option<&Path>) -> anyh
         .cloned()
         .collect();
     let mut app = replay::initial_app(&recording);
-    app.view.no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    app.view.log_path = log_path.map(|p| p.display().to_string());
+    set_up_view(&mut app, log_path);
     // Typed input goes nowhere in a replay; start in the transcript.
     app.view.focus = Focus::Transcript;
     let total = steps.len();
@@ -167,12 +156,7 @@ pub async fn replay(dir: &Path, pacing: Pacing, log_path: Option<&Path>) -> anyh
     let mut errors = Vec::new();
 
     let mut terminal = TerminalGuard::enter(log_path)?;
-    let mut events = EventStream::new();
-    let mut term_signal = signal(SignalKind::terminate()).context("watching SIGTERM")?;
-    let mut hup_signal = signal(SignalKind::hangup()).context("watching SIGHUP")?;
-    let mut int_signal = signal(SignalKind::interrupt()).context("watching SIGINT")?;
-    let mut tick = tokio::time::interval(TICK_INTERVAL);
-    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut inputs = TerminalInputs::new()?;
     let mut clock = Clock::new(pacing);
     let mut applied = 0usize;
     let apply = |app: &mut App, step: Step, errors: &mut Vec<String>| {
@@ -211,7 +195,7 @@ pub async fn replay(dir: &Path, pacing: Pacing, log_path: Option<&Path>) -> anyh
         tokio::select! {
             _ = async { if let Some(due) = next_due { tokio::time::sleep_until(due).await } },
                 if next_due.is_some() => {}
-            event = events.next() => match event_msg(event) {
+            event = inputs.events.next() => match event_msg(event) {
                 Some(Msg::Key(key)) if key.code == KeyCode::Char(' ') => clock.toggle_pause(),
                 Some(Msg::Key(key)) if key.code == KeyCode::Char('n') && clock.is_paused() => {
                     if let Some(step) = steps.next() {
@@ -225,10 +209,8 @@ pub async fn replay(dir: &Path, pacing: Pacing, log_path: Option<&Path>) -> anyh
                 Some(msg) => { let _ = app.update(msg); }
                 None => {}
             },
-            _ = tick.tick(), if app.animating() => { let _ = app.update(Msg::Tick); }
-            _ = term_signal.recv() => { let _ = app.update(Msg::Quit); }
-            _ = hup_signal.recv() => { let _ = app.update(Msg::Quit); }
-            _ = int_signal.recv() => { let _ = app.update(Msg::Quit); }
+            _ = inputs.tick.tick(), if app.animating() => { let _ = app.update(Msg::Tick); }
+            () = inputs.quit.recv() => { let _ = app.update(Msg::Quit); }
         }
         if app.view.quit {
             break;
@@ -242,6 +224,54 @@ pub async fn replay(dir: &Path, pacing: Pacing, log_path: Option<&Path>) -> anyh
         eprintln!("livetalk: the original run stopped with: {error}");
     }
     Ok(0)
+}
+
+/// View settings from the environment: `NO_COLOR`, and the log path the help shows.
+fn set_up_view(app: &mut App, log_path: Option<&Path>) {
+    app.view.no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    app.view.log_path = log_path.map(|p| p.display().to_string());
+}
+
+/// What the UI loop waits on besides the engine: terminal events, the animation tick and the
+/// signals that mean "leave".
+struct TerminalInputs {
+    events: EventStream,
+    tick: tokio::time::Interval,
+    quit: QuitSignals,
+}
+
+/// SIGTERM, SIGHUP and SIGINT: each means "leave, restoring the terminal".
+struct QuitSignals {
+    term: Signal,
+    hup: Signal,
+    int: Signal,
+}
+
+impl TerminalInputs {
+    fn new() -> anyhow::Result<Self> {
+        let mut tick = tokio::time::interval(TICK_INTERVAL);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        Ok(TerminalInputs {
+            events: EventStream::new(),
+            tick,
+            quit: QuitSignals {
+                term: signal(SignalKind::terminate()).context("watching SIGTERM")?,
+                hup: signal(SignalKind::hangup()).context("watching SIGHUP")?,
+                int: signal(SignalKind::interrupt()).context("watching SIGINT")?,
+            },
+        })
+    }
+}
+
+impl QuitSignals {
+    /// Resolves when any of them arrives.
+    async fn recv(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.hup.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
 }
 
 /// Turns a terminal event into a message; `None` for what the app ignores.

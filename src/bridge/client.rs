@@ -19,9 +19,9 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info, warn};
 
 use super::protocol::{AppMessage, BridgeMessage, LiveConfig, LogLevel, RealtimeInputPayload};
-use crate::live::close::{describe_close, describe_http_status, describe_io_error};
+use crate::live::close::{describe_http_status, describe_io_error};
 use crate::live::events::events_from;
-use crate::live::session::{MAX_MESSAGE_BYTES, Outbound, install_crypto_provider};
+use crate::live::session::{MAX_MESSAGE_BYTES, Outbound, close_info, install_crypto_provider};
 use crate::live::wire::{ClientMessage, OUTPUT_SAMPLE_RATE, ServerMessage, Setup};
 use crate::live::{CloseInfo, Session, SessionError, SessionEvent, SessionHandle};
 
@@ -360,29 +360,25 @@ fn log(level: LogLevel, message: &str) {
 }
 
 /// The bridge's socket ended; the last `GEMINI_ERROR` explains it best when there was one.
+/// Otherwise the close reads as a direct session's would, said to come from the bridge.
 fn socket_closed(
     code: Option<u16>,
     reason: String,
     last_error: Option<String>,
     initiated_by_client: bool,
 ) -> CloseInfo {
-    let message = if initiated_by_client {
-        "Session ended.".to_owned()
-    } else if let Some(error) = last_error {
-        error
-    } else {
-        match code {
-            Some(1005) => "The bridge closed the connection without a status code.".to_owned(),
-            Some(code) => format!("Bridge: {}", describe_close(code, &reason)),
-            None => describe_close(1006, ""),
-        }
-    };
-    CloseInfo {
-        code,
-        reason,
-        message,
-        initiated_by_client,
+    let mut close = close_info(code, reason, initiated_by_client);
+    if !initiated_by_client {
+        close.message = match (last_error, code) {
+            (Some(error), _) => error,
+            (None, Some(1005)) => {
+                "The bridge closed the connection without a status code.".to_owned()
+            }
+            (None, Some(_)) => format!("Bridge: {}", close.message),
+            (None, None) => close.message,
+        };
     }
+    close
 }
 
 fn connect_error(error: tungstenite::Error, host: &str) -> SessionError {

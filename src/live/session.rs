@@ -381,7 +381,11 @@ fn setup_complete(payload: &[u8], tap: Option<&dyn WireTap>) -> Option<Option<St
     }
 }
 
-fn close_info(code: Option<u16>, reason: String, initiated_by_client: bool) -> CloseInfo {
+pub(crate) fn close_info(
+    code: Option<u16>,
+    reason: String,
+    initiated_by_client: bool,
+) -> CloseInfo {
     let message = if initiated_by_client {
         "Session ended.".to_owned()
     } else {

@@ -195,3 +195,51 @@ pub fn read_all(stream: impl std::io::Read + Send + 'static) -> mpsc::Receiver<S
 }
 
 use std::io::Read as _;
+
+/// The headless output of the seed 000 dialogue: three user lines, each followed by its tool
+/// call (with the arguments and results the seed expects) and a reply that reflects it.
+pub fn assert_seed_dialogue(stdout: &str) {
+    let lines: Vec<&str> = stdout.lines().collect();
+    let you: Vec<_> = lines.iter().filter(|l| l.starts_with("You: ")).collect();
+    let tools: Vec<_> = lines.iter().filter(|l| l.starts_with("Tool: ")).collect();
+    let replies: Vec<_> = lines.iter().filter(|l| l.starts_with("Gemini: ")).collect();
+    assert_eq!(you.len(), 3, "{stdout}");
+    assert_eq!(tools.len(), 3, "{stdout}");
+    assert_eq!(replies.len(), 3, "{stdout}");
+
+    assert!(
+        tools[0]
+            .starts_with("Tool: get_device_status {\"device_name\":\"living room lamp\"} -> ok"),
+        "{}",
+        tools[0]
+    );
+    assert!(tools[0].contains("\"status\":\"off\""), "{}", tools[0]);
+    assert!(
+        tools[1].starts_with("Tool: set_device_status "),
+        "{}",
+        tools[1]
+    );
+    assert!(
+        tools[1].contains("\"new_status\":\"on\"") && tools[1].contains("\"color\":\"blue\""),
+        "{}",
+        tools[1]
+    );
+    assert!(
+        tools[2].contains("kitchen thermostat") && tools[2].contains("\"temperature_celsius\":20"),
+        "{}",
+        tools[2]
+    );
+
+    assert!(replies[0].contains("off"), "{}", replies[0]);
+    assert!(
+        replies[1].contains("on") && replies[1].contains("blue"),
+        "{}",
+        replies[1]
+    );
+    assert!(replies[2].contains("20"), "{}", replies[2]);
+
+    // Order: each user line, then its tool call, then the reply.
+    let position = |needle: &str| lines.iter().position(|l| l == &needle).unwrap();
+    assert!(position(you[0]) < position(tools[0]) && position(tools[0]) < position(replies[0]));
+    assert!(position(replies[0]) < position(you[1]));
+}
