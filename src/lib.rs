@@ -12,6 +12,7 @@
 //! - [`config`], [`cli`], [`logging`]: settings, flags and logs.
 
 pub mod app;
+pub mod audio;
 pub mod bridge;
 pub mod cli;
 pub mod config;

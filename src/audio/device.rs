@@ -1,0 +1,367 @@
+//! cpal hosts and devices: choosing the host (`alsa` or `pulseaudio`), listing devices for
+//! `livetalk devices`, finding one by name, and building the input and output streams around
+//! the real-time callbacks in [`super::callbacks`].
+
+use std::fmt;
+use std::sync::Arc;
+
+use cpal::traits::{DeviceTrait, HostTrait, StreamTrait};
+use cpal::{SampleFormat, SizedSample, StreamConfig};
+
+use super::callbacks::{CaptureCallback, OutputCallback};
+use super::shared::{CaptureShared, Clock, PlaybackShared};
+
+/// Which cpal host livetalk talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AudioHost {
+    /// ALSA (its `default` device follows PulseAudio/PipeWire where those are set up).
+    #[default]
+    Alsa,
+    /// A PulseAudio (or PipeWire-Pulse) server, reached natively; honours `PULSE_SERVER`.
+    Pulseaudio,
+}
+
+impl AudioHost {
+    pub fn name(self) -> &'static str {
+        match self {
+            AudioHost::Alsa => "alsa",
+            AudioHost::Pulseaudio => "pulseaudio",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<AudioHost> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "alsa" => Some(AudioHost::Alsa),
+            "pulseaudio" | "pulse" => Some(AudioHost::Pulseaudio),
+            _ => None,
+        }
+    }
+
+    pub fn open(self) -> Result<cpal::Host, DeviceError> {
+        let id = match self {
+            AudioHost::Alsa => cpal::HostId::Alsa,
+            AudioHost::Pulseaudio => cpal::HostId::PulseAudio,
+        };
+        cpal::host_from_id(id).map_err(|e| DeviceError::new(format!("{} audio: {e}", self.name())))
+    }
+}
+
+impl fmt::Display for AudioHost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why a device could not be used, in words for the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceError(pub String);
+
+impl DeviceError {
+    pub fn new(message: impl Into<String>) -> Self {
+        DeviceError(message.into())
+    }
+}
+
+impl fmt::Display for DeviceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DeviceError {}
+
+/// Input or output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Input,
+    Output,
+}
+
+impl Direction {
+    fn noun(self) -> &'static str {
+        match self {
+            Direction::Input => "microphone",
+            Direction::Output => "speaker",
+        }
+    }
+}
+
+/// One device as `livetalk devices` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceListing {
+    pub direction: Direction,
+    /// What `--input-device` / `--output-device` accept.
+    pub name: String,
+    pub description: String,
+    pub is_default: bool,
+    /// Default rate, channels and sample format, or why they are unknown.
+    pub config: Result<(u32, u16, String), String>,
+}
+
+/// The name a device is chosen by: its host-specific id (e.g. `spk.monitor`, `hw:CARD=PCH`).
+fn device_name(device: &cpal::Device) -> String {
+    device
+        .id()
+        .map(|id| id.id().to_string())
+        .or_else(|_| device.description().map(|d| d.name().to_owned()))
+        .unwrap_or_else(|_| "unknown device".to_owned())
+}
+
+fn device_description(device: &cpal::Device) -> String {
+    device
+        .description()
+        .map(|d| d.name().to_owned())
+        .unwrap_or_default()
+}
+
+/// Every input and output device of the host, defaults marked.
+pub fn list(host: AudioHost) -> Result<Vec<DeviceListing>, DeviceError> {
+    let cpal_host = host.open()?;
+    let default_in = cpal_host.default_input_device().map(|d| device_name(&d));
+    let default_out = cpal_host.default_output_device().map(|d| device_name(&d));
+    let devices = cpal_host
+        .devices()
+        .map_err(|e| DeviceError::new(format!("listing {host} devices: {e}")))?;
+    let mut listings = Vec::new();
+    for device in devices {
+        let name = device_name(&device);
+        for direction in [Direction::Input, Direction::Output] {
+            let config = match direction {
+                Direction::Input if device.supports_input() => device.default_input_config(),
+                Direction::Output if device.supports_output() => device.default_output_config(),
+                _ => continue,
+            };
+            let is_default = match direction {
+                Direction::Input => default_in.as_deref() == Some(&name),
+                Direction::Output => default_out.as_deref() == Some(&name),
+            };
+            listings.push(DeviceListing {
+                direction,
+                name: name.clone(),
+                description: device_description(&device),
+                is_default,
+                config: config
+                    .map(|c| (c.sample_rate(), c.channels(), c.sample_format().to_string()))
+                    .map_err(|e| e.to_string()),
+            });
+        }
+    }
+    Ok(listings)
+}
+
+/// Finds a device: the default when `wanted` is `None`, else by exact name, then by a
+/// case-insensitive match on name or description.
+pub fn find(
+    host: &cpal::Host,
+    host_kind: AudioHost,
+    direction: Direction,
+    wanted: Option<&str>,
+) -> Result<cpal::Device, DeviceError> {
+    let Some(wanted) = wanted else {
+        let device = match direction {
+            Direction::Input => host.default_input_device(),
+            Direction::Output => host.default_output_device(),
+        };
+        return device.ok_or_else(|| {
+            DeviceError::new(format!(
+                "no default {} on the {host_kind} audio host",
+                direction.noun()
+            ))
+        });
+    };
+    let candidates: Vec<cpal::Device> = host
+        .devices()
+        .map_err(|e| DeviceError::new(format!("listing {host_kind} devices: {e}")))?
+        .filter(|d| match direction {
+            Direction::Input => d.supports_input(),
+            Direction::Output => d.supports_output(),
+        })
+        .collect();
+    let wanted_lower = wanted.to_lowercase();
+    let exact = candidates
+        .iter()
+        .position(|d| device_name(d) == wanted || d.id().is_ok_and(|id| id.to_string() == wanted));
+    let loose = || {
+        candidates.iter().position(|d| {
+            device_name(d).to_lowercase().contains(&wanted_lower)
+                || device_description(d).to_lowercase().contains(&wanted_lower)
+        })
+    };
+    match exact.or_else(loose) {
+        Some(i) => Ok(candidates[i].clone()),
+        None => Err(DeviceError::new(format!(
+            "no {} named {wanted:?} on the {host_kind} audio host (`livetalk devices` lists them)",
+            direction.noun()
+        ))),
+    }
+}
+
+/// An open stream and what it runs at.
+pub struct OpenStream {
+    pub stream: cpal::Stream,
+    pub name: String,
+    pub rate: u32,
+    pub channels: u16,
+}
+
+/// Reports a stream error from the device's thread (not the data callback).
+pub type ErrorSink = Arc<dyn Fn(String) + Send + Sync>;
+
+fn stream_config(
+    device: &cpal::Device,
+    direction: Direction,
+) -> Result<(StreamConfig, SampleFormat), DeviceError> {
+    let supported = match direction {
+        Direction::Input => device.default_input_config(),
+        Direction::Output => device.default_output_config(),
+    }
+    .map_err(|e| DeviceError::new(format!("{}: {e}", device_name(device))))?;
+    let mut config = supported.config();
+    // 10 ms periods keep barge-in and mic latency low; the host may round it.
+    let wanted = (config.sample_rate / 100).max(64);
+    config.buffer_size = match supported.buffer_size() {
+        cpal::SupportedBufferSize::Range { min, max } if (*min..=*max).contains(&wanted) => {
+            cpal::BufferSize::Fixed(wanted)
+        }
+        cpal::SupportedBufferSize::Unknown => cpal::BufferSize::Fixed(wanted),
+        _ => cpal::BufferSize::Default,
+    };
+    Ok((config, supported.sample_format()))
+}
+
+fn open_error(device: &cpal::Device, e: cpal::Error) -> DeviceError {
+    DeviceError::new(format!("cannot open {}: {e}", device_name(device)))
+}
+
+/// Opens the microphone; returns the stream and the ring the callback fills.
+pub fn open_input(
+    device: &cpal::Device,
+    shared: Arc<CaptureShared>,
+    clock: Clock,
+    on_error: ErrorSink,
+) -> Result<(OpenStream, rtrb::Consumer<f32>), DeviceError> {
+    let (config, format) = stream_config(device, Direction::Input)?;
+    // A second of audio: the worker drains it every few milliseconds.
+    let (producer, consumer) = rtrb::RingBuffer::new(config.sample_rate as usize);
+    let callback = CaptureCallback {
+        producer,
+        channels: usize::from(config.channels),
+        shared,
+        clock,
+    };
+    let stream = match format {
+        SampleFormat::F32 => build_input::<f32>(device, config, callback, on_error),
+        SampleFormat::I16 => build_input::<i16>(device, config, callback, on_error),
+        SampleFormat::U16 => build_input::<u16>(device, config, callback, on_error),
+        SampleFormat::I32 => build_input::<i32>(device, config, callback, on_error),
+        SampleFormat::F64 => build_input::<f64>(device, config, callback, on_error),
+        SampleFormat::U8 => build_input::<u8>(device, config, callback, on_error),
+        SampleFormat::I8 => build_input::<i8>(device, config, callback, on_error),
+        other => {
+            return Err(DeviceError::new(format!(
+                "{}: unsupported sample format {other}",
+                device_name(device)
+            )));
+        }
+    }
+    .map_err(|e| open_error(device, e))?;
+    stream.play().map_err(|e| open_error(device, e))?;
+    Ok((
+        OpenStream {
+            stream,
+            name: device_name(device),
+            rate: config.sample_rate,
+            channels: config.channels,
+        },
+        consumer,
+    ))
+}
+
+fn build_input<T>(
+    device: &cpal::Device,
+    config: StreamConfig,
+    mut callback: CaptureCallback,
+    on_error: ErrorSink,
+) -> Result<cpal::Stream, cpal::Error>
+where
+    T: SizedSample,
+    f32: cpal::FromSample<T>,
+{
+    device.build_input_stream(
+        config,
+        move |data: &[T], _: &cpal::InputCallbackInfo| callback.process(data),
+        move |e| on_error(e.to_string()),
+        None,
+    )
+}
+
+/// What the output stream needs besides the device.
+pub struct OutputParts {
+    pub consumer: rtrb::Consumer<f32>,
+    pub startup_frames: usize,
+    pub shared: Arc<PlaybackShared>,
+    pub clock: Clock,
+}
+
+/// The config an output device will be opened with: (rate, channels).
+pub fn output_format(device: &cpal::Device) -> Result<(u32, u16), DeviceError> {
+    let (config, _) = stream_config(device, Direction::Output)?;
+    Ok((config.sample_rate, config.channels))
+}
+
+/// Opens the speaker around a ring the feeder fills (mono at the device rate).
+pub fn open_output(
+    device: &cpal::Device,
+    parts: OutputParts,
+    on_error: ErrorSink,
+) -> Result<OpenStream, DeviceError> {
+    let (config, format) = stream_config(device, Direction::Output)?;
+    let callback = OutputCallback::new(
+        parts.consumer,
+        usize::from(config.channels),
+        parts.startup_frames,
+        parts.shared,
+        parts.clock,
+    );
+    let stream = match format {
+        SampleFormat::F32 => build_output::<f32>(device, config, callback, on_error),
+        SampleFormat::I16 => build_output::<i16>(device, config, callback, on_error),
+        SampleFormat::U16 => build_output::<u16>(device, config, callback, on_error),
+        SampleFormat::I32 => build_output::<i32>(device, config, callback, on_error),
+        SampleFormat::F64 => build_output::<f64>(device, config, callback, on_error),
+        SampleFormat::U8 => build_output::<u8>(device, config, callback, on_error),
+        SampleFormat::I8 => build_output::<i8>(device, config, callback, on_error),
+        other => {
+            return Err(DeviceError::new(format!(
+                "{}: unsupported sample format {other}",
+                device_name(device)
+            )));
+        }
+    }
+    .map_err(|e| open_error(device, e))?;
+    stream.play().map_err(|e| open_error(device, e))?;
+    Ok(OpenStream {
+        stream,
+        name: device_name(device),
+        rate: config.sample_rate,
+        channels: config.channels,
+    })
+}
+
+fn build_output<T>(
+    device: &cpal::Device,
+    config: StreamConfig,
+    mut callback: OutputCallback,
+    on_error: ErrorSink,
+) -> Result<cpal::Stream, cpal::Error>
+where
+    T: SizedSample + cpal::FromSample<f32>,
+{
+    device.build_output_stream(
+        config,
+        move |data: &mut [T], _: &cpal::OutputCallbackInfo| callback.process(data),
+        move |e| on_error(e.to_string()),
+        None,
+    )
+}

@@ -1,0 +1,658 @@
+//! Audio I/O: the microphone at 16 kHz mono PCM16 for the Live API, model audio (24 kHz) out
+//! through the speaker, barge-in, the echo gate, push-to-talk, and WAV files standing in for
+//! either device. One worker thread owns the devices and the non-real-time processing; the
+//! cpal callbacks only move samples through lock-free rings (see [`callbacks`]).
+
+pub mod callbacks;
+pub mod capture;
+pub mod device;
+pub mod pcm;
+pub mod playback;
+pub mod resample;
+pub mod shared;
+pub mod wav;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc as std_mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use tokio::sync::{broadcast, mpsc};
+
+pub use capture::{INPUT_RATE, MicFrame};
+pub use device::{AudioHost, DeviceListing, Direction};
+pub use playback::OUTPUT_RATE;
+
+use capture::{Capture, Source};
+use device::{DeviceError, ErrorSink, OutputParts};
+use playback::{OutputDevice, Playback};
+use shared::{CaptureShared, Clock, PlaybackShared};
+use wav::{MonoClip, WavSink};
+
+/// What the mic does while the model is audible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EchoMode {
+    /// Send silence while the model is heard, so it does not hear (and interrupt) itself
+    /// through the speakers; barge in with the key or by typing.
+    #[default]
+    Gate,
+    /// Always send the mic (headphones, or a system echo canceller).
+    Off,
+}
+
+impl EchoMode {
+    pub fn parse(text: &str) -> Option<EchoMode> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "gate" => Some(EchoMode::Gate),
+            "off" => Some(EchoMode::Off),
+            _ => None,
+        }
+    }
+}
+
+/// How audio is set up for a conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AudioOptions {
+    /// Use the sound devices (`--no-audio` turns them off; WAV files still work).
+    pub devices: bool,
+    pub host: AudioHost,
+    pub input_device: Option<String>,
+    pub output_device: Option<String>,
+    /// Length of one mic frame sent to the session (20–100 ms).
+    pub frame: Duration,
+    /// Audio buffered before playback starts, so bursts do not stutter.
+    pub startup_buffer: Duration,
+    pub echo: EchoMode,
+    /// Server VAD off; a key brackets speech with activityStart / activityEnd.
+    pub push_to_talk: bool,
+    /// Stream this WAV as the microphone, in real time, then silence.
+    pub input_wav: Option<PathBuf>,
+    /// Also write model audio to this 24 kHz mono WAV.
+    pub output_wav: Option<PathBuf>,
+}
+
+impl Default for AudioOptions {
+    fn default() -> Self {
+        AudioOptions {
+            devices: true,
+            host: AudioHost::default(),
+            input_device: None,
+            output_device: None,
+            frame: Duration::from_millis(20),
+            startup_buffer: Duration::from_millis(40),
+            echo: EchoMode::default(),
+            push_to_talk: false,
+            input_wav: None,
+            output_wav: None,
+        }
+    }
+}
+
+impl AudioOptions {
+    /// True when nothing audio-related is asked for.
+    pub fn is_off(&self) -> bool {
+        !self.devices && self.input_wav.is_none() && self.output_wav.is_none()
+    }
+}
+
+/// "48 kHz → 16 kHz" (or just "16 kHz" when no conversion is needed).
+pub fn rate_path(from: u32, to: u32) -> String {
+    fn khz(rate: u32) -> String {
+        if rate % 1000 == 0 {
+            format!("{} kHz", rate / 1000)
+        } else {
+            format!("{:.1} kHz", f64::from(rate) / 1000.0)
+        }
+    }
+    if from == to {
+        khz(from)
+    } else {
+        format!("{} → {}", khz(from), khz(to))
+    }
+}
+
+/// One opened endpoint as the status panel shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamInfo {
+    /// The device's name, or the WAV file's.
+    pub name: String,
+    /// The resampling path, e.g. "48 kHz → 16 kHz".
+    pub path: String,
+}
+
+/// What opening the audio gave.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AudioSetup {
+    pub input: Option<StreamInfo>,
+    pub output: Option<StreamInfo>,
+    /// Why a device is missing (empty when both opened or none was asked for).
+    pub problems: Vec<String>,
+}
+
+/// A latency measured many times: the latest and the worst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Latency {
+    pub last: Duration,
+    pub worst: Duration,
+    pub count: u32,
+}
+
+impl Latency {
+    pub fn record(&mut self, value: Duration) {
+        self.last = value;
+        self.worst = self.worst.max(value);
+        self.count = self.count.saturating_add(1);
+    }
+
+    pub fn measured(&self) -> bool {
+        self.count > 0
+    }
+}
+
+/// Counters and latencies for the debug view and the end-of-session summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AudioFigures {
+    /// Mic frames handed to the session.
+    pub frames_sent: u64,
+    /// Mic frames dropped because the network was slower than the mic.
+    pub frames_dropped: u64,
+    /// Mic frames sent as silence by the echo gate.
+    pub frames_gated: u64,
+    /// Mic samples lost because the capture worker fell behind the device.
+    pub mic_overflow: u64,
+    /// Output callbacks that ran dry mid-turn.
+    pub underruns: u64,
+    /// Model audio heard, in device time.
+    pub played: Duration,
+    /// Sample captured → its frame handed to the socket writer.
+    pub mic_to_socket: Latency,
+    /// First audio of a turn received → first sample out of the output callback.
+    pub socket_to_speaker: Latency,
+    /// Interrupt (or barge-in) → the output callback writing silence.
+    pub interrupt_to_silence: Latency,
+}
+
+/// What the audio system tells the app.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AudioEvent {
+    /// Devices (and files) opened, or why not.
+    Opened(AudioSetup),
+    /// A device failed mid-session; it is closed and can be re-opened.
+    DeviceFailed {
+        direction: Direction,
+        message: String,
+    },
+    /// Model audio started or stopped being heard.
+    Audible(bool),
+    /// Peak levels (0..1) of the mic and the output since the last report.
+    Levels {
+        mic: f32,
+        output: f32,
+    },
+    Figures(AudioFigures),
+    /// The `--input-wav` clip has been streamed to its end.
+    InputClipEnded,
+}
+
+enum Command {
+    Play { pcm: Vec<u8>, received_at: u64 },
+    EndTurn,
+    Flush { requested_at: u64 },
+    MicOpen(bool),
+    Reopen,
+}
+
+/// The engine's handle on the audio worker.
+pub struct Audio {
+    commands: Option<std_mpsc::Sender<Command>>,
+    pub events: mpsc::UnboundedReceiver<AudioEvent>,
+    pub frames: broadcast::Receiver<MicFrame>,
+    clock: Clock,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Mic frames the session may fall behind by before the oldest are dropped (2 s at 20 ms).
+const FRAME_QUEUE: usize = 100;
+/// How often the worker moves samples when a stream is open.
+const PUMP_EVERY: Duration = Duration::from_millis(5);
+const LEVELS_EVERY: Duration = Duration::from_millis(80);
+const FIGURES_EVERY: Duration = Duration::from_millis(500);
+/// Seconds of device-rate audio the output ring holds (the model bursts faster than real time).
+const OUTPUT_RING_SECONDS: usize = 10;
+
+impl Audio {
+    /// Starts the audio worker. Files named in the options are opened here, so a bad path is
+    /// an error now; missing devices are not errors, they are reported in `Opened`.
+    pub fn start(options: AudioOptions) -> anyhow::Result<Audio> {
+        let clip = match &options.input_wav {
+            Some(path) => Some(wav::read_mono(path)?),
+            None => None,
+        };
+        let sink = match &options.output_wav {
+            Some(path) => Some(WavSink::create(path, OUTPUT_RATE)?),
+            None => None,
+        };
+        let (commands, commands_rx) = std_mpsc::channel();
+        let (events_tx, events) = mpsc::unbounded_channel();
+        let (frames_tx, frames) = broadcast::channel(FRAME_QUEUE);
+        let clock = Clock::new();
+        let thread = std::thread::Builder::new()
+            .name("livetalk-audio".into())
+            .spawn(move || {
+                Worker::new(options, clock, frames_tx, events_tx, clip, sink).run(commands_rx)
+            })
+            .context("starting the audio thread")?;
+        Ok(Audio {
+            commands: Some(commands),
+            events,
+            frames,
+            clock,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    fn send(&self, command: Command) {
+        if let Some(commands) = &self.commands {
+            let _ = commands.send(command);
+        }
+    }
+
+    /// Plays model audio (24 kHz PCM16 LE) received at `received_at`.
+    pub fn play(&self, pcm: Vec<u8>, received_at: Instant) {
+        self.send(Command::Play {
+            pcm,
+            received_at: self.clock.at(received_at),
+        });
+    }
+
+    /// The model's turn ended: play out the tail.
+    pub fn end_turn(&self) {
+        self.send(Command::EndTurn);
+    }
+
+    /// Barge-in: silence the output now.
+    pub fn flush(&self, requested_at: Instant) {
+        self.send(Command::Flush {
+            requested_at: self.clock.at(requested_at),
+        });
+    }
+
+    /// Lets mic frames through (or not: muted, or not talking in push-to-talk).
+    pub fn set_mic_open(&self, open: bool) {
+        self.send(Command::MicOpen(open));
+    }
+
+    /// Closes and re-opens the devices (after a failure, or to pick up a new default).
+    pub fn reopen(&self) {
+        self.send(Command::Reopen);
+    }
+}
+
+impl Drop for Audio {
+    fn drop(&mut self) {
+        // Dropping the sender ends the worker's loop; it closes the streams and the WAV.
+        self.commands = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+struct Worker {
+    options: AudioOptions,
+    clock: Clock,
+    frames: broadcast::Sender<MicFrame>,
+    events: mpsc::UnboundedSender<AudioEvent>,
+    /// The input clip, kept for re-opening (it plays once).
+    clip: Option<MonoClip>,
+    capture: Option<Capture>,
+    playback: Playback,
+    capture_shared: Arc<CaptureShared>,
+    playback_shared: Arc<PlaybackShared>,
+    device_errors: std_mpsc::Receiver<(Direction, String)>,
+    device_errors_tx: std_mpsc::Sender<(Direction, String)>,
+    mic_open: bool,
+    figures: AudioFigures,
+    reported_figures: AudioFigures,
+    levels: (u8, u8),
+}
+
+/// A level as one of a meter's steps (−60 dBFS to 0 in 6 dB steps), to report only changes.
+fn meter_step(level: f32) -> u8 {
+    ((pcm::dbfs(level) + 60.0) / 6.0).clamp(0.0, 10.0) as u8
+}
+
+impl Worker {
+    fn new(
+        options: AudioOptions,
+        clock: Clock,
+        frames: broadcast::Sender<MicFrame>,
+        events: mpsc::UnboundedSender<AudioEvent>,
+        clip: Option<MonoClip>,
+        sink: Option<WavSink>,
+    ) -> Worker {
+        let (device_errors_tx, device_errors) = std_mpsc::channel();
+        let (playback, _) = Playback::new(None, sink);
+        Worker {
+            mic_open: !options.push_to_talk,
+            options,
+            clock,
+            frames,
+            events,
+            clip,
+            capture: None,
+            playback,
+            capture_shared: Arc::new(CaptureShared::default()),
+            playback_shared: Arc::new(PlaybackShared::default()),
+            device_errors,
+            device_errors_tx,
+            figures: AudioFigures::default(),
+            reported_figures: AudioFigures::default(),
+            levels: (0, 0),
+        }
+    }
+
+    fn run(mut self, commands: std_mpsc::Receiver<Command>) {
+        // alsa-lib prints its complaints (no card, unknown PCM) straight to stderr, which
+        // would garble the TUI and clutter headless output: route them to the log instead.
+        let alsa_errors = (self.options.devices && self.options.host == AudioHost::Alsa)
+            .then(|| alsa::Output::local_error_handler().ok())
+            .flatten();
+        self.open();
+        self.log_alsa(alsa_errors.as_ref());
+        let mut next_levels = Instant::now();
+        let mut next_figures = Instant::now();
+        loop {
+            let active = self.capture.is_some() || self.playback.output.is_some();
+            let first = if active {
+                match commands.recv_timeout(PUMP_EVERY) {
+                    Ok(command) => Some(command),
+                    Err(std_mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
+                }
+            } else {
+                match commands.recv() {
+                    Ok(command) => Some(command),
+                    Err(_) => break,
+                }
+            };
+            if let Some(command) = first {
+                self.handle(command);
+                while let Ok(command) = commands.try_recv() {
+                    self.handle(command);
+                }
+                self.log_alsa(alsa_errors.as_ref());
+            }
+            self.pump();
+            let now = Instant::now();
+            if now >= next_levels && active {
+                next_levels = now + LEVELS_EVERY;
+                self.report_levels();
+            }
+            if now >= next_figures {
+                next_figures = now + FIGURES_EVERY;
+                self.report_figures();
+            }
+        }
+        self.capture = None;
+        self.playback.output = None;
+        if let Some(wav) = &mut self.playback.wav
+            && let Err(e) = wav.finish()
+        {
+            tracing::warn!("{e:#}");
+        }
+    }
+
+    fn log_alsa(&self, errors: Option<&std::rc::Rc<std::cell::RefCell<alsa::Output>>>) {
+        if let Some(errors) = errors {
+            let text = errors.borrow().to_string();
+            if !text.trim().is_empty() {
+                tracing::debug!(target: "alsa", "{}", text.trim());
+                // Empty the buffer for the next time.
+                let _ = alsa::Output::local_error_handler();
+            }
+        }
+    }
+
+    fn emit(&self, event: AudioEvent) {
+        let _ = self.events.send(event);
+    }
+
+    fn handle(&mut self, command: Command) {
+        match command {
+            Command::Play { pcm, received_at } => self.playback.play(&pcm, received_at),
+            Command::EndTurn => self.playback.end_turn(),
+            Command::Flush { requested_at } => self.playback.flush(requested_at),
+            Command::MicOpen(open) => {
+                self.mic_open = open;
+                if let Some(capture) = &mut self.capture {
+                    capture.open = open;
+                }
+            }
+            Command::Reopen => {
+                self.capture = None;
+                self.playback.output = None;
+                self.open();
+            }
+        }
+    }
+
+    fn error_sink(&self, direction: Direction) -> ErrorSink {
+        let tx = self.device_errors_tx.clone();
+        Arc::new(move |message| {
+            let _ = tx.send((direction, message));
+        })
+    }
+
+    /// Opens the devices and files asked for; reports what opened and what did not.
+    fn open(&mut self) {
+        let mut setup = AudioSetup::default();
+        let host = if self.options.devices {
+            match self.options.host.open() {
+                Ok(host) => Some(host),
+                Err(e) => {
+                    setup.problems.push(e.to_string());
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        // Fresh shared state: a new stream must not inherit the old one's epoch or flags.
+        self.capture_shared = Arc::new(CaptureShared::default());
+        self.playback_shared = Arc::new(PlaybackShared::default());
+
+        let output = host.as_ref().and_then(|host| match self.open_output(host) {
+            Ok(output) => Some(output),
+            Err(e) => {
+                setup.problems.push(format!("speaker: {e}"));
+                None
+            }
+        });
+        let output_name = output.as_ref().map(|(_, name)| name.clone());
+        let wav = self.playback.wav.take();
+        let (playback, problem) = Playback::new(output.map(|(o, _)| o), wav);
+        self.playback = playback;
+        if let Some(problem) = problem {
+            setup.problems.push(format!("speaker: {problem}"));
+        }
+        setup.output = output_name.map(|name| StreamInfo {
+            name,
+            path: self.playback.path().unwrap_or_default(),
+        });
+
+        let frame_samples = (INPUT_RATE as f64 * self.options.frame.as_secs_f64()).round() as usize;
+        let source = if let Some(clip) = self.clip.take() {
+            let name = self
+                .options
+                .input_wav
+                .as_ref()
+                .and_then(|p| p.file_name())
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "input WAV".to_owned());
+            Some((
+                Source::Wav {
+                    started: Instant::now(),
+                    taken: 0,
+                    clip: clip.clone(),
+                },
+                clip.rate,
+                name,
+            ))
+        } else if let Some(host) = &host {
+            match self.open_input(host) {
+                Ok(source) => Some(source),
+                Err(e) => {
+                    setup.problems.push(format!("microphone: {e}"));
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        self.capture = source.and_then(|(source, rate, name)| {
+            let is_device = matches!(source, Source::Device { .. });
+            match Capture::new(source, rate, frame_samples, self.frames.clone(), self.clock) {
+                Ok(mut capture) => {
+                    capture.open = self.mic_open;
+                    if is_device
+                        && self.options.echo == EchoMode::Gate
+                        && self.playback.output.is_some()
+                    {
+                        capture.gate = Some(self.playback_shared.clone());
+                    }
+                    setup.input = Some(StreamInfo {
+                        name,
+                        path: capture.path(),
+                    });
+                    Some(capture)
+                }
+                Err(e) => {
+                    setup.problems.push(format!("microphone: {e:#}"));
+                    None
+                }
+            }
+        });
+        self.emit(AudioEvent::Opened(setup));
+    }
+
+    fn open_input(&self, host: &cpal::Host) -> Result<(Source, u32, String), DeviceError> {
+        let device = device::find(
+            host,
+            self.options.host,
+            Direction::Input,
+            self.options.input_device.as_deref(),
+        )?;
+        let (stream, consumer) = device::open_input(
+            &device,
+            self.capture_shared.clone(),
+            self.clock,
+            self.error_sink(Direction::Input),
+        )?;
+        let (rate, name) = (stream.rate, stream.name.clone());
+        Ok((
+            Source::Device {
+                consumer,
+                shared: self.capture_shared.clone(),
+                _stream: stream.stream,
+            },
+            rate,
+            name,
+        ))
+    }
+
+    fn open_output(&self, host: &cpal::Host) -> Result<(OutputDevice, String), DeviceError> {
+        let device = device::find(
+            host,
+            self.options.host,
+            Direction::Output,
+            self.options.output_device.as_deref(),
+        )?;
+        let (rate, _) = device::output_format(&device)?;
+        let (producer, consumer) = rtrb::RingBuffer::new(rate as usize * OUTPUT_RING_SECONDS);
+        let startup_frames =
+            (f64::from(rate) * self.options.startup_buffer.as_secs_f64()).round() as usize;
+        let stream = device::open_output(
+            &device,
+            OutputParts {
+                consumer,
+                startup_frames,
+                shared: self.playback_shared.clone(),
+                clock: self.clock,
+            },
+            self.error_sink(Direction::Output),
+        )?;
+        Ok((
+            OutputDevice {
+                producer,
+                shared: self.playback_shared.clone(),
+                rate: stream.rate,
+                _stream: stream.stream,
+            },
+            stream.name,
+        ))
+    }
+
+    fn pump(&mut self) {
+        while let Ok((direction, message)) = self.device_errors.try_recv() {
+            match direction {
+                Direction::Input if self.capture.is_some() => self.capture = None,
+                Direction::Output if self.playback.output.is_some() => {
+                    self.playback.output = None;
+                }
+                // Already closed: one report is enough.
+                _ => continue,
+            }
+            self.emit(AudioEvent::DeviceFailed { direction, message });
+        }
+        if let Some(capture) = &mut self.capture {
+            if capture.pump() {
+                let _ = self.events.send(AudioEvent::InputClipEnded);
+            }
+            self.figures.frames_gated = capture.frames_gated;
+        }
+        let change = self.playback.pump();
+        if let Some(audible) = change.audible {
+            self.emit(AudioEvent::Audible(audible));
+        }
+        if let Some(latency) = change.socket_to_speaker {
+            self.figures.socket_to_speaker.record(latency);
+        }
+        if let Some(latency) = change.interrupt_to_silence {
+            self.figures.interrupt_to_silence.record(latency);
+        }
+        if let Some(output) = &self.playback.output {
+            self.figures.underruns = output.shared.underruns.load(Ordering::Relaxed);
+            self.figures.played = Duration::from_secs_f64(
+                output.shared.frames_played.load(Ordering::Relaxed) as f64
+                    / f64::from(output.rate.max(1)),
+            );
+        }
+        self.figures.mic_overflow = self.capture_shared.overflow_samples.load(Ordering::Relaxed);
+    }
+
+    fn report_levels(&mut self) {
+        let mic = self.capture_shared.level.take();
+        let output = self.playback_shared.level.take();
+        let steps = (meter_step(mic), meter_step(output));
+        if steps != self.levels {
+            self.levels = steps;
+            self.emit(AudioEvent::Levels { mic, output });
+        }
+    }
+
+    fn report_figures(&mut self) {
+        if self.figures != self.reported_figures {
+            self.reported_figures = self.figures;
+            self.emit(AudioEvent::Figures(self.figures));
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The playback feeder, off the real-time thread: model audio (24 kHz PCM16) is decoded,
+//! written to `--output-wav`, resampled to the device rate and queued into the output ring,
+//! with the overflow held here so faster-than-real-time bursts are never dropped. Turn ends
+//! flush the resampler's tail; barge-in bumps the flush epoch and forgets everything queued.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::pcm::extend_f32_from_pcm16_le;
+use super::resample::StreamResampler;
+use super::shared::{PlaybackShared, span};
+use super::wav::WavSink;
+
+/// The Live API's output rate.
+pub const OUTPUT_RATE: u32 = 24_000;
+
+/// The speaker side of the feeder.
+pub struct OutputDevice {
+    pub producer: rtrb::Producer<f32>,
+    pub shared: Arc<PlaybackShared>,
+    pub rate: u32,
+    /// Kept open as long as the output lives.
+    pub _stream: cpal::Stream,
+}
+
+/// What changed during a pump, for the worker to report.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct PlaybackChange {
+    /// Audible playback started (`Some(true)`) or ended (`Some(false)`).
+    pub audible: Option<bool>,
+    /// First audio of a turn received → first sample out of the callback.
+    pub socket_to_speaker: Option<Duration>,
+    /// Flush asked → the callback went silent.
+    pub interrupt_to_silence: Option<Duration>,
+}
+
+pub struct Playback {
+    pub output: Option<OutputDevice>,
+    resampler: Option<StreamResampler>,
+    pub wav: Option<WavSink>,
+    /// Resampled samples waiting for room in the ring.
+    pending: VecDeque<f32>,
+    decoded: Vec<f32>,
+    resampled: Vec<f32>,
+    /// Audio of the current turn has arrived and its end has not.
+    turn_open: bool,
+    /// The turn ended: once `pending` is in the ring, let the callback drain it.
+    drain_after_pending: bool,
+    /// When the current turn's first audio arrived, until it is heard.
+    first_received_at: u64,
+    /// Our last flush epoch; until the callback acknowledges it, nothing new enters the ring
+    /// (it would be flushed along with the old audio).
+    epoch: u64,
+    was_audible: bool,
+}
+
+impl Playback {
+    /// A feeder for the output (if any) and the WAV sink (if any). An output whose rate
+    /// cannot be converted to is left out, with the reason.
+    pub fn new(output: Option<OutputDevice>, wav: Option<WavSink>) -> (Self, Option<String>) {
+        let mut problem = None;
+        let (output, resampler) = match output {
+            Some(out) => match StreamResampler::new(OUTPUT_RATE, out.rate) {
+                Ok(resampler) => (Some(out), Some(resampler)),
+                Err(e) => {
+                    problem = Some(format!("{e:#}"));
+                    (None, None)
+                }
+            },
+            None => (None, None),
+        };
+        let epoch = output
+            .as_ref()
+            .map_or(0, |o| o.shared.epoch.load(Ordering::Acquire));
+        let playback = Playback {
+            output,
+            resampler,
+            wav,
+            pending: VecDeque::new(),
+            decoded: Vec::new(),
+            resampled: Vec::new(),
+            turn_open: false,
+            drain_after_pending: false,
+            first_received_at: 0,
+            epoch,
+            was_audible: false,
+        };
+        (playback, problem)
+    }
+
+    /// "24 kHz → 48 kHz", for the status panel.
+    pub fn path(&self) -> Option<String> {
+        self.output
+            .as_ref()
+            .map(|o| super::rate_path(OUTPUT_RATE, o.rate))
+    }
+
+    /// Samples (at the device rate) queued here and in the ring.
+    pub fn queued(&self) -> usize {
+        self.pending.len()
+            + self
+                .output
+                .as_ref()
+                .map_or(0, |o| o.producer.buffer().capacity() - o.producer.slots())
+    }
+
+    /// Queues model audio received at `received_at`.
+    pub fn play(&mut self, pcm: &[u8], received_at: u64) {
+        if let Some(wav) = &mut self.wav
+            && let Err(e) = wav.write_pcm16_le(pcm)
+        {
+            tracing::warn!("{e:#}");
+            self.wav = None;
+        }
+        let (Some(output), Some(resampler)) = (&self.output, &mut self.resampler) else {
+            return;
+        };
+        if !self.turn_open {
+            self.turn_open = true;
+            self.drain_after_pending = false;
+            output.shared.draining.store(false, Ordering::Release);
+            if !self.was_audible {
+                self.first_received_at = received_at;
+            }
+        }
+        self.decoded.clear();
+        extend_f32_from_pcm16_le(pcm, &mut self.decoded);
+        self.resampled.clear();
+        resampler.push(&self.decoded, &mut self.resampled);
+        self.pending.extend(self.resampled.iter().copied());
+        self.fill_ring();
+    }
+
+    /// The model's turn is over: play out its tail to the last sample.
+    pub fn end_turn(&mut self) {
+        if let Some(wav) = &mut self.wav {
+            let _ = wav.sync();
+        }
+        if !self.turn_open {
+            return;
+        }
+        self.turn_open = false;
+        if let Some(resampler) = &mut self.resampler {
+            self.resampled.clear();
+            resampler.flush(&mut self.resampled);
+            self.pending.extend(self.resampled.iter().copied());
+        }
+        self.drain_after_pending = true;
+        self.fill_ring();
+    }
+
+    /// Barge-in: silence now, forget everything queued, start the next turn fresh.
+    pub fn flush(&mut self, requested_at: u64) {
+        self.pending.clear();
+        self.turn_open = false;
+        self.drain_after_pending = false;
+        self.first_received_at = 0;
+        if let Some(resampler) = &mut self.resampler {
+            resampler.reset();
+        }
+        if let Some(output) = &self.output {
+            output.shared.draining.store(false, Ordering::Release);
+            output
+                .shared
+                .flush_requested_at
+                .store(requested_at, Ordering::Release);
+            self.epoch = output.shared.epoch.fetch_add(1, Ordering::AcqRel) + 1;
+        }
+    }
+
+    /// Tops up the ring and reports what the callback did since the last pump.
+    pub fn pump(&mut self) -> PlaybackChange {
+        self.fill_ring();
+        let mut change = PlaybackChange::default();
+        let Some(output) = &self.output else {
+            return change;
+        };
+        let shared = &output.shared;
+        let audible = shared.audible.load(Ordering::Acquire);
+        if audible != self.was_audible {
+            self.was_audible = audible;
+            change.audible = Some(audible);
+            if audible && self.first_received_at != 0 {
+                let since = shared.audible_since.load(Ordering::Acquire);
+                change.socket_to_speaker = span(self.first_received_at, since);
+                self.first_received_at = 0;
+            }
+        }
+        let silence = shared.flush_to_silence_ns.swap(0, Ordering::AcqRel);
+        if silence != 0 {
+            change.interrupt_to_silence = Some(Duration::from_nanos(silence));
+        }
+        change
+    }
+
+    fn fill_ring(&mut self) {
+        let Some(output) = &mut self.output else {
+            return;
+        };
+        if output.shared.epoch_seen.load(Ordering::Acquire) != self.epoch {
+            return;
+        }
+        let room = output.producer.slots().min(self.pending.len());
+        if room > 0
+            && let Ok(chunk) = output.producer.write_chunk_uninit(room)
+        {
+            chunk.fill_from_iter(self.pending.drain(..room));
+        }
+        if self.drain_after_pending && self.pending.is_empty() {
+            self.drain_after_pending = false;
+            output.shared.draining.store(true, Ordering::Release);
+        }
+    }
+}
