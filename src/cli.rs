@@ -34,6 +34,15 @@ pub enum Command {
     Inspect(InspectArgs),
     /// List recorded sessions, newest first.
     Sessions,
+    /// List audio input and output devices with their default format; * marks the defaults.
+    Devices(DevicesArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DevicesArgs {
+    /// Audio system to list (default: audio.host from the config, else alsa).
+    #[arg(long, value_name = "HOST", value_parser = ["alsa", "pulseaudio"])]
+    pub audio_host: Option<String>,
 }
 
 /// Flags of a conversation.
@@ -74,6 +83,32 @@ pub struct SessionFlags {
     /// folder under the sessions dir when DIR is left out.
     #[arg(long, value_name = "DIR", num_args = 0..=1)]
     pub record: Option<Option<PathBuf>>,
+    /// No microphone or speaker: text only (--input-wav / --output-wav still work).
+    #[arg(long)]
+    pub no_audio: bool,
+    /// Audio system: alsa (default) or pulseaudio (honours PULSE_SERVER).
+    #[arg(long, value_name = "HOST", value_parser = ["alsa", "pulseaudio"])]
+    pub audio_host: Option<String>,
+    /// Microphone by name (see `livetalk devices`); default: the system's.
+    #[arg(long, value_name = "NAME")]
+    pub input_device: Option<String>,
+    /// Speaker by name (see `livetalk devices`); default: the system's.
+    #[arg(long, value_name = "NAME")]
+    pub output_device: Option<String>,
+    /// Stream this WAV file (any rate, channels, 16-bit or float) as the microphone, in real
+    /// time, then silence.
+    #[arg(long, value_name = "FILE")]
+    pub input_wav: Option<PathBuf>,
+    /// Also write the model's audio to this WAV file (24 kHz mono).
+    #[arg(long, value_name = "FILE")]
+    pub output_wav: Option<PathBuf>,
+    /// Push-to-talk: server voice detection off; F5 starts and ends what you say (with
+    /// --input-wav, the whole clip is one utterance).
+    #[arg(long)]
+    pub push_to_talk: bool,
+    /// What the mic sends while Gemini is heard: gate (silence; default) or off (headphones).
+    #[arg(long, value_name = "MODE", value_parser = ["gate", "off"])]
+    pub echo: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -105,6 +140,14 @@ impl SessionFlags {
             bridge: self.bridge.clone(),
             turn_timeout_secs: self.turn_timeout,
             record: self.record.clone(),
+            no_audio: self.no_audio,
+            audio_host: self.audio_host.clone(),
+            input_device: self.input_device.clone(),
+            output_device: self.output_device.clone(),
+            input_wav: self.input_wav.clone(),
+            output_wav: self.output_wav.clone(),
+            push_to_talk: self.push_to_talk,
+            echo: self.echo.clone(),
         }
     }
 }

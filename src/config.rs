@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::audio::{AudioHost, AudioOptions, EchoMode};
 use crate::live::{ApiKey, ApiVersion, Endpoint};
 use crate::tools::{BUILTIN_TOOLS, ToolLimits};
 
@@ -62,6 +63,20 @@ struct FileLayer {
     tools: Option<ToolsLayer>,
     session: Option<SessionLayer>,
     record: Option<RecordLayer>,
+    audio: Option<AudioLayer>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AudioLayer {
+    enabled: Option<bool>,
+    host: Option<String>,
+    input_device: Option<String>,
+    output_device: Option<String>,
+    frame_ms: Option<u64>,
+    startup_buffer_ms: Option<u64>,
+    echo: Option<String>,
+    push_to_talk: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -110,6 +125,15 @@ pub struct FlagOverrides {
     pub turn_timeout_secs: Option<f64>,
     /// `--record [DIR]`: `Some(None)` records into a new timestamped folder.
     pub record: Option<Option<PathBuf>>,
+    /// `--no-audio`: no sound devices (WAV files still work).
+    pub no_audio: bool,
+    pub audio_host: Option<String>,
+    pub input_device: Option<String>,
+    pub output_device: Option<String>,
+    pub input_wav: Option<PathBuf>,
+    pub output_wav: Option<PathBuf>,
+    pub push_to_talk: bool,
+    pub echo: Option<String>,
 }
 
 /// Where a recording goes.
@@ -161,6 +185,8 @@ pub struct Settings {
     pub record: Option<RecordTo>,
     /// Where timestamped recordings go and `livetalk sessions` looks (`record.dir`).
     pub sessions_dir: PathBuf,
+    /// Microphone, speaker and WAV files.
+    pub audio: AudioOptions,
 }
 
 /// A bad setting: names where it came from, the key and the problem.
@@ -267,6 +293,42 @@ impl Settings {
         if let Some(secs) = flags.turn_timeout_secs {
             merged.turn_timeout = seconds(secs, "flag --turn-timeout", "turn_timeout_secs")?;
         }
+        if let Some(host) = env("LIVETALK_AUDIO_HOST").filter(|v| !v.trim().is_empty()) {
+            merged.audio.host = audio_host(&host, "environment variable LIVETALK_AUDIO_HOST")?;
+        }
+        if let Some(host) = &flags.audio_host {
+            merged.audio.host = audio_host(host, "flag --audio-host")?;
+        }
+        if let Some(echo) = &flags.echo {
+            merged.audio.echo = echo_mode(echo, "flag --echo")?;
+        }
+        if flags.no_audio {
+            merged.audio.devices = false;
+        }
+        if flags.push_to_talk {
+            merged.audio.push_to_talk = true;
+        }
+        for (flag, value, slot) in [
+            (
+                "flag --input-device",
+                &flags.input_device,
+                &mut merged.audio.input_device,
+            ),
+            (
+                "flag --output-device",
+                &flags.output_device,
+                &mut merged.audio.output_device,
+            ),
+        ] {
+            if let Some(name) = value {
+                if name.trim().is_empty() {
+                    return Err(ConfigError::new(flag, "device", "must not be empty"));
+                }
+                *slot = Some(name.trim().to_owned());
+            }
+        }
+        merged.audio.input_wav = flags.input_wav.clone();
+        merged.audio.output_wav = flags.output_wav.clone();
 
         let bridge = flags
             .bridge
@@ -320,6 +382,7 @@ impl Settings {
             config_file: config_file.map(|(path, _)| path),
             record,
             sessions_dir,
+            audio: merged.audio,
         })
     }
 
@@ -357,6 +420,7 @@ struct Merged {
     resumption: bool,
     context_compression: bool,
     reconnect_attempts: u32,
+    audio: AudioOptions,
 }
 
 impl Merged {
@@ -417,6 +481,44 @@ impl Merged {
                     ));
                 }
                 self.tool_limits.max_response_bytes = bytes;
+            }
+        }
+        if let Some(a) = layer.audio {
+            let audio = &mut self.audio;
+            audio.devices = a.enabled.unwrap_or(audio.devices);
+            audio.push_to_talk = a.push_to_talk.unwrap_or(audio.push_to_talk);
+            if let Some(host) = a.host {
+                audio.host = audio_host(&host, source)?;
+            }
+            if let Some(echo) = a.echo {
+                audio.echo = echo_mode(&echo, source)?;
+            }
+            // An empty name means the default device.
+            if let Some(name) = a.input_device {
+                audio.input_device = Some(name.trim().to_owned()).filter(|n| !n.is_empty());
+            }
+            if let Some(name) = a.output_device {
+                audio.output_device = Some(name.trim().to_owned()).filter(|n| !n.is_empty());
+            }
+            if let Some(ms) = a.frame_ms {
+                if !(20..=100).contains(&ms) {
+                    return Err(ConfigError::new(
+                        source,
+                        "audio.frame_ms",
+                        format!("{ms} is out of range; use 20 to 100"),
+                    ));
+                }
+                audio.frame = Duration::from_millis(ms);
+            }
+            if let Some(ms) = a.startup_buffer_ms {
+                if ms > 1000 {
+                    return Err(ConfigError::new(
+                        source,
+                        "audio.startup_buffer_ms",
+                        format!("{ms} is too long; use 0 to 1000"),
+                    ));
+                }
+                audio.startup_buffer = Duration::from_millis(ms);
             }
         }
         if let Some(r) = layer.record {
@@ -502,6 +604,26 @@ impl Merged {
         }
         Ok(())
     }
+}
+
+fn audio_host(value: &str, source: &str) -> Result<AudioHost, ConfigError> {
+    AudioHost::parse(value).ok_or_else(|| {
+        ConfigError::new(
+            source,
+            "audio.host",
+            format!("{value:?} is not one of alsa, pulseaudio"),
+        )
+    })
+}
+
+fn echo_mode(value: &str, source: &str) -> Result<EchoMode, ConfigError> {
+    EchoMode::parse(value).ok_or_else(|| {
+        ConfigError::new(
+            source,
+            "audio.echo",
+            format!("{value:?} is not one of gate, off"),
+        )
+    })
 }
 
 fn bridge_url(url: &str, source: &str) -> Result<String, ConfigError> {

@@ -91,7 +91,8 @@ pub async fn run_with_input(
                 printer.render(&app);
                 continue;
             }
-            if input_closed {
+            // The input ends with stdin and, with --input-wav, the clip.
+            if input_closed && !app.audio.clip_streaming {
                 engine.apply(&mut app, Msg::EndSession).await;
             }
         }
@@ -126,7 +127,9 @@ pub async fn run_with_input(
             break;
         }
     }
+    engine.settle_audio_figures(&mut app).await;
     printer.render(&app);
+    printer.audio_summary(&app);
     printer.session_end(&app);
     Ok(if app.ended_cleanly() { 0 } else { 1 })
 }
@@ -275,6 +278,60 @@ impl Printer {
                 _ => String::new(),
             };
             self.json(json!({"type": "closed", "clean": app.ended_cleanly(), "reason": reason, "total_tokens": app.total_tokens}));
+        }
+    }
+
+    /// What audio did, for people debugging a voice session: counters and latencies.
+    pub(crate) fn audio_summary(&self, app: &App) {
+        if !app.audio.enabled || !app.audio.opened {
+            return;
+        }
+        let f = &app.audio.figures;
+        let ms = |l: &crate::audio::Latency| {
+            l.measured().then(|| {
+                (
+                    l.last.as_secs_f64() * 1000.0,
+                    l.worst.as_secs_f64() * 1000.0,
+                )
+            })
+        };
+        match self.format {
+            OutputFormat::Text => {
+                let latency = |name: &str, l: &crate::audio::Latency| {
+                    ms(l)
+                        .map(|(last, worst)| format!(", {name} {last:.1} ms (worst {worst:.1})"))
+                        .unwrap_or_default()
+                };
+                self.info(&format!(
+                    "audio: {} mic frames sent, {} dropped; {:.1} s of model audio heard, {} underruns{}{}{}",
+                    f.frames_sent,
+                    f.frames_dropped,
+                    f.played.as_secs_f64(),
+                    f.underruns,
+                    latency("mic → socket", &f.mic_to_socket),
+                    latency("socket → speaker", &f.socket_to_speaker),
+                    latency("interrupt → silence", &f.interrupt_to_silence),
+                ));
+            }
+            OutputFormat::Json => {
+                let latency = |l: &crate::audio::Latency| {
+                    ms(l).map(|(last, worst)| json!({"last_ms": last, "worst_ms": worst, "count": l.count}))
+                };
+                self.json(json!({
+                    "type": "audio",
+                    "input": app.audio.input.as_ref().map(|i| json!({"name": i.name, "path": i.path})),
+                    "output": app.audio.output.as_ref().map(|o| json!({"name": o.name, "path": o.path})),
+                    "frames_sent": f.frames_sent,
+                    "frames_dropped": f.frames_dropped,
+                    "frames_gated": f.frames_gated,
+                    "mic_overflow_samples": f.mic_overflow,
+                    "underruns": f.underruns,
+                    "played_secs": f.played.as_secs_f64(),
+                    "mic_to_socket": latency(&f.mic_to_socket),
+                    "socket_to_speaker": latency(&f.socket_to_speaker),
+                    "interrupt_to_silence": latency(&f.interrupt_to_silence),
+                }));
+            }
         }
     }
 

@@ -89,6 +89,28 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
+        Some(Command::Devices(args)) => {
+            let mut overrides = cli.session.overrides();
+            if args.audio_host.is_some() {
+                overrides.audio_host = args.audio_host.clone();
+            }
+            match Settings::load(&overrides) {
+                Ok(settings) => match livetalk::audio::device::listing_table(settings.audio.host) {
+                    Ok(table) => {
+                        print!("{table}");
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("livetalk: {e}");
+                        ExitCode::from(1)
+                    }
+                },
+                Err(e) => {
+                    eprintln!("livetalk: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Some(Command::Sessions) => match Settings::load(&cli.session.overrides()) {
             Ok(settings) => {
                 print!("{}", inspect::sessions_table(&settings.sessions_dir));

@@ -9,7 +9,9 @@ use tokio::sync::{mpsc, watch};
 use tracing::warn;
 
 use crate::app::{App, Effect, Msg};
+use crate::audio::{Audio, AudioEvent, AudioFeeds, Latency, MicFrame};
 use anyhow::Context as _;
+use tokio::sync::broadcast;
 
 use crate::config::{Settings, Target};
 use crate::live::reconnect::{
@@ -17,9 +19,9 @@ use crate::live::reconnect::{
 };
 use crate::live::session::WireTap;
 use crate::live::wire::{
-    AudioTranscriptionConfig, Blob, ClientMessage, Content, ContextWindowCompression,
-    GenerationConfig, INPUT_AUDIO_MIME, Modality, RealtimeInput, SessionResumptionConfig, Setup,
-    SlidingWindow, SpeechConfig, Tool,
+    AudioTranscriptionConfig, AutomaticActivityDetection, Blob, ClientMessage, Content,
+    ContextWindowCompression, Empty, GenerationConfig, INPUT_AUDIO_MIME, Modality, RealtimeInput,
+    RealtimeInputConfig, SessionResumptionConfig, Setup, SlidingWindow, SpeechConfig, Tool,
 };
 use crate::live::{self, Endpoint, SessionOptions};
 use crate::mock::{MockOptions, MockServer};
@@ -56,6 +58,14 @@ pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
             .then(AudioTranscriptionConfig::default),
         // `{}` asks for handles; the handle to resume is filled in per connection.
         session_resumption: settings.resumption.then(SessionResumptionConfig::default),
+        // Push-to-talk: the user's key, not the server's voice detection, says when they speak.
+        realtime_input_config: settings.audio.push_to_talk.then(|| RealtimeInputConfig {
+            automatic_activity_detection: Some(AutomaticActivityDetection {
+                disabled: Some(true),
+                ..AutomaticActivityDetection::default()
+            }),
+            ..RealtimeInputConfig::default()
+        }),
         // Server defaults: trigger at 80% of the context, slide down to half of that.
         context_window_compression: settings.context_compression.then(|| {
             ContextWindowCompression {
@@ -165,6 +175,17 @@ pub async fn prepare(settings: &Settings) -> anyhow::Result<Conversation> {
     app.endpoint_label = settings.endpoint_label();
     let mut engine = Engine::new(registry, &home);
     engine.recorder = recorder;
+    let audio = &settings.audio;
+    if !audio.is_off() {
+        let (handle, feeds) = Audio::start(audio.clone())?;
+        engine.attach_audio(handle, feeds);
+        app.audio.enabled = true;
+        app.audio.push_to_talk = audio.push_to_talk;
+        app.audio.echo = audio.echo;
+        app.audio.input_is_clip = audio.input_wav.is_some();
+        app.audio.clip_streaming = audio.input_wav.is_some();
+        app.audio.output_wav = audio.output_wav.is_some();
+    }
     engine.set_reconnect_policy(reconnect_policy(settings));
     Ok(Conversation {
         app,
@@ -191,6 +212,34 @@ pub struct Engine {
     recorder: Option<Recorder>,
     /// Session events applied so far: where app-level lines sit among the frames.
     applied_events: u64,
+    /// Microphone and speaker (or WAV files), when audio is on.
+    audio: Option<Audio>,
+    audio_events: Option<tokio::sync::mpsc::UnboundedReceiver<AudioEvent>>,
+    mic_frames: Option<broadcast::Receiver<MicFrame>>,
+    mic: MicFigures,
+}
+
+/// The engine's share of the audio figures: what happened to mic frames on their way out.
+#[derive(Debug, Default, Clone, Copy)]
+struct MicFigures {
+    sent: u64,
+    dropped: u64,
+    to_socket: Latency,
+}
+
+impl MicFigures {
+    /// The worker's figures completed with these.
+    fn complete(&self, event: AudioEvent) -> AudioEvent {
+        match event {
+            AudioEvent::Figures(mut figures) => {
+                figures.frames_sent = self.sent;
+                figures.frames_dropped += self.dropped;
+                figures.mic_to_socket = self.to_socket;
+                AudioEvent::Figures(figures)
+            }
+            other => other,
+        }
+    }
 }
 
 impl Engine {
@@ -210,6 +259,62 @@ impl Engine {
             devices: home.subscribe(),
             recorder: None,
             applied_events: 0,
+            audio: None,
+            audio_events: None,
+            mic_frames: None,
+            mic: MicFigures::default(),
+        }
+    }
+
+    /// Uses this audio system for the conversation's mic and model audio.
+    pub fn attach_audio(&mut self, audio: Audio, feeds: AudioFeeds) {
+        self.audio = Some(audio);
+        self.audio_events = Some(feeds.events);
+        self.mic_frames = Some(feeds.frames);
+    }
+
+    /// Hands one mic frame to the session, or drops it when the link cannot take it now
+    /// (late audio is worse than none).
+    fn send_mic_frame(&mut self, frame: MicFrame) {
+        let Some(handle) = &self.handle else {
+            return;
+        };
+        let input = RealtimeInput {
+            audio: Some(Blob {
+                mime_type: INPUT_AUDIO_MIME.to_owned(),
+                data: frame.pcm,
+            }),
+            ..RealtimeInput::default()
+        };
+        match handle.try_send(ClientMessage::RealtimeInput(input)) {
+            Ok(true) => {
+                self.mic.sent += 1;
+                if let Some(audio) = &self.audio
+                    && let Some(latency) =
+                        crate::audio::shared::span(frame.captured_at, audio.clock().now())
+                {
+                    self.mic.to_socket.record(latency);
+                }
+            }
+            Ok(false) => self.mic.dropped += 1,
+            Err(_) => {}
+        }
+    }
+
+    /// Brings the app's audio figures up to date (end of session), applying any audio events
+    /// still queued; gives up after half a second.
+    pub async fn settle_audio_figures(&mut self, app: &mut App) {
+        let (Some(audio), Some(events)) = (&self.audio, &mut self.audio_events) else {
+            return;
+        };
+        audio.request_figures();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(500);
+        while let Ok(Some(event)) = tokio::time::timeout_at(deadline, events.recv()).await {
+            let last = matches!(event, AudioEvent::Figures(_));
+            app.update(Msg::Audio(self.mic.complete(event)));
+            if last {
+                break;
+            }
         }
     }
 
@@ -342,7 +447,29 @@ impl Engine {
             }
             let session_open = self.session_events.is_some();
             let slow_at = self.watchdog.next_due();
+            let audio_events_open = self.audio_events.is_some();
+            let mic_open = self.mic_frames.is_some();
             tokio::select! {
+                event = async { self.audio_events.as_mut()?.recv().await }, if audio_events_open => {
+                    match event {
+                        Some(event) => return Some(Msg::Audio(self.mic.complete(event))),
+                        None => self.audio_events = None,
+                    }
+                }
+                frame = async {
+                    match self.mic_frames.as_mut() {
+                        Some(frames) => frames.recv().await,
+                        None => std::future::pending().await,
+                    }
+                }, if mic_open => {
+                    match frame {
+                        Ok(frame) => self.send_mic_frame(frame),
+                        // The session fell behind the mic: the oldest frames were dropped.
+                        Err(broadcast::error::RecvError::Lagged(n)) => self.mic.dropped += n,
+                        Err(broadcast::error::RecvError::Closed) => self.mic_frames = None,
+                    }
+                    continue;
+                }
                 event = async { self.session_events.as_mut()?.recv().await }, if session_open => {
                     match event {
                         Some(SupervisorEvent::Session(event)) => return Some(Msg::Session(event)),
@@ -423,6 +550,55 @@ impl Engine {
                 self.record(|at| Record::EndSession { at });
                 if let Some(handle) = &self.handle {
                     handle.close().await;
+                }
+            }
+            Effect::PlayAudio(pcm) => {
+                if let Some(audio) = &self.audio {
+                    audio.play(pcm, std::time::Instant::now());
+                }
+            }
+            Effect::EndPlaybackTurn => {
+                if let Some(audio) = &self.audio {
+                    audio.end_turn();
+                }
+            }
+            Effect::StopPlayback => {
+                if let Some(audio) = &self.audio {
+                    audio.flush(std::time::Instant::now());
+                }
+            }
+            Effect::SetMicOpen(open) => {
+                if let Some(audio) = &self.audio {
+                    audio.set_mic_open(open);
+                }
+            }
+            Effect::ReopenAudio => {
+                if let Some(audio) = &self.audio {
+                    audio.reopen();
+                }
+            }
+            Effect::SendActivityStart | Effect::SendActivityEnd | Effect::SendAudioStreamEnd => {
+                let input = match effect {
+                    Effect::SendActivityStart => RealtimeInput {
+                        activity_start: Some(Empty {}),
+                        ..RealtimeInput::default()
+                    },
+                    Effect::SendActivityEnd => RealtimeInput {
+                        activity_end: Some(Empty {}),
+                        ..RealtimeInput::default()
+                    },
+                    _ => RealtimeInput {
+                        audio_stream_end: Some(true),
+                        ..RealtimeInput::default()
+                    },
+                };
+                if let Some(handle) = &self.handle
+                    && handle
+                        .send(ClientMessage::RealtimeInput(input))
+                        .await
+                        .is_err()
+                {
+                    warn!("dropped a mic signal: the session is closed");
                 }
             }
             Effect::Reconnect => {

@@ -70,7 +70,7 @@ fn killing_the_mock_mid_turn_retries_then_gives_up_with_the_reason() {
     // A small retry budget keeps the test short; the backoff is the real one.
     std::fs::write(
         scratch.path().join("config.toml"),
-        "[session]\nreconnect_attempts = 2\n",
+        "[session]\nreconnect_attempts = 2\n[audio]\nenabled = false\n",
     )
     .unwrap();
     // Slow speech so the reply is still streaming when the server dies.
@@ -120,7 +120,7 @@ fn bad_config_exits_with_a_clear_message() {
     let scratch = tempfile::tempdir().unwrap();
     std::fs::write(
         scratch.path().join("config.toml"),
-        "[tools]\nmax_response_bytes = 10\n",
+        "[tools]\nmax_response_bytes = 10\n[audio]\nenabled = false\n",
     )
     .unwrap();
     let output = livetalk(scratch.path())

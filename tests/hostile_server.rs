@@ -202,7 +202,7 @@ async fn a_server_that_never_completes_setup_times_out_clearly() {
     let scratch = tempfile::tempdir().unwrap();
     std::fs::write(
         scratch.path().join("config.toml"),
-        "[session]\nsetup_timeout_secs = 1\n",
+        "[session]\nsetup_timeout_secs = 1\n[audio]\nenabled = false\n",
     )
     .unwrap();
     let (url, _seen) = serve_once(Script::NeverSetUp).await;

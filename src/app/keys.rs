@@ -41,6 +41,23 @@ pub const KEY_HELP: &[(&str, &str)] = &[
         "show its full arguments and the response sent",
     ),
     ("F2", "show or hide the device panel"),
+    ("F3", "mute or unmute the microphone"),
+    (
+        "F4",
+        "audio details: devices, resampling, drops, underruns, latencies",
+    ),
+    (
+        "F5",
+        "push-to-talk (--push-to-talk): start speaking, press again when done",
+    ),
+    (
+        "F6",
+        "open the audio devices again (after one failed or was plugged in)",
+    ),
+    (
+        "Ctrl-B",
+        "barge in: silence Gemini now (speak or type after it)",
+    ),
     (
         "Esc",
         "close a popup or notice; back to the input; quit when the input is empty",
@@ -56,7 +73,8 @@ pub const FOOTER_KEYS: &[(&str, &str)] = &[
     ("Enter", "send"),
     ("Tab", "focus"),
     ("PgUp/PgDn", "scroll"),
-    ("F2", "devices"),
+    ("F3", "mute"),
+    ("Ctrl-B", "barge in"),
     ("F1", "help"),
     ("Ctrl-C", "quit"),
 ];
@@ -79,6 +97,31 @@ impl App {
         }
         if ctrl && matches!(key.code, KeyCode::Char('r')) {
             return self.update(Msg::Retry);
+        }
+        if ctrl && matches!(key.code, KeyCode::Char('b')) {
+            return self.barge_in();
+        }
+        match key.code {
+            KeyCode::F(3) => return self.toggle_mute(),
+            KeyCode::F(4) => {
+                self.view.popup = match self.view.popup {
+                    Some(Popup::Audio { .. }) => None,
+                    _ => Some(Popup::Audio { scroll: 0 }),
+                };
+                return Vec::new();
+            }
+            KeyCode::F(5) => return self.toggle_talk(),
+            KeyCode::F(6) => {
+                if !self.audio.enabled {
+                    self.notice(
+                        super::NoticeLevel::Info,
+                        "Audio is off (--no-audio or audio.enabled = false).".to_owned(),
+                    );
+                    return Vec::new();
+                }
+                return vec![Effect::ReopenAudio];
+            }
+            _ => {}
         }
         if key.code == KeyCode::F(1) {
             self.toggle_help();
@@ -220,6 +263,9 @@ impl App {
             },
             Popup::ToolDetail { index, scroll: s } => Popup::ToolDetail {
                 index,
+                scroll: scroll(s, moved),
+            },
+            Popup::Audio { scroll: s } => Popup::Audio {
                 scroll: scroll(s, moved),
             },
         });

@@ -11,8 +11,11 @@ use crate::live::reconnect::LinkEvent;
 use crate::live::wire::{FunctionCall, FunctionResponse, Scheduling, UsageMetadata};
 use crate::tools::{Device, SlowCall, ToolEvent, ToolStatus};
 
+mod audio;
 mod keys;
 pub mod view;
+
+pub use audio::{AudioState, MicState};
 
 pub use keys::{FOOTER_KEYS, KEY_HELP};
 pub use view::{Area, Focus, InputLine, Popup, ScreenLayout, View};
@@ -173,6 +176,8 @@ pub enum Msg {
     Tick,
     /// Leave the app (a signal or the quit key).
     Quit,
+    /// The audio system opened devices, failed, or reports playback, levels or figures.
+    Audio(crate::audio::AudioEvent),
 }
 
 /// Work for the loop to do on the app's behalf.
@@ -185,6 +190,22 @@ pub enum Effect {
     CloseSession,
     /// Start connecting again (after the link gave up).
     Reconnect,
+    /// Play model audio (24 kHz PCM16 LE).
+    PlayAudio(Vec<u8>),
+    /// The model's turn ended: play out the rest of its audio.
+    EndPlaybackTurn,
+    /// Barge-in: silence the speaker now and drop queued audio.
+    StopPlayback,
+    /// Let mic frames through to the session, or hold them back.
+    SetMicOpen(bool),
+    /// Push-to-talk: the user starts speaking (`activityStart`).
+    SendActivityStart,
+    /// Push-to-talk: the user stopped speaking (`activityEnd`).
+    SendActivityEnd,
+    /// The mic stopped (muted): the server may flush what it cached (`audioStreamEnd`).
+    SendAudioStreamEnd,
+    /// Close and re-open the audio devices.
+    ReopenAudio,
 }
 
 /// The application state.
@@ -221,6 +242,8 @@ pub struct App {
     pub recording: Option<String>,
     /// What the TUI shows and where; headless ignores it.
     pub view: View,
+    /// Microphone, speaker, levels and figures.
+    pub audio: AudioState,
     /// Local time of day, for the tool log; replaceable so tests are deterministic.
     pub clock: fn() -> jiff::civil::Time,
     /// Tool calls listed before the latest reconnect; their answers cannot reach the model.
@@ -255,6 +278,7 @@ impl App {
             closing: false,
             recording: None,
             view: View::default(),
+            audio: AudioState::default(),
             clock: local_time_now,
             calls_before_reconnect: 0,
             withdrawn_calls: HashSet::new(),
@@ -287,6 +311,7 @@ impl App {
         self.connection == Connection::Connected
             && !self.awaiting_model
             && self.running_tools() == 0
+            && !self.audio.playing_out
     }
 
     /// Tool calls still running.
@@ -378,6 +403,7 @@ impl App {
                 Vec::new()
             }
             Msg::Quit => self.quit(),
+            Msg::Audio(event) => self.on_audio(event),
             Msg::UserText(text) => {
                 let text = text.trim().to_owned();
                 // While reconnecting the turn is queued and sent after setupComplete.
@@ -389,14 +415,16 @@ impl App {
                     return Vec::new();
                 }
                 // Sending while the model speaks interrupts it (clientContent semantics); the
-                // server confirms with `interrupted`.
+                // server confirms with `interrupted`, but the speaker goes quiet right away.
+                let mut effects = self.barge_in();
                 self.fold_user_speech();
                 self.transcript.push(Entry::User {
                     text: text.clone(),
                     via: UserInput::Typed,
                 });
                 self.awaiting_model = true;
-                vec![Effect::SendText(text)]
+                effects.push(Effect::SendText(text));
+                effects
             }
             Msg::EndSession => {
                 if self.closing || self.is_finished() {
@@ -416,20 +444,20 @@ impl App {
                 Vec::new()
             }
             SessionEvent::ModelText(text) => {
-                self.conversation = Conversation::Speaking;
-                self.open_model_entry().0.push_str(&text);
+                if !self.audio.discard_turn {
+                    self.wire_speaking();
+                    self.open_model_entry().0.push_str(&text);
+                }
                 Vec::new()
             }
             SessionEvent::OutputTranscription { text, .. } => {
-                self.conversation = Conversation::Speaking;
-                self.open_model_entry().1.push_str(&text);
+                if !self.audio.discard_turn {
+                    self.wire_speaking();
+                    self.open_model_entry().1.push_str(&text);
+                }
                 Vec::new()
             }
-            SessionEvent::ModelAudio { pcm, .. } => {
-                self.conversation = Conversation::Speaking;
-                self.model_audio_bytes += pcm.len() as u64;
-                Vec::new()
-            }
+            SessionEvent::ModelAudio { pcm, .. } => self.on_model_audio(pcm),
             SessionEvent::InputTranscription { text, .. } => {
                 self.append_user_speech(&text);
                 Vec::new()
@@ -438,17 +466,21 @@ impl App {
             SessionEvent::Interrupted => {
                 self.finish_model_entry(ModelTurnStatus::Interrupted);
                 self.conversation = Conversation::Listening;
-                Vec::new()
+                self.end_model_audio(true)
             }
             SessionEvent::TurnComplete { .. } => {
                 self.finish_model_entry(ModelTurnStatus::Complete);
-                self.conversation = Conversation::Listening;
+                // With a speaker, Gemini speaks until the last sample has been heard.
+                if !(self.audio.playback_drives_speaking() && self.audio.audible) {
+                    self.conversation = Conversation::Listening;
+                }
                 self.awaiting_model = false;
+                let mut effects = self.end_model_audio(false);
                 if self.end_after_turn && !self.closing && self.running_tools() == 0 {
                     self.closing = true;
-                    return vec![Effect::CloseSession];
+                    effects.push(Effect::CloseSession);
                 }
-                Vec::new()
+                effects
             }
             SessionEvent::ToolCall(calls) => {
                 self.fold_user_speech();
@@ -497,6 +529,8 @@ impl App {
             SessionEvent::Closed(close) => {
                 self.finish_model_entry(ModelTurnStatus::Interrupted);
                 self.conversation = Conversation::Listening;
+                // Audio of a reply cut off by the close is still heard to its end, like text
+                // already printed; only a barge-in silences it.
                 if !close.initiated_by_client {
                     self.notice(NoticeLevel::Error, close.message.clone());
                 }
@@ -655,6 +689,13 @@ impl App {
                     None => c.id.is_none() && c.name == name,
                 }
         })
+    }
+
+    /// Without a speaker, model output on the wire is what says Gemini is speaking.
+    fn wire_speaking(&mut self) {
+        if !self.audio.playback_drives_speaking() {
+            self.conversation = Conversation::Speaking;
+        }
     }
 
     fn notice(&mut self, level: NoticeLevel, text: String) {

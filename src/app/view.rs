@@ -23,6 +23,10 @@ pub enum Popup {
         index: usize,
         scroll: u16,
     },
+    /// Devices, resampling paths, counters and latencies.
+    Audio {
+        scroll: u16,
+    },
 }
 
 /// A screen rectangle; the UI reports where it drew each pane so the mouse can find them.

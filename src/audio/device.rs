@@ -95,8 +95,10 @@ pub struct DeviceListing {
     pub name: String,
     pub description: String,
     pub is_default: bool,
-    /// Default rate, channels and sample format, or why they are unknown.
-    pub config: Result<(u32, u16, String), String>,
+    /// Default rate, channels and sample format.
+    pub rate: u32,
+    pub channels: u16,
+    pub format: String,
 }
 
 /// The name a device is chosen by: its host-specific id (e.g. `spk.monitor`, `hw:CARD=PCH`).
@@ -115,15 +117,30 @@ fn device_description(device: &cpal::Device) -> String {
         .unwrap_or_default()
 }
 
-/// Every input and output device of the host, defaults marked.
-pub fn list(host: AudioHost) -> Result<Vec<DeviceListing>, DeviceError> {
+/// Every usable input and output device of the host, defaults marked and first, and how
+/// many more the host names that cannot be opened now (ALSA lists every plugin it knows).
+pub fn list(host: AudioHost) -> Result<(Vec<DeviceListing>, usize), DeviceError> {
     let cpal_host = host.open()?;
-    let default_in = cpal_host.default_input_device().map(|d| device_name(&d));
-    let default_out = cpal_host.default_output_device().map(|d| device_name(&d));
-    let devices = cpal_host
+    let defaults = [
+        (Direction::Input, cpal_host.default_input_device()),
+        (Direction::Output, cpal_host.default_output_device()),
+    ];
+    let mut devices: Vec<cpal::Device> = cpal_host
         .devices()
-        .map_err(|e| DeviceError::new(format!("listing {host} devices: {e}")))?;
+        .map_err(|e| DeviceError::new(format!("listing {host} devices: {e}")))?
+        .collect();
+    // ALSA's `default` is not among its hints; list it too.
+    for (_, device) in &defaults {
+        if let Some(device) = device
+            && !devices
+                .iter()
+                .any(|d| device_name(d) == device_name(device))
+        {
+            devices.insert(0, device.clone());
+        }
+    }
     let mut listings = Vec::new();
+    let mut unusable = 0;
     for device in devices {
         let name = device_name(&device);
         for direction in [Direction::Input, Direction::Output] {
@@ -132,22 +149,70 @@ pub fn list(host: AudioHost) -> Result<Vec<DeviceListing>, DeviceError> {
                 Direction::Output if device.supports_output() => device.default_output_config(),
                 _ => continue,
             };
-            let is_default = match direction {
-                Direction::Input => default_in.as_deref() == Some(&name),
-                Direction::Output => default_out.as_deref() == Some(&name),
+            let Ok(config) = config else {
+                unusable += 1;
+                continue;
             };
+            let is_default = defaults.iter().any(|(d, default)| {
+                *d == direction && default.as_ref().is_some_and(|x| device_name(x) == name)
+            });
             listings.push(DeviceListing {
                 direction,
                 name: name.clone(),
                 description: device_description(&device),
                 is_default,
-                config: config
-                    .map(|c| (c.sample_rate(), c.channels(), c.sample_format().to_string()))
-                    .map_err(|e| e.to_string()),
+                rate: config.sample_rate(),
+                channels: config.channels(),
+                format: config.sample_format().to_string(),
             });
         }
     }
-    Ok(listings)
+    listings.sort_by_key(|l| !l.is_default);
+    Ok((listings, unusable))
+}
+
+/// `livetalk devices`: inputs then outputs, one line each, defaults marked with `*`.
+pub fn listing_table(host: AudioHost) -> Result<String, DeviceError> {
+    // alsa-lib complains on stderr about cards it probes; those lines are noise here.
+    let _quiet = (host == AudioHost::Alsa)
+        .then(|| alsa::Output::local_error_handler().ok())
+        .flatten();
+    let (listings, unusable) = list(host)?;
+    let mut table = format!("Audio devices on the {host} host (* = default):\n");
+    for (direction, title) in [(Direction::Input, "Input"), (Direction::Output, "Output")] {
+        table.push_str(&format!("{title}:\n"));
+        let rows: Vec<&DeviceListing> = listings
+            .iter()
+            .filter(|l| l.direction == direction)
+            .collect();
+        if rows.is_empty() {
+            table.push_str("  (none)\n");
+        }
+        let width = rows
+            .iter()
+            .map(|l| l.name.chars().count())
+            .max()
+            .unwrap_or(0);
+        for l in rows {
+            let mark = if l.is_default { '*' } else { ' ' };
+            let format = format!(
+                "{:>8}  {} ch  {:<4}",
+                super::rate_path(l.rate, l.rate),
+                l.channels,
+                l.format
+            );
+            table.push_str(&format!(
+                "{mark} {:<width$}  {format}  {}\n",
+                l.name, l.description
+            ));
+        }
+    }
+    if unusable > 0 {
+        table.push_str(&format!(
+            "({unusable} more entries the {host} host knows cannot be opened now and are not listed.)\n"
+        ));
+    }
+    Ok(table)
 }
 
 /// Finds a device: the default when `wanted` is `None`, else by exact name, then by a

@@ -199,20 +199,32 @@ pub enum AudioEvent {
 }
 
 enum Command {
-    Play { pcm: Vec<u8>, received_at: u64 },
+    Play {
+        pcm: Vec<u8>,
+        received_at: u64,
+    },
     EndTurn,
-    Flush { requested_at: u64 },
+    Flush {
+        requested_at: u64,
+    },
     MicOpen(bool),
     Reopen,
+    /// Send the figures now, changed or not.
+    ReportFigures,
 }
 
-/// The engine's handle on the audio worker.
+/// The engine's handle on the audio worker: commands in.
 pub struct Audio {
     commands: Option<std_mpsc::Sender<Command>>,
-    pub events: mpsc::UnboundedReceiver<AudioEvent>,
-    pub frames: broadcast::Receiver<MicFrame>,
     clock: Clock,
     thread: Option<JoinHandle<()>>,
+}
+
+/// What the audio worker sends out: events for the app, mic frames for the session.
+pub struct AudioFeeds {
+    pub events: mpsc::UnboundedReceiver<AudioEvent>,
+    /// Drop-oldest: a receiver that falls behind learns how many frames it lost.
+    pub frames: broadcast::Receiver<MicFrame>,
 }
 
 /// Mic frames the session may fall behind by before the oldest are dropped (2 s at 20 ms).
@@ -227,7 +239,7 @@ const OUTPUT_RING_SECONDS: usize = 10;
 impl Audio {
     /// Starts the audio worker. Files named in the options are opened here, so a bad path is
     /// an error now; missing devices are not errors, they are reported in `Opened`.
-    pub fn start(options: AudioOptions) -> anyhow::Result<Audio> {
+    pub fn start(options: AudioOptions) -> anyhow::Result<(Audio, AudioFeeds)> {
         let clip = match &options.input_wav {
             Some(path) => Some(wav::read_mono(path)?),
             None => None,
@@ -246,13 +258,14 @@ impl Audio {
                 Worker::new(options, clock, frames_tx, events_tx, clip, sink).run(commands_rx)
             })
             .context("starting the audio thread")?;
-        Ok(Audio {
-            commands: Some(commands),
-            events,
-            frames,
-            clock,
-            thread: Some(thread),
-        })
+        Ok((
+            Audio {
+                commands: Some(commands),
+                clock,
+                thread: Some(thread),
+            },
+            AudioFeeds { events, frames },
+        ))
     }
 
     pub fn clock(&self) -> Clock {
@@ -293,6 +306,11 @@ impl Audio {
     /// Closes and re-opens the devices (after a failure, or to pick up a new default).
     pub fn reopen(&self) {
         self.send(Command::Reopen);
+    }
+
+    /// Asks for an `AudioEvent::Figures` now (for an end-of-session summary).
+    pub fn request_figures(&self) {
+        self.send(Command::ReportFigures);
     }
 }
 
@@ -441,6 +459,11 @@ impl Worker {
                 self.capture = None;
                 self.playback.output = None;
                 self.open();
+            }
+            Command::ReportFigures => {
+                self.pump();
+                self.reported_figures = self.figures;
+                self.emit(AudioEvent::Figures(self.figures));
             }
         }
     }

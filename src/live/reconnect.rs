@@ -203,6 +203,19 @@ impl LinkHandle {
             .map_err(|_| LinkClosed)
     }
 
+    /// Sends without waiting, for real-time audio that is worthless late: `Ok(false)` when
+    /// the queue is full and the message was not taken.
+    pub fn try_send(&self, message: ClientMessage) -> Result<bool, LinkClosed> {
+        match self
+            .commands
+            .try_send(Command::Send(Box::new(message), Instant::now()))
+        {
+            Ok(()) => Ok(true),
+            Err(mpsc::error::TrySendError::Full(_)) => Ok(false),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(LinkClosed),
+        }
+    }
+
     pub async fn send_user_text(&self, text: &str) -> Result<(), LinkClosed> {
         self.send(ClientMessage::ClientContent(ClientContent::user_text(text)))
             .await

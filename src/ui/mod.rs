@@ -1,6 +1,7 @@
 //! Drawing: a pure function of [`App`] state onto a ratatui frame. It reports where it put
 //! each pane (for the mouse and scrolling) but changes nothing.
 
+mod audio_panel;
 mod devices;
 mod session_panel;
 mod theme;
@@ -106,6 +107,23 @@ pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
         Some(Popup::ToolDetail { index, scroll }) => {
             draw_tool_detail(frame, full, app, theme, index, scroll)
         }
+        Some(Popup::Audio { scroll }) => {
+            let lines = audio_panel::detail_lines(app, theme);
+            let width = 90.min(full.width.saturating_sub(2));
+            let rect = centered(
+                full,
+                width,
+                wrapped_rows(&lines, width.saturating_sub(2)) + 2,
+            );
+            Some(draw_popup(
+                frame,
+                rect,
+                " Audio ".to_owned(),
+                lines,
+                scroll,
+                theme,
+            ))
+        }
         None => None,
     };
     layout
@@ -136,6 +154,7 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
         Connection::Disconnected { reason } => format!("Disconnected: {reason}"),
     };
     let mut spans = vec![badge, Span::raw("  ")];
+    spans.extend(audio_panel::status_spans(app, theme));
     let connection_style = match app.connection {
         Connection::Disconnected { .. } => theme.error(),
         Connection::Reconnecting => theme.warning(),

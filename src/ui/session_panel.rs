@@ -34,6 +34,11 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     if app.total_tokens > 0 {
         rows.push(("Tokens", app.total_tokens.to_string()));
     }
+    for (label, info) in [("Mic", &app.audio.input), ("Speaker", &app.audio.output)] {
+        if let Some(info) = info {
+            rows.push((label, format!("{} · {}", info.path, info.name)));
+        }
+    }
     let value_width = usize::from(inner.width).saturating_sub(13);
     let lines: Vec<Line> = rows
         .into_iter()

@@ -29,7 +29,9 @@ pub fn livetalk(scratch: &Path) -> Command {
 pub fn isolate(command: &mut Command, scratch: &Path) {
     let config = scratch.join("config.toml");
     if !config.exists() {
-        std::fs::write(&config, "").expect("write empty config");
+        // Text only unless a test asks for audio: results must not depend on the machine's
+        // sound devices (the audio tests bring their own PulseAudio server).
+        std::fs::write(&config, "[audio]\nenabled = false\n").expect("write the test config");
     }
     command
         .env_remove("GEMINI_API_KEY")
@@ -38,6 +40,7 @@ pub fn isolate(command: &mut Command, scratch: &Path) {
         .env_remove("LIVETALK_MODEL")
         .env_remove("LIVETALK_VOICE")
         .env_remove("LIVETALK_API_VERSION")
+        .env_remove("LIVETALK_AUDIO_HOST")
         .env("LIVETALK_CONFIG", &config)
         .env("HOME", scratch)
         .env("XDG_DATA_HOME", scratch.join("data"))

@@ -1,0 +1,314 @@
+//! The app's view of audio: which devices are open, the mic's state (live, muted, gated,
+//! push-to-talk), levels and figures, and the rules that turn audio events, barge-in, mute and
+//! push-to-talk into state and effects. Playback drives "Gemini is speaking…" when a speaker is
+//! open; without one, the wire does.
+
+use crate::audio::{AudioEvent, AudioFigures, AudioSetup, Direction, EchoMode, StreamInfo};
+
+use super::{App, Conversation, Effect, ModelTurnStatus, NoticeLevel};
+
+/// What the microphone is doing, as the status line says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MicState {
+    /// No microphone (none found, failed, or audio is off).
+    Off,
+    /// Frames go to the session.
+    Live,
+    Muted,
+    /// The echo gate sends silence while Gemini is heard.
+    Gated,
+    /// Push-to-talk, waiting for the talk key.
+    PushToTalk,
+    /// Push-to-talk, talking.
+    Talking,
+}
+
+impl MicState {
+    pub fn label(self) -> &'static str {
+        match self {
+            MicState::Off => "off",
+            MicState::Live => "live",
+            MicState::Muted => "muted",
+            MicState::Gated => "gated",
+            MicState::PushToTalk => "push-to-talk",
+            MicState::Talking => "talking",
+        }
+    }
+}
+
+/// Audio as the app knows it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AudioState {
+    /// Audio was asked for at all (devices or WAV files).
+    pub enabled: bool,
+    /// Devices were opened (or tried) at least once.
+    pub opened: bool,
+    pub input: Option<StreamInfo>,
+    pub output: Option<StreamInfo>,
+    /// The mic is a WAV file, not a device.
+    pub input_is_clip: bool,
+    /// The WAV file is still being streamed: the user's input has not ended.
+    pub clip_streaming: bool,
+    /// Model audio also goes to a WAV file.
+    pub output_wav: bool,
+    /// Why a device is missing.
+    pub problems: Vec<String>,
+    pub muted: bool,
+    pub push_to_talk: bool,
+    pub talking: bool,
+    pub echo: EchoMode,
+    /// Model audio is being heard.
+    pub audible: bool,
+    pub mic_level: f32,
+    pub output_level: f32,
+    pub figures: AudioFigures,
+    /// After a local barge-in the rest of that model turn is not played or shown.
+    pub discard_turn: bool,
+    /// Model audio was handed to the speaker and has not finished playing: a headless run
+    /// must not end before it has been heard.
+    pub playing_out: bool,
+}
+
+impl AudioState {
+    pub fn mic_state(&self) -> MicState {
+        if self.input.is_none() {
+            MicState::Off
+        } else if self.muted {
+            MicState::Muted
+        } else if self.push_to_talk {
+            if self.talking {
+                MicState::Talking
+            } else {
+                MicState::PushToTalk
+            }
+        } else if self.echo == EchoMode::Gate && self.audible && !self.input_is_clip {
+            MicState::Gated
+        } else {
+            MicState::Live
+        }
+    }
+
+    /// Model audio is played (or written): the engine should be handed it.
+    pub fn takes_model_audio(&self) -> bool {
+        self.output.is_some() || self.output_wav
+    }
+
+    /// A speaker is open, so audible playback (not the wire) says when Gemini speaks.
+    pub fn playback_drives_speaking(&self) -> bool {
+        self.output.is_some()
+    }
+
+    fn mic_open(&self) -> bool {
+        !self.muted && (!self.push_to_talk || self.talking)
+    }
+}
+
+impl App {
+    pub(super) fn on_audio(&mut self, event: AudioEvent) -> Vec<Effect> {
+        match event {
+            AudioEvent::Opened(setup) => self.audio_opened(setup),
+            AudioEvent::DeviceFailed { direction, message } => {
+                let what = match direction {
+                    Direction::Input => {
+                        self.audio.input = None;
+                        "microphone"
+                    }
+                    Direction::Output => {
+                        self.audio.output = None;
+                        self.audio.audible = false;
+                        self.audio.playing_out = false;
+                        if self.conversation == Conversation::Speaking {
+                            self.conversation = Conversation::Listening;
+                        }
+                        "speaker"
+                    }
+                };
+                self.notice(
+                    NoticeLevel::Error,
+                    format!(
+                        "The {what} stopped working ({message}). Text chat goes on; F6 opens the audio devices again."
+                    ),
+                );
+                Vec::new()
+            }
+            AudioEvent::Audible(audible) => {
+                self.audio.audible = audible;
+                if !audible {
+                    self.audio.playing_out = false;
+                }
+                if self.audio.playback_drives_speaking() && self.connection_open() {
+                    self.conversation = if audible {
+                        Conversation::Speaking
+                    } else {
+                        Conversation::Listening
+                    };
+                }
+                Vec::new()
+            }
+            AudioEvent::Levels { mic, output } => {
+                self.audio.mic_level = mic;
+                self.audio.output_level = output;
+                Vec::new()
+            }
+            AudioEvent::Figures(figures) => {
+                self.audio.figures = figures;
+                Vec::new()
+            }
+            AudioEvent::InputClipEnded => {
+                self.audio.clip_streaming = false;
+                if self.connection_open() {
+                    // The clip was a spoken turn: its reply is awaited like a typed one's.
+                    self.awaiting_model = true;
+                }
+                if self.audio.push_to_talk && self.audio.talking {
+                    self.audio.talking = false;
+                    return vec![Effect::SetMicOpen(false), Effect::SendActivityEnd];
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    fn audio_opened(&mut self, setup: AudioSetup) -> Vec<Effect> {
+        let first = !self.audio.opened;
+        self.audio.opened = true;
+        self.audio.input = setup.input;
+        self.audio.output = setup.output;
+        let nothing_opened = self.audio.input.is_none() && self.audio.output.is_none();
+        if !setup.problems.is_empty() {
+            let text = if nothing_opened {
+                format!(
+                    "No audio device ({}). Text chat works; F6 tries the devices again.",
+                    setup.problems.join("; ")
+                )
+            } else {
+                format!("Audio: {}.", setup.problems.join("; "))
+            };
+            self.notice(NoticeLevel::Warning, text);
+        } else if !first {
+            self.notice(NoticeLevel::Info, "Audio devices opened again.".to_owned());
+        }
+        self.audio.problems = setup.problems;
+        // A clip in push-to-talk mode is one utterance: bracket it now (once connected).
+        let mut effects = vec![Effect::SetMicOpen(self.audio.mic_open())];
+        if self.audio.push_to_talk && self.audio.input_is_clip && first {
+            self.audio.talking = true;
+            effects = vec![Effect::SetMicOpen(true), Effect::SendActivityStart];
+        }
+        effects
+    }
+
+    fn connection_open(&self) -> bool {
+        matches!(
+            self.connection,
+            super::Connection::Connected | super::Connection::Reconnecting
+        )
+    }
+
+    /// Model audio arrived: play it unless a barge-in discards the rest of this turn.
+    pub(super) fn on_model_audio(&mut self, pcm: Vec<u8>) -> Vec<Effect> {
+        self.model_audio_bytes += pcm.len() as u64;
+        if self.audio.discard_turn {
+            return Vec::new();
+        }
+        if !self.audio.playback_drives_speaking() {
+            self.conversation = Conversation::Speaking;
+        }
+        if self.audio.takes_model_audio() {
+            self.audio.playing_out = self.audio.output.is_some();
+            vec![Effect::PlayAudio(pcm)]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The model's turn ended (complete or interrupted by the server): play out or flush, and
+    /// the next turn's audio is heard again.
+    pub(super) fn end_model_audio(&mut self, interrupted: bool) -> Vec<Effect> {
+        self.audio.discard_turn = false;
+        if !self.audio.takes_model_audio() {
+            return Vec::new();
+        }
+        if interrupted {
+            self.audio.audible = false;
+            self.audio.playing_out = false;
+            vec![Effect::StopPlayback]
+        } else {
+            vec![Effect::EndPlaybackTurn]
+        }
+    }
+
+    /// Gemini is talking (audibly, or its turn is still streaming).
+    pub fn model_is_speaking(&self) -> bool {
+        self.audio.audible
+            || matches!(
+                self.transcript.last(),
+                Some(super::Entry::Model {
+                    status: ModelTurnStatus::Streaming,
+                    ..
+                })
+            )
+    }
+
+    /// Barge-in (key, or typing while Gemini speaks): silence now, and ignore the rest of the
+    /// model's turn; what was already heard stays in the transcript, marked interrupted.
+    pub(super) fn barge_in(&mut self) -> Vec<Effect> {
+        if !self.model_is_speaking() {
+            return Vec::new();
+        }
+        self.finish_model_entry(ModelTurnStatus::Interrupted);
+        self.audio.discard_turn = true;
+        self.audio.audible = false;
+        self.audio.playing_out = false;
+        self.conversation = Conversation::Listening;
+        if self.audio.takes_model_audio() {
+            vec![Effect::StopPlayback]
+        } else {
+            Vec::new()
+        }
+    }
+
+    pub(super) fn toggle_mute(&mut self) -> Vec<Effect> {
+        if self.audio.input.is_none() {
+            self.notice(
+                NoticeLevel::Info,
+                "There is no microphone to mute (F6 tries the devices again).".to_owned(),
+            );
+            return Vec::new();
+        }
+        self.audio.muted = !self.audio.muted;
+        let mut effects = vec![Effect::SetMicOpen(self.audio.mic_open())];
+        if self.audio.muted && self.connection_open() {
+            if self.audio.push_to_talk && self.audio.talking {
+                self.audio.talking = false;
+                effects.push(Effect::SendActivityEnd);
+            } else if !self.audio.push_to_talk {
+                // The server flushes the audio it has cached (protocol: audioStreamEnd).
+                effects.push(Effect::SendAudioStreamEnd);
+            }
+        }
+        effects
+    }
+
+    pub(super) fn toggle_talk(&mut self) -> Vec<Effect> {
+        if !self.audio.push_to_talk {
+            self.notice(
+                NoticeLevel::Info,
+                "Push-to-talk is off: the server hears you whenever you speak (start with --push-to-talk to use F5).".to_owned(),
+            );
+            return Vec::new();
+        }
+        if self.audio.input.is_none() || self.audio.muted || !self.connection_open() {
+            return Vec::new();
+        }
+        self.audio.talking = !self.audio.talking;
+        if self.audio.talking {
+            // Talking over Gemini interrupts it, as speaking would with server VAD.
+            let mut effects = self.barge_in();
+            effects.extend([Effect::SetMicOpen(true), Effect::SendActivityStart]);
+            effects
+        } else {
+            vec![Effect::SetMicOpen(false), Effect::SendActivityEnd]
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Audio on screen: the status line's mic state and level meters, and the audio details popup
+//! (devices, resampling paths, counters and latencies).
+
+use std::time::Duration;
+
+use ratatui::text::{Line, Span};
+
+use super::Theme;
+use crate::app::{App, MicState};
+use crate::audio::{EchoMode, Latency};
+
+/// Cells of a level meter.
+const METER_CELLS: usize = 5;
+
+/// A level (0..1 peak) as a meter of filled and empty cells over −60..0 dBFS.
+pub fn meter(level: f32) -> String {
+    let db = crate::audio::pcm::dbfs(level);
+    let filled = (((db + 60.0) / 60.0) * METER_CELLS as f32)
+        .ceil()
+        .clamp(0.0, METER_CELLS as f32) as usize;
+    let filled = if level > 0.0 { filled.max(1) } else { 0 };
+    format!("{}{}", "▮".repeat(filled), "▯".repeat(METER_CELLS - filled))
+}
+
+/// The status line's audio part: "mic live ▮▮▯▯▯  out ▮▮▮▯▯".
+pub fn status_spans(app: &App, theme: Theme) -> Vec<Span<'static>> {
+    if !app.audio.enabled {
+        return Vec::new();
+    }
+    let state = app.audio.mic_state();
+    let style = match state {
+        MicState::Off | MicState::Muted => theme.warning(),
+        MicState::Gated | MicState::PushToTalk => theme.dim(),
+        MicState::Live | MicState::Talking => theme.status_bar(),
+    };
+    let mut spans = vec![
+        Span::styled("mic ", theme.status_bar()),
+        Span::styled(state.label().to_owned(), style),
+    ];
+    if app.audio.input.is_some() {
+        spans.push(Span::styled(
+            format!(" {}", meter(app.audio.mic_level)),
+            theme.status_bar(),
+        ));
+    }
+    if app.audio.output.is_some() {
+        spans.push(Span::styled(
+            format!("  out {}", meter(app.audio.output_level)),
+            theme.status_bar(),
+        ));
+    } else if app.audio.opened {
+        spans.push(Span::styled("  no speaker", theme.warning()));
+    }
+    spans.push(Span::styled("  ", theme.status_bar()));
+    spans
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn latency(value: &Latency) -> String {
+    if value.measured() {
+        format!(
+            "{} (worst {}, {} measured)",
+            ms(value.last),
+            ms(value.worst),
+            value.count
+        )
+    } else {
+        "not measured yet".to_owned()
+    }
+}
+
+/// The audio details popup's lines.
+pub fn detail_lines(app: &App, theme: Theme) -> Vec<Line<'static>> {
+    let audio = &app.audio;
+    let row = |label: &str, value: String| {
+        Line::from(vec![
+            Span::styled(format!("  {label:<22}"), theme.bold()),
+            Span::raw(value),
+        ])
+    };
+    let mut lines = vec![Line::default()];
+    if !audio.enabled {
+        lines.push(Line::raw(
+            "  Audio is off (--no-audio or audio.enabled = false): text only.",
+        ));
+        return lines;
+    }
+    let endpoint = |info: &Option<crate::audio::StreamInfo>| match info {
+        Some(info) => format!("{}  ({})", info.name, info.path),
+        None => "none".to_owned(),
+    };
+    lines.push(row("Microphone", endpoint(&audio.input)));
+    lines.push(row("Speaker", endpoint(&audio.output)));
+    if audio.output_wav {
+        lines.push(row("Model audio file", "written (--output-wav)".to_owned()));
+    }
+    lines.push(row("Mic state", audio.mic_state().label().to_owned()));
+    lines.push(row(
+        "Echo handling",
+        match audio.echo {
+            EchoMode::Gate => "gate: the mic sends silence while Gemini is heard".to_owned(),
+            EchoMode::Off => "off: the mic is always sent".to_owned(),
+        },
+    ));
+    lines.push(row(
+        "Turn-taking",
+        if audio.push_to_talk {
+            "push-to-talk (F5)".to_owned()
+        } else {
+            "server voice detection".to_owned()
+        },
+    ));
+    for problem in &audio.problems {
+        lines.push(Line::styled(format!("  ⚠ {problem}"), theme.warning()));
+    }
+    let f = &audio.figures;
+    lines.push(Line::default());
+    lines.push(row("Mic frames sent", f.frames_sent.to_string()));
+    lines.push(row(
+        "Mic frames dropped",
+        format!("{} (network slower than the mic)", f.frames_dropped),
+    ));
+    lines.push(row("Mic frames gated", f.frames_gated.to_string()));
+    lines.push(row(
+        "Mic samples lost",
+        format!("{} (capture fell behind the device)", f.mic_overflow),
+    ));
+    lines.push(row("Output underruns", f.underruns.to_string()));
+    lines.push(row(
+        "Model audio heard",
+        format!("{:.1} s", f.played.as_secs_f64()),
+    ));
+    lines.push(Line::default());
+    lines.push(row("Mic → socket", latency(&f.mic_to_socket)));
+    lines.push(row("Socket → speaker", latency(&f.socket_to_speaker)));
+    lines.push(row("Interrupt → silence", latency(&f.interrupt_to_silence)));
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meters_fill_with_level() {
+        assert_eq!(meter(0.0), "▯▯▯▯▯");
+        assert_eq!(meter(1.0), "▮▮▮▮▮");
+        assert_eq!(meter(0.001), "▮▯▯▯▯", "-60 dBFS still shows a sign of life");
+        assert_eq!(meter(0.1), "▮▮▮▮▯");
+    }
+}
