@@ -170,6 +170,10 @@ pub struct MockArgs {
     /// stalls at chosen moments. See `livetalk::mock::scenario` for the format.
     #[arg(long, value_name = "FILE")]
     pub scenario: Option<PathBuf>,
+    /// Save the mic audio each connection sends as DIR/input-<n>.wav (16 kHz mono), to hear
+    /// exactly what a client sent.
+    #[arg(long, value_name = "DIR")]
+    pub save_input: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -73,6 +73,9 @@ pub async fn run_with_input(
         settings.is_offline(),
     );
 
+    // Devices first, so the mic is live and the first reply is heard.
+    engine.await_audio(&mut app).await;
+    printer.render(&app);
     app.update(Msg::Connecting);
     if let Err(message) = engine.open(upstream).await {
         app.update(Msg::ConnectFailed(message));
@@ -288,12 +291,10 @@ impl Printer {
         }
         let f = &app.audio.figures;
         let ms = |l: &crate::audio::Latency| {
-            l.measured().then(|| {
-                (
-                    l.last.as_secs_f64() * 1000.0,
-                    l.worst.as_secs_f64() * 1000.0,
-                )
-            })
+            l.measured().then_some((
+                l.last.as_secs_f64() * 1000.0,
+                l.worst.as_secs_f64() * 1000.0,
+            ))
         };
         match self.format {
             OutputFormat::Text => {

@@ -301,6 +301,28 @@ impl Engine {
         }
     }
 
+    /// Waits (up to 5 s) until the audio devices are open or known to be missing, so the
+    /// first reply is heard and the mic is live from the first moment of the session.
+    pub async fn await_audio(&mut self, app: &mut App) {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !app.audio.opened {
+            let Some(events) = &mut self.audio_events else {
+                return;
+            };
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Some(event)) => {
+                    let msg = Msg::Audio(self.mic.complete(event));
+                    self.apply(app, msg).await;
+                }
+                Ok(None) => self.audio_events = None,
+                Err(_) => {
+                    warn!("the audio devices did not open within 5 s; going on without waiting");
+                    return;
+                }
+            }
+        }
+    }
+
     /// Brings the app's audio figures up to date (end of session), applying any audio events
     /// still queued; gives up after half a second.
     pub async fn settle_audio_figures(&mut self, app: &mut App) {

@@ -63,6 +63,9 @@ pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<
         .recording_dir()
         .map(|dir| format!("REC {}", dir.display()));
 
+    // Devices first, so the first reply is heard (alsa-lib's stderr noise is kept off the
+    // screen by the audio thread's own error handler).
+    engine.await_audio(&mut app).await;
     let mut terminal = TerminalGuard::enter(log_path)?;
     let mut inputs = TerminalInputs::new()?;
 

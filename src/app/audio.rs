@@ -214,6 +214,8 @@ impl App {
         if !self.audio.playback_drives_speaking() {
             self.conversation = Conversation::Speaking;
         }
+        // An audio-only reply (no transcription) is still a turn of the conversation.
+        self.open_model_entry();
         if self.audio.takes_model_audio() {
             self.audio.playing_out = self.audio.output.is_some();
             vec![Effect::PlayAudio(pcm)]

@@ -71,12 +71,12 @@ pub const KEY_HELP: &[(&str, &str)] = &[
 /// The footer's short list.
 pub const FOOTER_KEYS: &[(&str, &str)] = &[
     ("Enter", "send"),
-    ("Tab", "focus"),
-    ("PgUp/PgDn", "scroll"),
-    ("F3", "mute"),
-    ("Ctrl-B", "barge in"),
     ("F1", "help"),
     ("Ctrl-C", "quit"),
+    ("F3", "mute"),
+    ("Ctrl-B", "barge in"),
+    ("Tab", "focus"),
+    ("PgUp/PgDn", "scroll"),
 ];
 
 impl App {

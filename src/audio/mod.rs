@@ -102,7 +102,7 @@ impl AudioOptions {
 /// "48 kHz → 16 kHz" (or just "16 kHz" when no conversion is needed).
 pub fn rate_path(from: u32, to: u32) -> String {
     fn khz(rate: u32) -> String {
-        if rate % 1000 == 0 {
+        if rate.is_multiple_of(1000) {
             format!("{} kHz", rate / 1000)
         } else {
             format!("{:.1} kHz", f64::from(rate) / 1000.0)
@@ -461,6 +461,12 @@ impl Worker {
                 self.open();
             }
             Command::ReportFigures => {
+                // A barge-in just asked for is measured when the callback acts on it, within
+                // a device period: wait that long so the report includes it.
+                let deadline = Instant::now() + Duration::from_millis(200);
+                while self.playback.flush_pending() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
                 self.pump();
                 self.reported_figures = self.figures;
                 self.emit(AudioEvent::Figures(self.figures));

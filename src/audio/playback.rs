@@ -170,6 +170,13 @@ impl Playback {
         }
     }
 
+    /// A flush the output callback has not acted on yet.
+    pub fn flush_pending(&self) -> bool {
+        self.output
+            .as_ref()
+            .is_some_and(|o| o.shared.epoch_seen.load(Ordering::Acquire) != self.epoch)
+    }
+
     /// Tops up the ring and reports what the callback did since the last pump.
     pub fn pump(&mut self) -> PlaybackChange {
         self.fill_ring();

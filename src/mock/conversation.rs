@@ -96,10 +96,21 @@ pub struct Conversation {
     stalled_until: Option<Instant>,
     /// A fault ends the connection after this step.
     forced: Option<Outcome>,
+    /// The mic audio received, saved when the server was started with `--save-input`.
+    saved_input: Option<crate::audio::wav::WavSink>,
 }
 
 impl Conversation {
     pub fn new(flavor: Flavor, speed: f64, state: Arc<MockState>) -> Self {
+        let saved_input = state.save_input.as_ref().and_then(|dir| {
+            let n = state.accepted.fetch_add(1, Ordering::Relaxed) + 1;
+            crate::audio::wav::WavSink::create(
+                &dir.join(format!("input-{n}.wav")),
+                INPUT_SAMPLE_RATE,
+            )
+            .map_err(|e| tracing::warn!("{e:#}"))
+            .ok()
+        });
         let random = std::collections::hash_map::RandomState::new()
             .build_hasher()
             .finish();
@@ -126,6 +137,7 @@ impl Conversation {
             close_at: None,
             stalled_until: None,
             forced: None,
+            saved_input,
         }
     }
 
@@ -366,6 +378,16 @@ impl Conversation {
             .filter(|b| b.mime_type.starts_with("audio/"));
         if let Some(blob) = blob {
             let rate = blob.declared_rate().unwrap_or(INPUT_SAMPLE_RATE);
+            if let Some(sink) = &mut self.saved_input
+                && rate == INPUT_SAMPLE_RATE
+            {
+                // Header kept current, so the file is complete whenever it is read.
+                let saved = sink.write_pcm16_le(&blob.data).and_then(|()| sink.sync());
+                if let Err(e) = saved {
+                    tracing::warn!("{e:#}");
+                    self.saved_input = None;
+                }
+            }
             let samples = pcm16_from_le_bytes(&blob.data);
             self.prompt_tokens += samples.len() as f64 / f64::from(rate) * AUDIO_TOKENS_PER_SECOND;
             if self.manual_activity {

@@ -38,6 +38,8 @@ pub struct MockOptions {
     pub speed: f64,
     /// Faults to inject (none by default).
     pub scenario: Scenario,
+    /// Save the mic audio each connection sends as `input-<n>.wav` in this folder.
+    pub save_input: Option<std::path::PathBuf>,
 }
 
 impl MockOptions {
@@ -48,6 +50,7 @@ impl MockOptions {
             tls: None,
             speed: 4.0,
             scenario: Scenario::default(),
+            save_input: None,
         }
     }
 }
@@ -63,6 +66,10 @@ pub struct MockState {
     pub resumptions: AtomicU32,
     /// Tool responses for calls the connection never made or that were already answered.
     pub stray_tool_responses: AtomicU32,
+    /// Where connections save the mic audio they receive (`--save-input`).
+    pub save_input: Option<std::path::PathBuf>,
+    /// Connections accepted, to number the saved input files.
+    pub accepted: AtomicU32,
 }
 
 /// A running mock server; it stops when dropped.
@@ -91,8 +98,13 @@ impl MockServer {
             1.0
         };
         let tls = acceptor.is_some();
+        if let Some(dir) = &options.save_input {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
         let state = Arc::new(MockState {
             clock: FaultClock::new(options.scenario),
+            save_input: options.save_input,
             ..MockState::default()
         });
         let shared = state.clone();
@@ -170,6 +182,7 @@ pub async fn serve_until_signal(args: MockArgs) -> anyhow::Result<()> {
         tls,
         speed: args.speed,
         scenario,
+        save_input: args.save_input,
     })
     .await?;
     if faults > 0 {

@@ -317,3 +317,62 @@ fn no_color_draws_no_colours() {
         .map(|cell| cell.fg);
     assert_eq!(swatch, Some(Color::Rgb(30, 90, 255)));
 }
+
+/// Speaking through a real speaker: the mic is gated, both meters move, and the session
+/// panel names the devices and resampling paths.
+fn speaking_with_audio() -> App {
+    use crate::audio::{AudioEvent, AudioSetup, StreamInfo};
+    let mut app = speaking();
+    app.audio.enabled = true;
+    app.update(Msg::Audio(AudioEvent::Opened(AudioSetup {
+        input: Some(StreamInfo {
+            name: "alsa_input.usb-headset".into(),
+            path: "48 kHz → 16 kHz".into(),
+        }),
+        output: Some(StreamInfo {
+            name: "alsa_output.pci-analog-stereo".into(),
+            path: "24 kHz → 48 kHz".into(),
+        }),
+        problems: Vec::new(),
+    })));
+    app.update(Msg::Audio(AudioEvent::Audible(true)));
+    app.update(Msg::Audio(AudioEvent::Levels {
+        mic: 0.02,
+        output: 0.5,
+    }));
+    app
+}
+
+#[test]
+fn speaking_with_audio_devices() {
+    snapshot_both_sizes("speaking_with_audio", speaking_with_audio);
+}
+
+#[test]
+fn audio_popup_shows_devices_counters_and_latencies() {
+    use crate::audio::{AudioEvent, AudioFigures, Latency};
+    let mut app = speaking_with_audio();
+    let ms = |v: u64| Duration::from_millis(v);
+    app.update(Msg::Audio(AudioEvent::Figures(AudioFigures {
+        frames_sent: 512,
+        frames_dropped: 3,
+        frames_gated: 140,
+        mic_overflow: 0,
+        underruns: 1,
+        played: Duration::from_millis(6400),
+        mic_to_socket: Latency {
+            last: ms(6),
+            worst: ms(11),
+            count: 512,
+        },
+        socket_to_speaker: Latency {
+            last: ms(52),
+            worst: ms(61),
+            count: 3,
+        },
+        interrupt_to_silence: Latency::default(),
+    })));
+    key(&mut app, KeyCode::F(4));
+    let terminal = render(&mut app, 120, 40);
+    insta::assert_snapshot!("audio_popup_120x40", terminal.backend());
+}

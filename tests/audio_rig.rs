@@ -1,0 +1,364 @@
+//! Audio on the real-time rig: livetalk's cpal PulseAudio host against private PulseAudio
+//! servers with null sinks. Speech goes in through the virtual mic and arrives at the mock;
+//! model audio comes out of the virtual speaker at the right pitch and length; barge-in
+//! silences it within 30 ms plus the rig's period.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpListener;
+use tokio_tungstenite::tungstenite::Message;
+
+use common::rig::{self, PulseRig, RECORD_RATE};
+use common::{MockProcess, livetalk};
+use livetalk::audio::resample::StreamResampler;
+
+/// The rig's device period (10 ms buffers) plus the speaker monitor's recording latency.
+const RIG_PERIOD_MS: f64 = 10.0;
+
+/// Waits for a stdout line satisfying `want`, collecting all lines.
+fn wait_line(
+    lines: &mpsc::Receiver<String>,
+    seen: &mut Vec<String>,
+    timeout: Duration,
+    want: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                seen.push(line.clone());
+                if want(&line) {
+                    return line;
+                }
+            }
+            Err(_) => panic!("no matching line within {timeout:?}; saw {seen:#?}"),
+        }
+    }
+}
+
+/// A scratch folder whose config turns audio on (the shared test config turns it off).
+fn audio_scratch() -> tempfile::TempDir {
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        "[audio]\nenabled = true\n",
+    )
+    .unwrap();
+    scratch
+}
+
+fn line_reader(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+#[test]
+fn a_spoken_phrase_in_the_virtual_mic_reaches_the_mock_as_16khz_speech() {
+    let rig = PulseRig::start();
+    let scratch = audio_scratch();
+    let saved = scratch.path().join("received");
+    let phrase = rig::spoken_phrase(scratch.path(), "Is the living room lamp on?");
+    let mut mock = MockProcess::start(scratch.path(), &["--save-input", saved.to_str().unwrap()]);
+
+    let mut command = livetalk(scratch.path());
+    rig.apply(&mut command);
+    let mut client = command
+        .args([
+            "--headless",
+            "--endpoint",
+            &mock.url,
+            "--audio-host",
+            "pulseaudio",
+            "--input-device",
+            "mic.monitor",
+            "--output-device",
+            "spk",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = line_reader(client.stdout.take().unwrap());
+
+    // The mic is streaming once the mock has saved some of it.
+    let input = saved.join("input-1.wav");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::metadata(&input).map(|m| m.len()).unwrap_or(0) < 16_000 {
+        assert!(Instant::now() < deadline, "no mic audio reached the mock");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut paplay = rig.play_into_mic(&phrase);
+    assert!(paplay.wait().unwrap().success(), "paplay failed");
+
+    let mut seen = Vec::new();
+    let reply = wait_line(&lines, &mut seen, Duration::from_secs(30), |l| {
+        l.starts_with("Gemini:")
+    });
+    drop(client.stdin.take());
+    let status = client.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut client.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "exit {status}; stderr: {stderr}");
+    let _ = mock.child.kill();
+
+    // What the mock received: 16 kHz mono PCM16.
+    let reader = hound::WavReader::open(&input).unwrap();
+    assert_eq!(reader.spec().sample_rate, 16_000);
+    assert_eq!(reader.spec().channels, 1);
+    let received: Vec<f32> = reader
+        .into_samples::<i16>()
+        .map(|s| f32::from(s.unwrap()) / 32_768.0)
+        .collect();
+
+    // The reference: the same phrase at 16 kHz.
+    let clip = livetalk::audio::wav::read_mono(&phrase).unwrap();
+    let mut resampler = StreamResampler::new(clip.rate, 16_000).unwrap();
+    let mut reference = Vec::new();
+    resampler.push(&clip.samples, &mut reference);
+    resampler.flush(&mut reference);
+
+    let (start, end) =
+        rig::sound_span(&received, 16_000, 0.02).expect("speech in the received audio");
+    let (ref_start, ref_end) = rig::sound_span(&reference, 16_000, 0.02).unwrap();
+    let heard = end - start;
+    let spoken = ref_end - ref_start;
+    assert!(
+        (heard - spoken).abs() < 0.1,
+        "the mock got {heard:.2} s of speech for a {spoken:.2} s phrase"
+    );
+    let onset = ((start - ref_start).max(0.0) * 16_000.0) as usize;
+    let correlation = rig::best_correlation(&received, &reference, onset, 1600);
+    assert!(
+        correlation > 0.8,
+        "normalised cross-correlation with the phrase is only {correlation:.3}"
+    );
+    assert!(
+        reply.contains("seconds of speech"),
+        "the mock's reply to the spoken turn: {reply}"
+    );
+    eprintln!("phrase {spoken:.2} s, received {heard:.2} s, correlation {correlation:.3}");
+}
+
+/// A fake Live server that answers the first user turn with a 440 Hz tone streamed faster
+/// than real time; with `interrupt_after`, it sends `interrupted` that long after the first
+/// audio chunk (and never completes the tone).
+async fn tone_server(tone_secs: f64, interrupt_after: Option<Duration>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut ws = tokio_tungstenite::accept_async(stream).await.unwrap();
+        let _setup = ws.next().await.unwrap().unwrap();
+        ws.send(Message::text("{\"setupComplete\":{}}"))
+            .await
+            .unwrap();
+        // The user's turn (mic frames may come first).
+        loop {
+            let message = ws.next().await.unwrap().unwrap();
+            if message.to_text().unwrap_or("").contains("clientContent") {
+                break;
+            }
+        }
+        let samples = (tone_secs * 24_000.0) as usize;
+        let pcm: Vec<u8> = (0..samples)
+            .flat_map(|i| {
+                let v = 0.5 * (std::f64::consts::TAU * 440.0 * i as f64 / 24_000.0).sin();
+                ((v * 32_767.0) as i16).to_le_bytes()
+            })
+            .collect();
+        let started = tokio::time::Instant::now();
+        // 40 ms chunks, four times faster than real time, like the service's bursts.
+        for chunk in pcm.chunks(1920) {
+            let data = base64::engine::general_purpose::STANDARD.encode(chunk);
+            let frame = format!(
+                "{{\"serverContent\":{{\"modelTurn\":{{\"parts\":[{{\"inlineData\":{{\"mimeType\":\"audio/pcm;rate=24000\",\"data\":\"{data}\"}}}}]}}}}}}"
+            );
+            ws.send(Message::text(frame)).await.unwrap();
+            if let Some(after) = interrupt_after
+                && started.elapsed() >= after
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        match interrupt_after {
+            Some(after) => {
+                tokio::time::sleep_until(started + after).await;
+                ws.send(Message::text("{\"serverContent\":{\"interrupted\":true}}"))
+                    .await
+                    .unwrap();
+                ws.send(Message::text("{\"serverContent\":{\"turnComplete\":true}}"))
+                    .await
+                    .unwrap();
+            }
+            None => {
+                ws.send(Message::text("{\"serverContent\":{\"turnComplete\":true}}"))
+                    .await
+                    .unwrap();
+            }
+        }
+        while let Some(Ok(message)) = ws.next().await {
+            if message.is_close() {
+                break;
+            }
+        }
+    });
+    url
+}
+
+/// Runs a headless client against `url` on the rig: one typed turn, JSON output; returns
+/// the JSON events and what the speaker played.
+fn talk_to_tone_server(
+    rig: &PulseRig,
+    url: &str,
+    wait_for_interrupt: bool,
+) -> (Vec<serde_json::Value>, Vec<f32>) {
+    let scratch = audio_scratch();
+    let recording = rig.record_speaker();
+    recording.wait_for_more(0.2);
+    let mut command = livetalk(scratch.path());
+    rig.apply(&mut command);
+    let mut client = command
+        .args([
+            "--headless",
+            "--json",
+            "--endpoint",
+            url,
+            "--audio-host",
+            "pulseaudio",
+            "--input-device",
+            "mic.monitor",
+            "--output-device",
+            "spk",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = client.stdin.take().unwrap();
+    writeln!(stdin, "Play me a tone.").unwrap();
+    let lines = line_reader(client.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    if wait_for_interrupt {
+        wait_line(&lines, &mut seen, Duration::from_secs(30), |l| {
+            l.contains("\"interrupted\"")
+        });
+    }
+    drop(stdin);
+    let status = client.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut client.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "exit {status}; stderr: {stderr}");
+    seen.extend(lines.iter());
+    // Let the monitor catch up with the end of playback, and hear a second of what follows.
+    recording.wait_for_more(1.2);
+    let played = recording.stop();
+    let events = seen
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}")))
+        .collect();
+    (events, played)
+}
+
+fn audio_summary(events: &[serde_json::Value]) -> &serde_json::Value {
+    events
+        .iter()
+        .find(|e| e["type"] == "audio")
+        .unwrap_or_else(|| panic!("no audio summary at the end in {events:#?}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn model_audio_comes_out_of_the_virtual_speaker_at_the_right_pitch_and_length() {
+    let rig = PulseRig::start();
+    let url = tone_server(1.5, None).await;
+    let (events, played) = tokio::task::spawn_blocking(move || {
+        let result = talk_to_tone_server(&rig, &url, false);
+        drop(rig);
+        result
+    })
+    .await
+    .unwrap();
+    let (start, end) = rig::sound_span(&played, RECORD_RATE, 0.05)
+        .unwrap_or_else(|| panic!("the tone was not heard; the client printed {events:#?}"));
+    let heard = end - start;
+    assert!(
+        (heard - 1.5).abs() < 0.05,
+        "played {heard:.3} s of a 1.5 s tone: the tail must not be cut, nothing added"
+    );
+    let middle = &played[((start + 0.2) * 24_000.0) as usize..((end - 0.2) * 24_000.0) as usize];
+    let pitch = rig::tone_frequency(middle, RECORD_RATE);
+    assert!((pitch - 440.0).abs() < 3.0, "pitch {pitch:.1} Hz");
+    let summary = audio_summary(&events);
+    assert_eq!(summary["underruns"], 0, "{summary}");
+    let first_sound = summary["socket_to_speaker"]["last_ms"]
+        .as_f64()
+        .expect("measured");
+    eprintln!(
+        "tone {heard:.3} s at {pitch:.1} Hz; socket → speaker {first_sound:.1} ms; {summary}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn barge_in_silences_the_speaker_within_30ms_of_interrupted() {
+    let rig = PulseRig::start();
+    let interrupt_after = Duration::from_millis(1000);
+    let url = tone_server(4.0, Some(interrupt_after)).await;
+    let (events, played) = tokio::task::spawn_blocking(move || {
+        let result = talk_to_tone_server(&rig, &url, true);
+        drop(rig);
+        result
+    })
+    .await
+    .unwrap();
+    let summary = audio_summary(&events);
+    let to_silence = summary["interrupt_to_silence"]["last_ms"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("interrupt → silence not measured: {summary}"));
+    assert!(
+        to_silence <= 30.0 + RIG_PERIOD_MS,
+        "silent {to_silence:.1} ms after `interrupted`"
+    );
+    // What the speaker played: the tone until the interrupt, then nothing of the other 3 s.
+    let (start, end) = rig::sound_span(&played, RECORD_RATE, 0.05).expect("the tone was heard");
+    let heard = end - start;
+    let limit = interrupt_after.as_secs_f64() + (30.0 + RIG_PERIOD_MS) / 1000.0;
+    assert!(
+        heard <= limit && heard > 0.5,
+        "the speaker played {heard:.3} s; the interrupt came {:.3} s after the first audio",
+        interrupt_after.as_secs_f64()
+    );
+    // From 20 ms after the tone stopped (the end of its last loud window), a second of silence.
+    let after = &played[((end + 0.02) * 24_000.0) as usize..];
+    assert!(
+        after.len() >= 24_000,
+        "recorded only {} samples after the tone",
+        after.len()
+    );
+    assert!(
+        rig::sound_span(after, RECORD_RATE, 0.01).is_none(),
+        "sound after the barge-in: {:?}",
+        rig::sound_span(after, RECORD_RATE, 0.01)
+    );
+    let model = events.iter().find(|e| e["type"] == "model").unwrap();
+    assert_eq!(model["status"], "interrupted");
+    eprintln!("heard {heard:.3} s; interrupt → silence {to_silence:.1} ms; {summary}");
+}
