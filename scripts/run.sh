@@ -8,7 +8,8 @@ if ! command -v cargo >/dev/null; then
     echo "livetalk: the Rust toolchain (cargo) is required: https://rustup.rs" >&2
     exit 1
 fi
-# espeak-ng gives the offline demo model a real voice (it falls back to a synthetic one).
-scripts/setup-system.sh espeak-ng
+# pkg-config + libasound2-dev build the audio backend (ALSA, which also reaches PulseAudio and
+# PipeWire); espeak-ng gives the offline demo model a real voice (else a synthetic one).
+scripts/setup-system.sh pkg-config libasound2-dev espeak-ng
 cargo build --release --quiet
 exec target/release/livetalk "$@"

@@ -8,7 +8,11 @@ if ! command -v cargo >/dev/null; then
     echo "livetalk: the Rust toolchain (cargo) is required: https://rustup.rs" >&2
     exit 1
 fi
-scripts/setup-system.sh espeak-ng openssl python3 python3-venv tmux
+# pkg-config + libasound2-dev build cpal's ALSA backend; pulseaudio + pulseaudio-utils are the
+# headless real-time audio rig (each audio test starts its own private server with null sinks
+# and stops it again).
+scripts/setup-system.sh pkg-config libasound2-dev espeak-ng openssl python3 python3-venv tmux \
+    pulseaudio pulseaudio-utils
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -286,10 +286,14 @@ impl Printer {
 
     /// What audio did, for people debugging a voice session: counters and latencies.
     pub(crate) fn audio_summary(&self, app: &App) {
-        if !app.audio.enabled || !app.audio.opened {
+        let f = &app.audio.figures;
+        let used = app.audio.input.is_some()
+            || app.audio.output.is_some()
+            || f.frames_sent > 0
+            || !f.played.is_zero();
+        if !app.audio.enabled || !used {
             return;
         }
-        let f = &app.audio.figures;
         let ms = |l: &crate::audio::Latency| {
             l.measured().then_some((
                 l.last.as_secs_f64() * 1000.0,

@@ -362,3 +362,36 @@ async fn barge_in_silences_the_speaker_within_30ms_of_interrupted() {
     assert_eq!(model["status"], "interrupted");
     eprintln!("heard {heard:.3} s; interrupt → silence {to_silence:.1} ms; {summary}");
 }
+
+/// No sound system at all (a PulseAudio address nobody listens on; ALSA with an empty
+/// configuration): livetalk says so once and the typed conversation works.
+#[test]
+fn with_no_audio_device_livetalk_says_so_once_and_text_chat_works() {
+    let scratch = audio_scratch();
+    let empty_alsa = scratch.path().join("empty-alsa.conf");
+    std::fs::write(&empty_alsa, "").unwrap();
+    let nowhere = format!("unix:{}", scratch.path().join("no-such-socket").display());
+    for (host, envs) in [
+        ("pulseaudio", vec![("PULSE_SERVER", nowhere.as_str())]),
+        (
+            "alsa",
+            vec![("ALSA_CONFIG_PATH", empty_alsa.to_str().unwrap())],
+        ),
+    ] {
+        let run = common::run_livetalk(
+            scratch.path(),
+            &["--headless", "--offline", "--audio-host", host],
+            &envs,
+            &common::SEED_LINES,
+        );
+        assert_eq!(run.code, Some(0), "{host}: {}", run.stderr);
+        common::assert_seed_dialogue(&run.stdout);
+        let said = run.stderr.matches("No audio device").count();
+        assert_eq!(said, 1, "{host}: said {said} times:\n{}", run.stderr);
+        assert!(
+            !run.stderr.contains("ALSA lib"),
+            "alsa-lib's own messages must not leak: {}",
+            run.stderr
+        );
+    }
+}

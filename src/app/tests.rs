@@ -616,3 +616,236 @@ fn a_call_the_server_cancelled_is_not_answered_even_if_it_finished_first() {
     assert_eq!(app.tool_calls[0].state, ToolState::Cancelled);
     assert!(app.ready_for_user());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Audio
+
+fn with_audio(push_to_talk: bool) -> App {
+    use crate::audio::{AudioEvent, AudioSetup, StreamInfo};
+    let mut app = connected_app();
+    app.audio.enabled = true;
+    app.audio.push_to_talk = push_to_talk;
+    let effects = app.update(Msg::Audio(AudioEvent::Opened(AudioSetup {
+        input: Some(StreamInfo {
+            name: "mic".into(),
+            path: "48 kHz → 16 kHz".into(),
+        }),
+        output: Some(StreamInfo {
+            name: "spk".into(),
+            path: "24 kHz → 48 kHz".into(),
+        }),
+        problems: Vec::new(),
+    })));
+    assert_eq!(effects, vec![Effect::SetMicOpen(!push_to_talk)]);
+    app
+}
+
+fn model_audio(app: &mut App) -> Vec<Effect> {
+    app.update(Msg::Session(SessionEvent::ModelAudio {
+        pcm: vec![1, 0, 2, 0],
+        sample_rate: 24_000,
+    }))
+}
+
+fn turn_complete(app: &mut App) -> Vec<Effect> {
+    app.update(Msg::Session(SessionEvent::TurnComplete {
+        reason: None,
+        waiting_for_input: false,
+    }))
+}
+
+#[test]
+fn with_a_speaker_gemini_speaks_while_audible_not_while_bytes_arrive() {
+    use crate::audio::AudioEvent;
+    let mut app = with_audio(false);
+    assert_eq!(
+        model_audio(&mut app),
+        vec![Effect::PlayAudio(vec![1, 0, 2, 0])]
+    );
+    assert_eq!(
+        app.conversation,
+        Conversation::Listening,
+        "received but not yet heard"
+    );
+    app.update(Msg::Audio(AudioEvent::Audible(true)));
+    assert_eq!(app.conversation, Conversation::Speaking);
+    assert_eq!(
+        app.audio.mic_state(),
+        MicState::Gated,
+        "the echo gate is on by default"
+    );
+    assert_eq!(turn_complete(&mut app), vec![Effect::EndPlaybackTurn]);
+    assert_eq!(
+        app.conversation,
+        Conversation::Speaking,
+        "the tail is still playing"
+    );
+    assert!(
+        !app.ready_for_user(),
+        "headless must not end before the tail is heard"
+    );
+    app.update(Msg::Audio(AudioEvent::Audible(false)));
+    assert_eq!(app.conversation, Conversation::Listening);
+    assert!(app.ready_for_user());
+    assert_eq!(app.audio.mic_state(), MicState::Live);
+}
+
+#[test]
+fn without_a_speaker_the_wire_drives_speaking_and_no_audio_is_played() {
+    let mut app = connected_app();
+    assert_eq!(model_audio(&mut app), Vec::new());
+    assert_eq!(app.conversation, Conversation::Speaking);
+    turn_complete(&mut app);
+    assert_eq!(app.conversation, Conversation::Listening);
+}
+
+#[test]
+fn server_interrupt_stops_playback_at_once() {
+    use crate::audio::AudioEvent;
+    let mut app = with_audio(false);
+    model_audio(&mut app);
+    app.update(Msg::Audio(AudioEvent::Audible(true)));
+    let effects = app.update(Msg::Session(SessionEvent::Interrupted));
+    assert_eq!(effects, vec![Effect::StopPlayback]);
+    assert_eq!(app.conversation, Conversation::Listening);
+    assert!(matches!(
+        app.transcript.last(),
+        Some(Entry::Model {
+            status: ModelTurnStatus::Interrupted,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn barge_in_key_silences_and_drops_the_rest_of_the_turn() {
+    use crate::audio::AudioEvent;
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let mut app = with_audio(false);
+    app.update(Msg::Session(SessionEvent::OutputTranscription {
+        text: "Here is a long".into(),
+        finished: false,
+    }));
+    model_audio(&mut app);
+    app.update(Msg::Audio(AudioEvent::Audible(true)));
+    let effects = app.update(Msg::Key(KeyEvent::new(
+        KeyCode::Char('b'),
+        KeyModifiers::CONTROL,
+    )));
+    assert_eq!(effects, vec![Effect::StopPlayback]);
+    assert_eq!(app.conversation, Conversation::Listening);
+    // The rest of that turn is neither played nor shown.
+    assert_eq!(model_audio(&mut app), Vec::new());
+    app.update(Msg::Session(SessionEvent::OutputTranscription {
+        text: " answer nobody hears".into(),
+        finished: false,
+    }));
+    assert_eq!(
+        app.transcript.last(),
+        Some(&Entry::Model {
+            text_parts: String::new(),
+            transcript: "Here is a long".into(),
+            status: ModelTurnStatus::Interrupted,
+        })
+    );
+    // The next turn is heard again.
+    turn_complete(&mut app);
+    assert_eq!(
+        model_audio(&mut app),
+        vec![Effect::PlayAudio(vec![1, 0, 2, 0])]
+    );
+}
+
+#[test]
+fn typing_while_gemini_is_heard_barges_in_before_sending() {
+    use crate::audio::AudioEvent;
+    let mut app = with_audio(false);
+    model_audio(&mut app);
+    app.update(Msg::Audio(AudioEvent::Audible(true)));
+    let effects = app.update(Msg::UserText("stop, please".into()));
+    assert_eq!(
+        effects,
+        vec![
+            Effect::StopPlayback,
+            Effect::SendText("stop, please".into())
+        ]
+    );
+}
+
+#[test]
+fn mute_closes_the_mic_and_tells_the_server_the_stream_ended() {
+    use crossterm::event::KeyCode;
+    let mut app = with_audio(false);
+    assert_eq!(
+        press(&mut app, KeyCode::F(3)),
+        vec![Effect::SetMicOpen(false), Effect::SendAudioStreamEnd]
+    );
+    assert_eq!(app.audio.mic_state(), MicState::Muted);
+    assert_eq!(
+        press(&mut app, KeyCode::F(3)),
+        vec![Effect::SetMicOpen(true)]
+    );
+    assert_eq!(app.audio.mic_state(), MicState::Live);
+}
+
+#[test]
+fn push_to_talk_brackets_speech_with_activity_signals() {
+    use crate::audio::AudioEvent;
+    use crossterm::event::KeyCode;
+    let mut app = with_audio(true);
+    assert_eq!(app.audio.mic_state(), MicState::PushToTalk);
+    assert_eq!(
+        press(&mut app, KeyCode::F(5)),
+        vec![Effect::SetMicOpen(true), Effect::SendActivityStart]
+    );
+    assert_eq!(app.audio.mic_state(), MicState::Talking);
+    assert_eq!(
+        press(&mut app, KeyCode::F(5)),
+        vec![Effect::SetMicOpen(false), Effect::SendActivityEnd]
+    );
+    // Talking over Gemini interrupts it first.
+    model_audio(&mut app);
+    app.update(Msg::Audio(AudioEvent::Audible(true)));
+    assert_eq!(
+        press(&mut app, KeyCode::F(5)),
+        vec![
+            Effect::StopPlayback,
+            Effect::SetMicOpen(true),
+            Effect::SendActivityStart
+        ]
+    );
+}
+
+#[test]
+fn no_device_is_said_once_and_a_failing_device_can_be_reopened() {
+    use crate::audio::{AudioEvent, AudioSetup, Direction};
+    use crossterm::event::KeyCode;
+    let mut app = connected_app();
+    app.audio.enabled = true;
+    app.update(Msg::Audio(AudioEvent::Opened(AudioSetup {
+        input: None,
+        output: None,
+        problems: vec!["microphone: no default microphone".into()],
+    })));
+    assert_eq!(app.notices.len(), 1);
+    assert!(app.notices[0].text.starts_with("No audio device"));
+    assert_eq!(app.audio.mic_state(), MicState::Off);
+    // Text chat still works.
+    assert_eq!(
+        app.update(Msg::UserText("hello".into())),
+        vec![Effect::SendText("hello".into())]
+    );
+
+    let mut app = with_audio(false);
+    app.update(Msg::Audio(AudioEvent::DeviceFailed {
+        direction: Direction::Output,
+        message: "the device was unplugged".into(),
+    }));
+    assert!(app.audio.output.is_none());
+    let notice = &app.notices.last().unwrap().text;
+    assert!(
+        notice.contains("speaker") && notice.contains("F6"),
+        "{notice}"
+    );
+    assert_eq!(press(&mut app, KeyCode::F(6)), vec![Effect::ReopenAudio]);
+}
