@@ -76,21 +76,6 @@ fn notice_lines(stderr: &str) -> Vec<&str> {
         .collect()
 }
 
-/// The model's first reply is cut off once it has started to speak (so the cut shows), and
-/// the connection drops when the second question arrives: the link reconnects, resumes and
-/// sends that question again.
-const INTERRUPT_AND_RECONNECT: &str = r#"
-[[fault]]
-at = "reply_text"
-nth = 1
-action = "interrupt"
-
-[[fault]]
-at = "user_turn"
-nth = 2
-action = "drop"
-"#;
-
 #[test]
 fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
     let scratch = tempfile::tempdir().unwrap();
