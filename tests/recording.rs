@@ -535,6 +535,14 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
 
     let recording = Recording::load(&dir).unwrap();
     assert!(recording.warnings.is_empty(), "{:?}", recording.warnings);
+    let report = livetalk::record::inspect::report(&recording);
+    for expected in [
+        "Tool calls: 1 (0 cancelled, 1 flagged slow)\n",
+        "  hang {} -> timed_out",
+        "Connections: 2 (reconnects: 1)\n",
+    ] {
+        assert!(report.contains(expected), "{expected:?} in:\n{report}");
+    }
     let (steps, warnings) = replay::steps(&recording);
     assert!(warnings.is_empty(), "{warnings:?}");
     let mut replayed = replay::initial_app(&recording);
