@@ -23,7 +23,7 @@ use crate::live::wire::{
     ContextWindowCompression, Empty, GenerationConfig, INPUT_AUDIO_MIME, Modality, RealtimeInput,
     RealtimeInputConfig, SessionResumptionConfig, Setup, SlidingWindow, SpeechConfig, Tool,
 };
-use crate::live::{self, Endpoint, SessionOptions};
+use crate::live::{self, Endpoint, SessionEvent, SessionOptions};
 use crate::mock::{MockOptions, MockServer};
 use crate::record::{self, Record, Recorder};
 use crate::tools::{
@@ -174,7 +174,9 @@ pub async fn prepare(settings: &Settings) -> anyhow::Result<Conversation> {
     app.voice = settings.voice.clone();
     app.endpoint_label = settings.endpoint_label();
     let mut engine = Engine::new(registry, &home);
-    engine.recorder = recorder;
+    if let Some(recorder) = recorder {
+        engine.record_into(recorder);
+    }
     let audio = &settings.audio;
     if !audio.is_off() {
         let (handle, feeds) = Audio::start(audio.clone())?;
@@ -338,6 +340,11 @@ impl Engine {
                 break;
             }
         }
+    }
+
+    /// Records the session from now on (before `connect`, to have every frame).
+    pub fn record_into(&mut self, recorder: Recorder) {
+        self.recorder = Some(recorder);
     }
 
     /// The folder this session is recorded into, if it is.
@@ -527,7 +534,15 @@ impl Engine {
     /// Applies a message to the app and carries out the effects it asks for.
     pub async fn apply(&mut self, app: &mut App, msg: Msg) {
         match &msg {
-            Msg::Session(_) => self.applied_events += 1,
+            Msg::Session(event) => {
+                // The end the app is told of may be no close on the wire (the link gave up).
+                if let SessionEvent::Closed(close) = event {
+                    self.record(|at| record::ended_record(close, at));
+                }
+                self.applied_events += 1;
+            }
+            Msg::Link(event) => self.record(|at| record::link_record(event, at)),
+            Msg::ToolCallSlow(slow) => self.record(|at| record::slow_record(slow, at)),
             Msg::Tool(event) => self.record(|at| record::tool_record(event, at)),
             Msg::DevicesChanged(devices) => self.record(|at| Record::Devices {
                 devices: devices.clone(),
@@ -624,6 +639,7 @@ impl Engine {
                 }
             }
             Effect::Reconnect => {
+                self.record(|at| Record::Retry { at });
                 // The app asks only once the link gave up; an old supervisor still winding
                 // down closes its connection when its handle and events are dropped here.
                 if let Some(options) = self.options.clone() {

@@ -1,5 +1,7 @@
-//! Recording, replay and inspection, end to end with the binary: record against the mock,
-//! then replay, inspect, list; crash safety (SIGKILL) and corrupted lines.
+//! Recording, replay and inspection, end to end with the binary: record against the mock
+//! (with an interruption and a reconnect), then replay, inspect, list; crash safety (SIGKILL)
+//! and corrupted lines. In process: a slow tool call and a lost connection, recorded through
+//! the engine and replayed into an app that ends up showing what the original showed.
 
 #![allow(clippy::unwrap_used)]
 
@@ -7,9 +9,20 @@ mod common;
 
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::harness::test_policy;
 use common::*;
+use livetalk::app::{App, Connection, Msg, ToolState};
+use livetalk::config::{FlagOverrides, Settings};
+use livetalk::live::{ApiVersion, SessionOptions};
+use livetalk::mock::{Action, Fault, MockOptions, MockServer, Moment, Scenario};
+use livetalk::record::replay::{self, Action as Step};
+use livetalk::record::{Recorder, Recording};
+use livetalk::runtime::{Engine, build_setup};
+use livetalk::tools::{NoArgs, Registry, SmartHome, Tool, ToolError, ToolLimits};
+use serde_json::{Value, json};
 
 const FAKE_KEY: &str = "fake-test-key-recording-0123456789";
 
@@ -51,10 +64,27 @@ fn tool_lines(stdout: &str) -> Vec<String> {
         .collect()
 }
 
+/// The notices of a headless text run: on stderr, one line each.
+fn notice_lines(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| {
+            ["info", "warning", "error"]
+                .iter()
+                .any(|level| l.starts_with(&format!("livetalk: {level}: ")))
+        })
+        .collect()
+}
+
 #[test]
 fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
     let scratch = tempfile::tempdir().unwrap();
-    let mock = MockProcess::start(scratch.path(), &["--speed", "20"]);
+    let scenario = scratch.path().join("faults.toml");
+    std::fs::write(&scenario, INTERRUPT_AND_RECONNECT).unwrap();
+    let mock = MockProcess::start(
+        scratch.path(),
+        &["--speed", "20", "--scenario", scenario.to_str().unwrap()],
+    );
     let dir = scratch.path().join("rec");
     let dir_arg = dir.to_str().unwrap();
     let original = run_livetalk(
@@ -71,8 +101,34 @@ fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
         original.stderr
     );
     assert_eq!(tool_lines(&original.stdout).len(), 3, "{}", original.stdout);
+    let replies: Vec<&str> = original
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("Gemini: "))
+        .collect();
+    assert_eq!(replies.len(), 3, "{}", original.stdout);
+    assert!(
+        replies[0].ends_with(" [interrupted]") && replies[0].len() > "Gemini:  [interrupted]".len(),
+        "the first reply was cut off after its first words: {}",
+        replies[0]
+    );
+    assert!(!replies[1].contains("[interrupted]"), "{}", replies[1]);
+    let notices = notice_lines(&original.stderr);
+    assert_eq!(notices.len(), 2, "{}", original.stderr);
+    assert!(
+        notices[0].starts_with("livetalk: warning: Connection lost: ")
+            && notices[0].ends_with(" s…"),
+        "{}",
+        notices[0]
+    );
+    assert_eq!(
+        notices[1],
+        "livetalk: info: Reconnected; the conversation continues."
+    );
 
-    // Replay reproduces the original output exactly, with no network (the mock is gone).
+    // Replay reproduces the original output exactly, reconnect notices included, with no
+    // network (the mock is gone).
+    drop(mock);
     let replayed = run_livetalk(
         scratch.path(),
         &["replay", dir_arg, "--headless", "--instant"],
@@ -84,20 +140,25 @@ fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
         "stderr: {}",
         replayed.stderr
     );
+    // Its stderr is the notices and nothing else (no warning about the recording).
+    assert_eq!(replayed.stderr.lines().collect::<Vec<_>>(), notices);
     assert_eq!(replayed.code, Some(0));
-    assert!(!replayed.stderr.contains("warning"), "{}", replayed.stderr);
 
     // Inspect counts what happened.
     let inspect = run_livetalk(scratch.path(), &["inspect", dir_arg], &[], &[]);
     assert_eq!(inspect.code, Some(0), "{}", inspect.stderr);
     for expected in [
         "User turns: 3\n",
+        // The interrupted reply ends with a turnComplete too.
         "Model turns: 3\n",
         "Tool calls: 3 (0 cancelled)\n",
-        "Connections: 1 (reconnects: 0)\n",
-        "Interruptions: 0\n",
-        "Closes: 1\n",
+        "Connections: 2 (reconnects: 1)\n",
+        "Interruptions: 1\n",
+        "Closes: 2\n",
+        "code none, by the server or network: The connection was lost without a close message (1006)",
         "code none, by livetalk: Session ended.",
+        // The second question went out twice: on the dropped connection, then again.
+        "turn 2: end of input → first model audio: no model audio\n",
         "mic.wav: none",
     ] {
         assert!(
@@ -111,7 +172,7 @@ fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
             .stdout
             .matches("end of input → first model audio: ")
             .count(),
-        3,
+        4,
         "{}",
         inspect.stdout
     );
@@ -123,7 +184,8 @@ fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
         inspect.stdout
     );
 
-    // The Markdown transcript has the tool calls with arguments and results.
+    // The Markdown transcript has the tool calls with arguments and results, the cut-off
+    // reply and the reconnect.
     let markdown = run_livetalk(
         scratch.path(),
         &["inspect", dir_arg, "--markdown"],
@@ -136,8 +198,16 @@ fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
             .contains("**You:** Is the living room lamp on?")
     );
     assert_eq!(markdown.stdout.matches("**Tool call** `").count(), 3);
+    assert_eq!(markdown.stdout.matches(" _[interrupted]_").count(), 1);
     assert!(
         markdown.stdout.contains("\"temperature_celsius\": 20"),
+        "{}",
+        markdown.stdout
+    );
+    assert!(
+        markdown
+            .stdout
+            .contains("> Reconnected; the conversation continues."),
         "{}",
         markdown.stdout
     );
@@ -152,18 +222,33 @@ fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
     let samples = u64::from(reader.duration());
     assert_eq!(samples, referenced_samples(&dir, "model.wav"));
     assert!(
-        samples > 3 * 24_000,
-        "three spoken replies last over 3 s: {samples}"
+        samples > 2 * 24_000,
+        "two whole spoken replies last over 2 s: {samples}"
     );
     assert!(!dir.join("mic.wav").exists());
 
-    // Every frame both ways is there, audio by reference only.
+    // Every frame both ways is there, audio by reference only, and what the link told the app.
     let log = lines(&dir);
     assert_eq!(log[0]["type"], "meta");
+    assert_eq!(log[0]["format"], 2);
     assert_eq!(log[0]["endpoint_host"], "127.0.0.1");
-    let sent = log.iter().filter(|l| l["type"] == "send").count();
-    assert_eq!(sent, 1 + 3 + 3, "setup, three turns, three tool responses");
+    let count = |kind: &str| log.iter().filter(|l| l["type"] == kind).count();
+    assert_eq!(
+        count("send"),
+        2 + 4 + 3,
+        "two setups, three turns and one sent again, three tool responses"
+    );
     assert!(log.iter().any(|l| l["message"]["toolCall"].is_object()));
+    assert_eq!(
+        (count("reconnecting"), count("reconnected"), count("close")),
+        (1, 1, 2)
+    );
+    let ended: Vec<_> = log
+        .iter()
+        .filter(|l| l["type"] == "session_ended")
+        .collect();
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0]["initiated_by_client"], true);
 
     // The key is nowhere in the folder.
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -313,4 +398,191 @@ fn corrupted_lines_are_skipped_with_a_warning_and_sessions_lists_recordings() {
         replayed.stderr
     );
     assert!(replayed.stderr.contains("line 4"), "{}", replayed.stderr);
+}
+
+/// A tool that never finishes on its own.
+struct Hang;
+
+impl Tool for Hang {
+    type Args = NoArgs;
+
+    fn name(&self) -> &'static str {
+        "hang"
+    }
+
+    fn description(&self) -> &'static str {
+        "Never returns."
+    }
+
+    async fn call(&self, _args: NoArgs) -> Result<Value, ToolError> {
+        std::future::pending().await
+    }
+}
+
+/// Feeds the engine's messages through `Engine::apply` (which records them) until `done`.
+async fn run_until(engine: &mut Engine, app: &mut App, what: &str, done: impl Fn(&App) -> bool) {
+    let reached = tokio::time::timeout(Duration::from_secs(20), async {
+        while !done(app) {
+            let Some(msg) = engine.next().await else {
+                return;
+            };
+            engine.apply(app, msg).await;
+        }
+    })
+    .await;
+    assert!(
+        reached.is_ok() && done(app),
+        "never reached: {what}\nconnection: {:?}\nnotices: {:#?}",
+        app.connection,
+        app.notices
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
+    let scratch = tempfile::tempdir().unwrap();
+    let config = scratch.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let flags = FlagOverrides {
+        config: Some(config),
+        ..FlagOverrides::default()
+    };
+    let settings = Settings::resolve(&flags, &|_| None).unwrap();
+    // The model calls `hang`, which the watchdog flags and the timeout answers; the
+    // connection drops when that turn is over.
+    let mock = MockServer::start(MockOptions {
+        speed: 20.0,
+        scenario: Scenario::new(vec![
+            Fault::once(
+                Moment::UserTurn,
+                1,
+                Action::ToolCalls {
+                    name: "hang".into(),
+                    args: json!({}),
+                    count: 1,
+                },
+            ),
+            Fault::once(Moment::TurnComplete, 1, Action::Drop),
+        ]),
+        ..MockOptions::loopback()
+    })
+    .await
+    .unwrap();
+    let mut registry = Registry::new(ToolLimits {
+        timeout: Duration::from_millis(900),
+        ..ToolLimits::default()
+    });
+    registry.register(Hang);
+    let registry = Arc::new(registry);
+    let home = SmartHome::new();
+    let dir = scratch.path().join("rec");
+    let mut engine = Engine::new(registry.clone(), &home);
+    engine.set_reconnect_policy(test_policy(3));
+    engine.record_into(Recorder::create(&dir, &settings, home.snapshot()).unwrap());
+    let mut app = App::new(
+        settings.model.clone(),
+        settings.is_offline(),
+        home.snapshot(),
+    );
+    app.update(Msg::Connecting);
+    engine
+        .connect(SessionOptions {
+            endpoint: mock.endpoint(ApiVersion::V1),
+            api_key: None,
+            setup: build_setup(&settings, &registry),
+            setup_timeout: Duration::from_secs(5),
+        })
+        .await
+        .unwrap();
+    run_until(&mut engine, &mut app, "ready", App::ready_for_user).await;
+    engine
+        .apply(&mut app, Msg::UserText("Please do the slow thing.".into()))
+        .await;
+    run_until(
+        &mut engine,
+        &mut app,
+        "the call flagged and timed out, then the link back",
+        |app| {
+            app.tool_calls
+                .first()
+                .is_some_and(|c| c.slow && c.state == ToolState::TimedOut)
+                && app.reconnects == 1
+                && app.connection == Connection::Connected
+                && app.ready_for_user()
+        },
+    )
+    .await;
+    engine.apply(&mut app, Msg::EndSession).await;
+    run_until(&mut engine, &mut app, "the end", App::is_finished).await;
+    assert!(app.ended_cleanly(), "{:?}", app.connection);
+    let shown: Vec<&str> = app.notices.iter().map(|n| n.text.as_str()).collect();
+    assert!(
+        shown[0].starts_with("hang has been running for 0.")
+            && shown.iter().any(|n| n.starts_with("Connection lost: "))
+            && shown.contains(&"Reconnected; the conversation continues."),
+        "{shown:#?}"
+    );
+
+    // Replay later: an hour after the original run, as far as the recording's clock goes.
+    let log = dir.join("session.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let (first, rest) = text.split_once('\n').unwrap();
+    let mut meta: Value = serde_json::from_str(first).unwrap();
+    let started: jiff::Zoned = meta["started_at"].as_str().unwrap().parse().unwrap();
+    let an_hour = jiff::SignedDuration::from_hours(1);
+    meta["started_at"] = json!(started.checked_add(an_hour).unwrap().to_string());
+    std::fs::write(&log, format!("{meta}\n{rest}")).unwrap();
+
+    let recording = Recording::load(&dir).unwrap();
+    assert!(recording.warnings.is_empty(), "{:?}", recording.warnings);
+    let report = livetalk::record::inspect::report(&recording);
+    for expected in [
+        "Tool calls: 1 (0 cancelled, 1 flagged slow)\n",
+        "  hang {} -> timed_out",
+        "Connections: 2 (reconnects: 1)\n",
+    ] {
+        assert!(report.contains(expected), "{expected:?} in:\n{report}");
+    }
+    let (steps, warnings) = replay::steps(&recording);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let mut replayed = replay::initial_app(&recording);
+    for step in steps {
+        match step.action {
+            Step::Msg(msg) => {
+                let _ = replayed.update(msg);
+            }
+            Step::Error(message) => panic!("no error was recorded: {message}"),
+        }
+    }
+    assert_eq!(replayed.notices, app.notices);
+    assert_eq!(replayed.transcript, app.transcript);
+    assert_eq!(replayed.devices, app.devices);
+    assert_eq!(replayed.reconnects, app.reconnects);
+    assert_eq!(replayed.connection, app.connection);
+    assert!(replayed.ended_cleanly());
+    assert_eq!(replayed.tool_calls.len(), 1);
+    let (then, now) = (&replayed.tool_calls[0], &app.tool_calls[0]);
+    assert_eq!(
+        then.clone(),
+        livetalk::app::ToolCallRecord {
+            started_at: then.started_at,
+            ..now.clone()
+        }
+    );
+    // The call arrived at the (shifted) recorded time, give or take the app's own delay; a
+    // time of day wraps at midnight.
+    let mut late = then
+        .started_at
+        .duration_since(now.started_at)
+        .checked_sub(an_hour)
+        .unwrap();
+    if late < jiff::SignedDuration::from_hours(-12) {
+        late = late
+            .checked_add(jiff::SignedDuration::from_hours(24))
+            .unwrap();
+    }
+    assert!(
+        late.abs() < jiff::SignedDuration::from_millis(500),
+        "{late:?}"
+    );
 }

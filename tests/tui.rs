@@ -1,5 +1,6 @@
 //! The full-screen UI end to end: `livetalk` in a real pseudo-terminal (tmux) against the
-//! embedded offline model, driven by keystrokes and read back from the screen.
+//! embedded offline model, driven by keystrokes and read back from the screen; and `livetalk
+//! replay` of a recording made against the mock, paused, stepped and played to its end.
 
 #![allow(clippy::unwrap_used)]
 
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::SEED_LINES;
+use common::{INTERRUPT_AND_RECONNECT, MockProcess, SEED_LINES, run_livetalk};
 
 /// A tmux server of our own (its own socket), running one pane.
 struct Pane {
@@ -20,13 +21,19 @@ impl Pane {
     /// Starts `livetalk` in a `width`×`height` pane; the pane stays after it exits so the
     /// exit code and the terminal modes it left behind can be read.
     fn start(scratch: &Path, width: u16, height: u16) -> Pane {
+        Pane::start_with(scratch, width, height, &[])
+    }
+
+    /// [`Pane::start`] with arguments for `livetalk`.
+    fn start_with(scratch: &Path, width: u16, height: u16, args: &[&str]) -> Pane {
         let socket = scratch.join("tmux.sock");
         let conf = scratch.join("tmux.conf");
         std::fs::write(&conf, "set -g remain-on-exit on\nset -g status off\n").unwrap();
-        let script = format!(
-            "{}; echo LIVETALK_EXIT=$?; stty -a",
-            env!("CARGO_BIN_EXE_livetalk")
-        );
+        let command: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_livetalk"))
+            .chain(args.iter().copied())
+            .map(|word| format!("'{}'", word.replace('\'', r"'\''")))
+            .collect();
+        let script = format!("{}; echo LIVETALK_EXIT=$?; stty -a", command.join(" "));
         let mut tmux = Command::new("tmux");
         common::isolate(&mut tmux, scratch);
         let status = tmux
@@ -238,6 +245,136 @@ fn goodbye_ends_the_session_through_the_tool_and_exits_cleanly() {
     });
     pane.type_line("Thanks, goodbye!");
     // The model calls end_session, says goodbye, and livetalk leaves by itself.
+    let output = pane.wait_exit(TURN);
+    assert!(output.contains("LIVETALK_EXIT=0"), "{output}");
+    assert_terminal_restored(&pane, &output);
+}
+
+/// `REPLAY applied/total` from the status line.
+fn progress(screen: &str) -> Option<(usize, usize)> {
+    let rest = &screen[screen.find("REPLAY ")? + "REPLAY ".len()..];
+    let (applied, rest) = rest.split_once('/')?;
+    let total = rest.split_whitespace().next()?;
+    Some((applied.parse().ok()?, total.parse().ok()?))
+}
+
+#[test]
+fn replay_pauses_steps_and_reaches_the_recorded_end_then_quits_cleanly() {
+    let scratch = tempfile::tempdir().unwrap();
+    // A recording with tool calls, an interrupted reply and a reconnect.
+    let scenario = scratch.path().join("faults.toml");
+    std::fs::write(&scenario, INTERRUPT_AND_RECONNECT).unwrap();
+    let mock = MockProcess::start(
+        scratch.path(),
+        &["--speed", "20", "--scenario", scenario.to_str().unwrap()],
+    );
+    let dir = scratch.path().join("rec");
+    let dir_arg = dir.to_str().unwrap();
+    let original = run_livetalk(
+        scratch.path(),
+        &["--headless", "--endpoint", &mock.url, "--record", dir_arg],
+        &[],
+        &SEED_LINES,
+    );
+    assert_eq!(original.code, Some(0), "{}", original.stderr);
+    drop(mock);
+    let reply = |start: &str| {
+        original
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no {start:?} in {}", original.stdout))
+            .to_owned()
+    };
+    let cut_off = reply("Gemini: ");
+    assert!(cut_off.ends_with("[interrupted]"), "{cut_off}");
+    let thermostat = reply("Gemini: The kitchen thermostat");
+
+    // The recording says it started at 08:09:10, so the tool log's times can only come from
+    // it: each call shows that start plus the time its toolCall arrived.
+    let log = dir.join("session.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let (first, rest) = text.split_once('\n').unwrap();
+    let mut meta: serde_json::Value = serde_json::from_str(first).unwrap();
+    let start = "2021-06-07T08:09:10+00:00[+00:00]";
+    meta["started_at"] = serde_json::json!(start);
+    std::fs::write(&log, format!("{meta}\n{rest}")).unwrap();
+    let start: jiff::Zoned = start.parse().unwrap();
+    let call_times: Vec<String> = rest
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l["message"]["toolCall"].is_object())
+        .map(|l| {
+            let t = jiff::SignedDuration::try_from_secs_f64(l["t"].as_f64().unwrap()).unwrap();
+            start
+                .checked_add(t)
+                .unwrap()
+                .strftime("%H:%M:%S")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(call_times.len(), 3);
+
+    // Slowed down, so it can be paused before it ends.
+    let pane = Pane::start_with(
+        scratch.path(),
+        150,
+        45,
+        &["replay", dir_arg, "--speed", "0.2"],
+    );
+    pane.wait_for("the replay to start", TURN, |s| progress(s).is_some());
+    pane.keys("Space");
+    let screen = pane.wait_for("the pause", TURN, |s| {
+        s.contains("(paused: Space resumes, n steps)")
+    });
+    let (applied, total) = progress(&screen).unwrap();
+    assert!(
+        applied + 2 < total,
+        "paused before the end ({applied}/{total}):\n{screen}"
+    );
+    // While paused, `n` is the only way forward: one step per press.
+    for step in 1..=2 {
+        pane.keys("n");
+        let screen = pane.wait_for("one step", TURN, |s| {
+            progress(s).is_some_and(|(now, _)| now >= applied + step)
+        });
+        assert_eq!(progress(&screen), Some((applied + step, total)), "{screen}");
+        assert!(screen.contains("(paused: "), "{screen}");
+    }
+    pane.keys("Space");
+    let end = format!("REPLAY {total}/{total} (finished)");
+    let screen = pane.wait_for("the end of the recording", Duration::from_secs(90), |s| {
+        s.contains(&end)
+    });
+    // The transcript as the original run left it: the cut-off reply, the last answer.
+    for line in [
+        "You: Is the living room lamp on?",
+        cut_off.as_str(),
+        "You: What's the kitchen thermostat set to?",
+        thermostat.as_str(),
+    ] {
+        assert!(screen.contains(line), "{line:?} on the screen:\n{screen}");
+    }
+    // The tool log, with the times the calls arrived in the recording.
+    assert!(screen.contains("Tool calls (3)"), "{screen}");
+    for time in &call_times {
+        assert!(
+            screen
+                .lines()
+                .any(|l| l.contains(&format!("│{time} ")) && l.contains("✔ ok")),
+            "a call at {time} in the tool log:\n{screen}"
+        );
+    }
+    // The devices as the tool calls left them.
+    assert!(screen.contains("● ON  ██ blue  100%"), "{screen}");
+    // The reconnect notice is back, and the session ended as it did.
+    assert!(
+        screen.contains("Reconnected; the conversation continues. (+1 more)"),
+        "{screen}"
+    );
+    assert!(screen.contains("Disconnected: Session ended."), "{screen}");
+
+    pane.keys("q");
     let output = pane.wait_exit(TURN);
     assert!(output.contains("LIVETALK_EXIT=0"), "{output}");
     assert_terminal_restored(&pane, &output);

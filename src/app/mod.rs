@@ -150,6 +150,12 @@ pub enum Msg {
     ConnectFailed(String),
     /// An event from the live session.
     Session(SessionEvent),
+    /// A session event from a recording, with the local time of day it arrived in the
+    /// original run: applied like `Session`, but the tool log shows that time, not the clock.
+    Replayed {
+        event: SessionEvent,
+        arrived_at: jiff::civil::Time,
+    },
     /// The link moved to a new connection, lost one, or withheld an answer.
     Link(LinkEvent),
     /// A tool call has been running longer than expected (the watchdog).
@@ -350,7 +356,8 @@ impl App {
                 self.conversation = Conversation::Listening;
                 Vec::new()
             }
-            Msg::Session(event) => self.on_session(event),
+            Msg::Session(event) => self.on_session(event, None),
+            Msg::Replayed { event, arrived_at } => self.on_session(event, Some(arrived_at)),
             Msg::Link(event) => self.on_link(event),
             Msg::ToolCallSlow(slow) => {
                 if let Some(index) = self.find_running_call(slow.id.as_deref(), &slow.name) {
@@ -436,7 +443,12 @@ impl App {
         }
     }
 
-    fn on_session(&mut self, event: SessionEvent) -> Vec<Effect> {
+    /// `arrived_at`: when a replayed event arrived in the original run (else it is now).
+    fn on_session(
+        &mut self,
+        event: SessionEvent,
+        arrived_at: Option<jiff::civil::Time>,
+    ) -> Vec<Effect> {
         match event {
             SessionEvent::SetupComplete { .. } => {
                 self.connection = Connection::Connected;
@@ -484,6 +496,7 @@ impl App {
             }
             SessionEvent::ToolCall(calls) => {
                 self.fold_user_speech();
+                let started_at = arrived_at.unwrap_or_else(self.clock);
                 for call in &calls {
                     self.tool_calls.push(ToolCallRecord {
                         id: call.id.clone(),
@@ -493,7 +506,7 @@ impl App {
                         duration: None,
                         response: None,
                         truncated: false,
-                        started_at: (self.clock)(),
+                        started_at,
                         slow: false,
                     });
                     self.transcript.push(Entry::Tool(self.tool_calls.len() - 1));

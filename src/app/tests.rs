@@ -849,3 +849,25 @@ fn no_device_is_said_once_and_a_failing_device_can_be_reopened() {
     );
     assert_eq!(press(&mut app, KeyCode::F(6)), vec![Effect::ReopenAudio]);
 }
+
+#[test]
+fn a_replayed_call_shows_the_time_it_arrived_not_the_clock() {
+    let mut app = connected_app();
+    app.clock = || jiff::civil::time(23, 59, 0, 0);
+    let then = jiff::civil::time(3, 4, 5, 0);
+    let effects = app.update(Msg::Replayed {
+        event: SessionEvent::ToolCall(vec![call("c1", "get_device_status")]),
+        arrived_at: then,
+    });
+    // Applied like a live event otherwise.
+    assert_eq!(
+        effects,
+        vec![Effect::RunTools(vec![call("c1", "get_device_status")])]
+    );
+    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+        "c2",
+        "get_device_status",
+    )])));
+    let times: Vec<_> = app.tool_calls.iter().map(|c| c.started_at).collect();
+    assert_eq!(times, [then, jiff::civil::time(23, 59, 0, 0)]);
+}

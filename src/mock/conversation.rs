@@ -54,6 +54,8 @@ struct Speech {
     interval: Duration,
     next_at: Instant,
     sent: usize,
+    /// Words of the reply (a transcription fragment or a text part) have been sent.
+    worded: bool,
 }
 
 enum Outcome {
@@ -618,6 +620,7 @@ impl Conversation {
             interval: Duration::from_secs_f64(per_message),
             next_at: Instant::now(),
             sent: 0,
+            worded: false,
         });
     }
 
@@ -628,6 +631,8 @@ impl Conversation {
         let message = speech.queue.pop_front();
         speech.sent += 1;
         let first = speech.sent == 1;
+        let first_words = !speech.worded && message.as_ref().is_some_and(has_words);
+        speech.worded |= first_words;
         let finished = speech.queue.is_empty();
         if finished {
             self.speech = None;
@@ -640,8 +645,14 @@ impl Conversation {
         }
         if finished {
             self.turn_ended();
-        } else if first {
+            return;
+        }
+        if first {
             self.run_faults(Moment::MidReply);
+        }
+        // Only while the reply goes on: a mid_reply fault may have ended it already.
+        if first_words && self.speech.is_some() {
+            self.run_faults(Moment::ReplyText);
         }
     }
 
@@ -863,6 +874,25 @@ impl Conversation {
         }));
         self.issue_handle();
     }
+}
+
+/// True when a reply message carries words the client shows: a transcription fragment or a
+/// text part (audio alone does not).
+fn has_words(message: &ServerMessage) -> bool {
+    let Some(content) = &message.server_content else {
+        return false;
+    };
+    let transcribed = content
+        .output_transcription
+        .as_ref()
+        .and_then(|t| t.text.as_deref())
+        .is_some_and(|t| !t.trim().is_empty());
+    let texted = content.model_turn.as_ref().is_some_and(|turn| {
+        turn.parts
+            .iter()
+            .any(|p| p.text.as_deref().is_some_and(|t| !t.trim().is_empty()))
+    });
+    transcribed || texted
 }
 
 fn server_content(content: ServerContent) -> ServerMessage {

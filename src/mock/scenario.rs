@@ -8,7 +8,7 @@
 //!
 //! ```toml
 //! [[fault]]
-//! at = "turn_complete"   # setup | resume | user_turn | tool_call | mid_reply | turn_complete
+//! at = "turn_complete"   # setup | resume | user_turn | tool_call | mid_reply | reply_text | turn_complete
 //! nth = 2
 //! action = "go_away"
 //! time_left_secs = 5.0   # then close 1008 "The operation was aborted." (code/reason override)
@@ -39,6 +39,10 @@ pub enum Moment {
     ToolCall,
     /// The first chunk of a reply was sent; the rest is still streaming.
     MidReply,
+    /// The first words of a reply (its first transcription fragment, or its first text part)
+    /// were sent; the rest is still streaming. Unlike `MidReply`, which with audio comes
+    /// before any words, a fault here leaves the client something of the reply to show.
+    ReplyText,
     /// A `turnComplete` (and the resumption update, if any) was sent.
     TurnComplete,
 }
@@ -387,6 +391,15 @@ mod tests {
             Scenario::parse("[[fault]]\nat = \"setup\"\naction = \"close\"\n", false).unwrap_err();
         assert!(format!("{error:#}").contains("`code` is required"));
         assert!(Scenario::parse("[[fault]]\nat = \"lunch\"\naction = \"drop\"\n", false).is_err());
+        let words = Scenario::parse(
+            "[[fault]]\nat = \"reply_text\"\naction = \"interrupt\"\n",
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            words.faults,
+            vec![Fault::once(Moment::ReplyText, 1, Action::Interrupt)]
+        );
     }
 
     #[test]

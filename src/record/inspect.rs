@@ -23,7 +23,12 @@ pub struct Summary {
     pub tool_calls: Vec<ToolLine>,
     pub tools_cancelled: usize,
     pub interruptions: usize,
+    /// Connection attempts, failed ones included.
     pub connections: usize,
+    /// Times the conversation moved to a new connection.
+    pub reconnects: usize,
+    /// Calls the watchdog flagged as running long.
+    pub slow_calls: usize,
     pub closes: Vec<String>,
     pub skipped_frames: usize,
     pub errors: Vec<String>,
@@ -159,6 +164,8 @@ impl Summary {
                 }
                 Record::Error { message, .. } => s.errors.push(message.clone()),
                 Record::ToolCancelled { .. } => s.tools_cancelled += 1,
+                Record::Reconnected { .. } => s.reconnects += 1,
+                Record::ToolSlow { .. } => s.slow_calls += 1,
                 Record::ToolResult {
                     name,
                     args,
@@ -175,8 +182,18 @@ impl Summary {
                 Record::Meta(_)
                 | Record::UserText { .. }
                 | Record::EndSession { .. }
-                | Record::Devices { .. } => {}
+                | Record::Devices { .. }
+                | Record::Reconnecting { .. }
+                | Record::ResumeRejected { .. }
+                | Record::AnswerDropped { .. }
+                | Record::Retry { .. }
+                | Record::SessionEnded { .. } => {}
             }
+        }
+        // Format 1 has no link lines: every connection after the first was a reconnect (a
+        // failed attempt counts too, which is why later formats record them).
+        if recording.meta.format < 2 {
+            s.reconnects = s.connections.saturating_sub(1);
         }
         if waiting_since.is_some() {
             s.turn_latencies.push(None);
@@ -222,8 +239,7 @@ pub fn report(recording: &Recording) -> String {
     let _ = writeln!(
         out,
         "Connections: {} (reconnects: {})",
-        s.connections,
-        s.connections.saturating_sub(1)
+        s.connections, s.reconnects
     );
     let _ = writeln!(
         out,
@@ -242,9 +258,14 @@ pub fn report(recording: &Recording) -> String {
             i + 1
         );
     }
+    let slow = if s.slow_calls > 0 {
+        format!(", {} flagged slow", s.slow_calls)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "Tool calls: {} ({} cancelled)",
+        "Tool calls: {} ({} cancelled{slow})",
         s.tool_calls.len(),
         s.tools_cancelled
     );

@@ -11,8 +11,10 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::live::CloseInfo;
+use crate::live::reconnect::LinkEvent;
 use crate::live::wire::FunctionResponse;
-use crate::tools::{Device, ToolEvent, ToolStatus};
+use crate::tools::{Device, SlowCall, ToolEvent, ToolStatus};
 
 pub use recorder::Recorder;
 
@@ -22,8 +24,10 @@ pub const LOG_FILE: &str = "session.jsonl";
 pub const MODEL_WAV: &str = "model.wav";
 /// Microphone audio as sent: 16 kHz mono PCM16 (only when some was sent).
 pub const MIC_WAV: &str = "mic.wav";
-/// Bumped when a line changes meaning.
-pub const FORMAT_VERSION: u32 = 1;
+/// Bumped when a line changes meaning. 2: the end of the session as the app saw it is a
+/// `session_ended` line, and `close` lines are the wire's only (a reconnect keeps most closes
+/// from the app; in format 1 every `close` line ended the session in replay).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// One line: a monotonic timestamp (seconds since the recording started) and what happened.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -95,6 +99,50 @@ pub enum Record {
     Devices { devices: Vec<Device>, at: u64 },
     /// An error of the run itself (e.g. a headless turn timeout).
     Error { message: String, at: u64 },
+    /// The link is being replaced: `planned` after a goAway, otherwise the connection was
+    /// lost; `attempt` counts failed tries and the next one starts after `retry_in`.
+    Reconnecting {
+        planned: bool,
+        attempt: u32,
+        reason: String,
+        retry_in_ms: f64,
+        /// Exact, so replay shows the same wait.
+        retry_in_ns: u64,
+        at: u64,
+    },
+    /// A new connection is up (`resumed` by handle; `user_turn_pending` when a reply is coming).
+    Reconnected {
+        resumed: bool,
+        user_turn_pending: bool,
+        at: u64,
+    },
+    /// The saved session could not be resumed; a fresh one follows.
+    ResumeRejected { message: String, at: u64 },
+    /// A tool answer was not sent: the connection that asked for it had ended.
+    AnswerDropped {
+        id: Option<String>,
+        name: String,
+        at: u64,
+    },
+    /// The watchdog saw a call run longer than expected.
+    ToolSlow {
+        id: Option<String>,
+        name: String,
+        elapsed_ms: f64,
+        elapsed_ns: u64,
+        at: u64,
+    },
+    /// The user asked to connect again after the link gave up.
+    Retry { at: u64 },
+    /// The session ended, as the app was told: the last connection's close, or why the link
+    /// gave up reconnecting (which no `close` line says).
+    SessionEnded {
+        code: Option<u16>,
+        reason: String,
+        message: String,
+        initiated_by_client: bool,
+        at: u64,
+    },
 }
 
 /// Metadata on the first line. Never holds the API key.
@@ -233,7 +281,7 @@ pub fn tool_record(event: &ToolEvent, at: u64) -> Record {
                 outcome: label.to_owned(),
                 error,
                 duration_ms: outcome.duration.as_secs_f64() * 1000.0,
-                duration_ns: u64::try_from(outcome.duration.as_nanos()).unwrap_or(u64::MAX),
+                duration_ns: nanos(outcome.duration),
                 response: outcome.response.clone(),
                 truncated: outcome.truncated,
                 at,
@@ -243,8 +291,73 @@ pub fn tool_record(event: &ToolEvent, at: u64) -> Record {
             id: id.clone(),
             name: name.clone(),
             duration_ms: duration.as_secs_f64() * 1000.0,
-            duration_ns: u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX),
+            duration_ns: nanos(*duration),
             at,
         },
     }
 }
+
+fn nanos(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The line for what the link told the app, `at` session events into the session.
+pub fn link_record(event: &LinkEvent, at: u64) -> Record {
+    match event {
+        LinkEvent::Reconnecting {
+            planned,
+            attempt,
+            reason,
+            retry_in,
+        } => Record::Reconnecting {
+            planned: *planned,
+            attempt: *attempt,
+            reason: reason.clone(),
+            retry_in_ms: retry_in.as_secs_f64() * 1000.0,
+            retry_in_ns: nanos(*retry_in),
+            at,
+        },
+        LinkEvent::Reconnected {
+            resumed,
+            user_turn_pending,
+        } => Record::Reconnected {
+            resumed: *resumed,
+            user_turn_pending: *user_turn_pending,
+            at,
+        },
+        LinkEvent::ResumeRejected { message } => Record::ResumeRejected {
+            message: message.clone(),
+            at,
+        },
+        LinkEvent::AnswerDropped { id, name } => Record::AnswerDropped {
+            id: id.clone(),
+            name: name.clone(),
+            at,
+        },
+    }
+}
+
+/// The line for a call the watchdog flagged, `at` session events into the session.
+pub fn slow_record(slow: &SlowCall, at: u64) -> Record {
+    Record::ToolSlow {
+        id: slow.id.clone(),
+        name: slow.name.clone(),
+        elapsed_ms: slow.elapsed.as_secs_f64() * 1000.0,
+        elapsed_ns: nanos(slow.elapsed),
+        at,
+    }
+}
+
+/// The line for the end of the session as the app was told, `at` session events into it.
+pub fn ended_record(close: &CloseInfo, at: u64) -> Record {
+    Record::SessionEnded {
+        code: close.code,
+        reason: close.reason.clone(),
+        message: close.message.clone(),
+        initiated_by_client: close.initiated_by_client,
+        at,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -15,8 +15,9 @@ use crate::config::{FlagOverrides, Settings};
 use crate::headless::{self, OutputFormat, Printer};
 use crate::live::codec::{DecodedServerFrame, decode_server};
 use crate::live::events::events_from;
+use crate::live::reconnect::LinkEvent;
 use crate::live::{CloseInfo, SessionEvent};
-use crate::tools::{ToolEvent, ToolOutcome, ToolStatus};
+use crate::tools::{SlowCall, ToolEvent, ToolOutcome, ToolStatus};
 
 /// How fast a replay runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -186,9 +187,92 @@ fn tool_event(record: &Record) -> Option<ToolEvent> {
     }
 }
 
+fn link_event(record: &Record) -> Option<LinkEvent> {
+    match record {
+        Record::Reconnecting {
+            planned,
+            attempt,
+            reason,
+            retry_in_ns,
+            ..
+        } => Some(LinkEvent::Reconnecting {
+            planned: *planned,
+            attempt: *attempt,
+            reason: reason.clone(),
+            retry_in: duration(*retry_in_ns),
+        }),
+        Record::Reconnected {
+            resumed,
+            user_turn_pending,
+            ..
+        } => Some(LinkEvent::Reconnected {
+            resumed: *resumed,
+            user_turn_pending: *user_turn_pending,
+        }),
+        Record::ResumeRejected { message, .. } => Some(LinkEvent::ResumeRejected {
+            message: message.clone(),
+        }),
+        Record::AnswerDropped { id, name, .. } => Some(LinkEvent::AnswerDropped {
+            id: id.clone(),
+            name: name.clone(),
+        }),
+        _ => None,
+    }
+}
+
+/// A session event as a connection's reader produced it.
+struct Arrival {
+    t: f64,
+    event: SessionEvent,
+    /// The `setupComplete` a connection opens with: after a reconnect, the first event of
+    /// the new connection the app gets.
+    opens_connection: bool,
+}
+
+/// The step of an app-level line, and what it says about the frames after it.
+enum Placed {
+    /// A message or an error of its own.
+    Step(Action),
+    /// The link left its connection: frames the old one read after this never reached the app.
+    Reconnecting(LinkEvent),
+    /// The end of the session, itself a session event the app applied.
+    Ended(SessionEvent),
+}
+
+/// Hands out the arrivals the app applied, in order, skipping the frames a replaced
+/// connection read after the link had left it.
+struct Arrivals {
+    queue: std::vec::IntoIter<Arrival>,
+    applied: u64,
+    between_connections: bool,
+}
+
+impl Arrivals {
+    fn next_applied(&mut self) -> Option<Arrival> {
+        loop {
+            let arrival = self.queue.next()?;
+            if self.between_connections && !arrival.opens_connection {
+                continue;
+            }
+            self.between_connections = false;
+            return Some(arrival);
+        }
+    }
+}
+
+/// The local time of day at `t` seconds into a recording that started at `start`.
+fn local_time(start: Option<&jiff::Zoned>, t: f64) -> Option<jiff::civil::Time> {
+    let offset = jiff::SignedDuration::try_from_secs_f64(t).ok()?;
+    Some(start?.checked_add(offset).ok()?.time())
+}
+
 /// The messages the app applied, in the order it applied them. Frames are logged by the
 /// session's reader when they arrive; app-level lines carry how many session events had been
-/// applied (`at`), which puts them back in exactly the right place among the frames.
+/// applied (`at`), which puts them back in exactly the right place among the frames. A
+/// reconnect line also says the old connection is gone: frames it read after that never
+/// reached the app, and the next events come from the new connection's `setupComplete`.
+/// Session events carry the local time they arrived (from the metadata's start time), so the
+/// tool log shows when calls came in then, not now.
 /// Returns the steps and warnings (e.g. audio missing from a WAV file cut short).
 pub fn steps(recording: &Recording) -> (Vec<Step>, Vec<String>) {
     let mut audio = Audio {
@@ -197,10 +281,14 @@ pub fn steps(recording: &Recording) -> (Vec<Step>, Vec<String>) {
         mic: None,
         short: false,
     };
-    let mut session: Vec<(f64, SessionEvent)> = Vec::new();
-    let mut app_level: Vec<(f64, u64, Action)> = Vec::new();
+    let start = recording.meta.started_at.parse::<jiff::Zoned>().ok();
+    // Since format 2 the app's end of the session has a line of its own.
+    let closes_end_session = recording.meta.format < 2;
+    let mut session: Vec<Arrival> = Vec::new();
+    let mut app_level: Vec<(f64, u64, Placed)> = Vec::new();
     for line in &recording.lines {
         let t = line.t;
+        let mut app_line = |at: u64, action: Action| app_level.push((t, at, Placed::Step(action)));
         match &line.record {
             Record::Recv {
                 setup,
@@ -208,7 +296,12 @@ pub fn steps(recording: &Recording) -> (Vec<Step>, Vec<String>) {
                 skipped,
             } => {
                 for event in recv_events(*setup, message.as_ref(), skipped.as_deref(), &mut audio) {
-                    session.push((t, event));
+                    session.push(Arrival {
+                        t,
+                        opens_connection: *setup
+                            && matches!(event, SessionEvent::SetupComplete { .. }),
+                        event,
+                    });
                 }
             }
             Record::Close {
@@ -216,57 +309,122 @@ pub fn steps(recording: &Recording) -> (Vec<Step>, Vec<String>) {
                 reason,
                 message,
                 initiated_by_client,
-            } => session.push((
+            } if closes_end_session => session.push(Arrival {
                 t,
-                SessionEvent::Closed(CloseInfo {
+                event: SessionEvent::Closed(CloseInfo {
                     code: *code,
                     reason: reason.clone(),
                     message: message.clone(),
                     initiated_by_client: *initiated_by_client,
                 }),
+                opens_connection: false,
+            }),
+            Record::SessionEnded {
+                code,
+                reason,
+                message,
+                initiated_by_client,
+                at,
+            } => app_level.push((
+                t,
+                *at,
+                Placed::Ended(SessionEvent::Closed(CloseInfo {
+                    code: *code,
+                    reason: reason.clone(),
+                    message: message.clone(),
+                    initiated_by_client: *initiated_by_client,
+                })),
             )),
             Record::ConnectFailed { message } => {
-                app_level.push((t, 0, Action::Msg(Msg::ConnectFailed(message.clone()))))
+                app_line(0, Action::Msg(Msg::ConnectFailed(message.clone())))
             }
             Record::UserText { text, at } => {
-                app_level.push((t, *at, Action::Msg(Msg::UserText(text.clone()))))
+                app_line(*at, Action::Msg(Msg::UserText(text.clone())))
             }
-            Record::EndSession { at } => app_level.push((t, *at, Action::Msg(Msg::EndSession))),
+            Record::EndSession { at } => app_line(*at, Action::Msg(Msg::EndSession)),
+            Record::Retry { at } => app_line(*at, Action::Msg(Msg::Retry)),
             Record::Devices { devices, at } => {
-                app_level.push((t, *at, Action::Msg(Msg::DevicesChanged(devices.clone()))))
+                app_line(*at, Action::Msg(Msg::DevicesChanged(devices.clone())))
             }
-            Record::Error { message, at } => {
-                app_level.push((t, *at, Action::Error(message.clone())))
-            }
+            Record::Error { message, at } => app_line(*at, Action::Error(message.clone())),
+            Record::ToolSlow {
+                id,
+                name,
+                elapsed_ns,
+                at,
+                ..
+            } => app_line(
+                *at,
+                Action::Msg(Msg::ToolCallSlow(SlowCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    elapsed: duration(*elapsed_ns),
+                })),
+            ),
             record @ (Record::ToolResult { at, .. } | Record::ToolCancelled { at, .. }) => {
                 if let Some(event) = tool_event(record) {
-                    app_level.push((t, *at, Action::Msg(Msg::Tool(event))));
+                    app_line(*at, Action::Msg(Msg::Tool(event)));
                 }
             }
-            Record::Meta(_) | Record::Connect { .. } | Record::Send { .. } => {}
+            record @ (Record::Reconnecting { at, .. }
+            | Record::Reconnected { at, .. }
+            | Record::ResumeRejected { at, .. }
+            | Record::AnswerDropped { at, .. }) => {
+                if let Some(event) = link_event(record) {
+                    let placed = if matches!(record, Record::Reconnecting { .. }) {
+                        Placed::Reconnecting(event)
+                    } else {
+                        Placed::Step(Action::Msg(Msg::Link(event)))
+                    };
+                    app_level.push((t, *at, placed));
+                }
+            }
+            Record::Close { .. }
+            | Record::Meta(_)
+            | Record::Connect { .. }
+            | Record::Send { .. } => {}
         }
     }
 
+    let event_step = |t: f64, event: SessionEvent| Step {
+        t,
+        action: Action::Msg(match local_time(start.as_ref(), t) {
+            Some(arrived_at) => Msg::Replayed { event, arrived_at },
+            None => Msg::Session(event),
+        }),
+    };
     let mut steps = Vec::with_capacity(session.len() + app_level.len());
-    let mut session = session.into_iter().peekable();
-    let mut applied = 0u64;
-    for (t, at, action) in app_level {
-        while applied < at {
-            let Some((t, event)) = session.next() else {
+    let mut arrivals = Arrivals {
+        queue: session.into_iter(),
+        applied: 0,
+        between_connections: false,
+    };
+    for (t, at, placed) in app_level {
+        while arrivals.applied < at {
+            let Some(arrival) = arrivals.next_applied() else {
                 break;
             };
-            steps.push(Step {
-                t,
-                action: Action::Msg(Msg::Session(event)),
-            });
-            applied += 1;
+            steps.push(event_step(arrival.t, arrival.event));
+            arrivals.applied += 1;
         }
-        steps.push(Step { t, action });
+        match placed {
+            Placed::Step(action) => steps.push(Step { t, action }),
+            Placed::Reconnecting(event) => {
+                steps.push(Step {
+                    t,
+                    action: Action::Msg(Msg::Link(event)),
+                });
+                arrivals.between_connections = true;
+            }
+            Placed::Ended(event) => {
+                steps.push(event_step(t, event));
+                arrivals.applied += 1;
+            }
+        }
     }
-    steps.extend(session.map(|(t, event)| Step {
-        t,
-        action: Action::Msg(Msg::Session(event)),
-    }));
+    while let Some(arrival) = arrivals.next_applied() {
+        steps.push(event_step(arrival.t, arrival.event));
+    }
     let mut warnings = Vec::new();
     if audio.short {
         warnings.push(format!(

@@ -19,6 +19,21 @@ pub const SEED_LINES: [&str; 3] = [
     "What's the kitchen thermostat set to?",
 ];
 
+/// A mock fault scenario: the model's first reply is cut off once it has started to speak (so
+/// the cut shows), and the connection drops when the second question arrives: the link
+/// reconnects, resumes and sends that question again.
+pub const INTERRUPT_AND_RECONNECT: &str = r#"
+[[fault]]
+at = "reply_text"
+nth = 1
+action = "interrupt"
+
+[[fault]]
+at = "user_turn"
+nth = 2
+action = "drop"
+"#;
+
 /// A `livetalk` command with an isolated config, data dir and no API key.
 pub fn livetalk(scratch: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_livetalk"));

@@ -1,0 +1,426 @@
+//! Replay from hand-written logs: link and watchdog lines come back as the messages the app
+//! got, at the right place among the frames; a reconnect hides the old connection's last
+//! frames and closes, as it did live; format 1 logs replay as before; tool calls keep the
+//! time they arrived.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::replay::{Action, Step, initial_app, steps};
+use super::*;
+use crate::app::{App, Connection, Entry, ModelTurnStatus, Msg, NoticeLevel};
+use crate::live::SessionEvent;
+use crate::live::wire::FunctionResponse;
+use crate::tools::ToolOutcome;
+
+/// 03:04:05 at a fixed offset, so no time zone database is needed.
+const STARTED_AT: &str = "2020-01-02T03:04:05+02:00[+02:00]";
+
+fn meta(format: u32, started_at: &str) -> Record {
+    Record::Meta(Box::new(Meta {
+        format,
+        livetalk_version: "test".into(),
+        started_at: started_at.into(),
+        model: "models/test".into(),
+        voice: "Puck".into(),
+        endpoint_host: "127.0.0.1".into(),
+        offline: false,
+        devices: Vec::new(),
+        config: json!({}),
+    }))
+}
+
+/// Writes the lines as a recording folder would hold them and reads it back.
+fn load(meta: Record, lines: Vec<(f64, Record)>) -> (tempfile::TempDir, Recording) {
+    let dir = tempfile::tempdir().unwrap();
+    let text: String = std::iter::once((0.0, meta))
+        .chain(lines)
+        .map(|(t, record)| serde_json::to_string(&Line { t, record }).unwrap() + "\n")
+        .collect();
+    std::fs::write(dir.path().join(LOG_FILE), text).unwrap();
+    let recording = Recording::load(dir.path()).unwrap();
+    assert!(recording.warnings.is_empty(), "{:?}", recording.warnings);
+    (dir, recording)
+}
+
+fn setup_complete() -> Record {
+    Record::Recv {
+        setup: true,
+        message: Some(json!({"setupComplete": {}})),
+        skipped: None,
+    }
+}
+
+fn recv(message: Value) -> Record {
+    Record::Recv {
+        setup: false,
+        message: Some(message),
+        skipped: None,
+    }
+}
+
+fn words(text: &str) -> Record {
+    recv(json!({"serverContent": {"outputTranscription": {"text": text}}}))
+}
+
+fn turn_complete() -> Record {
+    recv(json!({"serverContent": {"turnComplete": true}}))
+}
+
+fn wire_close(code: Option<u16>, message: &str, by_client: bool) -> Record {
+    Record::Close {
+        code,
+        reason: String::new(),
+        message: message.into(),
+        initiated_by_client: by_client,
+    }
+}
+
+fn ended(message: &str, by_client: bool, at: u64) -> Record {
+    ended_record(
+        &CloseInfo {
+            code: None,
+            reason: String::new(),
+            message: message.into(),
+            initiated_by_client: by_client,
+        },
+        at,
+    )
+}
+
+fn lost(attempt: u32, at: u64) -> Record {
+    link_record(
+        &LinkEvent::Reconnecting {
+            planned: false,
+            attempt,
+            reason: "The connection dropped.".into(),
+            retry_in: Duration::from_millis(480),
+        },
+        at,
+    )
+}
+
+fn back(at: u64) -> Record {
+    link_record(
+        &LinkEvent::Reconnected {
+            resumed: true,
+            user_turn_pending: false,
+        },
+        at,
+    )
+}
+
+fn messages(steps: &[Step]) -> Vec<Msg> {
+    steps
+        .iter()
+        .map(|step| match &step.action {
+            Action::Msg(msg) => msg.clone(),
+            Action::Error(message) => panic!("unexpected error step {message}"),
+        })
+        .collect()
+}
+
+/// The session event of a replayed message, or `None` for other messages.
+fn event(msg: &Msg) -> Option<&SessionEvent> {
+    match msg {
+        Msg::Replayed { event, .. } | Msg::Session(event) => Some(event),
+        _ => None,
+    }
+}
+
+fn replayed(recording: &Recording) -> App {
+    let (steps, warnings) = steps(recording);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let mut app = initial_app(recording);
+    for msg in messages(&steps) {
+        let _ = app.update(msg);
+    }
+    app
+}
+
+fn notices(app: &App, level: NoticeLevel) -> Vec<&str> {
+    app.notices
+        .iter()
+        .filter(|n| n.level == level)
+        .map(|n| n.text.as_str())
+        .collect()
+}
+
+#[test]
+fn new_lines_are_written_with_their_own_type_and_read_back() {
+    let slow = slow_record(
+        &SlowCall {
+            id: Some("c1".into()),
+            name: "hang".into(),
+            elapsed: Duration::from_millis(1500),
+        },
+        4,
+    );
+    let cases = [
+        (lost(2, 7), "reconnecting"),
+        (back(7), "reconnected"),
+        (
+            link_record(
+                &LinkEvent::ResumeRejected {
+                    message: "Session not found.".into(),
+                },
+                7,
+            ),
+            "resume_rejected",
+        ),
+        (
+            link_record(
+                &LinkEvent::AnswerDropped {
+                    id: None,
+                    name: "hang".into(),
+                },
+                7,
+            ),
+            "answer_dropped",
+        ),
+        (slow, "tool_slow"),
+        (Record::Retry { at: 9 }, "retry"),
+        (ended("Session ended.", true, 9), "session_ended"),
+    ];
+    for (record, kind) in cases {
+        let text = serde_json::to_string(&Line { t: 1.5, record }).unwrap();
+        let value: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["type"], kind, "{text}");
+        assert!(value["at"].is_u64(), "positioned among the frames: {text}");
+        let back: Line = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+    }
+}
+
+#[test]
+fn a_reconnect_replays_as_the_app_saw_it() {
+    let call = json!({"toolCall": {"functionCalls": [
+        {"id": "c1", "name": "get_device_status", "args": {"device_name": "lamp"}}
+    ]}});
+    let finished = tool_record(
+        &ToolEvent::Finished(ToolOutcome {
+            id: Some("c1".into()),
+            name: "get_device_status".into(),
+            args: json!({"device_name": "lamp"}),
+            status: ToolStatus::Ok,
+            response: FunctionResponse {
+                id: Some("c1".into()),
+                name: "get_device_status".into(),
+                response: json!({"status": "off"}),
+                ..FunctionResponse::default()
+            },
+            duration: Duration::from_millis(2100),
+            truncated: false,
+        }),
+        2,
+    );
+    let slow = slow_record(
+        &SlowCall {
+            id: Some("c1".into()),
+            name: "get_device_status".into(),
+            elapsed: Duration::from_millis(2000),
+        },
+        2,
+    );
+    let (_dir, recording) = load(
+        meta(FORMAT_VERSION, STARTED_AT),
+        vec![
+            (0.0, Record::Connect { host: "h".into() }),
+            (0.1, setup_complete()),
+            (
+                0.2,
+                Record::UserText {
+                    text: "Is the lamp on?".into(),
+                    at: 1,
+                },
+            ),
+            (61.5, recv(call)),
+            (63.5, slow),
+            (63.6, finished),
+            (63.7, words("It is off")),
+            (63.8, wire_close(None, "The connection dropped.", false)),
+            // Read by the old connection after the link had left it: the app never saw it.
+            (63.9, words(" and always was")),
+            (64.0, lost(1, 3)),
+            (64.5, Record::Connect { host: "h".into() }),
+            (64.6, setup_complete()),
+            // Written once the app got it, after the new connection's setupComplete arrived.
+            (64.7, back(3)),
+            (64.8, turn_complete()),
+            (65.0, Record::EndSession { at: 5 }),
+            (65.1, wire_close(None, "Session ended.", true)),
+            (65.2, ended("Session ended.", true, 5)),
+        ],
+    );
+    let (steps, _) = steps(&recording);
+    let msgs = messages(&steps);
+    let kinds: Vec<String> = msgs
+        .iter()
+        .map(|msg| match (msg, event(msg)) {
+            (_, Some(SessionEvent::SetupComplete { .. })) => "setup".to_owned(),
+            (_, Some(SessionEvent::ToolCall(_))) => "call".to_owned(),
+            (_, Some(SessionEvent::OutputTranscription { text, .. })) => format!("words {text}"),
+            (_, Some(SessionEvent::TurnComplete { .. })) => "turn complete".to_owned(),
+            (_, Some(SessionEvent::Closed(close))) => format!("closed {}", close.message),
+            (Msg::UserText(_), _) => "user".to_owned(),
+            (Msg::ToolCallSlow(_), _) => "slow".to_owned(),
+            (Msg::Tool(_), _) => "result".to_owned(),
+            (Msg::Link(LinkEvent::Reconnecting { .. }), _) => "reconnecting".to_owned(),
+            (Msg::Link(LinkEvent::Reconnected { .. }), _) => "reconnected".to_owned(),
+            (Msg::EndSession, _) => "end".to_owned(),
+            (other, _) => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "setup",
+            "user",
+            "call",
+            "slow",
+            "result",
+            "words It is off",
+            "reconnecting",
+            "reconnected",
+            "setup",
+            "turn complete",
+            "end",
+            "closed Session ended.",
+        ]
+    );
+
+    let app = replayed(&recording);
+    assert_eq!(app.reconnects, 1);
+    assert!(app.ended_cleanly(), "{:?}", app.connection);
+    assert_eq!(
+        notices(&app, NoticeLevel::Warning),
+        [
+            "get_device_status has been running for 2.0 s; it is answered with an error if it does not finish in time.",
+            "Connection lost: The connection dropped. Reconnecting in 0.5 s…",
+        ]
+    );
+    assert_eq!(
+        notices(&app, NoticeLevel::Info),
+        ["Reconnected; the conversation continues."]
+    );
+    assert!(notices(&app, NoticeLevel::Error).is_empty());
+    assert!(app.tool_calls[0].slow);
+    // The call arrived 61.5 s after 03:04:05 in the original run.
+    assert_eq!(
+        app.tool_calls[0].started_at,
+        jiff::civil::time(3, 5, 6, 500_000_000)
+    );
+    assert_eq!(
+        app.transcript.last(),
+        Some(&Entry::Model {
+            text_parts: String::new(),
+            transcript: "It is off".into(),
+            status: ModelTurnStatus::Interrupted,
+        })
+    );
+}
+
+#[test]
+fn a_link_that_gave_up_ends_with_its_own_message_and_a_retry_comes_back() {
+    let gave_up = "Gave up reconnecting after 2 attempts. Last error: refused";
+    let (_dir, recording) = load(
+        meta(FORMAT_VERSION, STARTED_AT),
+        vec![
+            (0.1, setup_complete()),
+            (0.2, words("Hello")),
+            (0.3, wire_close(Some(1011), "Internal error.", false)),
+            (0.4, lost(1, 2)),
+            (0.5, Record::Connect { host: "h".into() }),
+            (0.6, lost(2, 2)),
+            (0.7, Record::Connect { host: "h".into() }),
+            (0.8, ended(gave_up, false, 2)),
+            (5.0, Record::Retry { at: 3 }),
+            (5.1, lost(1, 3)),
+            (5.2, Record::Connect { host: "h".into() }),
+            (5.3, setup_complete()),
+            (5.4, back(3)),
+        ],
+    );
+    let app = replayed(&recording);
+    assert_eq!(app.connection, Connection::Connected);
+    assert_eq!(app.reconnects, 2);
+    assert_eq!(notices(&app, NoticeLevel::Error), [gave_up]);
+    assert_eq!(
+        notices(&app, NoticeLevel::Warning),
+        [
+            "Connection lost: The connection dropped. Reconnecting in 0.5 s…",
+            "Reconnect attempt 2 in 0.5 s (The connection dropped.)",
+            "Connection lost: The connection dropped. Reconnecting in 0.5 s…",
+        ]
+    );
+
+    // Up to the end of the first link: the session had ended with the link's message.
+    let (steps, _) = steps(&recording);
+    let mut app = initial_app(&recording);
+    for msg in messages(&steps)
+        .into_iter()
+        .take_while(|m| *m != Msg::Retry)
+    {
+        let _ = app.update(msg);
+    }
+    assert_eq!(
+        app.connection,
+        Connection::Disconnected {
+            reason: gave_up.into()
+        }
+    );
+    assert!(app.can_retry());
+}
+
+#[test]
+fn format_1_recordings_still_end_at_their_close_line() {
+    let (_dir, recording) = load(
+        meta(1, STARTED_AT),
+        vec![
+            (0.1, setup_complete()),
+            (
+                0.2,
+                Record::UserText {
+                    text: "Hi".into(),
+                    at: 1,
+                },
+            ),
+            (0.3, words("Hello")),
+            (0.4, turn_complete()),
+            (0.5, Record::EndSession { at: 3 }),
+            (0.6, wire_close(None, "Session ended.", true)),
+        ],
+    );
+    let (steps, _) = steps(&recording);
+    let last = messages(&steps).pop().unwrap();
+    assert!(
+        matches!(event(&last), Some(SessionEvent::Closed(c)) if c.initiated_by_client),
+        "{last:?}"
+    );
+    let app = replayed(&recording);
+    assert!(app.ended_cleanly());
+    assert_eq!(app.reconnects, 0);
+}
+
+#[test]
+fn without_a_readable_start_time_events_replay_at_the_clocks_time() {
+    let call = json!({"toolCall": {"functionCalls": [{"id": "c1", "name": "x", "args": {}}]}});
+    let (_dir, recording) = load(
+        meta(FORMAT_VERSION, "sometime"),
+        vec![(0.1, setup_complete()), (0.2, recv(call))],
+    );
+    let (steps, _) = steps(&recording);
+    assert!(
+        messages(&steps)
+            .iter()
+            .all(|m| matches!(m, Msg::Session(_))),
+        "{steps:?}"
+    );
+    let mut app = initial_app(&recording);
+    app.clock = || jiff::civil::time(12, 0, 0, 0);
+    for msg in messages(&steps) {
+        let _ = app.update(msg);
+    }
+    assert_eq!(app.tool_calls[0].started_at, jiff::civil::time(12, 0, 0, 0));
+}
