@@ -222,6 +222,15 @@ pub struct ReplayArgs {
     /// locally, and print the new conversation headless.
     #[arg(long, value_name = "URL")]
     pub against: Option<String>,
+    /// Don't play the recorded model audio (it is only played at the recorded pace, --speed 1).
+    #[arg(long)]
+    pub mute: bool,
+    /// Audio system to play the model audio on: alsa or pulseaudio.
+    #[arg(long, value_name = "HOST", value_parser = ["alsa", "pulseaudio"])]
+    pub audio_host: Option<String>,
+    /// Speaker by name (see `livetalk devices`).
+    #[arg(long, value_name = "NAME")]
+    pub output_device: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -65,7 +65,8 @@ fn main() -> ExitCode {
                         runtime.block_on(replay::headless(&args.dir, format, pacing))
                     } else {
                         let log_file = logging::to_data_dir();
-                        runtime.block_on(tui::replay(&args.dir, pacing, log_file.as_deref()))
+                        let audio = replay_audio(&cli.session, &args);
+                        runtime.block_on(tui::replay(&args.dir, pacing, log_file.as_deref(), audio))
                     }
                 }
             };
@@ -164,4 +165,28 @@ fn exit(result: anyhow::Result<u8>) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// How a TUI replay plays the recorded model audio: the configured speaker, at the recorded
+/// pace only (`--speed 1`, not `--instant`), and never with `--mute` or audio turned off.
+fn replay_audio(
+    session: &livetalk::cli::SessionFlags,
+    args: &livetalk::cli::ReplayArgs,
+) -> Option<livetalk::audio::AudioOptions> {
+    if args.mute || args.instant || args.speed != 1.0 {
+        return None;
+    }
+    let mut overrides = session.overrides();
+    overrides.audio_host = args.audio_host.clone().or(overrides.audio_host);
+    overrides.output_device = args.output_device.clone().or(overrides.output_device);
+    let settings = Settings::load(&overrides).ok()?;
+    let mut audio = settings.audio;
+    if !audio.devices {
+        return None;
+    }
+    audio.microphone = false;
+    audio.input_wav = None;
+    audio.output_wav = None;
+    audio.push_to_talk = false;
+    Some(audio)
 }

@@ -24,7 +24,8 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::error;
 
-use crate::app::{App, Connection, Focus, Msg};
+use crate::app::{App, Connection, Effect, Focus, Msg};
+use crate::audio::{Audio, AudioOptions};
 use crate::config::Settings;
 use crate::record::Recording;
 use crate::record::replay::{self, Action, Clock, Pacing, Step};
@@ -141,7 +142,12 @@ pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<
 
 /// Replays a recording in the TUI at the recorded pace: no network, nothing sent, tools not
 /// run again; the recorded results are applied. Space pauses, `n` steps while paused.
-pub async fn replay(dir: &Path, pacing: Pacing, log_path: Option<&Path>) -> anyhow::Result<u8> {
+pub async fn replay(
+    dir: &Path,
+    pacing: Pacing,
+    log_path: Option<&Path>,
+    audio: Option<AudioOptions>,
+) -> anyhow::Result<u8> {
     let recording = Recording::load(dir)?;
     let (steps, step_warnings) = replay::steps(&recording);
     let warnings: Vec<String> = recording
@@ -152,6 +158,26 @@ pub async fn replay(dir: &Path, pacing: Pacing, log_path: Option<&Path>) -> anyh
         .collect();
     let mut app = replay::initial_app(&recording);
     set_up_view(&mut app, log_path);
+    // The recorded model audio is played on the speaker as it was heard.
+    let mut player = match audio {
+        Some(options) => {
+            let (audio, feeds) = Audio::start(options)?;
+            app.audio.enabled = true;
+            Some((audio, feeds.events))
+        }
+        None => None,
+    };
+    if let Some((_, events)) = &mut player {
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        while !app.audio.opened {
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Some(event)) => {
+                    let _ = app.update(Msg::Audio(event));
+                }
+                _ => break,
+            }
+        }
+    }
     // Typed input goes nowhere in a replay; start in the transcript.
     app.view.focus = Focus::Transcript;
     let total = steps.len();
@@ -162,15 +188,20 @@ pub async fn replay(dir: &Path, pacing: Pacing, log_path: Option<&Path>) -> anyh
     let mut inputs = TerminalInputs::new()?;
     let mut clock = Clock::new(pacing);
     let mut applied = 0usize;
-    let apply = |app: &mut App, step: Step, errors: &mut Vec<String>| {
-        match step.action {
-            Action::Msg(msg) => {
-                // Effects were carried out in the original run and are in the recording.
-                let _ = app.update(msg);
+    let apply =
+        |app: &mut App, step: Step, errors: &mut Vec<String>, player: &Option<(Audio, _)>| {
+            match step.action {
+                Action::Msg(msg) => {
+                    // Effects were carried out in the original run and are in the recording;
+                    // only the model audio is played again.
+                    let effects = app.update(msg);
+                    if let Some((audio, _)) = player {
+                        play_effects(audio, effects);
+                    }
+                }
+                Action::Error(message) => errors.push(message),
             }
-            Action::Error(message) => errors.push(message),
-        }
-    };
+        };
     loop {
         // Everything already due is applied before the next frame.
         while !clock.is_paused()
@@ -178,7 +209,7 @@ pub async fn replay(dir: &Path, pacing: Pacing, log_path: Option<&Path>) -> anyh
             && clock.due(step.t).is_none_or(|due| due <= Instant::now())
             && let Some(step) = steps.next()
         {
-            apply(&mut app, step, &mut errors);
+            apply(&mut app, step, &mut errors, &player);
             applied += 1;
         }
         let state = match (clock.is_paused(), steps.peek().is_none()) {
@@ -199,11 +230,17 @@ pub async fn replay(dir: &Path, pacing: Pacing, log_path: Option<&Path>) -> anyh
             _ = async { if let Some(due) = next_due { tokio::time::sleep_until(due).await } },
                 if next_due.is_some() => {}
             event = inputs.events.next() => match event_msg(event) {
-                Some(Msg::Key(key)) if key.code == KeyCode::Char(' ') => clock.toggle_pause(),
+                Some(Msg::Key(key)) if key.code == KeyCode::Char(' ') => {
+                    clock.toggle_pause();
+                    // Paused means quiet; the rest of that reply is not resumed.
+                    if clock.is_paused() && let Some((audio, _)) = &player {
+                        audio.flush(std::time::Instant::now());
+                    }
+                }
                 Some(Msg::Key(key)) if key.code == KeyCode::Char('n') && clock.is_paused() => {
                     if let Some(step) = steps.next() {
                         clock.stepped_to(step.t);
-                        apply(&mut app, step, &mut errors);
+                        apply(&mut app, step, &mut errors, &None);
                         applied += 1;
                     }
                 }
@@ -211,6 +248,10 @@ pub async fn replay(dir: &Path, pacing: Pacing, log_path: Option<&Path>) -> anyh
                 Some(Msg::Key(key)) if app.view.focus == Focus::Input && key.code == KeyCode::Enter => {}
                 Some(msg) => { let _ = app.update(msg); }
                 None => {}
+            },
+            event = async { player.as_mut()?.1.recv().await }, if player.is_some() => match event {
+                Some(event) => { let _ = app.update(Msg::Audio(event)); }
+                None => player = None,
             },
             _ = inputs.tick.tick(), if app.animating() => { let _ = app.update(Msg::Tick); }
             () = inputs.quit.recv() => { let _ = app.update(Msg::Quit); }
@@ -227,6 +268,18 @@ pub async fn replay(dir: &Path, pacing: Pacing, log_path: Option<&Path>) -> anyh
         eprintln!("livetalk: the original run stopped with: {error}");
     }
     Ok(0)
+}
+
+/// Carries out the audio effects of a replayed message (the rest happened in the original).
+fn play_effects(audio: &Audio, effects: Vec<Effect>) {
+    for effect in effects {
+        match effect {
+            Effect::PlayAudio(pcm) => audio.play(pcm, std::time::Instant::now()),
+            Effect::EndPlaybackTurn => audio.end_turn(),
+            Effect::StopPlayback => audio.flush(std::time::Instant::now()),
+            _ => {}
+        }
+    }
 }
 
 /// View settings from the environment: `NO_COLOR`, and the log path the help shows.

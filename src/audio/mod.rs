@@ -59,6 +59,8 @@ impl EchoMode {
 pub struct AudioOptions {
     /// Use the sound devices (`--no-audio` turns them off; WAV files still work).
     pub devices: bool,
+    /// Open the microphone too (a replay only plays).
+    pub microphone: bool,
     pub host: AudioHost,
     pub input_device: Option<String>,
     pub output_device: Option<String>,
@@ -79,6 +81,7 @@ impl Default for AudioOptions {
     fn default() -> Self {
         AudioOptions {
             devices: true,
+            microphone: true,
             host: AudioHost::default(),
             input_device: None,
             output_device: None,
@@ -536,7 +539,7 @@ impl Worker {
                 clip.rate,
                 name,
             ))
-        } else if let Some(host) = &host {
+        } else if let Some(host) = host.as_ref().filter(|_| self.options.microphone) {
             match self.open_input(host) {
                 Ok(source) => Some(source),
                 Err(e) => {
