@@ -3,6 +3,8 @@
 //! playback path per 40 ms model chunk (PCM16 24 kHz → f32 → 48 kHz → ring → the output
 //! callback filling 48 kHz stereo periods).
 
+#![allow(clippy::unwrap_used)] // a bench with a broken set-up should stop loudly
+
 use std::hint::black_box;
 use std::sync::Arc;
 
