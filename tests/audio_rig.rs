@@ -395,3 +395,98 @@ fn with_no_audio_device_livetalk_says_so_once_and_text_chat_works() {
         );
     }
 }
+
+/// `livetalk replay` in a terminal plays the recorded model audio on the speaker at the
+/// recorded pace; `--mute` plays nothing.
+#[test]
+fn tui_replay_plays_the_recorded_model_audio_and_mute_silences_it() {
+    let rig = PulseRig::start();
+    let scratch = audio_scratch();
+    let dir = scratch.path().join("rec");
+    let original = common::run_livetalk(
+        scratch.path(),
+        &[
+            "--headless",
+            "--offline",
+            "--no-audio",
+            "--record",
+            dir.to_str().unwrap(),
+        ],
+        &[],
+        &common::SEED_LINES[..1],
+    );
+    assert_eq!(original.code, Some(0), "{}", original.stderr);
+    let model = hound::WavReader::open(dir.join("model.wav")).unwrap();
+    let recorded = f64::from(model.duration()) / 24_000.0;
+    assert!(
+        recorded > 1.0,
+        "the recording holds {recorded:.2} s of model audio"
+    );
+
+    for mute in [false, true] {
+        let socket = scratch.path().join(format!("tmux-{mute}.sock"));
+        let mut script = format!(
+            "'{}' replay '{}' --audio-host pulseaudio --output-device spk",
+            env!("CARGO_BIN_EXE_livetalk"),
+            dir.display()
+        );
+        if mute {
+            script.push_str(" --mute");
+        }
+        let recording = rig.record_speaker();
+        recording.wait_for_more(0.2);
+        let mut tmux = std::process::Command::new("tmux");
+        common::isolate(&mut tmux, scratch.path());
+        rig.apply(&mut tmux);
+        let status = tmux
+            .env("TERM", "xterm-256color")
+            .arg("-S")
+            .arg(&socket)
+            .args(["new-session", "-d", "-s", "lt", "-x", "220", "-y", "40"])
+            .args(["sh", "-c", &script])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let capture = || {
+            let out = std::process::Command::new("tmux")
+                .arg("-S")
+                .arg(&socket)
+                .args(["capture-pane", "-p", "-t", "lt"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !capture().contains("(finished)") {
+            assert!(
+                Instant::now() < deadline,
+                "replay did not finish: {}",
+                capture()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // The last reply's audio plays out after the last step.
+        recording.wait_for_more(recorded.min(12.0) + 1.0);
+        let _ = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args(["send-keys", "-t", "lt", "q"])
+            .status();
+        let played = recording.stop();
+        let heard = rig::sound_span(&played, RECORD_RATE, 0.02).map(|(s, e)| e - s);
+        if mute {
+            assert_eq!(heard, None, "--mute played sound");
+        } else {
+            let heard = heard.expect("the replay played no sound");
+            assert!(
+                heard > recorded * 0.8,
+                "heard {heard:.2} s of {recorded:.2} s of recorded model audio"
+            );
+        }
+        let _ = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .arg("kill-server")
+            .status();
+    }
+}
