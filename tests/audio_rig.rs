@@ -57,6 +57,34 @@ fn audio_scratch() -> tempfile::TempDir {
     scratch
 }
 
+/// `livetalk --headless` against `url` with the rig's virtual mic and speaker, all pipes open.
+fn headless_on_rig(
+    rig: &PulseRig,
+    scratch: &std::path::Path,
+    url: &str,
+    json: bool,
+) -> std::process::Child {
+    let mut command = livetalk(scratch);
+    rig.apply(&mut command);
+    if json {
+        command.arg("--json");
+    }
+    command
+        .args([
+            "--headless",
+            "--endpoint",
+            url,
+            "--audio-host",
+            "pulseaudio",
+        ])
+        .args(["--input-device", "mic.monitor", "--output-device", "spk"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 fn line_reader(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -77,25 +105,7 @@ fn a_spoken_phrase_in_the_virtual_mic_reaches_the_mock_as_16khz_speech() {
     let phrase = rig::spoken_phrase(scratch.path(), "Is the living room lamp on?");
     let mut mock = MockProcess::start(scratch.path(), &["--save-input", saved.to_str().unwrap()]);
 
-    let mut command = livetalk(scratch.path());
-    rig.apply(&mut command);
-    let mut client = command
-        .args([
-            "--headless",
-            "--endpoint",
-            &mock.url,
-            "--audio-host",
-            "pulseaudio",
-            "--input-device",
-            "mic.monitor",
-            "--output-device",
-            "spk",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut client = headless_on_rig(&rig, scratch.path(), &mock.url, false);
     let lines = line_reader(client.stdout.take().unwrap());
 
     // The mic is streaming once the mock has saved some of it.
@@ -234,26 +244,7 @@ fn talk_to_tone_server(
     let scratch = audio_scratch();
     let recording = rig.record_speaker();
     recording.wait_for_more(0.2);
-    let mut command = livetalk(scratch.path());
-    rig.apply(&mut command);
-    let mut client = command
-        .args([
-            "--headless",
-            "--json",
-            "--endpoint",
-            url,
-            "--audio-host",
-            "pulseaudio",
-            "--input-device",
-            "mic.monitor",
-            "--output-device",
-            "spk",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut client = headless_on_rig(rig, scratch.path(), url, true);
     let mut stdin = client.stdin.take().unwrap();
     writeln!(stdin, "Play me a tone.").unwrap();
     let lines = line_reader(client.stdout.take().unwrap());
@@ -489,4 +480,53 @@ fn tui_replay_plays_the_recorded_model_audio_and_mute_silences_it() {
             .arg("kill-server")
             .status();
     }
+}
+
+/// The Done-means run: `livetalk --headless --offline` with a spoken WAV as the mic; the
+/// embedded mock's spoken reply comes back out of the virtual speaker, whole.
+#[test]
+fn offline_headless_with_a_spoken_wav_answers_out_of_the_virtual_speaker() {
+    let rig = PulseRig::start();
+    let scratch = audio_scratch();
+    let phrase = rig::spoken_phrase(scratch.path(), "Is the living room lamp on?");
+    let output = scratch.path().join("answer.wav");
+    let recording = rig.record_speaker();
+    recording.wait_for_more(0.2);
+    let mut command = livetalk(scratch.path());
+    rig.apply(&mut command);
+    let run = command
+        .args(["--headless", "--offline", "--audio-host", "pulseaudio"])
+        .args(["--output-device", "spk", "--input-wav"])
+        .arg(&phrase)
+        .arg("--output-wav")
+        .arg(&output)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("Gemini: I heard about 1.3 seconds of speech"),
+        "{stdout}"
+    );
+    recording.wait_for_more(0.5);
+    let played = recording.stop();
+    // The reply as written to --output-wav is what the speaker must have played.
+    let reply: Vec<f32> = hound::WavReader::open(&output)
+        .unwrap()
+        .into_samples::<i16>()
+        .map(|s| f32::from(s.unwrap()) / 32_768.0)
+        .collect();
+    let (reply_start, reply_end) =
+        rig::sound_span(&reply, 24_000, 0.02).expect("the reply WAV is silent");
+    let reply_secs = reply_end - reply_start;
+    let (start, end) = rig::sound_span(&played, RECORD_RATE, 0.02).expect("no reply was heard");
+    assert!(reply_secs > 2.0, "a {reply_secs:.2} s reply");
+    assert!(
+        ((end - start) - reply_secs).abs() < 0.05,
+        "heard {:.2} s of a {reply_secs:.2} s reply",
+        end - start
+    );
+    assert!(stderr.contains("0 underruns"), "{stderr}");
 }

@@ -315,6 +315,26 @@ fn stream_config(
     Ok((config, supported.sample_format()))
 }
 
+/// Calls `$build::<T>` with the sample type of `$format`: one list of the formats livetalk
+/// converts, for input and output alike. `Err` for a format it does not.
+macro_rules! for_sample_format {
+    ($format:expr, $device:expr, $build:ident, $($arg:expr),*) => {
+        match $format {
+            SampleFormat::F32 => Ok($build::<f32>($device, $($arg),*)),
+            SampleFormat::I16 => Ok($build::<i16>($device, $($arg),*)),
+            SampleFormat::U16 => Ok($build::<u16>($device, $($arg),*)),
+            SampleFormat::I32 => Ok($build::<i32>($device, $($arg),*)),
+            SampleFormat::F64 => Ok($build::<f64>($device, $($arg),*)),
+            SampleFormat::U8 => Ok($build::<u8>($device, $($arg),*)),
+            SampleFormat::I8 => Ok($build::<i8>($device, $($arg),*)),
+            other => Err(DeviceError::new(format!(
+                "{}: unsupported sample format {other}",
+                device_name($device)
+            ))),
+        }
+    };
+}
+
 fn open_error(device: &cpal::Device, e: cpal::Error) -> DeviceError {
     DeviceError::new(format!("cannot open {}: {e}", device_name(device)))
 }
@@ -335,22 +355,8 @@ pub fn open_input(
         shared,
         clock,
     };
-    let stream = match format {
-        SampleFormat::F32 => build_input::<f32>(device, config, callback, on_error),
-        SampleFormat::I16 => build_input::<i16>(device, config, callback, on_error),
-        SampleFormat::U16 => build_input::<u16>(device, config, callback, on_error),
-        SampleFormat::I32 => build_input::<i32>(device, config, callback, on_error),
-        SampleFormat::F64 => build_input::<f64>(device, config, callback, on_error),
-        SampleFormat::U8 => build_input::<u8>(device, config, callback, on_error),
-        SampleFormat::I8 => build_input::<i8>(device, config, callback, on_error),
-        other => {
-            return Err(DeviceError::new(format!(
-                "{}: unsupported sample format {other}",
-                device_name(device)
-            )));
-        }
-    }
-    .map_err(|e| open_error(device, e))?;
+    let stream = for_sample_format!(format, device, build_input, config, callback, on_error)?
+        .map_err(|e| open_error(device, e))?;
     stream.play().map_err(|e| open_error(device, e))?;
     Ok((
         OpenStream {
@@ -409,22 +415,8 @@ pub fn open_output(
         parts.shared,
         parts.clock,
     );
-    let stream = match format {
-        SampleFormat::F32 => build_output::<f32>(device, config, callback, on_error),
-        SampleFormat::I16 => build_output::<i16>(device, config, callback, on_error),
-        SampleFormat::U16 => build_output::<u16>(device, config, callback, on_error),
-        SampleFormat::I32 => build_output::<i32>(device, config, callback, on_error),
-        SampleFormat::F64 => build_output::<f64>(device, config, callback, on_error),
-        SampleFormat::U8 => build_output::<u8>(device, config, callback, on_error),
-        SampleFormat::I8 => build_output::<i8>(device, config, callback, on_error),
-        other => {
-            return Err(DeviceError::new(format!(
-                "{}: unsupported sample format {other}",
-                device_name(device)
-            )));
-        }
-    }
-    .map_err(|e| open_error(device, e))?;
+    let stream = for_sample_format!(format, device, build_output, config, callback, on_error)?
+        .map_err(|e| open_error(device, e))?;
     stream.play().map_err(|e| open_error(device, e))?;
     Ok(OpenStream {
         stream,
