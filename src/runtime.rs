@@ -182,6 +182,7 @@ pub async fn prepare(settings: &Settings) -> anyhow::Result<Conversation> {
         let (handle, feeds) = Audio::start(audio.clone())?;
         engine.attach_audio(handle, feeds);
         app.audio.enabled = true;
+        app.audio.mic_wanted = audio.microphone && (audio.devices || audio.input_wav.is_some());
         app.audio.push_to_talk = audio.push_to_talk;
         app.audio.echo = audio.echo;
         app.audio.input_is_clip = audio.input_wav.is_some();

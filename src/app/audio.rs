@@ -43,6 +43,8 @@ pub struct AudioState {
     pub enabled: bool,
     /// Devices were opened (or tried) at least once.
     pub opened: bool,
+    /// A microphone (or input WAV) was asked for; a replay only plays.
+    pub mic_wanted: bool,
     pub input: Option<StreamInfo>,
     pub output: Option<StreamInfo>,
     /// The mic is a WAV file, not a device.

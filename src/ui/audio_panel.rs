@@ -33,10 +33,11 @@ pub fn status_spans(app: &App, theme: Theme) -> Vec<Span<'static>> {
         MicState::Gated | MicState::PushToTalk => theme.dim(),
         MicState::Live | MicState::Talking => theme.status_bar(),
     };
-    let mut spans = vec![
-        Span::styled("mic ", theme.status_bar()),
-        Span::styled(state.label().to_owned(), style),
-    ];
+    let mut spans = Vec::new();
+    if app.audio.mic_wanted {
+        spans.push(Span::styled("mic ", theme.status_bar()));
+        spans.push(Span::styled(state.label().to_owned(), style));
+    }
     if app.audio.input.is_some() {
         spans.push(Span::styled(
             format!(" {}", meter(app.audio.mic_level)),
@@ -44,8 +45,9 @@ pub fn status_spans(app: &App, theme: Theme) -> Vec<Span<'static>> {
         ));
     }
     if app.audio.output.is_some() {
+        let gap = if spans.is_empty() { "" } else { "  " };
         spans.push(Span::styled(
-            format!("  out {}", meter(app.audio.output_level)),
+            format!("{gap}out {}", meter(app.audio.output_level)),
             theme.status_bar(),
         ));
     } else if app.audio.opened {

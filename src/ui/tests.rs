@@ -324,6 +324,7 @@ fn speaking_with_audio() -> App {
     use crate::audio::{AudioEvent, AudioSetup, StreamInfo};
     let mut app = speaking();
     app.audio.enabled = true;
+    app.audio.mic_wanted = true;
     app.update(Msg::Audio(AudioEvent::Opened(AudioSetup {
         input: Some(StreamInfo {
             name: "alsa_input.usb-headset".into(),
