@@ -586,3 +586,53 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
         "{late:?}"
     );
 }
+
+/// A spoken session (a WAV as the mic) records what was sent in `mic.wav`; `--against`
+/// streams it to the mock again, which hears the same speech.
+#[test]
+fn against_resends_the_recorded_mic_audio_in_real_time() {
+    let scratch = tempfile::tempdir().unwrap();
+    let phrase = scratch.path().join("phrase.wav");
+    let spoken = std::process::Command::new("espeak-ng")
+        .arg("-w")
+        .arg(&phrase)
+        .arg("Is the living room lamp on?")
+        .status()
+        .expect("espeak-ng (scripts/test.sh installs it)");
+    assert!(spoken.success());
+    let dir = scratch.path().join("spoken");
+    let original = run_livetalk(
+        scratch.path(),
+        &[
+            "--headless",
+            "--offline",
+            "--input-wav",
+            phrase.to_str().unwrap(),
+            "--record",
+            dir.to_str().unwrap(),
+        ],
+        &[],
+        &[],
+    );
+    assert_eq!(original.code, Some(0), "{}", original.stderr);
+    let heard = "Gemini: I heard about 1.3 seconds of speech";
+    assert!(original.stdout.contains(heard), "{}", original.stdout);
+    let mic = hound::WavReader::open(dir.join("mic.wav")).unwrap();
+    assert_eq!(mic.spec().sample_rate, 16_000);
+    assert!(
+        mic.duration() > 16_000,
+        "mic.wav holds {} samples",
+        mic.duration()
+    );
+
+    let mock = MockProcess::start(scratch.path(), &["--speed", "20"]);
+    let again = run_livetalk(
+        scratch.path(),
+        &["replay", dir.to_str().unwrap(), "--against", &mock.url],
+        &[],
+        &[],
+    );
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    assert!(again.stderr.contains("s of mic audio"), "{}", again.stderr);
+    assert!(again.stdout.contains(heard), "{}", again.stdout);
+}

@@ -223,10 +223,13 @@ fn help_popup_opens_and_esc_closes_it() {
         s.contains("Gemini is listening…")
     });
     pane.keys("F1");
-    let screen = pane.wait_for("the help popup", TURN, |s| s.contains("┌ Help "));
+    // The popup is drawn in one frame, but a capture can land mid-write: wait for all of it.
+    let screen = pane.wait_for("the help popup with the log path", TURN, |s| {
+        s.contains("┌ Help ") && s.contains("livetalk.log")
+    });
     assert!(
-        screen.contains("livetalk.log"),
-        "the log path is shown:\n{screen}"
+        screen.contains("F3") && screen.contains("Ctrl-B"),
+        "{screen}"
     );
     pane.keys("Escape");
     pane.wait_for("the popup to close", TURN, |s| !s.contains("┌ Help "));

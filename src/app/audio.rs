@@ -157,11 +157,9 @@ impl App {
                 Vec::new()
             }
             AudioEvent::InputClipEnded => {
+                // A reply to the clip has started by now (the stream went on with silence
+                // long enough for voice detection); the model's open turn holds the session.
                 self.audio.clip_streaming = false;
-                if self.connection_open() {
-                    // The clip was a spoken turn: its reply is awaited like a typed one's.
-                    self.awaiting_model = true;
-                }
                 if self.audio.push_to_talk && self.audio.talking {
                     self.audio.talking = false;
                     return vec![Effect::SetMicOpen(false), Effect::SendActivityEnd];
@@ -244,14 +242,7 @@ impl App {
 
     /// Gemini is talking (audibly, or its turn is still streaming).
     pub fn model_is_speaking(&self) -> bool {
-        self.audio.audible
-            || matches!(
-                self.transcript.last(),
-                Some(super::Entry::Model {
-                    status: ModelTurnStatus::Streaming,
-                    ..
-                })
-            )
+        self.audio.audible || self.model_turn_streaming()
     }
 
     /// Barge-in (key, or typing while Gemini speaks): silence now, and ignore the rest of the

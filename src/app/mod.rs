@@ -318,6 +318,18 @@ impl App {
             && !self.awaiting_model
             && self.running_tools() == 0
             && !self.audio.playing_out
+            && !self.model_turn_streaming()
+    }
+
+    /// A model turn is on its way (e.g. the reply to speech, which no typed turn awaits).
+    fn model_turn_streaming(&self) -> bool {
+        matches!(
+            self.transcript.last(),
+            Some(Entry::Model {
+                status: ModelTurnStatus::Streaming,
+                ..
+            })
+        )
     }
 
     /// Tool calls still running.

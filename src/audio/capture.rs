@@ -17,6 +17,10 @@ use super::wav::MonoClip;
 /// The Live API's input rate.
 pub const INPUT_RATE: u32 = 16_000;
 
+/// Silence streamed after a WAV clip before its end is reported: long enough for the
+/// server's voice detection to end the utterance and start replying.
+pub const CLIP_TAIL: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// One frame of mic audio for `realtimeInput.audio`.
 #[derive(Debug, Clone)]
 pub struct MicFrame {
@@ -92,7 +96,8 @@ impl Capture {
         super::rate_path(self.resampler.rate_in(), INPUT_RATE)
     }
 
-    /// Moves whatever the source has into frames. Returns true when the WAV clip ended now.
+    /// Moves whatever the source has into frames. Returns true when the WAV clip and the
+    /// silence after it ([`CLIP_TAIL`]) have just been streamed.
     pub fn pump(&mut self) -> bool {
         self.input.clear();
         let mut captured_at = self.clock.now();
@@ -119,7 +124,8 @@ impl Capture {
                 taken,
             } => {
                 let due = (started.elapsed().as_secs_f64() * f64::from(clip.rate)) as u64;
-                let len = clip.samples.len() as u64;
+                let len = clip.samples.len() as u64
+                    + (CLIP_TAIL.as_secs_f64() * f64::from(clip.rate)) as u64;
                 for i in *taken..due {
                     self.input
                         .push(clip.samples.get(i as usize).copied().unwrap_or(0.0));

@@ -582,12 +582,21 @@ pub async fn against(
 ) -> anyhow::Result<u8> {
     let recording = Recording::load(dir)?;
     warn_all(&recording.warnings);
-    let settings = Settings::load(&FlagOverrides {
+    let mut settings = Settings::load(&FlagOverrides {
         endpoint: Some(endpoint.to_owned()),
         model: Some(recording.meta.model.clone()),
         voice: Some(recording.meta.voice.clone()),
         ..flags
     })?;
+    // The recorded mic audio is streamed again as the microphone, in real time; no device is
+    // opened, so the run is the recording's input and nothing else.
+    let mic = dir.join(MIC_WAV);
+    let mic_secs = hound::WavReader::open(&mic)
+        .map(|r| f64::from(r.duration()) / f64::from(r.spec().sample_rate.max(1)))
+        .unwrap_or(0.0);
+    settings.audio.devices = false;
+    settings.audio.output_wav = None;
+    settings.audio.input_wav = (mic_secs > 0.0).then_some(mic);
     let turns: Vec<String> = recording
         .lines
         .iter()
@@ -596,8 +605,13 @@ pub async fn against(
             _ => None,
         })
         .collect();
+    let audio = if mic_secs > 0.0 {
+        format!(" and {mic_secs:.1} s of mic audio")
+    } else {
+        String::new()
+    };
     let banner = format!(
-        "Replaying {} recorded turn(s) from {} against {}.",
+        "Replaying {} recorded turn(s){audio} from {} against {}.",
         turns.len(),
         dir.display(),
         settings.endpoint_label()
