@@ -79,20 +79,9 @@ fn notice_lines(stderr: &str) -> Vec<&str> {
 #[test]
 fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
     let scratch = tempfile::tempdir().unwrap();
-    let scenario = scratch.path().join("faults.toml");
-    std::fs::write(&scenario, INTERRUPT_AND_RECONNECT).unwrap();
-    let mock = MockProcess::start(
-        scratch.path(),
-        &["--speed", "20", "--scenario", scenario.to_str().unwrap()],
-    );
-    let dir = scratch.path().join("rec");
+    let (original, dir, mock) =
+        record_interrupted_session(scratch.path(), &[("GEMINI_API_KEY", FAKE_KEY)]);
     let dir_arg = dir.to_str().unwrap();
-    let original = run_livetalk(
-        scratch.path(),
-        &["--headless", "--endpoint", &mock.url, "--record", dir_arg],
-        &[("GEMINI_API_KEY", FAKE_KEY)],
-        &SEED_LINES,
-    );
     assert_eq!(
         original.code,
         Some(0),

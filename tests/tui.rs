@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{INTERRUPT_AND_RECONNECT, MockProcess, SEED_LINES, run_livetalk};
+use common::SEED_LINES;
 
 /// A tmux server of our own (its own socket), running one pane.
 struct Pane {
@@ -265,20 +265,8 @@ fn progress(screen: &str) -> Option<(usize, usize)> {
 fn replay_pauses_steps_and_reaches_the_recorded_end_then_quits_cleanly() {
     let scratch = tempfile::tempdir().unwrap();
     // A recording with tool calls, an interrupted reply and a reconnect.
-    let scenario = scratch.path().join("faults.toml");
-    std::fs::write(&scenario, INTERRUPT_AND_RECONNECT).unwrap();
-    let mock = MockProcess::start(
-        scratch.path(),
-        &["--speed", "20", "--scenario", scenario.to_str().unwrap()],
-    );
-    let dir = scratch.path().join("rec");
+    let (original, dir, mock) = common::record_interrupted_session(scratch.path(), &[]);
     let dir_arg = dir.to_str().unwrap();
-    let original = run_livetalk(
-        scratch.path(),
-        &["--headless", "--endpoint", &mock.url, "--record", dir_arg],
-        &[],
-        &SEED_LINES,
-    );
     assert_eq!(original.code, Some(0), "{}", original.stderr);
     drop(mock);
     let reply = |start: &str| {

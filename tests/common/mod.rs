@@ -262,3 +262,32 @@ pub fn assert_seed_dialogue(stdout: &str) {
     assert!(position(you[0]) < position(tools[0]) && position(tools[0]) < position(replies[0]));
     assert!(position(replies[0]) < position(you[1]));
 }
+
+/// Records the seed dialogue against a mock process running [`INTERRUPT_AND_RECONNECT`]
+/// (tool calls, an interrupted reply, a reconnect) into `<scratch>/rec`; returns the run, the
+/// folder and the mock (drop it to take the network away).
+pub fn record_interrupted_session(
+    scratch: &Path,
+    envs: &[(&str, &str)],
+) -> (Run, std::path::PathBuf, MockProcess) {
+    let scenario = scratch.join("faults.toml");
+    std::fs::write(&scenario, INTERRUPT_AND_RECONNECT).expect("write the scenario");
+    let mock = MockProcess::start(
+        scratch,
+        &[
+            "--speed",
+            "20",
+            "--scenario",
+            scenario.to_str().expect("UTF-8 path"),
+        ],
+    );
+    let dir = scratch.join("rec");
+    let dir_arg = dir.to_str().expect("UTF-8 path");
+    let run = run_livetalk(
+        scratch,
+        &["--headless", "--endpoint", &mock.url, "--record", dir_arg],
+        envs,
+        &SEED_LINES,
+    );
+    (run, dir, mock)
+}
