@@ -14,7 +14,7 @@ use livetalk::audio::pcm::{Framer, extend_f32_from_pcm16_le, extend_pcm16_le_fro
 use livetalk::audio::resample::StreamResampler;
 use livetalk::audio::shared::{CaptureShared, Clock, PlaybackShared};
 use livetalk::live::codec::encode_client;
-use livetalk::live::wire::{Blob, ClientMessage, INPUT_AUDIO_MIME, RealtimeInput};
+use livetalk::live::wire::{ClientMessage, RealtimeInput};
 
 fn speech_like(frames: usize, rate: f32, channels: usize) -> Vec<f32> {
     (0..frames)
@@ -60,13 +60,7 @@ fn capture_path(c: &mut Criterion) {
                 framer.push(&resampled, |frame| {
                     let mut pcm = Vec::with_capacity(640);
                     extend_pcm16_le_from_f32(frame, &mut pcm);
-                    let message = ClientMessage::RealtimeInput(RealtimeInput {
-                        audio: Some(Blob {
-                            mime_type: INPUT_AUDIO_MIME.to_owned(),
-                            data: pcm,
-                        }),
-                        ..RealtimeInput::default()
-                    });
+                    let message = ClientMessage::RealtimeInput(RealtimeInput::mic_audio(pcm));
                     frames.push(encode_client(&message));
                 });
                 black_box(frames)

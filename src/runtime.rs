@@ -19,8 +19,8 @@ use crate::live::reconnect::{
 };
 use crate::live::session::WireTap;
 use crate::live::wire::{
-    AudioTranscriptionConfig, AutomaticActivityDetection, Blob, ClientMessage, Content,
-    ContextWindowCompression, Empty, GenerationConfig, INPUT_AUDIO_MIME, Modality, RealtimeInput,
+    AudioTranscriptionConfig, AutomaticActivityDetection, ClientMessage, Content,
+    ContextWindowCompression, Empty, GenerationConfig, Modality, RealtimeInput,
     RealtimeInputConfig, SessionResumptionConfig, Setup, SlidingWindow, SpeechConfig, Tool,
 };
 use crate::live::{self, Endpoint, SessionEvent, SessionOptions};
@@ -282,13 +282,7 @@ impl Engine {
         let Some(handle) = &self.handle else {
             return;
         };
-        let input = RealtimeInput {
-            audio: Some(Blob {
-                mime_type: INPUT_AUDIO_MIME.to_owned(),
-                data: frame.pcm,
-            }),
-            ..RealtimeInput::default()
-        };
+        let input = RealtimeInput::mic_audio(frame.pcm);
         match handle.try_send(ClientMessage::RealtimeInput(input)) {
             Ok(true) => {
                 self.mic.sent += 1;
@@ -441,13 +435,7 @@ impl Engine {
     /// reconnects it is queued, and dropped if it waited longer than a second.
     pub async fn send_audio(&self, pcm: Vec<u8>) {
         if let Some(handle) = &self.handle {
-            let input = RealtimeInput {
-                audio: Some(Blob {
-                    mime_type: INPUT_AUDIO_MIME.to_owned(),
-                    data: pcm,
-                }),
-                ..RealtimeInput::default()
-            };
+            let input = RealtimeInput::mic_audio(pcm);
             if handle
                 .send(ClientMessage::RealtimeInput(input))
                 .await

@@ -538,6 +538,19 @@ pub struct RealtimeInput {
     pub media_chunks: Vec<Blob>,
 }
 
+impl RealtimeInput {
+    /// One chunk of 16 kHz mono PCM16 LE mic audio (`realtimeInput.audio`).
+    pub fn mic_audio(pcm: Vec<u8>) -> Self {
+        RealtimeInput {
+            audio: Some(Blob {
+                mime_type: INPUT_AUDIO_MIME.to_owned(),
+                data: pcm,
+            }),
+            ..RealtimeInput::default()
+        }
+    }
+}
+
 /// An empty JSON object (`activityStart: {}`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Empty {}
