@@ -1,17 +1,22 @@
 //! Headless presenter: user turns from stdin (one per line), the conversation on stdout as
-//! text lines or JSON events. It drives the same `App` as the TUI and prints what it would show.
+//! text lines or JSON events. It drives the same `App` through the same loop as the TUI and
+//! prints what it would show; a recording replays through it too.
 
 use std::collections::VecDeque;
 use std::io::Write;
+use std::time::Duration;
 
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::app::{App, Entry, ModelTurnStatus, Msg, NoticeLevel, ToolState, UserInput};
 use crate::config::Settings;
-use crate::runtime::{Conversation, prepare};
+use crate::driver::{Presenter, Source, drive};
+use crate::engine::launch;
+use crate::record::Meta;
 
 /// How the conversation is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,8 +25,10 @@ pub enum OutputFormat {
     Json,
 }
 
+const OFFLINE_NOTICE: &str = "No API key is set: talking to the embedded offline demo model (set GEMINI_API_KEY to talk to Gemini).";
+
 /// Runs one conversation from stdin to stdout. Returns the process exit code: 0 when the
-/// session ended cleanly (end of input or `end_session`), 1 otherwise.
+/// session ended cleanly (end of input, `end_session`, or Ctrl-C), 1 otherwise.
 pub async fn run(
     settings: Settings,
     format: OutputFormat,
@@ -45,21 +52,12 @@ pub async fn run_with_input(
     settings: Settings,
     format: OutputFormat,
     banner: Option<&str>,
-    mut lines_rx: mpsc::Receiver<String>,
+    lines: mpsc::Receiver<String>,
 ) -> anyhow::Result<u8> {
-    let mut printer = Printer::new(format);
-
-    // Keep the in-process mock (if any) alive for the whole conversation.
-    let Conversation {
-        mut app,
-        mut engine,
-        upstream,
-        mock: _mock,
-    } = prepare(&settings).await?;
+    let printer = Printer::new(format);
+    let (mut app, mut engine) = launch(&settings, None).await?;
     if settings.is_offline() {
-        printer.info(
-            "No API key is set: talking to the embedded offline demo model (set GEMINI_API_KEY to talk to Gemini).",
-        );
+        printer.info(OFFLINE_NOTICE);
     }
     if let Some(banner) = banner {
         printer.info(banner);
@@ -72,69 +70,156 @@ pub async fn run_with_input(
         &settings.endpoint_label(),
         settings.is_offline(),
     );
+    let mut presenter = LinePresenter {
+        printer,
+        input: Some(LineInput::new(lines, settings.turn_timeout)?),
+    };
+    drive(&mut app, &mut engine, &mut presenter).await?;
+    Ok(presenter.finish(&app))
+}
 
-    // Devices first, so the mic is live and the first reply is heard.
-    engine.await_audio(&mut app).await;
-    printer.render(&app);
-    app.update(Msg::Connecting);
-    if let Err(message) = engine.open(upstream).await {
-        app.update(Msg::ConnectFailed(message));
-        printer.render(&app);
+/// Replays a recording the way headless mode printed it.
+pub async fn replay<S: Source>(
+    app: &mut App,
+    source: &mut S,
+    format: OutputFormat,
+    meta: &Meta,
+) -> anyhow::Result<u8> {
+    let printer = Printer::new(format);
+    if meta.offline {
+        printer.info(OFFLINE_NOTICE);
+    }
+    printer.session_start(&meta.model, &meta.endpoint_host, meta.offline);
+    let mut presenter = LinePresenter {
+        printer,
+        input: None,
+    };
+    drive(app, source, &mut presenter).await?;
+    if !app.is_finished() {
+        eprintln!(
+            "livetalk: warning: the recording ends before the session did (was livetalk killed?)"
+        );
         return Ok(1);
     }
+    Ok(presenter.finish(app))
+}
 
-    let mut queued: VecDeque<String> = VecDeque::new();
-    let mut input_closed = false;
-    let mut last_activity = Instant::now();
-    loop {
-        if app.ready_for_user() {
-            if let Some(line) = queued.pop_front() {
-                engine.apply(&mut app, Msg::UserText(line)).await;
-                last_activity = Instant::now();
-                printer.render(&app);
-                continue;
+/// Prints the app as lines; offers stdin's lines as user turns, one whenever the model is
+/// ready for the next.
+struct LinePresenter {
+    printer: Printer,
+    /// `None` in a replay: nothing is typed there.
+    input: Option<LineInput>,
+}
+
+/// The user's side of a headless session: lines waiting to be sent, the end of input, the
+/// turn timeout and Ctrl-C.
+struct LineInput {
+    lines: mpsc::Receiver<String>,
+    queued: VecDeque<String>,
+    closed: bool,
+    turn_timeout: Duration,
+    last_activity: Instant,
+    /// Copied from the app before each wait.
+    ready: bool,
+    waiting_for_model: bool,
+    clip_streaming: bool,
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl LineInput {
+    fn new(lines: mpsc::Receiver<String>, turn_timeout: Duration) -> anyhow::Result<Self> {
+        use anyhow::Context as _;
+        Ok(LineInput {
+            lines,
+            queued: VecDeque::new(),
+            closed: false,
+            turn_timeout,
+            last_activity: Instant::now(),
+            ready: false,
+            waiting_for_model: false,
+            clip_streaming: false,
+            interrupt: signal(SignalKind::interrupt()).context("watching SIGINT")?,
+            terminate: signal(SignalKind::terminate()).context("watching SIGTERM")?,
+        })
+    }
+
+    async fn next(&mut self) -> Option<Msg> {
+        if self.ready {
+            if let Some(line) = self.queued.pop_front() {
+                self.last_activity = Instant::now();
+                self.ready = false;
+                return Some(Msg::UserText(line));
             }
             // The input ends with stdin and, with --input-wav, the clip.
-            if input_closed && !app.audio.clip_streaming {
-                engine.apply(&mut app, Msg::EndSession).await;
+            if self.closed && !self.clip_streaming {
+                self.ready = false;
+                return Some(Msg::EndSession);
             }
         }
-        let waiting_for_model = !app.ready_for_user() && !app.is_finished();
-        let deadline = last_activity + settings.turn_timeout;
+        let deadline = self.last_activity + self.turn_timeout;
         tokio::select! {
-            msg = engine.next() => match msg {
-                Some(msg) => {
-                    last_activity = Instant::now();
-                    engine.apply(&mut app, msg).await;
-                }
-                None => break,
-            },
-            line = lines_rx.recv(), if !input_closed => match line {
-                Some(line) if !line.trim().is_empty() => queued.push_back(line),
+            line = self.lines.recv(), if !self.closed => match line {
+                Some(line) if !line.trim().is_empty() => self.queued.push_back(line),
                 Some(_) => {}
-                None => input_closed = true,
+                None => self.closed = true,
             },
-            _ = tokio::time::sleep_until(deadline), if waiting_for_model => {
-                printer.render(&app);
-                let message = format!(
+            () = tokio::time::sleep_until(deadline), if self.waiting_for_model => {
+                self.waiting_for_model = false;
+                return Some(Msg::GaveUp(format!(
                     "No reply from the model for {:.0} s; giving up on this turn.",
-                    settings.turn_timeout.as_secs_f64()
-                );
-                engine.record_error(&message);
-                printer.error(&message);
-                return Ok(1);
+                    self.turn_timeout.as_secs_f64()
+                )));
             }
+            // Ctrl-C (or a kill) ends the session as the user asked: closed cleanly.
+            _ = self.interrupt.recv() => return Some(Msg::Quit),
+            _ = self.terminate.recv() => return Some(Msg::Quit),
         }
-        printer.render(&app);
-        if app.is_finished() {
-            break;
+        None
+    }
+}
+
+impl Presenter for LinePresenter {
+    fn show(&mut self, app: &App) -> anyhow::Result<Option<Msg>> {
+        self.printer.render(app);
+        Ok(None)
+    }
+
+    fn observe(&mut self, app: &App) {
+        if let Some(input) = &mut self.input {
+            input.ready = app.ready_for_user();
+            input.waiting_for_model = !app.ready_for_user() && !app.is_finished();
+            input.clip_streaming = app.audio().clip_streaming;
         }
     }
-    engine.settle_audio_figures(&mut app).await;
-    printer.render(&app);
-    printer.audio_summary(&app);
-    printer.session_end(&app);
-    Ok(if app.ended_cleanly() { 0 } else { 1 })
+
+    fn heard_from_source(&mut self) {
+        if let Some(input) = &mut self.input {
+            input.last_activity = Instant::now();
+        }
+    }
+
+    async fn next_input(&mut self) -> Option<Msg> {
+        match &mut self.input {
+            Some(input) => input.next().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn finished(&self, app: &App, source_open: bool) -> bool {
+        app.is_finished() || !source_open
+    }
+}
+
+impl LinePresenter {
+    /// The end of the run: the audio summary, the closing event, and the exit code.
+    fn finish(&mut self, app: &App) -> u8 {
+        self.printer.render(app);
+        self.printer.audio_summary(app);
+        self.printer.session_end(app);
+        if app.ended_cleanly() { 0 } else { 1 }
+    }
 }
 
 /// Prints finished history entries in order, and notices as they appear.
@@ -156,7 +241,7 @@ impl Printer {
     /// Prints what became final since the last call. An entry still streaming (or a tool
     /// call still running) holds back the ones after it, so the order is the history's order.
     pub fn render(&mut self, app: &App) {
-        for notice in &app.notices[self.printed_notices..] {
+        for notice in &app.notices()[self.printed_notices..] {
             let level = match notice.level {
                 NoticeLevel::Info => "info",
                 NoticeLevel::Warning => "warning",
@@ -172,9 +257,9 @@ impl Printer {
                 }
             }
         }
-        self.printed_notices = app.notices.len();
+        self.printed_notices = app.notices().len();
 
-        while let Some(entry) = app.transcript.get(self.printed_entries) {
+        while let Some(entry) = app.transcript().get(self.printed_entries) {
             if !self.print_entry(app, entry) {
                 break;
             }
@@ -231,7 +316,7 @@ impl Printer {
                 true
             }
             Entry::Tool(index) => {
-                let Some(call) = app.tool_calls.get(*index) else {
+                let Some(call) = app.tool_calls().get(*index) else {
                     return true;
                 };
                 if call.state == ToolState::Running && !app.is_finished() {
@@ -276,22 +361,22 @@ impl Printer {
 
     pub(crate) fn session_end(&self, app: &App) {
         if self.format == OutputFormat::Json {
-            let reason = match &app.connection {
+            let reason = match &app.connection() {
                 crate::app::Connection::Disconnected { reason } => reason.clone(),
                 _ => String::new(),
             };
-            self.json(json!({"type": "closed", "clean": app.ended_cleanly(), "reason": reason, "total_tokens": app.total_tokens}));
+            self.json(json!({"type": "closed", "clean": app.ended_cleanly(), "reason": reason, "total_tokens": app.total_tokens()}));
         }
     }
 
     /// What audio did, for people debugging a voice session: counters and latencies.
     pub(crate) fn audio_summary(&self, app: &App) {
-        let f = &app.audio.figures;
-        let used = app.audio.input.is_some()
-            || app.audio.output.is_some()
+        let f = &app.audio().figures;
+        let used = app.audio().input.is_some()
+            || app.audio().output.is_some()
             || f.frames_sent > 0
             || !f.played.is_zero();
-        if !app.audio.enabled || !used {
+        if !app.audio().enabled || !used {
             return;
         }
         let ms = |l: &crate::audio::Latency| {
@@ -324,8 +409,8 @@ impl Printer {
                 };
                 self.json(json!({
                     "type": "audio",
-                    "input": app.audio.input.as_ref().map(|i| json!({"name": i.name, "path": i.path})),
-                    "output": app.audio.output.as_ref().map(|o| json!({"name": o.name, "path": o.path})),
+                    "input": app.audio().input.as_ref().map(|i| json!({"name": i.name, "path": i.path})),
+                    "output": app.audio().output.as_ref().map(|o| json!({"name": o.name, "path": o.path})),
                     "frames_sent": f.frames_sent,
                     "frames_dropped": f.frames_dropped,
                     "frames_gated": f.frames_gated,
@@ -342,13 +427,6 @@ impl Printer {
 
     pub(crate) fn info(&self, text: &str) {
         eprintln!("livetalk: {text}");
-    }
-
-    pub(crate) fn error(&self, text: &str) {
-        if self.format == OutputFormat::Json {
-            self.json(json!({"type": "notice", "level": "error", "text": text}));
-        }
-        eprintln!("livetalk: error: {text}");
     }
 
     fn json(&self, value: serde_json::Value) {

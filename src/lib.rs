@@ -4,7 +4,8 @@
 //! - [`tools`]: local tools, their registry and the concurrent dispatcher.
 //! - [`mock`]: the embedded mock Live server and its scripted model.
 //! - [`app`]: application state; [`App::update`](app::App::update) is the only mutator.
-//! - [`runtime`]: the engine loop's plumbing shared by presenters.
+//! - [`engine`]: a live session's engine (link, tools, audio, recorder) and the set-up step.
+//! - [`driver`]: the one loop that drives the app from a session or a recording.
 //! - [`headless`]: the line/JSON presenter.
 //! - [`tui`]: the full-screen presenter; [`ui`] draws `App` state for it.
 //! - [`record`]: session recordings (`--record`), replay, inspect and the sessions list.
@@ -16,12 +17,13 @@ pub mod audio;
 pub mod bridge;
 pub mod cli;
 pub mod config;
+pub mod driver;
+pub mod engine;
 pub mod headless;
 pub mod live;
 pub mod logging;
 pub mod mock;
 pub mod record;
-pub mod runtime;
 pub mod tools;
 pub mod tui;
 pub mod ui;

@@ -1,8 +1,10 @@
-//! The full-screen terminal front-end: owns the terminal (raw mode, alternate screen, mouse),
-//! restores it on every way out, and runs the event loop that feeds keys, session and tool
-//! events into `App::update` and redraws from `App` state.
+//! The full-screen terminal front-end: a [`Presenter`] that draws `App` state with ratatui and
+//! turns terminal events into messages. It is generic over ratatui's `Backend` and takes its
+//! events as a stream, so the whole app, keys in and frames out, runs in tests on a
+//! `TestBackend`. For the real terminal it owns raw mode, the alternate screen and the mouse,
+//! and restores them on every way out.
 
-use std::io::{self, Stdout, Write as _};
+use std::io::{self, Write as _};
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
@@ -12,32 +14,33 @@ use std::time::Duration;
 use anyhow::Context as _;
 use crossterm::event::{
     DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture, Event,
-    EventStream, KeyCode, KeyEventKind,
+    EventStream, KeyEventKind,
 };
 use crossterm::terminal::{
     EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
 };
-use futures_util::StreamExt as _;
+use futures_util::{Stream, StreamExt as _};
 use ratatui::Terminal;
-use ratatui::backend::CrosstermBackend;
+use ratatui::backend::{Backend, CrosstermBackend};
+use ratatui::buffer::Buffer;
 use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::error;
 
-use crate::app::{App, Connection, Effect, Focus, Msg};
+use crate::app::{App, Connection, Msg};
 use crate::audio::{Audio, AudioOptions};
 use crate::config::Settings;
+use crate::driver::{Presenter, Source, drive};
+use crate::engine::launch;
 use crate::record::Recording;
-use crate::record::replay::{self, Action, Clock, Pacing, Step};
-use crate::runtime::{Conversation, prepare};
+use crate::record::replay::{Pacing, Playback, initial_app};
 use crate::ui;
 
 /// Frames are drawn at most this often; bursts of events are coalesced into one frame.
 const FRAME_INTERVAL: Duration = Duration::from_millis(16);
 /// Spinners and highlights advance at this pace, and only while something animates.
 const TICK_INTERVAL: Duration = Duration::from_millis(250);
-
-type Backend = CrosstermBackend<Stdout>;
 
 /// The stderr the process started with, while the UI has pointed fd 2 at the log file.
 static SAVED_STDERR: Mutex<Option<OwnedFd>> = Mutex::new(None);
@@ -53,95 +56,23 @@ pub fn terminal_available() -> bool {
 /// Runs the TUI until the user quits or the session ends by `end_session`. Returns the exit
 /// code: 0 unless the session failed or was lost.
 pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<u8> {
-    let Conversation {
-        mut app,
-        mut engine,
-        upstream,
-        mock: _mock,
-    } = prepare(&settings).await?;
-    set_up_view(&mut app, log_path);
-    app.recording = engine
-        .recording_dir()
-        .map(|dir| format!("REC {}", dir.display()));
-
-    // Devices first, so the first reply is heard (alsa-lib's stderr noise is kept off the
-    // screen by the audio thread's own error handler).
-    engine.await_audio(&mut app).await;
-    let mut terminal = TerminalGuard::enter(log_path)?;
-    let mut inputs = TerminalInputs::new()?;
-
-    app.update(Msg::Connecting);
-    terminal.draw(&mut app)?;
-
-    // Connect while staying responsive: keys, resizes and signals still work.
-    let connected = {
-        let connecting = engine.open(upstream);
-        tokio::pin!(connecting);
-        loop {
-            tokio::select! {
-                result = &mut connecting => break Some(result),
-                event = inputs.events.next() => {
-                    if let Some(msg) = event_msg(event) {
-                        app.update(msg);
-                    }
-                }
-                _ = inputs.tick.tick() => { app.update(Msg::Tick); }
-                () = inputs.quit.recv() => { app.update(Msg::Quit); }
-            }
-            if app.view.quit {
-                break None;
-            }
-            terminal.draw(&mut app)?;
-        }
-    };
-    match connected {
-        None => return Ok(0),
-        Some(Err(message)) => {
-            app.update(Msg::ConnectFailed(message));
-        }
-        Some(Ok(())) => {}
-    }
-
-    let mut engine_open = !app.is_finished();
-    let mut dirty = true;
-    let mut next_frame = Instant::now();
-    loop {
-        if dirty && Instant::now() >= next_frame {
-            terminal.draw(&mut app)?;
-            dirty = false;
-            next_frame = Instant::now() + FRAME_INTERVAL;
-        }
-        tokio::select! {
-            msg = engine.next(), if engine_open => match msg {
-                Some(msg) => engine.apply(&mut app, msg).await,
-                None => engine_open = false,
-            },
-            event = inputs.events.next() => match event_msg(event) {
-                Some(msg) => engine.apply(&mut app, msg).await,
-                None => continue,
-            },
-            _ = inputs.tick.tick(), if app.animating() => engine.apply(&mut app, Msg::Tick).await,
-            _ = tokio::time::sleep_until(next_frame), if dirty => {}
-            () = inputs.quit.recv() => engine.apply(&mut app, Msg::Quit).await,
-        }
-        dirty = true;
-        // A retry (Ctrl-R) gives the engine a new link to listen to.
-        engine_open |= !app.is_finished();
-        if app.view.quit || (app.ended_cleanly() && !engine_open) {
-            break;
-        }
-    }
-    terminal.draw(&mut app)?;
-    drop(terminal);
-    let lost = matches!(app.connection, Connection::Disconnected { .. }) && !app.ended_cleanly();
-    if lost && let Connection::Disconnected { reason } = &app.connection {
+    let (mut app, mut engine) = launch(&settings, log_path).await?;
+    let guard = TerminalGuard::enter(log_path)?;
+    let mut screen =
+        Screen::new(guard.terminal()?, EventStream::new()).with_signals(QuitSignals::new()?);
+    drive(&mut app, &mut engine, &mut screen).await?;
+    drop(screen);
+    drop(guard);
+    let lost = app.is_finished() && !app.ended_cleanly();
+    if lost && let Connection::Disconnected { reason } = app.connection() {
         eprintln!("livetalk: {reason}");
     }
     Ok(if lost { 1 } else { 0 })
 }
 
 /// Replays a recording in the TUI at the recorded pace: no network, nothing sent, tools not
-/// run again; the recorded results are applied. Space pauses, `n` steps while paused.
+/// run again; the app is handed the messages it applied then. Space pauses, `n` steps while
+/// paused, `q` leaves. With `audio`, the recorded model audio plays on the speaker.
 pub async fn replay(
     dir: &Path,
     pacing: Pacing,
@@ -149,177 +80,144 @@ pub async fn replay(
     audio: Option<AudioOptions>,
 ) -> anyhow::Result<u8> {
     let recording = Recording::load(dir)?;
-    let (steps, step_warnings) = replay::steps(&recording);
-    let warnings: Vec<String> = recording
-        .warnings
-        .iter()
-        .chain(&step_warnings)
-        .cloned()
-        .collect();
-    let mut app = replay::initial_app(&recording);
-    set_up_view(&mut app, log_path);
-    // The recorded model audio is played on the speaker as it was heard.
-    let mut player = match audio {
-        Some(options) => {
-            let (audio, feeds) = Audio::start(options)?;
-            app.audio.enabled = true;
-            Some((audio, feeds.events))
-        }
-        None => None,
-    };
-    if let Some((_, events)) = &mut player {
-        let deadline = Instant::now() + std::time::Duration::from_secs(5);
-        while !app.audio.opened {
-            match tokio::time::timeout_at(deadline, events.recv()).await {
-                Ok(Some(event)) => {
-                    let _ = app.update(Msg::Audio(event));
-                }
-                _ => break,
-            }
-        }
+    let (mut playback, warnings) = Playback::new(&recording, pacing);
+    if let Some(options) = audio {
+        // The worker's own events describe this machine's devices, not the recording's.
+        let (speaker, _feeds) = Audio::start(options)?;
+        playback.play_on(speaker);
     }
-    // Typed input goes nowhere in a replay; start in the transcript.
-    app.view.focus = Focus::Transcript;
-    let total = steps.len();
-    let mut steps = steps.into_iter().peekable();
-    let mut errors = Vec::new();
-
-    let mut terminal = TerminalGuard::enter(log_path)?;
-    let mut inputs = TerminalInputs::new()?;
-    let mut clock = Clock::new(pacing);
-    let mut applied = 0usize;
-    let apply =
-        |app: &mut App, step: Step, errors: &mut Vec<String>, player: &Option<(Audio, _)>| {
-            match step.action {
-                Action::Msg(msg) => {
-                    // Effects were carried out in the original run and are in the recording;
-                    // only the model audio is played again.
-                    let effects = app.update(msg);
-                    if let Some((audio, _)) = player {
-                        play_effects(audio, effects);
-                    }
-                }
-                Action::Error(message) => errors.push(message),
-            }
-        };
-    loop {
-        // Everything already due is applied before the next frame.
-        while !clock.is_paused()
-            && let Some(step) = steps.peek()
-            && clock.due(step.t).is_none_or(|due| due <= Instant::now())
-            && let Some(step) = steps.next()
-        {
-            apply(&mut app, step, &mut errors, &player);
-            applied += 1;
-        }
-        let state = match (clock.is_paused(), steps.peek().is_none()) {
-            (_, true) => "finished".to_owned(),
-            (true, false) => "paused: Space resumes, n steps".to_owned(),
-            (false, false) => "Space pauses".to_owned(),
-        };
-        app.recording = Some(format!(
-            "REPLAY {applied}/{total} ({state}) {}",
-            recording.dir.display()
-        ));
-        terminal.draw(&mut app)?;
-        let next_due = match steps.peek() {
-            Some(step) if !clock.is_paused() => clock.due(step.t),
-            _ => None,
-        };
-        tokio::select! {
-            _ = async { if let Some(due) = next_due { tokio::time::sleep_until(due).await } },
-                if next_due.is_some() => {}
-            event = inputs.events.next() => match event_msg(event) {
-                Some(Msg::Key(key)) if key.code == KeyCode::Char(' ') => {
-                    clock.toggle_pause();
-                    // Paused means quiet; the rest of that reply is not resumed.
-                    if clock.is_paused() && let Some((audio, _)) = &player {
-                        audio.flush(std::time::Instant::now());
-                    }
-                }
-                Some(Msg::Key(key)) if key.code == KeyCode::Char('n') && clock.is_paused() => {
-                    if let Some(step) = steps.next() {
-                        clock.stepped_to(step.t);
-                        apply(&mut app, step, &mut errors, &None);
-                        applied += 1;
-                    }
-                }
-                // Nothing typed is sent in a replay.
-                Some(Msg::Key(key)) if app.view.focus == Focus::Input && key.code == KeyCode::Enter => {}
-                Some(msg) => { let _ = app.update(msg); }
-                None => {}
-            },
-            event = async { player.as_mut()?.1.recv().await }, if player.is_some() => match event {
-                Some(event) => { let _ = app.update(Msg::Audio(event)); }
-                None => player = None,
-            },
-            _ = inputs.tick.tick(), if app.animating() => { let _ = app.update(Msg::Tick); }
-            () = inputs.quit.recv() => { let _ = app.update(Msg::Quit); }
-        }
-        if app.view.quit {
-            break;
-        }
-    }
-    drop(terminal);
+    let mut app = initial_app(&recording, log_path);
+    let guard = TerminalGuard::enter(log_path)?;
+    let mut screen =
+        Screen::new(guard.terminal()?, EventStream::new()).with_signals(QuitSignals::new()?);
+    drive(&mut app, &mut playback, &mut screen).await?;
+    drop(screen);
+    drop(guard);
     for warning in &warnings {
         eprintln!("livetalk: warning: {warning}");
-    }
-    for error in &errors {
-        eprintln!("livetalk: the original run stopped with: {error}");
     }
     Ok(0)
 }
 
-/// Carries out the audio effects of a replayed message (the rest happened in the original).
-fn play_effects(audio: &Audio, effects: Vec<Effect>) {
-    for effect in effects {
-        match effect {
-            Effect::PlayAudio(pcm) => audio.play(pcm, std::time::Instant::now()),
-            Effect::EndPlaybackTurn => audio.end_turn(),
-            Effect::StopPlayback => audio.flush(std::time::Instant::now()),
-            _ => {}
+/// Runs `app` on any ratatui backend with events from `events` (tests drive a `TestBackend`
+/// this way); every drawn frame is also sent to `frames` when given.
+pub async fn run_on<S, B, E>(
+    app: &mut App,
+    source: &mut S,
+    terminal: Terminal<B>,
+    events: E,
+    frames: Option<mpsc::UnboundedSender<Buffer>>,
+) -> anyhow::Result<()>
+where
+    S: Source,
+    B: Backend,
+    E: Stream<Item = io::Result<Event>> + Unpin,
+{
+    let mut screen = Screen::new(terminal, events);
+    screen.frames = frames;
+    drive(app, source, &mut screen).await
+}
+
+/// The terminal as a presenter: draws at most every [`FRAME_INTERVAL`], ticks only while
+/// something animates, and turns events and signals into messages.
+struct Screen<B: Backend, E> {
+    terminal: Terminal<B>,
+    events: E,
+    tick: tokio::time::Interval,
+    quit: Option<QuitSignals>,
+    frames: Option<mpsc::UnboundedSender<Buffer>>,
+    animating: bool,
+    dirty: bool,
+    next_frame: Instant,
+}
+
+impl<B: Backend, E> Screen<B, E> {
+    fn new(terminal: Terminal<B>, events: E) -> Self {
+        let mut tick = tokio::time::interval(TICK_INTERVAL);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        Screen {
+            terminal,
+            events,
+            tick,
+            quit: None,
+            frames: None,
+            animating: false,
+            dirty: true,
+            next_frame: Instant::now(),
         }
+    }
+
+    fn with_signals(mut self, quit: QuitSignals) -> Self {
+        self.quit = Some(quit);
+        self
     }
 }
 
-/// View settings from the environment: `NO_COLOR`, and the log path the help shows.
-fn set_up_view(app: &mut App, log_path: Option<&Path>) {
-    app.view.no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    app.view.log_path = log_path.map(|p| p.display().to_string());
-}
+impl<B, E> Presenter for Screen<B, E>
+where
+    B: Backend,
+    E: Stream<Item = io::Result<Event>> + Unpin,
+{
+    fn show(&mut self, app: &App) -> anyhow::Result<Option<Msg>> {
+        let now = Instant::now();
+        if now < self.next_frame {
+            self.dirty = true;
+            return Ok(None);
+        }
+        self.dirty = false;
+        self.next_frame = now + FRAME_INTERVAL;
+        let mut layout = None;
+        let frame = self
+            .terminal
+            .draw(|frame| layout = Some(ui::draw(frame, app)))
+            .map_err(|e| anyhow::anyhow!("drawing the terminal UI: {e}"))?;
+        if let Some(frames) = &self.frames {
+            let _ = frames.send(frame.buffer.clone());
+        }
+        Ok(layout
+            .filter(|layout| *layout != app.view().layout)
+            .map(Msg::Layout))
+    }
 
-/// What the UI loop waits on besides the engine: terminal events, the animation tick and the
-/// signals that mean "leave".
-struct TerminalInputs {
-    events: EventStream,
-    tick: tokio::time::Interval,
-    quit: QuitSignals,
+    fn observe(&mut self, app: &App) {
+        self.animating = app.animating();
+    }
+
+    async fn next_input(&mut self) -> Option<Msg> {
+        let dirty = self.dirty;
+        let animating = self.animating;
+        let signals = self.quit.is_some();
+        tokio::select! {
+            event = self.events.next() => event_msg(event),
+            _ = self.tick.tick(), if animating => Some(Msg::Tick),
+            () = tokio::time::sleep_until(self.next_frame), if dirty => None,
+            () = async { if let Some(quit) = &mut self.quit { quit.recv().await } }, if signals => Some(Msg::Quit),
+        }
+    }
+
+    fn finished(&self, app: &App, source_open: bool) -> bool {
+        // `end_session` closed the session and nothing more can come; a lost session stays
+        // on screen to be read (and retried).
+        app.ended_cleanly() && !source_open && !app.is_replay()
+    }
 }
 
 /// SIGTERM, SIGHUP and SIGINT: each means "leave, restoring the terminal".
-struct QuitSignals {
+pub struct QuitSignals {
     term: Signal,
     hup: Signal,
     int: Signal,
 }
 
-impl TerminalInputs {
-    fn new() -> anyhow::Result<Self> {
-        let mut tick = tokio::time::interval(TICK_INTERVAL);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        Ok(TerminalInputs {
-            events: EventStream::new(),
-            tick,
-            quit: QuitSignals {
-                term: signal(SignalKind::terminate()).context("watching SIGTERM")?,
-                hup: signal(SignalKind::hangup()).context("watching SIGHUP")?,
-                int: signal(SignalKind::interrupt()).context("watching SIGINT")?,
-            },
+impl QuitSignals {
+    pub fn new() -> anyhow::Result<Self> {
+        Ok(QuitSignals {
+            term: signal(SignalKind::terminate()).context("watching SIGTERM")?,
+            hup: signal(SignalKind::hangup()).context("watching SIGHUP")?,
+            int: signal(SignalKind::interrupt()).context("watching SIGINT")?,
         })
     }
-}
 
-impl QuitSignals {
     /// Resolves when any of them arrives.
     async fn recv(&mut self) {
         tokio::select! {
@@ -346,10 +244,9 @@ fn event_msg(event: Option<io::Result<Event>>) -> Option<Msg> {
     }
 }
 
-/// The terminal in UI mode; dropping it (or a panic on the UI thread) restores it.
-struct TerminalGuard {
-    terminal: Terminal<Backend>,
-}
+/// Raw mode and the alternate screen; dropping it (or a panic on the UI thread) restores the
+/// terminal.
+struct TerminalGuard;
 
 impl TerminalGuard {
     fn enter(log_path: Option<&Path>) -> anyhow::Result<Self> {
@@ -357,9 +254,8 @@ impl TerminalGuard {
         install_panic_hook();
         redirect_stderr(log_path);
         enable_raw_mode().context("switching the terminal to raw mode")?;
-        let mut stdout = io::stdout();
         if let Err(e) = crossterm::execute!(
-            stdout,
+            io::stdout(),
             EnterAlternateScreen,
             EnableMouseCapture,
             EnableBracketedPaste
@@ -367,27 +263,12 @@ impl TerminalGuard {
             restore_terminal();
             return Err(e).context("entering the alternate screen");
         }
-        match Terminal::new(CrosstermBackend::new(stdout)) {
-            Ok(terminal) => Ok(TerminalGuard { terminal }),
-            Err(e) => {
-                restore_terminal();
-                Err(e).context("starting the terminal UI")
-            }
-        }
+        Ok(TerminalGuard)
     }
 
-    /// Draws a frame and tells the app where things went.
-    fn draw(&mut self, app: &mut App) -> anyhow::Result<()> {
-        let mut layout = None;
-        self.terminal
-            .draw(|frame| layout = Some(ui::draw(frame, app)))
-            .context("drawing the terminal UI")?;
-        if let Some(layout) = layout
-            && layout != app.view.layout
-        {
-            app.update(Msg::Layout(layout));
-        }
-        Ok(())
+    /// A ratatui terminal on stdout.
+    fn terminal(&self) -> anyhow::Result<Terminal<CrosstermBackend<io::Stdout>>> {
+        Terminal::new(CrosstermBackend::new(io::stdout())).context("starting the terminal UI")
     }
 }
 

@@ -15,6 +15,7 @@ use common::harness::Harness;
 use common::*;
 use futures_util::{SinkExt, StreamExt};
 use livetalk::app::{App, Connection, ModelTurnStatus, NoticeLevel, ToolState};
+use livetalk::driver::Source as _;
 use livetalk::mock::{Action, Fault, Moment};
 use serde_json::json;
 use std::time::Duration;
@@ -258,7 +259,7 @@ fn cases() -> Vec<Case> {
             expect: Continues {
                 warnings: &["goAway"],
             },
-            check: |app| assert_eq!(app.reconnects, 1),
+            check: |app| assert_eq!(app.reconnects(), 1),
         },
         Case {
             name: "abrupt TCP drop",
@@ -266,7 +267,7 @@ fn cases() -> Vec<Case> {
             expect: Continues {
                 warnings: &["Connection lost"],
             },
-            check: |app| assert_eq!(app.reconnects, 1),
+            check: |app| assert_eq!(app.reconnects(), 1),
         },
         Case {
             name: "close 1011 internal error",
@@ -312,9 +313,9 @@ fn cases() -> Vec<Case> {
             expect: Continues { warnings: &[] },
             check: |app| {
                 assert!(
-                    app.model_audio_bytes > 14 << 20,
+                    app.model_audio_bytes() > 14 << 20,
                     "{}",
-                    app.model_audio_bytes
+                    app.model_audio_bytes()
                 )
             },
         },
@@ -400,7 +401,7 @@ fn cases() -> Vec<Case> {
             check: |app| {
                 // Cut after its first audio chunk: the thermostat reply never got to words,
                 // and nothing is left streaming.
-                for entry in &app.transcript {
+                for entry in app.transcript() {
                     if let livetalk::app::Entry::Model {
                         text_parts,
                         transcript,
@@ -418,7 +419,13 @@ fn cases() -> Vec<Case> {
             name: "toolCallCancellation",
             faults: vec![Fault::once(Moment::ToolCall, 1, Action::CancelToolCalls)],
             expect: Continues { warnings: &[] },
-            check: |app| assert!(app.tool_calls.iter().all(|c| c.state != ToolState::Running)),
+            check: |app| {
+                assert!(
+                    app.tool_calls()
+                        .iter()
+                        .all(|c| c.state != ToolState::Running)
+                )
+            },
         },
         Case {
             name: "sessionResumptionUpdate with a handle the server never issued",
@@ -458,9 +465,9 @@ fn cases() -> Vec<Case> {
             }),
             expect: Continues { warnings: &[] },
             check: |app| {
-                assert!(app.tool_calls.len() >= 1000);
-                assert!(app.tool_calls.iter().all(|c| c.state == ToolState::Ok));
-                assert!(app.transcript.iter().any(|e| matches!(e,
+                assert!(app.tool_calls().len() >= 1000);
+                assert!(app.tool_calls().iter().all(|c| c.state == ToolState::Ok));
+                assert!(app.transcript().iter().any(|e| matches!(e,
                     livetalk::app::Entry::Model { transcript, .. }
                         if transcript.contains("1000 tool calls and got 1000 answers, 0 of them errors"))));
             },
@@ -475,9 +482,9 @@ fn cases() -> Vec<Case> {
             expect: Continues { warnings: &[] },
             check: |app| {
                 assert!(
-                    matches!(&app.tool_calls[0].state, ToolState::Error(m) if m.contains("invalid type")),
+                    matches!(&app.tool_calls()[0].state, ToolState::Error(m) if m.contains("invalid type")),
                     "{:?}",
-                    app.tool_calls[0]
+                    app.tool_calls()[0]
                 );
             },
         },
@@ -491,9 +498,9 @@ fn cases() -> Vec<Case> {
             expect: Continues { warnings: &[] },
             check: |app| {
                 assert!(
-                    matches!(&app.tool_calls[0].state, ToolState::Error(m) if m.contains("unknown tool")),
+                    matches!(&app.tool_calls()[0].state, ToolState::Error(m) if m.contains("unknown tool")),
                     "{:?}",
-                    app.tool_calls[0]
+                    app.tool_calls()[0]
                 );
             },
         },
@@ -518,7 +525,7 @@ async fn every_hostile_input_is_skipped_recovered_or_ends_with_one_clear_message
                 h.say("Is the front door locked?").await;
                 let reply = h.last_reply();
                 assert!(reply.contains("front door"), "{}: {reply}", case.name);
-                assert_eq!(h.app.connection, Connection::Connected, "{}", case.name);
+                assert_eq!(*h.app.connection(), Connection::Connected, "{}", case.name);
                 let shown = h.notices(NoticeLevel::Warning).join("\n");
                 for expected in warnings {
                     assert!(
@@ -531,7 +538,7 @@ async fn every_hostile_input_is_skipped_recovered_or_ends_with_one_clear_message
                     h.notices(NoticeLevel::Error).is_empty(),
                     "{}: {:?}",
                     case.name,
-                    h.app.notices
+                    h.app.notices()
                 );
             }
             Expect::Ends { error } => {

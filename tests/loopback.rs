@@ -8,17 +8,16 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use livetalk::app::{App, Entry, Msg, ToolState};
+use livetalk::app::{App, AppInit, Entry, Msg, ToolState};
 use livetalk::config::{FlagOverrides, Settings};
+use livetalk::driver::Source as _;
+use livetalk::engine::{Engine, build_setup};
 use livetalk::live::{ApiVersion, SessionOptions};
 use livetalk::mock::{MockOptions, MockServer};
-use livetalk::runtime::{Engine, build_setup};
 use livetalk::tools::{SmartHome, builtin_registry};
 
 async fn drive(app: &mut App, engine: &mut Engine, msg: Msg) {
-    for effect in app.update(msg) {
-        engine.execute(effect).await;
-    }
+    livetalk::driver::apply(app, engine, msg).await;
 }
 
 /// Feeds the app until the model is ready for the next user line (or the deadline passes).
@@ -55,7 +54,7 @@ async fn seed_dialogue_over_loopback_changes_the_devices() {
         builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap(),
     );
     let mut engine = Engine::new(registry.clone(), &home);
-    let mut app = App::new(settings.model.clone(), true, home.snapshot());
+    let mut app = App::new(AppInit::new(settings.model.clone(), true, home.snapshot()));
     engine
         .connect(SessionOptions {
             endpoint: mock.endpoint(ApiVersion::V1),
@@ -73,7 +72,7 @@ async fn seed_dialogue_over_loopback_changes_the_devices() {
     until_ready(&mut app, &mut engine).await;
 
     let calls: Vec<(&str, &ToolState)> = app
-        .tool_calls
+        .tool_calls()
         .iter()
         .map(|c| (c.name.as_str(), &c.state))
         .collect();
@@ -86,13 +85,13 @@ async fn seed_dialogue_over_loopback_changes_the_devices() {
         ]
     );
     // Each response went back with the call's id and name.
-    for call in &app.tool_calls {
+    for call in app.tool_calls() {
         let response = call.response.as_ref().unwrap();
         assert_eq!(response.id, call.id);
         assert_eq!(response.name, call.name);
     }
     let replies: Vec<String> = app
-        .transcript
+        .transcript()
         .iter()
         .filter_map(|e| match e {
             Entry::Model {
@@ -108,9 +107,9 @@ async fn seed_dialogue_over_loopback_changes_the_devices() {
     assert!(replies[1].contains("blue"), "{replies:?}");
     assert!(replies[2].contains("20"), "{replies:?}");
     assert!(
-        app.model_audio_bytes > 3 * 24_000,
+        app.model_audio_bytes() > 3 * 24_000,
         "speech audio arrived: {}",
-        app.model_audio_bytes
+        app.model_audio_bytes()
     );
 
     // The device panel's state: the shared devices changed and the app saw it.
@@ -125,7 +124,7 @@ async fn seed_dialogue_over_loopback_changes_the_devices() {
     );
     tokio::time::timeout(Duration::from_secs(5), async {
         while app
-            .devices
+            .devices()
             .iter()
             .find(|d| d.name == "living room lamp")
             .map(|d| d.status.as_str())
@@ -137,5 +136,5 @@ async fn seed_dialogue_over_loopback_changes_the_devices() {
     })
     .await
     .expect("the app's device list follows the shared state");
-    assert!(app.total_tokens > 0, "usage metadata was counted");
+    assert!(app.total_tokens() > 0, "usage metadata was counted");
 }

@@ -14,13 +14,14 @@ use std::time::{Duration, Instant};
 
 use common::harness::test_policy;
 use common::*;
-use livetalk::app::{App, Connection, Msg, ToolState};
+use livetalk::app::{App, AppInit, Connection, Msg, ToolState};
 use livetalk::config::{FlagOverrides, Settings};
+use livetalk::driver::{Source as _, apply};
+use livetalk::engine::{Engine, build_setup};
 use livetalk::live::{ApiVersion, SessionOptions};
 use livetalk::mock::{Action, Fault, MockOptions, MockServer, Moment, Scenario};
-use livetalk::record::replay::{self, Action as Step};
+use livetalk::record::replay::{self, Pacing, Playback};
 use livetalk::record::{Recorder, Recording};
-use livetalk::runtime::{Engine, build_setup};
 use livetalk::tools::{NoArgs, Registry, SmartHome, Tool, ToolError, ToolLimits};
 use serde_json::{Value, json};
 
@@ -35,24 +36,34 @@ fn lines(dir: &Path) -> Vec<serde_json::Value> {
 }
 
 /// Sum of the sample counts the log refers to in `file`.
+/// Samples of `file` the log refers to; a chunk the wire tap wrote and the app applied is
+/// referred to twice but held once.
 fn referenced_samples(dir: &Path, file: &str) -> u64 {
-    fn walk(value: &serde_json::Value, file: &str, sum: &mut u64) {
+    type Chunks = std::collections::BTreeSet<(u64, u64)>;
+    fn walk(value: &serde_json::Value, file: &str, chunks: &mut Chunks) {
         match value {
             serde_json::Value::Object(map) => {
                 if map.get("file").and_then(|f| f.as_str()) == Some(file) {
-                    *sum += map["sample_count"].as_u64().unwrap();
+                    let offset = map["sample_offset"].as_u64().unwrap();
+                    chunks.insert((offset, map["sample_count"].as_u64().unwrap()));
                 }
-                map.values().for_each(|v| walk(v, file, sum));
+                map.values().for_each(|v| walk(v, file, chunks));
             }
-            serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, file, sum)),
+            serde_json::Value::Array(items) => items.iter().for_each(|v| walk(v, file, chunks)),
             _ => {}
         }
     }
-    let mut sum = 0;
+    let mut chunks = Chunks::new();
     for line in lines(dir) {
-        walk(&line, file, &mut sum);
+        walk(&line, file, &mut chunks);
     }
-    sum
+    // Chunks never overlap: each starts where the one before it ended.
+    let mut end = 0;
+    for (offset, count) in &chunks {
+        assert_eq!(*offset, end, "{file}: a gap or overlap at sample {offset}");
+        end = offset + count;
+    }
+    end
 }
 
 fn tool_lines(stdout: &str) -> Vec<String> {
@@ -219,7 +230,7 @@ fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
     // Every frame both ways is there, audio by reference only, and what the link told the app.
     let log = lines(&dir);
     assert_eq!(log[0]["type"], "meta");
-    assert_eq!(log[0]["format"], 2);
+    assert_eq!(log[0]["format"], 3);
     assert_eq!(log[0]["endpoint_host"], "127.0.0.1");
     let count = |kind: &str| log.iter().filter(|l| l["type"] == kind).count();
     assert_eq!(
@@ -228,16 +239,29 @@ fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
         "two setups, three turns and one sent again, three tool responses"
     );
     assert!(log.iter().any(|l| l["message"]["toolCall"].is_object()));
+    // What the app applied: the link's notices and the session's one end among them.
+    let applied = |pointer: &str| {
+        log.iter()
+            .filter(|l| l["type"] == "applied" && l["msg"].pointer(pointer).is_some())
+            .collect::<Vec<_>>()
+    };
     assert_eq!(
-        (count("reconnecting"), count("reconnected"), count("close")),
+        (
+            applied("/link/reconnecting").len(),
+            applied("/link/reconnected").len(),
+            count("close")
+        ),
         (1, 1, 2)
     );
-    let ended: Vec<_> = log
-        .iter()
-        .filter(|l| l["type"] == "session_ended")
-        .collect();
+    assert_eq!(applied("/user_text").len(), 3);
+    let ended = applied("/session/closed");
     assert_eq!(ended.len(), 1);
-    assert_eq!(ended[0]["initiated_by_client"], true);
+    assert_eq!(
+        ended[0]["msg"]["session"]["closed"]["initiated_by_client"],
+        true
+    );
+    // Raw keys and ticks are never recorded.
+    assert!(applied("/key").is_empty() && applied("/tick").is_empty());
 
     // The key is nowhere in the folder.
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -408,22 +432,23 @@ impl Tool for Hang {
     }
 }
 
-/// Feeds the engine's messages through `Engine::apply` (which records them) until `done`.
+/// Feeds the engine's messages through the drive loop's `apply` (the engine records them)
+/// until `done`.
 async fn run_until(engine: &mut Engine, app: &mut App, what: &str, done: impl Fn(&App) -> bool) {
     let reached = tokio::time::timeout(Duration::from_secs(20), async {
         while !done(app) {
             let Some(msg) = engine.next().await else {
                 return;
             };
-            engine.apply(app, msg).await;
+            apply(app, engine, msg).await;
         }
     })
     .await;
     assert!(
         reached.is_ok() && done(app),
         "never reached: {what}\nconnection: {:?}\nnotices: {:#?}",
-        app.connection,
-        app.notices
+        app.connection(),
+        app.notices()
     );
 }
 
@@ -468,12 +493,11 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
     let mut engine = Engine::new(registry.clone(), &home);
     engine.set_reconnect_policy(test_policy(3));
     engine.record_into(Recorder::create(&dir, &settings, home.snapshot()).unwrap());
-    let mut app = App::new(
+    let mut app = App::new(AppInit::new(
         settings.model.clone(),
         settings.is_offline(),
         home.snapshot(),
-    );
-    app.update(Msg::Connecting);
+    ));
     engine
         .connect(SessionOptions {
             endpoint: mock.endpoint(ApiVersion::V1),
@@ -484,27 +508,30 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
         .await
         .unwrap();
     run_until(&mut engine, &mut app, "ready", App::ready_for_user).await;
-    engine
-        .apply(&mut app, Msg::UserText("Please do the slow thing.".into()))
-        .await;
+    apply(
+        &mut app,
+        &mut engine,
+        Msg::UserText("Please do the slow thing.".into()),
+    )
+    .await;
     run_until(
         &mut engine,
         &mut app,
         "the call flagged and timed out, then the link back",
         |app| {
-            app.tool_calls
+            app.tool_calls()
                 .first()
                 .is_some_and(|c| c.slow && c.state == ToolState::TimedOut)
-                && app.reconnects == 1
-                && app.connection == Connection::Connected
+                && app.reconnects() == 1
+                && *app.connection() == Connection::Connected
                 && app.ready_for_user()
         },
     )
     .await;
-    engine.apply(&mut app, Msg::EndSession).await;
+    apply(&mut app, &mut engine, Msg::EndSession).await;
     run_until(&mut engine, &mut app, "the end", App::is_finished).await;
-    assert!(app.ended_cleanly(), "{:?}", app.connection);
-    let shown: Vec<&str> = app.notices.iter().map(|n| n.text.as_str()).collect();
+    assert!(app.ended_cleanly(), "{:?}", app.connection());
+    let shown: Vec<&str> = app.notices().iter().map(|n| n.text.as_str()).collect();
     assert!(
         shown[0].starts_with("hang has been running for 0.")
             && shown.iter().any(|n| n.starts_with("Connection lost: "))
@@ -532,25 +559,20 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
     ] {
         assert!(report.contains(expected), "{expected:?} in:\n{report}");
     }
-    let (steps, warnings) = replay::steps(&recording);
+    let (mut playback, warnings) = Playback::new(&recording, Pacing::Instant);
     assert!(warnings.is_empty(), "{warnings:?}");
-    let mut replayed = replay::initial_app(&recording);
-    for step in steps {
-        match step.action {
-            Step::Msg(msg) => {
-                let _ = replayed.update(msg);
-            }
-            Step::Error(message) => panic!("no error was recorded: {message}"),
-        }
+    let mut replayed = replay::initial_app(&recording, None);
+    while let Some(msg) = playback.next().await {
+        let _ = replayed.update(msg);
     }
-    assert_eq!(replayed.notices, app.notices);
-    assert_eq!(replayed.transcript, app.transcript);
-    assert_eq!(replayed.devices, app.devices);
-    assert_eq!(replayed.reconnects, app.reconnects);
-    assert_eq!(replayed.connection, app.connection);
+    assert_eq!(replayed.notices(), app.notices());
+    assert_eq!(replayed.transcript(), app.transcript());
+    assert_eq!(replayed.devices(), app.devices());
+    assert_eq!(replayed.reconnects(), app.reconnects());
+    assert_eq!(replayed.connection(), app.connection());
     assert!(replayed.ended_cleanly());
-    assert_eq!(replayed.tool_calls.len(), 1);
-    let (then, now) = (&replayed.tool_calls[0], &app.tool_calls[0]);
+    assert_eq!(replayed.tool_calls().len(), 1);
+    let (then, now) = (&replayed.tool_calls()[0], &app.tool_calls()[0]);
     assert_eq!(
         then.clone(),
         livetalk::app::ToolCallRecord {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use common::harness::{Harness, test_policy};
 use livetalk::app::{App, Connection, ModelTurnStatus, Msg, NoticeLevel, ToolState};
+use livetalk::driver::Source as _;
 use livetalk::mock::{Action, Fault, Moment};
 use livetalk::tools::{NoArgs, Registry, Tool, ToolError, ToolLimits};
 use serde_json::{Value, json};
@@ -31,7 +32,7 @@ async fn go_away_resumes_seamlessly_and_the_model_still_knows_earlier_tool_resul
 
     // The goAway came with the turn's end: the hand-over happens at once.
     h.until("the hand-over", |app| {
-        app.reconnects == 1 && app.connection == Connection::Connected
+        app.reconnects() == 1 && *app.connection() == Connection::Connected
     })
     .await;
     assert_eq!(h.mock.connections(), 2);
@@ -59,7 +60,7 @@ async fn go_away_resumes_seamlessly_and_the_model_still_knows_earlier_tool_resul
     assert!(
         h.notices(NoticeLevel::Error).is_empty(),
         "{:?}",
-        h.app.notices
+        h.app.notices()
     );
     assert!(
         h.notices(NoticeLevel::Info)
@@ -76,7 +77,7 @@ async fn a_go_away_mid_reply_waits_for_the_turn_boundary() {
     let mut h = Harness::start(vec![Fault::once(Moment::MidReply, 1, go_away(20.0))]).await;
     h.say("What's the kitchen thermostat set to?").await;
     h.until("the hand-over", |app| {
-        app.reconnects == 1 && app.connection == Connection::Connected
+        app.reconnects() == 1 && *app.connection() == Connection::Connected
     })
     .await;
     let replies = h.replies();
@@ -104,12 +105,12 @@ async fn when_a_turn_outlasts_the_go_away_the_deadline_moves_anyway() {
     ))
     .await;
     h.until("the forced hand-over", |app| {
-        app.reconnects == 1 && app.connection == Connection::Connected
+        app.reconnects() == 1 && *app.connection() == Connection::Connected
     })
     .await;
     h.until_ready().await;
     // The reply had started (audio came) but was cut by the move, not finished.
-    assert!(h.app.model_audio_bytes > 0);
+    assert!(h.app.model_audio_bytes() > 0);
     let replies = h.replies();
     assert!(
         replies.iter().all(|r| r.1 == ModelTurnStatus::Interrupted),
@@ -121,7 +122,7 @@ async fn when_a_turn_outlasts_the_go_away_the_deadline_moves_anyway() {
     assert!(
         h.notices(NoticeLevel::Error).is_empty(),
         "{:?}",
-        h.app.notices
+        h.app.notices()
     );
 }
 
@@ -132,8 +133,8 @@ async fn a_network_drop_recovers_and_the_unanswered_turn_is_answered() {
     h.say("What's the kitchen thermostat set to?").await;
     h.say("Make it warmer.").await;
 
-    assert_eq!(h.app.reconnects, 1);
-    assert_eq!(h.app.connection, Connection::Connected);
+    assert_eq!(h.app.reconnects(), 1);
+    assert_eq!(*h.app.connection(), Connection::Connected);
     assert_eq!((h.mock.connections(), h.mock.resumptions()), (2, 1));
     assert!(h.last_reply().contains("22"), "{:?}", h.replies());
     let warnings = h.notices(NoticeLevel::Warning);
@@ -146,7 +147,7 @@ async fn a_network_drop_recovers_and_the_unanswered_turn_is_answered() {
     assert!(
         h.notices(NoticeLevel::Error).is_empty(),
         "{:?}",
-        h.app.notices
+        h.app.notices()
     );
     assert_eq!(h.mock.stray_tool_responses(), 0);
 }
@@ -199,7 +200,7 @@ async fn a_stale_handle_falls_back_to_a_fresh_session_with_a_notice() {
     .await;
     h.say("What's the kitchen thermostat set to?").await;
     h.until("a fresh session", |app| {
-        app.connection == Connection::Connected && app.reconnects == 1
+        *app.connection() == Connection::Connected && app.reconnects() == 1
     })
     .await;
     let warnings = h.notices(NoticeLevel::Warning);
@@ -259,7 +260,7 @@ async fn when_the_budget_is_spent_the_reason_shows_and_retry_reconnects() {
     assert!(h.app.can_retry());
     h.apply(Msg::Retry).await;
     h.until("connected again", |app| {
-        app.connection == Connection::Connected
+        *app.connection() == Connection::Connected
     })
     .await;
     assert_eq!(h.mock.resumptions(), 1);
@@ -310,19 +311,19 @@ async fn a_hanging_call_is_flagged_then_answered_once_with_an_error() {
     h.apply(Msg::UserText("Please do the slow thing.".into()))
         .await;
     h.until("the watchdog", |app| {
-        app.tool_calls.first().is_some_and(|c| c.slow)
+        app.tool_calls().first().is_some_and(|c| c.slow)
     })
     .await;
-    assert_eq!(h.app.tool_calls[0].state, ToolState::Running);
+    assert_eq!(h.app.tool_calls()[0].state, ToolState::Running);
     assert!(
         h.notices(NoticeLevel::Warning)
             .iter()
             .any(|w| w.starts_with("hang has been running for 0.")),
         "{:?}",
-        h.app.notices
+        h.app.notices()
     );
     h.until_ready().await;
-    assert_eq!(h.app.tool_calls[0].state, ToolState::TimedOut);
+    assert_eq!(h.app.tool_calls()[0].state, ToolState::TimedOut);
     assert_eq!(
         h.last_reply(),
         "I made 1 tool calls and got 1 answers, 1 of them errors."
@@ -358,17 +359,17 @@ async fn a_call_running_when_its_connection_drops_is_stopped_and_never_answered_
     h.apply(Msg::UserText("Please do the slow thing.".into()))
         .await;
     h.until("the call stopped and the link back", |app| {
-        app.tool_calls.first().map(|c| &c.state) == Some(&ToolState::Cancelled)
-            && app.connection == Connection::Connected
+        app.tool_calls().first().map(|c| &c.state) == Some(&ToolState::Cancelled)
+            && *app.connection() == Connection::Connected
     })
     .await;
     h.until_ready().await;
-    assert_eq!(h.app.reconnects, 1);
+    assert_eq!(h.app.reconnects(), 1);
     assert_eq!(h.mock.resumptions(), 1);
     assert_eq!(
         h.mock.stray_tool_responses(),
         0,
         "no answer reached the new connection"
     );
-    assert!(h.app.tool_calls[0].response.is_none(), "never answered");
+    assert!(h.app.tool_calls()[0].response.is_none(), "never answered");
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use common::harness::Harness;
 use livetalk::app::{Entry, ModelTurnStatus};
+use livetalk::driver::Source as _;
 use livetalk::mock::{Action, Fault, Moment};
 use tokio::time::Instant;
 
@@ -51,7 +52,7 @@ fn frame(loud: bool, seed: &mut u32) -> Vec<u8> {
 fn complete_replies(h: &Harness) -> (usize, usize) {
     let mut complete = 0;
     let mut interrupted = 0;
-    for entry in &h.app.transcript {
+    for entry in h.app.transcript() {
         if let Entry::Model { status, .. } = entry {
             match status {
                 ModelTurnStatus::Complete => complete += 1,
@@ -119,7 +120,7 @@ async fn soak_with_continuous_audio_and_periodic_go_aways() {
                         assert!(
                             now - since < TURN_LIMIT,
                             "utterance {utterances} got no reply in {TURN_LIMIT:?}; notices: {:#?}",
-                            h.app.notices
+                            h.app.notices()
                         );
                     }
                 }
@@ -160,11 +161,11 @@ async fn soak_with_continuous_audio_and_periodic_go_aways() {
         utterances,
         complete,
         interrupted,
-        h.app.reconnects,
+        h.app.reconnects(),
         figures.resumed,
         frames_sent,
         figures.stale_audio_dropped,
-        h.app.model_audio_bytes as f64 / 1e6,
+        h.app.model_audio_bytes() as f64 / 1e6,
         rss_start as f64 / 1e6,
         rss_end as f64 / 1e6,
     );
@@ -172,14 +173,18 @@ async fn soak_with_continuous_audio_and_periodic_go_aways() {
     assert_eq!(complete, utterances, "every turn was answered");
     assert_eq!(interrupted, 0, "no reply was cut by a reconnect");
     assert!(
-        h.app.reconnects as usize >= (utterances / 3).saturating_sub(1),
+        h.app.reconnects() as usize >= (utterances / 3).saturating_sub(1),
         "goAways every 3 turns: {} reconnects for {utterances} turns",
-        h.app.reconnects
+        h.app.reconnects()
     );
-    assert_eq!(u64::from(h.app.reconnects), figures.resumed, "each resumed");
+    assert_eq!(
+        u64::from(h.app.reconnects()),
+        figures.resumed,
+        "each resumed"
+    );
     assert!(
         h.app
-            .notices
+            .notices()
             .iter()
             .all(|n| n.level != livetalk::app::NoticeLevel::Error)
     );

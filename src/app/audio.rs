@@ -3,9 +3,11 @@
 //! push-to-talk into state and effects. Playback drives "Gemini is speaking…" when a speaker is
 //! open; without one, the wire does.
 
-use crate::audio::{AudioEvent, AudioFigures, AudioSetup, Direction, EchoMode, StreamInfo};
+use crate::audio::{
+    AudioEvent, AudioFigures, AudioOptions, AudioSetup, Direction, EchoMode, StreamInfo,
+};
 
-use super::{App, Conversation, Effect, ModelTurnStatus, NoticeLevel};
+use super::{App, Effect, Floor, ModelTurnStatus, NoticeLevel};
 
 /// What the microphone is doing, as the status line says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +74,24 @@ pub struct AudioState {
 }
 
 impl AudioState {
+    /// Audio as asked for, before any device has opened.
+    pub fn configured(options: &AudioOptions) -> AudioState {
+        if options.is_off() {
+            return AudioState::default();
+        }
+        let clip = options.input_wav.is_some();
+        AudioState {
+            enabled: !options.is_off(),
+            mic_wanted: options.microphone && (options.devices || clip),
+            push_to_talk: options.push_to_talk,
+            echo: options.echo,
+            input_is_clip: clip,
+            clip_streaming: clip,
+            output_wav: options.output_wav.is_some(),
+            ..AudioState::default()
+        }
+    }
+
     pub fn mic_state(&self) -> MicState {
         if self.input.is_none() {
             MicState::Off
@@ -119,8 +139,8 @@ impl App {
                         self.audio.output = None;
                         self.audio.audible = false;
                         self.audio.playing_out = false;
-                        if self.conversation == Conversation::Speaking {
-                            self.conversation = Conversation::Listening;
+                        if self.floor == Floor::Speaking {
+                            self.floor = Floor::Listening;
                         }
                         "speaker"
                     }
@@ -139,10 +159,10 @@ impl App {
                     self.audio.playing_out = false;
                 }
                 if self.audio.playback_drives_speaking() && self.connection_open() {
-                    self.conversation = if audible {
-                        Conversation::Speaking
+                    self.floor = if audible {
+                        Floor::Speaking
                     } else {
-                        Conversation::Listening
+                        Floor::Listening
                     };
                 }
                 Vec::new()
@@ -212,7 +232,7 @@ impl App {
             return Vec::new();
         }
         if !self.audio.playback_drives_speaking() {
-            self.conversation = Conversation::Speaking;
+            self.floor = Floor::Speaking;
         }
         // An audio-only reply (no transcription) is still a turn of the conversation.
         self.open_model_entry();
@@ -255,7 +275,7 @@ impl App {
         self.audio.discard_turn = true;
         self.audio.audible = false;
         self.audio.playing_out = false;
-        self.conversation = Conversation::Listening;
+        self.floor = Floor::Listening;
         if self.audio.takes_model_audio() {
             vec![Effect::StopPlayback]
         } else {

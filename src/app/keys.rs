@@ -1,89 +1,369 @@
-//! Keyboard, mouse and paste input of the TUI, turned into state changes and effects. The key
-//! map is listed once, in [`KEY_HELP`], which the help popup and footer draw.
+//! The TUI's key map, as one table: each row is a key (or keys), the actions it stands for in
+//! each part of the screen, and its help text. Key handling, the help popup and the footer are
+//! all read from [`KEY_MAP`], so they cannot disagree. Mouse and paste input live here too.
+//!
+//! Keys only change the view; what the user *means* (send, barge in, mute, end the session…)
+//! leaves as [`Effect::Intent`], which the loop applies as a message of its own, so a recording
+//! holds the intent and never the raw keys (which could spell a secret).
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind};
 
 use super::view::{Focus, Popup};
-use super::{App, Effect, Msg};
+use super::{App, Connection, Effect, Msg, NoticeLevel};
 
-/// Every key binding, as the help popup lists it: (keys, what they do).
-pub const KEY_HELP: &[(&str, &str)] = &[
-    (
-        "Enter",
-        "send the typed message (interrupts Gemini if it is speaking)",
-    ),
-    (
-        "←/→  Home/End",
-        "move in the input line (also Ctrl-A / Ctrl-E)",
-    ),
-    (
-        "Backspace/Del",
-        "delete a character; Ctrl-W a word, Ctrl-U to the start",
-    ),
-    (
-        "↑/↓",
-        "input: earlier messages · transcript: scroll · tool log: select",
-    ),
-    (
-        "PgUp/PgDn",
-        "scroll the transcript (the tool log or popup when focused)",
-    ),
-    (
-        "Mouse wheel",
-        "scroll the pane under the pointer; click a tool call to select it",
-    ),
-    (
-        "Tab / Shift-Tab",
-        "move focus: input → transcript → tool log → devices",
-    ),
-    (
-        "Enter on a tool call",
-        "show its full arguments and the response sent",
-    ),
-    ("F2", "show or hide the device panel"),
-    ("F3", "mute or unmute the microphone"),
-    (
-        "F4",
-        "audio details: devices, resampling, drops, underruns, latencies",
-    ),
-    (
-        "F5",
-        "push-to-talk (--push-to-talk): start speaking, press again when done",
-    ),
-    (
-        "F6",
-        "open the audio devices again (after one failed or was plugged in)",
-    ),
-    (
-        "Ctrl-B",
-        "barge in: silence Gemini now (speak or type after it)",
-    ),
-    (
-        "Esc",
-        "close a popup or notice; back to the input; quit when the input is empty",
-    ),
-    ("q", "quit (outside the input line)"),
-    ("? or F1", "this help (? when the input line is empty)"),
-    ("Ctrl-R", "reconnect after the connection was lost for good"),
-    ("Ctrl-C", "quit"),
+/// Where a binding applies. Earlier scopes in [`Scope::PRIORITY`] win.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Always, popups included.
+    Anywhere,
+    /// While a popup is open.
+    Popup,
+    /// While the help popup is open.
+    HelpPopup,
+    /// While replaying a recording, with no popup open.
+    Replay,
+    /// With no popup open, whatever has the focus.
+    Panes,
+    /// With no popup open and the focus anywhere but the tool log.
+    NotToolLog,
+    Input,
+    /// The input line, while it is empty.
+    EmptyInput,
+    Transcript,
+    ToolLog,
+    /// Any pane but the input line.
+    NotInput,
+}
+
+impl Scope {
+    const PRIORITY: [Scope; 11] = [
+        Scope::Anywhere,
+        Scope::HelpPopup,
+        Scope::Popup,
+        Scope::Replay,
+        Scope::Panes,
+        Scope::NotToolLog,
+        Scope::Input,
+        Scope::EmptyInput,
+        Scope::Transcript,
+        Scope::ToolLog,
+        Scope::NotInput,
+    ];
+}
+
+/// What a key does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    // What the user means: these become intents.
+    Send,
+    BargeIn,
+    ToggleMute,
+    PushToTalk,
+    ReopenAudio,
+    Retry,
+    Quit,
+    // The view.
+    Help,
+    AudioDetails,
+    ToggleDevices,
+    FocusNext,
+    FocusPrevious,
+    Escape,
+    CursorLeft,
+    CursorRight,
+    CursorHome,
+    CursorEnd,
+    DeleteBack,
+    DeleteForward,
+    DeleteWord,
+    DeleteToStart,
+    HistoryBack,
+    HistoryForward,
+    ScrollTranscript(i8),
+    TranscriptPage(i8),
+    TranscriptTop,
+    TranscriptBottom,
+    SelectTool(i8),
+    FirstTool,
+    LastTool,
+    OpenToolCall,
+    ClosePopup,
+    ScrollPopup(i8),
+    PopupPage(i8),
+    PopupTop,
+    // A replay's own controls.
+    PauseReplay,
+    StepReplay,
+}
+
+/// A key with the Ctrl modifier or without.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Chord {
+    pub code: KeyCode,
+    pub ctrl: bool,
+}
+
+const fn key(code: KeyCode) -> Chord {
+    Chord { code, ctrl: false }
+}
+
+const fn ctrl(c: char) -> Chord {
+    Chord {
+        code: KeyCode::Char(c),
+        ctrl: true,
+    }
+}
+
+const fn ch(c: char) -> Chord {
+    key(KeyCode::Char(c))
+}
+
+/// One row of the key map: the keys as the help shows them, what they do there, and how the
+/// footer shows them (rows without a footer entry stay out of it).
+pub struct KeyRow {
+    pub keys: &'static str,
+    pub help: &'static str,
+    pub footer: Option<Footer>,
+    pub bindings: &'static [(Scope, Chord, Action)],
+}
+
+/// A key in the footer: its place (the footer is cut at the screen's width, so the most useful
+/// come first), the key and a word or two.
+pub struct Footer {
+    pub rank: u8,
+    pub key: &'static str,
+    pub what: &'static str,
+}
+
+const fn footer(rank: u8, key: &'static str, what: &'static str) -> Option<Footer> {
+    Some(Footer { rank, key, what })
+}
+
+/// The footer's keys, in order.
+pub fn footer_keys() -> Vec<&'static Footer> {
+    let mut keys: Vec<&Footer> = KEY_MAP
+        .iter()
+        .filter_map(|row| row.footer.as_ref())
+        .collect();
+    keys.sort_by_key(|f| f.rank);
+    keys
+}
+
+use Action as A;
+use Scope as S;
+
+/// Every key binding, in the order the help lists them.
+pub const KEY_MAP: &[KeyRow] = &[
+    KeyRow {
+        keys: "Enter",
+        help: "send the typed message (interrupts Gemini if it is speaking)",
+        footer: footer(0, "Enter", "send"),
+        bindings: &[(S::Input, key(KeyCode::Enter), A::Send)],
+    },
+    KeyRow {
+        keys: "←/→  Home/End",
+        help: "move in the input line (also Ctrl-A / Ctrl-E)",
+        footer: None,
+        bindings: &[
+            (S::Input, key(KeyCode::Left), A::CursorLeft),
+            (S::Input, key(KeyCode::Right), A::CursorRight),
+            (S::Input, key(KeyCode::Home), A::CursorHome),
+            (S::Input, key(KeyCode::End), A::CursorEnd),
+            (S::Input, ctrl('a'), A::CursorHome),
+            (S::Input, ctrl('e'), A::CursorEnd),
+        ],
+    },
+    KeyRow {
+        keys: "Backspace/Del",
+        help: "delete a character; Ctrl-W a word, Ctrl-U to the start",
+        footer: None,
+        bindings: &[
+            (S::Input, key(KeyCode::Backspace), A::DeleteBack),
+            (S::Input, key(KeyCode::Delete), A::DeleteForward),
+            (S::Input, ctrl('w'), A::DeleteWord),
+            (S::Input, ctrl('u'), A::DeleteToStart),
+        ],
+    },
+    KeyRow {
+        keys: "↑/↓",
+        help: "input: earlier messages · transcript: scroll · tool log: select",
+        footer: None,
+        bindings: &[
+            (S::Input, key(KeyCode::Up), A::HistoryBack),
+            (S::Input, key(KeyCode::Down), A::HistoryForward),
+            (S::Transcript, key(KeyCode::Up), A::ScrollTranscript(-1)),
+            (S::Transcript, key(KeyCode::Down), A::ScrollTranscript(1)),
+            (S::Transcript, key(KeyCode::Home), A::TranscriptTop),
+            (S::Transcript, key(KeyCode::End), A::TranscriptBottom),
+            (S::ToolLog, key(KeyCode::Up), A::SelectTool(-1)),
+            (S::ToolLog, key(KeyCode::Down), A::SelectTool(1)),
+            (S::ToolLog, key(KeyCode::Home), A::FirstTool),
+            (S::ToolLog, key(KeyCode::End), A::LastTool),
+            (S::Popup, key(KeyCode::Up), A::ScrollPopup(-1)),
+            (S::Popup, key(KeyCode::Down), A::ScrollPopup(1)),
+            (S::Popup, key(KeyCode::Home), A::PopupTop),
+        ],
+    },
+    KeyRow {
+        keys: "PgUp/PgDn",
+        help: "scroll the transcript (the tool log or popup when focused)",
+        footer: footer(6, "PgUp/PgDn", "scroll"),
+        bindings: &[
+            (S::NotToolLog, key(KeyCode::PageUp), A::TranscriptPage(-1)),
+            (S::NotToolLog, key(KeyCode::PageDown), A::TranscriptPage(1)),
+            (S::ToolLog, key(KeyCode::PageUp), A::SelectTool(-5)),
+            (S::ToolLog, key(KeyCode::PageDown), A::SelectTool(5)),
+            (S::Popup, key(KeyCode::PageUp), A::PopupPage(-1)),
+            (S::Popup, key(KeyCode::PageDown), A::PopupPage(1)),
+        ],
+    },
+    KeyRow {
+        keys: "Mouse wheel",
+        help: "scroll the pane under the pointer; click a tool call to select it",
+        footer: None,
+        bindings: &[],
+    },
+    KeyRow {
+        keys: "Tab / Shift-Tab",
+        help: "move focus: input → transcript → tool log → devices",
+        footer: footer(5, "Tab", "focus"),
+        bindings: &[
+            (S::Panes, key(KeyCode::Tab), A::FocusNext),
+            (S::Panes, key(KeyCode::BackTab), A::FocusPrevious),
+        ],
+    },
+    KeyRow {
+        keys: "Enter on a tool call",
+        help: "show its full arguments and the response sent",
+        footer: None,
+        bindings: &[(S::ToolLog, key(KeyCode::Enter), A::OpenToolCall)],
+    },
+    KeyRow {
+        keys: "F2",
+        help: "show or hide the device panel",
+        footer: None,
+        bindings: &[(S::Anywhere, key(KeyCode::F(2)), A::ToggleDevices)],
+    },
+    KeyRow {
+        keys: "F3",
+        help: "mute or unmute the microphone",
+        footer: footer(3, "F3", "mute"),
+        bindings: &[(S::Anywhere, key(KeyCode::F(3)), A::ToggleMute)],
+    },
+    KeyRow {
+        keys: "F4",
+        help: "audio details: devices, resampling, drops, underruns, latencies",
+        footer: None,
+        bindings: &[(S::Anywhere, key(KeyCode::F(4)), A::AudioDetails)],
+    },
+    KeyRow {
+        keys: "F5",
+        help: "push-to-talk (--push-to-talk): start speaking, press again when done",
+        footer: None,
+        bindings: &[(S::Anywhere, key(KeyCode::F(5)), A::PushToTalk)],
+    },
+    KeyRow {
+        keys: "F6",
+        help: "open the audio devices again (after one failed or was plugged in)",
+        footer: None,
+        bindings: &[(S::Anywhere, key(KeyCode::F(6)), A::ReopenAudio)],
+    },
+    KeyRow {
+        keys: "Ctrl-B",
+        help: "barge in: silence Gemini now (speak or type after it)",
+        footer: footer(4, "Ctrl-B", "barge in"),
+        bindings: &[(S::Anywhere, ctrl('b'), A::BargeIn)],
+    },
+    KeyRow {
+        keys: "Esc",
+        help: "close a popup or notice; back to the input; quit when the input is empty",
+        footer: None,
+        bindings: &[
+            (S::Popup, key(KeyCode::Esc), A::ClosePopup),
+            (S::Popup, key(KeyCode::Enter), A::ClosePopup),
+            (S::Popup, ch('q'), A::ClosePopup),
+            (S::Panes, key(KeyCode::Esc), A::Escape),
+        ],
+    },
+    KeyRow {
+        keys: "q",
+        help: "quit (outside the input line)",
+        footer: None,
+        bindings: &[(S::NotInput, ch('q'), A::Quit)],
+    },
+    KeyRow {
+        keys: "? or F1",
+        help: "this help (? when the input line is empty)",
+        footer: footer(1, "F1", "help"),
+        bindings: &[
+            (S::Anywhere, key(KeyCode::F(1)), A::Help),
+            (S::HelpPopup, ch('?'), A::ClosePopup),
+            (S::EmptyInput, ch('?'), A::Help),
+            (S::NotInput, ch('?'), A::Help),
+        ],
+    },
+    KeyRow {
+        keys: "Space / n",
+        help: "replay: pause or resume; step one event while paused",
+        footer: None,
+        bindings: &[
+            (S::Replay, ch(' '), A::PauseReplay),
+            (S::Replay, ch('n'), A::StepReplay),
+        ],
+    },
+    KeyRow {
+        keys: "Ctrl-R",
+        help: "reconnect after the connection was lost for good",
+        footer: None,
+        bindings: &[(S::Anywhere, ctrl('r'), A::Retry)],
+    },
+    KeyRow {
+        keys: "Ctrl-C",
+        help: "quit",
+        footer: footer(2, "Ctrl-C", "quit"),
+        bindings: &[(S::Anywhere, ctrl('c'), A::Quit)],
+    },
 ];
 
-/// The footer's short list.
-pub const FOOTER_KEYS: &[(&str, &str)] = &[
-    ("Enter", "send"),
-    ("F1", "help"),
-    ("Ctrl-C", "quit"),
-    ("F3", "mute"),
-    ("Ctrl-B", "barge in"),
-    ("Tab", "focus"),
-    ("PgUp/PgDn", "scroll"),
-];
+/// The action `chord` stands for in `scope`, if any.
+fn lookup(scope: Scope, chord: Chord) -> Option<Action> {
+    KEY_MAP
+        .iter()
+        .flat_map(|row| row.bindings)
+        .find(|(s, c, _)| *s == scope && *c == chord)
+        .map(|(_, _, action)| *action)
+}
 
 impl App {
-    /// Leaves the app: closes the session first when it is still open.
-    pub(super) fn quit(&mut self) -> Vec<Effect> {
-        self.view.quit = true;
-        self.update(Msg::EndSession)
+    /// True when bindings of `scope` apply in the app's current state.
+    fn scope_applies(&self, scope: Scope) -> bool {
+        let popup = self.view.popup.is_some();
+        let focus = self.view.focus;
+        match scope {
+            Scope::Anywhere => true,
+            Scope::Popup => popup,
+            Scope::HelpPopup => matches!(self.view.popup, Some(Popup::Help { .. })),
+            Scope::Replay => !popup && self.replay.is_some(),
+            Scope::Panes => !popup,
+            Scope::NotToolLog => !popup && focus != Focus::ToolLog,
+            Scope::Input => !popup && focus == Focus::Input,
+            Scope::EmptyInput => !popup && focus == Focus::Input && self.view.input.is_empty(),
+            Scope::Transcript => !popup && focus == Focus::Transcript,
+            Scope::ToolLog => !popup && focus == Focus::ToolLog,
+            Scope::NotInput => !popup && focus != Focus::Input,
+        }
+    }
+
+    /// The action a key stands for here and now.
+    pub fn key_action(&self, key: KeyEvent) -> Option<Action> {
+        let chord = Chord {
+            code: key.code,
+            ctrl: key.modifiers.contains(KeyModifiers::CONTROL),
+        };
+        Scope::PRIORITY
+            .iter()
+            .filter(|scope| self.scope_applies(**scope))
+            .find_map(|scope| lookup(*scope, chord))
     }
 
     pub(super) fn on_key(&mut self, key: KeyEvent) -> Vec<Effect> {
@@ -91,184 +371,126 @@ impl App {
         if key.kind == KeyEventKind::Release {
             return Vec::new();
         }
+        if let Some(action) = self.key_action(key) {
+            return self.perform(action);
+        }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        if ctrl && matches!(key.code, KeyCode::Char('c')) {
-            return self.quit();
-        }
-        if ctrl && matches!(key.code, KeyCode::Char('r')) {
-            return self.update(Msg::Retry);
-        }
-        if ctrl && matches!(key.code, KeyCode::Char('b')) {
-            return self.barge_in();
-        }
-        match key.code {
-            KeyCode::F(3) => return self.toggle_mute(),
-            KeyCode::F(4) => {
-                self.view.popup = match self.view.popup {
-                    Some(Popup::Audio { .. }) => None,
-                    _ => Some(Popup::Audio { scroll: 0 }),
-                };
-                return Vec::new();
-            }
-            KeyCode::F(5) => return self.toggle_talk(),
-            KeyCode::F(6) => {
-                if !self.audio.enabled {
-                    self.notice(
-                        super::NoticeLevel::Info,
-                        "Audio is off (--no-audio or audio.enabled = false).".to_owned(),
-                    );
-                    return Vec::new();
-                }
-                return vec![Effect::ReopenAudio];
-            }
-            _ => {}
-        }
-        if key.code == KeyCode::F(1) {
-            self.toggle_help();
-            return Vec::new();
-        }
-        if key.code == KeyCode::F(2) {
-            self.view.show_devices = !self.view.show_devices;
-            if !self.view.show_devices && self.view.focus == Focus::Devices {
-                self.view.focus = Focus::Input;
-            }
-            return Vec::new();
-        }
-        if let Some(popup) = self.view.popup {
-            self.on_popup_key(popup, key);
-            return Vec::new();
-        }
-        match key.code {
-            KeyCode::Tab => {
-                self.cycle_focus(true);
-                return Vec::new();
-            }
-            KeyCode::BackTab => {
-                self.cycle_focus(false);
-                return Vec::new();
-            }
-            KeyCode::Esc => return self.escape(),
-            KeyCode::PageUp if self.view.focus != Focus::ToolLog => {
-                self.view.scroll_transcript(-self.view.transcript_page());
-                return Vec::new();
-            }
-            KeyCode::PageDown if self.view.focus != Focus::ToolLog => {
-                self.view.scroll_transcript(self.view.transcript_page());
-                return Vec::new();
-            }
-            _ => {}
-        }
-        match self.view.focus {
-            Focus::Input => self.on_input_key(key),
-            Focus::Transcript => {
-                match key.code {
-                    KeyCode::Up => self.view.scroll_transcript(-1),
-                    KeyCode::Down => self.view.scroll_transcript(1),
-                    KeyCode::Home => self.view.transcript_top = Some(0),
-                    KeyCode::End => self.view.transcript_top = None,
-                    _ => return self.on_pane_char(key),
-                }
-                Vec::new()
-            }
-            Focus::ToolLog => {
-                match key.code {
-                    KeyCode::Up => self.select_tool(-1),
-                    KeyCode::Down => self.select_tool(1),
-                    KeyCode::PageUp => self.select_tool(-5),
-                    KeyCode::PageDown => self.select_tool(5),
-                    KeyCode::Home if !self.tool_calls.is_empty() => {
-                        self.view.tool_selected = Some(0)
-                    }
-                    KeyCode::End => self.view.tool_selected = None,
-                    KeyCode::Enter => self.open_selected_tool(),
-                    _ => return self.on_pane_char(key),
-                }
-                Vec::new()
-            }
-            Focus::Devices => self.on_pane_char(key),
-        }
-    }
-
-    fn on_input_key(&mut self, key: KeyEvent) -> Vec<Effect> {
-        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        let input = &mut self.view.input;
-        match key.code {
-            // Until the session is ready the line stays in the box rather than being lost.
-            KeyCode::Enter if self.connection == super::Connection::Connected => {
-                let text = input.take();
-                return self.update(Msg::UserText(text));
-            }
-            KeyCode::Char('?') if input.is_empty() => self.toggle_help(),
-            KeyCode::Char('a') if ctrl => input.home(),
-            KeyCode::Char('e') if ctrl => input.end(),
-            KeyCode::Char('w') if ctrl => input.delete_word(),
-            KeyCode::Char('u') if ctrl => input.delete_to_start(),
-            KeyCode::Char(_) if ctrl => {}
-            KeyCode::Char(c) => input.insert(c),
-            KeyCode::Backspace => input.backspace(),
-            KeyCode::Delete => input.delete(),
-            KeyCode::Left => input.left(),
-            KeyCode::Right => input.right(),
-            KeyCode::Home => input.home(),
-            KeyCode::End => input.end(),
-            KeyCode::Up => input.history_back(),
-            KeyCode::Down => input.history_forward(),
-            _ => {}
+        // Any other printable key types: in the input line, or (from a pane) moving there.
+        if let KeyCode::Char(c) = key.code
+            && !ctrl
+            && self.view.popup.is_none()
+        {
+            self.view.focus = Focus::Input;
+            self.view.input.insert(c);
         }
         Vec::new()
     }
 
-    /// A printable key in a pane other than the input: `q` quits, `?` helps, anything else
-    /// starts typing a message.
-    fn on_pane_char(&mut self, key: KeyEvent) -> Vec<Effect> {
-        if key.modifiers.contains(KeyModifiers::CONTROL) {
-            return Vec::new();
-        }
-        match key.code {
-            KeyCode::Char('q') => self.quit(),
-            KeyCode::Char('?') => {
-                self.toggle_help();
-                Vec::new()
-            }
-            KeyCode::Char(c) => {
-                self.view.focus = Focus::Input;
-                self.view.input.insert(c);
-                Vec::new()
-            }
-            _ => Vec::new(),
+    /// Leaves the app. In a live session that ends the session first (an intent, so it is
+    /// recorded); a replay just stops.
+    pub(super) fn quit(&mut self) -> Vec<Effect> {
+        self.view.quit = true;
+        self.intent(Msg::EndSession)
+    }
+
+    /// What the user means, for the loop to apply as a message; a replay only plays, so
+    /// there it means nothing.
+    fn intent(&self, msg: Msg) -> Vec<Effect> {
+        if self.replay.is_some() {
+            Vec::new()
+        } else {
+            vec![Effect::Intent(msg)]
         }
     }
 
-    fn on_popup_key(&mut self, popup: Popup, key: KeyEvent) {
-        let scroll = |s: u16, by: i32| (i32::from(s) + by).clamp(0, i32::from(u16::MAX)) as u16;
-        let moved = match key.code {
-            KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q') => {
-                self.view.popup = None;
-                return;
+    fn perform(&mut self, action: Action) -> Vec<Effect> {
+        let input = &mut self.view.input;
+        match action {
+            // Until the session is ready the line stays in the box rather than being lost.
+            Action::Send if self.connection == Connection::Connected && self.replay.is_none() => {
+                let text = input.take();
+                if text.trim().is_empty() {
+                    return Vec::new();
+                }
+                return self.intent(Msg::UserText(text));
             }
-            KeyCode::Char('?') if matches!(popup, Popup::Help { .. }) => {
-                self.view.popup = None;
-                return;
+            Action::Send => {}
+            Action::BargeIn => return self.intent(Msg::BargeIn),
+            Action::ToggleMute => return self.intent(Msg::ToggleMute),
+            Action::PushToTalk => return self.intent(Msg::ToggleTalk),
+            Action::ReopenAudio => return self.intent(Msg::ReopenAudio),
+            Action::Retry => return self.intent(Msg::Retry),
+            Action::Quit => return self.quit(),
+            Action::Help => self.toggle_help(),
+            Action::AudioDetails => {
+                self.view.popup = match self.view.popup {
+                    Some(Popup::Audio { .. }) => None,
+                    _ => Some(Popup::Audio { scroll: 0 }),
+                };
             }
-            KeyCode::Up => -1,
-            KeyCode::Down => 1,
-            KeyCode::PageUp => -10,
-            KeyCode::PageDown => 10,
-            KeyCode::Home => -i32::from(u16::MAX),
-            _ => return,
-        };
-        self.view.popup = Some(match popup {
-            Popup::Help { scroll: s } => Popup::Help {
-                scroll: scroll(s, moved),
-            },
+            Action::ToggleDevices => {
+                self.view.show_devices = !self.view.show_devices;
+                if !self.view.show_devices && self.view.focus == Focus::Devices {
+                    self.view.focus = Focus::Input;
+                }
+            }
+            Action::FocusNext => self.cycle_focus(true),
+            Action::FocusPrevious => self.cycle_focus(false),
+            Action::Escape => return self.escape(),
+            Action::CursorLeft => input.left(),
+            Action::CursorRight => input.right(),
+            Action::CursorHome => input.home(),
+            Action::CursorEnd => input.end(),
+            Action::DeleteBack => input.backspace(),
+            Action::DeleteForward => input.delete(),
+            Action::DeleteWord => input.delete_word(),
+            Action::DeleteToStart => input.delete_to_start(),
+            Action::HistoryBack => input.history_back(),
+            Action::HistoryForward => input.history_forward(),
+            Action::ScrollTranscript(by) => self.view.scroll_transcript(isize::from(by)),
+            Action::TranscriptPage(by) => {
+                let page = self.view.transcript_page();
+                self.view.scroll_transcript(page * isize::from(by));
+            }
+            Action::TranscriptTop => self.view.transcript_top = Some(0),
+            Action::TranscriptBottom => self.view.transcript_top = None,
+            Action::SelectTool(by) => self.select_tool(isize::from(by)),
+            Action::FirstTool if !self.tool_calls.is_empty() => self.view.tool_selected = Some(0),
+            Action::FirstTool => {}
+            Action::LastTool => self.view.tool_selected = None,
+            Action::OpenToolCall => self.open_selected_tool(),
+            Action::ClosePopup => self.view.popup = None,
+            Action::ScrollPopup(by) => self.scroll_popup(i32::from(by)),
+            Action::PopupPage(by) => self.scroll_popup(10 * i32::from(by)),
+            Action::PopupTop => self.scroll_popup(-i32::from(u16::MAX)),
+            Action::PauseReplay => return vec![Effect::PauseReplay],
+            Action::StepReplay => return vec![Effect::StepReplay],
+        }
+        Vec::new()
+    }
+
+    fn scroll_popup(&mut self, by: i32) {
+        let scroll = |s: u16| (i32::from(s) + by).clamp(0, i32::from(u16::MAX)) as u16;
+        self.view.popup = self.view.popup.map(|popup| match popup {
+            Popup::Help { scroll: s } => Popup::Help { scroll: scroll(s) },
             Popup::ToolDetail { index, scroll: s } => Popup::ToolDetail {
                 index,
-                scroll: scroll(s, moved),
+                scroll: scroll(s),
             },
-            Popup::Audio { scroll: s } => Popup::Audio {
-                scroll: scroll(s, moved),
-            },
+            Popup::Audio { scroll: s } => Popup::Audio { scroll: scroll(s) },
         });
+    }
+
+    /// F6 with audio off explains why nothing happens.
+    pub(super) fn reopen_audio(&mut self) -> Vec<Effect> {
+        if !self.audio.enabled {
+            self.notice(
+                NoticeLevel::Info,
+                "Audio is off (--no-audio or audio.enabled = false).".to_owned(),
+            );
+            return Vec::new();
+        }
+        vec![Effect::ReopenAudio]
     }
 
     pub(super) fn on_mouse(&mut self, mouse: MouseEvent) {
@@ -281,12 +503,9 @@ impl App {
                 } else {
                     3
                 };
-                if let Some(popup) = self.view.popup {
+                if self.view.popup.is_some() {
                     if layout.popup.is_some_and(|a| a.contains(column, row)) {
-                        let key = if step < 0 { KeyCode::Up } else { KeyCode::Down };
-                        for _ in 0..3 {
-                            self.on_popup_key(popup, KeyEvent::from(key));
-                        }
+                        self.scroll_popup(step as i32);
                     }
                 } else if layout.tool_log.contains(column, row) {
                     self.select_tool(step.signum());

@@ -4,8 +4,10 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::audio::AudioOptions;
 use crate::live::SessionEvent;
 use crate::live::reconnect::LinkEvent;
 use crate::live::wire::{FunctionCall, FunctionResponse, Scheduling, UsageMetadata};
@@ -17,7 +19,7 @@ pub mod view;
 
 pub use audio::{AudioState, MicState};
 
-pub use keys::{FOOTER_KEYS, KEY_HELP};
+pub use keys::{Action, Footer, KEY_MAP, KeyRow, footer_keys};
 pub use view::{Area, Focus, InputLine, Popup, ScreenLayout, View};
 
 /// Connection state shown in the status line.
@@ -30,9 +32,9 @@ pub enum Connection {
 }
 
 /// Who has the floor. There is no idle state: once connected, Gemini is either listening or
-/// speaking (seed 001 overlay rules).
+/// speaking, and the status badge says which.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Conversation {
+pub enum Floor {
     Listening,
     Speaking,
 }
@@ -52,7 +54,8 @@ pub enum ModelTurnStatus {
     Interrupted,
 }
 
-/// One entry of the conversation history. Tool calls are part of the history (seed 004).
+/// One entry of the conversation history. Tool calls are part of the history, in the order they
+/// happened, as the model saw them.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Entry {
     User {
@@ -123,7 +126,7 @@ pub struct ToolCallRecord {
     pub truncated: bool,
     /// Local wall-clock time the call arrived.
     pub started_at: jiff::civil::Time,
-    /// The watchdog saw it run longer than expected.
+    /// It ran past a third of its time limit.
     pub slow: bool,
 }
 
@@ -141,54 +144,111 @@ pub struct Notice {
     pub text: String,
 }
 
-/// Everything that can change the app.
-#[derive(Debug, Clone, PartialEq)]
+/// Everything that can change the app. What comes from the session, the tools, the devices,
+/// the audio system and the link, and what the user means (a turn sent, a barge-in, the end),
+/// is recorded as it is applied and replayed as it was; raw input (keys, mouse, paste), the
+/// layout and the tick only move the view and are never recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Msg {
-    /// A connection attempt started.
-    Connecting,
     /// The connection attempt failed before the session started.
     ConnectFailed(String),
     /// An event from the live session.
     Session(SessionEvent),
     /// A session event from a recording, with the local time of day it arrived in the
     /// original run: applied like `Session`, but the tool log shows that time, not the clock.
+    #[serde(skip)]
     Replayed {
         event: SessionEvent,
         arrived_at: jiff::civil::Time,
     },
     /// The link moved to a new connection, lost one, or withheld an answer.
     Link(LinkEvent),
-    /// A tool call has been running longer than expected (the watchdog).
-    ToolCallSlow(SlowCall),
-    /// The user asks to try connecting again after the link gave up.
-    Retry,
-    /// A tool call finished or was cancelled.
+    /// A tool call finished, was cancelled, or is running long.
     Tool(ToolEvent),
     /// The smart-home devices changed.
     DevicesChanged(Vec<Device>),
-    /// The user sent a text turn.
-    UserText(String),
-    /// The user (or the end of input) asks to end the session.
-    EndSession,
-    /// A key press in the TUI.
-    Key(crossterm::event::KeyEvent),
-    /// A mouse event in the TUI.
-    Mouse(crossterm::event::MouseEvent),
-    /// Text pasted into the TUI.
-    Paste(String),
-    /// Where the TUI drew things in its last frame.
-    Layout(ScreenLayout),
-    /// Animation tick (only while something animates).
-    Tick,
-    /// Leave the app (a signal or the quit key).
-    Quit,
     /// The audio system opened devices, failed, or reports playback, levels or figures.
     Audio(crate::audio::AudioEvent),
+    /// The user sent a text turn.
+    UserText(String),
+    /// The user silences Gemini (Ctrl-B).
+    BargeIn,
+    /// The user mutes or unmutes the microphone.
+    ToggleMute,
+    /// Push-to-talk: the user starts or stops speaking.
+    ToggleTalk,
+    /// The user asks to open the audio devices again.
+    ReopenAudio,
+    /// The user asks to try connecting again after the link gave up.
+    Retry,
+    /// The user (or the end of input) ends the session.
+    EndSession,
+    /// The run gives up on the session (a headless turn that never got an answer): shown as
+    /// an error, and the session ends unclean.
+    GaveUp(String),
+    /// Where a replay stands (the status line shows it).
+    ReplayProgress(ReplayProgress),
+    /// Leave the app (a signal): ends the session like the quit key.
+    #[serde(skip)]
+    Quit,
+    /// A key press in the TUI.
+    #[serde(skip)]
+    Key(crossterm::event::KeyEvent),
+    /// A mouse event in the TUI.
+    #[serde(skip)]
+    Mouse(crossterm::event::MouseEvent),
+    /// Text pasted into the TUI.
+    #[serde(skip)]
+    Paste(String),
+    /// Where the TUI drew things in its last frame.
+    #[serde(skip)]
+    Layout(ScreenLayout),
+    /// Animation tick (only while something animates).
+    #[serde(skip)]
+    Tick,
+}
+
+impl Msg {
+    /// True for what a recording keeps: everything but raw input, layout and ticks. (Replay
+    /// progress and replayed events come from a recording in the first place.)
+    pub fn is_recorded(&self) -> bool {
+        !matches!(
+            self,
+            Msg::Replayed { .. }
+                | Msg::ReplayProgress(_)
+                | Msg::Quit
+                | Msg::Key(_)
+                | Msg::Mouse(_)
+                | Msg::Paste(_)
+                | Msg::Layout(_)
+                | Msg::Tick
+        )
+    }
+
+    /// The model audio this message carries, for a recorder that keeps audio in a WAV file.
+    pub fn model_audio_mut(&mut self) -> Option<&mut Vec<u8>> {
+        match self {
+            Msg::Session(SessionEvent::ModelAudio { pcm, .. }) => Some(pcm),
+            _ => None,
+        }
+    }
+}
+
+/// How far a replay has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ReplayProgress {
+    pub applied: usize,
+    pub total: usize,
+    pub paused: bool,
 }
 
 /// Work for the loop to do on the app's behalf.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
+    /// What a key meant (send, barge in, end…): the loop applies it as a message of its own,
+    /// so it is recorded like every other message.
+    Intent(Msg),
     SendText(String),
     RunTools(Vec<FunctionCall>),
     CancelTools(Vec<String>),
@@ -212,11 +272,16 @@ pub enum Effect {
     SendAudioStreamEnd,
     /// Close and re-open the audio devices.
     ReopenAudio,
+    /// Replay: pause or resume.
+    PauseReplay,
+    /// Replay: apply the next message while paused.
+    StepReplay,
 }
 
-/// The application state.
+/// Everything the app starts from, built by the session's set-up (or a recording's
+/// metadata) and handed over at once.
 #[derive(Debug, Clone)]
-pub struct App {
+pub struct AppInit {
     pub model: String,
     /// Prebuilt voice asked for in `setup`.
     pub voice: String,
@@ -224,34 +289,79 @@ pub struct App {
     pub endpoint_label: String,
     /// True when talking to the embedded offline demo model.
     pub offline: bool,
-    pub connection: Connection,
-    pub conversation: Conversation,
-    pub transcript: Vec<Entry>,
-    pub tool_calls: Vec<ToolCallRecord>,
     pub devices: Vec<Device>,
-    pub notices: Vec<Notice>,
+    /// The audio asked for (`None`: no audio at all).
+    pub audio: Option<AudioOptions>,
+    /// Shown in the status line while recording: where to.
+    pub recording: Option<String>,
+    /// This app shows a recording: nothing the user types is sent.
+    pub replay: bool,
+    /// `NO_COLOR` is set.
+    pub no_color: bool,
+    /// The log file, for the help popup.
+    pub log_path: Option<String>,
+    /// Local time of day, for the tool log; tests pin it.
+    pub clock: fn() -> jiff::civil::Time,
+}
+
+impl AppInit {
+    /// A live session's start: no audio, no recording, colours on.
+    pub fn new(model: impl Into<String>, offline: bool, devices: Vec<Device>) -> Self {
+        AppInit {
+            model: model.into(),
+            voice: String::new(),
+            endpoint_label: String::new(),
+            offline,
+            devices,
+            audio: None,
+            recording: None,
+            replay: false,
+            no_color: false,
+            log_path: None,
+            clock: local_time_now,
+        }
+    }
+}
+
+/// The application state. Read it through its accessors; only [`App::update`] changes it.
+#[derive(Debug, Clone)]
+pub struct App {
+    model: String,
+    voice: String,
+    endpoint_label: String,
+    offline: bool,
+    connection: Connection,
+    floor: Floor,
+    transcript: Vec<Entry>,
+    tool_calls: Vec<ToolCallRecord>,
+    devices: Vec<Device>,
+    notices: Vec<Notice>,
     /// Usage reported with the latest turn.
-    pub last_usage: Option<UsageMetadata>,
+    last_usage: Option<UsageMetadata>,
     /// Sum of `totalTokenCount` over the session.
-    pub total_tokens: i64,
+    total_tokens: i64,
     /// Bytes of model audio received.
-    pub model_audio_bytes: u64,
+    model_audio_bytes: u64,
     /// Times the conversation moved to a new connection.
-    pub reconnects: u32,
+    reconnects: u32,
     /// A user turn (or tool response) was sent and the model's turn has not completed.
     awaiting_model: bool,
     /// `end_session` succeeded: close once the goodbye turn completes.
     end_after_turn: bool,
     /// We asked the session to close.
     closing: bool,
-    /// Shown in the status line while recording or replaying: what and where.
-    pub recording: Option<String>,
+    /// The run gave up on the session; a close that follows changes nothing.
+    gave_up: bool,
+    /// Shown in the status line while recording: what and where.
+    recording: Option<String>,
+    /// Where a replay stands, when this app shows one.
+    replay: Option<ReplayProgress>,
     /// What the TUI shows and where; headless ignores it.
-    pub view: View,
+    view: View,
     /// Microphone, speaker, levels and figures.
-    pub audio: AudioState,
-    /// Local time of day, for the tool log; replaceable so tests are deterministic.
-    pub clock: fn() -> jiff::civil::Time,
+    audio: AudioState,
+    /// Local time of day, for the tool log.
+    clock: fn() -> jiff::civil::Time,
     /// Tool calls listed before the latest reconnect; their answers cannot reach the model.
     calls_before_reconnect: usize,
     /// Ids of calls the server cancelled: they must not be answered.
@@ -263,17 +373,26 @@ fn local_time_now() -> jiff::civil::Time {
 }
 
 impl App {
-    pub fn new(model: impl Into<String>, offline: bool, devices: Vec<Device>) -> Self {
+    pub fn new(init: AppInit) -> Self {
+        let mut view = View {
+            no_color: init.no_color,
+            log_path: init.log_path,
+            ..View::default()
+        };
+        // Typed input goes nowhere in a replay: start in the transcript.
+        if init.replay {
+            view.focus = Focus::Transcript;
+        }
         App {
-            model: model.into(),
-            voice: String::new(),
-            endpoint_label: String::new(),
-            offline,
+            model: init.model,
+            voice: init.voice,
+            endpoint_label: init.endpoint_label,
+            offline: init.offline,
             connection: Connection::Connecting,
-            conversation: Conversation::Listening,
+            floor: Floor::Listening,
             transcript: Vec::new(),
             tool_calls: Vec::new(),
-            devices,
+            devices: init.devices,
             notices: Vec::new(),
             last_usage: None,
             total_tokens: 0,
@@ -282,13 +401,120 @@ impl App {
             awaiting_model: false,
             end_after_turn: false,
             closing: false,
-            recording: None,
-            view: View::default(),
-            audio: AudioState::default(),
-            clock: local_time_now,
+            gave_up: false,
+            recording: init.recording,
+            replay: init.replay.then(ReplayProgress::default),
+            view,
+            audio: init
+                .audio
+                .as_ref()
+                .map(AudioState::configured)
+                .unwrap_or_default(),
+            clock: init.clock,
             calls_before_reconnect: 0,
             withdrawn_calls: HashSet::new(),
         }
+    }
+
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    pub fn voice(&self) -> &str {
+        &self.voice
+    }
+
+    pub fn endpoint_label(&self) -> &str {
+        &self.endpoint_label
+    }
+
+    pub fn offline(&self) -> bool {
+        self.offline
+    }
+
+    pub fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
+    pub fn floor(&self) -> Floor {
+        self.floor
+    }
+
+    pub fn transcript(&self) -> &[Entry] {
+        &self.transcript
+    }
+
+    pub fn tool_calls(&self) -> &[ToolCallRecord] {
+        &self.tool_calls
+    }
+
+    pub fn devices(&self) -> &[Device] {
+        &self.devices
+    }
+
+    pub fn notices(&self) -> &[Notice] {
+        &self.notices
+    }
+
+    pub fn last_usage(&self) -> Option<&UsageMetadata> {
+        self.last_usage.as_ref()
+    }
+
+    pub fn total_tokens(&self) -> i64 {
+        self.total_tokens
+    }
+
+    pub fn model_audio_bytes(&self) -> u64 {
+        self.model_audio_bytes
+    }
+
+    pub fn reconnects(&self) -> u32 {
+        self.reconnects
+    }
+
+    /// What the status line says about recording: "REC folder", or where a replay stands.
+    pub fn recording_label(&self) -> Option<String> {
+        match (&self.replay, &self.recording) {
+            (Some(progress), source) => {
+                let state = if progress.applied >= progress.total {
+                    "finished"
+                } else if progress.paused {
+                    "paused: Space resumes, n steps"
+                } else {
+                    "Space pauses"
+                };
+                let source = source.as_deref().unwrap_or_default();
+                Some(format!(
+                    "REPLAY {}/{} ({state}) {source}",
+                    progress.applied, progress.total
+                ))
+            }
+            (None, Some(recording)) => Some(recording.clone()),
+            (None, None) => None,
+        }
+    }
+
+    /// True when this app shows a recording.
+    pub fn is_replay(&self) -> bool {
+        self.replay.is_some()
+    }
+
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
+    pub fn audio(&self) -> &AudioState {
+        &self.audio
+    }
+
+    /// True once the user asked to leave (the TUI then stops).
+    pub fn wants_to_quit(&self) -> bool {
+        self.view.quit
+    }
+
+    /// True when the user (or the end of input, or `end_session`) asked to end the session.
+    pub fn is_closing(&self) -> bool {
+        self.closing
     }
 
     /// The newest notice the user has not dismissed.
@@ -358,33 +584,15 @@ impl App {
     /// The one place state changes.
     pub fn update(&mut self, msg: Msg) -> Vec<Effect> {
         match msg {
-            Msg::Connecting => {
-                self.connection = Connection::Connecting;
-                Vec::new()
-            }
             Msg::ConnectFailed(reason) => {
                 self.notice(NoticeLevel::Error, reason.clone());
                 self.connection = Connection::Disconnected { reason };
-                self.conversation = Conversation::Listening;
+                self.floor = Floor::Listening;
                 Vec::new()
             }
             Msg::Session(event) => self.on_session(event, None),
             Msg::Replayed { event, arrived_at } => self.on_session(event, Some(arrived_at)),
             Msg::Link(event) => self.on_link(event),
-            Msg::ToolCallSlow(slow) => {
-                if let Some(index) = self.find_running_call(slow.id.as_deref(), &slow.name) {
-                    self.tool_calls[index].slow = true;
-                    self.notice(
-                        NoticeLevel::Warning,
-                        format!(
-                            "{} has been running for {:.1} s; it is answered with an error if it does not finish in time.",
-                            slow.name,
-                            slow.elapsed.as_secs_f64()
-                        ),
-                    );
-                }
-                Vec::new()
-            }
             Msg::Retry => {
                 if !self.can_retry() {
                     return Vec::new();
@@ -423,6 +631,28 @@ impl App {
             }
             Msg::Quit => self.quit(),
             Msg::Audio(event) => self.on_audio(event),
+            Msg::BargeIn => self.barge_in(),
+            Msg::ToggleMute => self.toggle_mute(),
+            Msg::ToggleTalk => self.toggle_talk(),
+            Msg::ReopenAudio => self.reopen_audio(),
+            Msg::GaveUp(message) => {
+                if self.is_finished() {
+                    return Vec::new();
+                }
+                self.notice(NoticeLevel::Error, message.clone());
+                self.finish_model_entry(ModelTurnStatus::Interrupted);
+                self.floor = Floor::Listening;
+                self.connection = Connection::Disconnected { reason: message };
+                self.awaiting_model = false;
+                self.gave_up = true;
+                vec![Effect::CloseSession]
+            }
+            Msg::ReplayProgress(progress) => {
+                if self.replay.is_some() {
+                    self.replay = Some(progress);
+                }
+                Vec::new()
+            }
             Msg::UserText(text) => {
                 let text = text.trim().to_owned();
                 // While reconnecting the turn is queued and sent after setupComplete.
@@ -450,6 +680,8 @@ impl App {
                     return Vec::new();
                 }
                 self.closing = true;
+                // A reply still streaming is cut off by the end, as the user sees it now.
+                self.finish_model_entry(ModelTurnStatus::Interrupted);
                 vec![Effect::CloseSession]
             }
         }
@@ -464,18 +696,18 @@ impl App {
         match event {
             SessionEvent::SetupComplete { .. } => {
                 self.connection = Connection::Connected;
-                self.conversation = Conversation::Listening;
+                self.floor = Floor::Listening;
                 Vec::new()
             }
             SessionEvent::ModelText(text) => {
-                if !self.audio.discard_turn {
+                if !self.audio.discard_turn && !self.closing {
                     self.wire_speaking();
                     self.open_model_entry().0.push_str(&text);
                 }
                 Vec::new()
             }
             SessionEvent::OutputTranscription { text, .. } => {
-                if !self.audio.discard_turn {
+                if !self.audio.discard_turn && !self.closing {
                     self.wire_speaking();
                     self.open_model_entry().1.push_str(&text);
                 }
@@ -489,14 +721,14 @@ impl App {
             SessionEvent::GenerationComplete => Vec::new(),
             SessionEvent::Interrupted => {
                 self.finish_model_entry(ModelTurnStatus::Interrupted);
-                self.conversation = Conversation::Listening;
+                self.floor = Floor::Listening;
                 self.end_model_audio(true)
             }
             SessionEvent::TurnComplete { .. } => {
                 self.finish_model_entry(ModelTurnStatus::Complete);
                 // With a speaker, Gemini speaks until the last sample has been heard.
                 if !(self.audio.playback_drives_speaking() && self.audio.audible) {
-                    self.conversation = Conversation::Listening;
+                    self.floor = Floor::Listening;
                 }
                 self.awaiting_model = false;
                 let mut effects = self.end_model_audio(false);
@@ -551,9 +783,10 @@ impl App {
                 self.notice(NoticeLevel::Warning, reason);
                 Vec::new()
             }
+            SessionEvent::Closed(_) if self.gave_up => Vec::new(),
             SessionEvent::Closed(close) => {
                 self.finish_model_entry(ModelTurnStatus::Interrupted);
-                self.conversation = Conversation::Listening;
+                self.floor = Floor::Listening;
                 // Audio of a reply cut off by the close is still heard to its end, like text
                 // already printed; only a barge-in silences it.
                 if !close.initiated_by_client {
@@ -581,7 +814,7 @@ impl App {
                     self.calls_before_reconnect = self.tool_calls.len();
                     // A reply cut off by the loss stays in the history as interrupted.
                     self.finish_model_entry(ModelTurnStatus::Interrupted);
-                    self.conversation = Conversation::Listening;
+                    self.floor = Floor::Listening;
                 }
                 self.connection = Connection::Reconnecting;
                 // A planned hand-over only shows in the status line; losses are explained.
@@ -694,6 +927,10 @@ impl App {
                 }
                 vec![Effect::SendToolResponse(outcome.response)]
             }
+            ToolEvent::Slow(slow) => {
+                self.flag_slow(slow);
+                Vec::new()
+            }
             ToolEvent::Cancelled { id, name, duration } => {
                 self.withdrawn_calls.remove(&id);
                 if let Some(index) = self.find_running_call(Some(&id), &name) {
@@ -703,6 +940,20 @@ impl App {
                 }
                 Vec::new()
             }
+        }
+    }
+
+    fn flag_slow(&mut self, slow: SlowCall) {
+        if let Some(index) = self.find_running_call(slow.id.as_deref(), &slow.name) {
+            self.tool_calls[index].slow = true;
+            self.notice(
+                NoticeLevel::Warning,
+                format!(
+                    "{} has been running for {:.1} s; it is answered with an error if it does not finish in time.",
+                    slow.name,
+                    slow.elapsed.as_secs_f64()
+                ),
+            );
         }
     }
 
@@ -719,7 +970,7 @@ impl App {
     /// Without a speaker, model output on the wire is what says Gemini is speaking.
     fn wire_speaking(&mut self) {
         if !self.audio.playback_drives_speaking() {
-            self.conversation = Conversation::Speaking;
+            self.floor = Floor::Speaking;
         }
     }
 

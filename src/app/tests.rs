@@ -12,8 +12,7 @@ use crate::tools::SlowCall;
 use crate::tools::{END_SESSION, ToolOutcome};
 
 fn connected_app() -> App {
-    let mut app = App::new("models/test", true, Vec::new());
-    app.update(Msg::Connecting);
+    let mut app = App::new(AppInit::new("models/test", true, Vec::new()));
     app.update(Msg::Session(SessionEvent::SetupComplete {
         session_id: None,
     }));
@@ -48,13 +47,13 @@ fn finished(id: &str, name: &str, status: ToolStatus) -> Msg {
 
 #[test]
 fn connect_then_listen() {
-    let mut app = App::new("models/test", true, Vec::new());
+    let mut app = App::new(AppInit::new("models/test", true, Vec::new()));
     assert_eq!(app.connection, Connection::Connecting);
     app.update(Msg::Session(SessionEvent::SetupComplete {
         session_id: None,
     }));
     assert_eq!(app.connection, Connection::Connected);
-    assert_eq!(app.conversation, Conversation::Listening);
+    assert_eq!(app.floor, Floor::Listening);
     assert!(app.ready_for_user());
 }
 
@@ -87,7 +86,7 @@ fn speaking_while_output_streams_listening_after_turn_complete() {
         pcm: vec![0; 4],
         sample_rate: 24_000,
     }));
-    assert_eq!(app.conversation, Conversation::Speaking);
+    assert_eq!(app.floor, Floor::Speaking);
     app.update(Msg::Session(SessionEvent::OutputTranscription {
         text: "Hi ".into(),
         finished: false,
@@ -97,12 +96,12 @@ fn speaking_while_output_streams_listening_after_turn_complete() {
         finished: false,
     }));
     app.update(Msg::Session(SessionEvent::GenerationComplete));
-    assert_eq!(app.conversation, Conversation::Speaking);
+    assert_eq!(app.floor, Floor::Speaking);
     app.update(Msg::Session(SessionEvent::TurnComplete {
         reason: None,
         waiting_for_input: false,
     }));
-    assert_eq!(app.conversation, Conversation::Listening);
+    assert_eq!(app.floor, Floor::Listening);
     assert!(app.ready_for_user());
     match &app.transcript[1] {
         Entry::Model {
@@ -127,7 +126,7 @@ fn interrupted_turn_is_marked_and_returns_to_listening() {
     }));
     app.update(Msg::UserText("stop".into()));
     app.update(Msg::Session(SessionEvent::Interrupted));
-    assert_eq!(app.conversation, Conversation::Listening);
+    assert_eq!(app.floor, Floor::Listening);
     assert!(app.transcript.iter().any(|e| matches!(
         e,
         Entry::Model {
@@ -253,9 +252,25 @@ fn skipped_frames_become_warnings_and_the_session_goes_on() {
     assert_eq!(app.connection, Connection::Connected);
 }
 
+/// Applies a message as the drive loop does: intents handed back are applied in turn, and the
+/// other effects are returned.
+fn apply(app: &mut App, msg: Msg) -> Vec<Effect> {
+    let mut queue = std::collections::VecDeque::from([msg]);
+    let mut effects = Vec::new();
+    while let Some(msg) = queue.pop_front() {
+        for effect in app.update(msg) {
+            match effect {
+                Effect::Intent(intent) => queue.push_back(intent),
+                effect => effects.push(effect),
+            }
+        }
+    }
+    effects
+}
+
 fn press(app: &mut App, code: crossterm::event::KeyCode) -> Vec<Effect> {
     use crossterm::event::{KeyEvent, KeyModifiers};
-    app.update(Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+    apply(app, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)))
 }
 
 fn type_text(app: &mut App, text: &str) {
@@ -267,8 +282,7 @@ fn type_text(app: &mut App, text: &str) {
 #[test]
 fn typed_line_is_sent_on_enter_and_kept_while_connecting() {
     use crossterm::event::KeyCode;
-    let mut app = App::new("models/test", true, Vec::new());
-    app.update(Msg::Connecting);
+    let mut app = App::new(AppInit::new("models/test", true, Vec::new()));
     type_text(&mut app, "quick question?");
     assert_eq!(
         app.view.input.text(),
@@ -306,14 +320,14 @@ fn typing_while_the_model_speaks_sends_and_the_server_interrupts() {
         text: "Once upon".into(),
         finished: false,
     }));
-    assert_eq!(app.conversation, Conversation::Speaking);
+    assert_eq!(app.floor, Floor::Speaking);
     type_text(&mut app, "stop");
     assert_eq!(
         press(&mut app, KeyCode::Enter),
         vec![Effect::SendText("stop".into())]
     );
     app.update(Msg::Session(SessionEvent::Interrupted));
-    assert_eq!(app.conversation, Conversation::Listening);
+    assert_eq!(app.floor, Floor::Listening);
     assert!(matches!(
         app.transcript[1],
         Entry::Model {
@@ -387,7 +401,7 @@ fn tool_failures_become_dismissable_notices() {
 #[test]
 fn changed_devices_are_highlighted_briefly() {
     let home = crate::tools::SmartHome::new();
-    let mut app = App::new("models/test", true, home.snapshot());
+    let mut app = App::new(AppInit::new("models/test", true, home.snapshot()));
     let mut devices = home.snapshot();
     devices[0].status = "on".into();
     app.update(Msg::DevicesChanged(devices));
@@ -535,18 +549,18 @@ fn a_call_of_a_lost_connection_is_not_awaited_after_its_answer_is_withheld() {
 }
 
 #[test]
-fn the_watchdog_flags_a_running_call_once_it_is_slow() {
+fn a_running_call_is_flagged_once_it_is_slow() {
     let mut app = connected_app();
     app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
         "c1",
         "get_device_status",
     )])));
     let slow = |id: &str| {
-        Msg::ToolCallSlow(SlowCall {
+        Msg::Tool(ToolEvent::Slow(SlowCall {
             id: Some(id.into()),
             name: "get_device_status".into(),
             elapsed: Duration::from_millis(3400),
-        })
+        }))
     };
     app.update(slow("c1"));
     assert!(app.tool_calls[0].slow);
@@ -662,30 +676,22 @@ fn with_a_speaker_gemini_speaks_while_audible_not_while_bytes_arrive() {
         model_audio(&mut app),
         vec![Effect::PlayAudio(vec![1, 0, 2, 0])]
     );
-    assert_eq!(
-        app.conversation,
-        Conversation::Listening,
-        "received but not yet heard"
-    );
+    assert_eq!(app.floor, Floor::Listening, "received but not yet heard");
     app.update(Msg::Audio(AudioEvent::Audible(true)));
-    assert_eq!(app.conversation, Conversation::Speaking);
+    assert_eq!(app.floor, Floor::Speaking);
     assert_eq!(
         app.audio.mic_state(),
         MicState::Gated,
         "the echo gate is on by default"
     );
     assert_eq!(turn_complete(&mut app), vec![Effect::EndPlaybackTurn]);
-    assert_eq!(
-        app.conversation,
-        Conversation::Speaking,
-        "the tail is still playing"
-    );
+    assert_eq!(app.floor, Floor::Speaking, "the tail is still playing");
     assert!(
         !app.ready_for_user(),
         "headless must not end before the tail is heard"
     );
     app.update(Msg::Audio(AudioEvent::Audible(false)));
-    assert_eq!(app.conversation, Conversation::Listening);
+    assert_eq!(app.floor, Floor::Listening);
     assert!(app.ready_for_user());
     assert_eq!(app.audio.mic_state(), MicState::Live);
 }
@@ -694,9 +700,9 @@ fn with_a_speaker_gemini_speaks_while_audible_not_while_bytes_arrive() {
 fn without_a_speaker_the_wire_drives_speaking_and_no_audio_is_played() {
     let mut app = connected_app();
     assert_eq!(model_audio(&mut app), Vec::new());
-    assert_eq!(app.conversation, Conversation::Speaking);
+    assert_eq!(app.floor, Floor::Speaking);
     turn_complete(&mut app);
-    assert_eq!(app.conversation, Conversation::Listening);
+    assert_eq!(app.floor, Floor::Listening);
 }
 
 #[test]
@@ -707,7 +713,7 @@ fn server_interrupt_stops_playback_at_once() {
     app.update(Msg::Audio(AudioEvent::Audible(true)));
     let effects = app.update(Msg::Session(SessionEvent::Interrupted));
     assert_eq!(effects, vec![Effect::StopPlayback]);
-    assert_eq!(app.conversation, Conversation::Listening);
+    assert_eq!(app.floor, Floor::Listening);
     assert!(matches!(
         app.transcript.last(),
         Some(Entry::Model {
@@ -728,12 +734,15 @@ fn barge_in_key_silences_and_drops_the_rest_of_the_turn() {
     }));
     model_audio(&mut app);
     app.update(Msg::Audio(AudioEvent::Audible(true)));
+    // The key is an intent, so a recording holds the barge-in, not the key.
     let effects = app.update(Msg::Key(KeyEvent::new(
         KeyCode::Char('b'),
         KeyModifiers::CONTROL,
     )));
+    assert_eq!(effects, vec![Effect::Intent(Msg::BargeIn)]);
+    let effects = app.update(Msg::BargeIn);
     assert_eq!(effects, vec![Effect::StopPlayback]);
-    assert_eq!(app.conversation, Conversation::Listening);
+    assert_eq!(app.floor, Floor::Listening);
     // The rest of that turn is neither played nor shown.
     assert_eq!(model_audio(&mut app), Vec::new());
     app.update(Msg::Session(SessionEvent::OutputTranscription {

@@ -92,7 +92,8 @@ impl fmt::Display for DeviceError {
 impl std::error::Error for DeviceError {}
 
 /// Input or output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Direction {
     Input,
     Output,

@@ -6,6 +6,7 @@
 pub mod callbacks;
 pub mod capture;
 pub mod device;
+pub mod link;
 pub mod pcm;
 pub mod playback;
 pub mod resample;
@@ -24,6 +25,7 @@ use tokio::sync::{broadcast, mpsc};
 
 pub use capture::{INPUT_RATE, MicFrame};
 pub use device::{AudioHost, DeviceListing, Direction};
+pub use link::{AudioLink, AudioOutput};
 pub use playback::OUTPUT_RATE;
 
 use capture::{Capture, Source};
@@ -119,7 +121,7 @@ pub fn rate_path(from: u32, to: u32) -> String {
 }
 
 /// One opened endpoint as the status panel shows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StreamInfo {
     /// The device's name, or the WAV file's.
     pub name: String,
@@ -128,7 +130,7 @@ pub struct StreamInfo {
 }
 
 /// What opening the audio gave.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct AudioSetup {
     pub input: Option<StreamInfo>,
     pub output: Option<StreamInfo>,
@@ -137,7 +139,7 @@ pub struct AudioSetup {
 }
 
 /// A latency measured many times: the latest and the worst.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Latency {
     pub last: Duration,
     pub worst: Duration,
@@ -157,7 +159,7 @@ impl Latency {
 }
 
 /// Counters and latencies for the debug view and the end-of-session summary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct AudioFigures {
     /// Mic frames handed to the session.
     pub frames_sent: u64,
@@ -180,7 +182,8 @@ pub struct AudioFigures {
 }
 
 /// What the audio system tells the app.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum AudioEvent {
     /// Devices (and files) opened, or why not.
     Opened(AudioSetup),

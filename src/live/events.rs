@@ -8,14 +8,20 @@ use super::wire::{FunctionCall, OUTPUT_SAMPLE_RATE, ServerMessage, UsageMetadata
 
 /// Everything a session reports, in arrival order. Turn boundaries are events, not iterator
 /// ends: the stream runs until [`SessionEvent::Closed`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SessionEvent {
     /// `setupComplete`: the session is ready for input.
     SetupComplete { session_id: Option<String> },
     /// Text part of a model turn (TEXT modality, or text beside audio).
     ModelText(String),
-    /// A chunk of model audio: PCM16 little-endian mono.
-    ModelAudio { pcm: Vec<u8>, sample_rate: u32 },
+    /// A chunk of model audio: PCM16 little-endian mono. (A recording keeps the samples in
+    /// its WAV file, not in the line.)
+    ModelAudio {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pcm: Vec<u8>,
+        sample_rate: u32,
+    },
     /// Transcription of the user's speech (fragment).
     InputTranscription { text: String, finished: bool },
     /// Transcription of the model's speech (fragment).
@@ -53,7 +59,7 @@ pub enum SessionEvent {
 }
 
 /// How and why a connection ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CloseInfo {
     /// WebSocket close code, if the server sent one.
     pub code: Option<u16>,
@@ -63,6 +69,18 @@ pub struct CloseInfo {
     pub message: String,
     /// True when we asked for the close (end of session), false when it happened to us.
     pub initiated_by_client: bool,
+}
+
+impl CloseInfo {
+    /// The end of a session we closed ourselves.
+    pub fn ended_by_client() -> CloseInfo {
+        CloseInfo {
+            code: None,
+            reason: String::new(),
+            message: "Session ended.".to_owned(),
+            initiated_by_client: true,
+        }
+    }
 }
 
 /// Splits one server message into events, in the order a reader should apply them.

@@ -80,7 +80,8 @@ impl ReconnectPolicy {
 }
 
 /// What the supervisor reports about the link itself (beside the sessions' own events).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum LinkEvent {
     /// The connection is being replaced. `planned` after a goAway (the status line says
     /// "Reconnecting…"), otherwise it was lost; `attempt` counts failed tries (0 for a planned
@@ -270,6 +271,96 @@ pub fn reconnect(
 enum Start {
     Open(Session),
     Reconnect,
+}
+
+/// The engine's place for its link: the current one, what it takes to start another when the
+/// user retries after it gave up, and its figures.
+pub struct LinkSlot {
+    handle: Option<LinkHandle>,
+    events: Option<mpsc::Receiver<SupervisorEvent>>,
+    status: LinkStatus,
+    /// Where to reconnect to; `None` for a bridge, which reconnects on its own side.
+    options: Option<SessionOptions>,
+    policy: ReconnectPolicy,
+    tap: Option<Arc<dyn WireTap>>,
+}
+
+impl LinkSlot {
+    /// An empty slot: nothing to send to yet.
+    pub fn new(policy: ReconnectPolicy, tap: Option<Arc<dyn WireTap>>) -> Self {
+        LinkSlot {
+            handle: None,
+            events: None,
+            status: LinkStatus::default(),
+            options: None,
+            policy,
+            tap,
+        }
+    }
+
+    pub fn policy(&self) -> ReconnectPolicy {
+        self.policy
+    }
+
+    /// Sets how lost connections are retried (before connecting).
+    pub fn set_policy(&mut self, policy: ReconnectPolicy) {
+        self.policy = policy;
+    }
+
+    /// The wire tap every connection of this slot reports to.
+    pub fn tap(&self) -> Option<Arc<dyn WireTap>> {
+        self.tap.clone()
+    }
+
+    /// Remembers where a retry goes, even when the first connection failed.
+    pub fn retry_with(&mut self, options: SessionOptions) {
+        self.options = Some(options);
+    }
+
+    /// Uses `link` from now on; an old supervisor still winding down closes its connection
+    /// when its handle and events are dropped here.
+    pub fn adopt(&mut self, link: Link) {
+        self.handle = Some(link.handle);
+        self.events = Some(link.events);
+        self.status = link.status;
+    }
+
+    /// Starts a new link by reconnecting with the newest resumption handle; false when there
+    /// is nowhere to reconnect to.
+    pub fn retry(&mut self) -> bool {
+        let Some(options) = self.options.clone() else {
+            return false;
+        };
+        let handle = self.status.resume_handle();
+        let link = reconnect(options, self.policy, handle, self.tap.clone());
+        self.adopt(link);
+        true
+    }
+
+    pub fn handle(&self) -> Option<&LinkHandle> {
+        self.handle.as_ref()
+    }
+
+    /// True while events can still come.
+    pub fn is_open(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// Figures and the resumption handle of the current link.
+    pub fn status(&self) -> &LinkStatus {
+        &self.status
+    }
+
+    /// The next event; `None` when the link has ended (and from then on until a retry).
+    /// Cancel-safe.
+    pub async fn recv(&mut self) -> Option<SupervisorEvent> {
+        let events = self.events.as_mut()?;
+        let event = events.recv().await;
+        if event.is_none() {
+            self.events = None;
+        }
+        event
+    }
 }
 
 fn start(

@@ -1,5 +1,6 @@
-//! Reading recordings for people: the `inspect` summary, the Markdown transcript (built by
-//! replaying into an `App`, so it shows exactly what the app showed) and the `sessions` list.
+//! Reading recordings for people: the `inspect` summary (what the app applied, plus figures
+//! from the wire tap), the Markdown transcript (the applied messages fed into an `App`, so it
+//! shows exactly what the app showed) and the `sessions` list.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -7,9 +8,12 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::replay::{Action, initial_app, steps};
+use super::replay::initial_app;
 use super::{LOG_FILE, MIC_WAV, MODEL_WAV, Record, Recording, read_wav};
-use crate::app::{Entry, ModelTurnStatus, ToolState, UserInput};
+use crate::app::{Entry, ModelTurnStatus, Msg, ToolState, UserInput};
+use crate::live::SessionEvent;
+use crate::live::reconnect::LinkEvent;
+use crate::tools::{ToolEvent, ToolStatus};
 
 /// What `inspect` reports, computed from the log alone.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -22,12 +26,13 @@ pub struct Summary {
     /// (name, outcome, duration ms, seconds from the call to its response being sent).
     pub tool_calls: Vec<ToolLine>,
     pub tools_cancelled: usize,
+    /// The server's `interrupted`, and the user's own barge-ins (Ctrl-B).
     pub interruptions: usize,
     /// Connection attempts, failed ones included.
     pub connections: usize,
     /// Times the conversation moved to a new connection.
     pub reconnects: usize,
-    /// Calls the watchdog flagged as running long.
+    /// Calls flagged as running long.
     pub slow_calls: usize,
     pub closes: Vec<String>,
     pub skipped_frames: usize,
@@ -81,9 +86,39 @@ impl Summary {
     pub fn of(recording: &Recording) -> Summary {
         let mut s = Summary {
             duration_secs: recording.duration_secs(),
-            user_turns: recording.user_turns(),
             ..Summary::default()
         };
+        // What the app applied: turns, tools, interruptions, reconnects, the run's errors.
+        let mut tool_ids = Vec::new();
+        for applied in recording.applied().0 {
+            match applied.msg {
+                Msg::UserText(_) => s.user_turns += 1,
+                Msg::BargeIn => s.interruptions += 1,
+                Msg::Session(SessionEvent::Interrupted) => s.interruptions += 1,
+                Msg::ConnectFailed(message) => s.errors.push(format!("connect failed: {message}")),
+                Msg::GaveUp(message) => s.errors.push(message),
+                Msg::Link(LinkEvent::Reconnected { .. }) => s.reconnects += 1,
+                Msg::Tool(ToolEvent::Slow(_)) => s.slow_calls += 1,
+                Msg::Tool(ToolEvent::Cancelled { .. }) => s.tools_cancelled += 1,
+                Msg::Tool(ToolEvent::Finished(outcome)) => {
+                    let outcome_label = match &outcome.status {
+                        ToolStatus::Ok => "ok",
+                        ToolStatus::Error(_) => "error",
+                        ToolStatus::TimedOut => "timed_out",
+                        ToolStatus::Panicked(_) => "panicked",
+                    };
+                    tool_ids.push(outcome.id.clone());
+                    s.tool_calls.push(ToolLine {
+                        name: outcome.name,
+                        args: outcome.args,
+                        outcome: outcome_label.to_owned(),
+                        duration_ms: outcome.duration.as_secs_f64() * 1000.0,
+                        call_to_response_secs: None,
+                    });
+                }
+                _ => {}
+            }
+        }
         let mut waiting_since: Option<f64> = None;
         let mut calls_at: HashMap<String, f64> = HashMap::new();
         let mut answered_at: HashMap<String, f64> = HashMap::new();
@@ -123,9 +158,6 @@ impl Summary {
                     {
                         s.turn_latencies.push(Some(line.t - since));
                     }
-                    if message.pointer("/serverContent/interrupted") == Some(&Value::Bool(true)) {
-                        s.interruptions += 1;
-                    }
                     if message.pointer("/serverContent/turnComplete") == Some(&Value::Bool(true)) {
                         s.model_turns += 1;
                     }
@@ -159,35 +191,8 @@ impl Summary {
                     };
                     s.closes.push(format!("code {code}, {by}: {message}"));
                 }
-                Record::ConnectFailed { message } => {
-                    s.errors.push(format!("connect failed: {message}"))
-                }
-                Record::Error { message, .. } => s.errors.push(message.clone()),
-                Record::ToolCancelled { .. } => s.tools_cancelled += 1,
-                Record::Reconnected { .. } => s.reconnects += 1,
-                Record::ToolSlow { .. } => s.slow_calls += 1,
-                Record::ToolResult {
-                    name,
-                    args,
-                    outcome,
-                    duration_ms,
-                    ..
-                } => s.tool_calls.push(ToolLine {
-                    name: name.clone(),
-                    args: args.clone(),
-                    outcome: outcome.clone(),
-                    duration_ms: *duration_ms,
-                    call_to_response_secs: None,
-                }),
-                Record::Meta(_)
-                | Record::UserText { .. }
-                | Record::EndSession { .. }
-                | Record::Devices { .. }
-                | Record::Reconnecting { .. }
-                | Record::ResumeRejected { .. }
-                | Record::AnswerDropped { .. }
-                | Record::Retry { .. }
-                | Record::SessionEnded { .. } => {}
+                // App-level lines are read through `applied` above.
+                _ => {}
             }
         }
         // Format 1 has no link lines: every connection after the first was a reconnect (a
@@ -198,14 +203,9 @@ impl Summary {
         if waiting_since.is_some() {
             s.turn_latencies.push(None);
         }
-        // A response is sent after its tool line is written, so pair them up at the end.
-        for (tool, line) in s.tool_calls.iter_mut().zip(
-            recording
-                .lines
-                .iter()
-                .filter(|l| matches!(l.record, Record::ToolResult { .. })),
-        ) {
-            if let Record::ToolResult { id: Some(id), .. } = &line.record
+        // A response is sent after the call's result is applied, so pair them up at the end.
+        for (tool, id) in s.tool_calls.iter_mut().zip(&tool_ids) {
+            if let Some(id) = id
                 && let (Some(sent), Some(called)) = (answered_at.get(id), calls_at.get(id))
             {
                 tool.call_to_response_secs = Some(sent - called);
@@ -303,19 +303,16 @@ pub fn report(recording: &Recording) -> String {
     out
 }
 
-/// A readable Markdown transcript, tool calls with arguments and results included (seed 004:
-/// tool calls belong in the history). Built by replaying into the app.
+/// A readable Markdown transcript, tool calls with arguments and results included (they are
+/// part of the history). Built by feeding the applied messages to the app.
 pub fn markdown(recording: &Recording) -> String {
-    let (steps, _) = steps(recording);
-    let mut app = initial_app(recording);
+    let mut app = initial_app(recording, None);
     let mut errors = Vec::new();
-    for step in steps {
-        match step.action {
-            Action::Msg(msg) => {
-                let _ = app.update(msg);
-            }
-            Action::Error(message) => errors.push(message),
+    for applied in recording.applied().0 {
+        if let Msg::GaveUp(message) = &applied.msg {
+            errors.push(message.clone());
         }
+        let _ = app.update(applied.msg);
     }
     let meta = &recording.meta;
     let mut out = String::new();
@@ -328,7 +325,7 @@ pub fn markdown(recording: &Recording) -> String {
         meta.endpoint_host,
         recording.duration_secs()
     );
-    for entry in &app.transcript {
+    for entry in app.transcript() {
         match entry {
             Entry::User { text, via } => {
                 let how = if *via == UserInput::Speech {
@@ -357,7 +354,7 @@ pub fn markdown(recording: &Recording) -> String {
                 let _ = writeln!(out, "**Gemini:** {shown}{mark}\n");
             }
             Entry::Tool(index) => {
-                let Some(call) = app.tool_calls.get(*index) else {
+                let Some(call) = app.tool_calls().get(*index) else {
                     continue;
                 };
                 let duration = call
@@ -379,7 +376,7 @@ pub fn markdown(recording: &Recording) -> String {
             }
         }
     }
-    for notice in &app.notices {
+    for notice in app.notices() {
         let _ = writeln!(out, "> {}\n", notice.text);
     }
     for error in errors {

@@ -1,7 +1,14 @@
 //! Session recordings: the folder layout, the `session.jsonl` line types, and reading a
 //! recording back (tolerating corrupted lines and WAV files cut short by a crash).
+//!
+//! A recording holds two things: every message the app applied (`applied` lines, model audio
+//! by reference into `model.wav`), which replay feeds to the same `App` so it shows exactly
+//! what the screen showed; and the wire tap (every frame both ways, mic audio in `mic.wav`),
+//! which `inspect` reads. Recordings of earlier formats are turned into the same messages by
+//! [`legacy`].
 
 pub mod inspect;
+pub mod legacy;
 pub mod recorder;
 pub mod replay;
 
@@ -11,10 +18,9 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::live::CloseInfo;
-use crate::live::reconnect::LinkEvent;
+use crate::app::Msg;
 use crate::live::wire::FunctionResponse;
-use crate::tools::{Device, SlowCall, ToolEvent, ToolStatus};
+use crate::tools::Device;
 
 pub use recorder::Recorder;
 
@@ -24,10 +30,11 @@ pub const LOG_FILE: &str = "session.jsonl";
 pub const MODEL_WAV: &str = "model.wav";
 /// Microphone audio as sent: 16 kHz mono PCM16 (only when some was sent).
 pub const MIC_WAV: &str = "mic.wav";
-/// Bumped when a line changes meaning. 2: the end of the session as the app saw it is a
-/// `session_ended` line, and `close` lines are the wire's only (a reconnect keeps most closes
-/// from the app; in format 1 every `close` line ended the session in replay).
-pub const FORMAT_VERSION: u32 = 2;
+/// Bumped when a line changes meaning. 3: what the app applied is recorded as `applied`
+/// messages, user intents included, and replay reads only those. 2: app-level side lines
+/// (user text, tool results, link notices, `session_ended`) beside the wire frames, from which
+/// replay rebuilt the messages. 1: as 2, but every `close` line ended the session.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// One line: a monotonic timestamp (seconds since the recording started) and what happened.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -37,13 +44,20 @@ pub struct Line {
     pub record: Record,
 }
 
-/// What a line records. `at` on app-level lines is the number of session events the app had
-/// applied when it happened, so replay interleaves them with the frames exactly as they ran.
+/// What a line records. Format 3 writes `meta`, `applied` and the wire tap (`connect`,
+/// `send`, `recv`, `close`); the other kinds are read from earlier formats only, where `at` is
+/// the number of session events the app had applied when the line was written.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Record {
     /// The first line.
     Meta(Box<Meta>),
+    /// A message the app applied; a model audio chunk's samples are at `audio`.
+    Applied {
+        msg: Msg,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        audio: Option<AudioRef>,
+    },
     /// A connection attempt to this host.
     Connect { host: String },
     /// The attempt failed before the session started.
@@ -233,12 +247,108 @@ impl Recording {
         self.lines.iter().map(|l| l.t).fold(0.0, f64::max)
     }
 
-    /// Typed user turns.
+    /// Typed user turns (without reading the audio).
     pub fn user_turns(&self) -> usize {
         self.lines
             .iter()
-            .filter(|l| matches!(l.record, Record::UserText { .. }))
+            .filter(|l| {
+                matches!(
+                    l.record,
+                    Record::UserText { .. }
+                        | Record::Applied {
+                            msg: Msg::UserText(_),
+                            ..
+                        }
+                )
+            })
             .count()
+    }
+
+    /// The messages the app applied, in order, with the times they were applied; and
+    /// warnings (audio missing from a WAV file cut short, say).
+    pub fn applied(&self) -> (Vec<Applied>, Vec<String>) {
+        if self.meta.format < 3 {
+            return legacy::applied(self);
+        }
+        let mut audio = AudioFiles::new(&self.dir);
+        let applied = self
+            .lines
+            .iter()
+            .filter_map(|line| match &line.record {
+                Record::Applied { msg, audio: at } => {
+                    let mut msg = msg.clone();
+                    if let (Some(pcm), Some(at)) = (msg.model_audio_mut(), at) {
+                        *pcm = audio.samples(at);
+                    }
+                    Some(Applied { t: line.t, msg })
+                }
+                _ => None,
+            })
+            .collect();
+        (applied, audio.warnings(&self.dir))
+    }
+}
+
+/// A message the app applied, `t` seconds into the recording.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    pub t: f64,
+    pub msg: Msg,
+}
+
+/// Samples of a recording's WAV files, read once, handed out by [`AudioRef`].
+pub(crate) struct AudioFiles {
+    dir: PathBuf,
+    model: Option<Vec<i16>>,
+    mic: Option<Vec<i16>>,
+    /// Some reference pointed past the end of its file (cut short by a crash).
+    short: bool,
+}
+
+impl AudioFiles {
+    pub(crate) fn new(dir: &Path) -> Self {
+        AudioFiles {
+            dir: dir.to_path_buf(),
+            model: None,
+            mic: None,
+            short: false,
+        }
+    }
+
+    /// The referenced samples as PCM16 LE bytes (as many as the file still has).
+    pub(crate) fn samples(&mut self, reference: &AudioRef) -> Vec<u8> {
+        let (slot, name) = match reference.file.as_str() {
+            MIC_WAV => (&mut self.mic, MIC_WAV),
+            _ => (&mut self.model, MODEL_WAV),
+        };
+        let dir = &self.dir;
+        let all = slot.get_or_insert_with(|| {
+            read_wav(&dir.join(name))
+                .map(|(_, s)| s)
+                .unwrap_or_default()
+        });
+        let start = usize::try_from(reference.sample_offset).unwrap_or(usize::MAX);
+        let count = usize::try_from(reference.sample_count).unwrap_or(usize::MAX);
+        let end = start.saturating_add(count).min(all.len());
+        if end < start.saturating_add(count) {
+            self.short = true;
+        }
+        all.get(start.min(end)..end)
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|s| s.to_le_bytes())
+            .collect()
+    }
+
+    pub(crate) fn warnings(&self, dir: &Path) -> Vec<String> {
+        if self.short {
+            vec![format!(
+                "{}: some audio the log refers to is missing from the WAV files (cut short?)",
+                dir.display()
+            )]
+        } else {
+            Vec::new()
+        }
     }
 }
 
@@ -262,101 +372,6 @@ pub fn read_wav(path: &Path) -> Option<(u32, Vec<i16>)> {
     let rate = reader.spec().sample_rate;
     let samples: Vec<i16> = reader.into_samples::<i16>().map_while(Result::ok).collect();
     Some((rate, samples))
-}
-
-/// The line for a tool event, `at` session events into the session.
-pub fn tool_record(event: &ToolEvent, at: u64) -> Record {
-    match event {
-        ToolEvent::Finished(outcome) => {
-            let (label, error) = match &outcome.status {
-                ToolStatus::Ok => ("ok", None),
-                ToolStatus::Error(message) => ("error", Some(message.clone())),
-                ToolStatus::TimedOut => ("timed_out", None),
-                ToolStatus::Panicked(message) => ("panicked", Some(message.clone())),
-            };
-            Record::ToolResult {
-                id: outcome.id.clone(),
-                name: outcome.name.clone(),
-                args: outcome.args.clone(),
-                outcome: label.to_owned(),
-                error,
-                duration_ms: outcome.duration.as_secs_f64() * 1000.0,
-                duration_ns: nanos(outcome.duration),
-                response: outcome.response.clone(),
-                truncated: outcome.truncated,
-                at,
-            }
-        }
-        ToolEvent::Cancelled { id, name, duration } => Record::ToolCancelled {
-            id: id.clone(),
-            name: name.clone(),
-            duration_ms: duration.as_secs_f64() * 1000.0,
-            duration_ns: nanos(*duration),
-            at,
-        },
-    }
-}
-
-fn nanos(duration: std::time::Duration) -> u64 {
-    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// The line for what the link told the app, `at` session events into the session.
-pub fn link_record(event: &LinkEvent, at: u64) -> Record {
-    match event {
-        LinkEvent::Reconnecting {
-            planned,
-            attempt,
-            reason,
-            retry_in,
-        } => Record::Reconnecting {
-            planned: *planned,
-            attempt: *attempt,
-            reason: reason.clone(),
-            retry_in_ms: retry_in.as_secs_f64() * 1000.0,
-            retry_in_ns: nanos(*retry_in),
-            at,
-        },
-        LinkEvent::Reconnected {
-            resumed,
-            user_turn_pending,
-        } => Record::Reconnected {
-            resumed: *resumed,
-            user_turn_pending: *user_turn_pending,
-            at,
-        },
-        LinkEvent::ResumeRejected { message } => Record::ResumeRejected {
-            message: message.clone(),
-            at,
-        },
-        LinkEvent::AnswerDropped { id, name } => Record::AnswerDropped {
-            id: id.clone(),
-            name: name.clone(),
-            at,
-        },
-    }
-}
-
-/// The line for a call the watchdog flagged, `at` session events into the session.
-pub fn slow_record(slow: &SlowCall, at: u64) -> Record {
-    Record::ToolSlow {
-        id: slow.id.clone(),
-        name: slow.name.clone(),
-        elapsed_ms: slow.elapsed.as_secs_f64() * 1000.0,
-        elapsed_ns: nanos(slow.elapsed),
-        at,
-    }
-}
-
-/// The line for the end of the session as the app was told, `at` session events into it.
-pub fn ended_record(close: &CloseInfo, at: u64) -> Record {
-    Record::SessionEnded {
-        code: close.code,
-        reason: close.reason.clone(),
-        message: close.message.clone(),
-        initiated_by_client: close.initiated_by_client,
-        at,
-    }
 }
 
 #[cfg(test)]

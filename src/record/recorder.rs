@@ -1,7 +1,10 @@
-//! The recorder: writes one session into a folder as it happens (the session's wire tap plus
-//! the engine's app-level lines), crash-safe: every line is written whole and at once, and
-//! WAV headers are updated after every chunk, before the line that refers to it.
+//! The recorder: writes one session into a folder as it happens (every message the app
+//! applied, plus the session's wire tap), crash-safe: every line is written whole and at once,
+//! and WAV headers are updated after every chunk, before the line that refers to it. Model
+//! audio is written once: the tap puts a received chunk in `model.wav`, and the message that
+//! carries the same chunk to the app refers to those samples.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufWriter, Write as _};
 use std::path::{Path, PathBuf};
@@ -13,11 +16,16 @@ use serde_json::Value;
 use tracing::warn;
 
 use super::{AudioRef, FORMAT_VERSION, LOG_FILE, Line, MIC_WAV, MODEL_WAV, Meta, Record};
+use crate::app::Msg;
 use crate::config::{RecordTo, Settings};
 use crate::live::session::{TappedFrame, WireTap};
 use crate::live::wire::{ClientMessage, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, ServerMessage};
 use crate::live::{ApiKey, CloseInfo};
 use crate::tools::Device;
+
+/// Received audio chunks the app has not applied yet, oldest first. Bounded: chunks of a
+/// connection the link left are never applied.
+const UNCLAIMED_AUDIO: usize = 256;
 
 /// Records one session. Cheap to clone; all clones write to the same folder.
 #[derive(Clone)]
@@ -36,6 +44,8 @@ struct Inner {
     key: Option<ApiKey>,
     /// After a write error the recording stops (once, with a warning); the session goes on.
     failed: bool,
+    /// Where received model audio went, by a digest of its bytes, until the app applies it.
+    unclaimed: VecDeque<(u64, AudioRef)>,
 }
 
 struct WavTrack {
@@ -92,6 +102,7 @@ impl Recorder {
                 mic: None,
                 key: settings.api_key.clone(),
                 failed: false,
+                unclaimed: VecDeque::new(),
             })),
             started: Instant::now(),
             dir: dir.to_path_buf(),
@@ -130,13 +141,47 @@ impl Recorder {
     /// Appends one line, stamped with the time since the recording started.
     pub fn write(&self, record: Record) {
         let line = Line {
-            t: (self.started.elapsed().as_micros() as f64) / 1e6,
+            t: self.now(),
             record,
         };
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
         inner.write_line(&line);
+    }
+
+    /// Records a message the app applied (raw input and ticks are not recorded). Its model
+    /// audio refers to the samples the wire tap already wrote, or is written now.
+    pub fn applied(&self, msg: &Msg) {
+        if !msg.is_recorded() {
+            return;
+        }
+        let mut msg = msg.clone();
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        let audio = msg.model_audio_mut().and_then(|pcm| {
+            let digest = digest(pcm);
+            let claimed = match inner.unclaimed.iter().position(|(d, _)| *d == digest) {
+                Some(at) => {
+                    // Older chunks were never applied (a connection the link had left).
+                    inner.unclaimed.drain(..at);
+                    inner.unclaimed.pop_front().map(|(_, at)| at)
+                }
+                None => Recorder::audio(&mut inner, Track::Model, pcm, OUTPUT_SAMPLE_RATE),
+            };
+            pcm.clear();
+            claimed
+        });
+        let line = Line {
+            t: self.now(),
+            record: Record::Applied { msg, audio },
+        };
+        inner.write_line(&line);
+    }
+
+    fn now(&self) -> f64 {
+        (self.started.elapsed().as_micros() as f64) / 1e6
     }
 
     /// Writes the audio of `blob_data` to a track and returns where it went.
@@ -265,7 +310,7 @@ impl WireTap for Recorder {
             }
         }
         let line = Line {
-            t: (self.started.elapsed().as_micros() as f64) / 1e6,
+            t: self.now(),
             record: Record::Send { message: value },
         };
         inner.write_line(&line);
@@ -284,7 +329,7 @@ impl WireTap for Recorder {
                 };
                 let value = self.server_value(&mut inner, message);
                 let line = Line {
-                    t: (self.started.elapsed().as_micros() as f64) / 1e6,
+                    t: self.now(),
                     record: Record::Recv {
                         setup: during_setup,
                         message: value,
@@ -326,16 +371,31 @@ impl Recorder {
                 continue;
             }
             let rate = blob.declared_rate().unwrap_or(OUTPUT_SAMPLE_RATE);
-            if let Some(audio) = Recorder::audio(inner, Track::Model, &blob.data, rate)
-                && let Some(part_value) = value
-                    .get_mut("serverContent")
-                    .and_then(|v| v.get_mut("modelTurn"))
-                    .and_then(|v| v.get_mut("parts"))
-                    .and_then(|v| v.get_mut(i))
+            let Some(audio) = Recorder::audio(inner, Track::Model, &blob.data, rate) else {
+                continue;
+            };
+            if inner.unclaimed.len() == UNCLAIMED_AUDIO {
+                inner.unclaimed.pop_front();
+            }
+            inner
+                .unclaimed
+                .push_back((digest(&blob.data), audio.clone()));
+            if let Some(part_value) = value
+                .get_mut("serverContent")
+                .and_then(|v| v.get_mut("modelTurn"))
+                .and_then(|v| v.get_mut("parts"))
+                .and_then(|v| v.get_mut(i))
             {
                 put_ref(part_value, &["inlineData"], &audio);
             }
         }
         Some(value)
     }
+}
+
+/// FNV-1a over the bytes: tells one audio chunk from another.
+fn digest(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
 }

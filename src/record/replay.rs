@@ -1,23 +1,21 @@
-//! Replay: rebuilds, from a recording, the exact sequence of messages the app applied, and
-//! drives the app with it: headless (printing what the original run printed), or by re-sending
-//! the recorded user turns to an endpoint (`--against`).
+//! Replay: a recording as the [`Source`] of the drive loop. It hands the app the messages it
+//! applied in the original run, at the recorded pace (or at once), so what replay shows is
+//! what the screen showed; nothing is sent and no tool runs again. It can play the recorded
+//! model audio on a speaker, and pause and step under the user's keys. `--against` instead
+//! re-sends the recorded turns to an endpoint as a new live session.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use base64::Engine as _;
-use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::{AudioRef, MIC_WAV, MODEL_WAV, Record, Recording, read_wav};
-use crate::app::{App, Msg};
+use super::{Applied, MIC_WAV, Recording};
+use crate::app::{App, AppInit, Effect, Msg, ReplayProgress};
+use crate::audio::Audio;
 use crate::config::{FlagOverrides, Settings};
-use crate::headless::{self, OutputFormat, Printer};
-use crate::live::codec::{DecodedServerFrame, decode_server};
-use crate::live::events::events_from;
-use crate::live::reconnect::LinkEvent;
-use crate::live::{CloseInfo, SessionEvent};
-use crate::tools::{SlowCall, ToolEvent, ToolOutcome, ToolStatus};
+use crate::driver::Source;
+use crate::headless::{self, OutputFormat};
+use crate::live::SessionEvent;
 
 /// How fast a replay runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -28,435 +26,18 @@ pub enum Pacing {
     Speed(f64),
 }
 
-/// One thing to do to the app, at a recorded time.
-#[derive(Debug, Clone)]
-pub struct Step {
-    /// Seconds since the recording started.
-    pub t: f64,
-    pub action: Action,
-}
-
-#[derive(Debug, Clone)]
-pub enum Action {
-    /// Apply a message.
-    Msg(Msg),
-    /// The original run stopped with this error (printed as it was).
-    Error(String),
-}
-
-/// Samples of the recording's WAV files, read once.
-struct Audio {
-    dir: PathBuf,
-    model: Option<Vec<i16>>,
-    mic: Option<Vec<i16>>,
-    short: bool,
-}
-
-impl Audio {
-    fn samples(&mut self, reference: &AudioRef) -> Vec<u8> {
-        let (slot, name) = match reference.file.as_str() {
-            MIC_WAV => (&mut self.mic, MIC_WAV),
-            _ => (&mut self.model, MODEL_WAV),
-        };
-        let dir = &self.dir;
-        let all = slot.get_or_insert_with(|| {
-            read_wav(&dir.join(name))
-                .map(|(_, s)| s)
-                .unwrap_or_default()
-        });
-        let start = usize::try_from(reference.sample_offset).unwrap_or(usize::MAX);
-        let count = usize::try_from(reference.sample_count).unwrap_or(usize::MAX);
-        let end = start.saturating_add(count).min(all.len());
-        if end < start.saturating_add(count) {
-            self.short = true;
-        }
-        all.get(start.min(end)..end)
-            .unwrap_or_default()
-            .iter()
-            .flat_map(|s| s.to_le_bytes())
-            .collect()
-    }
-}
-
-/// Puts the audio back into a recorded server message (each `inlineData.data` that is an
-/// [`AudioRef`] becomes base64 again), so it decodes like the original frame.
-fn inline_audio(message: &mut Value, audio: &mut Audio) {
-    let Some(parts) = message
-        .pointer_mut("/serverContent/modelTurn/parts")
-        .and_then(Value::as_array_mut)
-    else {
-        return;
-    };
-    for part in parts {
-        let Some(blob) = part.get_mut("inlineData").and_then(Value::as_object_mut) else {
-            continue;
-        };
-        let Some(reference) = blob
-            .get("data")
-            .and_then(|d| serde_json::from_value::<AudioRef>(d.clone()).ok())
-        else {
-            continue;
-        };
-        let pcm = audio.samples(&reference);
-        blob.insert(
-            "data".to_owned(),
-            Value::String(base64::engine::general_purpose::STANDARD.encode(pcm)),
-        );
-    }
-}
-
-/// The session events one `recv` line produced in the original run.
-fn recv_events(
-    setup: bool,
-    message: Option<&Value>,
-    skipped: Option<&str>,
-    audio: &mut Audio,
-) -> Vec<SessionEvent> {
-    let decoded = message.and_then(|value| {
-        let mut value = value.clone();
-        inline_audio(&mut value, audio);
-        let bytes = serde_json::to_vec(&value).ok()?;
-        match decode_server(&bytes) {
-            Ok(DecodedServerFrame::Message(message)) => Some(message),
-            _ => None,
-        }
-    });
-    if setup {
-        // Before setupComplete the session only looks for setupComplete; the rest is dropped.
-        return match decoded.and_then(|m| m.setup_complete) {
-            Some(setup) => vec![SessionEvent::SetupComplete {
-                session_id: setup.session_id,
-            }],
-            None => Vec::new(),
-        };
-    }
-    match (decoded, skipped) {
-        (Some(message), _) => events_from(message),
-        (None, Some(reason)) => vec![SessionEvent::FrameSkipped {
-            reason: reason.to_owned(),
-        }],
-        (None, None) => Vec::new(),
-    }
-}
-
-fn duration(ns: u64) -> Duration {
-    Duration::from_nanos(ns)
-}
-
-fn tool_event(record: &Record) -> Option<ToolEvent> {
-    match record {
-        Record::ToolResult {
-            id,
-            name,
-            args,
-            outcome,
-            error,
-            duration_ns,
-            response,
-            truncated,
-            ..
-        } => {
-            let message = error.clone().unwrap_or_default();
-            let status = match outcome.as_str() {
-                "ok" => ToolStatus::Ok,
-                "timed_out" => ToolStatus::TimedOut,
-                "panicked" => ToolStatus::Panicked(message),
-                _ => ToolStatus::Error(message),
-            };
-            Some(ToolEvent::Finished(ToolOutcome {
-                id: id.clone(),
-                name: name.clone(),
-                args: args.clone(),
-                status,
-                response: response.clone(),
-                duration: duration(*duration_ns),
-                truncated: *truncated,
-            }))
-        }
-        Record::ToolCancelled {
-            id,
-            name,
-            duration_ns,
-            ..
-        } => Some(ToolEvent::Cancelled {
-            id: id.clone(),
-            name: name.clone(),
-            duration: duration(*duration_ns),
-        }),
-        _ => None,
-    }
-}
-
-fn link_event(record: &Record) -> Option<LinkEvent> {
-    match record {
-        Record::Reconnecting {
-            planned,
-            attempt,
-            reason,
-            retry_in_ns,
-            ..
-        } => Some(LinkEvent::Reconnecting {
-            planned: *planned,
-            attempt: *attempt,
-            reason: reason.clone(),
-            retry_in: duration(*retry_in_ns),
-        }),
-        Record::Reconnected {
-            resumed,
-            user_turn_pending,
-            ..
-        } => Some(LinkEvent::Reconnected {
-            resumed: *resumed,
-            user_turn_pending: *user_turn_pending,
-        }),
-        Record::ResumeRejected { message, .. } => Some(LinkEvent::ResumeRejected {
-            message: message.clone(),
-        }),
-        Record::AnswerDropped { id, name, .. } => Some(LinkEvent::AnswerDropped {
-            id: id.clone(),
-            name: name.clone(),
-        }),
-        _ => None,
-    }
-}
-
-/// A session event as a connection's reader produced it.
-struct Arrival {
-    t: f64,
-    event: SessionEvent,
-    /// The `setupComplete` a connection opens with: after a reconnect, the first event of
-    /// the new connection the app gets.
-    opens_connection: bool,
-}
-
-/// The step of an app-level line, and what it says about the frames after it.
-enum Placed {
-    /// A message or an error of its own.
-    Step(Action),
-    /// The link left its connection: frames the old one read after this never reached the app.
-    Reconnecting(LinkEvent),
-    /// The end of the session, itself a session event the app applied.
-    Ended(SessionEvent),
-}
-
-/// Hands out the arrivals the app applied, in order, skipping the frames a replaced
-/// connection read after the link had left it.
-struct Arrivals {
-    queue: std::vec::IntoIter<Arrival>,
-    applied: u64,
-    between_connections: bool,
-}
-
-impl Arrivals {
-    fn next_applied(&mut self) -> Option<Arrival> {
-        loop {
-            let arrival = self.queue.next()?;
-            if self.between_connections && !arrival.opens_connection {
-                continue;
-            }
-            self.between_connections = false;
-            return Some(arrival);
-        }
-    }
-}
-
-/// The local time of day at `t` seconds into a recording that started at `start`.
-fn local_time(start: Option<&jiff::Zoned>, t: f64) -> Option<jiff::civil::Time> {
-    let offset = jiff::SignedDuration::try_from_secs_f64(t).ok()?;
-    Some(start?.checked_add(offset).ok()?.time())
-}
-
-/// The messages the app applied, in the order it applied them. Frames are logged by the
-/// session's reader when they arrive; app-level lines carry how many session events had been
-/// applied (`at`), which puts them back in exactly the right place among the frames. A
-/// reconnect line also says the old connection is gone: frames it read after that never
-/// reached the app, and the next events come from the new connection's `setupComplete`.
-/// Session events carry the local time they arrived (from the metadata's start time), so the
-/// tool log shows when calls came in then, not now.
-/// Returns the steps and warnings (e.g. audio missing from a WAV file cut short).
-pub fn steps(recording: &Recording) -> (Vec<Step>, Vec<String>) {
-    let mut audio = Audio {
-        dir: recording.dir.clone(),
-        model: None,
-        mic: None,
-        short: false,
-    };
-    let start = recording.meta.started_at.parse::<jiff::Zoned>().ok();
-    // Since format 2 the app's end of the session has a line of its own.
-    let closes_end_session = recording.meta.format < 2;
-    let mut session: Vec<Arrival> = Vec::new();
-    let mut app_level: Vec<(f64, u64, Placed)> = Vec::new();
-    for line in &recording.lines {
-        let t = line.t;
-        let mut app_line = |at: u64, action: Action| app_level.push((t, at, Placed::Step(action)));
-        match &line.record {
-            Record::Recv {
-                setup,
-                message,
-                skipped,
-            } => {
-                for event in recv_events(*setup, message.as_ref(), skipped.as_deref(), &mut audio) {
-                    session.push(Arrival {
-                        t,
-                        opens_connection: *setup
-                            && matches!(event, SessionEvent::SetupComplete { .. }),
-                        event,
-                    });
-                }
-            }
-            Record::Close {
-                code,
-                reason,
-                message,
-                initiated_by_client,
-            } if closes_end_session => session.push(Arrival {
-                t,
-                event: SessionEvent::Closed(CloseInfo {
-                    code: *code,
-                    reason: reason.clone(),
-                    message: message.clone(),
-                    initiated_by_client: *initiated_by_client,
-                }),
-                opens_connection: false,
-            }),
-            Record::SessionEnded {
-                code,
-                reason,
-                message,
-                initiated_by_client,
-                at,
-            } => app_level.push((
-                t,
-                *at,
-                Placed::Ended(SessionEvent::Closed(CloseInfo {
-                    code: *code,
-                    reason: reason.clone(),
-                    message: message.clone(),
-                    initiated_by_client: *initiated_by_client,
-                })),
-            )),
-            Record::ConnectFailed { message } => {
-                app_line(0, Action::Msg(Msg::ConnectFailed(message.clone())))
-            }
-            Record::UserText { text, at } => {
-                app_line(*at, Action::Msg(Msg::UserText(text.clone())))
-            }
-            Record::EndSession { at } => app_line(*at, Action::Msg(Msg::EndSession)),
-            Record::Retry { at } => app_line(*at, Action::Msg(Msg::Retry)),
-            Record::Devices { devices, at } => {
-                app_line(*at, Action::Msg(Msg::DevicesChanged(devices.clone())))
-            }
-            Record::Error { message, at } => app_line(*at, Action::Error(message.clone())),
-            Record::ToolSlow {
-                id,
-                name,
-                elapsed_ns,
-                at,
-                ..
-            } => app_line(
-                *at,
-                Action::Msg(Msg::ToolCallSlow(SlowCall {
-                    id: id.clone(),
-                    name: name.clone(),
-                    elapsed: duration(*elapsed_ns),
-                })),
-            ),
-            record @ (Record::ToolResult { at, .. } | Record::ToolCancelled { at, .. }) => {
-                if let Some(event) = tool_event(record) {
-                    app_line(*at, Action::Msg(Msg::Tool(event)));
-                }
-            }
-            record @ (Record::Reconnecting { at, .. }
-            | Record::Reconnected { at, .. }
-            | Record::ResumeRejected { at, .. }
-            | Record::AnswerDropped { at, .. }) => {
-                if let Some(event) = link_event(record) {
-                    let placed = if matches!(record, Record::Reconnecting { .. }) {
-                        Placed::Reconnecting(event)
-                    } else {
-                        Placed::Step(Action::Msg(Msg::Link(event)))
-                    };
-                    app_level.push((t, *at, placed));
-                }
-            }
-            Record::Close { .. }
-            | Record::Meta(_)
-            | Record::Connect { .. }
-            | Record::Send { .. } => {}
-        }
-    }
-
-    let event_step = |t: f64, event: SessionEvent| Step {
-        t,
-        action: Action::Msg(match local_time(start.as_ref(), t) {
-            Some(arrived_at) => Msg::Replayed { event, arrived_at },
-            None => Msg::Session(event),
-        }),
-    };
-    let mut steps = Vec::with_capacity(session.len() + app_level.len());
-    let mut arrivals = Arrivals {
-        queue: session.into_iter(),
-        applied: 0,
-        between_connections: false,
-    };
-    for (t, at, placed) in app_level {
-        while arrivals.applied < at {
-            let Some(arrival) = arrivals.next_applied() else {
-                break;
-            };
-            steps.push(event_step(arrival.t, arrival.event));
-            arrivals.applied += 1;
-        }
-        match placed {
-            Placed::Step(action) => steps.push(Step { t, action }),
-            Placed::Reconnecting(event) => {
-                steps.push(Step {
-                    t,
-                    action: Action::Msg(Msg::Link(event)),
-                });
-                arrivals.between_connections = true;
-            }
-            Placed::Ended(event) => {
-                steps.push(event_step(t, event));
-                arrivals.applied += 1;
-            }
-        }
-    }
-    while let Some(arrival) = arrivals.next_applied() {
-        steps.push(event_step(arrival.t, arrival.event));
-    }
-    let mut warnings = Vec::new();
-    if audio.short {
-        warnings.push(format!(
-            "{}: some audio the log refers to is missing from the WAV files (cut short?)",
-            recording.dir.display()
-        ));
-    }
-    (steps, warnings)
-}
-
-/// The app as it was when the recorded session started.
-pub fn initial_app(recording: &Recording) -> App {
-    let meta = &recording.meta;
-    let mut app = App::new(meta.model.clone(), meta.offline, meta.devices.clone());
-    app.voice = meta.voice.clone();
-    app.endpoint_label = meta.endpoint_host.clone();
-    app.update(Msg::Connecting);
-    app
-}
-
-/// Waits until a step's time comes, at the given pace; can be paused.
-pub struct Clock {
+/// When each recorded moment is due, at the given pace; can be paused.
+pub struct Pace {
     start: tokio::time::Instant,
     pacing: Pacing,
-    /// Recorded times are per source and may step back a little; never go back in time.
+    /// Recorded times may step back a little; never go back in time.
     last: f64,
     paused_at: Option<tokio::time::Instant>,
 }
 
-impl Clock {
+impl Pace {
     pub fn new(pacing: Pacing) -> Self {
-        Clock {
+        Pace {
             start: tokio::time::Instant::now(),
             pacing,
             last: 0.0,
@@ -479,10 +60,7 @@ impl Clock {
     /// Makes a step taken by hand while paused count as having happened now.
     pub fn stepped_to(&mut self, t: f64) {
         self.last = self.last.max(t);
-        if let (Some(paused_at), Pacing::Speed(speed)) = (self.paused_at, self.pacing)
-            && speed.is_finite()
-            && speed > 0.0
-        {
+        if let (Some(paused_at), Some(speed)) = (self.paused_at, self.speed()) {
             let due = self.start + Duration::from_secs_f64(self.last / speed);
             if due > paused_at {
                 self.start -= due - paused_at;
@@ -490,28 +68,160 @@ impl Clock {
         }
     }
 
-    /// When the step at recorded time `t` is due.
-    pub fn due(&mut self, t: f64) -> Option<tokio::time::Instant> {
-        self.last = self.last.max(t);
+    fn speed(&self) -> Option<f64> {
         match self.pacing {
             Pacing::Instant => None,
-            Pacing::Speed(speed) => {
-                let speed = if speed.is_finite() && speed > 0.0 {
-                    speed
-                } else {
-                    1.0
-                };
-                Some(self.start + Duration::from_secs_f64(self.last / speed))
-            }
+            Pacing::Speed(speed) if speed.is_finite() && speed > 0.0 => Some(speed),
+            Pacing::Speed(_) => Some(1.0),
         }
     }
 
-    /// Sleeps until the step at recorded time `t` is due.
-    pub async fn wait(&mut self, t: f64) {
-        if let Some(due) = self.due(t) {
-            tokio::time::sleep_until(due).await;
+    /// When the moment at recorded time `t` is due (`None`: now).
+    pub fn due(&self, t: f64) -> Option<tokio::time::Instant> {
+        let speed = self.speed()?;
+        Some(self.start + Duration::from_secs_f64(self.last.max(t) / speed))
+    }
+}
+
+/// A recording as a source of messages.
+pub struct Playback {
+    steps: std::iter::Peekable<std::vec::IntoIter<Applied>>,
+    total: usize,
+    applied: usize,
+    pace: Pace,
+    /// When the recording started, for the local time of day each event arrived.
+    started_at: Option<jiff::Zoned>,
+    /// Plays the recorded model audio, when asked to.
+    speaker: Option<Audio>,
+    /// A step asked for while paused.
+    step_once: bool,
+    /// The progress changed since the app was last told.
+    progress_due: bool,
+}
+
+impl Playback {
+    /// The recording's messages, paced; warnings (a damaged recording) are returned to show.
+    pub fn new(recording: &Recording, pacing: Pacing) -> (Playback, Vec<String>) {
+        let (steps, mut warnings) = recording.applied();
+        warnings.splice(0..0, recording.warnings.iter().cloned());
+        let playback = Playback {
+            total: steps.len(),
+            steps: steps.into_iter().peekable(),
+            applied: 0,
+            pace: Pace::new(pacing),
+            started_at: recording.meta.started_at.parse().ok(),
+            speaker: None,
+            step_once: false,
+            progress_due: true,
+        };
+        (playback, warnings)
+    }
+
+    /// Plays the recorded model audio on this audio worker's speaker.
+    pub fn play_on(&mut self, speaker: Audio) {
+        self.speaker = Some(speaker);
+    }
+
+    fn progress(&self) -> Msg {
+        Msg::ReplayProgress(ReplayProgress {
+            applied: self.applied,
+            total: self.total,
+            paused: self.pace.is_paused(),
+        })
+    }
+
+    /// The recorded message as the app takes it: a session event carries the local time it
+    /// arrived, so the tool log shows when calls came in then, not now.
+    fn replayed(&self, step: Applied) -> Msg {
+        match step.msg {
+            Msg::Session(event) => match local_time(self.started_at.as_ref(), step.t) {
+                Some(arrived_at) => Msg::Replayed { event, arrived_at },
+                None => Msg::Session(event),
+            },
+            msg => msg,
         }
     }
+
+    /// Plays what the original run played (the audio effects are the app's, but a replay
+    /// plays the recorded samples whatever devices it has).
+    fn play(&self, msg: &Msg) {
+        let Some(speaker) = &self.speaker else {
+            return;
+        };
+        match msg {
+            Msg::Session(SessionEvent::ModelAudio { pcm, .. }) => {
+                speaker.play(pcm.clone(), std::time::Instant::now())
+            }
+            Msg::Session(SessionEvent::TurnComplete { .. }) => speaker.end_turn(),
+            Msg::Session(SessionEvent::Interrupted) | Msg::BargeIn => {
+                speaker.flush(std::time::Instant::now())
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Source for Playback {
+    async fn next(&mut self) -> Option<Msg> {
+        if self.progress_due {
+            self.progress_due = false;
+            return Some(self.progress());
+        }
+        let step_t = self.steps.peek()?.t;
+        if self.pace.is_paused() && !self.step_once {
+            return std::future::pending().await;
+        }
+        if self.step_once {
+            self.step_once = false;
+            self.pace.stepped_to(step_t);
+        } else if let Some(due) = self.pace.due(step_t) {
+            tokio::time::sleep_until(due).await;
+        }
+        let step = self.steps.next()?;
+        self.pace.last = self.pace.last.max(step.t);
+        self.applied += 1;
+        self.progress_due = true;
+        self.play(&step.msg);
+        Some(self.replayed(step))
+    }
+
+    async fn carry_out(&mut self, effect: Effect) {
+        match effect {
+            Effect::PauseReplay => {
+                self.pace.toggle_pause();
+                self.progress_due = true;
+                // Paused means quiet; the rest of that reply is not resumed.
+                if self.pace.is_paused()
+                    && let Some(speaker) = &self.speaker
+                {
+                    speaker.flush(std::time::Instant::now());
+                }
+            }
+            Effect::StepReplay if self.pace.is_paused() => self.step_once = true,
+            // Everything else happened in the original run and is in the recording.
+            _ => {}
+        }
+    }
+}
+
+/// The local time of day at `t` seconds into a recording that started at `start`.
+fn local_time(start: Option<&jiff::Zoned>, t: f64) -> Option<jiff::civil::Time> {
+    let offset = jiff::SignedDuration::try_from_secs_f64(t).ok()?;
+    Some(start?.checked_add(offset).ok()?.time())
+}
+
+/// The app as it was when the recorded session started.
+pub fn initial_app(recording: &Recording, log_path: Option<&Path>) -> App {
+    let meta = &recording.meta;
+    App::new(AppInit {
+        voice: meta.voice.clone(),
+        endpoint_label: meta.endpoint_host.clone(),
+        recording: Some(recording.dir.display().to_string()),
+        replay: true,
+        no_color: crate::engine::launch::no_color(),
+        log_path: log_path.map(|p| p.display().to_string()),
+        ..AppInit::new(meta.model.clone(), meta.offline, meta.devices.clone())
+    })
 }
 
 fn warn_all(warnings: &[String]) {
@@ -521,55 +231,15 @@ fn warn_all(warnings: &[String]) {
 }
 
 /// Replays a recording headless: prints what headless mode printed in the original run, and
-/// exits as it did (0 for a clean end, 1 otherwise).
+/// exits as it did (0 for a clean end, 1 otherwise; 1 with a warning for a recording cut off
+/// before its session ended).
 pub async fn headless(dir: &Path, format: OutputFormat, pacing: Pacing) -> anyhow::Result<u8> {
     let recording = Recording::load(dir)?;
-    warn_all(&recording.warnings);
-    let (steps, warnings) = steps(&recording);
+    let (mut playback, warnings) = Playback::new(&recording, pacing);
     warn_all(&warnings);
-
-    let mut printer = Printer::new(format);
+    let mut app = initial_app(&recording, None);
     let meta = &recording.meta;
-    if meta.offline {
-        printer.info(
-            "No API key is set: talking to the embedded offline demo model (set GEMINI_API_KEY to talk to Gemini).",
-        );
-    }
-    printer.session_start(&meta.model, &meta.endpoint_host, meta.offline);
-    let mut app = initial_app(&recording);
-    let mut clock = Clock::new(pacing);
-    for step in steps {
-        clock.wait(step.t).await;
-        match step.action {
-            Action::Msg(msg) => {
-                let failed_to_connect = matches!(msg, Msg::ConnectFailed(_));
-                // Effects (sends, tool runs) are what the original run did; here they are
-                // already in the recording, so they are not carried out again.
-                let _ = app.update(msg);
-                printer.render(&app);
-                if failed_to_connect {
-                    return Ok(1);
-                }
-            }
-            Action::Error(message) => {
-                printer.render(&app);
-                printer.error(&message);
-                return Ok(1);
-            }
-        }
-        if app.is_finished() {
-            break;
-        }
-    }
-    printer.render(&app);
-    if !app.is_finished() {
-        eprintln!(
-            "livetalk: warning: the recording ends before the session did (was livetalk killed?)"
-        );
-        return Ok(1);
-    }
-    printer.session_end(&app);
-    Ok(if app.ended_cleanly() { 0 } else { 1 })
+    headless::replay(&mut app, &mut playback, format, meta).await
 }
 
 /// Re-sends the recorded typed turns to `endpoint` with the recorded model and voice, running
@@ -598,10 +268,11 @@ pub async fn against(
     settings.audio.output_wav = None;
     settings.audio.input_wav = (mic_secs > 0.0).then_some(mic);
     let turns: Vec<String> = recording
-        .lines
-        .iter()
-        .filter_map(|line| match &line.record {
-            Record::UserText { text, .. } => Some(text.clone()),
+        .applied()
+        .0
+        .into_iter()
+        .filter_map(|applied| match applied.msg {
+            Msg::UserText(text) => Some(text),
             _ => None,
         })
         .collect();

@@ -1,18 +1,105 @@
-//! Replay from hand-written logs: link and watchdog lines come back as the messages the app
-//! got, at the right place among the frames; a reconnect hides the old connection's last
-//! frames and closes, as it did live; format 1 logs replay as before; tool calls keep the
-//! time they arrived.
+//! Replay from hand-written logs of the earlier formats (1 and 2, read by `legacy`): link and
+//! slow-call lines come back as the messages the app got, at the right place among the frames;
+//! a reconnect hides the old connection's last frames and closes, as it did live; format 1 logs
+//! replay as before; tool calls keep the time they arrived. Format 3 (applied messages) is
+//! tested end to end in tests/recording.rs.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::replay::{Action, Step, initial_app, steps};
+use super::replay::{Pacing, Playback, initial_app};
 use super::*;
-use crate::app::{App, Connection, Entry, ModelTurnStatus, Msg, NoticeLevel};
-use crate::live::SessionEvent;
+use crate::app::{App, AppInit, Connection, Entry, ModelTurnStatus, Msg, NoticeLevel};
+use crate::driver::Source as _;
+use crate::live::reconnect::LinkEvent;
 use crate::live::wire::FunctionResponse;
-use crate::tools::ToolOutcome;
+use crate::live::{CloseInfo, SessionEvent};
+use crate::tools::{SlowCall, ToolEvent, ToolOutcome, ToolStatus};
+
+/// The format these hand-written logs are in.
+const FORMAT_2: u32 = 2;
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A format-2 tool line, `at` session events into the session.
+fn tool_record(event: &ToolEvent, at: u64) -> Record {
+    match event {
+        ToolEvent::Finished(outcome) => Record::ToolResult {
+            id: outcome.id.clone(),
+            name: outcome.name.clone(),
+            args: outcome.args.clone(),
+            outcome: "ok".to_owned(),
+            error: None,
+            duration_ms: outcome.duration.as_secs_f64() * 1000.0,
+            duration_ns: nanos(outcome.duration),
+            response: outcome.response.clone(),
+            truncated: outcome.truncated,
+            at,
+        },
+        other => panic!("not written by these tests: {other:?}"),
+    }
+}
+
+/// A format-2 link line.
+fn link_record(event: &LinkEvent, at: u64) -> Record {
+    match event {
+        LinkEvent::Reconnecting {
+            planned,
+            attempt,
+            reason,
+            retry_in,
+        } => Record::Reconnecting {
+            planned: *planned,
+            attempt: *attempt,
+            reason: reason.clone(),
+            retry_in_ms: retry_in.as_secs_f64() * 1000.0,
+            retry_in_ns: nanos(*retry_in),
+            at,
+        },
+        LinkEvent::Reconnected {
+            resumed,
+            user_turn_pending,
+        } => Record::Reconnected {
+            resumed: *resumed,
+            user_turn_pending: *user_turn_pending,
+            at,
+        },
+        LinkEvent::ResumeRejected { message } => Record::ResumeRejected {
+            message: message.clone(),
+            at,
+        },
+        LinkEvent::AnswerDropped { id, name } => Record::AnswerDropped {
+            id: id.clone(),
+            name: name.clone(),
+            at,
+        },
+    }
+}
+
+/// A format-2 slow-call line.
+fn slow_record(slow: &SlowCall, at: u64) -> Record {
+    Record::ToolSlow {
+        id: slow.id.clone(),
+        name: slow.name.clone(),
+        elapsed_ms: slow.elapsed.as_secs_f64() * 1000.0,
+        elapsed_ns: nanos(slow.elapsed),
+        at,
+    }
+}
+
+/// A format-2 end-of-session line.
+fn ended_record(close: &CloseInfo, at: u64) -> Record {
+    Record::SessionEnded {
+        code: close.code,
+        reason: close.reason.clone(),
+        message: close.message.clone(),
+        initiated_by_client: close.initiated_by_client,
+        at,
+    }
+}
 
 /// 03:04:05 at a fixed offset, so no time zone database is needed.
 const STARTED_AT: &str = "2020-01-02T03:04:05+02:00[+02:00]";
@@ -111,14 +198,17 @@ fn back(at: u64) -> Record {
     )
 }
 
-fn messages(steps: &[Step]) -> Vec<Msg> {
-    steps
-        .iter()
-        .map(|step| match &step.action {
-            Action::Msg(msg) => msg.clone(),
-            Action::Error(message) => panic!("unexpected error step {message}"),
-        })
-        .collect()
+/// The messages a replay hands the app, as fast as it can (its progress reports left out).
+async fn messages(recording: &Recording) -> Vec<Msg> {
+    let (mut playback, warnings) = Playback::new(recording, Pacing::Instant);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let mut msgs = Vec::new();
+    while let Some(msg) = playback.next().await {
+        if !matches!(msg, Msg::ReplayProgress(_)) {
+            msgs.push(msg);
+        }
+    }
+    msgs
 }
 
 /// The session event of a replayed message, or `None` for other messages.
@@ -129,18 +219,16 @@ fn event(msg: &Msg) -> Option<&SessionEvent> {
     }
 }
 
-fn replayed(recording: &Recording) -> App {
-    let (steps, warnings) = steps(recording);
-    assert!(warnings.is_empty(), "{warnings:?}");
-    let mut app = initial_app(recording);
-    for msg in messages(&steps) {
+async fn replayed(recording: &Recording) -> App {
+    let mut app = initial_app(recording, None);
+    for msg in messages(recording).await {
         let _ = app.update(msg);
     }
     app
 }
 
 fn notices(app: &App, level: NoticeLevel) -> Vec<&str> {
-    app.notices
+    app.notices()
         .iter()
         .filter(|n| n.level == level)
         .map(|n| n.text.as_str())
@@ -193,8 +281,8 @@ fn new_lines_are_written_with_their_own_type_and_read_back() {
     }
 }
 
-#[test]
-fn a_reconnect_replays_as_the_app_saw_it() {
+#[tokio::test]
+async fn a_reconnect_replays_as_the_app_saw_it() {
     let call = json!({"toolCall": {"functionCalls": [
         {"id": "c1", "name": "get_device_status", "args": {"device_name": "lamp"}}
     ]}});
@@ -224,7 +312,7 @@ fn a_reconnect_replays_as_the_app_saw_it() {
         2,
     );
     let (_dir, recording) = load(
-        meta(FORMAT_VERSION, STARTED_AT),
+        meta(FORMAT_2, STARTED_AT),
         vec![
             (0.0, Record::Connect { host: "h".into() }),
             (0.1, setup_complete()),
@@ -253,8 +341,7 @@ fn a_reconnect_replays_as_the_app_saw_it() {
             (65.2, ended("Session ended.", true, 5)),
         ],
     );
-    let (steps, _) = steps(&recording);
-    let msgs = messages(&steps);
+    let msgs = messages(&recording).await;
     let kinds: Vec<String> = msgs
         .iter()
         .map(|msg| match (msg, event(msg)) {
@@ -264,7 +351,7 @@ fn a_reconnect_replays_as_the_app_saw_it() {
             (_, Some(SessionEvent::TurnComplete { .. })) => "turn complete".to_owned(),
             (_, Some(SessionEvent::Closed(close))) => format!("closed {}", close.message),
             (Msg::UserText(_), _) => "user".to_owned(),
-            (Msg::ToolCallSlow(_), _) => "slow".to_owned(),
+            (Msg::Tool(ToolEvent::Slow(_)), _) => "slow".to_owned(),
             (Msg::Tool(_), _) => "result".to_owned(),
             (Msg::Link(LinkEvent::Reconnecting { .. }), _) => "reconnecting".to_owned(),
             (Msg::Link(LinkEvent::Reconnected { .. }), _) => "reconnected".to_owned(),
@@ -290,9 +377,9 @@ fn a_reconnect_replays_as_the_app_saw_it() {
         ]
     );
 
-    let app = replayed(&recording);
-    assert_eq!(app.reconnects, 1);
-    assert!(app.ended_cleanly(), "{:?}", app.connection);
+    let app = replayed(&recording).await;
+    assert_eq!(app.reconnects(), 1);
+    assert!(app.ended_cleanly(), "{:?}", app.connection());
     assert_eq!(
         notices(&app, NoticeLevel::Warning),
         [
@@ -305,14 +392,14 @@ fn a_reconnect_replays_as_the_app_saw_it() {
         ["Reconnected; the conversation continues."]
     );
     assert!(notices(&app, NoticeLevel::Error).is_empty());
-    assert!(app.tool_calls[0].slow);
+    assert!(app.tool_calls()[0].slow);
     // The call arrived 61.5 s after 03:04:05 in the original run.
     assert_eq!(
-        app.tool_calls[0].started_at,
+        app.tool_calls()[0].started_at,
         jiff::civil::time(3, 5, 6, 500_000_000)
     );
     assert_eq!(
-        app.transcript.last(),
+        app.transcript().last(),
         Some(&Entry::Model {
             text_parts: String::new(),
             transcript: "It is off".into(),
@@ -321,11 +408,11 @@ fn a_reconnect_replays_as_the_app_saw_it() {
     );
 }
 
-#[test]
-fn a_link_that_gave_up_ends_with_its_own_message_and_a_retry_comes_back() {
+#[tokio::test]
+async fn a_link_that_gave_up_ends_with_its_own_message_and_a_retry_comes_back() {
     let gave_up = "Gave up reconnecting after 2 attempts. Last error: refused";
     let (_dir, recording) = load(
-        meta(FORMAT_VERSION, STARTED_AT),
+        meta(FORMAT_2, STARTED_AT),
         vec![
             (0.1, setup_complete()),
             (0.2, words("Hello")),
@@ -342,9 +429,9 @@ fn a_link_that_gave_up_ends_with_its_own_message_and_a_retry_comes_back() {
             (5.4, back(3)),
         ],
     );
-    let app = replayed(&recording);
-    assert_eq!(app.connection, Connection::Connected);
-    assert_eq!(app.reconnects, 2);
+    let app = replayed(&recording).await;
+    assert_eq!(*app.connection(), Connection::Connected);
+    assert_eq!(app.reconnects(), 2);
     assert_eq!(notices(&app, NoticeLevel::Error), [gave_up]);
     assert_eq!(
         notices(&app, NoticeLevel::Warning),
@@ -356,16 +443,16 @@ fn a_link_that_gave_up_ends_with_its_own_message_and_a_retry_comes_back() {
     );
 
     // Up to the end of the first link: the session had ended with the link's message.
-    let (steps, _) = steps(&recording);
-    let mut app = initial_app(&recording);
-    for msg in messages(&steps)
+    let mut app = initial_app(&recording, None);
+    for msg in messages(&recording)
+        .await
         .into_iter()
         .take_while(|m| *m != Msg::Retry)
     {
         let _ = app.update(msg);
     }
     assert_eq!(
-        app.connection,
+        *app.connection(),
         Connection::Disconnected {
             reason: gave_up.into()
         }
@@ -373,8 +460,8 @@ fn a_link_that_gave_up_ends_with_its_own_message_and_a_retry_comes_back() {
     assert!(app.can_retry());
 }
 
-#[test]
-fn format_1_recordings_still_end_at_their_close_line() {
+#[tokio::test]
+async fn format_1_recordings_still_end_at_their_close_line() {
     let (_dir, recording) = load(
         meta(1, STARTED_AT),
         vec![
@@ -392,35 +479,37 @@ fn format_1_recordings_still_end_at_their_close_line() {
             (0.6, wire_close(None, "Session ended.", true)),
         ],
     );
-    let (steps, _) = steps(&recording);
-    let last = messages(&steps).pop().unwrap();
+    let last = messages(&recording).await.pop().unwrap();
     assert!(
         matches!(event(&last), Some(SessionEvent::Closed(c)) if c.initiated_by_client),
         "{last:?}"
     );
-    let app = replayed(&recording);
+    let app = replayed(&recording).await;
     assert!(app.ended_cleanly());
-    assert_eq!(app.reconnects, 0);
+    assert_eq!(app.reconnects(), 0);
 }
 
-#[test]
-fn without_a_readable_start_time_events_replay_at_the_clocks_time() {
+#[tokio::test]
+async fn without_a_readable_start_time_events_replay_at_the_clocks_time() {
     let call = json!({"toolCall": {"functionCalls": [{"id": "c1", "name": "x", "args": {}}]}});
     let (_dir, recording) = load(
-        meta(FORMAT_VERSION, "sometime"),
+        meta(FORMAT_2, "sometime"),
         vec![(0.1, setup_complete()), (0.2, recv(call))],
     );
-    let (steps, _) = steps(&recording);
+    let msgs = messages(&recording).await;
     assert!(
-        messages(&steps)
-            .iter()
-            .all(|m| matches!(m, Msg::Session(_))),
-        "{steps:?}"
+        msgs.iter().all(|m| matches!(m, Msg::Session(_))),
+        "{msgs:?}"
     );
-    let mut app = initial_app(&recording);
-    app.clock = || jiff::civil::time(12, 0, 0, 0);
-    for msg in messages(&steps) {
+    let mut app = App::new(AppInit {
+        clock: || jiff::civil::time(12, 0, 0, 0),
+        ..AppInit::new("models/test", false, Vec::new())
+    });
+    for msg in msgs {
         let _ = app.update(msg);
     }
-    assert_eq!(app.tool_calls[0].started_at, jiff::civil::time(12, 0, 0, 0));
+    assert_eq!(
+        app.tool_calls()[0].started_at,
+        jiff::civil::time(12, 0, 0, 0)
+    );
 }

@@ -3,7 +3,9 @@
 //! Every dispatched call ends in exactly one [`ToolEvent`]: `Finished` with the response to
 //! send, or `Cancelled` when the server withdrew the call while it ran (and then nothing is
 //! sent). Completion and cancellation race for the call's entry in the in-flight map; whoever
-//! removes it first reports, the other stays silent.
+//! removes it first reports, the other stays silent. Before that, a call that runs past a
+//! third of its time limit is reported `Slow` once, by the same per-call task that enforces
+//! the limit: nothing else keeps track of running calls.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,7 +22,8 @@ use super::{END_SESSION, ToolError};
 use crate::live::wire::{Behavior, FunctionCall, FunctionResponse, Scheduling};
 
 /// What became of one dispatched call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ToolEvent {
     /// The call ended; `outcome.response` must be sent in a `toolResponse`.
     Finished(ToolOutcome),
@@ -30,10 +33,29 @@ pub enum ToolEvent {
         name: String,
         duration: Duration,
     },
+    /// The call is still running after a third of its time limit: shown to the user long
+    /// before the timeout answers it with an error. At most once per call, and never after
+    /// the call ended.
+    Slow(SlowCall),
+}
+
+/// A call that has run past its slow mark.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SlowCall {
+    pub id: Option<String>,
+    pub name: String,
+    pub elapsed: Duration,
+}
+
+/// When a running call counts as slow: early enough to show, late enough that normal calls
+/// never are.
+pub fn slow_after(timeout: Duration) -> Duration {
+    timeout / 3
 }
 
 /// How a call ended, in human terms (the model gets the same text in the response).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ToolStatus {
     Ok,
     Error(String),
@@ -42,7 +64,7 @@ pub enum ToolStatus {
 }
 
 /// A finished call and the answer to send for it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolOutcome {
     pub id: Option<String>,
     pub name: String,
@@ -229,14 +251,41 @@ async fn supervise(
     mut handler: JoinHandle<Result<Value, ToolError>>,
 ) {
     let limit = shared.registry.limits().timeout;
-    let result = match tokio::time::timeout(limit, &mut handler).await {
+    let slow_mark = slow_after(limit);
+    if let Ok(finished) = tokio::time::timeout(slow_mark, &mut handler).await {
+        return settle(shared, key, info, Ok(finished));
+    }
+    // Only a call still in the map is reported, under the lock, so a cancel reports after it.
+    {
+        let calls = shared.lock();
+        if calls.by_key.contains_key(&key) {
+            shared.emit(ToolEvent::Slow(SlowCall {
+                id: info.id.clone(),
+                name: info.name.clone(),
+                elapsed: info.started.elapsed(),
+            }));
+        }
+    }
+    let waited = tokio::time::timeout(limit.saturating_sub(slow_mark), &mut handler).await;
+    if waited.is_err() {
+        handler.abort();
+    }
+    settle(shared, key, info, waited.map_err(|_| limit));
+}
+
+/// Reports how the handler ended (or that it ran out of `limit`), unless a cancel got there
+/// first.
+fn settle(
+    shared: Arc<Shared>,
+    key: u64,
+    info: CallInfo,
+    joined: Result<Result<Result<Value, ToolError>, JoinError>, Duration>,
+) {
+    let result = match joined {
         Ok(Ok(Ok(value))) => Ok(value),
         Ok(Ok(Err(error))) => Err(Failure::Error(error.to_string())),
         Ok(Err(join_error)) => Err(joined_failure(join_error)),
-        Err(_elapsed) => {
-            handler.abort();
-            Err(Failure::TimedOut(limit))
-        }
+        Err(limit) => Err(Failure::TimedOut(limit)),
     };
     let mut calls = shared.lock();
     let Some(_running) = calls.by_key.remove(&key) else {
@@ -650,6 +699,7 @@ mod tests {
         match next_event(events).await {
             ToolEvent::Finished(outcome) => outcome,
             ToolEvent::Cancelled { id, .. } => panic!("expected Finished, got Cancelled {id}"),
+            ToolEvent::Slow(slow) => panic!("expected Finished, got {slow:?}"),
         }
     }
 
@@ -853,6 +903,18 @@ mod tests {
         let mut f = fixture(limits, 1);
         f.dispatcher
             .dispatch(vec![call("t", "sleepy", json!({"ms": 3_600_000}))]);
+        // Flagged slow once, a third of the way to the limit, by the call's own task.
+        match next_event(&mut f.events).await {
+            ToolEvent::Slow(slow) => {
+                assert_eq!(
+                    (slow.id.as_deref(), slow.name.as_str()),
+                    (Some("t"), "sleepy")
+                );
+                assert!(slow.elapsed >= slow_after(limits.timeout), "{slow:?}");
+                assert!(slow.elapsed < limits.timeout, "{slow:?}");
+            }
+            other => panic!("expected Slow, got {other:?}"),
+        }
         let outcome = next_outcome(&mut f.events).await;
         assert_eq!(outcome.status, ToolStatus::TimedOut);
         assert!(outcome.duration >= Duration::from_millis(50));
@@ -881,7 +943,7 @@ mod tests {
             ToolEvent::Cancelled { id, name, .. } => {
                 assert_eq!((id.as_str(), name.as_str()), ("slow", "sleepy"));
             }
-            ToolEvent::Finished(o) => panic!("expected Cancelled, got {o:?}"),
+            other => panic!("expected Cancelled, got {other:?}"),
         }
         wait_dropped(&mut f.dropped, 3_600_000).await;
         let other = next_outcome(&mut f.events).await;
@@ -892,6 +954,49 @@ mod tests {
         // The channel closes only when every task is gone, so this sees any late answer.
         let rest = drain(f).await;
         assert!(rest.is_empty(), "late events: {rest:?}");
+    }
+
+    #[tokio::test]
+    async fn a_call_is_flagged_slow_once_and_a_quick_or_cancelled_one_never() {
+        let limits = ToolLimits {
+            timeout: Duration::from_millis(600),
+            ..ToolLimits::default()
+        };
+        let mut f = fixture(limits, 1);
+        f.dispatcher.dispatch(vec![
+            call("quick", "sleepy", json!({"ms": 1})),
+            call("long", "sleepy", json!({"ms": 400})),
+            call("gone", "sleepy", json!({"ms": 3_600_000})),
+        ]);
+        assert_eq!(
+            next_outcome(&mut f.events).await.id.as_deref(),
+            Some("quick")
+        );
+        // Both still-running calls pass the 200 ms mark; each is flagged once.
+        let mut flagged = Vec::new();
+        for _ in 0..2 {
+            match next_event(&mut f.events).await {
+                ToolEvent::Slow(slow) => flagged.extend(slow.id),
+                other => panic!("expected Slow, got {other:?}"),
+            }
+        }
+        flagged.sort();
+        assert_eq!(flagged, ["gone", "long"]);
+        assert_eq!(f.dispatcher.cancel(&["gone".to_owned()]), ["gone"]);
+        assert!(matches!(
+            next_event(&mut f.events).await,
+            ToolEvent::Cancelled { .. }
+        ));
+        let long = next_outcome(&mut f.events).await;
+        assert_eq!(
+            (long.id.as_deref(), &long.status),
+            (Some("long"), &ToolStatus::Ok)
+        );
+        let rest = drain(f).await;
+        assert!(
+            rest.is_empty(),
+            "no second flag, nothing after the end: {rest:?}"
+        );
     }
 
     #[tokio::test]
@@ -911,6 +1016,7 @@ mod tests {
                     assert_eq!(o.args, json!({"ms": 1}));
                     "finished"
                 }
+                ToolEvent::Slow(slow) => panic!("nothing here runs long: {slow:?}"),
             });
         }
         kinds.sort_unstable();
@@ -1032,6 +1138,7 @@ mod tests {
                     *finished.entry(o.id.unwrap_or_default()).or_default() += 1;
                 }
                 ToolEvent::Cancelled { id, .. } => *cancelled.entry(id).or_default() += 1,
+                ToolEvent::Slow(slow) => panic!("nothing here runs long: {slow:?}"),
             }
         }
         let late = drain(f).await;

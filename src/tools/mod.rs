@@ -11,7 +11,6 @@ mod registry;
 mod schema;
 mod session_control;
 mod smart_home;
-mod watchdog;
 
 use std::future::Future;
 use std::time::Duration;
@@ -19,7 +18,7 @@ use std::time::Duration;
 use crate::live::wire::{Behavior, Scheduling};
 
 pub use clock::{GetCurrentTime, NoArgs, time_report};
-pub use dispatch::{ToolDispatcher, ToolEvent, ToolOutcome, ToolStatus};
+pub use dispatch::{SlowCall, ToolDispatcher, ToolEvent, ToolOutcome, ToolStatus, slow_after};
 pub use registry::{RegisterError, Registry};
 pub use schema::{SchemaError, normalize_schema, parameters_for};
 pub use session_control::{EndSession, EndSessionArgs};
@@ -27,7 +26,6 @@ pub use smart_home::{
     COLOR_NAMES, Device, DeviceKind, GetDeviceStatus, GetDeviceStatusArgs, SetDeviceStatus,
     SetDeviceStatusArgs, SetReport, Setting, SmartHome, TEMPERATURE_RANGE_CELSIUS,
 };
-pub use watchdog::{SlowCall, Watchdog};
 
 /// A function the model can call, with typed arguments.
 pub trait Tool: Send + Sync + 'static {

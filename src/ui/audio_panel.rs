@@ -24,33 +24,33 @@ pub fn meter(level: f32) -> String {
 
 /// The status line's audio part: "mic live ▮▮▯▯▯  out ▮▮▮▯▯".
 pub fn status_spans(app: &App, theme: Theme) -> Vec<Span<'static>> {
-    if !app.audio.enabled {
+    if !app.audio().enabled {
         return Vec::new();
     }
-    let state = app.audio.mic_state();
+    let state = app.audio().mic_state();
     let style = match state {
         MicState::Off | MicState::Muted => theme.warning(),
         MicState::Gated | MicState::PushToTalk => theme.dim(),
         MicState::Live | MicState::Talking => theme.status_bar(),
     };
     let mut spans = Vec::new();
-    if app.audio.mic_wanted {
+    if app.audio().mic_wanted {
         spans.push(Span::styled("mic ", theme.status_bar()));
         spans.push(Span::styled(state.label().to_owned(), style));
     }
-    if app.audio.input.is_some() {
+    if app.audio().input.is_some() {
         spans.push(Span::styled(
-            format!(" {}", meter(app.audio.mic_level)),
+            format!(" {}", meter(app.audio().mic_level)),
             theme.status_bar(),
         ));
     }
-    if app.audio.output.is_some() {
+    if app.audio().output.is_some() {
         let gap = if spans.is_empty() { "" } else { "  " };
         spans.push(Span::styled(
-            format!("{gap}out {}", meter(app.audio.output_level)),
+            format!("{gap}out {}", meter(app.audio().output_level)),
             theme.status_bar(),
         ));
-    } else if app.audio.opened {
+    } else if app.audio().opened {
         spans.push(Span::styled("  no speaker", theme.warning()));
     }
     spans.push(Span::styled("  ", theme.status_bar()));
@@ -76,7 +76,7 @@ fn latency(value: &Latency) -> String {
 
 /// The audio details popup's lines.
 pub fn detail_lines(app: &App, theme: Theme) -> Vec<Line<'static>> {
-    let audio = &app.audio;
+    let audio = &app.audio();
     let row = |label: &str, value: String| {
         Line::from(vec![
             Span::styled(format!("  {label:<22}"), theme.bold()),

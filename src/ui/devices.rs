@@ -68,7 +68,7 @@ fn state_spans(device: &Device, theme: Theme) -> Vec<Span<'static>> {
 }
 
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
-    let focused = app.view.focus == Focus::Devices;
+    let focused = app.view().focus == Focus::Devices;
     let block = Block::bordered()
         .title(" Devices ")
         .border_style(theme.border(focused));
@@ -76,17 +76,17 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
     frame.render_widget(block, area);
     let width = usize::from(inner.width);
     // Two lines per device when there is room, else one.
-    let roomy = usize::from(inner.height) >= app.devices.len() * 2;
+    let roomy = usize::from(inner.height) >= app.devices().len() * 2;
     let name_width = app
-        .devices
+        .devices()
         .iter()
         .map(|d| d.name.chars().count())
         .max()
         .unwrap_or(0)
         .min(width / 2);
     let mut lines = Vec::new();
-    for (i, device) in app.devices.iter().enumerate() {
-        let changed = app.view.is_highlighted(i);
+    for (i, device) in app.devices().iter().enumerate() {
+        let changed = app.view().is_highlighted(i);
         let marker = if changed { "✦ " } else { "  " };
         let name_style = if changed {
             theme.highlight()

@@ -18,8 +18,8 @@ use unicode_width::UnicodeWidthStr;
 pub use theme::Theme;
 
 use crate::app::{
-    App, Area, Connection, Conversation, FOOTER_KEYS, Focus, KEY_HELP, NoticeLevel, Popup,
-    ScreenLayout, ToolState,
+    App, Area, Connection, Floor, Focus, KEY_MAP, NoticeLevel, Popup, ScreenLayout, ToolState,
+    footer_keys,
 };
 use tool_log::format_duration;
 
@@ -39,7 +39,7 @@ fn area(rect: Rect) -> Area {
 
 /// Draws the whole screen and says where things went.
 pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
-    let theme = Theme::new(app.view.no_color);
+    let theme = Theme::new(app.view().no_color);
     let full = frame.area();
     let notice_rows = notice_height(app, full.width);
     let [status, body, notice, input, footer] = Layout::vertical([
@@ -57,9 +57,9 @@ pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
         height: full.height,
         ..ScreenLayout::default()
     };
-    let show_devices = app.view.show_devices && !app.devices.is_empty();
+    let show_devices = app.view().show_devices && !app.devices().is_empty();
     if full.width >= WIDE_LAYOUT_MIN_WIDTH {
-        let log_rows = (app.tool_calls.len() as u16 + 4)
+        let log_rows = (app.tool_calls().len() as u16 + 4)
             .clamp(6, 12)
             .min(body.height / 2);
         let [top, log] =
@@ -67,7 +67,7 @@ pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
         let conversation = if show_devices {
             let [conversation, side] =
                 Layout::horizontal([Constraint::Min(40), Constraint::Length(44)]).areas(top);
-            let device_rows = app.devices.len() as u16 * 2 + 2;
+            let device_rows = app.devices().len() as u16 * 2 + 2;
             let [devices, session] =
                 Layout::vertical([Constraint::Length(device_rows), Constraint::Min(0)]).areas(side);
             layout.devices = Some(area(devices::draw(frame, devices, app, theme)));
@@ -102,7 +102,7 @@ pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
     draw_notice(frame, notice, app, theme);
     draw_input(frame, input, app, theme);
     draw_footer(frame, footer, theme);
-    layout.popup = match app.view.popup {
+    layout.popup = match app.view().popup {
         Some(Popup::Help { scroll }) => Some(draw_help(frame, full, app, theme, scroll)),
         Some(Popup::ToolDetail { index, scroll }) => {
             draw_tool_detail(frame, full, app, theme, index, scroll)
@@ -132,22 +132,18 @@ pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
 const SPINNER: &[&str] = &["◐", "◓", "◑", "◒"];
 
 fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
-    let spinner = SPINNER[(app.view.ticks as usize) % SPINNER.len()];
-    let badge = match (&app.connection, app.conversation) {
+    let spinner = SPINNER[(app.view().ticks as usize) % SPINNER.len()];
+    let badge = match (&app.connection(), app.floor()) {
         (Connection::Connecting, _) => {
             Span::styled(format!(" {spinner} Connecting… "), theme.pending_badge())
         }
         (Connection::Disconnected { .. }, _) => {
             Span::styled(" ✖ Disconnected ", theme.error_badge())
         }
-        (_, Conversation::Speaking) => {
-            Span::styled(" ▶ Gemini is speaking… ", theme.speaking_badge())
-        }
-        (_, Conversation::Listening) => {
-            Span::styled(" ● Gemini is listening… ", theme.listening_badge())
-        }
+        (_, Floor::Speaking) => Span::styled(" ▶ Gemini is speaking… ", theme.speaking_badge()),
+        (_, Floor::Listening) => Span::styled(" ● Gemini is listening… ", theme.listening_badge()),
     };
-    let connection = match &app.connection {
+    let connection = match &app.connection() {
         Connection::Connecting => "Connecting…".to_owned(),
         Connection::Connected => "Connected".to_owned(),
         Connection::Reconnecting => format!("{spinner} Reconnecting…"),
@@ -155,7 +151,7 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     };
     let mut spans = vec![badge, Span::raw("  ")];
     spans.extend(audio_panel::status_spans(app, theme));
-    let connection_style = match app.connection {
+    let connection_style = match app.connection() {
         Connection::Disconnected { .. } => theme.error(),
         Connection::Reconnecting => theme.warning(),
         _ => theme.status_bar(),
@@ -163,19 +159,19 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     spans.push(Span::styled(connection, connection_style));
     spans.push(Span::styled(" · ", theme.status_bar()));
     spans.push(Span::styled(
-        app.model.trim_start_matches("models/").to_owned(),
+        app.model().trim_start_matches("models/").to_owned(),
         theme.status_bar(),
     ));
-    if app.offline {
+    if app.offline() {
         spans.push(Span::styled(" · offline demo model", theme.status_bar()));
     }
-    if let Some(recording) = &app.recording {
+    if let Some(recording) = &app.recording_label() {
         spans.push(Span::styled(" · ", theme.status_bar()));
         spans.push(Span::styled(format!("● {recording}"), theme.error()));
     }
-    if app.total_tokens > 0 {
+    if app.total_tokens() > 0 {
         spans.push(Span::styled(
-            format!(" · {} tokens", app.total_tokens),
+            format!(" · {} tokens", app.total_tokens()),
             theme.status_bar(),
         ));
     }
@@ -219,16 +215,16 @@ fn draw_notice(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
 }
 
 fn draw_input(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
-    let focused = app.view.focus == Focus::Input && app.view.popup.is_none();
+    let focused = app.view().focus == Focus::Input && app.view().popup.is_none();
     let block = Block::bordered()
         .title(" Message ")
         .border_style(theme.border(focused));
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let input = &app.view.input;
+    let input = &app.view().input;
     if input.is_empty() {
-        let hint = match app.connection {
-            Connection::Connected if app.conversation == Conversation::Speaking => {
+        let hint = match app.connection() {
+            Connection::Connected if app.floor() == Floor::Speaking => {
                 "Type to interrupt Gemini, Enter sends"
             }
             Connection::Connected => "Type a message and press Enter",
@@ -275,7 +271,8 @@ fn draw_input(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
 fn draw_footer(frame: &mut Frame, area: Rect, theme: Theme) {
     let mut spans = Vec::new();
     let mut used = 0;
-    for (key, what) in FOOTER_KEYS {
+    for footer in footer_keys() {
+        let (key, what) = (footer.key, footer.what);
         let item = format!(" {key} {what} ");
         if used + item.width() > usize::from(area.width) {
             break;
@@ -335,17 +332,17 @@ fn draw_help(frame: &mut Frame, full: Rect, app: &App, theme: Theme, scroll: u16
     let width = 96.min(full.width.saturating_sub(2));
     let inner_width = usize::from(width.saturating_sub(2));
     let mut lines = vec![Line::default()];
-    for (keys, what) in KEY_HELP {
-        let prefix = vec![Span::styled(format!("  {keys:<22}"), theme.bold())];
+    for row in KEY_MAP {
+        let prefix = vec![Span::styled(format!("  {:<22}", row.keys), theme.bold())];
         lines.extend(wrap::wrap(
             prefix,
-            &[((*what).to_owned(), theme.plain())],
+            &[(row.help.to_owned(), theme.plain())],
             inner_width,
         ));
     }
     lines.push(Line::default());
     let log = app
-        .view
+        .view()
         .log_path
         .as_deref()
         .unwrap_or("off (no writable data directory)");
@@ -371,7 +368,7 @@ fn draw_tool_detail(
     index: usize,
     scroll: u16,
 ) -> Option<Area> {
-    let call = app.tool_calls.get(index)?;
+    let call = app.tool_calls().get(index)?;
     let pretty =
         |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
     let mut lines = Vec::new();

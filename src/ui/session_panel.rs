@@ -18,23 +18,29 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let turns = app
-        .transcript
+        .transcript()
         .iter()
         .filter(|e| matches!(e, Entry::User { .. }))
         .count();
-    let speech_secs = app.model_audio_bytes as f64 / 2.0 / f64::from(OUTPUT_SAMPLE_RATE);
+    let speech_secs = app.model_audio_bytes() as f64 / 2.0 / f64::from(OUTPUT_SAMPLE_RATE);
     let mut rows = vec![
-        ("Model", app.model.trim_start_matches("models/").to_owned()),
-        ("Endpoint", app.endpoint_label.clone()),
-        ("Voice", app.voice.clone()),
+        (
+            "Model",
+            app.model().trim_start_matches("models/").to_owned(),
+        ),
+        ("Endpoint", app.endpoint_label().to_owned()),
+        ("Voice", app.voice().to_owned()),
         ("Turns", turns.to_string()),
-        ("Tool calls", app.tool_calls.len().to_string()),
+        ("Tool calls", app.tool_calls().len().to_string()),
         ("Model audio", format!("{speech_secs:.1} s")),
     ];
-    if app.total_tokens > 0 {
-        rows.push(("Tokens", app.total_tokens.to_string()));
+    if app.total_tokens() > 0 {
+        rows.push(("Tokens", app.total_tokens().to_string()));
     }
-    for (label, info) in [("Mic", &app.audio.input), ("Speaker", &app.audio.output)] {
+    for (label, info) in [
+        ("Mic", &app.audio().input),
+        ("Speaker", &app.audio().output),
+    ] {
         if let Some(info) = info {
             rows.push((label, format!("{} · {}", info.path, info.name)));
         }

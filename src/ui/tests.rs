@@ -8,7 +8,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use serde_json::{Value, json};
 
-use crate::app::{App, Msg};
+use crate::app::{App, AppInit, Msg};
 use crate::live::wire::{FunctionCall, FunctionResponse};
 use crate::live::{CloseInfo, SessionEvent};
 use crate::tools::{SmartHome, ToolEvent, ToolOutcome, ToolStatus};
@@ -17,22 +17,25 @@ fn half_past_ten() -> jiff::civil::Time {
     jiff::civil::time(10, 30, 5, 0)
 }
 
+fn init() -> AppInit {
+    AppInit {
+        voice: "Puck".into(),
+        endpoint_label: "offline demo model".into(),
+        clock: half_past_ten,
+        log_path: Some("/home/dev/.local/share/livetalk/livetalk.log".into()),
+        ..AppInit::new("models/gemini-3.8-live", true, SmartHome::new().snapshot())
+    }
+}
+
 fn new_app() -> App {
-    let mut app = App::new("models/gemini-3.8-live", true, SmartHome::new().snapshot());
-    app.voice = "Puck".into();
-    app.endpoint_label = "offline demo model".into();
-    app.clock = half_past_ten;
-    app.view.log_path = Some("/home/dev/.local/share/livetalk/livetalk.log".into());
-    app
+    App::new(init())
 }
 
 fn session(app: &mut App, event: SessionEvent) {
     app.update(Msg::Session(event));
 }
 
-fn connected() -> App {
-    let mut app = new_app();
-    app.update(Msg::Connecting);
+fn connected_from(mut app: App) -> App {
     session(&mut app, SessionEvent::SetupComplete { session_id: None });
     app
 }
@@ -84,9 +87,13 @@ fn model_says(app: &mut App, text: &str, complete: bool) {
     }
 }
 
-/// After the first seed turn: a tool call answered and the reply complete.
+/// After the first turn of the smart-home dialogue: a tool call answered and the reply complete.
 fn listening() -> App {
-    let mut app = connected();
+    listening_from(new_app())
+}
+
+fn listening_from(app: App) -> App {
+    let mut app = connected_from(app);
     app.update(Msg::UserText("Is the living room lamp on?".into()));
     let lamp = json!({"device_name": "living room lamp"});
     tool_call(&mut app, "function-call-1", "get_device_status", lamp);
@@ -102,15 +109,19 @@ fn listening() -> App {
     app
 }
 
-/// The second seed turn mid-reply: the lamp just turned blue.
+/// The second turn of the smart-home dialogue, mid-reply: the lamp just turned blue.
 fn speaking() -> App {
-    let mut app = listening();
+    speaking_from(new_app())
+}
+
+fn speaking_from(app: App) -> App {
+    let mut app = listening_from(app);
     app.update(Msg::UserText(
         "Okay, please turn it on and set its color to blue.".into(),
     ));
     let args = json!({"device_name": "living room lamp", "new_status": "on", "setting": {"color": "blue"}});
     tool_call(&mut app, "function-call-2", "set_device_status", args);
-    let mut devices = app.devices.clone();
+    let mut devices = app.devices().to_vec();
     devices[0].status = "on".into();
     devices[0].color = Some("blue".into());
     devices[0].brightness = Some(100);
@@ -191,11 +202,7 @@ fn snapshot_both_sizes(name: &str, make: fn() -> App) {
 
 #[test]
 fn connecting() {
-    snapshot_both_sizes("connecting", || {
-        let mut app = new_app();
-        app.update(Msg::Connecting);
-        app
-    });
+    snapshot_both_sizes("connecting", || new_app());
 }
 
 #[test]
@@ -261,14 +268,14 @@ fn disconnected_with_a_reason() {
 fn narrow_terminal_stacks_panes_and_hides_devices() {
     let mut app = speaking();
     let terminal = render(&mut app, 60, 20);
-    assert!(app.view.layout.devices.is_none());
+    assert!(app.view().layout.devices.is_none());
     insta::assert_snapshot!("narrow_60x20", terminal.backend());
     // F2 brings the device panel back when there is room for it.
     let mut app = speaking();
     key(&mut app, KeyCode::F(2));
     let _ = render(&mut app, 80, 24);
     assert!(
-        app.view.layout.devices.is_none(),
+        app.view().layout.devices.is_none(),
         "F2 hides it at 80 columns"
     );
 }
@@ -279,24 +286,26 @@ fn scrolled_up_transcript_stays_put_while_the_model_streams() {
     let mut app = speaking();
     let _ = render(&mut app, 80, 16);
     key(&mut app, KeyCode::PageUp);
-    let top = app.view.transcript_top;
+    let top = app.view().transcript_top;
     assert!(top.is_some(), "PageUp leaves the bottom");
     model_says(&mut app, " and set its color to blue.", true);
     let terminal = render(&mut app, 80, 16);
-    assert_eq!(app.view.transcript_top, top);
+    assert_eq!(app.view().transcript_top, top);
     let screen = format!("{}", terminal.backend());
     assert!(screen.contains("scrolled"), "the title says so:\n{screen}");
     key(&mut app, KeyCode::End);
     key(&mut app, KeyCode::Tab);
     key(&mut app, KeyCode::End);
-    assert_eq!(app.view.transcript_top, None);
+    assert_eq!(app.view().transcript_top, None);
 }
 
 #[test]
 fn no_color_draws_no_colours() {
     use ratatui::style::Color;
-    let mut app = speaking();
-    app.view.no_color = true;
+    let mut app = speaking_from(App::new(AppInit {
+        no_color: true,
+        ..init()
+    }));
     let terminal = render(&mut app, 120, 40);
     let buffer = terminal.backend().buffer();
     let coloured = buffer
@@ -322,9 +331,11 @@ fn no_color_draws_no_colours() {
 /// panel names the devices and resampling paths.
 fn speaking_with_audio() -> App {
     use crate::audio::{AudioEvent, AudioSetup, StreamInfo};
-    let mut app = speaking();
-    app.audio.enabled = true;
-    app.audio.mic_wanted = true;
+    // Audio asked for: devices with a microphone.
+    let mut app = speaking_from(App::new(AppInit {
+        audio: Some(crate::audio::AudioOptions::default()),
+        ..init()
+    }));
     app.update(Msg::Audio(AudioEvent::Opened(AudioSetup {
         input: Some(StreamInfo {
             name: "alsa_input.usb-headset".into(),

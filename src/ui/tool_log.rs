@@ -116,7 +116,7 @@ pub fn state_style(theme: Theme, state: &ToolState) -> Style {
 
 fn state_cell(app: &App, theme: Theme, state: &ToolState) -> Span<'static> {
     let symbol = match state {
-        ToolState::Running => SPINNER[(app.view.ticks as usize) % SPINNER.len()],
+        ToolState::Running => SPINNER[(app.view().ticks as usize) % SPINNER.len()],
         ToolState::Ok => "✔",
         ToolState::Error(_) | ToolState::TimedOut => "✖",
         ToolState::Cancelled => "⊘",
@@ -137,8 +137,8 @@ fn call_state_cell(app: &App, theme: Theme, call: &ToolCallRecord) -> Span<'stat
 
 /// Draws the log; returns the inner area of its rows (for mouse hit-testing).
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
-    let focused = app.view.focus == Focus::ToolLog;
-    let title = format!(" Tool calls ({}) ", app.tool_calls.len());
+    let focused = app.view().focus == Focus::ToolLog;
+    let title = format!(" Tool calls ({}) ", app.tool_calls().len());
     let hint = if focused {
         " ↑/↓ select · Enter details "
     } else {
@@ -187,7 +187,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
         }
         widths
     };
-    if app.tool_calls.is_empty() {
+    if app.tool_calls().is_empty() {
         frame.render_widget(Table::new([header], widths), inner);
         frame.render_widget(
             Paragraph::new(Line::styled("No tool calls yet.", theme.dim())),
@@ -198,7 +198,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
     let first = app.tool_log_first_row();
     let visible = usize::from(rows_area.height);
     let rows = app
-        .tool_calls
+        .tool_calls()
         .iter()
         .enumerate()
         .skip(first)
@@ -234,7 +234,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
             }
             cells.push(Cell::from(result));
             let row = Row::new(cells);
-            if app.view.tool_selected == Some(index) {
+            if app.view().tool_selected == Some(index) {
                 row.style(theme.selected())
             } else {
                 row

@@ -15,7 +15,7 @@ use unicode_width::UnicodeWidthStr;
 /// The transcript as lines at `width` columns.
 pub fn lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
     let mut out: Vec<Line<'static>> = Vec::new();
-    for (i, entry) in app.transcript.iter().enumerate() {
+    for (i, entry) in app.transcript().iter().enumerate() {
         // A blank line before each user turn separates the exchanges.
         if i > 0 && matches!(entry, Entry::User { .. }) {
             out.push(Line::default());
@@ -59,7 +59,7 @@ pub fn lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
                 ));
             }
             Entry::Tool(index) => {
-                let Some(call) = app.tool_calls.get(*index) else {
+                let Some(call) = app.tool_calls().get(*index) else {
                     continue;
                 };
                 // One row per call, cut to the pane: the log and the popup hold the rest.
@@ -83,8 +83,8 @@ pub fn lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
 
 /// Draws the pane; returns the wrapped row count.
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> (Rect, usize) {
-    let focused = app.view.focus == Focus::Transcript;
-    let title = if app.view.transcript_top.is_some() {
+    let focused = app.view().focus == Focus::Transcript;
+    let title = if app.view().transcript_top.is_some() {
         " Conversation (scrolled · End returns) "
     } else {
         " Conversation "
@@ -107,7 +107,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> (Rect, us
     let height = usize::from(inner.height);
     let bottom_top = rows.saturating_sub(height);
     let top = app
-        .view
+        .view()
         .transcript_top
         .unwrap_or(bottom_top)
         .min(bottom_top);

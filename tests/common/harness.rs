@@ -4,12 +4,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use livetalk::app::{App, Entry, ModelTurnStatus, Msg, NoticeLevel, ToolState};
+use livetalk::app::{App, AppInit, Entry, ModelTurnStatus, Msg, NoticeLevel, ToolState};
 use livetalk::config::{FlagOverrides, Settings};
+use livetalk::driver::Source as _;
+use livetalk::engine::{Engine, build_setup};
 use livetalk::live::reconnect::ReconnectPolicy;
 use livetalk::live::{ApiVersion, SessionOptions};
 use livetalk::mock::{Fault, MockOptions, MockServer, Scenario};
-use livetalk::runtime::{Engine, build_setup};
 use livetalk::tools::{Registry, SmartHome, builtin_registry};
 use serde_json::Value;
 
@@ -61,7 +62,7 @@ impl Harness {
         }));
         let mut engine = Engine::new(registry.clone(), &home);
         engine.set_reconnect_policy(policy);
-        let app = App::new(settings.model.clone(), true, home.snapshot());
+        let app = App::new(AppInit::new(settings.model.clone(), true, home.snapshot()));
         engine
             .connect(SessionOptions {
                 endpoint: mock.endpoint(ApiVersion::V1),
@@ -81,10 +82,9 @@ impl Harness {
         harness
     }
 
+    /// Applies a message as the drive loop does (intents included).
     pub async fn apply(&mut self, msg: Msg) {
-        for effect in self.app.update(msg) {
-            self.engine.execute(effect).await;
-        }
+        livetalk::driver::apply(&mut self.app, &mut self.engine, msg).await;
     }
 
     /// Feeds the app until `done` holds; panics with the history after 20 s.
@@ -101,9 +101,9 @@ impl Harness {
         assert!(
             reached.is_ok() && done(&self.app),
             "never reached: {what}\nconnection: {:?}\ntranscript: {:#?}\nnotices: {:#?}",
-            self.app.connection,
-            self.app.transcript,
-            self.app.notices
+            self.app.connection(),
+            self.app.transcript(),
+            self.app.notices()
         );
     }
 
@@ -119,7 +119,7 @@ impl Harness {
 
     pub fn replies(&self) -> Vec<(String, ModelTurnStatus)> {
         self.app
-            .transcript
+            .transcript()
             .iter()
             .filter_map(|e| match e {
                 Entry::Model {
@@ -141,7 +141,7 @@ impl Harness {
 
     pub fn calls(&self) -> Vec<(String, Value, ToolState)> {
         self.app
-            .tool_calls
+            .tool_calls()
             .iter()
             .map(|c| (c.name.clone(), c.args.clone(), c.state.clone()))
             .collect()
@@ -149,7 +149,7 @@ impl Harness {
 
     pub fn notices(&self, level: NoticeLevel) -> Vec<String> {
         self.app
-            .notices
+            .notices()
             .iter()
             .filter(|n| n.level == level)
             .map(|n| n.text.clone())

@@ -1,0 +1,128 @@
+//! The one loop that drives an [`App`]: messages from a [`Source`] (a live session, or a
+//! recording being replayed) and from a [`Presenter`]'s input (keys, stdin lines, signals) go
+//! through [`App::update`]; the effects it asks for go back to the source; after every change
+//! the presenter shows the app. The TUI and headless mode, live and replayed, all run here.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::app::{App, Effect, Msg};
+use crate::live::{CloseInfo, SessionEvent};
+
+/// How long leaving waits for the session to close cleanly before it stops waiting.
+pub const LEAVE_GRACE: Duration = Duration::from_secs(2);
+
+/// Where the app's messages come from and where its effects go.
+pub trait Source {
+    /// The next message; `None` once nothing more can come. Must be cancel-safe: the loop
+    /// drops it whenever input arrives first.
+    fn next(&mut self) -> impl Future<Output = Option<Msg>>;
+
+    /// Carries out an effect the app asked for.
+    fn carry_out(&mut self, effect: Effect) -> impl Future<Output = ()>;
+
+    /// A message is about to be applied (a live session records it here).
+    fn applied(&mut self, _msg: &Msg) {}
+
+    /// Messages that bring the app's figures up to date once the loop is over.
+    fn settle(&mut self) -> impl Future<Output = Vec<Msg>> {
+        async { Vec::new() }
+    }
+}
+
+/// Shows the app and gathers the user's input.
+pub trait Presenter {
+    /// Shows the app as it is now; may answer with a message for it (where things were drawn).
+    fn show(&mut self, app: &App) -> anyhow::Result<Option<Msg>>;
+
+    /// Looks at the app before the loop waits, to know what input to offer.
+    fn observe(&mut self, _app: &App) {}
+
+    /// The source has just delivered a message (headless measures its turn timeout by it).
+    fn heard_from_source(&mut self) {}
+
+    /// The next input message, or `None` when something happened that only needs the app
+    /// shown again. Must be cancel-safe.
+    fn next_input(&mut self) -> impl Future<Output = Option<Msg>>;
+
+    /// True when the loop is done. `source_open` is false once the source has ended.
+    fn finished(&self, app: &App, source_open: bool) -> bool;
+}
+
+/// Runs the app until the presenter is finished or the user has left. Leaving a live session
+/// closes it first, waiting up to [`LEAVE_GRACE`] for the server, so the end is seen (and
+/// recorded) the same way every time.
+pub async fn drive<S: Source, P: Presenter>(
+    app: &mut App,
+    source: &mut S,
+    presenter: &mut P,
+) -> anyhow::Result<()> {
+    let mut source_open = true;
+    let mut leave_by: Option<Instant> = None;
+    loop {
+        if let Some(msg) = presenter.show(app)? {
+            apply(app, source, msg).await;
+        }
+        if presenter.finished(app, source_open) {
+            break;
+        }
+        if app.wants_to_quit() {
+            // A replay, a session already over, or one we are not closing: nothing to wait for.
+            if app.is_finished() || !source_open || !app.is_closing() {
+                break;
+            }
+            leave_by.get_or_insert_with(|| Instant::now() + LEAVE_GRACE);
+        }
+        presenter.observe(app);
+        tokio::select! {
+            msg = source.next(), if source_open => match msg {
+                Some(msg) => {
+                    presenter.heard_from_source();
+                    apply(app, source, msg).await;
+                }
+                None => source_open = false,
+            },
+            input = presenter.next_input(), if leave_by.is_none() => {
+                if let Some(msg) = input {
+                    apply(app, source, msg).await;
+                }
+            }
+            () = sleep_until(leave_by), if leave_by.is_some() => {
+                // The server never confirmed the close: the session is over all the same.
+                let ended = Msg::Session(SessionEvent::Closed(CloseInfo::ended_by_client()));
+                apply(app, source, ended).await;
+                break;
+            }
+        }
+    }
+    for msg in source.settle().await {
+        apply(app, source, msg).await;
+    }
+    presenter.show(app)?;
+    Ok(())
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Applies a message and carries out its effects; intents the app hands back are applied as
+/// messages of their own, in order.
+pub async fn apply<S: Source>(app: &mut App, source: &mut S, msg: Msg) {
+    let mut queue = VecDeque::from([msg]);
+    while let Some(msg) = queue.pop_front() {
+        source.applied(&msg);
+        for effect in app.update(msg) {
+            match effect {
+                Effect::Intent(intent) => queue.push_back(intent),
+                effect => source.carry_out(effect).await,
+            }
+        }
+    }
+}

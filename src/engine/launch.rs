@@ -1,0 +1,171 @@
+//! The set-up step: from the settings, everything a session needs — the tools, the `setup`
+//! message, where to connect (starting the embedded mock for the offline demo model), the
+//! recorder and the audio worker — handed over at once as an [`App`] and its [`Engine`].
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+
+use super::{Engine, Route};
+use crate::app::{App, AppInit};
+use crate::audio::{Audio, AudioLink};
+use crate::config::{Settings, Target};
+use crate::live::Endpoint;
+use crate::live::SessionOptions;
+use crate::live::reconnect::ReconnectPolicy;
+use crate::live::wire::{
+    AudioTranscriptionConfig, AutomaticActivityDetection, Content, ContextWindowCompression,
+    GenerationConfig, Modality, RealtimeInputConfig, SessionResumptionConfig, Setup, SlidingWindow,
+    SpeechConfig, Tool,
+};
+use crate::mock::{MockOptions, MockServer};
+use crate::record::Recorder;
+use crate::tools::{Registry, SmartHome, builtin_registry};
+
+/// The `setup` message for these settings and tools.
+pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
+    let declarations = registry.declarations();
+    Setup {
+        model: settings.model.clone(),
+        generation_config: Some(GenerationConfig {
+            response_modalities: vec![Modality::Audio],
+            speech_config: Some(SpeechConfig::voice(&settings.voice)),
+            ..GenerationConfig::default()
+        }),
+        system_instruction: (!settings.system_instruction.trim().is_empty())
+            .then(|| Content::text("user", settings.system_instruction.clone())),
+        tools: if declarations.is_empty() {
+            Vec::new()
+        } else {
+            vec![Tool {
+                function_declarations: declarations,
+                ..Tool::default()
+            }]
+        },
+        input_audio_transcription: settings
+            .input_transcription
+            .then(AudioTranscriptionConfig::default),
+        output_audio_transcription: settings
+            .output_transcription
+            .then(AudioTranscriptionConfig::default),
+        // `{}` asks for handles; the handle to resume is filled in per connection.
+        session_resumption: settings.resumption.then(SessionResumptionConfig::default),
+        // Push-to-talk: the user's key, not the server's voice detection, says when they speak.
+        realtime_input_config: settings.audio.push_to_talk.then(|| RealtimeInputConfig {
+            automatic_activity_detection: Some(AutomaticActivityDetection {
+                disabled: Some(true),
+                ..AutomaticActivityDetection::default()
+            }),
+            ..RealtimeInputConfig::default()
+        }),
+        // Server defaults: trigger at 80% of the context, slide down to half of that.
+        context_window_compression: settings.context_compression.then(|| {
+            ContextWindowCompression {
+                trigger_tokens: None,
+                sliding_window: Some(SlidingWindow::default()),
+            }
+        }),
+        ..Setup::default()
+    }
+}
+
+/// Where the session connects. For the offline demo model this starts the embedded mock on a
+/// loopback port; the returned server must be kept alive as long as the session runs.
+pub async fn resolve_endpoint(
+    settings: &Settings,
+) -> anyhow::Result<(Endpoint, Option<MockServer>)> {
+    match &settings.target {
+        Target::Google(endpoint) | Target::Custom(endpoint) => Ok((endpoint.clone(), None)),
+        Target::OfflineMock => {
+            let mock = MockServer::start(MockOptions::loopback())
+                .await
+                .context("starting the embedded offline demo model")?;
+            Ok((mock.endpoint(settings.api_version), Some(mock)))
+        }
+        Target::Bridge(url) => anyhow::bail!(
+            "{} is a bridge, not a Live endpoint",
+            crate::bridge::client::bridge_host(url)
+        ),
+    }
+}
+
+/// The reconnect policy of these settings.
+pub fn reconnect_policy(settings: &Settings) -> ReconnectPolicy {
+    ReconnectPolicy {
+        max_attempts: settings.reconnect_attempts,
+        ..ReconnectPolicy::default()
+    }
+}
+
+/// Builds the app and its engine for these settings: the tools, the recorder, the audio
+/// worker, and the route to connect along (starting the embedded mock when the offline demo
+/// model is the target). The engine connects once the drive loop asks it for messages.
+/// `log_path` is what the help shows.
+pub async fn launch(settings: &Settings, log_path: Option<&Path>) -> anyhow::Result<(App, Engine)> {
+    let home = SmartHome::new();
+    let registry = Arc::new(
+        builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone())
+            .context("building the tool registry")?,
+    );
+    let setup = build_setup(settings, &registry);
+    let mut engine = Engine::new(registry, &home);
+    engine.set_reconnect_policy(reconnect_policy(settings));
+    match &settings.record {
+        Some(_) if matches!(settings.target, Target::Bridge(_)) => anyhow::bail!(
+            "--record does not record a bridged session yet; record on the bridge's side or connect directly"
+        ),
+        Some(to) => engine.record_into(Recorder::create(
+            &Recorder::folder(to),
+            settings,
+            home.snapshot(),
+        )?),
+        None => {}
+    }
+    let route = match &settings.target {
+        Target::Bridge(url) => Route::Bridge {
+            url: url.clone(),
+            setup,
+            setup_timeout: settings.setup_timeout,
+        },
+        _ => {
+            let (endpoint, mock) = resolve_endpoint(settings).await?;
+            if let Some(mock) = mock {
+                engine.keep_mock(mock);
+            }
+            Route::Live(SessionOptions {
+                endpoint,
+                api_key: settings.api_key.clone(),
+                setup,
+                setup_timeout: settings.setup_timeout,
+            })
+        }
+    };
+    let audio = (!settings.audio.is_off()).then(|| settings.audio.clone());
+    if let Some(options) = &audio {
+        let (worker, feeds) = Audio::start(options.clone())?;
+        engine.attach_audio(AudioLink::new(worker, feeds));
+    }
+    let app = App::new(AppInit {
+        voice: settings.voice.clone(),
+        endpoint_label: settings.endpoint_label(),
+        audio,
+        recording: engine
+            .recording_dir()
+            .map(|dir| format!("REC {}", dir.display())),
+        no_color: no_color(),
+        log_path: log_path.map(|p| p.display().to_string()),
+        ..AppInit::new(
+            settings.model.clone(),
+            settings.is_offline(),
+            home.snapshot(),
+        )
+    });
+    engine.start(route);
+    Ok((app, engine))
+}
+
+/// `NO_COLOR` set to anything but the empty string turns colours off.
+pub fn no_color() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+}

@@ -1,0 +1,409 @@
+//! The live engine: the [`Source`] of a live session. It owns the parts a session runs on, each
+//! kept by the module that knows it: the link and its reconnects (`live::reconnect`), the tool
+//! dispatcher (`tools`), the audio worker (`audio`), the device watch, the recorder (`record`)
+//! and, for the offline demo model, the embedded mock. [`launch`] builds it from the settings.
+
+pub mod launch;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::warn;
+
+use crate::app::{Effect, Msg};
+use crate::audio::{AudioEvent, AudioLink, AudioOutput, MicFrame};
+use crate::driver::Source;
+use crate::live::reconnect::{self, Link, LinkSlot, LinkStatus, ReconnectPolicy, SupervisorEvent};
+use crate::live::wire::{ClientMessage, Empty, RealtimeInput, Setup};
+use crate::live::{CloseInfo, SessionEvent, SessionOptions};
+use crate::mock::MockServer;
+use crate::record::Recorder;
+use crate::tools::{Device, Registry, SmartHome, ToolDispatcher, ToolEvent};
+
+pub use launch::{build_setup, launch, reconnect_policy};
+
+/// How long the engine waits for the audio devices before connecting anyway.
+const AUDIO_OPEN_WAIT: Duration = Duration::from_secs(5);
+
+/// Where a session connects.
+#[derive(Debug, Clone)]
+pub enum Route {
+    /// A Live API endpoint (Google, a custom URL or the embedded mock).
+    Live(SessionOptions),
+    /// A livetalk bridge (`livetalk serve`), which holds the key and the Live session and
+    /// reconnects on its own side.
+    Bridge {
+        url: String,
+        setup: Setup,
+        setup_timeout: Duration,
+    },
+}
+
+/// Where the engine is in starting its session.
+enum Start {
+    /// Devices open first, so the first reply is heard and the mic is live from the start.
+    AwaitingAudio {
+        route: Box<Route>,
+        until: Instant,
+    },
+    Connecting(JoinHandle<Result<Link, String>>),
+    /// Connected, failed to, or never asked to connect (tests connect by hand).
+    Done,
+}
+
+/// A live session's engine. See the module doc.
+pub struct Engine {
+    link: LinkSlot,
+    dispatcher: ToolDispatcher,
+    tool_events: mpsc::UnboundedReceiver<ToolEvent>,
+    devices: watch::Receiver<Vec<Device>>,
+    audio: Option<AudioLink>,
+    recorder: Option<Recorder>,
+    start: Start,
+    /// Messages to hand out before anything else (the end of a session closed while it was
+    /// still connecting).
+    pending: VecDeque<Msg>,
+    /// Kept alive while the session runs on it.
+    _mock: Option<MockServer>,
+}
+
+impl Engine {
+    /// An engine for these tools and devices, with nothing connected yet.
+    pub fn new(registry: Arc<Registry>, home: &SmartHome) -> Self {
+        let (dispatcher, tool_events) = ToolDispatcher::new(registry);
+        Engine {
+            link: LinkSlot::new(ReconnectPolicy::default(), None),
+            dispatcher,
+            tool_events,
+            devices: home.subscribe(),
+            audio: None,
+            recorder: None,
+            start: Start::Done,
+            pending: VecDeque::new(),
+            _mock: None,
+        }
+    }
+
+    /// Records the session from now on (before connecting, to have every frame).
+    pub fn record_into(&mut self, recorder: Recorder) {
+        self.link = LinkSlot::new(
+            self.link.policy(),
+            Some(Arc::new(recorder.clone()) as Arc<dyn crate::live::session::WireTap>),
+        );
+        self.recorder = Some(recorder);
+    }
+
+    /// The folder this session is recorded into, if it is.
+    pub fn recording_dir(&self) -> Option<&std::path::Path> {
+        self.recorder.as_ref().map(|r| r.dir())
+    }
+
+    /// Sets how lost connections are retried (before connecting).
+    pub fn set_reconnect_policy(&mut self, policy: ReconnectPolicy) {
+        self.link.set_policy(policy);
+    }
+
+    /// Uses this audio worker for the session's mic and model audio.
+    pub fn attach_audio(&mut self, audio: AudioLink) {
+        self.audio = Some(audio);
+    }
+
+    /// Keeps the embedded mock alive as long as the engine.
+    pub fn keep_mock(&mut self, mock: MockServer) {
+        self._mock = Some(mock);
+    }
+
+    /// Connects along `route` once the audio devices are open (or known missing, or after
+    /// five seconds), from within [`Source::next`], so the presenter stays responsive.
+    pub fn start(&mut self, route: Route) {
+        if let Route::Live(options) = &route {
+            // Kept even when the first attempt fails, so the user's retry has somewhere to go.
+            self.link.retry_with(options.clone());
+        }
+        self.start = Start::AwaitingAudio {
+            route: Box::new(route),
+            until: Instant::now() + AUDIO_OPEN_WAIT,
+        };
+        if self.audio.is_none() {
+            self.begin_connecting();
+        }
+    }
+
+    /// Connects at once and waits for the session (tests drive the engine by hand).
+    pub async fn connect(&mut self, options: SessionOptions) -> Result<(), String> {
+        self.link.retry_with(options.clone());
+        let link = open(Route::Live(options), self.link.policy(), self.link.tap()).await?;
+        self.link.adopt(link);
+        Ok(())
+    }
+
+    /// Streams one chunk of 16 kHz PCM16 mic audio (`realtimeInput.audio`) without an audio
+    /// worker (tests stand in for the mic this way). While the link reconnects it is queued,
+    /// and dropped if it waited longer than a second.
+    pub async fn send_audio(&self, pcm: Vec<u8>) {
+        self.send(
+            ClientMessage::RealtimeInput(RealtimeInput::mic_audio(pcm)),
+            "mic audio",
+        )
+        .await;
+    }
+
+    /// Figures and the resumption handle of the current link.
+    pub fn link_status(&self) -> &LinkStatus {
+        self.link.status()
+    }
+
+    fn begin_connecting(&mut self) {
+        let Start::AwaitingAudio { route, .. } = std::mem::replace(&mut self.start, Start::Done)
+        else {
+            return;
+        };
+        let policy = self.link.policy();
+        let tap = self.link.tap();
+        self.start = Start::Connecting(tokio::spawn(open(*route, policy, tap)));
+    }
+
+    /// Hands one mic frame to the session, or drops it when the link cannot take it now
+    /// (late audio is worse than none).
+    fn send_mic_frame(&mut self, frame: MicFrame) {
+        let (Some(handle), Some(audio)) = (self.link.handle(), &mut self.audio) else {
+            return;
+        };
+        let captured_at = frame.captured_at;
+        let input = RealtimeInput::mic_audio(frame.pcm);
+        match handle.try_send(ClientMessage::RealtimeInput(input)) {
+            Ok(true) => audio.frame_sent(captured_at),
+            Ok(false) => audio.frame_dropped(),
+            Err(_) => {}
+        }
+    }
+
+    async fn send(&self, message: ClientMessage, what: &str) {
+        if let Some(handle) = self.link.handle()
+            && handle.send(message).await.is_err()
+        {
+            warn!("dropped {what}: the session is closed");
+        }
+    }
+
+    /// True once nothing more can come: the link has ended and no tool is running.
+    fn exhausted(&self) -> bool {
+        matches!(self.start, Start::Done)
+            && self.pending.is_empty()
+            && !self.link.is_open()
+            && self.dispatcher.in_flight() == 0
+    }
+}
+
+/// Connects along `route` and supervises the session: a Live session reconnects by the
+/// policy; a bridge connection's end is final here.
+async fn open(
+    route: Route,
+    policy: ReconnectPolicy,
+    tap: Option<Arc<dyn crate::live::session::WireTap>>,
+) -> Result<Link, String> {
+    match route {
+        Route::Live(options) => {
+            let session = crate::live::session::connect_tapped(options.clone(), tap.clone())
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(reconnect::supervise(session, Some(options), policy, tap))
+        }
+        Route::Bridge {
+            url,
+            setup,
+            setup_timeout,
+        } => {
+            let session = crate::bridge::client::connect(&url, &setup, setup_timeout)
+                .await
+                .map_err(|e| e.to_string())?;
+            let policy = ReconnectPolicy {
+                max_attempts: 0,
+                ..policy
+            };
+            Ok(reconnect::supervise(session, None, policy, None))
+        }
+    }
+}
+
+impl Source for Engine {
+    async fn next(&mut self) -> Option<Msg> {
+        loop {
+            if let Some(msg) = self.pending.pop_front() {
+                return Some(msg);
+            }
+            if self.exhausted() {
+                return None;
+            }
+            let audio_open = self.audio.is_some();
+            let link_open = self.link.is_open();
+            let awaiting_until = match &self.start {
+                Start::AwaitingAudio { until, .. } => Some(*until),
+                _ => None,
+            };
+            let connecting = matches!(self.start, Start::Connecting(_));
+            tokio::select! {
+                joined = async {
+                    match &mut self.start {
+                        Start::Connecting(task) => task.await,
+                        _ => std::future::pending().await,
+                    }
+                }, if connecting => {
+                    self.start = Start::Done;
+                    match joined {
+                        Ok(Ok(link)) => self.link.adopt(link),
+                        Ok(Err(message)) => return Some(Msg::ConnectFailed(message)),
+                        Err(e) => return Some(Msg::ConnectFailed(format!("Connecting failed: {e}"))),
+                    }
+                }
+                () = tokio::time::sleep_until(awaiting_until.unwrap_or_else(Instant::now)), if awaiting_until.is_some() => {
+                    warn!("the audio devices did not open within 5 s; connecting without waiting");
+                    self.begin_connecting();
+                }
+                output = async { self.audio.as_mut()?.next().await }, if audio_open => match output {
+                    Some(AudioOutput::Event(event)) => {
+                        if matches!(event, AudioEvent::Opened(_)) {
+                            self.begin_connecting();
+                        }
+                        return Some(Msg::Audio(event));
+                    }
+                    Some(AudioOutput::Frame(frame)) => self.send_mic_frame(frame),
+                    None => {
+                        // The worker is gone; the session goes on without it.
+                        self.audio = None;
+                        self.begin_connecting();
+                    }
+                },
+                event = self.link.recv(), if link_open => match event {
+                    Some(SupervisorEvent::Session(event)) => return Some(Msg::Session(event)),
+                    Some(SupervisorEvent::Link(event)) => return Some(Msg::Link(event)),
+                    // Their connection is gone: stop them; the app sees them cancelled.
+                    Some(SupervisorEvent::Abandoned(ids)) => {
+                        self.dispatcher.cancel(&ids);
+                    }
+                    None => {}
+                },
+                Some(event) = self.tool_events.recv() => return Some(Msg::Tool(event)),
+                Ok(()) = self.devices.changed() => {
+                    return Some(Msg::DevicesChanged(self.devices.borrow_and_update().clone()));
+                }
+                else => return None,
+            }
+        }
+    }
+
+    async fn carry_out(&mut self, effect: Effect) {
+        let audio = self.audio.as_ref().map(AudioLink::audio);
+        match effect {
+            Effect::SendText(text) => {
+                if let Some(handle) = self.link.handle()
+                    && handle.send_user_text(&text).await.is_err()
+                {
+                    warn!("dropped a user turn: the session is closed");
+                }
+            }
+            Effect::RunTools(calls) => self.dispatcher.dispatch(calls),
+            Effect::CancelTools(ids) => {
+                self.dispatcher.cancel(&ids);
+            }
+            Effect::SendToolResponse(response) => {
+                if let Some(handle) = self.link.handle()
+                    && handle.send_tool_responses(vec![response]).await.is_err()
+                {
+                    warn!("dropped a tool response: the session is closed");
+                }
+            }
+            Effect::CloseSession => match &mut self.start {
+                Start::Done => {
+                    if let Some(handle) = self.link.handle() {
+                        handle.close().await;
+                    }
+                }
+                // Closed before it was up: stop connecting; the session ends here.
+                start => {
+                    if let Start::Connecting(task) = start {
+                        task.abort();
+                    }
+                    self.start = Start::Done;
+                    self.pending.push_back(Msg::Session(SessionEvent::Closed(
+                        CloseInfo::ended_by_client(),
+                    )));
+                }
+            },
+            Effect::PlayAudio(pcm) => {
+                if let Some(audio) = audio {
+                    audio.play(pcm, std::time::Instant::now());
+                }
+            }
+            Effect::EndPlaybackTurn => {
+                if let Some(audio) = audio {
+                    audio.end_turn();
+                }
+            }
+            Effect::StopPlayback => {
+                if let Some(audio) = audio {
+                    audio.flush(std::time::Instant::now());
+                }
+            }
+            Effect::SetMicOpen(open) => {
+                if let Some(audio) = audio {
+                    audio.set_mic_open(open);
+                }
+            }
+            Effect::ReopenAudio => {
+                if let Some(audio) = audio {
+                    audio.reopen();
+                }
+            }
+            Effect::SendActivityStart => {
+                let input = RealtimeInput {
+                    activity_start: Some(Empty {}),
+                    ..RealtimeInput::default()
+                };
+                self.send(ClientMessage::RealtimeInput(input), "a mic signal")
+                    .await;
+            }
+            Effect::SendActivityEnd => {
+                let input = RealtimeInput {
+                    activity_end: Some(Empty {}),
+                    ..RealtimeInput::default()
+                };
+                self.send(ClientMessage::RealtimeInput(input), "a mic signal")
+                    .await;
+            }
+            Effect::SendAudioStreamEnd => {
+                let input = RealtimeInput {
+                    audio_stream_end: Some(true),
+                    ..RealtimeInput::default()
+                };
+                self.send(ClientMessage::RealtimeInput(input), "a mic signal")
+                    .await;
+            }
+            // The app asks only once the link gave up.
+            Effect::Reconnect => {
+                if !self.link.retry() {
+                    warn!("nowhere to reconnect to");
+                }
+            }
+            // The loop applies intents; a live session has no replay controls.
+            Effect::Intent(_) | Effect::PauseReplay | Effect::StepReplay => {}
+        }
+    }
+
+    fn applied(&mut self, msg: &Msg) {
+        if let Some(recorder) = &self.recorder {
+            recorder.applied(msg);
+        }
+    }
+
+    async fn settle(&mut self) -> Vec<Msg> {
+        match &mut self.audio {
+            Some(audio) => audio.settle().await.into_iter().map(Msg::Audio).collect(),
+            None => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! Recordings of formats 1 and 2, which kept the wire frames plus app-level side lines (user
+//! text, tool results, link notices) instead of the messages the app applied: rebuilds those
+//! messages, in the order the app applied them, so old recordings replay and inspect like new
+//! ones.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::Value;
+
+use super::{Applied, AudioFiles, AudioRef, Record, Recording};
+use crate::app::Msg;
+use crate::live::codec::{DecodedServerFrame, decode_server};
+use crate::live::events::events_from;
+use crate::live::reconnect::LinkEvent;
+use crate::live::{CloseInfo, SessionEvent};
+use crate::tools::{SlowCall, ToolEvent, ToolOutcome, ToolStatus};
+
+/// Puts the audio back into a recorded server message (each `inlineData.data` that is an
+/// [`AudioRef`] becomes base64 again), so it decodes like the original frame.
+fn inline_audio(message: &mut Value, audio: &mut AudioFiles) {
+    let Some(parts) = message
+        .pointer_mut("/serverContent/modelTurn/parts")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for part in parts {
+        let Some(blob) = part.get_mut("inlineData").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        let Some(reference) = blob
+            .get("data")
+            .and_then(|d| serde_json::from_value::<AudioRef>(d.clone()).ok())
+        else {
+            continue;
+        };
+        let pcm = audio.samples(&reference);
+        blob.insert(
+            "data".to_owned(),
+            Value::String(base64::engine::general_purpose::STANDARD.encode(pcm)),
+        );
+    }
+}
+
+/// The session events one `recv` line produced in the original run.
+fn recv_events(
+    setup: bool,
+    message: Option<&Value>,
+    skipped: Option<&str>,
+    audio: &mut AudioFiles,
+) -> Vec<SessionEvent> {
+    let decoded = message.and_then(|value| {
+        let mut value = value.clone();
+        inline_audio(&mut value, audio);
+        let bytes = serde_json::to_vec(&value).ok()?;
+        match decode_server(&bytes) {
+            Ok(DecodedServerFrame::Message(message)) => Some(message),
+            _ => None,
+        }
+    });
+    if setup {
+        // Before setupComplete the session only looks for setupComplete; the rest is dropped.
+        return match decoded.and_then(|m| m.setup_complete) {
+            Some(setup) => vec![SessionEvent::SetupComplete {
+                session_id: setup.session_id,
+            }],
+            None => Vec::new(),
+        };
+    }
+    match (decoded, skipped) {
+        (Some(message), _) => events_from(message),
+        (None, Some(reason)) => vec![SessionEvent::FrameSkipped {
+            reason: reason.to_owned(),
+        }],
+        (None, None) => Vec::new(),
+    }
+}
+
+fn duration(ns: u64) -> Duration {
+    Duration::from_nanos(ns)
+}
+
+fn tool_event(record: &Record) -> Option<ToolEvent> {
+    match record {
+        Record::ToolResult {
+            id,
+            name,
+            args,
+            outcome,
+            error,
+            duration_ns,
+            response,
+            truncated,
+            ..
+        } => {
+            let message = error.clone().unwrap_or_default();
+            let status = match outcome.as_str() {
+                "ok" => ToolStatus::Ok,
+                "timed_out" => ToolStatus::TimedOut,
+                "panicked" => ToolStatus::Panicked(message),
+                _ => ToolStatus::Error(message),
+            };
+            Some(ToolEvent::Finished(ToolOutcome {
+                id: id.clone(),
+                name: name.clone(),
+                args: args.clone(),
+                status,
+                response: response.clone(),
+                duration: duration(*duration_ns),
+                truncated: *truncated,
+            }))
+        }
+        Record::ToolCancelled {
+            id,
+            name,
+            duration_ns,
+            ..
+        } => Some(ToolEvent::Cancelled {
+            id: id.clone(),
+            name: name.clone(),
+            duration: duration(*duration_ns),
+        }),
+        _ => None,
+    }
+}
+
+fn link_event(record: &Record) -> Option<LinkEvent> {
+    match record {
+        Record::Reconnecting {
+            planned,
+            attempt,
+            reason,
+            retry_in_ns,
+            ..
+        } => Some(LinkEvent::Reconnecting {
+            planned: *planned,
+            attempt: *attempt,
+            reason: reason.clone(),
+            retry_in: duration(*retry_in_ns),
+        }),
+        Record::Reconnected {
+            resumed,
+            user_turn_pending,
+            ..
+        } => Some(LinkEvent::Reconnected {
+            resumed: *resumed,
+            user_turn_pending: *user_turn_pending,
+        }),
+        Record::ResumeRejected { message, .. } => Some(LinkEvent::ResumeRejected {
+            message: message.clone(),
+        }),
+        Record::AnswerDropped { id, name, .. } => Some(LinkEvent::AnswerDropped {
+            id: id.clone(),
+            name: name.clone(),
+        }),
+        _ => None,
+    }
+}
+
+/// A session event as a connection's reader produced it.
+struct Arrival {
+    t: f64,
+    event: SessionEvent,
+    /// The `setupComplete` a connection opens with: after a reconnect, the first event of
+    /// the new connection the app gets.
+    opens_connection: bool,
+}
+
+/// The message of an app-level line, and what it says about the frames after it.
+enum Placed {
+    /// A message of its own.
+    Step(Msg),
+    /// The link left its connection: frames the old one read after this never reached the app.
+    Reconnecting(LinkEvent),
+    /// The end of the session, itself a session event the app applied.
+    Ended(SessionEvent),
+}
+
+/// Hands out the arrivals the app applied, in order, skipping the frames a replaced
+/// connection read after the link had left it.
+struct Arrivals {
+    queue: std::vec::IntoIter<Arrival>,
+    applied: u64,
+    between_connections: bool,
+}
+
+impl Arrivals {
+    fn next_applied(&mut self) -> Option<Arrival> {
+        loop {
+            let arrival = self.queue.next()?;
+            if self.between_connections && !arrival.opens_connection {
+                continue;
+            }
+            self.between_connections = false;
+            return Some(arrival);
+        }
+    }
+}
+
+/// The messages the app applied, in the order it applied them. Frames are logged by the
+/// session's reader when they arrive; app-level lines carry how many session events had been
+/// applied (`at`), which puts them back in exactly the right place among the frames. A
+/// reconnect line also says the old connection is gone: frames it read after that never
+/// reached the app, and the next events come from the new connection's `setupComplete`.
+/// Returns the messages and warnings (e.g. audio missing from a WAV file cut short).
+pub fn applied(recording: &Recording) -> (Vec<Applied>, Vec<String>) {
+    let mut audio = AudioFiles::new(&recording.dir);
+    // Since format 2 the app's end of the session has a line of its own.
+    let closes_end_session = recording.meta.format < 2;
+    let mut session: Vec<Arrival> = Vec::new();
+    let mut app_level: Vec<(f64, u64, Placed)> = Vec::new();
+    for line in &recording.lines {
+        let t = line.t;
+        let mut app_line = |at: u64, msg: Msg| app_level.push((t, at, Placed::Step(msg)));
+        match &line.record {
+            Record::Recv {
+                setup,
+                message,
+                skipped,
+            } => {
+                for event in recv_events(*setup, message.as_ref(), skipped.as_deref(), &mut audio) {
+                    session.push(Arrival {
+                        t,
+                        opens_connection: *setup
+                            && matches!(event, SessionEvent::SetupComplete { .. }),
+                        event,
+                    });
+                }
+            }
+            Record::Close {
+                code,
+                reason,
+                message,
+                initiated_by_client,
+            } if closes_end_session => session.push(Arrival {
+                t,
+                event: SessionEvent::Closed(CloseInfo {
+                    code: *code,
+                    reason: reason.clone(),
+                    message: message.clone(),
+                    initiated_by_client: *initiated_by_client,
+                }),
+                opens_connection: false,
+            }),
+            Record::SessionEnded {
+                code,
+                reason,
+                message,
+                initiated_by_client,
+                at,
+            } => app_level.push((
+                t,
+                *at,
+                Placed::Ended(SessionEvent::Closed(CloseInfo {
+                    code: *code,
+                    reason: reason.clone(),
+                    message: message.clone(),
+                    initiated_by_client: *initiated_by_client,
+                })),
+            )),
+            Record::ConnectFailed { message } => app_line(0, Msg::ConnectFailed(message.clone())),
+            Record::UserText { text, at } => app_line(*at, Msg::UserText(text.clone())),
+            Record::EndSession { at } => app_line(*at, Msg::EndSession),
+            Record::Retry { at } => app_line(*at, Msg::Retry),
+            Record::Devices { devices, at } => app_line(*at, Msg::DevicesChanged(devices.clone())),
+            // The only run error these formats knew: a headless turn that got no answer.
+            Record::Error { message, at } => app_line(*at, Msg::GaveUp(message.clone())),
+            Record::ToolSlow {
+                id,
+                name,
+                elapsed_ns,
+                at,
+                ..
+            } => app_line(
+                *at,
+                Msg::Tool(ToolEvent::Slow(SlowCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    elapsed: duration(*elapsed_ns),
+                })),
+            ),
+            record @ (Record::ToolResult { at, .. } | Record::ToolCancelled { at, .. }) => {
+                if let Some(event) = tool_event(record) {
+                    app_line(*at, Msg::Tool(event));
+                }
+            }
+            record @ (Record::Reconnecting { at, .. }
+            | Record::Reconnected { at, .. }
+            | Record::ResumeRejected { at, .. }
+            | Record::AnswerDropped { at, .. }) => {
+                if let Some(event) = link_event(record) {
+                    let placed = if matches!(record, Record::Reconnecting { .. }) {
+                        Placed::Reconnecting(event)
+                    } else {
+                        Placed::Step(Msg::Link(event))
+                    };
+                    app_level.push((t, *at, placed));
+                }
+            }
+            Record::Close { .. }
+            | Record::Applied { .. }
+            | Record::Meta(_)
+            | Record::Connect { .. }
+            | Record::Send { .. } => {}
+        }
+    }
+
+    let event_step = |t: f64, event: SessionEvent| Applied {
+        t,
+        msg: Msg::Session(event),
+    };
+    let mut steps = Vec::with_capacity(session.len() + app_level.len());
+    let mut arrivals = Arrivals {
+        queue: session.into_iter(),
+        applied: 0,
+        between_connections: false,
+    };
+    for (t, at, placed) in app_level {
+        while arrivals.applied < at {
+            let Some(arrival) = arrivals.next_applied() else {
+                break;
+            };
+            steps.push(event_step(arrival.t, arrival.event));
+            arrivals.applied += 1;
+        }
+        match placed {
+            Placed::Step(msg) => steps.push(Applied { t, msg }),
+            Placed::Reconnecting(event) => {
+                steps.push(Applied {
+                    t,
+                    msg: Msg::Link(event),
+                });
+                arrivals.between_connections = true;
+            }
+            Placed::Ended(event) => {
+                steps.push(event_step(t, event));
+                arrivals.applied += 1;
+            }
+        }
+    }
+    while let Some(arrival) = arrivals.next_applied() {
+        steps.push(event_step(arrival.t, arrival.event));
+    }
+    (steps, audio.warnings(&recording.dir))
+}
