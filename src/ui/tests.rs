@@ -202,7 +202,7 @@ fn snapshot_both_sizes(name: &str, make: fn() -> App) {
 
 #[test]
 fn connecting() {
-    snapshot_both_sizes("connecting", || new_app());
+    snapshot_both_sizes("connecting", new_app);
 }
 
 #[test]
