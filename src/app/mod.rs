@@ -30,7 +30,7 @@ pub enum Connection {
 }
 
 /// Who has the floor. There is no idle state: once connected, Gemini is either listening or
-/// speaking (seed 001 overlay rules).
+/// speaking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Conversation {
     Listening,
@@ -52,7 +52,7 @@ pub enum ModelTurnStatus {
     Interrupted,
 }
 
-/// One entry of the conversation history. Tool calls are part of the history (seed 004).
+/// One entry of the conversation history. Tool calls are part of the history.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Entry {
     User {

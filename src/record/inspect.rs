@@ -303,8 +303,8 @@ pub fn report(recording: &Recording) -> String {
     out
 }
 
-/// A readable Markdown transcript, tool calls with arguments and results included (seed 004:
-/// tool calls belong in the history). Built by replaying into the app.
+/// A readable Markdown transcript, tool calls with arguments and results included (tool calls
+/// belong in the history). Built by replaying into the app.
 pub fn markdown(recording: &Recording) -> String {
     let (steps, _) = steps(recording);
     let mut app = initial_app(recording);

@@ -84,7 +84,7 @@ fn model_says(app: &mut App, text: &str, complete: bool) {
     }
 }
 
-/// After the first seed turn: a tool call answered and the reply complete.
+/// After the first turn of the smart-home dialogue: a tool call answered and the reply complete.
 fn listening() -> App {
     let mut app = connected();
     app.update(Msg::UserText("Is the living room lamp on?".into()));
@@ -102,7 +102,7 @@ fn listening() -> App {
     app
 }
 
-/// The second seed turn mid-reply: the lamp just turned blue.
+/// The second turn of the smart-home dialogue, mid-reply: the lamp just turned blue.
 fn speaking() -> App {
     let mut app = listening();
     app.update(Msg::UserText(
