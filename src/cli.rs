@@ -25,8 +25,9 @@ pub struct Cli {
 pub enum Command {
     /// Serve the embedded mock Live API (wire-compatible with the service and official SDKs).
     Mock(MockArgs),
-    /// Serve the app-facing bridge (seed 001): apps speak a simple JSON protocol over
-    /// WebSocket, the server holds the API key and one Live session per app connection.
+    /// Serve the app-facing bridge: apps speak a simple JSON protocol over WebSocket
+    /// (docs/bridge-protocol.md), the server holds the API key and one Live session per app
+    /// connection.
     Serve(ServeArgs),
     /// Replay a recorded session (`--record`): in the TUI, headless, or against an endpoint.
     Replay(ReplayArgs),

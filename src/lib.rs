@@ -9,7 +9,8 @@
 //! - [`headless`]: the line/JSON presenter.
 //! - [`tui`]: the full-screen presenter; [`ui`] draws `App` state for it.
 //! - [`record`]: session recordings (`--record`), replay, inspect and the sessions list.
-//! - [`bridge`]: the app-facing WebSocket bridge of seed 001 (`livetalk serve`, `--bridge`).
+//! - [`bridge`]: the app-facing WebSocket bridge (`livetalk serve`, `--bridge`); its protocol
+//!   is described in docs/bridge-protocol.md.
 //! - [`config`], [`cli`], [`logging`]: settings, flags and logs.
 
 pub mod app;

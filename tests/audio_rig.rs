@@ -373,10 +373,10 @@ fn with_no_audio_device_livetalk_says_so_once_and_text_chat_works() {
             scratch.path(),
             &["--headless", "--offline", "--audio-host", host],
             &envs,
-            &common::SEED_LINES,
+            &common::SMART_HOME_LINES,
         );
         assert_eq!(run.code, Some(0), "{host}: {}", run.stderr);
-        common::assert_seed_dialogue(&run.stdout);
+        common::assert_smart_home_dialogue(&run.stdout);
         let said = run.stderr.matches("No audio device").count();
         assert_eq!(said, 1, "{host}: said {said} times:\n{}", run.stderr);
         assert!(
@@ -404,7 +404,7 @@ fn tui_replay_plays_the_recorded_model_audio_and_mute_silences_it() {
             dir.to_str().unwrap(),
         ],
         &[],
-        &common::SEED_LINES[..1],
+        &common::SMART_HOME_LINES[..1],
     );
     assert_eq!(original.code, Some(0), "{}", original.stderr);
     let model = hound::WavReader::open(dir.join("model.wav")).unwrap();

@@ -1,6 +1,7 @@
-//! The bridge of seed 001 over real loopback sockets: a plain WebSocket client (no livetalk
-//! client code) against the in-process bridge in front of the embedded mock or a scripted fake
-//! Live server, plus binary-level runs of `livetalk serve` and `livetalk --bridge`.
+//! The bridge protocol (docs/bridge-protocol.md) over real loopback sockets: a plain WebSocket
+//! client (no livetalk client code) against the in-process bridge in front of the embedded mock
+//! or a scripted fake Live server, plus binary-level runs of `livetalk serve` and
+//! `livetalk --bridge`.
 
 #![allow(clippy::unwrap_used)]
 
@@ -325,7 +326,7 @@ async fn text_turn_with_a_tool_call_streams_audio_and_completes() {
     let mut app = App::connect(&bridge.server.url()).await;
     app.start(live_config("audio")).await;
 
-    app.say(SEED_LINES[0]).await;
+    app.say(SMART_HOME_LINES[0]).await;
     let calls = app.answer_tool_call(json!({"status": "off"})).await;
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0]["name"], "get_device_status");
@@ -476,7 +477,7 @@ async fn update_config_reconnects_and_applies_the_new_config() {
     let bridge = bridge().await;
     let mut app = App::connect(&bridge.server.url()).await;
     app.start(live_config("audio")).await;
-    app.say(SEED_LINES[0]).await;
+    app.say(SMART_HOME_LINES[0]).await;
     app.answer_tool_call(json!({"status": "off"})).await;
     let turn = app.finish_turn().await;
     assert!(!of_type(&turn, "AUDIO_CHUNK").is_empty());
@@ -617,7 +618,7 @@ async fn bad_input_is_answered_and_the_connection_stays_usable() {
     );
 
     // After all that, a normal turn works on the same connection and session.
-    app.say(SEED_LINES[0]).await;
+    app.say(SMART_HOME_LINES[0]).await;
     app.answer_tool_call(json!({"status": "off"})).await;
     let turn = app.finish_turn().await;
     assert!(reply_text(&turn).contains("off"));
@@ -733,7 +734,7 @@ async fn update_config_resumes_with_the_latest_handle_and_fills_tool_responses()
         json!({"sessionResumptionUpdate": {"newHandle": "h-2", "resumable": true}}),
     )
     .await;
-    // Grounding reaches the app both ways the seed names.
+    // Grounding reaches the app both ways the protocol names.
     send_json(&mut upstream, json!({"serverContent": {"groundingMetadata": {"searchEntryPoint": {"renderedContent": "<b>chip</b>"}}}})).await;
     let (content, _) = app.until("CONTENT_MESSAGE").await;
     assert_eq!(
@@ -1044,7 +1045,7 @@ impl Drop for ServeProcess {
 }
 
 #[test]
-fn headless_app_completes_the_seed_dialogue_through_the_bridge_binary() {
+fn headless_app_completes_the_smart_home_dialogue_through_the_bridge_binary() {
     let scratch = tempfile::tempdir().unwrap();
     let serve = ServeProcess::start(
         scratch.path(),
@@ -1055,14 +1056,14 @@ fn headless_app_completes_the_seed_dialogue_through_the_bridge_binary() {
         scratch.path(),
         &["--headless", "--bridge", &serve.url],
         &[],
-        &SEED_LINES,
+        &SMART_HOME_LINES,
     );
     let (stdout, stderr) = (&run.stdout, &run.stderr);
     assert_eq!(run.code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(!stderr.contains("offline demo model"), "{stderr}");
 
     // The tools ran locally in the app and their answers went back over the bridge.
-    assert_seed_dialogue(stdout);
+    assert_smart_home_dialogue(stdout);
     let log = serve.stop();
     assert!(!log.contains("panicked"), "{log}");
 }

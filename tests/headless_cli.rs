@@ -10,19 +10,19 @@ use std::time::Duration;
 use common::*;
 
 #[test]
-fn seed_dialogue_through_the_mock_binary() {
+fn smart_home_dialogue_through_the_mock_binary() {
     let scratch = tempfile::tempdir().unwrap();
     let mock = MockProcess::start(scratch.path(), &["--speed", "20"]);
     let run = run_livetalk(
         scratch.path(),
         &["--headless", "--endpoint", &mock.url],
         &[],
-        &SEED_LINES,
+        &SMART_HOME_LINES,
     );
     let (stdout, stderr) = (&run.stdout, &run.stderr);
     assert_eq!(run.code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
 
-    assert_seed_dialogue(stdout);
+    assert_smart_home_dialogue(stdout);
 }
 
 #[test]
@@ -32,7 +32,7 @@ fn json_output_is_one_event_per_line() {
         scratch.path(),
         &["--headless", "--json", "--offline"],
         &[],
-        &[SEED_LINES[0]],
+        &[SMART_HOME_LINES[0]],
     );
     let (stdout, stderr) = (&run.stdout, &run.stderr);
     assert_eq!(run.code, Some(0), "{stdout}\n{stderr}");
@@ -83,7 +83,7 @@ fn killing_the_mock_mid_turn_retries_then_gives_up_with_the_reason() {
         .spawn()
         .unwrap();
     let mut stdin = client.stdin.take().unwrap();
-    write_lines(&mut stdin, &[SEED_LINES[0]]);
+    write_lines(&mut stdin, &[SMART_HOME_LINES[0]]);
     let mut stdout = LineWatcher::new(client.stdout.take().unwrap());
     let stderr = read_all(client.stderr.take().unwrap());
     stdout.wait_for(Duration::from_secs(30), |l| {
@@ -162,7 +162,7 @@ fn connection_refused_is_a_clear_error() {
 }
 
 #[test]
-fn mock_scenario_go_away_and_a_drop_do_not_break_the_seed_dialogue() {
+fn mock_scenario_go_away_and_a_drop_do_not_break_the_smart_home_dialogue() {
     let scratch = tempfile::tempdir().unwrap();
     let scenario = scratch.path().join("faults.toml");
     std::fs::write(
@@ -191,7 +191,7 @@ fn mock_scenario_go_away_and_a_drop_do_not_break_the_seed_dialogue() {
         scratch.path(),
         &["--headless", "--endpoint", &mock.url],
         &[],
-        &SEED_LINES,
+        &SMART_HOME_LINES,
     );
     let (stdout, stderr) = (&run.stdout, &run.stderr);
     assert_eq!(run.code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");

@@ -1,5 +1,5 @@
 //! In-process loopback: the library's client and the embedded mock over a real socket run the
-//! whole seed 000 dialogue; the shared device state ends with the lamp on and blue.
+//! whole three-turn smart-home dialogue; the shared device state ends with the lamp on and blue.
 
 #![allow(clippy::unwrap_used)]
 
@@ -33,7 +33,7 @@ async fn until_ready(app: &mut App, engine: &mut Engine) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn seed_dialogue_over_loopback_changes_the_devices() {
+async fn smart_home_dialogue_over_loopback_changes_the_devices() {
     let scratch = tempfile::tempdir().unwrap();
     let config = scratch.path().join("config.toml");
     std::fs::write(&config, "").unwrap();
@@ -65,7 +65,7 @@ async fn seed_dialogue_over_loopback_changes_the_devices() {
         .await
         .unwrap();
 
-    for line in common::SEED_LINES {
+    for line in common::SMART_HOME_LINES {
         until_ready(&mut app, &mut engine).await;
         drive(&mut app, &mut engine, Msg::UserText(line.into())).await;
     }

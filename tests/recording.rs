@@ -303,7 +303,7 @@ fn sigkilled_recording_still_replays_and_inspects() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    write_lines(&mut stdin, &SEED_LINES[..1]);
+    write_lines(&mut stdin, &SMART_HOME_LINES[..1]);
     let mut stdout = LineWatcher::new(child.stdout.take().unwrap());
     stdout.wait_for(Duration::from_secs(30), |l| {
         l.starts_with("Tool: get_device_status")
@@ -365,7 +365,7 @@ fn corrupted_lines_are_skipped_with_a_warning_and_sessions_lists_recordings() {
         scratch.path(),
         &["--headless", "--offline", "--record"],
         &[],
-        &SEED_LINES[..2],
+        &SMART_HOME_LINES[..2],
     );
     assert_eq!(original.code, Some(0), "{}", original.stderr);
     let root = scratch.path().join("data/livetalk/sessions");

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::SEED_LINES;
+use common::SMART_HOME_LINES;
 
 /// A tmux server of our own (its own socket), running one pane.
 struct Pane {
@@ -164,7 +164,7 @@ fn typed_conversation_shows_tool_calls_and_devices_then_quits_cleanly() {
     assert!(screen.contains("offline demo model"), "{screen}");
     assert!(screen.contains("○ OFF"), "the lamp starts off:\n{screen}");
 
-    pane.type_line(SEED_LINES[0]);
+    pane.type_line(SMART_HOME_LINES[0]);
     let screen = pane.wait_for("the first reply", TURN, |s| {
         s.contains("currently off.") && s.contains("Gemini is listening…")
     });
@@ -181,7 +181,7 @@ fn typed_conversation_shows_tool_calls_and_devices_then_quits_cleanly() {
         "and in the tool log:\n{screen}"
     );
 
-    pane.type_line(SEED_LINES[1]);
+    pane.type_line(SMART_HOME_LINES[1]);
     let screen = pane.wait_for("the lamp to turn blue", TURN, |s| {
         s.contains("● ON  ██ blue  100%")
     });

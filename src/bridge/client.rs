@@ -1,10 +1,11 @@
-//! The `--bridge` client: a [`live::Session`] over a seed-001 bridge instead of a direct Live
-//! connection, so the engine and the app run unchanged (tools still run locally).
+//! The `--bridge` client: a [`live::Session`] over a livetalk bridge (the protocol of
+//! docs/bridge-protocol.md) instead of a direct Live connection, so the engine and the app run
+//! unchanged (tools still run locally).
 //!
 //! Where the protocol says a thing twice, the dedicated message wins: turn ends come from
 //! `TURN_COMPLETE`/`INTERRUPTED` and audio from `AUDIO_CHUNK`, so those fields inside a
-//! `CONTENT_MESSAGE` are ignored; grounding is read from `CONTENT_MESSAGE`, where the seed's
-//! clients look for it.
+//! `CONTENT_MESSAGE` are ignored; grounding is read from `CONTENT_MESSAGE`, where the protocol's
+//! apps look for it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

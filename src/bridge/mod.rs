@@ -1,5 +1,5 @@
-//! The app-facing WebSocket bridge of seed 001: the protocol, the `livetalk serve` server and
-//! the `--bridge` client that runs the normal app over a bridge.
+//! The app-facing WebSocket bridge (docs/bridge-protocol.md): the protocol, the `livetalk serve`
+//! server and the `--bridge` client that runs the normal app over a bridge.
 
 pub mod client;
 pub mod protocol;

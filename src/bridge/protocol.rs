@@ -1,5 +1,5 @@
-//! The app-facing bridge protocol of seed 001: `{type, payload}` envelopes in both directions,
-//! the `LiveConfig`, and how a `LiveConfig` maps onto the Live API `setup` (and back).
+//! The app-facing bridge protocol (docs/bridge-protocol.md): `{type, payload}` envelopes in both
+//! directions, the `LiveConfig`, and how a `LiveConfig` maps onto the Live API `setup` (and back).
 //!
 //! Everything Live-API shaped inside a payload (parts, blobs, tool calls and responses, server
 //! content, speech config) is a `live::wire` type; this file only adds the envelope and the
@@ -31,14 +31,14 @@ pub const APP_MESSAGE_TYPES: [&str; 8] = [
 ];
 
 // ---------------------------------------------------------------------------------------------
-// LiveConfig (seed 001 §3.1)
+// LiveConfig
 // ---------------------------------------------------------------------------------------------
 
 /// The session configuration of `CONNECT_GEMINI` and `UPDATE_CONFIG`.
 ///
-/// The seed's fields come first. The ones after them are livetalk extensions that map 1:1 onto
-/// the `setup` fields of the same name (a voice app needs transcription, for one); clients that
-/// do not know them simply leave them out.
+/// The protocol's own fields come first. The ones after them are livetalk extensions that map
+/// 1:1 onto the `setup` fields of the same name (a voice app needs transcription, for one);
+/// clients that do not know them simply leave them out.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LiveConfig {
@@ -113,7 +113,7 @@ const LIVE_CONFIG_KEYS: [&str; 17] = [
     "proactivity",
 ];
 
-/// `generationConfig` of a LiveConfig: lower-case modality strings (the seed's spelling) and
+/// `generationConfig` of a LiveConfig: lower-case modality strings (the protocol's spelling) and
 /// `stopSequences` beside the Live API's own generation fields.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -125,7 +125,7 @@ pub struct LiveGenerationConfig {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub response_modalities: Vec<String>,
-    /// In the seed's type, but the Live API rejects it; dropped with a warning.
+    /// Part of the protocol's LiveConfig, but the Live API rejects it; dropped with a warning.
     #[serde(
         default,
         alias = "stop_sequences",
@@ -161,7 +161,7 @@ pub struct LiveTool {
     pub code_execution: Option<Value>,
 }
 
-/// A function declaration with the seed's `defaultBehavior` / `defaultScheduling`.
+/// A function declaration with the protocol's `defaultBehavior` / `defaultScheduling`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LiveFunctionDeclaration {
@@ -404,7 +404,7 @@ fn parse_scheduling(value: &str) -> Option<Scheduling> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Client → bridge (seed 001 §2.2)
+// Client → bridge
 // ---------------------------------------------------------------------------------------------
 
 /// `SEND_REALTIME_INPUT` payload: the Live API's `realtimeInput`, plus the deprecated `chunks`
@@ -643,11 +643,11 @@ fn encode_envelope(kind: &str, payload: Option<Value>) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Bridge → client (seed 001 §2.3)
+// Bridge → client
 // ---------------------------------------------------------------------------------------------
 
 /// `serverContent` of `CONTENT_MESSAGE`: the Live API's server content, with the usage that
-/// rides beside it (the seed puts `usageMetadata` inside).
+/// rides beside it (the bridge protocol puts `usageMetadata` inside).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BridgeServerContent {

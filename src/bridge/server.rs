@@ -931,7 +931,7 @@ impl ClientSession {
             ))),
             SessionEvent::VoiceActivity { .. } => {}
             SessionEvent::Grounding(metadata) => {
-                // The seed has clients read it from CONTENT_MESSAGE and names a message of its own.
+                // Apps read it from CONTENT_MESSAGE; the protocol also names a message of its own.
                 out.push(content(ServerContent {
                     grounding_metadata: Some(metadata.clone()),
                     ..ServerContent::default()

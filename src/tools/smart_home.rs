@@ -1,8 +1,8 @@
-//! The simulated smart home of seed 000 (a lamp, a thermostat, a lock) and its two tools.
+//! The simulated smart home (a lamp, a thermostat, a lock) and its two tools.
 //!
 //! The device list lives in a `watch` channel so the UI can show every change the model makes
-//! the moment it happens. Unlike the seed, bad input is never silently ignored: the model gets
-//! an error it can read and correct.
+//! the moment it happens. Bad input is never silently ignored: the model gets an error it can
+//! read and correct.
 
 use std::sync::Arc;
 
@@ -36,7 +36,7 @@ pub enum DeviceKind {
 }
 
 impl DeviceKind {
-    /// The name the seed uses in its `type` field.
+    /// The spelling of the `type` field in a device's state.
     pub fn as_str(self) -> &'static str {
         match self {
             DeviceKind::Light => "light",
@@ -130,7 +130,7 @@ pub struct SetReport {
 }
 
 impl SmartHome {
-    /// The seed's three devices in their initial states.
+    /// The three devices in their initial states.
     pub fn new() -> Self {
         let devices = vec![
             Device {
@@ -474,7 +474,7 @@ mod tests {
     }
 
     #[test]
-    fn initial_devices_match_the_seed() -> Result<(), ToolError> {
+    fn initial_devices_are_the_lamp_thermostat_and_lock() -> Result<(), ToolError> {
         let home = SmartHome::new();
         assert_eq!(home.snapshot().len(), 3);
         assert_eq!(
@@ -691,7 +691,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn set_tool_returns_the_seed_shape_plus_full_state() -> Result<(), ToolError> {
+    async fn set_tool_returns_settings_updated_and_full_state() -> Result<(), ToolError> {
         let home = SmartHome::new();
         let tool = SetDeviceStatus::new(home.clone());
         let args: SetDeviceStatusArgs = serde_json::from_value(json!({

@@ -12,8 +12,8 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// The three user turns of the seed 000 dialogue.
-pub const SEED_LINES: [&str; 3] = [
+/// The three user turns of the smart-home dialogue.
+pub const SMART_HOME_LINES: [&str; 3] = [
     "Is the living room lamp on?",
     "Okay, please turn it on and set its color to blue.",
     "What's the kitchen thermostat set to?",
@@ -215,9 +215,9 @@ pub fn read_all(stream: impl std::io::Read + Send + 'static) -> mpsc::Receiver<S
 
 use std::io::Read as _;
 
-/// The headless output of the seed 000 dialogue: three user lines, each followed by its tool
-/// call (with the arguments and results the seed expects) and a reply that reflects it.
-pub fn assert_seed_dialogue(stdout: &str) {
+/// The headless output of the three-turn smart-home dialogue: three user lines, each followed
+/// by its tool call (with the expected arguments and results) and a reply that reflects it.
+pub fn assert_smart_home_dialogue(stdout: &str) {
     let lines: Vec<&str> = stdout.lines().collect();
     let you: Vec<_> = lines.iter().filter(|l| l.starts_with("You: ")).collect();
     let tools: Vec<_> = lines.iter().filter(|l| l.starts_with("Tool: ")).collect();
@@ -263,7 +263,7 @@ pub fn assert_seed_dialogue(stdout: &str) {
     assert!(position(replies[0]) < position(you[1]));
 }
 
-/// Records the seed dialogue against a mock process running [`INTERRUPT_AND_RECONNECT`]
+/// Records the smart-home dialogue against a mock process running [`INTERRUPT_AND_RECONNECT`]
 /// (tool calls, an interrupted reply, a reconnect) into `<scratch>/rec`; returns the run, the
 /// folder and the mock (drop it to take the network away).
 pub fn record_interrupted_session(
@@ -287,7 +287,7 @@ pub fn record_interrupted_session(
         scratch,
         &["--headless", "--endpoint", &mock.url, "--record", dir_arg],
         envs,
-        &SEED_LINES,
+        &SMART_HOME_LINES,
     );
     (run, dir, mock)
 }

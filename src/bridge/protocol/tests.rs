@@ -1,4 +1,5 @@
-//! Protocol types and the LiveConfig → setup mapping, against the seed's own examples.
+//! Protocol types and the LiveConfig → setup mapping, against the shapes docs/bridge-protocol.md
+//! documents.
 
 use serde_json::{Value, json};
 
@@ -14,8 +15,8 @@ fn encoded(message: &BridgeMessage) -> Value {
 }
 
 #[test]
-fn seed_connect_example_maps_onto_setup() {
-    // Seed 001 §4.1, plus a tool with the seed's defaultBehavior/defaultScheduling.
+fn connect_example_maps_onto_setup() {
+    // A typical CONNECT_GEMINI, plus tools with defaultBehavior/defaultScheduling.
     let message = decode(json!({
         "type": "CONNECT_GEMINI",
         "payload": {"initialConfig": {
@@ -148,7 +149,7 @@ fn setup_round_trips_through_live_config() {
     };
     let config = LiveConfig::from_setup(&setup);
     let wire = serde_json::to_value(&config).unwrap();
-    // The seed's lower-case modality on the bridge's wire.
+    // The protocol's lower-case modality on the bridge's wire.
     assert_eq!(
         wire["generationConfig"]["responseModalities"],
         json!(["audio"])
@@ -219,7 +220,7 @@ fn every_client_message_round_trips() {
 }
 
 #[test]
-fn seed_tool_response_and_realtime_examples_decode() {
+fn tool_response_and_realtime_examples_decode() {
     let message = decode(
         json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {
         "functionResponses": [{"id": "call123", "name": "get_weather",
@@ -311,7 +312,7 @@ fn bad_client_messages_say_what_is_wrong() {
 }
 
 #[test]
-fn bridge_messages_have_the_seed_shapes() {
+fn bridge_messages_have_the_documented_shapes() {
     assert_eq!(
         encoded(&BridgeMessage::GeminiConnected),
         json!({"type": "GEMINI_CONNECTED"})
