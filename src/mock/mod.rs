@@ -2,7 +2,7 @@
 //! scripted smart-home model, speech-like audio, energy-based turn detection, session
 //! resumption and scripted fault scenarios.
 
-pub mod conversation;
+pub mod connection;
 pub mod model;
 pub mod resumption;
 pub mod scenario;

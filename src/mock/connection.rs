@@ -71,7 +71,9 @@ enum Outgoing {
     Frame(Message),
 }
 
-pub struct Conversation {
+/// The server side of one connection: the scripted model it speaks for, the reply being
+/// streamed, the calls waiting for answers and the faults in force.
+pub struct MockConnection {
     flavor: Flavor,
     speed: f64,
     model: ScriptedModel,
@@ -102,7 +104,7 @@ pub struct Conversation {
     saved_input: Option<crate::audio::wav::WavSink>,
 }
 
-impl Conversation {
+impl MockConnection {
     pub fn new(flavor: Flavor, speed: f64, state: Arc<MockState>) -> Self {
         let saved_input = state.save_input.as_ref().and_then(|dir| {
             let n = state.accepted.fetch_add(1, Ordering::Relaxed) + 1;
@@ -116,7 +118,7 @@ impl Conversation {
         let random = std::collections::hash_map::RandomState::new()
             .build_hasher()
             .finish();
-        Conversation {
+        MockConnection {
             flavor,
             speed,
             model: ScriptedModel::new(Vec::<String>::new()),
