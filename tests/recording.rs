@@ -17,7 +17,7 @@ use common::*;
 use livetalk::app::{App, Connection, Msg, ToolState};
 use livetalk::config::{FlagOverrides, Settings};
 use livetalk::live::{ApiVersion, SessionOptions};
-use livetalk::mock::{Action, Fault, MockOptions, MockServer, Moment, Scenario};
+use livetalk::mock::{Fault, FaultAction, MockOptions, MockServer, Moment, Scenario};
 use livetalk::record::replay::{self, Action as Step};
 use livetalk::record::{Recorder, Recording};
 use livetalk::runtime::{Engine, build_setup};
@@ -445,13 +445,13 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
             Fault::once(
                 Moment::UserTurn,
                 1,
-                Action::ToolCalls {
+                FaultAction::ToolCalls {
                     name: "hang".into(),
                     args: json!({}),
                     count: 1,
                 },
             ),
-            Fault::once(Moment::TurnComplete, 1, Action::Drop),
+            Fault::once(Moment::TurnComplete, 1, FaultAction::Drop),
         ]),
         ..MockOptions::loopback()
     })

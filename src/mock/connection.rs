@@ -20,7 +20,7 @@ use tracing::{debug, warn};
 
 use super::model::{ModelStep, PlannedCall, ScriptedModel};
 use super::resumption::Snapshot;
-use super::scenario::{Action, Moment};
+use super::scenario::{FaultAction, Moment};
 use super::server::MockState;
 use super::vad::{EnergyVad, VadEvent};
 use super::voice;
@@ -361,7 +361,7 @@ impl MockConnection {
     /// Runs the faults of a user turn; true when one of them replaced the model's answer.
     fn user_turn_faults(&mut self) -> bool {
         let actions = self.state.clock.tick(Moment::UserTurn);
-        let took_over = actions.iter().any(Action::takes_over_turn);
+        let took_over = actions.iter().any(FaultAction::takes_over_turn);
         for action in actions {
             self.apply(action);
         }
@@ -714,10 +714,10 @@ impl MockConnection {
         }
     }
 
-    fn apply(&mut self, action: Action) {
+    fn apply(&mut self, action: FaultAction) {
         debug!(?action, "mock fault");
         match action {
-            Action::GoAway {
+            FaultAction::GoAway {
                 time_left,
                 code,
                 reason,
@@ -730,15 +730,15 @@ impl MockConnection {
                 });
                 self.close_at = Some((Instant::now() + time_left, code, reason));
             }
-            Action::Drop => self.forced = Some(Outcome::Drop),
-            Action::Close { code, reason } => self.forced = Some(Outcome::Close(code, reason)),
-            Action::MalformedJson => self.outbox.push(Outgoing::Frame(Message::text(
+            FaultAction::Drop => self.forced = Some(Outcome::Drop),
+            FaultAction::Close { code, reason } => self.forced = Some(Outcome::Close(code, reason)),
+            FaultAction::MalformedJson => self.outbox.push(Outgoing::Frame(Message::text(
                 "{\"serverContent\": {\"modelTurn\": {\"parts\": [",
             ))),
-            Action::UnknownMessage => self.outbox.push(Outgoing::Frame(Message::text(
+            FaultAction::UnknownMessage => self.outbox.push(Outgoing::Frame(Message::text(
                 "{\"mockSurprise\": {\"note\": \"a message type no client knows\"}}",
             ))),
-            Action::HugeMessage { bytes } => {
+            FaultAction::HugeMessage { bytes } => {
                 // Base64 grows the audio by 4/3, so this much silence makes a frame that big.
                 let silence = vec![0u8; bytes / 4 * 3 / 2 * 2];
                 self.emit(server_content(ServerContent {
@@ -755,7 +755,7 @@ impl MockConnection {
                     ..ServerContent::default()
                 }));
             }
-            Action::Garbage { bytes } => {
+            FaultAction::Garbage { bytes } => {
                 let mut seed = self.call_base | 1;
                 let garbage: Vec<u8> = std::iter::once(0xff)
                     .chain((1..bytes.max(1)).map(|_| {
@@ -767,8 +767,8 @@ impl MockConnection {
                     .collect();
                 self.outbox.push(Outgoing::Frame(Message::binary(garbage)));
             }
-            Action::Raw { text } => self.outbox.push(Outgoing::Frame(Message::text(text))),
-            Action::DeepJson { depth } => {
+            FaultAction::Raw { text } => self.outbox.push(Outgoing::Frame(Message::text(text))),
+            FaultAction::DeepJson { depth } => {
                 let text = format!(
                     "{{\"serverContent\": {{\"modelTurn\": {{\"parts\": [{{\"text\": \"deep\", \"x\": {}{}}}]}}}}}}",
                     "[".repeat(depth),
@@ -776,17 +776,17 @@ impl MockConnection {
                 );
                 self.outbox.push(Outgoing::Frame(Message::text(text)));
             }
-            Action::Stall { duration } => {
+            FaultAction::Stall { duration } => {
                 self.stalled_until = Some(Instant::now() + duration);
             }
-            Action::Slow { factor } => {
+            FaultAction::Slow { factor } => {
                 self.speed /= factor;
                 if let Some(speech) = &mut self.speech {
                     speech.interval = speech.interval.mul_f64(factor);
                 }
             }
-            Action::Interrupt => self.interrupt_if_active(),
-            Action::CancelToolCalls => {
+            FaultAction::Interrupt => self.interrupt_if_active(),
+            FaultAction::CancelToolCalls => {
                 let ids: Vec<String> = self
                     .pending
                     .drain(..)
@@ -809,7 +809,7 @@ impl MockConnection {
                     self.issue_handle();
                 }
             }
-            Action::ResumptionUpdate { handle, resumable } => self.emit(ServerMessage {
+            FaultAction::ResumptionUpdate { handle, resumable } => self.emit(ServerMessage {
                 session_resumption_update: Some(SessionResumptionUpdate {
                     new_handle: handle,
                     resumable: Some(resumable),
@@ -817,8 +817,8 @@ impl MockConnection {
                 }),
                 ..ServerMessage::default()
             }),
-            Action::FailResumption => self.state.sessions.clear(),
-            Action::ToolCalls { name, args, count } => {
+            FaultAction::FailResumption => self.state.sessions.clear(),
+            FaultAction::ToolCalls { name, args, count } => {
                 self.turn_active = true;
                 let mut function_calls = Vec::with_capacity(count);
                 for _ in 0..count {

@@ -10,7 +10,7 @@ pub mod server;
 pub mod vad;
 pub mod voice;
 
-pub use scenario::{Action, Fault, Moment, Scenario};
+pub use scenario::{Fault, FaultAction, Moment, Scenario};
 pub use server::{
     MockOptions, MockServer, MockState, TlsFiles, live_path_flavor, serve_until_signal,
 };
