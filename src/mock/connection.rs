@@ -339,7 +339,7 @@ impl MockConnection {
     }
 
     async fn user_text(&mut self, text: &str) {
-        // New client content interrupts any current generation (proto comment).
+        // New client content interrupts any current generation, as the Live API documents it.
         self.interrupt_if_active();
         self.prompt_tokens += text.len() as f64 / 4.0;
         if self.user_turn_faults() {

@@ -68,7 +68,7 @@ fn get_call(device: &str) -> PlannedCall {
 }
 
 #[test]
-fn seed_000_three_turn_dialogue() {
+fn three_turn_smart_home_dialogue() {
     let mut model = model();
 
     let planned = calls(model.user_turn("Is the living room lamp on?"));
