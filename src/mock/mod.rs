@@ -4,6 +4,7 @@
 
 pub mod connection;
 pub mod model;
+mod random;
 pub mod resumption;
 pub mod scenario;
 pub mod server;
