@@ -363,13 +363,7 @@ fn change_for(device: Device, w: Words) -> Result<Option<Change>, String> {
             }
         }
         Device::DoorLock => {
-            if on || off {
-                return Err(format!(
-                    "The {} can only be locked or unlocked.",
-                    device.name()
-                ));
-            }
-            if colour.is_some() || has_number {
+            if on || off || colour.is_some() || has_number {
                 return Err(format!(
                     "The {} can only be locked or unlocked.",
                     device.name()
