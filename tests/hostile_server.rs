@@ -16,7 +16,7 @@ use common::*;
 use futures_util::{SinkExt, StreamExt};
 use livetalk::app::{App, Connection, ModelTurnStatus, NoticeLevel, ToolState};
 use livetalk::driver::Source as _;
-use livetalk::mock::{Action, Fault, Moment};
+use livetalk::mock::{Fault, FaultAction, Moment};
 use serde_json::json;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -236,7 +236,7 @@ struct Case {
     check: fn(&App),
 }
 
-fn at_user_turn(action: Action) -> Vec<Fault> {
+fn at_user_turn(action: FaultAction) -> Vec<Fault> {
     vec![Fault::once(Moment::UserTurn, 1, action)]
 }
 
@@ -250,7 +250,7 @@ fn cases() -> Vec<Case> {
             faults: vec![Fault::once(
                 Moment::MidReply,
                 1,
-                Action::GoAway {
+                FaultAction::GoAway {
                     time_left: Duration::from_millis(800),
                     code: 1008,
                     reason: "The operation was aborted.".into(),
@@ -263,7 +263,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "abrupt TCP drop",
-            faults: at_user_turn(Action::Drop),
+            faults: at_user_turn(FaultAction::Drop),
             expect: Continues {
                 warnings: &["Connection lost"],
             },
@@ -271,7 +271,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "close 1011 internal error",
-            faults: at_user_turn(Action::Close {
+            faults: at_user_turn(FaultAction::Close {
                 code: 1011,
                 reason: "Internal error encountered.".into(),
             }),
@@ -282,7 +282,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "close with an unknown code",
-            faults: at_user_turn(Action::Close {
+            faults: at_user_turn(FaultAction::Close {
                 code: 4000,
                 reason: "custom reason".into(),
             }),
@@ -293,7 +293,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "malformed JSON",
-            faults: at_user_turn(Action::MalformedJson),
+            faults: at_user_turn(FaultAction::MalformedJson),
             expect: Continues {
                 warnings: &["skipped a malformed server frame", "not valid JSON"],
             },
@@ -301,7 +301,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "unknown top-level message",
-            faults: at_user_turn(Action::UnknownMessage),
+            faults: at_user_turn(FaultAction::UnknownMessage),
             expect: Continues {
                 warnings: &["skipped an unknown server message (mockSurprise)"],
             },
@@ -309,7 +309,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "a 20 MB frame",
-            faults: at_user_turn(Action::HugeMessage { bytes: 20 << 20 }),
+            faults: at_user_turn(FaultAction::HugeMessage { bytes: 20 << 20 }),
             expect: Continues { warnings: &[] },
             check: |app| {
                 assert!(
@@ -321,7 +321,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "binary garbage (invalid UTF-8)",
-            faults: at_user_turn(Action::Garbage { bytes: 4096 }),
+            faults: at_user_turn(FaultAction::Garbage { bytes: 4096 }),
             expect: Continues {
                 warnings: &["not UTF-8"],
             },
@@ -329,7 +329,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "control characters, not JSON",
-            faults: at_user_turn(Action::Raw {
+            faults: at_user_turn(FaultAction::Raw {
                 text: "\u{0}\u{1}\u{7f}not json at all".into(),
             }),
             expect: Continues {
@@ -340,14 +340,14 @@ fn cases() -> Vec<Case> {
         Case {
             // In a field nobody reads, the nesting is skipped without recursion.
             name: "JSON nested 100,000 deep in an unknown field",
-            faults: at_user_turn(Action::DeepJson { depth: 100_000 }),
+            faults: at_user_turn(FaultAction::DeepJson { depth: 100_000 }),
             expect: Continues { warnings: &[] },
             check: no_check,
         },
         Case {
             // In function-call arguments (free JSON), serde_json's depth limit stops it.
             name: "JSON nested 100,000 deep in function-call arguments",
-            faults: at_user_turn(Action::Raw {
+            faults: at_user_turn(FaultAction::Raw {
                 text: format!(
                     r#"{{"toolCall": {{"functionCalls": [{{"id": "deep-1", "name": "get_current_time", "args": {{"a": {}{}}}}}]}}}}"#,
                     "[".repeat(100_000),
@@ -364,7 +364,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "a known message with fields of the wrong type",
-            faults: at_user_turn(Action::Raw {
+            faults: at_user_turn(FaultAction::Raw {
                 text: r#"{"toolCall": {"functionCalls": "not a list"}}"#.into(),
             }),
             expect: Continues {
@@ -377,7 +377,7 @@ fn cases() -> Vec<Case> {
             faults: vec![Fault::once(
                 Moment::MidReply,
                 1,
-                Action::Stall {
+                FaultAction::Stall {
                     duration: Duration::from_millis(1500),
                 },
             )],
@@ -389,14 +389,14 @@ fn cases() -> Vec<Case> {
             faults: vec![Fault::once(
                 Moment::MidReply,
                 1,
-                Action::Slow { factor: 4.0 },
+                FaultAction::Slow { factor: 4.0 },
             )],
             expect: Continues { warnings: &[] },
             check: no_check,
         },
         Case {
             name: "interrupted mid-turn",
-            faults: vec![Fault::once(Moment::MidReply, 1, Action::Interrupt)],
+            faults: vec![Fault::once(Moment::MidReply, 1, FaultAction::Interrupt)],
             expect: Continues { warnings: &[] },
             check: |app| {
                 // Cut after its first audio chunk: the thermostat reply never got to words,
@@ -417,7 +417,11 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "toolCallCancellation",
-            faults: vec![Fault::once(Moment::ToolCall, 1, Action::CancelToolCalls)],
+            faults: vec![Fault::once(
+                Moment::ToolCall,
+                1,
+                FaultAction::CancelToolCalls,
+            )],
             expect: Continues { warnings: &[] },
             check: |app| {
                 assert!(
@@ -433,12 +437,12 @@ fn cases() -> Vec<Case> {
                 Fault::once(
                     Moment::TurnComplete,
                     1,
-                    Action::ResumptionUpdate {
+                    FaultAction::ResumptionUpdate {
                         handle: Some("stale-handle-0".into()),
                         resumable: true,
                     },
                 ),
-                Fault::once(Moment::TurnComplete, 1, Action::Drop),
+                Fault::once(Moment::TurnComplete, 1, FaultAction::Drop),
             ],
             expect: Continues {
                 warnings: &["session not found", "Starting a fresh session"],
@@ -448,8 +452,8 @@ fn cases() -> Vec<Case> {
         Case {
             name: "a resumption that fails",
             faults: vec![
-                Fault::once(Moment::TurnComplete, 1, Action::FailResumption),
-                Fault::once(Moment::TurnComplete, 1, Action::Drop),
+                Fault::once(Moment::TurnComplete, 1, FaultAction::FailResumption),
+                Fault::once(Moment::TurnComplete, 1, FaultAction::Drop),
             ],
             expect: Continues {
                 warnings: &["Starting a fresh session"],
@@ -458,7 +462,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "a tool call with 1,000 function calls",
-            faults: at_user_turn(Action::ToolCalls {
+            faults: at_user_turn(FaultAction::ToolCalls {
                 name: "get_current_time".into(),
                 args: json!({}),
                 count: 1000,
@@ -474,7 +478,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "arguments of the wrong type",
-            faults: at_user_turn(Action::ToolCalls {
+            faults: at_user_turn(FaultAction::ToolCalls {
                 name: "set_device_status".into(),
                 args: json!({"device_name": 42, "new_status": ["on"]}),
                 count: 1,
@@ -490,7 +494,7 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "a call of a tool that does not exist",
-            faults: at_user_turn(Action::ToolCalls {
+            faults: at_user_turn(FaultAction::ToolCalls {
                 name: "launch_rockets".into(),
                 args: json!({}),
                 count: 1,

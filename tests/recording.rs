@@ -19,7 +19,7 @@ use livetalk::config::{FlagOverrides, Settings};
 use livetalk::driver::{Source as _, apply};
 use livetalk::engine::{Engine, build_setup};
 use livetalk::live::{ApiVersion, SessionOptions};
-use livetalk::mock::{Action, Fault, MockOptions, MockServer, Moment, Scenario};
+use livetalk::mock::{Fault, FaultAction, MockOptions, MockServer, Moment, Scenario};
 use livetalk::record::replay::{self, Pacing, Playback};
 use livetalk::record::{Recorder, Recording};
 use livetalk::tools::{NoArgs, Registry, SmartHome, Tool, ToolError, ToolLimits};
@@ -470,13 +470,13 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
             Fault::once(
                 Moment::UserTurn,
                 1,
-                Action::ToolCalls {
+                FaultAction::ToolCalls {
                     name: "hang".into(),
                     args: json!({}),
                     count: 1,
                 },
             ),
-            Fault::once(Moment::TurnComplete, 1, Action::Drop),
+            Fault::once(Moment::TurnComplete, 1, FaultAction::Drop),
         ]),
         ..MockOptions::loopback()
     })

@@ -12,12 +12,12 @@ use std::time::Duration;
 use common::harness::{Harness, test_policy};
 use livetalk::app::{App, Connection, ModelTurnStatus, Msg, NoticeLevel, ToolState};
 use livetalk::driver::Source as _;
-use livetalk::mock::{Action, Fault, Moment};
+use livetalk::mock::{Fault, FaultAction, Moment};
 use livetalk::tools::{NoArgs, Registry, Tool, ToolError, ToolLimits};
 use serde_json::{Value, json};
 
-fn go_away(secs: f64) -> Action {
-    Action::GoAway {
+fn go_away(secs: f64) -> FaultAction {
+    FaultAction::GoAway {
         time_left: Duration::from_secs_f64(secs),
         code: 1008,
         reason: "The operation was aborted.".into(),
@@ -96,7 +96,7 @@ async fn a_go_away_mid_reply_waits_for_the_turn_boundary() {
 async fn when_a_turn_outlasts_the_go_away_the_deadline_moves_anyway() {
     // A reply slowed far beyond timeLeft: waiting for its end would hit the server's close.
     let mut h = Harness::start(vec![
-        Fault::once(Moment::MidReply, 1, Action::Slow { factor: 200.0 }),
+        Fault::once(Moment::MidReply, 1, FaultAction::Slow { factor: 200.0 }),
         Fault::once(Moment::MidReply, 1, go_away(0.4)),
     ])
     .await;
@@ -129,7 +129,7 @@ async fn when_a_turn_outlasts_the_go_away_the_deadline_moves_anyway() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_network_drop_recovers_and_the_unanswered_turn_is_answered() {
     // The second user turn is lost with the connection before the model answers it.
-    let mut h = Harness::start(vec![Fault::once(Moment::UserTurn, 2, Action::Drop)]).await;
+    let mut h = Harness::start(vec![Fault::once(Moment::UserTurn, 2, FaultAction::Drop)]).await;
     h.say("What's the kitchen thermostat set to?").await;
     h.say("Make it warmer.").await;
 
@@ -168,11 +168,11 @@ async fn bad_key_or_unknown_model_on_reconnect_is_one_clear_message_and_no_retry
     ];
     for (code, reason, expected) in cases {
         let mut h = Harness::start(vec![
-            Fault::once(Moment::TurnComplete, 1, Action::Drop),
+            Fault::once(Moment::TurnComplete, 1, FaultAction::Drop),
             Fault::once(
                 Moment::Setup,
                 2,
-                Action::Close {
+                FaultAction::Close {
                     code,
                     reason: reason.into(),
                 },
@@ -194,8 +194,8 @@ async fn bad_key_or_unknown_model_on_reconnect_is_one_clear_message_and_no_retry
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stale_handle_falls_back_to_a_fresh_session_with_a_notice() {
     let mut h = Harness::start(vec![
-        Fault::once(Moment::TurnComplete, 1, Action::FailResumption),
-        Fault::once(Moment::TurnComplete, 1, Action::Drop),
+        Fault::once(Moment::TurnComplete, 1, FaultAction::FailResumption),
+        Fault::once(Moment::TurnComplete, 1, FaultAction::Drop),
     ])
     .await;
     h.say("What's the kitchen thermostat set to?").await;
@@ -230,13 +230,13 @@ async fn a_stale_handle_falls_back_to_a_fresh_session_with_a_notice() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn when_the_budget_is_spent_the_reason_shows_and_retry_reconnects() {
-    let overloaded = || Action::Close {
+    let overloaded = || FaultAction::Close {
         code: 1013,
         reason: "Try again later.".into(),
     };
     let mut h = Harness::start_with(
         vec![
-            Fault::once(Moment::TurnComplete, 1, Action::Drop),
+            Fault::once(Moment::TurnComplete, 1, FaultAction::Drop),
             Fault::once(Moment::Setup, 2, overloaded()),
             Fault::once(Moment::Setup, 3, overloaded()),
         ],
@@ -298,7 +298,7 @@ async fn a_hanging_call_is_flagged_then_answered_once_with_an_error() {
         vec![Fault::once(
             Moment::UserTurn,
             1,
-            Action::ToolCalls {
+            FaultAction::ToolCalls {
                 name: "hang".into(),
                 args: json!({}),
                 count: 1,
@@ -344,13 +344,13 @@ async fn a_call_running_when_its_connection_drops_is_stopped_and_never_answered_
             Fault::once(
                 Moment::UserTurn,
                 1,
-                Action::ToolCalls {
+                FaultAction::ToolCalls {
                     name: "hang".into(),
                     args: json!({}),
                     count: 1,
                 },
             ),
-            Fault::once(Moment::ToolCall, 1, Action::Drop),
+            Fault::once(Moment::ToolCall, 1, FaultAction::Drop),
         ],
         test_policy(2),
         Some(registry),

@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::harness::Harness;
 use livetalk::app::{Entry, ModelTurnStatus};
 use livetalk::driver::Source as _;
-use livetalk::mock::{Action, Fault, Moment};
+use livetalk::mock::{Fault, FaultAction, Moment};
 use tokio::time::Instant;
 
 /// 20 ms of 16 kHz mono PCM16.
@@ -75,7 +75,7 @@ async fn soak_with_continuous_audio_and_periodic_go_aways() {
         Moment::TurnComplete,
         2,
         3,
-        Action::GoAway {
+        FaultAction::GoAway {
             time_left: Duration::from_secs(5),
             code: 1008,
             reason: "The operation was aborted.".into(),

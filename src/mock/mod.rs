@@ -2,15 +2,16 @@
 //! scripted smart-home model, speech-like audio, energy-based turn detection, session
 //! resumption and scripted fault scenarios.
 
-pub mod conversation;
+pub mod connection;
 pub mod model;
+mod random;
 pub mod resumption;
 pub mod scenario;
 pub mod server;
 pub mod vad;
 pub mod voice;
 
-pub use scenario::{Action, Fault, Moment, Scenario};
+pub use scenario::{Fault, FaultAction, Moment, Scenario};
 pub use server::{
     MockOptions, MockServer, MockState, TlsFiles, live_path_flavor, serve_until_signal,
 };

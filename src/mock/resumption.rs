@@ -2,11 +2,11 @@
 //! that reconnects with one finds the model as it left it (the lamp is still blue).
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::model::ScriptedModel;
+use super::random;
 
 /// How many handles are kept; older ones are stale, as expired handles are on the service.
 const KEPT_HANDLES: usize = 256;
@@ -37,9 +37,7 @@ impl Default for SessionStore {
         SessionStore {
             saved: Mutex::default(),
             // Handles from different mock runs differ, so one from an earlier run is stale.
-            prefix: std::collections::hash_map::RandomState::new()
-                .build_hasher()
-                .finish(),
+            prefix: random::per_run(),
             counter: AtomicU64::new(0),
         }
     }

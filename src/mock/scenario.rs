@@ -4,7 +4,7 @@
 //! A scenario is a list of faults. Each names a [`Moment`], which occurrence of it fires the
 //! fault (`nth`, counted over the whole server, across connections, so "the second turn" means
 //! the second turn of the conversation even after a reconnect), optionally `every` how many
-//! further occurrences it fires again, and the [`Action`] to take. TOML:
+//! further occurrences it fires again, and the [`FaultAction`] to take. TOML:
 //!
 //! ```toml
 //! [[fault]]
@@ -49,7 +49,7 @@ pub enum Moment {
 
 /// What a fault does.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Action {
+pub enum FaultAction {
     /// `goAway {timeLeft}`, then close with this code and reason once the time is up (unless
     /// the client left first).
     GoAway {
@@ -97,12 +97,12 @@ pub enum Action {
     },
 }
 
-impl Action {
+impl FaultAction {
     /// True when the action replaces the model's own answer to the user turn.
     pub fn takes_over_turn(&self) -> bool {
         matches!(
             self,
-            Action::Drop | Action::Close { .. } | Action::ToolCalls { .. }
+            FaultAction::Drop | FaultAction::Close { .. } | FaultAction::ToolCalls { .. }
         )
     }
 }
@@ -115,12 +115,12 @@ pub struct Fault {
     pub nth: u32,
     /// Then again every this many occurrences.
     pub every: Option<u32>,
-    pub action: Action,
+    pub action: FaultAction,
 }
 
 impl Fault {
     /// A fault that fires once, at the `nth` occurrence of `at`.
-    pub fn once(at: Moment, nth: u32, action: Action) -> Self {
+    pub fn once(at: Moment, nth: u32, action: FaultAction) -> Self {
         Fault {
             at,
             nth: nth.max(1),
@@ -130,7 +130,7 @@ impl Fault {
     }
 
     /// A fault that fires at the `nth` occurrence and then every `every` occurrences.
-    pub fn repeating(at: Moment, nth: u32, every: u32, action: Action) -> Self {
+    pub fn repeating(at: Moment, nth: u32, every: u32, action: FaultAction) -> Self {
         Fault {
             every: Some(every.max(1)),
             ..Fault::once(at, nth, action)
@@ -206,7 +206,7 @@ impl FaultClock {
     }
 
     /// Records one occurrence of `moment`; returns the actions due now, in scenario order.
-    pub fn tick(&self, moment: Moment) -> Vec<Action> {
+    pub fn tick(&self, moment: Moment) -> Vec<FaultAction> {
         if !self.scenario.faults.iter().any(|f| f.at == moment) {
             return Vec::new();
         }
@@ -273,7 +273,7 @@ impl RawFault {
             Ok(bytes)
         };
         let action = match self.action.as_str() {
-            "go_away" => Action::GoAway {
+            "go_away" => FaultAction::GoAway {
                 time_left: secs(self.time_left_secs.or(Some(10.0)), "time_left_secs")?,
                 code: self.code.unwrap_or(1008),
                 reason: self
@@ -281,24 +281,24 @@ impl RawFault {
                     .clone()
                     .unwrap_or_else(|| GO_AWAY_CLOSE_REASON.to_owned()),
             },
-            "drop" => Action::Drop,
-            "close" => Action::Close {
+            "drop" => FaultAction::Drop,
+            "close" => FaultAction::Close {
                 code: self.code.context("`code` is required")?,
                 reason: self.reason.clone().unwrap_or_default(),
             },
-            "malformed_json" => Action::MalformedJson,
-            "unknown_message" => Action::UnknownMessage,
-            "huge_message" => Action::HugeMessage {
+            "malformed_json" => FaultAction::MalformedJson,
+            "unknown_message" => FaultAction::UnknownMessage,
+            "huge_message" => FaultAction::HugeMessage {
                 bytes: bytes(20 << 20)?,
             },
-            "garbage" => Action::Garbage { bytes: bytes(64)? },
-            "raw" => Action::Raw {
+            "garbage" => FaultAction::Garbage { bytes: bytes(64)? },
+            "raw" => FaultAction::Raw {
                 text: self.text.clone().context("`text` is required")?,
             },
-            "deep_json" => Action::DeepJson {
+            "deep_json" => FaultAction::DeepJson {
                 depth: self.depth.unwrap_or(10_000).min(1_000_000),
             },
-            "stall" => Action::Stall {
+            "stall" => FaultAction::Stall {
                 duration: secs(self.secs, "secs")?,
             },
             "slow" => {
@@ -307,16 +307,16 @@ impl RawFault {
                     factor.is_finite() && (1.0..=1000.0).contains(&factor),
                     "`factor` must be between 1 and 1000"
                 );
-                Action::Slow { factor }
+                FaultAction::Slow { factor }
             }
-            "interrupt" => Action::Interrupt,
-            "cancel_tool_calls" => Action::CancelToolCalls,
-            "resumption_update" => Action::ResumptionUpdate {
+            "interrupt" => FaultAction::Interrupt,
+            "cancel_tool_calls" => FaultAction::CancelToolCalls,
+            "resumption_update" => FaultAction::ResumptionUpdate {
                 handle: self.handle.clone(),
                 resumable: self.resumable.unwrap_or(true),
             },
-            "fail_resumption" => Action::FailResumption,
-            "tool_calls" => Action::ToolCalls {
+            "fail_resumption" => FaultAction::FailResumption,
+            "tool_calls" => FaultAction::ToolCalls {
                 name: self.name.clone().context("`name` is required")?,
                 args: self.args.clone().unwrap_or_else(|| serde_json::json!({})),
                 count: self.count.unwrap_or(1).clamp(1, 10_000),
@@ -369,7 +369,7 @@ mod tests {
                 Moment::TurnComplete,
                 2,
                 3,
-                Action::GoAway {
+                FaultAction::GoAway {
                     time_left: Duration::from_millis(1500),
                     code: 1008,
                     reason: GO_AWAY_CLOSE_REASON.into()
@@ -398,15 +398,15 @@ mod tests {
         .unwrap();
         assert_eq!(
             words.faults,
-            vec![Fault::once(Moment::ReplyText, 1, Action::Interrupt)]
+            vec![Fault::once(Moment::ReplyText, 1, FaultAction::Interrupt)]
         );
     }
 
     #[test]
     fn the_clock_fires_at_the_nth_and_then_every_nth_occurrence() {
         let clock = FaultClock::new(Scenario::new(vec![
-            Fault::repeating(Moment::TurnComplete, 2, 3, Action::Interrupt),
-            Fault::once(Moment::UserTurn, 1, Action::Drop),
+            Fault::repeating(Moment::TurnComplete, 2, 3, FaultAction::Interrupt),
+            Fault::once(Moment::UserTurn, 1, FaultAction::Drop),
         ]));
         let fired: Vec<bool> = (1..=9)
             .map(|_| !clock.tick(Moment::TurnComplete).is_empty())
@@ -415,7 +415,7 @@ mod tests {
             fired,
             [false, true, false, false, true, false, false, true, false]
         );
-        assert_eq!(clock.tick(Moment::UserTurn), vec![Action::Drop]);
+        assert_eq!(clock.tick(Moment::UserTurn), vec![FaultAction::Drop]);
         assert!(clock.tick(Moment::UserTurn).is_empty(), "once means once");
         assert!(clock.tick(Moment::Setup).is_empty());
     }

@@ -1,5 +1,5 @@
 //! The mock's listener: plain `ws://` or `wss://`, every URL path and key placement the
-//! service and the official SDKs use, one conversation per connection.
+//! service and the official SDKs use, each connection served by its own [`MockConnection`].
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tracing::{debug, info, warn};
 
-use super::conversation::{Conversation, Flavor};
+use super::connection::{Flavor, MockConnection};
 use super::resumption::SessionStore;
 use super::scenario::{FaultClock, Scenario};
 use crate::cli::MockArgs;
@@ -274,7 +274,7 @@ where
         .max_message_size(Some(MAX_MESSAGE_BYTES))
         .write_buffer_size(0);
     match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
-        Ok(socket) => Conversation::new(flavor, speed, state).run(socket).await,
+        Ok(socket) => MockConnection::new(flavor, speed, state).run(socket).await,
         Err(e) => debug!(%peer, "upgrade refused: {e}"),
     }
 }

@@ -191,24 +191,19 @@ fn dbfs(frame: &[i16]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mock::random::XorShift;
     use crate::mock::voice::{self, SAMPLE_RATE};
 
     fn silence(duration: Duration) -> Vec<i16> {
         vec![0; (duration.as_secs_f64() * f64::from(SAMPLE_RATE)) as usize]
     }
 
-    /// White noise at about `level` RMS from a fixed seed.
+    /// White noise at about `level` RMS, the same on every run.
     fn noise(duration: Duration, level: f64) -> Vec<i16> {
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut rng = XorShift::new(0x2545_f491_4f6c_dd1d);
         (0..(duration.as_secs_f64() * f64::from(SAMPLE_RATE)) as usize)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                let unit = (state >> 11) as f64 / (1_u64 << 53) as f64;
-                // Uniform noise in [-a, a] has RMS a/√3.
-                ((unit * 2.0 - 1.0) * level * 3_f64.sqrt()) as i16
-            })
+            // Uniform noise in [-a, a] has RMS a/√3.
+            .map(|_| ((rng.unit() * 2.0 - 1.0) * level * 3_f64.sqrt()) as i16)
             .collect()
     }
 

@@ -10,6 +10,8 @@ use anyhow::{Context, bail};
 use rubato::audioadapter_buffers::direct::InterleavedSlice;
 use rubato::{Fft, FixedSync, Resampler};
 
+use super::random::XorShift;
+
 /// The Live API's output rate: what the mock's audio chunks carry.
 pub const SAMPLE_RATE: u32 = 24_000;
 
@@ -88,7 +90,7 @@ pub fn synthetic_speech(text: &str) -> Vec<i16> {
     };
     let voiced_secs = total_secs - pauses * pause_scale;
 
-    let mut rng = XorShift::new(text);
+    let mut rng = XorShift::from_text(text);
     let syllable_count: usize = words.iter().map(|word| word.syllables.len()).sum();
     let weights: Vec<f64> = (0..syllable_count)
         .map(|_| 0.8 + 0.4 * rng.unit())
@@ -392,27 +394,6 @@ fn syllable_envelope(x: f64, voice_start: f64) -> f64 {
         0.5 - 0.5 * (PI * (1.0 - voiced) / RELEASE).cos()
     } else {
         1.0
-    }
-}
-
-/// A tiny deterministic noise source seeded from the text.
-struct XorShift(u64);
-
-impl XorShift {
-    fn new(text: &str) -> Self {
-        // FNV-1a: stable across runs and platforms, unlike the std hasher.
-        let seed = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
-        Self(seed | 1)
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1_u64 << 53) as f64
     }
 }
 

@@ -3,7 +3,6 @@
 //! turnComplete + usage, interruption with cancellation).
 
 use std::collections::VecDeque;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -19,8 +18,9 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tracing::{debug, warn};
 
 use super::model::{ModelStep, PlannedCall, ScriptedModel};
+use super::random::{self, XorShift};
 use super::resumption::Snapshot;
-use super::scenario::{Action, Moment};
+use super::scenario::{FaultAction, Moment};
 use super::server::MockState;
 use super::vad::{EnergyVad, VadEvent};
 use super::voice;
@@ -71,7 +71,9 @@ enum Outgoing {
     Frame(Message),
 }
 
-pub struct Conversation {
+/// The server side of one connection: the scripted model it speaks for, the reply being
+/// streamed, the calls waiting for answers and the faults in force.
+pub struct MockConnection {
     flavor: Flavor,
     speed: f64,
     model: ScriptedModel,
@@ -102,7 +104,7 @@ pub struct Conversation {
     saved_input: Option<crate::audio::wav::WavSink>,
 }
 
-impl Conversation {
+impl MockConnection {
     pub fn new(flavor: Flavor, speed: f64, state: Arc<MockState>) -> Self {
         let saved_input = state.save_input.as_ref().and_then(|dir| {
             let n = state.accepted.fetch_add(1, Ordering::Relaxed) + 1;
@@ -113,10 +115,7 @@ impl Conversation {
             .map_err(|e| tracing::warn!("{e:#}"))
             .ok()
         });
-        let random = std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish();
-        Conversation {
+        MockConnection {
             flavor,
             speed,
             model: ScriptedModel::new(Vec::<String>::new()),
@@ -132,7 +131,7 @@ impl Conversation {
             prompt_tokens: 0.0,
             call_counter: 0,
             // Ids look like the service's: function-call-<up to 19 digits>.
-            call_base: random % 9_000_000_000_000_000_000 + 1_000_000_000_000_000_000,
+            call_base: random::per_run() % 9_000_000_000_000_000_000 + 1_000_000_000_000_000_000,
             outbox: Vec::new(),
             state,
             resumption: false,
@@ -337,7 +336,7 @@ impl Conversation {
     }
 
     async fn user_text(&mut self, text: &str) {
-        // New client content interrupts any current generation (proto comment).
+        // New client content interrupts any current generation, as the Live API documents it.
         self.interrupt_if_active();
         self.prompt_tokens += text.len() as f64 / 4.0;
         if self.user_turn_faults() {
@@ -359,7 +358,7 @@ impl Conversation {
     /// Runs the faults of a user turn; true when one of them replaced the model's answer.
     fn user_turn_faults(&mut self) -> bool {
         let actions = self.state.clock.tick(Moment::UserTurn);
-        let took_over = actions.iter().any(Action::takes_over_turn);
+        let took_over = actions.iter().any(FaultAction::takes_over_turn);
         for action in actions {
             self.apply(action);
         }
@@ -488,25 +487,10 @@ impl Conversation {
         match step {
             ModelStep::CallTools(calls) if !calls.is_empty() => {
                 self.turn_active = true;
-                let mut function_calls = Vec::new();
-                for call in calls {
-                    self.call_counter += 1;
-                    let id = format!(
-                        "function-call-{}",
-                        self.call_base.wrapping_add(self.call_counter)
-                    );
-                    function_calls.push(FunctionCall {
-                        id: Some(id.clone()),
-                        name: call.name.clone(),
-                        args: call.args.clone(),
-                    });
-                    self.pending.push(PendingCall {
-                        id,
-                        call,
-                        response: None,
-                        injected: false,
-                    });
-                }
+                let function_calls = calls
+                    .into_iter()
+                    .map(|call| self.open_call(call, false))
+                    .collect();
                 self.send_tool_call(function_calls);
             }
             ModelStep::CallTools(_) => {}
@@ -672,14 +656,7 @@ impl Conversation {
             model: self.model.clone(),
             prompt_tokens: self.prompt_tokens,
         });
-        self.emit(ServerMessage {
-            session_resumption_update: Some(SessionResumptionUpdate {
-                new_handle: Some(handle),
-                resumable: Some(true),
-                ..SessionResumptionUpdate::default()
-            }),
-            ..ServerMessage::default()
-        });
+        self.emit(resumption_update(Some(handle), true));
     }
 
     fn send_tool_call(&mut self, function_calls: Vec<FunctionCall>) {
@@ -689,14 +666,7 @@ impl Conversation {
         });
         if self.resumption {
             // Not resumable while calls are open, as on the service.
-            self.emit(ServerMessage {
-                session_resumption_update: Some(SessionResumptionUpdate {
-                    new_handle: Some(String::new()),
-                    resumable: Some(false),
-                    ..SessionResumptionUpdate::default()
-                }),
-                ..ServerMessage::default()
-            });
+            self.emit(resumption_update(Some(String::new()), false));
         }
         self.run_faults(Moment::ToolCall);
     }
@@ -712,10 +682,10 @@ impl Conversation {
         }
     }
 
-    fn apply(&mut self, action: Action) {
+    fn apply(&mut self, action: FaultAction) {
         debug!(?action, "mock fault");
         match action {
-            Action::GoAway {
+            FaultAction::GoAway {
                 time_left,
                 code,
                 reason,
@@ -728,15 +698,15 @@ impl Conversation {
                 });
                 self.close_at = Some((Instant::now() + time_left, code, reason));
             }
-            Action::Drop => self.forced = Some(Outcome::Drop),
-            Action::Close { code, reason } => self.forced = Some(Outcome::Close(code, reason)),
-            Action::MalformedJson => self.outbox.push(Outgoing::Frame(Message::text(
+            FaultAction::Drop => self.forced = Some(Outcome::Drop),
+            FaultAction::Close { code, reason } => self.forced = Some(Outcome::Close(code, reason)),
+            FaultAction::MalformedJson => self.outbox.push(Outgoing::Frame(Message::text(
                 "{\"serverContent\": {\"modelTurn\": {\"parts\": [",
             ))),
-            Action::UnknownMessage => self.outbox.push(Outgoing::Frame(Message::text(
+            FaultAction::UnknownMessage => self.outbox.push(Outgoing::Frame(Message::text(
                 "{\"mockSurprise\": {\"note\": \"a message type no client knows\"}}",
             ))),
-            Action::HugeMessage { bytes } => {
+            FaultAction::HugeMessage { bytes } => {
                 // Base64 grows the audio by 4/3, so this much silence makes a frame that big.
                 let silence = vec![0u8; bytes / 4 * 3 / 2 * 2];
                 self.emit(server_content(ServerContent {
@@ -753,20 +723,15 @@ impl Conversation {
                     ..ServerContent::default()
                 }));
             }
-            Action::Garbage { bytes } => {
-                let mut seed = self.call_base | 1;
+            FaultAction::Garbage { bytes } => {
+                let mut rng = XorShift::new(self.call_base);
                 let garbage: Vec<u8> = std::iter::once(0xff)
-                    .chain((1..bytes.max(1)).map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        (seed >> 24) as u8
-                    }))
+                    .chain((1..bytes.max(1)).map(|_| (rng.next_u64() >> 24) as u8))
                     .collect();
                 self.outbox.push(Outgoing::Frame(Message::binary(garbage)));
             }
-            Action::Raw { text } => self.outbox.push(Outgoing::Frame(Message::text(text))),
-            Action::DeepJson { depth } => {
+            FaultAction::Raw { text } => self.outbox.push(Outgoing::Frame(Message::text(text))),
+            FaultAction::DeepJson { depth } => {
                 let text = format!(
                     "{{\"serverContent\": {{\"modelTurn\": {{\"parts\": [{{\"text\": \"deep\", \"x\": {}{}}}]}}}}}}",
                     "[".repeat(depth),
@@ -774,72 +739,37 @@ impl Conversation {
                 );
                 self.outbox.push(Outgoing::Frame(Message::text(text)));
             }
-            Action::Stall { duration } => {
+            FaultAction::Stall { duration } => {
                 self.stalled_until = Some(Instant::now() + duration);
             }
-            Action::Slow { factor } => {
+            FaultAction::Slow { factor } => {
                 self.speed /= factor;
                 if let Some(speech) = &mut self.speech {
                     speech.interval = speech.interval.mul_f64(factor);
                 }
             }
-            Action::Interrupt => self.interrupt_if_active(),
-            Action::CancelToolCalls => {
-                let ids: Vec<String> = self
-                    .pending
-                    .drain(..)
-                    .filter(|p| p.response.is_none())
-                    .map(|p| p.id)
-                    .collect();
-                if !ids.is_empty() {
-                    self.emit(ServerMessage {
-                        tool_call_cancellation: Some(ToolCallCancellation { ids }),
-                        ..ServerMessage::default()
-                    });
-                }
+            FaultAction::Interrupt => self.interrupt_if_active(),
+            FaultAction::CancelToolCalls => {
+                self.cancel_unanswered_calls();
                 if self.turn_active {
-                    self.speech = None;
-                    self.turn_active = false;
-                    self.emit(server_content(ServerContent {
-                        turn_complete: Some(true),
-                        ..ServerContent::default()
-                    }));
-                    self.issue_handle();
+                    self.cut_turn_short(false);
                 }
             }
-            Action::ResumptionUpdate { handle, resumable } => self.emit(ServerMessage {
-                session_resumption_update: Some(SessionResumptionUpdate {
-                    new_handle: handle,
-                    resumable: Some(resumable),
-                    ..SessionResumptionUpdate::default()
-                }),
-                ..ServerMessage::default()
-            }),
-            Action::FailResumption => self.state.sessions.clear(),
-            Action::ToolCalls { name, args, count } => {
+            FaultAction::ResumptionUpdate { handle, resumable } => {
+                self.emit(resumption_update(handle, resumable))
+            }
+            FaultAction::FailResumption => self.state.sessions.clear(),
+            FaultAction::ToolCalls { name, args, count } => {
                 self.turn_active = true;
-                let mut function_calls = Vec::with_capacity(count);
-                for _ in 0..count {
-                    self.call_counter += 1;
-                    let id = format!(
-                        "function-call-{}",
-                        self.call_base.wrapping_add(self.call_counter)
-                    );
-                    function_calls.push(FunctionCall {
-                        id: Some(id.clone()),
-                        name: name.clone(),
-                        args: args.clone(),
-                    });
-                    self.pending.push(PendingCall {
-                        id,
-                        call: PlannedCall {
+                let function_calls = (0..count)
+                    .map(|_| {
+                        let call = PlannedCall {
                             name: name.clone(),
                             args: args.clone(),
-                        },
-                        response: None,
-                        injected: true,
-                    });
-                }
+                        };
+                        self.open_call(call, true)
+                    })
+                    .collect();
                 self.send_tool_call(function_calls);
             }
         }
@@ -847,32 +777,66 @@ impl Conversation {
 
     /// Barge-in: `interrupted`, cancellation of unanswered calls, then `turnComplete`.
     fn interrupt_if_active(&mut self) {
-        if !self.turn_active {
-            return;
+        if self.turn_active {
+            self.cut_turn_short(true);
         }
+    }
+
+    /// Ends the open turn before its reply is done: `interrupted` if asked, cancellation of
+    /// unanswered calls, then `turnComplete` and a fresh resumption handle.
+    fn cut_turn_short(&mut self, interrupted: bool) {
         self.speech = None;
         self.turn_active = false;
-        self.emit(server_content(ServerContent {
-            interrupted: Some(true),
-            ..ServerContent::default()
-        }));
-        let abandoned: Vec<String> = self
-            .pending
-            .drain(..)
-            .filter(|p| p.response.is_none())
-            .map(|p| p.id)
-            .collect();
-        if !abandoned.is_empty() {
-            self.emit(ServerMessage {
-                tool_call_cancellation: Some(ToolCallCancellation { ids: abandoned }),
-                ..ServerMessage::default()
-            });
+        if interrupted {
+            self.emit(server_content(ServerContent {
+                interrupted: Some(true),
+                ..ServerContent::default()
+            }));
         }
+        self.cancel_unanswered_calls();
         self.emit(server_content(ServerContent {
             turn_complete: Some(true),
             ..ServerContent::default()
         }));
         self.issue_handle();
+    }
+
+    /// `toolCallCancellation` for every call still waiting for its answer; answered ones of an
+    /// unfinished set are dropped with them.
+    fn cancel_unanswered_calls(&mut self) {
+        let ids: Vec<String> = self
+            .pending
+            .drain(..)
+            .filter(|p| p.response.is_none())
+            .map(|p| p.id)
+            .collect();
+        if !ids.is_empty() {
+            self.emit(ServerMessage {
+                tool_call_cancellation: Some(ToolCallCancellation { ids }),
+                ..ServerMessage::default()
+            });
+        }
+    }
+
+    /// Gives a call a service-like id and waits for its answer; returns the call as sent.
+    fn open_call(&mut self, call: PlannedCall, injected: bool) -> FunctionCall {
+        self.call_counter += 1;
+        let id = format!(
+            "function-call-{}",
+            self.call_base.wrapping_add(self.call_counter)
+        );
+        let function_call = FunctionCall {
+            id: Some(id.clone()),
+            name: call.name.clone(),
+            args: call.args.clone(),
+        };
+        self.pending.push(PendingCall {
+            id,
+            call,
+            response: None,
+            injected,
+        });
+        function_call
     }
 }
 
@@ -898,6 +862,17 @@ fn has_words(message: &ServerMessage) -> bool {
 fn server_content(content: ServerContent) -> ServerMessage {
     ServerMessage {
         server_content: Some(content),
+        ..ServerMessage::default()
+    }
+}
+
+fn resumption_update(new_handle: Option<String>, resumable: bool) -> ServerMessage {
+    ServerMessage {
+        session_resumption_update: Some(SessionResumptionUpdate {
+            new_handle,
+            resumable: Some(resumable),
+            ..SessionResumptionUpdate::default()
+        }),
         ..ServerMessage::default()
     }
 }

@@ -1,0 +1,129 @@
+//! The mock server's scripted model: reads plain-English smart-home requests, plans calls to the
+//! client's declared tools and phrases replies from their results. This file owns the model's
+//! turns (user text, tool results, user audio) and what it keeps between them; understanding,
+//! planning and phrasing are the modules below.
+
+mod devices;
+mod phrasing;
+mod planner;
+mod results;
+mod understanding;
+mod words;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use devices::Memory;
+use planner::{Pending, Purpose, merge_intents};
+use understanding::understand;
+
+const GET_DEVICE_STATUS: &str = "get_device_status";
+const SET_DEVICE_STATUS: &str = "set_device_status";
+const GET_CURRENT_TIME: &str = "get_current_time";
+const END_SESSION: &str = "end_session";
+
+/// One function call the model wants the client to make.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedCall {
+    pub name: String,
+    pub args: Value,
+}
+
+/// What the model does next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelStep {
+    /// Make these calls (as one `toolCall`), then hand the results to [`ScriptedModel::tool_results`].
+    CallTools(Vec<PlannedCall>),
+    /// Say this and end the turn.
+    Reply(String),
+}
+
+/// A deterministic stand-in for the model behind the mock Live server.
+///
+/// Clone + Serialize/Deserialize so a resumption handle can restore the conversation later.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ScriptedModel {
+    declared: BTreeSet<String>,
+    memory: Memory,
+    /// The calls of the last `CallTools` and what to say once they are answered.
+    pending: Option<Pending>,
+}
+
+impl ScriptedModel {
+    /// A model that will only ever call the tools named here (the client's function declarations).
+    pub fn new(declared_tools: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            declared: declared_tools.into_iter().collect(),
+            ..Self::default()
+        }
+    }
+
+    /// A user text turn: either tool calls to make first, or a direct reply.
+    pub fn user_turn(&mut self, text: &str) -> ModelStep {
+        // A new user turn supersedes calls that were never answered (cancelled or interrupted).
+        self.pending = None;
+        let understood = understand(text, self.memory.last_device);
+        self.memory.last_device = understood.last_device;
+        if understood.intents.is_empty() {
+            return ModelStep::Reply(self.small_talk(&understood));
+        }
+        let mut pending = Pending {
+            notes: understood.notes,
+            ..Pending::default()
+        };
+        for intent in merge_intents(understood.intents) {
+            self.plan(intent, &mut pending);
+        }
+        self.finish(pending)
+    }
+
+    /// The responses to the calls of the last CallTools, in the same order (each the `response`
+    /// JSON the client sent). Returns the reply (or, if useful, further calls).
+    pub fn tool_results(&mut self, results: &[(PlannedCall, Value)]) -> ModelStep {
+        let mut pending = self.pending.take().unwrap_or_default();
+        let asked = std::mem::take(&mut pending.calls);
+        for (index, (call, response)) in results.iter().enumerate() {
+            // Match by position first (the contract), then by equality, so a reordered or
+            // restored conversation still phrases sensibly.
+            let purpose = asked
+                .get(index)
+                .filter(|(planned, _)| planned == call)
+                .or_else(|| asked.iter().find(|(planned, _)| planned == call))
+                .map(|(_, purpose)| purpose.clone())
+                .unwrap_or_else(|| Purpose::from_call(call));
+            self.absorb(call, &purpose, response, &mut pending);
+        }
+        for (device, change) in std::mem::take(&mut pending.deferred) {
+            self.plan_change(device, change, false, &mut pending);
+        }
+        self.finish(pending)
+    }
+
+    /// A user audio turn of the given length (the mock cannot transcribe speech).
+    pub fn audio_turn(&mut self, speech: Duration) -> ModelStep {
+        self.pending = None;
+        let seconds = speech.as_secs_f64();
+        let heard = if seconds < 0.3 {
+            "only a very short sound".to_owned()
+        } else {
+            format!("about {seconds:.1} seconds of speech")
+        };
+        let suggestion = match self.examples().first() {
+            Some(example) => format!(" Please type your request instead, for example {example}."),
+            None => " Please type your request instead.".to_owned(),
+        };
+        ModelStep::Reply(format!(
+            "I heard {heard}, but this demo model can't understand spoken words.{suggestion}"
+        ))
+    }
+
+    fn declares(&self, tool: &str) -> bool {
+        self.declared.contains(tool)
+    }
+}

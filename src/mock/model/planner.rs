@@ -1,0 +1,341 @@
+//! The model's planner: turns what the user asked for into calls of the declared tools, and
+//! takes each result into memory and into the reply being built.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::devices::Device;
+use super::phrasing::{Segment, describe_change, describe_query, describe_time, missing_tool};
+use super::results::{compact, failure, read_state, requested_state, tidy_error};
+use super::understanding::{Asked, Change, Intent, Level};
+use super::{
+    END_SESSION, GET_CURRENT_TIME, GET_DEVICE_STATUS, ModelStep, PlannedCall, SET_DEVICE_STATUS,
+    ScriptedModel,
+};
+
+/// The demo thermostat starts at 20 °C; used to choose heating or cooling before any reading is seen.
+const ASSUMED_TEMPERATURE: f64 = 20.0;
+
+impl ScriptedModel {
+    pub(super) fn plan(&self, intent: Intent, pending: &mut Pending) {
+        match intent {
+            Intent::Query(device, asked) => self.plan_query(device, asked, false, pending),
+            Intent::Change(device, change) => self.plan_change(device, change, true, pending),
+            Intent::Time => {
+                if self.declares(GET_CURRENT_TIME) {
+                    pending.calls.push((
+                        PlannedCall {
+                            name: GET_CURRENT_TIME.to_owned(),
+                            args: json!({}),
+                        },
+                        Purpose::Time,
+                    ));
+                } else {
+                    pending
+                        .notes
+                        .push(missing_tool("tell you the time", GET_CURRENT_TIME));
+                }
+            }
+            Intent::Goodbye => {
+                if self.declares(END_SESSION) {
+                    pending.calls.push((
+                        PlannedCall {
+                            name: END_SESSION.to_owned(),
+                            args: json!({ "reason": "the user said goodbye" }),
+                        },
+                        Purpose::EndSession,
+                    ));
+                } else {
+                    pending.farewell = Some(format!(
+                        "Goodbye! {}",
+                        missing_tool("end the session myself", END_SESSION)
+                    ));
+                }
+            }
+        }
+    }
+
+    fn plan_query(&self, device: Device, asked: Asked, silent: bool, pending: &mut Pending) {
+        if !self.declares(GET_DEVICE_STATUS) {
+            if !silent {
+                let what = format!("check the {}", device.spoken());
+                pending.notes.push(missing_tool(&what, GET_DEVICE_STATUS));
+            }
+            return;
+        }
+        let already_reading = pending.calls.iter().any(
+            |(_, purpose)| matches!(purpose, Purpose::Query { device: d, .. } if *d == device),
+        );
+        if silent && already_reading {
+            return;
+        }
+        pending.calls.push((
+            PlannedCall {
+                name: GET_DEVICE_STATUS.to_owned(),
+                args: json!({ "device_name": device.name() }),
+            },
+            Purpose::Query {
+                device,
+                asked,
+                silent,
+            },
+        ));
+    }
+
+    /// Plans one `set_device_status` call; a relative change ("warmer") to a value the model has
+    /// not seen yet first reads the device when `may_defer`, and finishes in the next round.
+    pub(super) fn plan_change(
+        &self,
+        device: Device,
+        change: Change,
+        may_defer: bool,
+        pending: &mut Pending,
+    ) {
+        if !self.declares(SET_DEVICE_STATUS) {
+            let what = format!("change the {}", device.spoken());
+            pending.notes.push(missing_tool(&what, SET_DEVICE_STATUS));
+            return;
+        }
+        let state = self.memory.state(device);
+        let unknown = if matches!(change.brightness, Some(Level::By(_)))
+            && state.brightness.is_none()
+        {
+            Some("brightness")
+        } else if matches!(change.temperature, Some(Level::By(_))) && state.temperature.is_none() {
+            Some("temperature")
+        } else {
+            None
+        };
+        if let Some(what) = unknown {
+            if may_defer && self.declares(GET_DEVICE_STATUS) {
+                self.plan_query(device, Asked::General, true, pending);
+                pending.deferred.push((device, change));
+            } else {
+                pending.notes.push(format!(
+                    "I don't know the current {what} of the {}, so please tell me the exact value you want.",
+                    device.spoken()
+                ));
+            }
+            return;
+        }
+
+        let brightness = change
+            .brightness
+            .map(|level| level.resolve(state.brightness).clamp(0.0, 100.0));
+        let temperature = change
+            .temperature
+            .map(|level| level.resolve(state.temperature));
+        let status = match (&change.status, device) {
+            (Some(status), _) => status.clone(),
+            (None, Device::Lamp) if brightness == Some(0.0) => "off".to_owned(),
+            (None, Device::Lamp) => "on".to_owned(),
+            (None, Device::Thermostat) => match temperature {
+                Some(target) => {
+                    let current = state.temperature.unwrap_or(ASSUMED_TEMPERATURE);
+                    if target > current {
+                        "heating".to_owned()
+                    } else if target < current {
+                        "cooling".to_owned()
+                    } else {
+                        "idle".to_owned()
+                    }
+                }
+                None => state.status.clone().unwrap_or_else(|| "idle".to_owned()),
+            },
+            (None, Device::DoorLock) => state.status.clone().unwrap_or_else(|| "locked".to_owned()),
+        };
+        // Only say "turned on" when it was asked for or actually changes something we know of.
+        let mention_status =
+            change.status.is_some() || state.status.as_deref().is_some_and(|known| known != status);
+
+        let mut setting = Map::new();
+        if let Some(temperature) = temperature {
+            setting.insert("temperature_celsius".to_owned(), number_json(temperature));
+        }
+        if let Some(brightness) = brightness {
+            setting.insert("brightness".to_owned(), number_json(brightness));
+        }
+        if let Some(color) = change.color {
+            setting.insert("color".to_owned(), Value::String(color));
+        }
+        let mut args = json!({ "device_name": device.name(), "new_status": status });
+        if !setting.is_empty()
+            && let Some(object) = args.as_object_mut()
+        {
+            object.insert("setting".to_owned(), Value::Object(setting));
+        }
+        pending.calls.push((
+            PlannedCall {
+                name: SET_DEVICE_STATUS.to_owned(),
+                args,
+            },
+            Purpose::Change {
+                device,
+                mention_status,
+            },
+        ));
+    }
+
+    /// Takes one tool result into memory and into the reply being built.
+    pub(super) fn absorb(
+        &mut self,
+        call: &PlannedCall,
+        purpose: &Purpose,
+        response: &Value,
+        pending: &mut Pending,
+    ) {
+        if let Some(error) = failure(response) {
+            let error = tidy_error(&error);
+            match purpose {
+                Purpose::EndSession => {
+                    pending.farewell = Some(format!(
+                        "Goodbye! I couldn't end the session myself: {error}."
+                    ));
+                }
+                _ => pending.said.push(Segment::Say(format!(
+                    "Sorry, I couldn't {}: {error}.",
+                    purpose.attempt(call)
+                ))),
+            }
+            return;
+        }
+        match purpose {
+            Purpose::Query {
+                device,
+                asked,
+                silent,
+            } => {
+                let reported = read_state(response);
+                if !silent {
+                    pending
+                        .said
+                        .push(Segment::Say(describe_query(*device, asked, &reported)));
+                }
+                self.memory.state_mut(*device).update(reported);
+            }
+            Purpose::Change {
+                device,
+                mention_status,
+            } => {
+                let requested = requested_state(&call.args);
+                let reported = read_state(response);
+                pending.said.extend(describe_change(
+                    *device,
+                    &requested,
+                    &reported,
+                    *mention_status,
+                ));
+                let memory = self.memory.state_mut(*device);
+                memory.update(requested);
+                memory.update(reported);
+            }
+            Purpose::Time => pending.said.push(Segment::Say(describe_time(response))),
+            Purpose::EndSession => {
+                pending.farewell = Some("Goodbye! Ending the session now.".to_owned())
+            }
+            Purpose::Other => pending.said.push(Segment::Say(format!(
+                "The {} tool answered: {}.",
+                call.name,
+                compact(response)
+            ))),
+        }
+    }
+
+    pub(super) fn finish(&mut self, pending: Pending) -> ModelStep {
+        if pending.calls.is_empty() {
+            return ModelStep::Reply(pending.render());
+        }
+        let calls = pending.calls.iter().map(|(call, _)| call.clone()).collect();
+        self.pending = Some(pending);
+        ModelStep::CallTools(calls)
+    }
+}
+
+/// Why a call was made, which decides how its result is put into words.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) enum Purpose {
+    Query {
+        device: Device,
+        asked: Asked,
+        /// A reading taken only to resolve a relative change; not reported on its own.
+        silent: bool,
+    },
+    Change {
+        device: Device,
+        mention_status: bool,
+    },
+    Time,
+    EndSession,
+    Other,
+}
+
+impl Purpose {
+    pub(super) fn from_call(call: &PlannedCall) -> Self {
+        let device = call
+            .args
+            .get("device_name")
+            .and_then(Value::as_str)
+            .and_then(Device::from_name);
+        match (call.name.as_str(), device) {
+            (GET_DEVICE_STATUS, Some(device)) => Purpose::Query {
+                device,
+                asked: Asked::General,
+                silent: false,
+            },
+            (SET_DEVICE_STATUS, Some(device)) => Purpose::Change {
+                device,
+                mention_status: true,
+            },
+            (GET_CURRENT_TIME, _) => Purpose::Time,
+            (END_SESSION, _) => Purpose::EndSession,
+            _ => Purpose::Other,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(super) struct Pending {
+    pub(super) calls: Vec<(PlannedCall, Purpose)>,
+    /// Relative changes waiting for a reading of the device.
+    pub(super) deferred: Vec<(Device, Change)>,
+    pub(super) said: Vec<Segment>,
+    pub(super) notes: Vec<String>,
+    pub(super) farewell: Option<String>,
+}
+
+pub(super) fn merge_intents(intents: Vec<Intent>) -> Vec<Intent> {
+    let mut merged: Vec<Intent> = Vec::new();
+    for intent in intents {
+        match intent {
+            // "turn it on and set its color to blue" is one call, not two.
+            Intent::Change(device, change) => {
+                let existing = merged.iter_mut().find_map(|earlier| match earlier {
+                    Intent::Change(d, c) if *d == device => Some(c),
+                    _ => None,
+                });
+                match existing {
+                    Some(earlier) => earlier.merge(change),
+                    None => merged.push(Intent::Change(device, change)),
+                }
+            }
+            other => {
+                if !merged.contains(&other) {
+                    merged.push(other);
+                }
+            }
+        }
+    }
+    if let Some(at) = merged.iter().position(|intent| *intent == Intent::Goodbye) {
+        let goodbye = merged.remove(at);
+        merged.push(goodbye);
+    }
+    merged
+}
+
+fn number_json(value: f64) -> Value {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        json!(value as i64)
+    } else {
+        json!(value)
+    }
+}
