@@ -3,6 +3,7 @@
 
 pub mod close;
 pub mod codec;
+pub mod connection;
 pub mod endpoint;
 pub mod events;
 pub mod lenient;

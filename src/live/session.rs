@@ -1,32 +1,25 @@
-//! A Live API connection: upgrade, `setup` → `setupComplete`, then a reader and a writer task
-//! that turn frames into one continuous stream of [`SessionEvent`]s.
+//! A Live API session: what the app holds (handle, events, wire tap) and the Live API's side
+//! of the connection runner: `setup` → `setupComplete`, then server messages as
+//! [`SessionEvent`]s.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::handshake::client::Request;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{self, Message};
-use tracing::{debug, info, warn};
+use tracing::warn;
 
-use super::close::{describe_close, describe_http_status, describe_io_error};
 use super::codec::{DecodedServerFrame, decode_server, encode_client};
+use super::connection::{self, Protocol, Read, SetupStep};
+pub use super::connection::{MAX_MESSAGE_BYTES, install_crypto_provider};
 use super::endpoint::{ApiKey, Endpoint};
 use super::events::{CloseInfo, SessionEvent, events_from};
 use super::wire::{
     ClientContent, ClientMessage, FunctionResponse, ServerMessage, Setup, ToolResponse,
 };
-
-/// Largest server message we accept (the service's audio frames are far smaller).
-pub const MAX_MESSAGE_BYTES: usize = 32 << 20;
-/// Outbound messages buffered before `send` waits.
-const OUTBOUND_CAPACITY: usize = 64;
-/// Events buffered before the reader stops reading the socket.
-const EVENT_CAPACITY: usize = 512;
 
 /// What to connect to and how to set the session up.
 #[derive(Debug, Clone)]
@@ -55,8 +48,8 @@ pub enum SessionError {
     Closed(CloseInfo),
 }
 
-/// What a [`SessionHandle`] asks of the connection behind it. Public so that another
-/// transport (the bridge client) can stand behind a handle.
+/// What a [`SessionHandle`] asks of the connection behind it (the runner's writer task, or
+/// anything else that stands behind a handle).
 pub enum Outbound {
     Message(Box<ClientMessage>),
     Close,
@@ -74,7 +67,7 @@ pub struct SessionHandle {
 pub struct SessionClosed;
 
 impl SessionHandle {
-    /// A handle whose requests arrive on the returned receiver instead of a Live socket.
+    /// A handle whose requests arrive on the returned receiver.
     pub fn channel(capacity: usize) -> (SessionHandle, mpsc::Receiver<Outbound>) {
         let (outbound, requests) = mpsc::channel(capacity);
         (SessionHandle { outbound }, requests)
@@ -136,14 +129,6 @@ pub enum TappedFrame<'a> {
     Skipped(&'a str),
 }
 
-/// rustls needs one process-wide crypto provider; we use ring (no cmake, no OpenSSL).
-pub fn install_crypto_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
 /// Opens the WebSocket, sends `setup` and waits for `setupComplete`.
 pub async fn connect(options: SessionOptions) -> Result<Session, SessionError> {
     connect_tapped(options, None).await
@@ -154,272 +139,331 @@ pub async fn connect_tapped(
     options: SessionOptions,
     tap: Option<Arc<dyn WireTap>>,
 ) -> Result<Session, SessionError> {
-    install_crypto_provider();
-    let host = options.endpoint.host().to_owned();
-    if let Some(tap) = &tap {
-        tap.connecting(&host);
-    }
-    let redact = |text: String| match &options.api_key {
-        Some(key) => key.redact(&text),
-        None => text,
+    let live = LiveApi {
+        endpoint: options.endpoint,
+        api_key: options.api_key,
     };
+    connection::run(live, &options.setup, options.setup_timeout, tap).await
+}
 
-    let mut request = options
-        .endpoint
-        .url()
-        .into_client_request()
-        .map_err(|e| SessionError::Connect(redact(format!("Invalid endpoint URL: {e}"))))?;
-    let headers = request.headers_mut();
-    if let Some(key) = &options.api_key {
-        let mut value = HeaderValue::from_str(key.expose()).map_err(|_| {
-            SessionError::Connect("The API key contains characters not allowed in a header.".into())
+/// The Live API's side of a connection: `setup` → `setupComplete`, then server messages.
+struct LiveApi {
+    endpoint: Endpoint,
+    api_key: Option<ApiKey>,
+}
+
+impl Protocol for LiveApi {
+    const PEER: &'static str = "Live API";
+
+    fn host(&self) -> &str {
+        self.endpoint.host()
+    }
+
+    fn request(&self) -> Result<Request, SessionError> {
+        let mut request = self.endpoint.url().into_client_request().map_err(|e| {
+            SessionError::Connect(self.redact(format!("Invalid endpoint URL: {e}")))
         })?;
-        value.set_sensitive(true);
-        headers.insert("x-goog-api-key", value);
-    }
-    headers.insert(
-        "user-agent",
-        HeaderValue::from_static(concat!("livetalk/", env!("CARGO_PKG_VERSION"))),
-    );
-
-    let config = WebSocketConfig::default()
-        .max_message_size(Some(MAX_MESSAGE_BYTES))
-        .max_frame_size(Some(MAX_MESSAGE_BYTES))
-        .write_buffer_size(0);
-    info!(endpoint = %options.endpoint.host(), "connecting");
-    let (socket, _response) =
-        tokio_tungstenite::connect_async_tls_with_config(request, Some(config), true, None)
-            .await
-            .map_err(|e| connect_error(e, &host, &redact))?;
-    let (mut sink, mut stream) = socket.split();
-
-    let setup_message = ClientMessage::Setup(Box::new(options.setup.clone()));
-    if let Some(tap) = &tap {
-        tap.sent(&setup_message);
-    }
-    let setup = encode_client(&setup_message);
-    sink.send(Message::text(setup))
-        .await
-        .map_err(|e| connect_error(e, &host, &redact))?;
-
-    // Wait for setupComplete; anything else first is logged and skipped.
-    let wait = async {
-        loop {
-            match stream.next().await {
-                Some(Ok(Message::Text(text))) => {
-                    if let Some(id) = setup_complete(text.as_bytes(), tap.as_deref()) {
-                        return Ok(id);
-                    }
-                }
-                Some(Ok(Message::Binary(bytes))) => {
-                    if let Some(id) = setup_complete(&bytes, tap.as_deref()) {
-                        return Ok(id);
-                    }
-                }
-                Some(Ok(Message::Close(frame))) => {
-                    let (code, reason) = frame
-                        .map(|f| (Some(u16::from(f.code)), f.reason.to_string()))
-                        .unwrap_or((None, String::new()));
-                    return Err(SessionError::Closed(close_info(
-                        code,
-                        redact(reason),
-                        false,
-                    )));
-                }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(connect_error(e, &host, &redact)),
-                None => return Err(SessionError::Closed(close_info(None, String::new(), false))),
-            }
+        if let Some(key) = &self.api_key {
+            let mut value = HeaderValue::from_str(key.expose()).map_err(|_| {
+                SessionError::Connect(
+                    "The API key contains characters not allowed in a header.".into(),
+                )
+            })?;
+            value.set_sensitive(true);
+            request.headers_mut().insert("x-goog-api-key", value);
         }
-    };
-    let waited = tokio::time::timeout(options.setup_timeout, wait)
-        .await
-        .map_err(|_| SessionError::SetupTimeout {
-            host: host.clone(),
-            timeout: options.setup_timeout,
-        })
-        .and_then(|result| result);
-    if let (Err(SessionError::Closed(close)), Some(tap)) = (&waited, &tap) {
-        tap.closed(close);
+        Ok(request)
     }
-    let session_id = waited?;
-    info!(endpoint = %host, "setup complete");
 
-    let (outbound_tx, mut outbound_rx) = mpsc::channel::<Outbound>(OUTBOUND_CAPACITY);
-    let (events_tx, events_rx) = mpsc::channel(EVENT_CAPACITY);
-    let closing = Arc::new(AtomicBool::new(false));
-
-    // Writer: owns the sink; sink sends never sit in a select! arm that could drop them.
-    let writer_closing = closing.clone();
-    let writer_tap = tap.clone();
-    tokio::spawn(async move {
-        while let Some(item) = outbound_rx.recv().await {
-            match item {
-                Outbound::Message(message) => {
-                    if let Some(tap) = &writer_tap {
-                        tap.sent(&message);
-                    }
-                    let text = encode_client(&message);
-                    if let Err(e) = sink.send(Message::text(text)).await {
-                        debug!("send failed, the reader reports the close: {e}");
-                        break;
-                    }
-                }
-                Outbound::Close => {
-                    writer_closing.store(true, Ordering::SeqCst);
-                    let _ = sink.send(Message::Close(None)).await;
-                    break;
-                }
-            }
+    fn redact(&self, text: String) -> String {
+        match &self.api_key {
+            Some(key) => key.redact(&text),
+            None => text,
         }
-    });
+    }
 
-    // Reader: every frame becomes events; bad frames are skipped with a reason.
-    let first_event = SessionEvent::SetupComplete { session_id };
-    tokio::spawn(async move {
-        let events = events_tx;
-        let _ = events.send(first_event).await;
-        let close = loop {
-            let frame = match stream.next().await {
-                Some(Ok(frame)) => frame,
-                Some(Err(e)) => {
-                    debug!("websocket read error: {e}");
-                    break close_info(None, String::new(), closing.load(Ordering::SeqCst));
-                }
-                None => break close_info(None, String::new(), closing.load(Ordering::SeqCst)),
-            };
-            let payload = match frame {
-                Message::Text(text) => text.as_bytes().to_vec(),
-                Message::Binary(bytes) => bytes.to_vec(),
-                Message::Close(frame) => {
-                    let (code, reason) = frame
-                        .map(|f| (Some(u16::from(f.code)), f.reason.to_string()))
-                        .unwrap_or((Some(1005), String::new()));
-                    break close_info(code, reason, closing.load(Ordering::SeqCst));
-                }
-                _ => continue,
-            };
-            let decoded = match decode_server(&payload) {
+    fn opening(setup: &Setup) -> Message {
+        Self::encode(ClientMessage::Setup(Box::new(setup.clone())))
+    }
+
+    /// Anything before `setupComplete` is shown to the tap, logged and skipped.
+    fn setup_frame(&mut self, payload: &[u8], tap: Option<&dyn WireTap>) -> SetupStep {
+        let decoded = decode_server(payload);
+        if let Some(tap) = tap {
+            match &decoded {
                 Ok(DecodedServerFrame::Message(message)) => {
-                    if let Some(tap) = &tap {
-                        tap.received(TappedFrame::Message(&message), false);
-                    }
-                    events_from(message)
+                    tap.received(TappedFrame::Message(message), true)
                 }
-                Ok(DecodedServerFrame::Unknown { keys }) => {
-                    let reason = format!("skipped an unknown server message ({})", keys.join(", "));
-                    warn!("{reason}");
-                    if let Some(tap) = &tap {
-                        tap.received(TappedFrame::Skipped(&reason), false);
-                    }
-                    vec![SessionEvent::FrameSkipped { reason }]
-                }
-                Err(e) => {
-                    let reason = format!(
-                        "skipped a malformed server frame ({} bytes): {e}",
-                        payload.len()
-                    );
-                    warn!("{reason}");
-                    if let Some(tap) = &tap {
-                        tap.received(TappedFrame::Skipped(&reason), false);
-                    }
-                    vec![SessionEvent::FrameSkipped { reason }]
-                }
-            };
-            for event in decoded {
-                if events.send(event).await.is_err() {
-                    return;
+                Ok(DecodedServerFrame::Unknown { .. }) | Err(_) => {
+                    tap.received(TappedFrame::Skipped("ignored before setupComplete"), true)
                 }
             }
-        };
-        info!(code = ?close.code, "session closed: {}", close.message);
-        if let Some(tap) = &tap {
-            tap.closed(&close);
         }
-        let _ = events.send(SessionEvent::Closed(close)).await;
-    });
+        match decoded {
+            Ok(DecodedServerFrame::Message(message)) => match message.setup_complete {
+                Some(setup) => SetupStep::Done {
+                    session_id: setup.session_id,
+                },
+                None => {
+                    warn!("ignored a server message that arrived before setupComplete");
+                    SetupStep::Wait
+                }
+            },
+            Ok(DecodedServerFrame::Unknown { keys }) => {
+                warn!(
+                    "ignored an unknown server message before setupComplete ({})",
+                    keys.join(", ")
+                );
+                SetupStep::Wait
+            }
+            Err(e) => {
+                warn!("ignored a malformed frame before setupComplete: {e}");
+                SetupStep::Wait
+            }
+        }
+    }
 
-    Ok(Session {
-        handle: SessionHandle {
-            outbound: outbound_tx,
-        },
-        events: events_rx,
-    })
-}
+    fn encode(message: ClientMessage) -> Message {
+        Message::text(encode_client(&message))
+    }
 
-fn setup_complete(payload: &[u8], tap: Option<&dyn WireTap>) -> Option<Option<String>> {
-    let decoded = decode_server(payload);
-    if let Some(tap) = tap {
-        match &decoded {
+    fn farewell() -> Message {
+        Message::Close(None)
+    }
+
+    /// Every frame becomes events; bad frames are skipped with a reason.
+    fn frame(&mut self, payload: &[u8], _closing: bool, tap: Option<&dyn WireTap>) -> Read {
+        let reason = match decode_server(payload) {
             Ok(DecodedServerFrame::Message(message)) => {
-                tap.received(TappedFrame::Message(message), true)
+                if let Some(tap) = tap {
+                    tap.received(TappedFrame::Message(&message), false);
+                }
+                return Read::Events(events_from(message));
             }
-            Ok(DecodedServerFrame::Unknown { .. }) | Err(_) => {
-                tap.received(TappedFrame::Skipped("ignored before setupComplete"), true)
+            Ok(DecodedServerFrame::Unknown { keys }) => {
+                format!("skipped an unknown server message ({})", keys.join(", "))
             }
+            Err(e) => format!(
+                "skipped a malformed server frame ({} bytes): {e}",
+                payload.len()
+            ),
+        };
+        warn!("{reason}");
+        if let Some(tap) = tap {
+            tap.received(TappedFrame::Skipped(&reason), false);
         }
+        Read::Events(vec![SessionEvent::FrameSkipped { reason }])
     }
-    match decoded {
-        Ok(DecodedServerFrame::Message(message)) => match message.setup_complete {
-            Some(setup) => Some(setup.session_id),
-            None => {
-                warn!("ignored a server message that arrived before setupComplete");
-                None
-            }
-        },
-        Ok(DecodedServerFrame::Unknown { keys }) => {
-            warn!(
-                "ignored an unknown server message before setupComplete ({})",
-                keys.join(", ")
-            );
-            None
-        }
-        Err(e) => {
-            warn!("ignored a malformed frame before setupComplete: {e}");
-            None
+
+    fn unreachable(&self, error: tungstenite::Error) -> String {
+        let host = self.host();
+        match error {
+            tungstenite::Error::Tls(e) => format!("TLS handshake with {host} failed: {e}"),
+            other => format!("Could not connect to {host}: {other}"),
         }
     }
 }
 
-pub(crate) fn close_info(
-    code: Option<u16>,
-    reason: String,
-    initiated_by_client: bool,
-) -> CloseInfo {
-    let message = if initiated_by_client {
-        "Session ended.".to_owned()
-    } else {
-        match code {
-            Some(1005) => "The server closed the connection without a status code.".to_owned(),
-            Some(code) => describe_close(code, &reason),
-            None => describe_close(1006, ""),
-        }
-    };
-    CloseInfo {
-        code,
-        reason,
-        message,
-        initiated_by_client,
-    }
-}
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
 
-fn connect_error(
-    error: tungstenite::Error,
-    host: &str,
-    redact: &dyn Fn(String) -> String,
-) -> SessionError {
-    match error {
-        tungstenite::Error::Http(response) => {
-            let status = response.status().as_u16();
-            SessionError::Rejected {
-                status,
-                message: describe_http_status(status, host),
-            }
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+    use super::*;
+    use crate::live::connection::loopback::{Far, listen};
+    use crate::live::endpoint::ApiVersion;
+
+    const WAIT: Duration = Duration::from_secs(10);
+    const KEY: &str = "fake-key-session-0123456789";
+
+    /// A tap that writes down what it is shown, one line a call.
+    #[derive(Default)]
+    struct Tape(Mutex<Vec<String>>);
+
+    impl Tape {
+        fn lines(&self) -> Vec<String> {
+            self.0.lock().unwrap().clone()
         }
-        tungstenite::Error::Io(e) => SessionError::Connect(describe_io_error(&e, host)),
-        tungstenite::Error::Tls(e) => {
-            SessionError::Connect(redact(format!("TLS handshake with {host} failed: {e}")))
+
+        fn push(&self, line: String) {
+            self.0.lock().unwrap().push(line);
         }
-        other => SessionError::Connect(redact(format!("Could not connect to {host}: {other}"))),
+    }
+
+    impl WireTap for Tape {
+        fn connecting(&self, host: &str) {
+            self.push(format!("connecting {host}"));
+        }
+
+        fn sent(&self, message: &ClientMessage) {
+            self.push(format!("sent {}", encode_client(message)));
+        }
+
+        fn received(&self, frame: TappedFrame<'_>, during_setup: bool) {
+            let seen = match frame {
+                TappedFrame::Message(message) => serde_json::to_string(message).unwrap(),
+                TappedFrame::Skipped(reason) => format!("skipped: {reason}"),
+            };
+            let phase = if during_setup { "setup" } else { "session" };
+            self.push(format!("received in {phase} {seen}"));
+        }
+
+        fn closed(&self, close: &CloseInfo) {
+            self.push(format!("closed {:?} {}", close.code, close.reason));
+        }
+    }
+
+    /// Connects with a key and a tape; hands back the far end once it has read the setup.
+    async fn open() -> (
+        tokio::task::JoinHandle<Result<Session, SessionError>>,
+        Far,
+        Arc<Tape>,
+    ) {
+        let (url, accepted) = listen().await;
+        let tape = Arc::new(Tape::default());
+        let options = SessionOptions {
+            endpoint: Endpoint::parse(&url, ApiVersion::V1).unwrap(),
+            api_key: ApiKey::new(KEY),
+            setup: Setup {
+                model: "models/m".into(),
+                ..Setup::default()
+            },
+            setup_timeout: WAIT,
+        };
+        let tap = tape.clone() as Arc<dyn WireTap>;
+        let connecting = tokio::spawn(connect_tapped(options, Some(tap)));
+        let mut far = tokio::time::timeout(WAIT, accepted).await.unwrap().unwrap();
+        let setup = tokio::time::timeout(WAIT, far.next()).await.unwrap();
+        assert!(
+            matches!(&setup, Some(Ok(Message::Text(t))) if t.starts_with(r#"{"setup":"#)),
+            "{setup:?}"
+        );
+        (connecting, far, tape)
+    }
+
+    async fn close_quoting_the_key(far: &mut Far, code: CloseCode) {
+        far.close(Some(CloseFrame {
+            code,
+            reason: format!("API key {KEY} not valid").into(),
+        }))
+        .await
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_tap_sees_a_failed_setup_to_its_close_and_the_key_never_shows() {
+        let (connecting, mut far, tape) = open().await;
+        far.send(Message::text(
+            r#"{"serverContent": {"turnComplete": true}}"#,
+        ))
+        .await
+        .unwrap();
+        far.send(Message::text("not json")).await.unwrap();
+        close_quoting_the_key(&mut far, CloseCode::Policy).await;
+
+        let result = tokio::time::timeout(WAIT, connecting)
+            .await
+            .unwrap()
+            .unwrap();
+        let Err(SessionError::Closed(close)) = result else {
+            panic!("expected a close during setup");
+        };
+        assert_eq!(close.code, Some(1008));
+        assert_eq!(close.reason, "API key [redacted] not valid");
+        assert!(
+            close.message.contains("The API key was rejected (1008)"),
+            "{close:?}"
+        );
+        assert_eq!(
+            tape.lines(),
+            [
+                "connecting 127.0.0.1".to_owned(),
+                r#"sent {"setup":{"model":"models/m"}}"#.to_owned(),
+                r#"received in setup {"serverContent":{"turnComplete":true}}"#.to_owned(),
+                "received in setup skipped: ignored before setupComplete".to_owned(),
+                "closed Some(1008) API key [redacted] not valid".to_owned(),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_tap_sees_every_frame_of_a_session_both_ways() {
+        let (connecting, mut far, tape) = open().await;
+        far.send(Message::text(r#"{"setupComplete": {"sessionId": "s-1"}}"#))
+            .await
+            .unwrap();
+        let mut session = tokio::time::timeout(WAIT, connecting)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        session.handle.send_user_text("hi").await.unwrap();
+        tokio::time::timeout(WAIT, far.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        far.send(Message::text(
+            r#"{"serverContent": {"turnComplete": true}}"#,
+        ))
+        .await
+        .unwrap();
+        far.send(Message::text(r#"{"somethingNew": {}}"#))
+            .await
+            .unwrap();
+        far.send(Message::binary(b"\xff".to_vec())).await.unwrap();
+        close_quoting_the_key(&mut far, CloseCode::Error).await;
+
+        let mut events = Vec::new();
+        while let Some(event) = tokio::time::timeout(WAIT, session.events.recv())
+            .await
+            .unwrap()
+        {
+            events.push(event);
+        }
+        assert_eq!(
+            events.first(),
+            Some(&SessionEvent::SetupComplete {
+                session_id: Some("s-1".into())
+            })
+        );
+        let skipped = events
+            .iter()
+            .filter(|e| matches!(e, SessionEvent::FrameSkipped { .. }))
+            .count();
+        assert_eq!(skipped, 2, "{events:?}");
+        let Some(SessionEvent::Closed(close)) = events.last() else {
+            panic!("{events:?}");
+        };
+        assert_eq!(close.code, Some(1011));
+        assert!(!close.initiated_by_client);
+
+        let lines = tape.lines();
+        assert_eq!(
+            lines[..5],
+            [
+                "connecting 127.0.0.1".to_owned(),
+                r#"sent {"setup":{"model":"models/m"}}"#.to_owned(),
+                r#"received in setup {"setupComplete":{"sessionId":"s-1"}}"#.to_owned(),
+                r#"sent {"clientContent":{"turns":[{"role":"user","parts":[{"text":"hi"}]}],"turnComplete":true}}"#.to_owned(),
+                r#"received in session {"serverContent":{"turnComplete":true}}"#.to_owned(),
+            ],
+            "{lines:#?}"
+        );
+        assert_eq!(
+            lines[5],
+            "received in session skipped: skipped an unknown server message (somethingNew)"
+        );
+        assert!(
+            lines[6].starts_with(
+                "received in session skipped: skipped a malformed server frame (1 bytes)"
+            ),
+            "{lines:#?}"
+        );
+        assert_eq!(lines[7], "closed Some(1011) API key [redacted] not valid");
+        assert_eq!(lines.len(), 8, "{lines:#?}");
     }
 }
