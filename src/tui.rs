@@ -29,7 +29,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tracing::error;
 
 use crate::app::{App, Connection, Msg};
-use crate::audio::{Audio, AudioOptions};
+use crate::audio::{Audio, AudioLink, AudioOptions};
 use crate::config::Settings;
 use crate::driver::{Presenter, Source, drive};
 use crate::engine::launch;
@@ -57,12 +57,7 @@ pub fn terminal_available() -> bool {
 /// code: 0 unless the session failed or was lost.
 pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<u8> {
     let (mut app, mut engine) = launch(&settings, log_path).await?;
-    let guard = TerminalGuard::enter(log_path)?;
-    let mut screen =
-        Screen::new(guard.terminal()?, EventStream::new()).with_signals(QuitSignals::new()?);
-    drive(&mut app, &mut engine, &mut screen).await?;
-    drop(screen);
-    drop(guard);
+    on_the_terminal(&mut app, &mut engine, log_path).await?;
     let lost = app.is_finished() && !app.ended_cleanly();
     if lost && let Connection::Disconnected { reason } = app.connection() {
         eprintln!("livetalk: {reason}");
@@ -82,21 +77,30 @@ pub async fn replay(
     let recording = Recording::load(dir)?;
     let (mut playback, warnings) = Playback::new(&recording, pacing);
     if let Some(options) = audio {
-        // The worker's own events describe this machine's devices, not the recording's.
-        let (speaker, _feeds) = Audio::start(options)?;
-        playback.play_on(speaker);
+        let (speaker, feeds) = Audio::start(options)?;
+        playback.play_on(AudioLink::new(speaker, feeds));
     }
-    let mut app = initial_app(&recording, log_path);
-    let guard = TerminalGuard::enter(log_path)?;
-    let mut screen =
-        Screen::new(guard.terminal()?, EventStream::new()).with_signals(QuitSignals::new()?);
-    drive(&mut app, &mut playback, &mut screen).await?;
-    drop(screen);
-    drop(guard);
+    let mut app = initial_app(&recording, log_path, playback.total());
+    on_the_terminal(&mut app, &mut playback, log_path).await?;
     for warning in &warnings {
         eprintln!("livetalk: warning: {warning}");
     }
     Ok(0)
+}
+
+/// Runs `app` full-screen on this process's terminal, restoring it however the loop ends.
+async fn on_the_terminal<S: Source>(
+    app: &mut App,
+    source: &mut S,
+    log_path: Option<&Path>,
+) -> anyhow::Result<()> {
+    let guard = TerminalGuard::enter(log_path)?;
+    let mut screen =
+        Screen::new(guard.terminal()?, EventStream::new()).with_signals(QuitSignals::new()?);
+    let ran = drive(app, source, &mut screen).await;
+    drop(screen);
+    drop(guard);
+    ran
 }
 
 /// Runs `app` on any ratatui backend with events from `events` (tests drive a `TestBackend`

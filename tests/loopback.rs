@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use livetalk::app::{App, AppInit, Entry, Msg, ToolState};
+use livetalk::app::{App, AppInit, Msg, ToolState};
 use livetalk::config::{FlagOverrides, Settings};
 use livetalk::driver::Source as _;
 use livetalk::engine::{Engine, build_setup};
@@ -90,17 +90,9 @@ async fn smart_home_dialogue_over_loopback_changes_the_devices() {
         assert_eq!(response.id, call.id);
         assert_eq!(response.name, call.name);
     }
-    let replies: Vec<String> = app
-        .transcript()
-        .iter()
-        .filter_map(|e| match e {
-            Entry::Model {
-                text_parts,
-                transcript,
-                ..
-            } => Some(Entry::model_text(text_parts, transcript)),
-            _ => None,
-        })
+    let replies: Vec<String> = common::replies(&app)
+        .into_iter()
+        .map(|(text, _)| text)
         .collect();
     assert_eq!(replies.len(), 3);
     assert!(replies[0].contains("off"), "{replies:?}");

@@ -8,7 +8,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -288,15 +288,17 @@ fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
     assert_eq!(tool_lines(&again.stdout), tool_lines(&original.stdout));
 }
 
-#[test]
-fn sigkilled_recording_still_replays_and_inspects() {
-    let scratch = tempfile::tempdir().unwrap();
-    // Slow speech, so the reply is still streaming when the process is killed.
-    let mock = MockProcess::start(scratch.path(), &["--speed", "0.5"]);
-    let dir = scratch.path().join("killed");
-    let dir_arg = dir.to_str().unwrap();
-    let mut child = livetalk(scratch.path())
-        .args(["--headless", "--endpoint", &mock.url, "--record", dir_arg])
+/// Starts a headless session recorded into `dir` against `mock` (slow speech), sends the
+/// first line and returns once its tool call is printed and some of the reply has been
+/// recorded (polling with a deadline), so the reply is still streaming.
+fn record_until_mid_reply(
+    scratch: &Path,
+    mock: &MockProcess,
+    dir: &Path,
+) -> (std::process::Child, std::process::ChildStdin, LineWatcher) {
+    let mut child = livetalk(scratch)
+        .args(["--headless", "--endpoint", &mock.url, "--record"])
+        .arg(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -308,12 +310,76 @@ fn sigkilled_recording_still_replays_and_inspects() {
     stdout.wait_for(Duration::from_secs(30), |l| {
         l.starts_with("Tool: get_device_status")
     });
-    // Wait (polling with a deadline) until some model audio has been recorded.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while referenced_samples(&dir, "model.wav") < 2400 {
+    while referenced_samples(dir, "model.wav") < 2400 {
         assert!(Instant::now() < deadline, "no model audio recorded");
         std::thread::sleep(Duration::from_millis(20));
     }
+    (child, stdin, stdout)
+}
+
+/// Ctrl-C in the middle of a reply is the user ending the session: the half-finished reply
+/// is printed, marked interrupted, the session closes cleanly (exit 0), and the recording
+/// replays to exactly the same output and exit code, with no "killed" warning.
+#[test]
+fn ctrl_c_mid_reply_ends_cleanly_and_replays_as_shown() {
+    let scratch = tempfile::tempdir().unwrap();
+    // Slow speech, so the reply is still streaming at Ctrl-C.
+    let mock = MockProcess::start(scratch.path(), &["--speed", "0.5"]);
+    let dir = scratch.path().join("interrupted");
+    let dir_arg = dir.to_str().unwrap();
+    let (child, stdin, mut stdout) = record_until_mid_reply(scratch.path(), &mock, &dir);
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let reply = stdout.wait_for(Duration::from_secs(10), |l| l.starts_with("Gemini: "));
+    assert!(
+        reply.ends_with(" [interrupted]") && !reply.contains("currently off."),
+        "{reply}"
+    );
+    let status = wait_exit(child, Duration::from_secs(10));
+    drop(stdin);
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the user ended it: {:?}",
+        stdout.seen
+    );
+
+    let replayed = run_livetalk(
+        scratch.path(),
+        &["replay", dir_arg, "--headless", "--instant"],
+        &[],
+        &[],
+    );
+    assert_eq!(replayed.code, Some(0), "{}", replayed.stderr);
+    assert_eq!(
+        replayed.stdout.lines().collect::<Vec<_>>(),
+        stdout.seen,
+        "replay prints what was shown"
+    );
+    assert!(!replayed.stderr.contains("killed"), "{}", replayed.stderr);
+    let inspect = run_livetalk(scratch.path(), &["inspect", dir_arg], &[], &[]);
+    assert!(
+        inspect.stdout.contains("User turns: 1\n") && inspect.stdout.contains("Interruptions: 0\n"),
+        "{}",
+        inspect.stdout
+    );
+}
+
+#[test]
+fn sigkilled_recording_still_replays_and_inspects() {
+    let scratch = tempfile::tempdir().unwrap();
+    // Slow speech, so the reply is still streaming when the process is killed.
+    let mock = MockProcess::start(scratch.path(), &["--speed", "0.5"]);
+    let dir = scratch.path().join("killed");
+    let dir_arg = dir.to_str().unwrap();
+    let (mut child, stdin, stdout) = record_until_mid_reply(scratch.path(), &mock, &dir);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     drop(stdin);
@@ -561,7 +627,7 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
     }
     let (mut playback, warnings) = Playback::new(&recording, Pacing::Instant);
     assert!(warnings.is_empty(), "{warnings:?}");
-    let mut replayed = replay::initial_app(&recording, None);
+    let mut replayed = replay::initial_app(&recording, None, 0);
     while let Some(msg) = playback.next().await {
         let _ = replayed.update(msg);
     }

@@ -305,6 +305,18 @@ impl App {
         effects
     }
 
+    /// F6 with audio off explains why nothing happens.
+    pub(super) fn reopen_audio(&mut self) -> Vec<Effect> {
+        if !self.audio.enabled {
+            self.notice(
+                NoticeLevel::Info,
+                "Audio is off (--no-audio or audio.enabled = false).".to_owned(),
+            );
+            return Vec::new();
+        }
+        vec![Effect::ReopenAudio]
+    }
+
     pub(super) fn toggle_talk(&mut self) -> Vec<Effect> {
         if !self.audio.push_to_talk {
             self.notice(

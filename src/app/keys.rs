@@ -9,7 +9,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind};
 
 use super::view::{Focus, Popup};
-use super::{App, Connection, Effect, Msg, NoticeLevel};
+use super::{App, Connection, Effect, Msg};
 
 /// Where a binding applies. Earlier scopes in [`Scope::PRIORITY`] win.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -479,18 +479,6 @@ impl App {
             },
             Popup::Audio { scroll: s } => Popup::Audio { scroll: scroll(s) },
         });
-    }
-
-    /// F6 with audio off explains why nothing happens.
-    pub(super) fn reopen_audio(&mut self) -> Vec<Effect> {
-        if !self.audio.enabled {
-            self.notice(
-                NoticeLevel::Info,
-                "Audio is off (--no-audio or audio.enabled = false).".to_owned(),
-            );
-            return Vec::new();
-        }
-        vec![Effect::ReopenAudio]
     }
 
     pub(super) fn on_mouse(&mut self, mouse: MouseEvent) {

@@ -294,8 +294,8 @@ pub struct AppInit {
     pub audio: Option<AudioOptions>,
     /// Shown in the status line while recording: where to.
     pub recording: Option<String>,
-    /// This app shows a recording: nothing the user types is sent.
-    pub replay: bool,
+    /// This app shows a recording of this many messages: nothing the user types is sent.
+    pub replay: Option<usize>,
     /// `NO_COLOR` is set.
     pub no_color: bool,
     /// The log file, for the help popup.
@@ -315,7 +315,7 @@ impl AppInit {
             devices,
             audio: None,
             recording: None,
-            replay: false,
+            replay: None,
             no_color: false,
             log_path: None,
             clock: local_time_now,
@@ -380,7 +380,7 @@ impl App {
             ..View::default()
         };
         // Typed input goes nowhere in a replay: start in the transcript.
-        if init.replay {
+        if init.replay.is_some() {
             view.focus = Focus::Transcript;
         }
         App {
@@ -403,7 +403,10 @@ impl App {
             closing: false,
             gave_up: false,
             recording: init.recording,
-            replay: init.replay.then(ReplayProgress::default),
+            replay: init.replay.map(|total| ReplayProgress {
+                total,
+                ..ReplayProgress::default()
+            }),
             view,
             audio: init
                 .audio

@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use crate::live::wire::{
     AudioTranscriptionConfig, Behavior, Blob, ContextWindowCompression, FunctionDeclaration,
     GenerationConfig, Modality, Part, RealtimeInput, RealtimeInputConfig, SafetySetting,
-    Scheduling, ServerContent, Setup, Tool, ToolCall, ToolCallCancellation, ToolResponse,
+    Scheduling, ServerContent, Setup, ToolCall, ToolCallCancellation, ToolResponse, ToolSet,
     UsageMetadata,
 };
 
@@ -304,7 +304,7 @@ impl LiveConfig {
                 }
                 declarations.push(declaration);
             }
-            tools.push(Tool {
+            tools.push(ToolSet {
                 function_declarations: declarations,
                 google_search: tool.google_search.clone(),
                 code_execution: tool.code_execution.clone(),

@@ -17,7 +17,7 @@ use crate::live::reconnect::ReconnectPolicy;
 use crate::live::wire::{
     AudioTranscriptionConfig, AutomaticActivityDetection, Content, ContextWindowCompression,
     GenerationConfig, Modality, RealtimeInputConfig, SessionResumptionConfig, Setup, SlidingWindow,
-    SpeechConfig, Tool,
+    SpeechConfig, ToolSet,
 };
 use crate::mock::{MockOptions, MockServer};
 use crate::record::Recorder;
@@ -38,9 +38,9 @@ pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
         tools: if declarations.is_empty() {
             Vec::new()
         } else {
-            vec![Tool {
+            vec![ToolSet {
                 function_declarations: declarations,
-                ..Tool::default()
+                ..ToolSet::default()
             }]
         },
         input_audio_transcription: settings

@@ -359,27 +359,13 @@ impl Source for Engine {
                     audio.reopen();
                 }
             }
-            Effect::SendActivityStart => {
-                let input = RealtimeInput {
-                    activity_start: Some(Empty {}),
-                    ..RealtimeInput::default()
-                };
-                self.send(ClientMessage::RealtimeInput(input), "a mic signal")
-                    .await;
-            }
-            Effect::SendActivityEnd => {
-                let input = RealtimeInput {
-                    activity_end: Some(Empty {}),
-                    ..RealtimeInput::default()
-                };
-                self.send(ClientMessage::RealtimeInput(input), "a mic signal")
-                    .await;
-            }
-            Effect::SendAudioStreamEnd => {
-                let input = RealtimeInput {
-                    audio_stream_end: Some(true),
-                    ..RealtimeInput::default()
-                };
+            Effect::SendActivityStart | Effect::SendActivityEnd | Effect::SendAudioStreamEnd => {
+                let mut input = RealtimeInput::default();
+                match effect {
+                    Effect::SendActivityStart => input.activity_start = Some(Empty {}),
+                    Effect::SendActivityEnd => input.activity_end = Some(Empty {}),
+                    _ => input.audio_stream_end = Some(true),
+                }
                 self.send(ClientMessage::RealtimeInput(input), "a mic signal")
                     .await;
             }

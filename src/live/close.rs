@@ -1,4 +1,5 @@
-//! Human meanings of close codes, rejected upgrades and connection failures (protocol doc §4.1).
+//! Human meanings of close codes, rejected upgrades and connection failures, as the Live API
+//! documents them.
 
 /// A close code and reason turned into one sentence a user can act on.
 pub fn describe_close(code: u16, reason: &str) -> String {

@@ -125,7 +125,7 @@ mod tests {
         }
     }
 
-    // Section 6 of the protocol doc, verbatim.
+    // The Live API documentation's example frames, verbatim.
     #[test]
     fn golden_setup_complete_binary_pretty() {
         let m = message(b"{\n  \"setupComplete\": {\"sessionId\": \"test_session_id\"}\n}\n");

@@ -1,4 +1,5 @@
-//! Keeps one conversation alive across connections (protocol doc §3.5, §3.6, §4.1, §4.3).
+//! Keeps one conversation alive across connections: session resumption, goAway hand-overs,
+//! reconnects after a loss, and one answer per tool call.
 //!
 //! A supervisor task owns the current [`Session`] and stands between it and the engine:
 //! - it keeps the newest resumable handle from `sessionResumptionUpdate`;

@@ -58,7 +58,7 @@ pub struct Setup {
     )]
     pub system_instruction: Option<Content>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<Tool>,
+    pub tools: Vec<ToolSet>,
     #[serde(
         default,
         alias = "realtime_input_config",
@@ -303,10 +303,11 @@ impl Blob {
     }
 }
 
-/// One entry of `setup.tools`.
+/// One entry of `setup.tools`: function declarations, or a built-in tool such as Google
+/// Search. (Not to be confused with [`crate::tools::Tool`], a tool livetalk runs locally.)
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Tool {
+pub struct ToolSet {
     #[serde(
         default,
         alias = "function_declarations",

@@ -306,9 +306,10 @@ pub fn report(recording: &Recording) -> String {
 /// A readable Markdown transcript, tool calls with arguments and results included (they are
 /// part of the history). Built by feeding the applied messages to the app.
 pub fn markdown(recording: &Recording) -> String {
-    let mut app = initial_app(recording, None);
+    let applied = recording.applied().0;
+    let mut app = initial_app(recording, None, applied.len());
     let mut errors = Vec::new();
-    for applied in recording.applied().0 {
+    for applied in applied {
         if let Msg::GaveUp(message) = &applied.msg {
             errors.push(message.clone());
         }

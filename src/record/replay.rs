@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::{Applied, MIC_WAV, Recording};
 use crate::app::{App, AppInit, Effect, Msg, ReplayProgress};
-use crate::audio::Audio;
+use crate::audio::AudioLink;
 use crate::config::{FlagOverrides, Settings};
 use crate::driver::Source;
 use crate::headless::{self, OutputFormat};
@@ -91,8 +91,9 @@ pub struct Playback {
     pace: Pace,
     /// When the recording started, for the local time of day each event arrived.
     started_at: Option<jiff::Zoned>,
-    /// Plays the recorded model audio, when asked to.
-    speaker: Option<Audio>,
+    /// Plays the recorded model audio, when asked to. Its events describe this machine's
+    /// devices, not the recording's, so they are drained and not shown.
+    speaker: Option<AudioLink>,
     /// A step asked for while paused.
     step_once: bool,
     /// The progress changed since the app was last told.
@@ -117,8 +118,13 @@ impl Playback {
         (playback, warnings)
     }
 
+    /// How many messages the recording holds.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
     /// Plays the recorded model audio on this audio worker's speaker.
-    pub fn play_on(&mut self, speaker: Audio) {
+    pub fn play_on(&mut self, speaker: AudioLink) {
         self.speaker = Some(speaker);
     }
 
@@ -145,7 +151,7 @@ impl Playback {
     /// Plays what the original run played (the audio effects are the app's, but a replay
     /// plays the recorded samples whatever devices it has).
     fn play(&self, msg: &Msg) {
-        let Some(speaker) = &self.speaker else {
+        let Some(speaker) = self.speaker.as_ref().map(AudioLink::audio) else {
             return;
         };
         match msg {
@@ -168,14 +174,39 @@ impl Source for Playback {
             return Some(self.progress());
         }
         let step_t = self.steps.peek()?.t;
-        if self.pace.is_paused() && !self.step_once {
-            return std::future::pending().await;
-        }
-        if self.step_once {
+        let due = if self.step_once {
             self.step_once = false;
             self.pace.stepped_to(step_t);
-        } else if let Some(due) = self.pace.due(step_t) {
-            tokio::time::sleep_until(due).await;
+            None
+        } else if self.pace.is_paused() {
+            Some(None)
+        } else {
+            self.pace.due(step_t).map(Some)
+        };
+        if let Some(due) = due {
+            // Waiting: for the step's time (or, paused, for the user), draining the speaker.
+            let until = async {
+                match due {
+                    Some(due) => tokio::time::sleep_until(due).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::pin!(until);
+            loop {
+                tokio::select! {
+                    () = &mut until => break,
+                    output = async {
+                        match &mut self.speaker {
+                            Some(speaker) => speaker.next().await,
+                            None => std::future::pending().await,
+                        }
+                    } => {
+                        if output.is_none() {
+                            self.speaker = None;
+                        }
+                    }
+                }
+            }
         }
         let step = self.steps.next()?;
         self.pace.last = self.pace.last.max(step.t);
@@ -194,7 +225,7 @@ impl Source for Playback {
                 if self.pace.is_paused()
                     && let Some(speaker) = &self.speaker
                 {
-                    speaker.flush(std::time::Instant::now());
+                    speaker.audio().flush(std::time::Instant::now());
                 }
             }
             Effect::StepReplay if self.pace.is_paused() => self.step_once = true,
@@ -210,14 +241,14 @@ fn local_time(start: Option<&jiff::Zoned>, t: f64) -> Option<jiff::civil::Time> 
     Some(start?.checked_add(offset).ok()?.time())
 }
 
-/// The app as it was when the recorded session started.
-pub fn initial_app(recording: &Recording, log_path: Option<&Path>) -> App {
+/// The app as it was when the recorded session started, about to be shown `total` messages.
+pub fn initial_app(recording: &Recording, log_path: Option<&Path>, total: usize) -> App {
     let meta = &recording.meta;
     App::new(AppInit {
         voice: meta.voice.clone(),
         endpoint_label: meta.endpoint_host.clone(),
         recording: Some(recording.dir.display().to_string()),
-        replay: true,
+        replay: Some(total),
         no_color: crate::engine::launch::no_color(),
         log_path: log_path.map(|p| p.display().to_string()),
         ..AppInit::new(meta.model.clone(), meta.offline, meta.devices.clone())
@@ -237,7 +268,7 @@ pub async fn headless(dir: &Path, format: OutputFormat, pacing: Pacing) -> anyho
     let recording = Recording::load(dir)?;
     let (mut playback, warnings) = Playback::new(&recording, pacing);
     warn_all(&warnings);
-    let mut app = initial_app(&recording, None);
+    let mut app = initial_app(&recording, None, playback.total());
     let meta = &recording.meta;
     headless::replay(&mut app, &mut playback, format, meta).await
 }

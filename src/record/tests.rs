@@ -220,7 +220,7 @@ fn event(msg: &Msg) -> Option<&SessionEvent> {
 }
 
 async fn replayed(recording: &Recording) -> App {
-    let mut app = initial_app(recording, None);
+    let mut app = initial_app(recording, None, 0);
     for msg in messages(recording).await {
         let _ = app.update(msg);
     }
@@ -443,7 +443,7 @@ async fn a_link_that_gave_up_ends_with_its_own_message_and_a_retry_comes_back() 
     );
 
     // Up to the end of the first link: the session had ended with the link's message.
-    let mut app = initial_app(&recording, None);
+    let mut app = initial_app(&recording, None, 0);
     for msg in messages(&recording)
         .await
         .into_iter()

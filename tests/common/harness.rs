@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use livetalk::app::{App, AppInit, Entry, ModelTurnStatus, Msg, NoticeLevel, ToolState};
+use livetalk::app::{App, AppInit, ModelTurnStatus, Msg, NoticeLevel, ToolState};
 use livetalk::config::{FlagOverrides, Settings};
 use livetalk::driver::Source as _;
 use livetalk::engine::{Engine, build_setup};
@@ -118,18 +118,7 @@ impl Harness {
     }
 
     pub fn replies(&self) -> Vec<(String, ModelTurnStatus)> {
-        self.app
-            .transcript()
-            .iter()
-            .filter_map(|e| match e {
-                Entry::Model {
-                    text_parts,
-                    transcript,
-                    status,
-                } => Some((Entry::model_text(text_parts, transcript), *status)),
-                _ => None,
-            })
-            .collect()
+        super::replies(&self.app)
     }
 
     pub fn last_reply(&self) -> String {

@@ -291,3 +291,19 @@ pub fn record_interrupted_session(
     );
     (run, dir, mock)
 }
+
+/// The model's replies in the app's history, as shown: readable text and how each ended.
+pub fn replies(app: &livetalk::app::App) -> Vec<(String, livetalk::app::ModelTurnStatus)> {
+    use livetalk::app::Entry;
+    app.transcript()
+        .iter()
+        .filter_map(|e| match e {
+            Entry::Model {
+                text_parts,
+                transcript,
+                status,
+            } => Some((Entry::model_text(text_parts, transcript), *status)),
+            _ => None,
+        })
+        .collect()
+}

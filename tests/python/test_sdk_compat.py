@@ -1,6 +1,6 @@
 """The official google-genai Python SDK against `livetalk mock` over wss://.
 
-The SDK always dials wss (protocol doc §0.4), so the mock runs with a self-signed certificate
+The SDK always dials wss, so the mock runs with a self-signed certificate
 for 127.0.0.1, and the SDK trusts it through its documented `async_client_args={"ssl": ctx}`.
 """
 

@@ -133,7 +133,7 @@ fn setup_round_trips_through_live_config() {
             ..GenerationConfig::default()
         }),
         system_instruction: Some(crate::live::wire::Content::text("user", "Be brief.")),
-        tools: vec![Tool {
+        tools: vec![ToolSet {
             function_declarations: vec![FunctionDeclaration {
                 name: "get_device_status".into(),
                 description: Some("Reads a device".into()),
@@ -141,7 +141,7 @@ fn setup_round_trips_through_live_config() {
                 behavior: Some(Behavior::NonBlocking),
                 ..FunctionDeclaration::default()
             }],
-            ..Tool::default()
+            ..ToolSet::default()
         }],
         input_audio_transcription: Some(AudioTranscriptionConfig::default()),
         output_audio_transcription: Some(AudioTranscriptionConfig::default()),
