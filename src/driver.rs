@@ -86,8 +86,11 @@ pub async fn drive<S: Source, P: Presenter>(
                 None => source_open = false,
             },
             input = presenter.next_input(), if leave_by.is_none() => {
-                if let Some(msg) = input {
-                    apply(app, source, msg).await;
+                // A retry (Ctrl-R) gives a source that had ended something to say again.
+                if let Some(msg) = input
+                    && apply(app, source, msg).await
+                {
+                    source_open = true;
                 }
             }
             () = sleep_until(leave_by), if leave_by.is_some() => {
@@ -113,16 +116,108 @@ async fn sleep_until(deadline: Option<Instant>) {
 }
 
 /// Applies a message and carries out its effects; intents the app hands back are applied as
-/// messages of their own, in order.
-pub async fn apply<S: Source>(app: &mut App, source: &mut S, msg: Msg) {
+/// messages of their own, in order. Returns true when the app asked to connect again.
+pub async fn apply<S: Source>(app: &mut App, source: &mut S, msg: Msg) -> bool {
     let mut queue = VecDeque::from([msg]);
+    let mut reconnect = false;
     while let Some(msg) = queue.pop_front() {
         source.applied(&msg);
         for effect in app.update(msg) {
             match effect {
                 Effect::Intent(intent) => queue.push_back(intent),
-                effect => source.carry_out(effect).await,
+                effect => {
+                    reconnect |= effect == Effect::Reconnect;
+                    source.carry_out(effect).await;
+                }
             }
         }
+    }
+    reconnect
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::{AppInit, Connection};
+
+    /// A session that opens, is lost, and opens again when the app asks to reconnect.
+    struct Flaky {
+        queue: VecDeque<Msg>,
+    }
+
+    impl Source for Flaky {
+        async fn next(&mut self) -> Option<Msg> {
+            self.queue.pop_front()
+        }
+
+        async fn carry_out(&mut self, effect: Effect) {
+            if effect == Effect::Reconnect {
+                self.queue
+                    .push_back(Msg::Session(SessionEvent::SetupComplete {
+                        session_id: None,
+                    }));
+            }
+        }
+    }
+
+    /// Asks to retry once the session is lost; done when it is back.
+    struct Retrier {
+        lost: bool,
+        retried: bool,
+        shown: usize,
+    }
+
+    impl Presenter for Retrier {
+        fn show(&mut self, _app: &App) -> anyhow::Result<Option<Msg>> {
+            self.shown += 1;
+            Ok(None)
+        }
+
+        fn observe(&mut self, app: &App) {
+            self.lost = app.can_retry();
+        }
+
+        async fn next_input(&mut self) -> Option<Msg> {
+            if self.lost && !self.retried {
+                self.retried = true;
+                return Some(Msg::Retry);
+            }
+            std::future::pending().await
+        }
+
+        fn finished(&self, app: &App, _source_open: bool) -> bool {
+            self.retried && *app.connection() == Connection::Connected
+        }
+    }
+
+    #[tokio::test]
+    async fn a_retry_after_the_source_ended_is_heard() {
+        let mut app = App::new(AppInit::new("models/test", true, Vec::new()));
+        let lost = CloseInfo {
+            code: Some(1011),
+            reason: String::new(),
+            message: "Internal error.".into(),
+            initiated_by_client: false,
+        };
+        let mut source = Flaky {
+            queue: VecDeque::from([
+                Msg::Session(SessionEvent::SetupComplete { session_id: None }),
+                Msg::Session(SessionEvent::Closed(lost)),
+            ]),
+        };
+        let mut presenter = Retrier {
+            lost: false,
+            retried: false,
+            shown: 0,
+        };
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            drive(&mut app, &mut source, &mut presenter),
+        )
+        .await
+        .expect("the retried session is heard")
+        .unwrap();
+        assert!(presenter.retried && presenter.shown > 2);
+        assert_eq!(*app.connection(), Connection::Connected);
     }
 }

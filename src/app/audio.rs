@@ -228,7 +228,8 @@ impl App {
     /// Model audio arrived: play it unless a barge-in discards the rest of this turn.
     pub(super) fn on_model_audio(&mut self, pcm: Vec<u8>) -> Vec<Effect> {
         self.model_audio_bytes += pcm.len() as u64;
-        if self.audio.discard_turn {
+        // Nothing more of a reply the user cut off, or of a session they are ending.
+        if self.audio.discard_turn || self.closing {
             return Vec::new();
         }
         if !self.audio.playback_drives_speaking() {

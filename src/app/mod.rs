@@ -682,10 +682,12 @@ impl App {
                 if self.closing || self.is_finished() {
                     return Vec::new();
                 }
+                // A reply still streaming is cut off by the end where the user sees it now,
+                // and silenced: nothing more of it is shown or played.
+                let mut effects = self.barge_in();
                 self.closing = true;
-                // A reply still streaming is cut off by the end, as the user sees it now.
-                self.finish_model_entry(ModelTurnStatus::Interrupted);
-                vec![Effect::CloseSession]
+                effects.push(Effect::CloseSession);
+                effects
             }
         }
     }

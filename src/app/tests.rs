@@ -880,3 +880,40 @@ fn a_replayed_call_shows_the_time_it_arrived_not_the_clock() {
     let times: Vec<_> = app.tool_calls.iter().map(|c| c.started_at).collect();
     assert_eq!(times, [then, jiff::civil::time(23, 59, 0, 0)]);
 }
+
+#[test]
+fn ending_mid_reply_cuts_the_reply_where_it_is_and_silences_it() {
+    use crate::audio::AudioEvent;
+    let mut app = with_audio(false);
+    app.update(Msg::Session(SessionEvent::OutputTranscription {
+        text: "Here is a long".into(),
+        finished: false,
+    }));
+    model_audio(&mut app);
+    app.update(Msg::Audio(AudioEvent::Audible(true)));
+    let effects = app.update(Msg::EndSession);
+    assert_eq!(effects, vec![Effect::StopPlayback, Effect::CloseSession]);
+    // What streams in before the server closes is neither shown nor played.
+    assert_eq!(model_audio(&mut app), Vec::new());
+    app.update(Msg::Session(SessionEvent::OutputTranscription {
+        text: " answer".into(),
+        finished: false,
+    }));
+    app.update(Msg::Session(SessionEvent::Closed(
+        CloseInfo::ended_by_client(),
+    )));
+    let models: Vec<&Entry> = app
+        .transcript
+        .iter()
+        .filter(|e| matches!(e, Entry::Model { .. }))
+        .collect();
+    assert_eq!(
+        models,
+        [&Entry::Model {
+            text_parts: String::new(),
+            transcript: "Here is a long".into(),
+            status: ModelTurnStatus::Interrupted,
+        }]
+    );
+    assert!(app.ended_cleanly());
+}

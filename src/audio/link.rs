@@ -44,15 +44,21 @@ impl AudioLink {
         &self.audio
     }
 
-    /// The next event or mic frame; `None` once the worker has nothing more to say.
+    /// The next event or mic frame; `None` once the worker has nothing more to say. Without
+    /// `frames_wanted` (no session to send to yet) mic frames wait in their queue, which keeps
+    /// the newest two seconds, so the first words spoken while connecting are not lost.
     /// Cancel-safe: both halves are channel receives.
-    pub async fn next(&mut self) -> Option<AudioOutput> {
+    pub async fn next(&mut self, frames_wanted: bool) -> Option<AudioOutput> {
         loop {
             if self.events.is_none() && self.frames.is_none() {
                 return None;
             }
             let events_open = self.events.is_some();
-            let frames_open = self.frames.is_some();
+            let frames_open = self.frames.is_some() && frames_wanted;
+            if !events_open && !frames_open {
+                // Only frames are left, and nobody wants them yet.
+                return std::future::pending().await;
+            }
             tokio::select! {
                 event = async { self.events.as_mut()?.recv().await }, if events_open => match event {
                     Some(event) => return Some(AudioOutput::Event(self.complete(event))),

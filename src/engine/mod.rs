@@ -241,6 +241,7 @@ impl Source for Engine {
             }
             let audio_open = self.audio.is_some();
             let link_open = self.link.is_open();
+            let frames_wanted = self.link.handle().is_some();
             let awaiting_until = match &self.start {
                 Start::AwaitingAudio { until, .. } => Some(*until),
                 _ => None,
@@ -264,7 +265,7 @@ impl Source for Engine {
                     warn!("the audio devices did not open within 5 s; connecting without waiting");
                     self.begin_connecting();
                 }
-                output = async { self.audio.as_mut()?.next().await }, if audio_open => match output {
+                output = async { self.audio.as_mut()?.next(frames_wanted).await }, if audio_open => match output {
                     Some(AudioOutput::Event(event)) => {
                         if matches!(event, AudioEvent::Opened(_)) {
                             self.begin_connecting();

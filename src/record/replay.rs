@@ -197,7 +197,7 @@ impl Source for Playback {
                     () = &mut until => break,
                     output = async {
                         match &mut self.speaker {
-                            Some(speaker) => speaker.next().await,
+                            Some(speaker) => speaker.next(false).await,
                             None => std::future::pending().await,
                         }
                     } => {
