@@ -75,6 +75,25 @@ struct User {
 }
 
 impl User {
+    /// A user at a fresh test terminal, and what the app needs of it: the terminal, the
+    /// events the user makes and where the drawn frames go.
+    fn at_a_terminal() -> (
+        User,
+        Terminal<TestBackend>,
+        Events,
+        mpsc::UnboundedSender<Buffer>,
+    ) {
+        let terminal = Terminal::new(TestBackend::new(WIDTH, HEIGHT)).unwrap();
+        let (keys, key_events) = mpsc::unbounded_channel();
+        let (frames_tx, frames) = mpsc::unbounded_channel();
+        let user = User {
+            keys,
+            frames,
+            last: String::new(),
+        };
+        (user, terminal, events(key_events), frames_tx)
+    }
+
     fn press(&self, code: KeyCode, modifiers: KeyModifiers) {
         self.keys
             .send(Event::Key(KeyEvent::new(code, modifiers)))
@@ -166,22 +185,8 @@ async fn a_conversation_with_a_tool_call_a_barge_in_and_a_reconnect_keys_in_fram
     let dir = scratch.path().join("recorded");
     let settings = settings(scratch.path(), &mock, &dir);
     let (mut app, mut engine) = launch(&settings, None).await.unwrap();
-    let terminal = Terminal::new(TestBackend::new(WIDTH, HEIGHT)).unwrap();
-    let (keys, key_events) = mpsc::unbounded_channel();
-    let (frames_tx, frames) = mpsc::unbounded_channel();
-    let mut user = User {
-        keys,
-        frames,
-        last: String::new(),
-    };
-
-    let ui = livetalk::tui::run_on(
-        &mut app,
-        &mut engine,
-        terminal,
-        events(key_events),
-        Some(frames_tx),
-    );
+    let (mut user, terminal, events, frames) = User::at_a_terminal();
+    let ui = livetalk::tui::run_on(&mut app, &mut engine, terminal, events, Some(frames));
     let script = async {
         user.wait_for("the session connected", |s| s.contains("listening"))
             .await;
@@ -269,21 +274,8 @@ async fn a_conversation_with_a_tool_call_a_barge_in_and_a_reconnect_keys_in_fram
     let (mut playback, warnings) = Playback::new(&recording, Pacing::Instant);
     assert!(warnings.is_empty(), "{warnings:?}");
     let mut replayed = initial_app(&recording, None, playback.total());
-    let terminal = Terminal::new(TestBackend::new(WIDTH, HEIGHT)).unwrap();
-    let (keys, key_events) = mpsc::unbounded_channel();
-    let (frames_tx, frames) = mpsc::unbounded_channel();
-    let mut viewer = User {
-        keys,
-        frames,
-        last: String::new(),
-    };
-    let ui = livetalk::tui::run_on(
-        &mut replayed,
-        &mut playback,
-        terminal,
-        events(key_events),
-        Some(frames_tx),
-    );
+    let (mut viewer, terminal, events, frames) = User::at_a_terminal();
+    let ui = livetalk::tui::run_on(&mut replayed, &mut playback, terminal, events, Some(frames));
     let watch = async {
         let end = viewer
             .wait_for("the replay's end", |s| s.contains("(finished)"))

@@ -723,10 +723,9 @@ fn server_interrupt_stops_playback_at_once() {
     ));
 }
 
-#[test]
-fn barge_in_key_silences_and_drops_the_rest_of_the_turn() {
+/// A speaker open, and Gemini heard in the middle of "Here is a long…".
+fn heard_mid_reply() -> App {
     use crate::audio::AudioEvent;
-    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
     let mut app = with_audio(false);
     app.update(Msg::Session(SessionEvent::OutputTranscription {
         text: "Here is a long".into(),
@@ -734,6 +733,13 @@ fn barge_in_key_silences_and_drops_the_rest_of_the_turn() {
     }));
     model_audio(&mut app);
     app.update(Msg::Audio(AudioEvent::Audible(true)));
+    app
+}
+
+#[test]
+fn barge_in_key_silences_and_drops_the_rest_of_the_turn() {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let mut app = heard_mid_reply();
     // The key is an intent, so a recording holds the barge-in, not the key.
     let effects = app.update(Msg::Key(KeyEvent::new(
         KeyCode::Char('b'),
@@ -883,14 +889,7 @@ fn a_replayed_call_shows_the_time_it_arrived_not_the_clock() {
 
 #[test]
 fn ending_mid_reply_cuts_the_reply_where_it_is_and_silences_it() {
-    use crate::audio::AudioEvent;
-    let mut app = with_audio(false);
-    app.update(Msg::Session(SessionEvent::OutputTranscription {
-        text: "Here is a long".into(),
-        finished: false,
-    }));
-    model_audio(&mut app);
-    app.update(Msg::Audio(AudioEvent::Audible(true)));
+    let mut app = heard_mid_reply();
     let effects = app.update(Msg::EndSession);
     assert_eq!(effects, vec![Effect::StopPlayback, Effect::CloseSession]);
     // What streams in before the server closes is neither shown nor played.
