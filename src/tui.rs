@@ -329,8 +329,8 @@ fn restore_stderr() {
 }
 
 /// A panic on the UI thread restores the terminal first, then prints as usual. Panics on
-/// other threads (a tool handler, caught and answered as an error by the dispatcher) must not
-/// tear the UI down: they go to the log.
+/// other threads, and a tool handler's anywhere (caught and answered as an error by the
+/// dispatcher), must not tear the UI down: they go to the log.
 fn install_panic_hook() {
     static INSTALLED: OnceLock<()> = OnceLock::new();
     if INSTALLED.set(()).is_err() {
@@ -338,7 +338,9 @@ fn install_panic_hook() {
     }
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if UI_THREAD.get() == Some(&std::thread::current().id()) {
+        // A tool handler's panic is caught and answered as an error, even on this thread.
+        if UI_THREAD.get() == Some(&std::thread::current().id()) && !crate::tools::in_tool_handler()
+        {
             restore_terminal();
             previous(info);
         } else {

@@ -8,8 +8,10 @@
 //! the limit: nothing else keeps track of running calls.
 
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -202,13 +204,34 @@ impl ToolDispatcher {
             self.shared.report(info, Err(message));
             return;
         };
-        let handler = match tool.prepare(info.args.clone()) {
+        let mut handler = match tool.prepare(info.args.clone()) {
             Ok(handler) => handler,
             Err(message) => {
                 self.shared.report(info, Err(message));
                 return;
             }
         };
+        // Most tools answer at once: poll once here, so such a call is answered without a
+        // task of its own (two wake-ups fewer on the tool round trip). Only a call that has
+        // to wait gets the supervised task below, which polls it again with a real waker.
+        let mut first_poll = Context::from_waker(Waker::noop());
+        IN_TOOL_HANDLER.set(true);
+        let polled =
+            std::panic::catch_unwind(AssertUnwindSafe(|| handler.as_mut().poll(&mut first_poll)));
+        IN_TOOL_HANDLER.set(false);
+        match polled {
+            Ok(Poll::Ready(result)) => {
+                let result = result.map_err(|error| Failure::Error(error.to_string()));
+                self.shared.report_result(info, result);
+                return;
+            }
+            Err(payload) => {
+                self.shared
+                    .report_result(info, Err(Failure::Panicked(panic_text(payload))));
+                return;
+            }
+            Ok(Poll::Pending) => {}
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             let message = format!("{} could not run: livetalk has no async runtime", info.name);
             self.shared.report(info, Err(message));
@@ -307,15 +330,30 @@ enum Failure {
     Panicked(String),
 }
 
+thread_local! {
+    /// Set while a tool handler runs on the caller's thread (its first poll).
+    static IN_TOOL_HANDLER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// True while a tool handler runs on this thread: a panic now is the tool's, caught and
+/// answered as an error, so a panic hook must not treat it as the app's (and, say, tear
+/// the terminal down).
+pub fn in_tool_handler() -> bool {
+    IN_TOOL_HANDLER.get()
+}
+
+/// What a panic said, when it said it with a string.
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
+}
+
 fn joined_failure(error: JoinError) -> Failure {
     if error.is_panic() {
-        let payload = error.into_panic();
-        let message = payload
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "unknown panic".to_owned());
-        Failure::Panicked(message)
+        Failure::Panicked(panic_text(error.into_panic()))
     } else {
         // Only a cancel aborts a handler, and the cancel then owns the report.
         Failure::Error("the tool call was stopped".to_owned())
@@ -747,7 +785,9 @@ mod tests {
             call("2", "meet", json!({})),
             call("3", "meet", json!({})),
         ]);
-        assert_eq!(f.dispatcher.in_flight(), 3);
+        // The first two wait at the barrier in tasks of their own; the third meets them in its
+        // first poll and is answered at once.
+        assert_eq!(f.dispatcher.in_flight(), 2);
         let mut ids = Vec::new();
         for _ in 0..3 {
             let outcome = next_outcome(&mut f.events).await;
@@ -954,6 +994,35 @@ mod tests {
         // The channel closes only when every task is gone, so this sees any late answer.
         let rest = drain(f).await;
         assert!(rest.is_empty(), "late events: {rest:?}");
+    }
+
+    #[tokio::test]
+    async fn a_call_that_answers_at_once_needs_no_task_and_one_that_waits_gets_one() {
+        let mut f = fixture(ToolLimits::default(), 1);
+        f.dispatcher
+            .dispatch(vec![call("now", "answer", json!({}))]);
+        // Answered within `dispatch`: the event is already queued, nothing is in flight.
+        assert_eq!(f.dispatcher.in_flight(), 0);
+        match f.events.try_recv() {
+            Ok(ToolEvent::Finished(outcome)) => assert_eq!(outcome.id.as_deref(), Some("now")),
+            other => panic!("expected the answer at once, got {other:?}"),
+        }
+        f.dispatcher
+            .dispatch(vec![call("later", "sleepy", json!({"ms": 5}))]);
+        assert_eq!(f.dispatcher.in_flight(), 1);
+        assert_eq!(
+            next_outcome(&mut f.events).await.id.as_deref(),
+            Some("later")
+        );
+        // A panic in the first poll is the tool's: answered as an error, the caller unharmed.
+        f.dispatcher
+            .dispatch(vec![call("boom", "panics", json!({}))]);
+        let outcome = next_outcome(&mut f.events).await;
+        assert!(
+            matches!(outcome.status, ToolStatus::Panicked(_)),
+            "{outcome:?}"
+        );
+        assert!(!in_tool_handler());
     }
 
     #[tokio::test]

@@ -18,7 +18,9 @@ use std::time::Duration;
 use crate::live::wire::{Behavior, Scheduling};
 
 pub use clock::{GetCurrentTime, NoArgs, time_report};
-pub use dispatch::{SlowCall, ToolDispatcher, ToolEvent, ToolOutcome, ToolStatus, slow_after};
+pub use dispatch::{
+    SlowCall, ToolDispatcher, ToolEvent, ToolOutcome, ToolStatus, in_tool_handler, slow_after,
+};
 pub use registry::{RegisterError, Registry};
 pub use schema::{SchemaError, normalize_schema, parameters_for};
 pub use session_control::{EndSession, EndSessionArgs};
