@@ -174,9 +174,36 @@ pub mod opt_bool {
 /// Parses a `google.protobuf.Duration` JSON string such as `"10s"`, `"9.5s"` or `"0.250s"`.
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let number = text.trim().strip_suffix('s').unwrap_or(text.trim());
+    if let Some(exact) = parse_decimal_seconds(number) {
+        return exact;
+    }
     let seconds: f64 = number.parse().ok()?;
     // try_: a huge value ("20000000000000000000s") must be an error, not a panic (fuzzing).
     Duration::try_from_secs_f64(seconds).ok()
+}
+
+/// Seconds written the way [`format_duration`] writes them (digits, then at most nine decimals)
+/// are read exactly; through `f64` a large count of seconds would come back changed. `None` for
+/// any other spelling, which `f64` reads as before.
+fn parse_decimal_seconds(number: &str) -> Option<Option<Duration>> {
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(fraction) || fraction.len() > 9 {
+        return None;
+    }
+    let scale = 10u32.pow(9 - fraction.len() as u32);
+    let nanos = if fraction.is_empty() {
+        0
+    } else {
+        fraction.parse::<u32>().ok()? * scale
+    };
+    // Too many seconds for a u64 is an error, as it was through f64.
+    Some(
+        whole
+            .parse::<u64>()
+            .ok()
+            .map(|seconds| Duration::new(seconds, nanos)),
+    )
 }
 
 /// Formats a duration the way proto3-JSON does: seconds with an `s` suffix, no trailing zeros.
@@ -327,5 +354,20 @@ mod tests {
         assert_eq!(parse_duration("soon"), None);
         assert_eq!(format_duration(Duration::from_millis(9500)), "9.5s");
         assert_eq!(format_duration(Duration::from_secs(50)), "50s");
+        // Exact where f64 is not: a count of seconds beyond 2^53 comes back as written.
+        let long = Duration::new(8_712_304_810_006_893_848, 5);
+        assert_eq!(parse_duration(&format_duration(long)), Some(long));
+        assert_eq!(
+            parse_duration("18446744073709551615s"),
+            Some(Duration::MAX.saturating_sub(Duration::new(0, 999_999_999)))
+        );
+        assert_eq!(parse_duration("18446744073709551616s"), None);
+        // Other spellings still read through f64.
+        assert_eq!(parse_duration("1e3s"), Some(Duration::from_secs(1000)));
+        assert_eq!(parse_duration(".5s"), Some(Duration::from_millis(500)));
+        assert_eq!(
+            parse_duration("0.1234567891s"),
+            Some(Duration::from_nanos(123_456_789))
+        );
     }
 }
