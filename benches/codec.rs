@@ -250,9 +250,13 @@ fn criterion_benches(c: &mut Criterion, frames: &Frames) {
 
 fn main() {
     let frames = Frames::new();
-    // `cargo test --benches` runs this without `--bench`: one quick batch proves it works.
-    let benching = std::env::args().any(|a| a == "--bench");
-    side_by_side(&frames, if benching { BATCHES } else { 1 });
+    let args: Vec<String> = std::env::args().collect();
+    // A test runner listing the benches (`--list`) gets criterion's list and nothing else; run
+    // as a test (no `--bench`), one quick batch proves the side-by-side works.
+    if !args.iter().any(|a| a == "--list") {
+        let benching = args.iter().any(|a| a == "--bench");
+        side_by_side(&frames, if benching { BATCHES } else { 1 });
+    }
     let mut c = Criterion::default().configure_from_args();
     criterion_benches(&mut c, &frames);
     c.final_summary();

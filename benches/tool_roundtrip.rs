@@ -14,7 +14,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -187,10 +187,12 @@ async fn floor(warm_up: usize, timed: usize) -> anyhow::Result<Figures> {
     Ok(figures)
 }
 
-/// Keeps the last lines a child wrote, to show if the run breaks.
-fn drain(from: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+/// Keeps the last lines a child wrote, to show if the run breaks; the receiver hears when the
+/// child has closed the stream (it has exited, in practice).
+fn drain(from: impl Read + Send + 'static) -> (Arc<Mutex<Vec<String>>>, mpsc::Receiver<()>) {
     let tail = Arc::new(Mutex::new(Vec::new()));
     let keep = Arc::clone(&tail);
+    let (closed, closed_rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(from).lines().map_while(Result::ok) {
             let mut tail = keep.lock().unwrap_or_else(|e| e.into_inner());
@@ -199,8 +201,9 @@ fn drain(from: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
             }
             tail.push(line);
         }
+        let _ = closed.send(());
     });
-    tail
+    (tail, closed_rx)
 }
 
 async fn livetalk(warm_up: usize, timed: usize) -> anyhow::Result<Figures> {
@@ -218,19 +221,16 @@ async fn livetalk(warm_up: usize, timed: usize) -> anyhow::Result<Figures> {
         .context("start livetalk")?;
     // Held open and silent: the session runs on the server's calls alone.
     let stdin = child.stdin.take();
-    let stdout = drain(child.stdout.take().context("stdout")?);
-    let stderr = drain(child.stderr.take().context("stderr")?);
+    let (stdout, exited) = drain(child.stdout.take().context("stdout")?);
+    let (stderr, _) = drain(child.stderr.take().context("stderr")?);
 
     let served = serve(listener, warm_up, timed).await;
+    // End of input and a closed session: livetalk exits by itself, or is stopped.
     drop(stdin);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while child.try_wait()?.is_none() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    if child.try_wait()?.is_none() {
+    if exited.recv_timeout(Duration::from_secs(5)).is_err() {
         child.kill()?;
-        child.wait()?;
     }
+    child.wait()?;
     served.map_err(|e| {
         let lines = |tail: &Arc<Mutex<Vec<String>>>| {
             tail.lock().unwrap_or_else(|e| e.into_inner()).join("\n")
@@ -244,8 +244,17 @@ async fn livetalk(warm_up: usize, timed: usize) -> anyhow::Result<Figures> {
 }
 
 fn main() -> anyhow::Result<()> {
-    // `cargo test --benches` runs this without `--bench`: a few calls prove the harness works.
-    let benching = std::env::args().any(|a| a == "--bench");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Test runners list a target's tests first (`cargo nextest run --all-targets` in CI): this
+    // target is one test, not an ignored one.
+    if args.iter().any(|a| a == "--list") {
+        if !args.iter().any(|a| a == "--ignored") {
+            println!("tool_roundtrip: test");
+        }
+        return Ok(());
+    }
+    // Run as a test (no `--bench`), a few calls prove the harness works.
+    let benching = args.iter().any(|a| a == "--bench");
     let (warm_up, timed) = if benching {
         (WARM_UP_CALLS, TIMED_CALLS)
     } else {
