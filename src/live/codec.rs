@@ -107,11 +107,11 @@ pub fn decode_server(payload: &[u8]) -> Result<DecodedServerFrame, DecodeError> 
     }
 }
 
-/// The frame the service sends most, 25 times a second while the model speaks: one model turn
-/// of inline audio and nothing else; this returns that model turn. It is read borrowed, and its base64 is decoded straight
-/// from the frame; every struct of its shape refuses unknown keys, so any other frame, and
-/// every error, goes to the lenient decoder, which decides as it always has. Tests hold the
-/// two decoders equal on every frame this one accepts.
+/// The model turn of the frame the service sends most, 25 times a second while the model
+/// speaks: one model turn of inline audio and nothing else. It is read borrowed, and its base64
+/// is decoded straight from the frame; every struct of its shape refuses unknown keys, so any
+/// other frame, and every error, goes to the lenient decoder, which decides as it always has.
+/// Tests hold the two decoders equal on every frame this one accepts.
 fn model_audio(payload: &[u8]) -> Option<Content> {
     let frame: audio_frame::Frame<'_> = serde_json::from_slice(payload).ok()?;
     let turn = frame.server_content.model_turn;
