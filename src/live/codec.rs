@@ -2,7 +2,10 @@
 
 use serde::de::DeserializeOwned;
 
-use super::wire::{ClientMessage, ServerMessage};
+use super::lenient::{append_base64, base64_len, decode_base64};
+use super::wire::{
+    Blob, ClientMessage, Content, Part, RealtimeInput, ServerContent, ServerMessage,
+};
 
 /// What a server frame turned out to be. Frames are decoded one at a time and moved once, so
 /// the size difference between variants costs nothing worth a box.
@@ -32,7 +35,53 @@ pub enum DecodeError {
 
 /// Encodes a client message as one compact text frame.
 pub fn encode_client(message: &ClientMessage) -> String {
+    if let Some(audio) = lone_audio(message)
+        && let Some(frame) = encode_audio_input(audio)
+    {
+        return frame;
+    }
     serde_json::to_string(message).expect("wire types always serialize")
+}
+
+/// The blob of a `realtimeInput` that carries audio and nothing else: the mic's message, 50
+/// times a second.
+fn lone_audio(message: &ClientMessage) -> Option<&Blob> {
+    // Every field named, no `..`: a field added to RealtimeInput must be weighed here, or this
+    // path would drop it silently.
+    match message {
+        ClientMessage::RealtimeInput(RealtimeInput {
+            audio: Some(audio),
+            video: None,
+            text: None,
+            activity_start: None,
+            activity_end: None,
+            audio_stream_end: None,
+            media_chunks,
+        }) if media_chunks.is_empty() => Some(audio),
+        _ => None,
+    }
+}
+
+/// What serde_json writes for a lone-audio `realtimeInput`, without serde: the frame is a fixed
+/// template around a MIME type and base64, which needs no escaping. A MIME type that would need
+/// escaping goes the serde way (`None`). Tests hold the two ways byte-identical.
+fn encode_audio_input(audio: &Blob) -> Option<String> {
+    const HEAD: &str = r#"{"realtimeInput":{"audio":{"mimeType":""#;
+    const DATA: &str = r#"","data":""#;
+    const TAIL: &str = r#""}}}"#;
+    let mime = &audio.mime_type;
+    // RFC 8259 escapes exactly these inside a string; serde_json escapes nothing else.
+    if mime.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        return None;
+    }
+    let length = HEAD.len() + mime.len() + DATA.len() + base64_len(audio.data.len()) + TAIL.len();
+    let mut frame = String::with_capacity(length);
+    frame.push_str(HEAD);
+    frame.push_str(mime);
+    frame.push_str(DATA);
+    append_base64(&audio.data, &mut frame);
+    frame.push_str(TAIL);
+    Some(frame)
 }
 
 /// Encodes a server message the way the service does: pretty-printed JSON with a trailing
@@ -45,6 +94,94 @@ pub fn encode_server(message: &ServerMessage) -> Vec<u8> {
 
 /// Decodes a server frame (text or binary payload).
 pub fn decode_server(payload: &[u8]) -> Result<DecodedServerFrame, DecodeError> {
+    match model_audio(payload) {
+        // Built in place: the message is large and is moved on at once.
+        Some(model_turn) => Ok(DecodedServerFrame::Message(ServerMessage {
+            server_content: Some(ServerContent {
+                model_turn: Some(model_turn),
+                ..ServerContent::default()
+            }),
+            ..ServerMessage::default()
+        })),
+        None => decode_server_leniently(payload),
+    }
+}
+
+/// The model turn of the frame the service sends most, 25 times a second while the model
+/// speaks: one model turn of inline audio and nothing else. It is read borrowed, and its base64
+/// is decoded straight from the frame; every struct of its shape refuses unknown keys, so any
+/// other frame, and every error, goes to the lenient decoder, which decides as it always has.
+/// Tests hold the two decoders equal on every frame this one accepts.
+fn model_audio(payload: &[u8]) -> Option<Content> {
+    let frame: audio_frame::Frame<'_> = serde_json::from_slice(payload).ok()?;
+    let turn = frame.server_content.model_turn;
+    let mut parts = Vec::with_capacity(turn.parts.len());
+    for part in turn.parts {
+        let blob = part.inline_data;
+        parts.push(Part {
+            inline_data: Some(Blob {
+                mime_type: blob.mime_type,
+                data: decode_base64(&*blob.data).ok()?,
+            }),
+            ..Part::default()
+        });
+    }
+    Some(Content {
+        role: turn.role,
+        parts,
+    })
+}
+
+/// The shape [`model_audio`] accepts, with the wire types' names and aliases.
+mod audio_frame {
+    use std::borrow::Cow;
+
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Frame<'a> {
+        #[serde(rename = "serverContent", alias = "server_content", borrow)]
+        pub server_content: ServerContent<'a>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ServerContent<'a> {
+        #[serde(rename = "modelTurn", alias = "model_turn", borrow)]
+        pub model_turn: Content<'a>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Content<'a> {
+        #[serde(default)]
+        pub role: Option<String>,
+        #[serde(borrow)]
+        pub parts: Vec<Part<'a>>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Part<'a> {
+        #[serde(rename = "inlineData", alias = "inline_data", borrow)]
+        pub inline_data: Blob<'a>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Blob<'a> {
+        #[serde(rename = "mimeType", alias = "mime_type")]
+        pub mime_type: String,
+        /// Raw bytes, not `str`: serde_json then skips UTF-8 checking for the one long string
+        /// in the frame, and base64 accepts only ASCII anyway.
+        #[serde(borrow)]
+        pub data: Cow<'a, [u8]>,
+    }
+}
+
+/// The decoder for every server frame: lenient about spelling, types and unknown fields.
+fn decode_server_leniently(payload: &[u8]) -> Result<DecodedServerFrame, DecodeError> {
     let message: ServerMessage = decode_with_path(payload)?;
     if !message.is_empty() {
         return Ok(DecodedServerFrame::Message(message));
@@ -407,5 +544,240 @@ mod tests {
             ..ServerMessage::default()
         });
         assert_eq!(bytes, b"{\n  \"setupComplete\": {}\n}\n");
+    }
+
+    /// The fast paths against the ways they short-cut, on frames built to sit on either side
+    /// of the fast shapes' edges.
+    mod fast_paths {
+        use super::*;
+        use base64::Engine as _;
+        use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        use serde_json::{Value, json};
+        use std::cell::Cell;
+
+        /// A JSON tree whose objects may repeat a key, which `serde_json::Value` cannot.
+        #[derive(Debug, Clone)]
+        enum Node {
+            Leaf(Value),
+            Object(Vec<(&'static str, Node)>),
+            Array(Vec<Node>),
+        }
+
+        impl Node {
+            fn render(&self, pretty: bool, out: &mut String) {
+                let gap = if pretty { "\n  " } else { "" };
+                match self {
+                    Node::Leaf(value) => out.push_str(&value.to_string()),
+                    Node::Object(fields) => {
+                        out.push('{');
+                        for (i, (key, node)) in fields.iter().enumerate() {
+                            if i > 0 {
+                                out.push(',');
+                            }
+                            out.push_str(gap);
+                            out.push_str(&Value::from(*key).to_string());
+                            out.push_str(if pretty { ": " } else { ":" });
+                            node.render(pretty, out);
+                        }
+                        out.push_str(if pretty { "\n}" } else { "}" });
+                    }
+                    Node::Array(items) => {
+                        out.push('[');
+                        for (i, node) in items.iter().enumerate() {
+                            if i > 0 {
+                                out.push(',');
+                            }
+                            node.render(pretty, out);
+                        }
+                        out.push(']');
+                    }
+                }
+            }
+        }
+
+        /// An object with `key` (in one of its spellings) holding `inner`, now and then a
+        /// stranger beside it, a repeated key, or the key missing.
+        fn object(
+            keys: &'static [&'static str],
+            inner: impl Strategy<Value = Node>,
+            strangers: &'static [(&'static str, &'static str)],
+        ) -> impl Strategy<Value = Node> {
+            (
+                prop::sample::select(keys),
+                inner,
+                prop::option::weighted(0.15, prop::sample::select(strangers)),
+                0..20u8,
+            )
+                .prop_map(|(key, inner, stranger, odd)| {
+                    let mut fields = vec![(key, inner)];
+                    if let Some((name, json)) = stranger {
+                        let value = serde_json::from_str(json).expect("stranger JSON");
+                        fields.insert(usize::from(odd % 2), (name, Node::Leaf(value)));
+                    }
+                    match odd {
+                        0 => fields.push(fields[0].clone()),
+                        1 => fields.retain(|(name, _)| *name != key),
+                        _ => {}
+                    }
+                    Node::Object(fields)
+                })
+        }
+
+        fn base64_text() -> impl Strategy<Value = Value> {
+            let text =
+                (prop::collection::vec(any::<u8>(), 0..48), 0..8u8).prop_map(|(bytes, style)| {
+                    match style {
+                        0 => URL_SAFE_NO_PAD.encode(&bytes),
+                        1 => STANDARD_NO_PAD.encode(&bytes),
+                        2 => format!("{} ", STANDARD.encode(&bytes)),
+                        3 => STANDARD.encode(&bytes).replacen('A', "!", 1),
+                        _ => STANDARD.encode(&bytes),
+                    }
+                });
+            prop_oneof![
+                12 => text.prop_map(Value::String),
+                1 => Just(Value::Null),
+                1 => Just(json!([1, 2])),
+            ]
+        }
+
+        fn blob() -> impl Strategy<Value = Node> {
+            let mime = prop_oneof![
+                8 => prop::sample::select(&["audio/pcm;rate=24000", "audio/pcm", "", "ü"][..])
+                    .prop_map(Value::from),
+                1 => Just(Value::Null),
+            ];
+            (mime, base64_text(), 0..10u8).prop_map(|(mime, data, odd)| {
+                let mime_key = if odd % 2 == 0 {
+                    "mimeType"
+                } else {
+                    "mime_type"
+                };
+                let mut fields = vec![(mime_key, Node::Leaf(mime)), ("data", Node::Leaf(data))];
+                match odd {
+                    0 => fields.reverse(),
+                    1 => {
+                        fields.pop();
+                    }
+                    2 => fields.push(("displayName", Node::Leaf(json!("x")))),
+                    3 => fields.push(fields[1].clone()),
+                    _ => {}
+                }
+                Node::Object(fields)
+            })
+        }
+
+        /// Frames shaped like the service's model audio, and their near neighbours.
+        fn audio_frames() -> impl Strategy<Value = Vec<u8>> {
+            let part = object(
+                &["inlineData", "inline_data"],
+                blob(),
+                &[("text", r#""hi""#), ("thought", "true")],
+            );
+            let parts = prop::collection::vec(part, 0..3).prop_map(Node::Array);
+            let role = prop_oneof![Just(json!("model")), Just(Value::Null), Just(json!(7))];
+            let turn = (parts, prop::option::of(role)).prop_map(|(parts, role)| {
+                let mut fields = vec![("parts", parts)];
+                if let Some(role) = role {
+                    fields.push(("role", Node::Leaf(role)));
+                }
+                Node::Object(fields)
+            });
+            let content = object(
+                &["modelTurn", "model_turn"],
+                turn,
+                &[
+                    ("turnComplete", "true"),
+                    ("interrupted", r#""true""#),
+                    ("new", "{}"),
+                ],
+            );
+            let frame = object(
+                &["serverContent", "server_content"],
+                content,
+                &[
+                    ("usageMetadata", r#"{"totalTokenCount": 5}"#),
+                    ("toolCall", "{}"),
+                ],
+            );
+            (frame, any::<bool>(), 0..12u8, any::<usize>(), any::<u8>()).prop_map(
+                |(frame, pretty, odd, at, byte)| {
+                    let mut text = String::new();
+                    frame.render(pretty, &mut text);
+                    if odd == 0 {
+                        // JSON may escape any slash, which base64 is full of.
+                        text = text.replace('/', "\\/");
+                    }
+                    let mut bytes = text.into_bytes();
+                    if odd == 1 {
+                        let at = at % bytes.len();
+                        bytes[at] = byte;
+                    }
+                    bytes
+                },
+            )
+        }
+
+        #[test]
+        fn the_audio_fast_path_decodes_exactly_as_the_lenient_decoder() {
+            let (fast, lenient) = (Cell::new(0u32), Cell::new(0u32));
+            let mut runner = TestRunner::new(Config {
+                cases: 4_000,
+                failure_persistence: None,
+                ..Config::default()
+            });
+            runner
+                .run(&audio_frames(), |frame| {
+                    let expected = decode_server_leniently(&frame);
+                    if model_audio(&frame).is_some() {
+                        fast.set(fast.get() + 1);
+                    } else if matches!(expected, Ok(DecodedServerFrame::Message(_))) {
+                        lenient.set(lenient.get() + 1);
+                    }
+                    prop_assert_eq!(decode_server(&frame), expected);
+                    Ok(())
+                })
+                .unwrap();
+            // Both sides of the edge were walked, or the property says little.
+            assert!(fast.get() > 800, "fast path taken {} times", fast.get());
+            assert!(lenient.get() > 400, "lenient only {} times", lenient.get());
+        }
+
+        #[test]
+        fn the_mic_fast_path_writes_exactly_what_serde_writes() {
+            let mime = prop_oneof![
+                Just(INPUT_AUDIO_MIME.to_owned()),
+                any::<String>(),
+                Just("a\"b\\c\u{1}\u{7f}é".to_owned()),
+            ];
+            let extra = prop::option::weighted(0.2, any::<String>());
+            let strategy = (mime, prop::collection::vec(any::<u8>(), 0..700), extra);
+            let taken = Cell::new(0u32);
+            let mut runner = TestRunner::new(Config {
+                cases: 2_000,
+                failure_persistence: None,
+                ..Config::default()
+            });
+            runner
+                .run(&strategy, |(mime_type, data, text)| {
+                    let message = ClientMessage::RealtimeInput(RealtimeInput {
+                        audio: Some(Blob { mime_type, data }),
+                        text,
+                        ..RealtimeInput::default()
+                    });
+                    if lone_audio(&message).and_then(encode_audio_input).is_some() {
+                        taken.set(taken.get() + 1);
+                    }
+                    prop_assert_eq!(
+                        encode_client(&message),
+                        serde_json::to_string(&message).unwrap()
+                    );
+                    Ok(())
+                })
+                .unwrap();
+            assert!(taken.get() > 500, "fast path taken {} times", taken.get());
+        }
     }
 }

@@ -12,9 +12,20 @@ use serde::{Deserialize, Serializer};
 
 /// Decodes base64 in the standard or URL-safe alphabet, padded or not (the Python SDK sends
 /// URL-safe, the service and JS send standard).
-pub fn decode_base64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
-    let url_safe = text.contains(['-', '_']);
-    let padded = text.ends_with('=');
+pub fn decode_base64(text: impl AsRef<[u8]>) -> Result<Vec<u8>, base64::DecodeError> {
+    let text = text.as_ref();
+    // What the service sends, standard and padded, takes the SIMD decoder; it accepts nothing
+    // the rules below would refuse or read differently (tests::simd_agrees_with_the_rules).
+    if let Ok(bytes) = base64_simd::STANDARD.decode_to_vec(text) {
+        return Ok(bytes);
+    }
+    decode_base64_by_shape(text)
+}
+
+/// The alphabet and padding read off the text itself.
+fn decode_base64_by_shape(text: &[u8]) -> Result<Vec<u8>, base64::DecodeError> {
+    let url_safe = text.iter().any(|&b| b == b'-' || b == b'_');
+    let padded = text.last() == Some(&b'=');
     let engine = match (url_safe, padded) {
         (false, true) => &STANDARD,
         (false, false) => &STANDARD_NO_PAD,
@@ -26,7 +37,17 @@ pub fn decode_base64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
 
 /// Encodes bytes as standard padded base64, the canonical form we always send.
 pub fn encode_base64(bytes: &[u8]) -> String {
-    STANDARD.encode(bytes)
+    base64_simd::STANDARD.encode_to_string(bytes)
+}
+
+/// [`encode_base64`] appended to `out` (base64 never needs escaping inside a JSON string).
+pub fn append_base64(bytes: &[u8], out: &mut String) {
+    base64_simd::STANDARD.encode_append(bytes, out);
+}
+
+/// Length of [`encode_base64`]'s output for `len` bytes.
+pub const fn base64_len(len: usize) -> usize {
+    len.div_ceil(3) * 4
 }
 
 /// `bytes` fields: standard base64 out, either alphabet in.
@@ -40,7 +61,8 @@ pub mod base64_bytes {
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
         // Borrow when the JSON string has no escapes: audio frames are large.
         let text = Cow::<'de, str>::deserialize(deserializer)?;
-        decode_base64(&text).map_err(|e| de::Error::custom(format!("invalid base64 data: {e}")))
+        decode_base64(text.as_bytes())
+            .map_err(|e| de::Error::custom(format!("invalid base64 data: {e}")))
     }
 }
 
@@ -152,9 +174,36 @@ pub mod opt_bool {
 /// Parses a `google.protobuf.Duration` JSON string such as `"10s"`, `"9.5s"` or `"0.250s"`.
 pub fn parse_duration(text: &str) -> Option<Duration> {
     let number = text.trim().strip_suffix('s').unwrap_or(text.trim());
+    if let Some(exact) = parse_decimal_seconds(number) {
+        return exact;
+    }
     let seconds: f64 = number.parse().ok()?;
     // try_: a huge value ("20000000000000000000s") must be an error, not a panic (fuzzing).
     Duration::try_from_secs_f64(seconds).ok()
+}
+
+/// Seconds written the way [`format_duration`] writes them (digits, then at most nine decimals)
+/// are read exactly; through `f64` a large count of seconds would come back changed. `None` for
+/// any other spelling, which `f64` reads as before.
+fn parse_decimal_seconds(number: &str) -> Option<Option<Duration>> {
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(fraction) || fraction.len() > 9 {
+        return None;
+    }
+    let scale = 10u32.pow(9 - fraction.len() as u32);
+    let nanos = if fraction.is_empty() {
+        0
+    } else {
+        fraction.parse::<u32>().ok()? * scale
+    };
+    // Too many seconds for a u64 is an error, as it was through f64.
+    Some(
+        whole
+            .parse::<u64>()
+            .ok()
+            .map(|seconds| Duration::new(seconds, nanos)),
+    )
 }
 
 /// Formats a duration the way proto3-JSON does: seconds with an `s` suffix, no trailing zeros.
@@ -248,6 +297,54 @@ mod tests {
         assert!(decode_base64("not base64!").is_err());
     }
 
+    /// Characters that make or break base64 in either alphabet, and a few that never do.
+    const BASE64_CHARS: &[u8] = b"AQgwBz09+/-_=== \n.!";
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(4096))]
+
+        /// The SIMD fast path never answers differently from the rules it short-cuts: whatever
+        /// it accepts, the alphabet-and-padding rules accept with the same bytes. Texts are
+        /// random, or real encodings with one character changed (the near misses).
+        #[test]
+        fn simd_agrees_with_the_rules(
+            random in proptest::collection::vec(proptest::sample::select(BASE64_CHARS), 0..24),
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..48),
+            at in proptest::num::usize::ANY,
+            swap in proptest::sample::select(BASE64_CHARS),
+        ) {
+            let encoded = encode_base64(&bytes);
+            let mut near_miss = encoded.clone().into_bytes();
+            if let Some(len) = std::num::NonZeroUsize::new(near_miss.len()) {
+                near_miss[at % len] = swap;
+            }
+            for text in [&random, &near_miss] {
+                if let Ok(fast) = base64_simd::STANDARD.decode_to_vec(text) {
+                    proptest::prop_assert_eq!(decode_base64_by_shape(text), Ok(fast));
+                }
+            }
+            proptest::prop_assert_eq!(encoded.len(), base64_len(bytes.len()));
+            proptest::prop_assert_eq!(&encoded, &STANDARD.encode(&bytes));
+            proptest::prop_assert_eq!(decode_base64(&encoded), Ok(bytes.clone()));
+            let url_safe = URL_SAFE_NO_PAD.encode(&bytes);
+            proptest::prop_assert_eq!(decode_base64(url_safe), Ok(bytes));
+        }
+    }
+
+    #[test]
+    fn non_canonical_base64_is_refused_on_both_paths() {
+        // Trailing bits set ("AR==" is not how 0x01 is written) and padding in the middle.
+        for text in ["AR==", "AQ=A", "A===", "AQ==AQ==", "=", "AQ"] {
+            assert_eq!(
+                decode_base64(text).is_ok(),
+                decode_base64_by_shape(text.as_bytes()).is_ok(),
+                "{text}"
+            );
+        }
+        assert!(decode_base64("AR==").is_err());
+        assert_eq!(decode_base64("AQ").unwrap(), [1]);
+    }
+
     #[test]
     fn durations_round_trip_in_proto_json_form() {
         assert_eq!(parse_duration("10s"), Some(Duration::from_secs(10)));
@@ -257,5 +354,20 @@ mod tests {
         assert_eq!(parse_duration("soon"), None);
         assert_eq!(format_duration(Duration::from_millis(9500)), "9.5s");
         assert_eq!(format_duration(Duration::from_secs(50)), "50s");
+        // Exact where f64 is not: a count of seconds beyond 2^53 comes back as written.
+        let long = Duration::new(8_712_304_810_006_893_848, 5);
+        assert_eq!(parse_duration(&format_duration(long)), Some(long));
+        assert_eq!(
+            parse_duration("18446744073709551615s"),
+            Some(Duration::MAX.saturating_sub(Duration::new(0, 999_999_999)))
+        );
+        assert_eq!(parse_duration("18446744073709551616s"), None);
+        // Other spellings still read through f64.
+        assert_eq!(parse_duration("1e3s"), Some(Duration::from_secs(1000)));
+        assert_eq!(parse_duration(".5s"), Some(Duration::from_millis(500)));
+        assert_eq!(
+            parse_duration("0.1234567891s"),
+            Some(Duration::from_nanos(123_456_789))
+        );
     }
 }

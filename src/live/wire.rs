@@ -296,6 +296,12 @@ pub struct Blob {
 impl Blob {
     /// Sample rate declared in an `audio/pcm;rate=N` MIME type, if any.
     pub fn declared_rate(&self) -> Option<u32> {
+        // The service's own spelling, on every audio frame, needs no parsing.
+        match self.mime_type.as_str() {
+            OUTPUT_AUDIO_MIME => return Some(OUTPUT_SAMPLE_RATE),
+            INPUT_AUDIO_MIME => return Some(INPUT_SAMPLE_RATE),
+            _ => {}
+        }
         self.mime_type
             .split(';')
             .filter_map(|p| p.trim().strip_prefix("rate="))

@@ -1,0 +1,276 @@
+//! The tool round trip on loopback: a fake Live server sends `toolCall`s for `get_current_time`
+//! to the real livetalk binary (`--headless --no-audio`, no API key) and times each one until
+//! the matching `toolResponse` is back, one call at a time.
+//!
+//! `cargo bench --bench tool_roundtrip` runs 200 warm-up calls and then 2,000 timed ones, and
+//! prints p50 and p99. It first runs the same server against a minimal in-process client that
+//! answers each call at once: that floor is the harness's own share (the server's work, the
+//! loopback socket and the wake-ups on both ends), the rest is livetalk's.
+
+// The integration tests' helpers, for the isolated `livetalk` command; test code, so unwraps.
+#[allow(clippy::unwrap_used)]
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+const WARM_UP_CALLS: usize = 200;
+const TIMED_CALLS: usize = 2_000;
+/// How long one answer may take before the run is called broken.
+const ANSWER_DEADLINE: Duration = Duration::from_secs(10);
+
+/// What one timed run measured, per call.
+struct Figures {
+    /// `toolCall` written → matching `toolResponse` read, as the server sees it.
+    round_trip: Vec<Duration>,
+    /// The server's own work on the critical path: encoding and writing the call, then
+    /// parsing the answer it read.
+    server_work: Vec<Duration>,
+}
+
+impl Figures {
+    fn report(&mut self, label: &str) {
+        let (rt, work) = (&mut self.round_trip, &mut self.server_work);
+        rt.sort();
+        work.sort();
+        let at = |v: &[Duration], q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)];
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        println!(
+            "  {label}: {} calls, p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms (server's own work p50 {:.3} ms)",
+            rt.len(),
+            ms(at(rt, 0.50)),
+            ms(at(rt, 0.90)),
+            ms(at(rt, 0.99)),
+            ms(at(rt, 1.0)),
+            ms(at(work, 0.50)),
+        );
+    }
+}
+
+/// The fake server: upgrade, read `setup`, answer `setupComplete`, then call the tool
+/// `warm_up + timed` times, timing the last `timed`.
+async fn serve(listener: TcpListener, warm_up: usize, timed: usize) -> anyhow::Result<Figures> {
+    let (stream, _) = tokio::time::timeout(ANSWER_DEADLINE, listener.accept())
+        .await
+        .context("nobody connected")??;
+    stream.set_nodelay(true)?;
+    let mut socket = tokio_tungstenite::accept_async(stream).await?;
+    let setup = next_json(&mut socket).await?;
+    if setup.get("setup").is_none() {
+        bail!("the first client message was not setup: {setup}");
+    }
+    // Binary and pretty, as the service sends its messages.
+    socket
+        .send(Message::binary(b"{\n  \"setupComplete\": {}\n}\n".to_vec()))
+        .await?;
+
+    let mut figures = Figures {
+        round_trip: Vec::with_capacity(timed),
+        server_work: Vec::with_capacity(timed),
+    };
+    for n in 0..warm_up + timed {
+        let id = format!("function-call-{n}");
+        let started = Instant::now();
+        let call = json!({"toolCall": {"functionCalls": [
+            {"id": id, "name": "get_current_time", "args": {}}
+        ]}});
+        socket
+            .send(Message::binary(serde_json::to_vec_pretty(&call)?))
+            .await?;
+        let sent = Instant::now();
+        let (answered, parsed) = loop {
+            let (frame, read_at) = next_frame(&mut socket).await?;
+            let message: Value = serde_json::from_slice(&frame)?;
+            let parsed = Instant::now();
+            let answers = &message["toolResponse"]["functionResponses"];
+            if answers
+                .as_array()
+                .is_some_and(|a| a.iter().any(|r| r["id"] == id.as_str()))
+            {
+                break (read_at, parsed);
+            }
+        };
+        if n >= warm_up {
+            figures.round_trip.push(answered - started);
+            figures
+                .server_work
+                .push((sent - started) + (parsed - answered));
+        }
+    }
+    // A clean goodbye: close, then read until the client has closed too.
+    socket.send(Message::Close(None)).await?;
+    while let Ok(Some(Ok(_))) = tokio::time::timeout(ANSWER_DEADLINE, socket.next()).await {}
+    Ok(figures)
+}
+
+/// The next data frame's payload and when it was read.
+async fn next_frame<S>(socket: &mut WebSocketStream<S>) -> anyhow::Result<(Vec<u8>, Instant)>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    loop {
+        let frame = tokio::time::timeout(ANSWER_DEADLINE, socket.next())
+            .await
+            .context("no answer in time")?
+            .context("the client went away")??;
+        let at = Instant::now();
+        match frame {
+            Message::Text(text) => return Ok((text.as_bytes().to_vec(), at)),
+            Message::Binary(bytes) => return Ok((bytes.to_vec(), at)),
+            Message::Close(close) => bail!("the client closed: {close:?}"),
+            _ => {}
+        }
+    }
+}
+
+async fn next_json<S>(socket: &mut WebSocketStream<S>) -> anyhow::Result<Value>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let (frame, _) = next_frame(socket).await?;
+    Ok(serde_json::from_slice(&frame)?)
+}
+
+/// The floor: a client that answers every call the moment it reads it, on its own thread.
+async fn echo_client(url: String) -> anyhow::Result<()> {
+    let (mut socket, _): (WebSocketStream<MaybeTlsStream<TcpStream>>, _) =
+        tokio_tungstenite::connect_async(url).await?;
+    socket
+        .send(Message::text(r#"{"setup":{"model":"models/echo"}}"#))
+        .await?;
+    loop {
+        let frame = match socket.next().await {
+            Some(Ok(Message::Text(text))) => text.as_bytes().to_vec(),
+            Some(Ok(Message::Binary(bytes))) => bytes.to_vec(),
+            Some(Ok(Message::Close(_))) | None => return Ok(()),
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => return Err(e.into()),
+        };
+        let message: Value = serde_json::from_slice(&frame)?;
+        let Some(calls) = message["toolCall"]["functionCalls"].as_array() else {
+            continue;
+        };
+        let responses: Vec<Value> = calls
+            .iter()
+            .map(|c| json!({"id": c["id"], "name": c["name"], "response": {"output": "now"}}))
+            .collect();
+        let answer = json!({"toolResponse": {"functionResponses": responses}});
+        socket.send(Message::text(answer.to_string())).await?;
+    }
+}
+
+async fn floor(warm_up: usize, timed: usize) -> anyhow::Result<Figures> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("ws://{}", listener.local_addr()?);
+    let client = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|runtime| runtime.block_on(echo_client(url)))
+    });
+    let figures = serve(listener, warm_up, timed).await?;
+    match client.join() {
+        Ok(result) => result?,
+        Err(_) => bail!("the echo client panicked"),
+    }
+    Ok(figures)
+}
+
+/// Keeps the last lines a child wrote, to show if the run breaks; the receiver hears when the
+/// child has closed the stream (it has exited, in practice).
+fn drain(from: impl Read + Send + 'static) -> (Arc<Mutex<Vec<String>>>, mpsc::Receiver<()>) {
+    let tail = Arc::new(Mutex::new(Vec::new()));
+    let keep = Arc::clone(&tail);
+    let (closed, closed_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            let mut tail = keep.lock().unwrap_or_else(|e| e.into_inner());
+            if tail.len() == 20 {
+                tail.remove(0);
+            }
+            tail.push(line);
+        }
+        let _ = closed.send(());
+    });
+    (tail, closed_rx)
+}
+
+async fn livetalk(warm_up: usize, timed: usize) -> anyhow::Result<Figures> {
+    let scratch = tempfile::tempdir()?;
+    // An empty config: every setting at its default.
+    std::fs::write(scratch.path().join("config.toml"), "")?;
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let endpoint = format!("ws://{}", listener.local_addr()?);
+    let mut child = common::livetalk(scratch.path())
+        .args(["--headless", "--no-audio", "--endpoint", &endpoint])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("start livetalk")?;
+    // Held open and silent: the session runs on the server's calls alone.
+    let stdin = child.stdin.take();
+    let (stdout, exited) = drain(child.stdout.take().context("stdout")?);
+    let (stderr, _) = drain(child.stderr.take().context("stderr")?);
+
+    let served = serve(listener, warm_up, timed).await;
+    // End of input and a closed session: livetalk exits by itself, or is stopped.
+    drop(stdin);
+    if exited.recv_timeout(Duration::from_secs(5)).is_err() {
+        child.kill()?;
+    }
+    child.wait()?;
+    served.map_err(|e| {
+        let lines = |tail: &Arc<Mutex<Vec<String>>>| {
+            tail.lock().unwrap_or_else(|e| e.into_inner()).join("\n")
+        };
+        e.context(format!(
+            "livetalk's stdout:\n{}\nstderr:\n{}",
+            lines(&stdout),
+            lines(&stderr)
+        ))
+    })
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Test runners list a target's tests first (`cargo nextest run --all-targets` in CI): this
+    // target is one test, not an ignored one.
+    if args.iter().any(|a| a == "--list") {
+        if !args.iter().any(|a| a == "--ignored") {
+            println!("tool_roundtrip: test");
+        }
+        return Ok(());
+    }
+    // Run as a test (no `--bench`), a few calls prove the harness works.
+    let benching = args.iter().any(|a| a == "--bench");
+    let (warm_up, timed) = if benching {
+        (WARM_UP_CALLS, TIMED_CALLS)
+    } else {
+        (5, 20)
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        println!("tool round trip on loopback, {warm_up} warm-up calls, then one call at a time:");
+        floor(warm_up, timed)
+            .await?
+            .report("floor (a client that answers at once)");
+        livetalk(warm_up, timed)
+            .await?
+            .report("livetalk --headless --no-audio");
+        Ok(())
+    })
+}
