@@ -95,6 +95,9 @@ pub async fn replay<S: Source>(
         input: None,
     };
     drive(app, source, &mut presenter).await?;
+    if presenter.printer.stdout_closed() {
+        return Ok(0);
+    }
     if !app.is_finished() {
         eprintln!(
             "livetalk: warning: the recording ends before the session did (was livetalk killed?)"
@@ -183,6 +186,10 @@ impl LineInput {
 impl Presenter for LinePresenter {
     fn show(&mut self, app: &App) -> anyhow::Result<Option<Msg>> {
         self.printer.render(app);
+        // Nobody reads any more (`| head`): end the session quietly, as the user would.
+        if self.printer.stdout_closed() && !app.wants_to_quit() {
+            return Ok(Some(Msg::Quit));
+        }
         Ok(None)
     }
 
@@ -227,6 +234,8 @@ pub struct Printer {
     format: OutputFormat,
     printed_entries: usize,
     printed_notices: usize,
+    /// Stdout's reader went away (`| head`).
+    stdout_closed: std::cell::Cell<bool>,
 }
 
 impl Printer {
@@ -235,6 +244,7 @@ impl Printer {
             format,
             printed_entries: 0,
             printed_notices: 0,
+            stdout_closed: std::cell::Cell::new(false),
         }
     }
 
@@ -265,7 +275,9 @@ impl Printer {
             }
             self.printed_entries += 1;
         }
-        let _ = std::io::stdout().flush();
+        if let Err(e) = std::io::stdout().flush() {
+            self.lost_stdout(&e);
+        }
     }
 
     /// Prints one entry if it is final; returns false to wait.
@@ -278,9 +290,9 @@ impl Printer {
                 };
                 match self.format {
                     OutputFormat::Text if *via == UserInput::Speech => {
-                        println!("You (spoken): {text}")
+                        self.line(&format!("You (spoken): {text}"))
                     }
-                    OutputFormat::Text => println!("You: {text}"),
+                    OutputFormat::Text => self.line(&format!("You: {text}")),
                     OutputFormat::Json => {
                         self.json(json!({"type": "user", "via": via_label, "text": text}))
                     }
@@ -305,7 +317,7 @@ impl Printer {
                             &text
                         };
                         let mark = if interrupted { " [interrupted]" } else { "" };
-                        println!("Gemini: {shown}{mark}");
+                        self.line(&format!("Gemini: {shown}{mark}"));
                     }
                     OutputFormat::Json => self.json(json!({
                         "type": "model",
@@ -330,12 +342,12 @@ impl Printer {
                             .map(|ms| format!(" in {ms:.1} ms"))
                             .unwrap_or_default();
                         let result = response.map(|r| format!(": {r}")).unwrap_or_default();
-                        println!(
+                        self.line(&format!(
                             "Tool: {} {} -> {}{time}{result}",
                             call.name,
                             call.args,
                             call.state.label()
-                        );
+                        ));
                     }
                     OutputFormat::Json => self.json(json!({
                         "type": "tool_call",
@@ -430,6 +442,29 @@ impl Printer {
     }
 
     fn json(&self, value: serde_json::Value) {
-        println!("{value}");
+        self.line(&value.to_string());
+    }
+
+    /// Writes one line to stdout. A reader that went away (`| head`) is not an error: the
+    /// line is dropped, and [`Printer::stdout_closed`] says so, so the run can end quietly.
+    fn line(&self, text: &str) {
+        if self.stdout_closed.get() {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = writeln!(out, "{text}") {
+            self.lost_stdout(&e);
+        }
+    }
+
+    fn lost_stdout(&self, error: &std::io::Error) {
+        if !self.stdout_closed.replace(true) {
+            tracing::info!("stdout closed ({error}); nothing more is printed");
+        }
+    }
+
+    /// True once stdout's reader has gone away.
+    pub fn stdout_closed(&self) -> bool {
+        self.stdout_closed.get()
     }
 }

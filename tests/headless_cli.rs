@@ -249,3 +249,53 @@ fn a_bad_scenario_file_is_a_clear_error() {
         "{stderr}"
     );
 }
+
+/// `livetalk --headless | head -1`, and the same for `replay --headless`: once nobody reads
+/// stdout any more, livetalk ends the session cleanly and quietly (exit 0), never a panic.
+#[test]
+fn a_closed_stdout_ends_the_session_quietly() {
+    use std::io::{BufRead, BufReader, Read};
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("piped");
+    let head_one = |args: &[&str], lines: &[&str]| {
+        let mut child = livetalk(scratch.path())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        write_lines(&mut stdin, lines);
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        // The reader is gone (dropped above); stdin stays open, so only that can end the run.
+        let mut stderr = child.stderr.take().unwrap();
+        let status = wait_exit(child, Duration::from_secs(20));
+        let mut errors = String::new();
+        stderr.read_to_string(&mut errors).unwrap();
+        drop(stdin);
+        (first, status, errors)
+    };
+    let dir_arg = dir.to_str().unwrap();
+    let (first, status, errors) = head_one(
+        &["--headless", "--offline", "--record", dir_arg],
+        &SMART_HOME_LINES,
+    );
+    assert_eq!(first.trim_end(), format!("You: {}", SMART_HOME_LINES[0]));
+    assert_eq!(status.code(), Some(0), "{errors}");
+    assert!(
+        !errors.contains("panicked") && !errors.contains("Broken pipe"),
+        "{errors}"
+    );
+
+    let (first, status, errors) = head_one(&["replay", dir_arg, "--headless", "--instant"], &[]);
+    assert_eq!(first.trim_end(), format!("You: {}", SMART_HOME_LINES[0]));
+    assert_eq!(status.code(), Some(0), "{errors}");
+    assert!(
+        !errors.contains("panicked") && !errors.contains("Broken pipe"),
+        "{errors}"
+    );
+}
