@@ -1068,6 +1068,42 @@ fn headless_app_completes_the_smart_home_dialogue_through_the_bridge_binary() {
     assert!(!log.contains("panicked"), "{log}");
 }
 
+/// The form the README gives, `--bridge ws://HOST:PORT?token=T` (no path), with a `+` in the
+/// token, as typed.
+#[test]
+fn a_bridge_url_without_a_path_and_a_token_with_a_plus_work_as_typed() {
+    let scratch = tempfile::tempdir().unwrap();
+    let serve = ServeProcess::start(
+        scratch.path(),
+        &[
+            "--offline",
+            "--listen",
+            "127.0.0.1:0",
+            "--speed",
+            "20",
+            "--token",
+            "s3+cret",
+        ],
+        &[],
+    );
+    let url = format!("{}?token=s3+cret", serve.url);
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--bridge", &url],
+        &[],
+        &SMART_HOME_LINES[..1],
+    );
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    assert_eq!(run.code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stdout.contains("Gemini: No, the living room lamp is currently off."),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("s3+cret"), "{stderr}");
+    let log = serve.stop();
+    assert!(!log.contains("panicked"), "{log}");
+}
+
 #[test]
 fn bridge_binary_keeps_the_key_out_of_its_log_and_refuses_open_binds_without_a_token() {
     const KEY: &str = "fake-test-key-binary-987654";

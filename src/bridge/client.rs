@@ -32,6 +32,23 @@ pub fn bridge_host(url: &str) -> String {
         .unwrap_or_else(|| "the bridge".to_owned())
 }
 
+/// The URL with `/` as its path when it has none: `ws://host:3001?token=T` (as people write
+/// it) would otherwise put `?token=T` where the request line wants a path.
+fn with_root_path(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    if rest[authority_end..].starts_with('/') {
+        return url.to_owned();
+    }
+    format!(
+        "{scheme}://{}/{}",
+        &rest[..authority_end],
+        &rest[authority_end..]
+    )
+}
+
 /// Connects to a bridge, sends `CONNECT_GEMINI` with the LiveConfig for `setup` and waits for
 /// `SETUP_COMPLETE`. The event stream starts with `SetupComplete`, like a direct session's.
 pub async fn connect(
@@ -64,9 +81,11 @@ impl Protocol for Bridge {
     }
 
     fn request(&self) -> Result<Request, SessionError> {
-        self.url.as_str().into_client_request().map_err(|e| {
-            SessionError::Connect(format!("Invalid bridge URL for {}: {e}", self.host))
-        })
+        with_root_path(&self.url)
+            .into_client_request()
+            .map_err(|e| {
+                SessionError::Connect(format!("Invalid bridge URL for {}: {e}", self.host))
+            })
     }
 
     fn opening(setup: &Setup) -> Message {
@@ -280,5 +299,21 @@ fn log(level: LogLevel, message: &str) {
         LogLevel::Info => info!("bridge: {message}"),
         LogLevel::Warn => warn!("bridge: {message}"),
         LogLevel::Error => warn!("bridge error: {message}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_root_path;
+
+    #[test]
+    fn a_url_without_a_path_gets_the_root_path() {
+        assert_eq!(
+            with_root_path("ws://127.0.0.1:3001?token=T"),
+            "ws://127.0.0.1:3001/?token=T"
+        );
+        assert_eq!(with_root_path("ws://host:3001"), "ws://host:3001/");
+        assert_eq!(with_root_path("ws://host/x?token=T"), "ws://host/x?token=T");
+        assert_eq!(with_root_path("not a url"), "not a url");
     }
 }

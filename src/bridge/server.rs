@@ -295,7 +295,8 @@ fn origin_is_loopback(origin: &str) -> bool {
     }
 }
 
-/// Minimal `%XX` decoding for the token query parameter.
+/// Minimal `%XX` decoding for the token query parameter. A `+` is a plus sign, as in any URL
+/// query (only HTML form encoding reads it as a space), so a token with `+` works as typed.
 fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -310,7 +311,7 @@ fn percent_decode(text: &str) -> String {
             out.push(byte);
             i += 3;
         } else {
-            out.push(if bytes[i] == b'+' { b' ' } else { bytes[i] });
+            out.push(bytes[i]);
             i += 1;
         }
     }
@@ -992,6 +993,9 @@ mod tests {
     fn token_is_accepted_from_query_or_bearer_header_only() {
         let token = Some("s3cret/+");
         assert!(authorize(&request("/?token=s3cret%2F%2B", &[]), token).is_ok());
+        // A raw `+` is a plus, not a space.
+        assert!(authorize(&request("/?token=s3cret%2F+", &[]), token).is_ok());
+        assert!(authorize(&request("/?token=s3cret%2F%20", &[]), token).is_err());
         assert!(
             authorize(
                 &request("/", &[("authorization", "Bearer s3cret/+")]),

@@ -513,7 +513,10 @@ mod tests {
             session.handle.close().await;
             // The far end hears the farewell, then (as both far ends do) closes the socket.
             match tokio::time::timeout(WAIT, far.next()).await.unwrap() {
-                Some(Ok(Message::Close(_))) if matches!(peer, Peer::Live) => {}
+                Some(Ok(Message::Close(Some(frame)))) if matches!(peer, Peer::Live) => {
+                    assert_eq!(u16::from(frame.code), 1000, "a normal closure, not 1005");
+                    assert!(!frame.reason.is_empty());
+                }
                 Some(Ok(Message::Text(text)))
                     if matches!(peer, Peer::Bridge) && text.contains("DISCONNECT_GEMINI") =>
                 {

@@ -9,6 +9,8 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::handshake::client::Request;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::warn;
 
@@ -227,8 +229,13 @@ impl Protocol for LiveApi {
         Message::text(encode_client(&message))
     }
 
+    /// A normal closure with a reason, as the official SDKs send: without a code the far end
+    /// reads 1005, "no status", and may take it for an error.
     fn farewell() -> Message {
-        Message::Close(None)
+        Message::Close(Some(CloseFrame {
+            code: CloseCode::Normal,
+            reason: "session ended".into(),
+        }))
     }
 
     /// Every frame becomes events; bad frames are skipped with a reason.
