@@ -77,7 +77,8 @@ pub struct SessionFlags {
     /// With --headless: print one JSON event per line.
     #[arg(long, requires = "headless")]
     pub json: bool,
-    /// With --headless: seconds without a reply from the model before giving up a turn.
+    /// With --headless: seconds without a reply from the model before giving up a turn
+    /// (0: no limit).
     #[arg(long, value_name = "SECS")]
     pub turn_timeout: Option<f64>,
     /// Record the session (frames, tool calls, audio) into DIR, or into a new timestamped

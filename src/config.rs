@@ -291,7 +291,7 @@ impl Settings {
             merged.set_str("voice", voice.clone(), "flag --voice")?;
         }
         if let Some(secs) = flags.turn_timeout_secs {
-            merged.turn_timeout = seconds(secs, "flag --turn-timeout", "turn_timeout_secs")?;
+            merged.turn_timeout = turn_seconds(secs, "flag --turn-timeout", "turn_timeout_secs")?;
         }
         if let Some(host) = env("LIVETALK_AUDIO_HOST").filter(|v| !v.trim().is_empty()) {
             merged.audio.host = audio_host(&host, "environment variable LIVETALK_AUDIO_HOST")?;
@@ -532,7 +532,7 @@ impl Merged {
                 self.setup_timeout = seconds(secs, source, "session.setup_timeout_secs")?;
             }
             if let Some(secs) = s.turn_timeout_secs {
-                self.turn_timeout = seconds(secs, source, "session.turn_timeout_secs")?;
+                self.turn_timeout = turn_seconds(secs, source, "session.turn_timeout_secs")?;
             }
             self.resumption = s.resumption.unwrap_or(self.resumption);
             self.context_compression = s.context_compression.unwrap_or(self.context_compression);
@@ -565,6 +565,14 @@ impl Merged {
                         source,
                         key,
                         format!("{value:?} is not a model name"),
+                    ));
+                }
+                // `models/` (or `x/`) names no model: the id after the last `/` is empty.
+                if value.rsplit('/').next().is_none_or(str::is_empty) {
+                    return Err(ConfigError::new(
+                        source,
+                        key,
+                        format!("{value:?} has no model id, e.g. models/gemini-3.8-live"),
                     ));
                 }
                 self.model = if value.contains('/') {
@@ -646,10 +654,21 @@ fn seconds(value: f64, source: &str, key: &str) -> Result<Duration, ConfigError>
         return Err(ConfigError::new(
             source,
             key,
-            format!("{value} is not a number of seconds between 0 and 3600"),
+            format!("{value} is not a number of seconds above 0 and at most 3600"),
         ));
     }
     Ok(Duration::from_secs_f64(value))
+}
+
+/// A turn timeout: as [`seconds`], but 0 means no limit (`Duration::ZERO`).
+fn turn_seconds(value: f64, source: &str, key: &str) -> Result<Duration, ConfigError> {
+    if value == 0.0 {
+        return Ok(Duration::ZERO);
+    }
+    seconds(value, source, key).map_err(|mut e| {
+        e.problem = format!("{value} is not a number of seconds from 0 (no limit) to 3600");
+        e
+    })
 }
 
 fn parse_layer(text: &str, source: &str) -> Result<FileLayer, ConfigError> {

@@ -87,7 +87,7 @@ pub async fn replay<S: Source>(
 ) -> anyhow::Result<u8> {
     let printer = Printer::new(format);
     if meta.offline {
-        printer.info(OFFLINE_NOTICE);
+        printer.info("Replaying a session with the embedded offline demo model.");
     }
     printer.session_start(&meta.model, &meta.endpoint_host, meta.offline);
     let mut presenter = LinePresenter {
@@ -168,7 +168,8 @@ impl LineInput {
                 Some(_) => {}
                 None => self.closed = true,
             },
-            () = tokio::time::sleep_until(deadline), if self.waiting_for_model => {
+            // A turn timeout of zero means no limit.
+            () = tokio::time::sleep_until(deadline), if self.waiting_for_model && !self.turn_timeout.is_zero() => {
                 self.waiting_for_model = false;
                 return Some(Msg::GaveUp(format!(
                     "No reply from the model for {:.0} s; giving up on this turn.",

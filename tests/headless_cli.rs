@@ -299,3 +299,38 @@ fn a_closed_stdout_ends_the_session_quietly() {
         "{errors}"
     );
 }
+
+/// `livetalk mock --listen 0.0.0.0:PORT` says it is reachable from the network; on loopback
+/// it says nothing of the sort.
+#[test]
+fn the_mock_says_when_it_listens_beyond_loopback() {
+    use std::io::{BufRead, BufReader, Read};
+    let scratch = tempfile::tempdir().unwrap();
+    for (listen, warns) in [("0.0.0.0:0", true), ("127.0.0.1:0", false)] {
+        let mut child = livetalk(scratch.path())
+            .args(["mock", "--listen", listen])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.contains("livetalk mock listening on"), "{line}");
+        child.kill().unwrap();
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        child.wait().unwrap();
+        assert_eq!(
+            stderr.contains("reachable from the network"),
+            warns,
+            "{listen}: {stderr}"
+        );
+    }
+}

@@ -198,7 +198,7 @@ impl App {
         if !setup.problems.is_empty() {
             let text = if nothing_opened {
                 format!(
-                    "No audio device ({}). Text chat works; F6 tries the devices again.",
+                    "No audio device ({}). Text chat works.",
                     setup.problems.join("; ")
                 )
             } else {
@@ -288,7 +288,7 @@ impl App {
         if self.audio.input.is_none() {
             self.notice(
                 NoticeLevel::Info,
-                "There is no microphone to mute (F6 tries the devices again).".to_owned(),
+                "There is no microphone to mute.".to_owned(),
             );
             return Vec::new();
         }

@@ -197,3 +197,41 @@ fn bridge_flag_wins_over_a_configured_endpoint_and_must_be_a_websocket_url() {
     );
     assert!(error.problem.contains("ws://"), "{error}");
 }
+
+#[test]
+fn a_model_name_without_an_id_is_refused() {
+    let file = config_file("");
+    for model in ["models/", "x/"] {
+        let flags = FlagOverrides {
+            model: Some(model.into()),
+            ..with_file(&file)
+        };
+        let err = Settings::resolve(&flags, &env_of(&[])).unwrap_err();
+        assert_eq!(err.key, "model");
+        assert!(err.problem.contains("no model id"), "{err}");
+    }
+}
+
+#[test]
+fn a_turn_timeout_of_zero_means_no_limit_and_a_negative_one_is_refused() {
+    let file = config_file("");
+    let flags = FlagOverrides {
+        turn_timeout_secs: Some(0.0),
+        ..with_file(&file)
+    };
+    let s = Settings::resolve(&flags, &env_of(&[])).unwrap();
+    assert!(s.turn_timeout.is_zero());
+    let flags = FlagOverrides {
+        turn_timeout_secs: Some(-1.0),
+        ..with_file(&file)
+    };
+    let err = Settings::resolve(&flags, &env_of(&[])).unwrap_err();
+    assert!(err.problem.contains("0 (no limit)"), "{err}");
+    let file = config_file("[session]\nturn_timeout_secs = 0\n");
+    assert!(
+        Settings::resolve(&with_file(&file), &env_of(&[]))
+            .unwrap()
+            .turn_timeout
+            .is_zero()
+    );
+}

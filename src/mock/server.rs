@@ -188,6 +188,10 @@ pub async fn serve_until_signal(args: MockArgs) -> anyhow::Result<()> {
     if faults > 0 {
         info!(faults, "fault scenario loaded");
     }
+    // Said before the address, so whoever waits for the address has seen it.
+    if !server.local_addr().ip().is_loopback() {
+        eprintln!("{}", open_bind_warning(server.local_addr()));
+    }
     println!(
         "livetalk mock listening on {} (paths for API versions v1, v1beta, v1alpha)",
         server.base_url()
@@ -197,6 +201,14 @@ pub async fn serve_until_signal(args: MockArgs) -> anyhow::Result<()> {
     wait_for_signal().await;
     info!("mock Live server stopping");
     Ok(())
+}
+
+/// What the mock says when it listens beyond loopback: it holds no secret, but whoever can
+/// reach the address can use it, which should never be a surprise.
+fn open_bind_warning(addr: SocketAddr) -> String {
+    format!(
+        "livetalk: warning: the mock listens on {addr}, reachable from the network, not just this machine (the default is 127.0.0.1)."
+    )
 }
 
 pub(crate) async fn wait_for_signal() {
