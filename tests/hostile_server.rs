@@ -528,7 +528,13 @@ async fn every_hostile_input_is_skipped_recovered_or_ends_with_one_clear_message
                 // The client kept running: the next turn is answered on a working link.
                 h.say("Is the front door locked?").await;
                 let reply = h.last_reply();
-                assert!(reply.contains("front door"), "{}: {reply}", case.name);
+                assert!(
+                    reply.contains("front door"),
+                    "{}: {reply}\ntranscript: {:#?}\nnotices: {:#?}",
+                    case.name,
+                    h.app.transcript(),
+                    h.app.notices()
+                );
                 assert_eq!(*h.app.connection(), Connection::Connected, "{}", case.name);
                 let shown = h.notices(NoticeLevel::Warning).join("\n");
                 for expected in warnings {

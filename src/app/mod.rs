@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::audio::AudioOptions;
 use crate::live::SessionEvent;
 use crate::live::reconnect::LinkEvent;
+use crate::live::reply::ReplyWatch;
 use crate::live::wire::{FunctionCall, FunctionResponse, Scheduling, UsageMetadata};
 use crate::tools::{Device, SlowCall, ToolEvent, ToolStatus};
 
@@ -344,8 +345,8 @@ pub struct App {
     model_audio_bytes: u64,
     /// Times the conversation moved to a new connection.
     reconnects: u32,
-    /// A user turn (or tool response) was sent and the model's turn has not completed.
-    awaiting_model: bool,
+    /// How far the reply to the latest user turn (or tool response) has come.
+    reply: ReplyWatch,
     /// `end_session` succeeded: close once the goodbye turn completes.
     end_after_turn: bool,
     /// We asked the session to close.
@@ -398,7 +399,7 @@ impl App {
             total_tokens: 0,
             model_audio_bytes: 0,
             reconnects: 0,
-            awaiting_model: false,
+            reply: ReplyWatch::default(),
             end_after_turn: false,
             closing: false,
             gave_up: false,
@@ -544,7 +545,7 @@ impl App {
     /// True when the model has finished with the last input and no tool call is running.
     pub fn ready_for_user(&self) -> bool {
         self.connection == Connection::Connected
-            && !self.awaiting_model
+            && !self.reply.awaited()
             && self.running_tools() == 0
             && !self.audio.playing_out
             && !self.model_turn_streaming()
@@ -646,7 +647,7 @@ impl App {
                 self.finish_model_entry(ModelTurnStatus::Interrupted);
                 self.floor = Floor::Listening;
                 self.connection = Connection::Disconnected { reason: message };
-                self.awaiting_model = false;
+                self.reply.forget();
                 self.gave_up = true;
                 vec![Effect::CloseSession]
             }
@@ -674,7 +675,7 @@ impl App {
                     text: text.clone(),
                     via: UserInput::Typed,
                 });
-                self.awaiting_model = true;
+                self.reply.sent();
                 effects.push(Effect::SendText(text));
                 effects
             }
@@ -698,6 +699,7 @@ impl App {
         event: SessionEvent,
         arrived_at: Option<jiff::civil::Time>,
     ) -> Vec<Effect> {
+        self.reply.observe(&event);
         match event {
             SessionEvent::SetupComplete { .. } => {
                 self.connection = Connection::Connected;
@@ -735,7 +737,6 @@ impl App {
                 if !(self.audio.playback_drives_speaking() && self.audio.audible) {
                     self.floor = Floor::Listening;
                 }
-                self.awaiting_model = false;
                 let mut effects = self.end_model_audio(false);
                 if self.end_after_turn && !self.closing && self.running_tools() == 0 {
                     self.closing = true;
@@ -800,7 +801,7 @@ impl App {
                 self.connection = Connection::Disconnected {
                     reason: close.message,
                 };
-                self.awaiting_model = false;
+                self.reply.forget();
                 Vec::new()
             }
         }
@@ -817,6 +818,7 @@ impl App {
                 if self.connection != Connection::Reconnecting {
                     self.reconnects += 1;
                     self.calls_before_reconnect = self.tool_calls.len();
+                    self.reply.connection_replaced();
                     // A reply cut off by the loss stays in the history as interrupted.
                     self.finish_model_entry(ModelTurnStatus::Interrupted);
                     self.floor = Floor::Listening;
@@ -838,14 +840,7 @@ impl App {
                 }
                 Vec::new()
             }
-            LinkEvent::Reconnected {
-                resumed,
-                user_turn_pending,
-            } => {
-                // Unless a user turn went out on the new connection, no reply is coming.
-                if !user_turn_pending {
-                    self.awaiting_model = false;
-                }
+            LinkEvent::Reconnected { resumed } => {
                 let text = if resumed {
                     "Reconnected; the conversation continues."
                 } else {
@@ -928,7 +923,7 @@ impl App {
                 // anything for a call of a lost connection (the link withholds its answer).
                 let orphaned = index.is_some_and(|i| i < self.calls_before_reconnect);
                 if outcome.response.scheduling != Some(Scheduling::Silent) && !orphaned {
-                    self.awaiting_model = true;
+                    self.reply.continued();
                 }
                 vec![Effect::SendToolResponse(outcome.response)]
             }

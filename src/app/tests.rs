@@ -461,10 +461,7 @@ fn a_lost_connection_interrupts_the_reply_and_typed_input_is_queued_for_the_next
         app.update(Msg::UserText("still there?".into())),
         vec![Effect::SendText("still there?".into())]
     );
-    app.update(Msg::Link(LinkEvent::Reconnected {
-        resumed: true,
-        user_turn_pending: false,
-    }));
+    app.update(Msg::Link(LinkEvent::Reconnected { resumed: true }));
     app.update(Msg::Session(SessionEvent::SetupComplete {
         session_id: None,
     }));
@@ -489,29 +486,75 @@ fn a_planned_hand_over_only_shows_in_the_status_line() {
 }
 
 #[test]
-fn a_resent_turn_is_still_awaited_and_a_dropped_one_is_not() {
+fn a_resent_turn_is_still_awaited_and_a_cut_off_reply_is_not() {
     let mut app = connected_app();
+    let reconnected = |app: &mut App| {
+        app.update(Msg::Link(LinkEvent::Reconnected { resumed: true }));
+        app.update(Msg::Session(SessionEvent::SetupComplete {
+            session_id: None,
+        }));
+    };
     app.update(Msg::UserText("hello".into()));
     app.update(reconnecting(false, 1));
-    app.update(Msg::Link(LinkEvent::Reconnected {
-        resumed: true,
-        user_turn_pending: true,
-    }));
-    app.update(Msg::Session(SessionEvent::SetupComplete {
-        session_id: None,
-    }));
+    reconnected(&mut app);
     assert!(
         !app.ready_for_user(),
         "the answer to the re-sent turn is coming"
     );
 
+    // The reply starts, then its connection is lost: that reply is over.
+    app.update(Msg::Session(SessionEvent::ModelText("Hel".into())));
     app.update(reconnecting(false, 1));
-    app.update(Msg::Link(LinkEvent::Reconnected {
-        resumed: false,
-        user_turn_pending: false,
+    reconnected(&mut app);
+    assert!(app.ready_for_user());
+}
+
+#[test]
+fn a_turn_typed_just_before_a_hand_over_is_awaited_across_it() {
+    // The link may already have moved to the new connection (and reported it) when the turn
+    // reaches it; the turn then goes out there, and its reply is still coming.
+    let mut app = connected_app();
+    app.update(Msg::Session(SessionEvent::ModelText("Done.".into())));
+    app.update(Msg::Session(SessionEvent::TurnComplete {
+        reason: None,
+        waiting_for_input: false,
     }));
+    assert!(app.ready_for_user());
+    app.update(Msg::UserText("and the door?".into()));
+    app.update(reconnecting(true, 0));
+    app.update(Msg::Link(LinkEvent::Reconnected { resumed: true }));
     app.update(Msg::Session(SessionEvent::SetupComplete {
         session_id: None,
+    }));
+    assert!(
+        !app.ready_for_user(),
+        "the reply to the typed turn is coming"
+    );
+    app.update(Msg::Session(SessionEvent::ModelText("Locked.".into())));
+    app.update(Msg::Session(SessionEvent::TurnComplete {
+        reason: None,
+        waiting_for_input: false,
+    }));
+    assert!(app.ready_for_user());
+}
+
+#[test]
+fn the_end_of_a_cut_off_turn_is_not_taken_for_the_reply_to_the_turn_that_cut_it() {
+    let mut app = connected_app();
+    app.update(Msg::Session(SessionEvent::ModelText("A long story".into())));
+    app.update(Msg::UserText("stop, what time is it?".into()));
+    // The rest of the old turn, then its interruption and end.
+    app.update(Msg::Session(SessionEvent::ModelText(" goes on".into())));
+    app.update(Msg::Session(SessionEvent::Interrupted));
+    app.update(Msg::Session(SessionEvent::TurnComplete {
+        reason: None,
+        waiting_for_input: false,
+    }));
+    assert!(!app.ready_for_user(), "the reply to the new turn is coming");
+    app.update(Msg::Session(SessionEvent::ModelText("Noon.".into())));
+    app.update(Msg::Session(SessionEvent::TurnComplete {
+        reason: None,
+        waiting_for_input: false,
     }));
     assert!(app.ready_for_user());
 }
@@ -524,10 +567,7 @@ fn a_call_of_a_lost_connection_is_not_awaited_after_its_answer_is_withheld() {
         "get_device_status",
     )])));
     app.update(reconnecting(false, 1));
-    app.update(Msg::Link(LinkEvent::Reconnected {
-        resumed: true,
-        user_turn_pending: false,
-    }));
+    app.update(Msg::Link(LinkEvent::Reconnected { resumed: true }));
     app.update(Msg::Session(SessionEvent::SetupComplete {
         session_id: None,
     }));

@@ -8,6 +8,7 @@ pub mod endpoint;
 pub mod events;
 pub mod lenient;
 pub mod reconnect;
+pub mod reply;
 pub mod session;
 pub mod wire;
 

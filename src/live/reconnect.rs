@@ -26,6 +26,7 @@ use tracing::{info, warn};
 
 use super::close::is_retryable;
 use super::events::{CloseInfo, SessionEvent};
+use super::reply::ReplyWatch;
 use super::session::{
     Session, SessionError, SessionHandle, SessionOptions, WireTap, connect_tapped,
 };
@@ -93,13 +94,9 @@ pub enum LinkEvent {
         reason: String,
         retry_in: Duration,
     },
-    /// A new connection is up. `resumed` when it continued the session by handle;
-    /// `user_turn_pending` when a user turn goes out on it (the one the lost connection never
-    /// answered, sent again, or one typed during the reconnect), so a reply is coming.
-    Reconnected {
-        resumed: bool,
-        user_turn_pending: bool,
-    },
+    /// A new connection is up. `resumed` when it continued the session by handle. A user
+    /// turn the lost connection never answered goes out on it again (see `live::reply`).
+    Reconnected { resumed: bool },
     /// The saved session could not be resumed; a fresh session follows, which does not know
     /// the conversation so far.
     ResumeRejected { message: String },
@@ -452,8 +449,9 @@ struct OpenWork {
     /// often as it was asked), and id-less ones by name.
     calls: HashMap<String, usize>,
     idless_calls: HashMap<String, usize>,
-    /// The last user text turn, until the model shows it was received.
-    unanswered_user_turn: Option<ClientMessage>,
+    /// The last user text turn, and how far its reply has come.
+    user_turn: Option<ClientMessage>,
+    reply: ReplyWatch,
 }
 
 impl OpenWork {
@@ -481,10 +479,10 @@ impl OpenWork {
 
     /// Updates what is open from one event of this connection.
     fn observe(&mut self, event: &SessionEvent) {
+        self.reply.observe(event);
         match event {
             SessionEvent::ToolCall(calls) => {
                 self.turn_open = true;
-                self.unanswered_user_turn = None;
                 for call in calls {
                     match &call.id {
                         Some(id) => *self.calls.entry(id.clone()).or_insert(0) += 1,
@@ -501,16 +499,12 @@ impl OpenWork {
             | SessionEvent::ModelAudio { .. }
             | SessionEvent::OutputTranscription { .. }
             | SessionEvent::GenerationComplete
-            | SessionEvent::Interrupted => {
-                self.turn_open = true;
-                self.unanswered_user_turn = None;
-            }
+            | SessionEvent::Interrupted => self.turn_open = true,
             SessionEvent::InputTranscription { .. }
             | SessionEvent::VoiceActivity { speaking: true } => self.turn_open = true,
             SessionEvent::TurnComplete { .. } => {
                 self.turn_open = false;
                 self.completed_turn = true;
-                self.unanswered_user_turn = None;
             }
             _ => {}
         }
@@ -709,8 +703,8 @@ impl Supervisor {
             );
             let _ = self.out.send(SupervisorEvent::Abandoned(abandoned)).await;
         }
-        if let Some(turn) = live.open.unanswered_user_turn {
-            self.resend = Some(turn);
+        if live.open.reply.unanswered() {
+            self.resend = live.open.user_turn;
         }
     }
 
@@ -872,15 +866,10 @@ impl Supervisor {
     /// answered, then the queue in order (stale audio dropped).
     async fn flush(&mut self) {
         let resent = self.resend.take();
-        let user_turn_pending = resent.is_some()
-            || self.queue.iter().any(|(message, _)| {
-                matches!(message, ClientMessage::ClientContent(c) if c.turn_complete != Some(false))
-            });
         let _ = self
             .out
             .send(SupervisorEvent::Link(LinkEvent::Reconnected {
                 resumed: self.live.as_ref().is_some_and(|l| l.resumed),
-                user_turn_pending,
             }))
             .await;
         if let Some(turn) = resent {
@@ -932,9 +921,9 @@ impl Supervisor {
             }
             ClientMessage::ClientContent(content) => {
                 if content.turn_complete != Some(false) {
+                    live.open.reply.sent();
                     live.open.turn_open = true;
-                    live.open.unanswered_user_turn =
-                        Some(ClientMessage::ClientContent(content.clone()));
+                    live.open.user_turn = Some(ClientMessage::ClientContent(content.clone()));
                 }
                 ClientMessage::ClientContent(content)
             }

@@ -139,14 +139,7 @@ fn link_event(record: &Record) -> Option<LinkEvent> {
             reason: reason.clone(),
             retry_in: duration(*retry_in_ns),
         }),
-        Record::Reconnected {
-            resumed,
-            user_turn_pending,
-            ..
-        } => Some(LinkEvent::Reconnected {
-            resumed: *resumed,
-            user_turn_pending: *user_turn_pending,
-        }),
+        Record::Reconnected { resumed, .. } => Some(LinkEvent::Reconnected { resumed: *resumed }),
         Record::ResumeRejected { message, .. } => Some(LinkEvent::ResumeRejected {
             message: message.clone(),
         }),

@@ -124,12 +124,8 @@ pub enum Record {
         retry_in_ns: u64,
         at: u64,
     },
-    /// A new connection is up (`resumed` by handle; `user_turn_pending` when a reply is coming).
-    Reconnected {
-        resumed: bool,
-        user_turn_pending: bool,
-        at: u64,
-    },
+    /// A new connection is up (`resumed` by handle).
+    Reconnected { resumed: bool, at: u64 },
     /// The saved session could not be resumed; a fresh one follows.
     ResumeRejected { message: String, at: u64 },
     /// A tool answer was not sent: the connection that asked for it had ended.

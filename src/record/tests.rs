@@ -59,12 +59,8 @@ fn link_record(event: &LinkEvent, at: u64) -> Record {
             retry_in_ns: nanos(*retry_in),
             at,
         },
-        LinkEvent::Reconnected {
-            resumed,
-            user_turn_pending,
-        } => Record::Reconnected {
+        LinkEvent::Reconnected { resumed } => Record::Reconnected {
             resumed: *resumed,
-            user_turn_pending: *user_turn_pending,
             at,
         },
         LinkEvent::ResumeRejected { message } => Record::ResumeRejected {
@@ -189,13 +185,7 @@ fn lost(attempt: u32, at: u64) -> Record {
 }
 
 fn back(at: u64) -> Record {
-    link_record(
-        &LinkEvent::Reconnected {
-            resumed: true,
-            user_turn_pending: false,
-        },
-        at,
-    )
+    link_record(&LinkEvent::Reconnected { resumed: true }, at)
 }
 
 /// The messages a replay hands the app, as fast as it can (its progress reports left out).

@@ -1,0 +1,232 @@
+//! Where the reply to the user's latest turn stands, judged from the server's events in the
+//! order they arrive: one state machine for the app (is a reply still coming?) and the
+//! reconnect supervisor (must the turn be sent again on a new connection?).
+//!
+//! The subtle part is a turn sent while the model's previous turn is still streaming: the
+//! rest of that old turn (and its `interrupted` / `turnComplete`) arrives before anything of
+//! the reply, and must not be taken for it. Both sides judge "still streaming" from the
+//! events they have seen, so they agree on which events belong to which turn.
+
+use super::SessionEvent;
+
+/// The reply to the latest user turn, from "sent" to "over", and the model's own turn as the
+/// events show it (to tell the rest of an older turn from the reply).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReplyWatch {
+    reply: Reply,
+    model_turn: ModelTurn,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum Reply {
+    /// No user turn awaits a reply.
+    #[default]
+    Idle,
+    /// The turn went out while the model's previous turn was open; the rest of that turn
+    /// comes first.
+    BehindOldTurn,
+    /// The previous turn was interrupted; its `turnComplete` may still follow.
+    AfterInterrupt,
+    /// Nothing of the reply has arrived yet.
+    Waiting,
+    /// The reply is arriving.
+    Started,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum ModelTurn {
+    #[default]
+    Ended,
+    Open,
+    /// Cut off by `interrupted`; a `turnComplete` may still close it.
+    Interrupted,
+}
+
+impl ReplyWatch {
+    /// A user turn was sent.
+    pub fn sent(&mut self) {
+        self.reply = match self.model_turn {
+            ModelTurn::Open => Reply::BehindOldTurn,
+            ModelTurn::Interrupted => Reply::AfterInterrupt,
+            ModelTurn::Ended => Reply::Waiting,
+        };
+    }
+
+    /// A tool answer was sent: the model's turn goes on, so a reply is under way.
+    pub fn continued(&mut self) {
+        if self.reply == Reply::Idle {
+            self.reply = Reply::Started;
+        }
+    }
+
+    /// Nothing is awaited any more (the session ended).
+    pub fn forget(&mut self) {
+        *self = ReplyWatch::default();
+    }
+
+    /// A reply is still to come (nothing of it yet, or part of it).
+    pub fn awaited(self) -> bool {
+        self.reply != Reply::Idle
+    }
+
+    /// Something of the reply has arrived.
+    pub fn started(self) -> bool {
+        self.reply == Reply::Started
+    }
+
+    /// Nothing of the reply has arrived: a lost connection must send the turn again.
+    pub fn unanswered(self) -> bool {
+        self.awaited() && !self.started()
+    }
+
+    /// Moves on by one server event.
+    pub fn observe(&mut self, event: &SessionEvent) {
+        use Reply::*;
+        let content = matches!(
+            event,
+            SessionEvent::ModelText(_)
+                | SessionEvent::ModelAudio { .. }
+                | SessionEvent::OutputTranscription { .. }
+                | SessionEvent::ToolCall(_)
+                | SessionEvent::GenerationComplete
+        );
+        let interrupted = matches!(event, SessionEvent::Interrupted);
+        let turn_complete = matches!(event, SessionEvent::TurnComplete { .. });
+        self.reply = match self.reply {
+            Idle => Idle,
+            BehindOldTurn if interrupted => AfterInterrupt,
+            BehindOldTurn | AfterInterrupt if turn_complete => Waiting,
+            BehindOldTurn => BehindOldTurn,
+            AfterInterrupt | Waiting | Started if content => Started,
+            // The reply ended, whole or cut short.
+            Waiting | Started if turn_complete => Idle,
+            Started if interrupted => Idle,
+            state => state,
+        };
+        self.model_turn = match self.model_turn {
+            _ if content => ModelTurn::Open,
+            _ if turn_complete => ModelTurn::Ended,
+            ModelTurn::Open if interrupted => ModelTurn::Interrupted,
+            state => state,
+        };
+    }
+
+    /// The connection was replaced. A reply that had started is cut off for good; one that
+    /// had not is still coming, because the turn is sent again on the new connection (and
+    /// whatever was left of an older turn died with the old one).
+    pub fn connection_replaced(&mut self) {
+        self.reply = match self.reply {
+            Reply::Idle | Reply::Started => Reply::Idle,
+            _ => Reply::Waiting,
+        };
+        self.model_turn = ModelTurn::Ended;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text() -> SessionEvent {
+        SessionEvent::ModelText("x".into())
+    }
+
+    fn turn_complete() -> SessionEvent {
+        SessionEvent::TurnComplete {
+            reason: None,
+            waiting_for_input: false,
+        }
+    }
+
+    fn run(mut watch: ReplyWatch, events: &[SessionEvent]) -> ReplyWatch {
+        for event in events {
+            watch.observe(event);
+        }
+        watch
+    }
+
+    /// The watch after `before`, then a user turn.
+    fn sent_after(before: &[SessionEvent]) -> ReplyWatch {
+        let mut watch = run(ReplyWatch::default(), before);
+        watch.sent();
+        watch
+    }
+
+    #[test]
+    fn a_turn_sent_between_turns_is_answered_by_the_next_content() {
+        let watch = sent_after(&[text(), turn_complete()]);
+        assert!(watch.unanswered());
+        assert!(run(watch, &[text()]).started());
+        assert!(!run(watch, &[text(), turn_complete()]).awaited());
+        // An empty reply is a reply too.
+        assert!(!run(watch, &[turn_complete()]).awaited());
+    }
+
+    #[test]
+    fn the_rest_of_an_older_turn_is_not_taken_for_the_reply() {
+        let watch = sent_after(&[text()]);
+        // The old turn streams on, is interrupted, and ends: still unanswered.
+        let after = run(
+            watch,
+            &[text(), text(), SessionEvent::Interrupted, turn_complete()],
+        );
+        assert!(after.unanswered());
+        // Or it ends without an interruption.
+        assert!(run(watch, &[text(), turn_complete()]).unanswered());
+        // Interrupted without a turnComplete: the next content is the reply.
+        assert!(run(watch, &[SessionEvent::Interrupted, text()]).started());
+        assert!(run(watch, &[SessionEvent::Interrupted, turn_complete(), text()]).started());
+    }
+
+    #[test]
+    fn a_turn_sent_after_an_interruption_waits_for_the_interrupted_turns_end() {
+        // The reply to an earlier turn was interrupted; its turnComplete is still to come.
+        let watch = sent_after(&[text(), SessionEvent::Interrupted]);
+        assert!(run(watch, &[turn_complete()]).unanswered());
+        assert!(!run(watch, &[turn_complete(), text(), turn_complete()]).awaited());
+    }
+
+    #[test]
+    fn a_lost_connection_keeps_an_unanswered_turn_and_ends_a_started_reply() {
+        for (before, during, awaited_after) in [
+            (vec![], vec![], true),
+            (vec![text()], vec![text()], true),
+            (vec![], vec![text()], false),
+        ] {
+            let mut watch = run(sent_after(&before), &during);
+            watch.connection_replaced();
+            assert_eq!(watch.awaited(), awaited_after, "{before:?} then {during:?}");
+            assert!(!watch.started());
+        }
+        let mut idle = ReplyWatch::default();
+        idle.connection_replaced();
+        assert!(!idle.awaited());
+    }
+
+    #[test]
+    fn a_tool_answer_continues_the_turn() {
+        let mut watch = run(ReplyWatch::default(), &[SessionEvent::ToolCall(vec![])]);
+        watch.continued();
+        assert!(watch.started());
+        assert!(!run(watch, &[text(), turn_complete()]).awaited());
+    }
+
+    #[test]
+    fn events_that_say_nothing_of_the_reply_change_nothing() {
+        for watch in [
+            sent_after(&[]),
+            sent_after(&[text()]),
+            run(sent_after(&[]), &[text()]),
+        ] {
+            let events = [
+                SessionEvent::GoAway { time_left: None },
+                SessionEvent::ResumptionUpdate {
+                    handle: None,
+                    resumable: false,
+                },
+                SessionEvent::VoiceActivity { speaking: true },
+            ];
+            assert_eq!(run(watch, &events), watch);
+        }
+    }
+}
