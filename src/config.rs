@@ -104,7 +104,9 @@ struct ToolsLayer {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SessionLayer {
-    setup_timeout_secs: Option<f64>,
+    /// Everything from the host look-up to the setup answer (once `setup_timeout_secs`).
+    #[serde(alias = "setup_timeout_secs")]
+    connect_timeout_secs: Option<f64>,
     turn_timeout_secs: Option<f64>,
     resumption: Option<bool>,
     context_compression: Option<bool>,
@@ -171,7 +173,7 @@ pub struct Settings {
     pub output_transcription: bool,
     pub tools_enabled: Vec<String>,
     pub tool_limits: ToolLimits,
-    pub setup_timeout: Duration,
+    pub connect_timeout: Duration,
     pub turn_timeout: Duration,
     /// Ask for session resumption handles, so a new connection can continue the conversation.
     pub resumption: bool,
@@ -374,7 +376,7 @@ impl Settings {
             output_transcription: merged.output_transcription,
             tools_enabled: merged.tools_enabled,
             tool_limits: merged.tool_limits,
-            setup_timeout: merged.setup_timeout,
+            connect_timeout: merged.connect_timeout,
             turn_timeout: merged.turn_timeout,
             resumption: merged.resumption,
             context_compression: merged.context_compression,
@@ -413,7 +415,7 @@ struct Merged {
     output_transcription: bool,
     tools_enabled: Vec<String>,
     tool_limits: ToolLimits,
-    setup_timeout: Duration,
+    connect_timeout: Duration,
     turn_timeout: Duration,
     record_enabled: bool,
     record_dir: Option<PathBuf>,
@@ -528,8 +530,8 @@ impl Merged {
             }
         }
         if let Some(s) = layer.session {
-            if let Some(secs) = s.setup_timeout_secs {
-                self.setup_timeout = seconds(secs, source, "session.setup_timeout_secs")?;
+            if let Some(secs) = s.connect_timeout_secs {
+                self.connect_timeout = seconds(secs, source, "session.connect_timeout_secs")?;
             }
             if let Some(secs) = s.turn_timeout_secs {
                 self.turn_timeout = turn_seconds(secs, source, "session.turn_timeout_secs")?;

@@ -46,7 +46,7 @@ fn options(endpoint: Endpoint) -> BridgeOptions {
         upstream: Upstream {
             endpoint,
             api_key: None,
-            setup_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(10),
         },
         token: None,
         max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,

@@ -40,6 +40,8 @@ enum Script {
     RejectModel,
     /// Read the setup and never answer it.
     NeverSetUp,
+    /// Accept the TCP connection and never answer the upgrade request.
+    NeverUpgrade,
 }
 
 async fn serve_once(script: Script) -> (String, Arc<Mutex<SeenRequest>>) {
@@ -48,7 +50,13 @@ async fn serve_once(script: Script) -> (String, Arc<Mutex<SeenRequest>>) {
     let seen = Arc::new(Mutex::new(SeenRequest::default()));
     let seen_by_server = seen.clone();
     tokio::spawn(async move {
-        let (stream, _) = listener.accept().await.unwrap();
+        let (mut stream, _) = listener.accept().await.unwrap();
+        if let Script::NeverUpgrade = script {
+            // Read the request and sit on it until the client hangs up.
+            let mut sink = tokio::io::sink();
+            let _ = tokio::io::copy(&mut stream, &mut sink).await;
+            return;
+        }
         #[allow(clippy::result_large_err)] // the callback type is fixed by tungstenite
         let record = |request: &Request, response: Response| {
             let mut seen = seen_by_server.lock().unwrap();
@@ -66,6 +74,7 @@ async fn serve_once(script: Script) -> (String, Arc<Mutex<SeenRequest>>) {
         assert!(setup.to_text().unwrap().starts_with("{\"setup\":"));
         match script {
             Script::NeverSetUp => while let Some(Ok(_)) = ws.next().await {},
+            Script::NeverUpgrade => unreachable!("answered above"),
             Script::RejectModel => {
                 let frame = CloseFrame {
                     code: CloseCode::Policy,
@@ -199,25 +208,44 @@ async fn a_rejected_model_is_one_clear_message() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_server_that_never_completes_setup_times_out_clearly() {
+async fn a_server_that_stalls_at_any_stage_times_out_clearly_naming_host_port_and_stage() {
     let scratch = tempfile::tempdir().unwrap();
     std::fs::write(
         scratch.path().join("config.toml"),
-        "[session]\nsetup_timeout_secs = 1\n[audio]\nenabled = false\n",
+        "[session]\nconnect_timeout_secs = 1\n[audio]\nenabled = false\n",
     )
     .unwrap();
-    let (url, _seen) = serve_once(Script::NeverSetUp).await;
-    let path = scratch.path().to_path_buf();
-    let (code, stdout, stderr) =
-        tokio::task::spawn_blocking(move || run_headless(&path, &url, "hello"))
-            .await
-            .unwrap();
-    assert_eq!(code, Some(1), "{stderr}");
-    assert!(stdout.is_empty(), "{stdout}");
-    assert!(
-        stderr.contains("livetalk: error: No setupComplete from 127.0.0.1 within 1 s"),
-        "{stderr}"
-    );
+    for (script, route, stage) in [
+        (Script::NeverSetUp, "--endpoint", "waiting for the session to be set up"),
+        (Script::NeverUpgrade, "--endpoint", "waiting for the WebSocket upgrade"),
+        (Script::NeverUpgrade, "--bridge", "waiting for the WebSocket upgrade"),
+    ] {
+        let (url, _seen) = serve_once(script).await;
+        let port = url.rsplit(':').next().unwrap().to_owned();
+        let path = scratch.path().to_path_buf();
+        let started = std::time::Instant::now();
+        let (code, stdout, stderr) = tokio::task::spawn_blocking(move || {
+            let run = run_livetalk(
+                &path,
+                &["--headless", route, &url],
+                &[("GEMINI_API_KEY", SECRET)],
+                &["hello"],
+            );
+            (run.code, run.stdout, run.stderr)
+        })
+        .await
+        .unwrap();
+        let took = started.elapsed();
+        eprintln!("{route} {stage}: the error after {took:?}");
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stdout.is_empty(), "{stdout}");
+        let expected =
+            format!("livetalk: error: No answer from 127.0.0.1:{port} within 1 s ({stage}).");
+        assert!(stderr.contains(&expected), "{route}: {expected} not in {stderr}");
+        assert_eq!(stderr.matches("error").count(), 1, "one message: {stderr}");
+        assert!(took < Duration::from_secs(5), "{route} {stage}: {took:?}");
+    }
+    assert_no_secret_anywhere(scratch.path(), &[]);
 }
 
 /// What a hostile input must lead to.

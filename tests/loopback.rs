@@ -60,7 +60,7 @@ async fn smart_home_dialogue_over_loopback_changes_the_devices() {
             endpoint: mock.endpoint(ApiVersion::V1),
             api_key: None,
             setup: build_setup(&settings, &registry),
-            setup_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(10),
         })
         .await
         .unwrap();

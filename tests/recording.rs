@@ -569,7 +569,7 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
             endpoint: mock.endpoint(ApiVersion::V1),
             api_key: None,
             setup: build_setup(&settings, &registry),
-            setup_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
         })
         .await
         .unwrap();

@@ -54,14 +54,14 @@ fn with_root_path(url: &str) -> String {
 pub async fn connect(
     url: &str,
     setup: &Setup,
-    setup_timeout: Duration,
+    connect_timeout: Duration,
 ) -> Result<Session, SessionError> {
     let bridge = Bridge {
         url: url.to_owned(),
         host: bridge_host(url),
         last_error: None,
     };
-    connection::run(bridge, setup, setup_timeout, None).await
+    connection::run(bridge, setup, connect_timeout, None).await
 }
 
 /// The bridge's side of a connection: `CONNECT_GEMINI` → `SETUP_COMPLETE`, then bridge

@@ -43,7 +43,7 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 << 20;
 pub struct Upstream {
     pub endpoint: Endpoint,
     pub api_key: Option<ApiKey>,
-    pub setup_timeout: Duration,
+    pub connect_timeout: Duration,
 }
 
 /// How to run the bridge.
@@ -185,7 +185,7 @@ pub async fn serve_until_signal(
         upstream: Upstream {
             endpoint,
             api_key,
-            setup_timeout: settings.setup_timeout,
+            connect_timeout: settings.connect_timeout,
         },
         token,
         max_message_bytes: args.max_message_bytes,
@@ -745,7 +745,7 @@ impl ClientSession {
             endpoint: upstream.endpoint.clone(),
             api_key: upstream.api_key.clone(),
             setup,
-            setup_timeout: upstream.setup_timeout,
+            connect_timeout: upstream.connect_timeout,
         };
         match live::connect(options).await {
             Ok(session) => {
@@ -1042,7 +1042,7 @@ mod tests {
             upstream: Upstream {
                 endpoint: Endpoint::parse("ws://127.0.0.1:1", crate::live::ApiVersion::V1).unwrap(),
                 api_key: None,
-                setup_timeout: Duration::from_secs(1),
+                connect_timeout: Duration::from_secs(1),
             },
             token: None,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,

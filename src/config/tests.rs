@@ -235,3 +235,12 @@ fn a_turn_timeout_of_zero_means_no_limit_and_a_negative_one_is_refused() {
             .is_zero()
     );
 }
+
+#[test]
+fn the_connect_deadline_keeps_its_old_name() {
+    for key in ["connect_timeout_secs", "setup_timeout_secs"] {
+        let file = config_file(&format!("[session]\n{key} = 2.5\n"));
+        let s = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap();
+        assert_eq!(s.connect_timeout, Duration::from_millis(2500), "{key}");
+    }
+}

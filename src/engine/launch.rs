@@ -126,7 +126,7 @@ pub async fn launch(settings: &Settings, log_path: Option<&Path>) -> anyhow::Res
         Target::Bridge(url) => Route::Bridge {
             url: url.clone(),
             setup,
-            setup_timeout: settings.setup_timeout,
+            connect_timeout: settings.connect_timeout,
         },
         _ => {
             let (endpoint, mock) = resolve_endpoint(settings).await?;
@@ -137,7 +137,7 @@ pub async fn launch(settings: &Settings, log_path: Option<&Path>) -> anyhow::Res
                 endpoint,
                 api_key: settings.api_key.clone(),
                 setup,
-                setup_timeout: settings.setup_timeout,
+                connect_timeout: settings.connect_timeout,
             })
         }
     };

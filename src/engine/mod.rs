@@ -39,7 +39,7 @@ pub enum Route {
     Bridge {
         url: String,
         setup: Setup,
-        setup_timeout: Duration,
+        connect_timeout: Duration,
     },
 }
 
@@ -216,9 +216,9 @@ async fn open(
         Route::Bridge {
             url,
             setup,
-            setup_timeout,
+            connect_timeout,
         } => {
-            let session = crate::bridge::client::connect(&url, &setup, setup_timeout)
+            let session = crate::bridge::client::connect(&url, &setup, connect_timeout)
                 .await
                 .map_err(|e| e.to_string())?;
             let policy = ReconnectPolicy {

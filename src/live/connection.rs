@@ -15,6 +15,7 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info};
 
 use super::close::{describe_close, describe_http_status, describe_io_error};
+use super::dial::{DialError, Stage, Target, deadline_message, dial};
 use super::events::{CloseInfo, SessionEvent};
 use super::session::{Outbound, Session, SessionError, SessionHandle, WireTap};
 use super::wire::{ClientMessage, Setup};
@@ -98,15 +99,17 @@ pub trait Protocol: Send + 'static {
     fn unreachable(&self, error: tungstenite::Error) -> String;
 }
 
-/// Connects with `protocol`, asks for `setup` and waits up to `setup_timeout` for the answer.
-/// `tap` sees the attempt, every app message sent, and the close (also of a failed setup).
+/// Connects with `protocol` and asks for `setup`; every stage, from the host look-up to the
+/// setup answer, must be done within `timeout`. `tap` sees the attempt, every app message
+/// sent, and the close (also of a failed setup).
 pub async fn run<P: Protocol>(
     mut protocol: P,
     setup: &Setup,
-    setup_timeout: Duration,
+    timeout: Duration,
     tap: Option<Arc<dyn WireTap>>,
 ) -> Result<Session, SessionError> {
     install_crypto_provider();
+    let deadline = tokio::time::Instant::now() + timeout;
     let host = protocol.host().to_owned();
     if let Some(tap) = &tap {
         tap.connecting(&host);
@@ -120,11 +123,22 @@ pub async fn run<P: Protocol>(
         .max_message_size(Some(MAX_MESSAGE_BYTES))
         .max_frame_size(Some(MAX_MESSAGE_BYTES))
         .write_buffer_size(0);
-    info!(host = %host, "connecting to the {}", P::PEER);
+    let target = Target::of(&request).map_err(SessionError::Connect)?;
+    info!(%target, "connecting to the {}", P::PEER);
+    let timed_out = |stage| SessionError::TimedOut(deadline_message(&target, stage, timeout));
     let (socket, _response) =
-        tokio_tungstenite::connect_async_tls_with_config(request, Some(config), true, None)
+        dial(request, &target, config, deadline)
             .await
-            .map_err(|e| connect_error(&protocol, e))?;
+            .map_err(|e| match e {
+                DialError::Deadline(stage) => timed_out(stage),
+                DialError::Http(status) => SessionError::Rejected {
+                    status,
+                    message: protocol.rejected(status),
+                },
+                DialError::Failed { message, .. } => {
+                    SessionError::Connect(protocol.redact(message))
+                }
+            })?;
     let (mut sink, mut stream) = socket.split();
 
     if let Some(tap) = &tap {
@@ -165,12 +179,9 @@ pub async fn run<P: Protocol>(
             }
         }
     };
-    let waited = tokio::time::timeout(setup_timeout, wait)
+    let waited = tokio::time::timeout_at(deadline, wait)
         .await
-        .map_err(|_| SessionError::SetupTimeout {
-            host: host.clone(),
-            timeout: setup_timeout,
-        })
+        .map_err(|_| timed_out(Stage::Setup))
         .and_then(|result| result);
     if let (Err(SessionError::Closed(close)), Some(tap)) = (&waited, &tap) {
         tap.closed(close);
@@ -366,7 +377,7 @@ mod tests {
         async fn connect(
             self,
             url: String,
-            setup_timeout: Duration,
+            connect_timeout: Duration,
         ) -> Result<Session, SessionError> {
             let setup = Setup {
                 model: "models/m".into(),
@@ -378,11 +389,11 @@ mod tests {
                         endpoint: Endpoint::parse(&url, ApiVersion::V1).unwrap(),
                         api_key: None,
                         setup,
-                        setup_timeout,
+                        connect_timeout,
                     })
                     .await
                 }
-                Peer::Bridge => bridge::connect(&url, &setup, setup_timeout).await,
+                Peer::Bridge => bridge::connect(&url, &setup, connect_timeout).await,
             }
         }
 
@@ -403,14 +414,14 @@ mod tests {
         /// Connects and hands back the far end once it has read the opening frame.
         async fn open(
             self,
-            setup_timeout: Duration,
+            connect_timeout: Duration,
         ) -> (
             tokio::task::JoinHandle<Result<Session, SessionError>>,
             Far,
             String,
         ) {
             let (url, accepted) = listen().await;
-            let connecting = tokio::spawn(self.connect(url, setup_timeout));
+            let connecting = tokio::spawn(self.connect(url, connect_timeout));
             let mut far = tokio::time::timeout(WAIT, accepted).await.unwrap().unwrap();
             let opening = next_text(&mut far).await;
             (connecting, far, opening)
@@ -447,26 +458,107 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_setup_that_is_never_answered_times_out_naming_the_host() {
+    async fn a_setup_that_is_never_answered_times_out_naming_host_port_and_stage() {
         for peer in PEERS {
             let timeout = Duration::from_millis(200);
-            let (connecting, _far, _) = peer.open(timeout).await;
-            let Err(error) = joined(connecting).await else {
+            let (connecting, far, _) = peer.open(timeout).await;
+            let port = far.get_ref().local_addr().unwrap().port();
+            let Err(SessionError::TimedOut(message)) = joined(connecting).await else {
                 panic!("{peer:?}: a silent far end must not set a session up");
             };
-            assert_eq!(
-                error,
-                SessionError::SetupTimeout {
-                    host: "127.0.0.1".into(),
-                    timeout
-                },
-                "{peer:?}"
-            );
             assert!(
-                error
-                    .to_string()
-                    .starts_with("No setupComplete from 127.0.0.1 within 0.2 s"),
-                "{peer:?}: {error}"
+                message.starts_with(&format!(
+                    "No answer from 127.0.0.1:{port} within 0.2 s (waiting for the session to be set up)."
+                )),
+                "{peer:?}: {message}"
+            );
+        }
+    }
+
+    /// A server that accepts TCP and then says nothing, whatever is asked of it.
+    async fn mute_server() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                open.push(stream);
+            }
+        });
+        (address, held)
+    }
+
+    #[tokio::test]
+    async fn every_stage_is_under_the_one_deadline() {
+        let (address, _held) = mute_server().await;
+        let timeout = Duration::from_millis(300);
+        for (url, stage) in [
+            (
+                format!("ws://{address}"),
+                "waiting for the WebSocket upgrade",
+            ),
+            (
+                format!("wss://localhost:{}", address.port()),
+                "in the TLS handshake",
+            ),
+        ] {
+            for peer in PEERS {
+                let started = std::time::Instant::now();
+                let result = tokio::time::timeout(WAIT, peer.connect(url.clone(), timeout))
+                    .await
+                    .expect("the deadline holds");
+                let Err(SessionError::TimedOut(message)) = result else {
+                    panic!("{peer:?} {url}: expected a timeout");
+                };
+                assert!(started.elapsed() < Duration::from_secs(2), "{peer:?} {url}");
+                assert!(
+                    message.contains(&format!(":{} within 0.3 s", address.port())),
+                    "{message}"
+                );
+                assert!(message.contains(stage), "{peer:?} {url}: {message}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn tls_to_a_plain_server_and_a_closed_port_say_what_is_likely_wrong() {
+        // A plain server (a TLS hello is no HTTP request), asked for TLS.
+        for peer in PEERS {
+            let (address, plain) = {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let address = listener.local_addr().unwrap();
+                let plain = tokio::spawn(async move {
+                    let (stream, _) = listener.accept().await.unwrap();
+                    // Refuses what is not an upgrade request, as WebSocket servers do.
+                    let _ = tokio_tungstenite::accept_async(stream).await;
+                });
+                (address, plain)
+            };
+            let tls_url = format!("wss://localhost:{}", address.port());
+            let Err(SessionError::Connect(message)) = peer.connect(tls_url.clone(), WAIT).await
+            else {
+                panic!("{peer:?}: TLS to a plain server must fail");
+            };
+            assert!(
+                message.contains("use ws:// instead of wss://"),
+                "{peer:?}: {message}"
+            );
+            plain.await.unwrap();
+        }
+        // Nobody listening: the port is named.
+        let port = {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap().port()
+        };
+        for peer in PEERS {
+            let Err(SessionError::Connect(message)) =
+                peer.connect(format!("ws://127.0.0.1:{port}"), WAIT).await
+            else {
+                panic!("{peer:?}: a closed port must fail");
+            };
+            assert!(
+                message.contains(&format!("127.0.0.1:{port}: connection refused")),
+                "{peer:?}: {message}"
             );
         }
     }

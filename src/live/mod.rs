@@ -4,6 +4,7 @@
 pub mod close;
 pub mod codec;
 pub mod connection;
+pub mod dial;
 pub mod endpoint;
 pub mod events;
 pub mod lenient;

@@ -955,7 +955,7 @@ fn is_session_not_found(code: Option<u16>, reason: &str) -> bool {
 /// Whether a failed connection attempt is worth repeating.
 fn is_retryable_connect(error: &SessionError) -> bool {
     match error {
-        SessionError::Connect(_) | SessionError::SetupTimeout { .. } => true,
+        SessionError::Connect(_) | SessionError::TimedOut(_) => true,
         SessionError::Rejected { status, .. } => *status == 429 || *status >= 500,
         SessionError::Closed(close) => is_retryable(close.code, &close.reason),
     }

@@ -30,7 +30,7 @@ pub struct SessionOptions {
     pub api_key: Option<ApiKey>,
     pub setup: Setup,
     /// How long to wait for `setupComplete`.
-    pub setup_timeout: Duration,
+    pub connect_timeout: Duration,
 }
 
 /// Why a session could not be started. `Display` is the human message.
@@ -42,9 +42,9 @@ pub enum SessionError {
     /// The server answered the upgrade with an HTTP error.
     #[error("{message}")]
     Rejected { status: u16, message: String },
-    /// No `setupComplete` in time.
-    #[error("No setupComplete from {host} within {} s; the server may be overloaded or not a Live API endpoint.", .timeout.as_secs_f32())]
-    SetupTimeout { host: String, timeout: Duration },
+    /// The connect deadline ran out (the message names the stage it ran out in).
+    #[error("{0}")]
+    TimedOut(String),
     /// The server closed the connection during setup.
     #[error("{}", .0.message)]
     Closed(CloseInfo),
@@ -145,7 +145,7 @@ pub async fn connect_tapped(
         endpoint: options.endpoint,
         api_key: options.api_key,
     };
-    connection::run(live, &options.setup, options.setup_timeout, tap).await
+    connection::run(live, &options.setup, options.connect_timeout, tap).await
 }
 
 /// The Live API's side of a connection: `setup` → `setupComplete`, then server messages.
@@ -338,7 +338,7 @@ mod tests {
                 model: "models/m".into(),
                 ..Setup::default()
             },
-            setup_timeout: WAIT,
+            connect_timeout: WAIT,
         };
         let tap = tape.clone() as Arc<dyn WireTap>;
         let connecting = tokio::spawn(connect_tapped(options, Some(tap)));

@@ -123,7 +123,7 @@ impl Recorder {
                 "tool_max_response_bytes": settings.tool_limits.max_response_bytes,
                 "input_transcription": settings.input_transcription,
                 "output_transcription": settings.output_transcription,
-                "setup_timeout_secs": settings.setup_timeout.as_secs_f64(),
+                "connect_timeout_secs": settings.connect_timeout.as_secs_f64(),
                 "turn_timeout_secs": settings.turn_timeout.as_secs_f64(),
                 "system_instruction_chars": settings.system_instruction.chars().count(),
                 "api_key_set": settings.api_key.is_some(),

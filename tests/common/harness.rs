@@ -68,7 +68,7 @@ impl Harness {
                 endpoint: mock.endpoint(ApiVersion::V1),
                 api_key: None,
                 setup: build_setup(&settings, &registry),
-                setup_timeout: Duration::from_secs(5),
+                connect_timeout: Duration::from_secs(5),
             })
             .await
             .unwrap();

@@ -1,0 +1,306 @@
+//! Dialling a WebSocket server in named stages (look-up, TCP, TLS, upgrade) under one
+//! deadline, so a server that stalls at any of them costs a bounded wait and the user is told
+//! the host, the port and the stage it stalled at.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::handshake::client::{Request, Response};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{self};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// An upgraded socket, plain or TLS.
+pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// The steps of getting a session, in order; the deadline names the one it ran out in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Resolve,
+    Tcp,
+    Tls,
+    Upgrade,
+    Setup,
+}
+
+impl Stage {
+    /// What the stage is, for "… while {what}".
+    pub fn doing(self) -> &'static str {
+        match self {
+            Stage::Resolve => "looking up the host",
+            Stage::Tcp => "opening the TCP connection",
+            Stage::Tls => "in the TLS handshake",
+            Stage::Upgrade => "waiting for the WebSocket upgrade",
+            Stage::Setup => "waiting for the session to be set up",
+        }
+    }
+
+    /// The likely reason a server stalls here.
+    fn hint(self) -> &'static str {
+        match self {
+            Stage::Resolve => "Check the host name and your DNS.",
+            Stage::Tcp => "A firewall may be dropping the connection.",
+            Stage::Tls => {
+                "The server may not speak TLS: for a plain server use ws:// instead of wss://."
+            }
+            Stage::Upgrade => {
+                "It accepted the connection but never answered the upgrade; is it a WebSocket server?"
+            }
+            Stage::Setup => "The server may be overloaded or not a Live API endpoint.",
+        }
+    }
+}
+
+/// Where a request goes, as the user should read it: `host:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub host: String,
+    pub port: u16,
+    pub tls: bool,
+}
+
+impl Target {
+    pub fn of(request: &Request) -> Result<Target, String> {
+        let uri = request.uri();
+        let tls = match uri.scheme_str() {
+            Some("wss") => true,
+            Some("ws") => false,
+            other => {
+                return Err(format!(
+                    "Unsupported URL scheme {:?}: use ws:// or wss://.",
+                    other.unwrap_or("")
+                ));
+            }
+        };
+        let host = uri
+            .host()
+            .ok_or_else(|| "The URL has no host.".to_owned())?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        Ok(Target { host, port, tls })
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Why dialling failed: the deadline ran out in `stage`, or the stage failed with `message`.
+#[derive(Debug)]
+pub enum DialError {
+    Deadline(Stage),
+    /// The server answered the upgrade with an HTTP error status.
+    Http(u16),
+    Failed {
+        stage: Stage,
+        message: String,
+    },
+}
+
+/// The sentence for a deadline that ran out `timeout` after the start, in `stage`.
+pub fn deadline_message(target: &Target, stage: Stage, timeout: Duration) -> String {
+    format!(
+        "No answer from {target} within {} s ({}). {}",
+        timeout.as_secs_f32(),
+        stage.doing(),
+        stage.hint()
+    )
+}
+
+/// Runs one stage under the deadline.
+async fn stage<T>(
+    stage: Stage,
+    deadline: Instant,
+    work: impl Future<Output = Result<T, String>>,
+) -> Result<T, DialError> {
+    match tokio::time::timeout_at(deadline, work).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(message)) => Err(DialError::Failed { stage, message }),
+        Err(_) => Err(DialError::Deadline(stage)),
+    }
+}
+
+/// Looks up, connects, shakes hands and upgrades, all before `deadline`.
+pub async fn dial(
+    request: Request,
+    target: &Target,
+    config: WebSocketConfig,
+    deadline: Instant,
+) -> Result<(Socket, Response), DialError> {
+    let addresses = stage(Stage::Resolve, deadline, async {
+        let found: Vec<_> = tokio::net::lookup_host((target.host.as_str(), target.port))
+            .await
+            .map_err(|e| format!("Could not resolve {}: {e}.", target.host))?
+            .collect();
+        if found.is_empty() {
+            return Err(format!("{} has no address.", target.host));
+        }
+        Ok(found)
+    })
+    .await?;
+    let tcp = stage(Stage::Tcp, deadline, async {
+        let mut last = None;
+        for address in addresses {
+            match TcpStream::connect(address).await {
+                Ok(stream) => return Ok(stream),
+                Err(e) => last = Some(e),
+            }
+        }
+        let error = last.map(|e| describe_io(&e)).unwrap_or_default();
+        Err(format!("Could not connect to {target}: {error}"))
+    })
+    .await?;
+    // Frames are small and latency matters more than packing them.
+    let _ = tcp.set_nodelay(true);
+    let stream = if target.tls {
+        let tls = stage(Stage::Tls, deadline, async {
+            let name = rustls::pki_types::ServerName::try_from(target.host.clone())
+                .map_err(|e| format!("{} is not a valid TLS server name: {e}", target.host))?;
+            tokio_rustls::TlsConnector::from(tls_config())
+                .connect(name, tcp)
+                .await
+                .map_err(|e| tls_failure(target, &e))
+        })
+        .await?;
+        MaybeTlsStream::Rustls(tls)
+    } else {
+        MaybeTlsStream::Plain(tcp)
+    };
+    match tokio::time::timeout_at(
+        deadline,
+        tokio_tungstenite::client_async_with_config(request, stream, Some(config)),
+    )
+    .await
+    {
+        Ok(Ok(upgraded)) => Ok(upgraded),
+        Ok(Err(tungstenite::Error::Http(response))) => {
+            Err(DialError::Http(response.status().as_u16()))
+        }
+        Ok(Err(e)) => Err(DialError::Failed {
+            stage: Stage::Upgrade,
+            message: upgrade_failure(target, e),
+        }),
+        Err(_) => Err(DialError::Deadline(Stage::Upgrade)),
+    }
+}
+
+/// The client TLS settings, built once: the bundled web roots, TLS 1.2 and 1.3.
+fn tls_config() -> Arc<rustls::ClientConfig> {
+    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            super::connection::install_crypto_provider();
+            let roots = rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            };
+            Arc::new(
+                rustls::ClientConfig::builder()
+                    .with_root_certificates(roots)
+                    .with_no_client_auth(),
+            )
+        })
+        .clone()
+}
+
+fn describe_io(error: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    match error.kind() {
+        ErrorKind::ConnectionRefused => {
+            "connection refused. Is the server running, and on this port?".to_owned()
+        }
+        ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted => {
+            "the connection was reset.".to_owned()
+        }
+        _ => format!("{error}."),
+    }
+}
+
+/// A failed handshake; a plain server answering a TLS hello is the usual cause, and says so
+/// by resetting, hanging up or sending bytes that are no TLS record.
+fn tls_failure(target: &Target, error: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    let plain_server = matches!(
+        error.kind(),
+        ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof | ErrorKind::ConnectionAborted
+    ) || error.to_string().contains("corrupt message");
+    if plain_server {
+        format!(
+            "The TLS handshake with {target} failed ({error}). The server may not speak TLS: for a plain server use ws:// instead of wss://."
+        )
+    } else {
+        format!("The TLS handshake with {target} failed: {error}.")
+    }
+}
+
+/// A failed upgrade; a TLS server answering plain HTTP is the usual cause of garbage.
+fn upgrade_failure(target: &Target, error: tungstenite::Error) -> String {
+    match error {
+        tungstenite::Error::Io(e) => format!(
+            "{target} hung up during the WebSocket upgrade ({}).",
+            describe_io(&e).trim_end_matches('.')
+        ),
+        tungstenite::Error::HttpFormat(_)
+        | tungstenite::Error::Protocol(tungstenite::error::ProtocolError::HttparseError(_)) => {
+            format!(
+                "{target} did not answer the WebSocket upgrade with HTTP. If it speaks TLS, use wss:// instead of ws://."
+            )
+        }
+        tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed => {
+            format!("{target} hung up during the WebSocket upgrade.")
+        }
+        other => format!("The WebSocket upgrade with {target} failed: {other}."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    fn target(url: &str) -> Target {
+        Target::of(&url.into_client_request().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn targets_name_host_and_port_with_the_schemes_default() {
+        assert_eq!(
+            target("wss://example.com/ws").to_string(),
+            "example.com:443"
+        );
+        assert_eq!(
+            target("ws://127.0.0.1:9000?x=1").to_string(),
+            "127.0.0.1:9000"
+        );
+        assert_eq!(target("ws://[::1]:9000/").to_string(), "[::1]:9000");
+        assert!(!target("ws://localhost").tls);
+    }
+
+    #[test]
+    fn every_stage_has_a_deadline_sentence_naming_the_target() {
+        let t = target("wss://example.com/ws");
+        for stage in [
+            Stage::Resolve,
+            Stage::Tcp,
+            Stage::Tls,
+            Stage::Upgrade,
+            Stage::Setup,
+        ] {
+            let text = deadline_message(&t, stage, Duration::from_secs(10));
+            assert!(
+                text.starts_with("No answer from example.com:443 within 10 s"),
+                "{text}"
+            );
+            assert!(text.contains(stage.doing()), "{text}");
+        }
+    }
+}
