@@ -594,3 +594,52 @@ async fn every_hostile_input_is_skipped_recovered_or_ends_with_one_clear_message
         (case.check)(&h.app);
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_says_go_away_to_every_connection_gets_no_storm() {
+    let scratch = tempfile::tempdir().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let connections = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = connections.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                if ws.next().await.is_none() {
+                    return;
+                }
+                let _ = ws.send(Message::text(r#"{"setupComplete": {}}"#)).await;
+                let _ = ws
+                    .send(Message::text(r#"{"goAway": {"timeLeft": "0.1s"}}"#))
+                    .await;
+                // Never answers a turn; goes when the client goes.
+                while let Some(Ok(_)) = ws.next().await {}
+            });
+        }
+    });
+    let path = scratch.path().to_path_buf();
+    let started = std::time::Instant::now();
+    let run = tokio::task::spawn_blocking(move || {
+        run_livetalk(
+            &path,
+            &["--headless", "--endpoint", &url],
+            &[("GEMINI_API_KEY", SECRET)],
+            &["hello"],
+        )
+    })
+    .await
+    .unwrap();
+    let took = started.elapsed();
+    let made = connections.load(std::sync::atomic::Ordering::SeqCst);
+    eprintln!("{made} connections, given up after {took:?}");
+    assert!(took < Duration::from_secs(20), "{took:?}");
+    assert!(made <= 12, "{made} connections in {took:?}");
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    let errors: Vec<&str> = run.stderr.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(errors.len(), 1, "{}", run.stderr);
+    assert!(errors[0].contains("go away (goAway)"), "{}", run.stderr);
+}

@@ -391,6 +391,7 @@ fn start(
         queue: VecDeque::new(),
         resend: None,
         failures: 0,
+        quick_hand_overs: 0,
         jitter: Jitter::new(),
         live: None,
     };
@@ -533,6 +534,9 @@ struct Supervisor {
     resend: Option<ClientMessage>,
     /// Failed attempts since the last stable connection.
     failures: u32,
+    /// Hand-overs in a row asked for by connections that never became stable: a server that
+    /// says goAway to every new connection must not get a storm of them.
+    quick_hand_overs: u32,
     jitter: Jitter,
     live: Option<Live>,
 }
@@ -616,6 +620,15 @@ impl Supervisor {
                 }
             }
             SessionEvent::GoAway { time_left } => {
+                if live.go_away_deadline.is_none() {
+                    let stable = live.open.completed_turn
+                        || live.opened.elapsed() >= self.policy.stable_after;
+                    self.quick_hand_overs = if stable {
+                        0
+                    } else {
+                        self.quick_hand_overs + 1
+                    };
+                }
                 // No timeLeft: hand over soon. A huge one: connections never last an hour, and
                 // `Instant + Duration` must not overflow.
                 let left = time_left
@@ -737,6 +750,24 @@ impl Supervisor {
     async fn reconnect(&mut self, planned: bool, mut reason: String) -> Next {
         let mut attempt = if planned { 0 } else { self.failures + 1 };
         let mut last_code = None;
+        // The first hand-over of a run goes at once; each further one from a connection that
+        // was told to go before it became stable waits longer, and a run too long ends it.
+        let quick = if planned { self.quick_hand_overs } else { 0 };
+        let budget = self.policy.max_attempts.max(1);
+        if quick > budget {
+            let close = CloseInfo {
+                code: None,
+                reason: String::new(),
+                message: format!(
+                    "Gave up: the server asked {quick} new connections in a row to go away (goAway) before they were of use. Not reconnecting again, so as not to burn quota."
+                ),
+                initiated_by_client: false,
+            };
+            return self.finish(close).await;
+        }
+        let mut hand_over_wait = self
+            .policy
+            .delay(quick.saturating_sub(1), self.jitter.next());
         loop {
             if attempt > self.policy.max_attempts {
                 let close = CloseInfo {
@@ -750,7 +781,11 @@ impl Supervisor {
                 };
                 return self.finish(close).await;
             }
-            let retry_in = self.policy.delay(attempt, self.jitter.next());
+            let retry_in = if attempt == 0 {
+                std::mem::take(&mut hand_over_wait)
+            } else {
+                self.policy.delay(attempt, self.jitter.next())
+            };
             let _ = self
                 .out
                 .send(SupervisorEvent::Link(LinkEvent::Reconnecting {
