@@ -334,3 +334,100 @@ fn the_mock_says_when_it_listens_beyond_loopback() {
         );
     }
 }
+
+/// A server that sends 10 MB of tool arguments: the terminal (text and JSON) and the log get
+/// summaries of a few KiB that say the whole size; the recording keeps the arguments whole.
+#[test]
+fn huge_tool_arguments_are_summarised_on_the_terminal_and_in_the_log() {
+    let scratch = tempfile::tempdir().unwrap();
+    let huge = "x".repeat(10_000_000);
+    let scenario = scratch.path().join("huge-args.json");
+    let faults = serde_json::json!({"fault": [{
+        "at": "user_turn", "every": 1, "action": "tool_calls",
+        "name": "get_device_status", "args": {"device_name": huge},
+    }]});
+    std::fs::write(&scenario, faults.to_string()).unwrap();
+    let mock = MockProcess::start(
+        scratch.path(),
+        &["--speed", "20", "--scenario", scenario.to_str().unwrap()],
+    );
+    const BOUND: usize = 64 << 10;
+
+    // Text and JSON output, side by side (each with its own data dir, so its own log).
+    let runs = std::thread::scope(|threads| {
+        let runs: Vec<_> = [false, true]
+            .map(|json| {
+                let (url, scratch) = (&mock.url, scratch.path());
+                threads.spawn(move || {
+                    let home = scratch.join(if json { "json" } else { "text" });
+                    std::fs::create_dir_all(&home).unwrap();
+                    let dir = home.join("rec");
+                    let mut args = vec!["--headless", "--endpoint", url, "--record"];
+                    args.push(dir.to_str().unwrap());
+                    if json {
+                        args.push("--json");
+                    }
+                    (
+                        json,
+                        home.clone(),
+                        run_livetalk(&home, &args, &[], &["Is the lamp on?"]),
+                    )
+                })
+            })
+            .into_iter()
+            .collect();
+        runs.into_iter()
+            .map(|run| run.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    for (json, home, run) in runs {
+        let (stdout, stderr) = (&run.stdout, &run.stderr);
+        let head = |text: &str| text.chars().take(2_000).collect::<String>();
+        assert_eq!(run.code, Some(0), "{}\n{}", head(stdout), head(stderr));
+        let log = home.join("data/livetalk/livetalk.log");
+        let log_text = std::fs::read_to_string(&log).unwrap();
+        for (what, text) in [("stdout", stdout), ("stderr", stderr), ("log", &log_text)] {
+            assert!(text.len() < BOUND, "{what}: {} bytes", text.len());
+        }
+
+        // The summaries say what was left out.
+        let said = "x… (9.5 MiB, shown 4.0 KiB)";
+        if json {
+            let call: serde_json::Value = stdout
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .find(|e: &serde_json::Value| e["type"] == "tool_call")
+                .unwrap_or_else(|| panic!("{stdout}"));
+            let args = call["args"].as_str().unwrap_or_else(|| panic!("{call}"));
+            assert!(args.starts_with("{\"device_name\":\"xxx"), "{args}");
+            assert!(args.ends_with(said), "{args}");
+        } else {
+            let tool = stdout.lines().find(|l| l.starts_with("Tool: ")).unwrap();
+            assert!(
+                tool.starts_with("Tool: get_device_status {\"device_name\":\"xxx"),
+                "{tool}"
+            );
+            assert!(tool.contains(said), "{tool}");
+        }
+        // The tool's error quotes the name it was given: a notice (on stderr, or a JSON
+        // event), bounded too.
+        let notices = if json { stdout } else { stderr };
+        let failed = notices
+            .lines()
+            .find(|l| l.contains("Tool get_device_status failed: no device called"))
+            .unwrap_or_else(|| panic!("{}", head(notices)));
+        assert!(failed.contains(said), "{failed}");
+        assert!(log_text.contains("tool call failed"), "{log_text}");
+        assert!(log_text.contains(said), "{log_text}");
+        let reply = if json {
+            "\"type\":\"model\""
+        } else {
+            "Gemini: "
+        };
+        assert!(stdout.contains(reply), "{stdout}");
+
+        // The recording holds the arguments whole.
+        let recording = std::fs::read_to_string(home.join("rec/session.jsonl")).unwrap();
+        assert!(recording.contains(&format!("{{\"device_name\":\"{huge}\"}}")));
+    }
+}
