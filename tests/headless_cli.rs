@@ -431,3 +431,60 @@ fn huge_tool_arguments_are_summarised_on_the_terminal_and_in_the_log() {
         assert!(recording.contains(&format!("{{\"device_name\":\"{huge}\"}}")));
     }
 }
+
+/// A server that floods model audio with `--output-wav` and a 1 MiB cap: the file stops at the
+/// cap and is a valid WAV, the user is told once, and the log says so once.
+#[test]
+fn the_output_wav_stops_at_its_cap_with_one_notice() {
+    let scratch = tempfile::tempdir().unwrap();
+    // Three 1.1 MB bursts of audio at the first question, then the model's spoken answer.
+    let burst = "[[fault]]\nat = \"user_turn\"\naction = \"huge_message\"\nbytes = 1500000\n";
+    let scenario = scratch.path().join("flood.toml");
+    std::fs::write(&scenario, burst.repeat(3)).unwrap();
+    let mock = MockProcess::start(
+        scratch.path(),
+        &["--speed", "50", "--scenario", scenario.to_str().unwrap()],
+    );
+    let wav = scratch.path().join("answer.wav");
+    let run = run_livetalk(
+        scratch.path(),
+        &[
+            "--headless",
+            "--endpoint",
+            &mock.url,
+            "--output-wav",
+            wav.to_str().unwrap(),
+            "--output-wav-max-mb",
+            "1",
+        ],
+        &[],
+        &SMART_HOME_LINES[..1],
+    );
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    assert_eq!(run.code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("Gemini: "), "{stdout}");
+
+    let size = std::fs::metadata(&wav).unwrap().len();
+    assert_eq!(size, 1 << 20, "the file stops at the cap");
+    let reader = hound::WavReader::open(&wav).unwrap();
+    assert_eq!(reader.spec().sample_rate, 24_000);
+    assert_eq!(reader.spec().channels, 1);
+    assert_eq!(
+        u64::from(reader.duration()) * 2 + 44,
+        size,
+        "the header says what the file holds"
+    );
+
+    let notice = "answer.wav reached its size cap of 1.0 MiB";
+    assert_eq!(stderr.matches(notice).count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("livetalk: warning: {}", wav.display())),
+        "{stderr}"
+    );
+    let log = std::fs::read_to_string(scratch.path().join("data/livetalk/livetalk.log")).unwrap();
+    assert_eq!(
+        log.matches("the output WAV reached its size cap").count(),
+        1,
+        "{log}"
+    );
+}

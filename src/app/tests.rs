@@ -920,6 +920,22 @@ fn no_device_is_said_once_and_a_failing_device_can_be_reopened() {
 }
 
 #[test]
+fn a_full_output_wav_is_one_warning() {
+    let mut app = with_audio(false);
+    app.update(Msg::Audio(crate::audio::AudioEvent::OutputWavFull {
+        path: "answer.wav".into(),
+        max_bytes: 2 << 20,
+    }));
+    assert_eq!(
+        app.notices,
+        vec![Notice {
+            level: NoticeLevel::Warning,
+            text: "answer.wav reached its size cap of 2.0 MiB; the rest of the model's audio is not written to it (--output-wav-max-mb, audio.output_wav_max_mb).".into(),
+        }]
+    );
+}
+
+#[test]
 fn a_replayed_call_shows_the_time_it_arrived_not_the_clock() {
     let mut app = connected_app();
     app.clock = || jiff::civil::time(23, 59, 0, 0);
