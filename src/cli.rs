@@ -104,6 +104,10 @@ pub struct SessionFlags {
     /// Also write the model's audio to this WAV file (24 kHz mono).
     #[arg(long, value_name = "FILE")]
     pub output_wav: Option<PathBuf>,
+    /// The --output-wav file stops growing at this many MiB (1 to 4095; default 512, or
+    /// audio.output_wav_max_mb); the rest of the audio is not written, and you are told.
+    #[arg(long, value_name = "MB", requires = "output_wav")]
+    pub output_wav_max_mb: Option<u64>,
     /// Push-to-talk: server voice detection off; F5 starts and ends what you say (with
     /// --input-wav, the whole clip is one utterance).
     #[arg(long)]
@@ -148,6 +152,7 @@ impl SessionFlags {
             output_device: self.output_device.clone(),
             input_wav: self.input_wav.clone(),
             output_wav: self.output_wav.clone(),
+            output_wav_max_mb: self.output_wav_max_mb,
             push_to_talk: self.push_to_talk,
             echo: self.echo.clone(),
         }

@@ -77,6 +77,7 @@ struct AudioLayer {
     startup_buffer_ms: Option<u64>,
     echo: Option<String>,
     push_to_talk: Option<bool>,
+    output_wav_max_mb: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -134,6 +135,7 @@ pub struct FlagOverrides {
     pub output_device: Option<String>,
     pub input_wav: Option<PathBuf>,
     pub output_wav: Option<PathBuf>,
+    pub output_wav_max_mb: Option<u64>,
     pub push_to_talk: bool,
     pub echo: Option<String>,
 }
@@ -331,6 +333,9 @@ impl Settings {
         }
         merged.audio.input_wav = flags.input_wav.clone();
         merged.audio.output_wav = flags.output_wav.clone();
+        if let Some(mb) = flags.output_wav_max_mb {
+            merged.audio.output_wav_max_bytes = wav_megabytes(mb, "flag --output-wav-max-mb")?;
+        }
 
         let bridge = flags
             .bridge
@@ -522,6 +527,9 @@ impl Merged {
                 }
                 audio.startup_buffer = Duration::from_millis(ms);
             }
+            if let Some(mb) = a.output_wav_max_mb {
+                audio.output_wav_max_bytes = wav_megabytes(mb, source)?;
+            }
         }
         if let Some(r) = layer.record {
             self.record_enabled = r.enabled.unwrap_or(self.record_enabled);
@@ -624,6 +632,19 @@ fn audio_host(value: &str, source: &str) -> Result<AudioHost, ConfigError> {
             format!("{value:?} is not one of alsa, pulseaudio"),
         )
     })
+}
+
+/// The `--output-wav` cap in bytes: whole MiB, up to what a WAV file can hold.
+fn wav_megabytes(mb: u64, source: &str) -> Result<u64, ConfigError> {
+    let max_mb = crate::audio::wav::WAV_MAX_BYTES >> 20;
+    if !(1..=max_mb).contains(&mb) {
+        return Err(ConfigError::new(
+            source,
+            "audio.output_wav_max_mb",
+            format!("{mb} is out of range; use 1 to {max_mb} (MiB)"),
+        ));
+    }
+    Ok(mb << 20)
 }
 
 fn echo_mode(value: &str, source: &str) -> Result<EchoMode, ConfigError> {

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use crate::app::{App, Entry, ModelTurnStatus, Msg, NoticeLevel, ToolState, UserInput};
 use crate::config::Settings;
 use crate::driver::{Presenter, Source, drive};
+use crate::echo::{SUMMARY, bounded, bounded_json};
 use crate::engine::launch;
 use crate::record::Meta;
 
@@ -336,28 +337,33 @@ impl Printer {
                     return false;
                 }
                 let millis = call.duration.map(|d| d.as_secs_f64() * 1000.0);
-                let response = call.response.as_ref().map(|r| &r.response);
+                // The server chose the name, the id and the arguments, and the response may
+                // echo them: each is a bounded summary here (the recording has them whole).
+                let name = bounded(&call.name, SUMMARY);
                 match self.format {
                     OutputFormat::Text => {
                         let time = millis
                             .map(|ms| format!(" in {ms:.1} ms"))
                             .unwrap_or_default();
-                        let result = response.map(|r| format!(": {r}")).unwrap_or_default();
+                        let result = call
+                            .response
+                            .as_ref()
+                            .map(|r| format!(": {}", bounded(&r.response.to_string(), SUMMARY)))
+                            .unwrap_or_default();
                         self.line(&format!(
-                            "Tool: {} {} -> {}{time}{result}",
-                            call.name,
-                            call.args,
+                            "Tool: {name} {} -> {}{time}{result}",
+                            bounded(&call.args.to_string(), SUMMARY),
                             call.state.label()
                         ));
                     }
                     OutputFormat::Json => self.json(json!({
                         "type": "tool_call",
-                        "id": call.id,
-                        "name": call.name,
-                        "args": call.args,
+                        "id": call.id.as_deref().map(|id| bounded(id, SUMMARY)),
+                        "name": name,
+                        "args": bounded_json(&call.args, SUMMARY),
                         "state": call.state.label(),
                         "duration_ms": millis,
-                        "response": call.response,
+                        "response": call.response.as_ref().map(|r| bounded_json(&json!(r), SUMMARY)),
                         "truncated": call.truncated,
                     })),
                 }

@@ -11,7 +11,8 @@
 //! - [`record`]: session recordings (`--record`), replay, inspect and the sessions list.
 //! - [`bridge`]: the app-facing WebSocket bridge (`livetalk serve`, `--bridge`); its protocol
 //!   is described in docs/bridge-protocol.md.
-//! - [`config`], [`cli`], [`logging`]: settings, flags and logs.
+//! - [`config`], [`cli`], [`logging`]: settings, flags and logs; [`echo`]: bounded summaries
+//!   of what a peer sends, for the terminal and the log.
 
 pub mod app;
 pub mod audio;
@@ -19,6 +20,7 @@ pub mod bridge;
 pub mod cli;
 pub mod config;
 pub mod driver;
+pub mod echo;
 pub mod engine;
 pub mod headless;
 pub mod live;

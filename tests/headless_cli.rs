@@ -334,3 +334,157 @@ fn the_mock_says_when_it_listens_beyond_loopback() {
         );
     }
 }
+
+/// A server that sends 10 MB of tool arguments: the terminal (text and JSON) and the log get
+/// summaries of a few KiB that say the whole size; the recording keeps the arguments whole.
+#[test]
+fn huge_tool_arguments_are_summarised_on_the_terminal_and_in_the_log() {
+    let scratch = tempfile::tempdir().unwrap();
+    let huge = "x".repeat(10_000_000);
+    let scenario = scratch.path().join("huge-args.json");
+    let faults = serde_json::json!({"fault": [{
+        "at": "user_turn", "every": 1, "action": "tool_calls",
+        "name": "get_device_status", "args": {"device_name": huge},
+    }]});
+    std::fs::write(&scenario, faults.to_string()).unwrap();
+    let mock = MockProcess::start(
+        scratch.path(),
+        &["--speed", "20", "--scenario", scenario.to_str().unwrap()],
+    );
+    const BOUND: usize = 64 << 10;
+
+    // Text and JSON output, side by side (each with its own data dir, so its own log).
+    let runs = std::thread::scope(|threads| {
+        let runs: Vec<_> = [false, true]
+            .map(|json| {
+                let (url, scratch) = (&mock.url, scratch.path());
+                threads.spawn(move || {
+                    let home = scratch.join(if json { "json" } else { "text" });
+                    std::fs::create_dir_all(&home).unwrap();
+                    let dir = home.join("rec");
+                    let mut args = vec!["--headless", "--endpoint", url, "--record"];
+                    args.push(dir.to_str().unwrap());
+                    if json {
+                        args.push("--json");
+                    }
+                    (
+                        json,
+                        home.clone(),
+                        run_livetalk(&home, &args, &[], &["Is the lamp on?"]),
+                    )
+                })
+            })
+            .into_iter()
+            .collect();
+        runs.into_iter()
+            .map(|run| run.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    for (json, home, run) in runs {
+        let (stdout, stderr) = (&run.stdout, &run.stderr);
+        let head = |text: &str| text.chars().take(2_000).collect::<String>();
+        assert_eq!(run.code, Some(0), "{}\n{}", head(stdout), head(stderr));
+        let log = home.join("data/livetalk/livetalk.log");
+        let log_text = std::fs::read_to_string(&log).unwrap();
+        for (what, text) in [("stdout", stdout), ("stderr", stderr), ("log", &log_text)] {
+            assert!(text.len() < BOUND, "{what}: {} bytes", text.len());
+        }
+
+        // The summaries say what was left out.
+        let said = "x… (9.5 MiB, shown 4.0 KiB)";
+        if json {
+            let call: serde_json::Value = stdout
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .find(|e: &serde_json::Value| e["type"] == "tool_call")
+                .unwrap_or_else(|| panic!("{stdout}"));
+            let args = call["args"].as_str().unwrap_or_else(|| panic!("{call}"));
+            assert!(args.starts_with("{\"device_name\":\"xxx"), "{args}");
+            assert!(args.ends_with(said), "{args}");
+        } else {
+            let tool = stdout.lines().find(|l| l.starts_with("Tool: ")).unwrap();
+            assert!(
+                tool.starts_with("Tool: get_device_status {\"device_name\":\"xxx"),
+                "{tool}"
+            );
+            assert!(tool.contains(said), "{tool}");
+        }
+        // The tool's error quotes the name it was given: a notice (on stderr, or a JSON
+        // event), bounded too.
+        let notices = if json { stdout } else { stderr };
+        let failed = notices
+            .lines()
+            .find(|l| l.contains("Tool get_device_status failed: no device called"))
+            .unwrap_or_else(|| panic!("{}", head(notices)));
+        assert!(failed.contains(said), "{failed}");
+        assert!(log_text.contains("tool call failed"), "{log_text}");
+        assert!(log_text.contains(said), "{log_text}");
+        let reply = if json {
+            "\"type\":\"model\""
+        } else {
+            "Gemini: "
+        };
+        assert!(stdout.contains(reply), "{stdout}");
+
+        // The recording holds the arguments whole.
+        let recording = std::fs::read_to_string(home.join("rec/session.jsonl")).unwrap();
+        assert!(recording.contains(&format!("{{\"device_name\":\"{huge}\"}}")));
+    }
+}
+
+/// A server that floods model audio with `--output-wav` and a 1 MiB cap: the file stops at the
+/// cap and is a valid WAV, the user is told once, and the log says so once.
+#[test]
+fn the_output_wav_stops_at_its_cap_with_one_notice() {
+    let scratch = tempfile::tempdir().unwrap();
+    // Three 1.1 MB bursts of audio at the first question, then the model's spoken answer.
+    let burst = "[[fault]]\nat = \"user_turn\"\naction = \"huge_message\"\nbytes = 1500000\n";
+    let scenario = scratch.path().join("flood.toml");
+    std::fs::write(&scenario, burst.repeat(3)).unwrap();
+    let mock = MockProcess::start(
+        scratch.path(),
+        &["--speed", "50", "--scenario", scenario.to_str().unwrap()],
+    );
+    let wav = scratch.path().join("answer.wav");
+    let run = run_livetalk(
+        scratch.path(),
+        &[
+            "--headless",
+            "--endpoint",
+            &mock.url,
+            "--output-wav",
+            wav.to_str().unwrap(),
+            "--output-wav-max-mb",
+            "1",
+        ],
+        &[],
+        &SMART_HOME_LINES[..1],
+    );
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    assert_eq!(run.code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("Gemini: "), "{stdout}");
+
+    let size = std::fs::metadata(&wav).unwrap().len();
+    assert_eq!(size, 1 << 20, "the file stops at the cap");
+    let reader = hound::WavReader::open(&wav).unwrap();
+    assert_eq!(reader.spec().sample_rate, 24_000);
+    assert_eq!(reader.spec().channels, 1);
+    assert_eq!(
+        u64::from(reader.duration()) * 2 + 44,
+        size,
+        "the header says what the file holds"
+    );
+
+    let notice = "answer.wav reached its size cap of 1.0 MiB";
+    assert_eq!(stderr.matches(notice).count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("livetalk: warning: {}", wav.display())),
+        "{stderr}"
+    );
+    let log = std::fs::read_to_string(scratch.path().join("data/livetalk/livetalk.log")).unwrap();
+    assert_eq!(
+        log.matches("the output WAV reached its size cap").count(),
+        1,
+        "{log}"
+    );
+}

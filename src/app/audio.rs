@@ -176,6 +176,16 @@ impl App {
                 self.audio.figures = figures;
                 Vec::new()
             }
+            AudioEvent::OutputWavFull { path, max_bytes } => {
+                self.notice(
+                    NoticeLevel::Warning,
+                    format!(
+                        "{path} reached its size cap of {}; the rest of the model's audio is not written to it (--output-wav-max-mb, audio.output_wav_max_mb).",
+                        crate::echo::human_size(max_bytes)
+                    ),
+                );
+                Vec::new()
+            }
             AudioEvent::InputClipEnded => {
                 // A reply to the clip has started by now (the stream went on with silence
                 // long enough for voice detection); the model's open turn holds the session.

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::audio::AudioOptions;
+use crate::echo::{self, bounded};
 use crate::live::SessionEvent;
 use crate::live::reconnect::LinkEvent;
 use crate::live::reply::ReplyWatch;
@@ -590,7 +591,7 @@ impl App {
         match msg {
             Msg::ConnectFailed(reason) => {
                 self.notice(NoticeLevel::Error, reason.clone());
-                self.connection = Connection::Disconnected { reason };
+                self.disconnect(reason);
                 self.floor = Floor::Listening;
                 Vec::new()
             }
@@ -646,7 +647,7 @@ impl App {
                 self.notice(NoticeLevel::Error, message.clone());
                 self.finish_model_entry(ModelTurnStatus::Interrupted);
                 self.floor = Floor::Listening;
-                self.connection = Connection::Disconnected { reason: message };
+                self.disconnect(message);
                 self.reply.forget();
                 self.gave_up = true;
                 vec![Effect::CloseSession]
@@ -706,23 +707,29 @@ impl App {
                 self.floor = Floor::Listening;
                 Vec::new()
             }
+            // Normal replies come in parts of a few words; a part past `echo::TEXT` is not
+            // a reply, and is cut so no screen or line has to hold it.
             SessionEvent::ModelText(text) => {
                 if !self.audio.discard_turn && !self.closing {
                     self.wire_speaking();
-                    self.open_model_entry().0.push_str(&text);
+                    self.open_model_entry()
+                        .0
+                        .push_str(&bounded(&text, echo::TEXT));
                 }
                 Vec::new()
             }
             SessionEvent::OutputTranscription { text, .. } => {
                 if !self.audio.discard_turn && !self.closing {
                     self.wire_speaking();
-                    self.open_model_entry().1.push_str(&text);
+                    self.open_model_entry()
+                        .1
+                        .push_str(&bounded(&text, echo::TEXT));
                 }
                 Vec::new()
             }
             SessionEvent::ModelAudio { pcm, .. } => self.on_model_audio(pcm),
             SessionEvent::InputTranscription { text, .. } => {
-                self.append_user_speech(&text);
+                self.append_user_speech(&bounded(&text, echo::TEXT));
                 Vec::new()
             }
             SessionEvent::GenerationComplete => Vec::new(),
@@ -798,9 +805,7 @@ impl App {
                 if !close.initiated_by_client {
                     self.notice(NoticeLevel::Error, close.message.clone());
                 }
-                self.connection = Connection::Disconnected {
-                    reason: close.message,
-                };
+                self.disconnect(close.message);
                 self.reply.forget();
                 Vec::new()
             }
@@ -974,8 +979,20 @@ impl App {
         }
     }
 
+    /// The session is over, for this reason (which may quote the server, so it is bounded).
+    fn disconnect(&mut self, reason: String) {
+        self.connection = Connection::Disconnected {
+            reason: echo::into_bounded(reason, echo::SUMMARY),
+        };
+    }
+
+    /// Every notice goes through here; many quote the server (a close reason, a skipped
+    /// frame, a tool's error), so each is bounded once, for every presenter.
     fn notice(&mut self, level: NoticeLevel, text: String) {
-        self.notices.push(Notice { level, text });
+        self.notices.push(Notice {
+            level,
+            text: echo::into_bounded(text, echo::SUMMARY),
+        });
     }
 
     /// The streaming model entry's (text_parts, transcript), opening one if needed.

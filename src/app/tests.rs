@@ -252,6 +252,60 @@ fn skipped_frames_become_warnings_and_the_session_goes_on() {
     assert_eq!(app.connection, Connection::Connected);
 }
 
+#[test]
+fn what_the_server_says_is_shown_bounded_and_a_long_reply_whole() {
+    use crate::echo;
+    let mut app = connected_app();
+    app.update(Msg::UserText("hi".into()));
+    // A long reply in normal parts is the conversation: all of it is kept.
+    let sentence = "This sentence is part of a long but honest answer. ";
+    for _ in 0..2_000 {
+        app.update(Msg::Session(SessionEvent::ModelText(sentence.into())));
+    }
+    // One absurd part is cut, and says how big it was.
+    app.update(Msg::Session(SessionEvent::ModelText(
+        "y".repeat(10_000_000),
+    )));
+    let Some(Entry::Model { text_parts, .. }) = app.transcript.last() else {
+        panic!("{:?}", app.transcript.last());
+    };
+    assert_eq!(text_parts.matches(sentence).count(), 2_000);
+    assert!(
+        text_parts.ends_with("y… (9.5 MiB, shown 64.0 KiB)"),
+        "{}",
+        &text_parts[text_parts.len() - 40..]
+    );
+    assert!(text_parts.len() < 2_000 * sentence.len() + echo::TEXT + 40);
+
+    // Notices and the close reason quote the server: a summary each.
+    app.update(Msg::Session(SessionEvent::FrameSkipped {
+        reason: format!("skipped a malformed server frame: {}", "z".repeat(1 << 20)),
+    }));
+    app.update(Msg::Session(SessionEvent::Closed(CloseInfo {
+        code: None,
+        reason: String::new(),
+        message: format!("The bridge reported an error: {}", "w".repeat(1 << 20)),
+        initiated_by_client: false,
+    })));
+    assert_eq!(app.notices.len(), 2);
+    for notice in &app.notices {
+        assert!(
+            notice.text.len() < echo::SUMMARY + 40,
+            "{}",
+            notice.text.len()
+        );
+        assert!(
+            notice.text.ends_with("(1.0 MiB, shown 4.0 KiB)"),
+            "{}",
+            notice.text
+        );
+    }
+    let Connection::Disconnected { reason } = &app.connection else {
+        panic!("{:?}", app.connection);
+    };
+    assert_eq!(reason, &app.notices[1].text);
+}
+
 /// Applies a message as the drive loop does: intents handed back are applied in turn, and the
 /// other effects are returned.
 fn apply(app: &mut App, msg: Msg) -> Vec<Effect> {
@@ -903,6 +957,22 @@ fn no_device_is_said_once_and_a_failing_device_can_be_reopened() {
         "{notice}"
     );
     assert_eq!(press(&mut app, KeyCode::F(6)), vec![Effect::ReopenAudio]);
+}
+
+#[test]
+fn a_full_output_wav_is_one_warning() {
+    let mut app = with_audio(false);
+    app.update(Msg::Audio(crate::audio::AudioEvent::OutputWavFull {
+        path: "answer.wav".into(),
+        max_bytes: 2 << 20,
+    }));
+    assert_eq!(
+        app.notices,
+        vec![Notice {
+            level: NoticeLevel::Warning,
+            text: "answer.wav reached its size cap of 2.0 MiB; the rest of the model's audio is not written to it (--output-wav-max-mb, audio.output_wav_max_mb).".into(),
+        }]
+    );
 }
 
 #[test]

@@ -77,6 +77,8 @@ pub struct AudioOptions {
     pub input_wav: Option<PathBuf>,
     /// Also write model audio to this 24 kHz mono WAV.
     pub output_wav: Option<PathBuf>,
+    /// The output WAV stops growing at this size (bytes, header included).
+    pub output_wav_max_bytes: u64,
 }
 
 impl Default for AudioOptions {
@@ -93,6 +95,7 @@ impl Default for AudioOptions {
             push_to_talk: false,
             input_wav: None,
             output_wav: None,
+            output_wav_max_bytes: 512 << 20,
         }
     }
 }
@@ -202,6 +205,12 @@ pub enum AudioEvent {
     Figures(AudioFigures),
     /// The `--input-wav` clip has been streamed to its end.
     InputClipEnded,
+    /// The `--output-wav` file reached its size cap: it is finished, and the rest of the
+    /// model's audio is not written to it.
+    OutputWavFull {
+        path: String,
+        max_bytes: u64,
+    },
 }
 
 enum Command {
@@ -251,7 +260,9 @@ impl Audio {
             None => None,
         };
         let sink = match &options.output_wav {
-            Some(path) => Some(WavSink::create(path, OUTPUT_RATE)?),
+            Some(path) => Some(
+                WavSink::create(path, OUTPUT_RATE)?.with_max_bytes(options.output_wav_max_bytes),
+            ),
             None => None,
         };
         let (commands, commands_rx) = std_mpsc::channel();
@@ -452,7 +463,14 @@ impl Worker {
 
     fn handle(&mut self, command: Command) {
         match command {
-            Command::Play { pcm, received_at } => self.playback.play(&pcm, received_at),
+            Command::Play { pcm, received_at } => {
+                if let Some(full) = self.playback.play(&pcm, received_at) {
+                    self.emit(AudioEvent::OutputWavFull {
+                        path: full.path.display().to_string(),
+                        max_bytes: full.max_bytes,
+                    });
+                }
+            }
             Command::EndTurn => self.playback.end_turn(),
             Command::Flush { requested_at } => self.playback.flush(requested_at),
             Command::MicOpen(open) => {

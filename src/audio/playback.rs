@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::pcm::extend_f32_from_pcm16_le;
 use super::resample::StreamResampler;
 use super::shared::{PlaybackShared, span};
-use super::wav::WavSink;
+use super::wav::{WavFull, WavSink};
 
 /// The Live API's output rate.
 pub const OUTPUT_RATE: u32 = 24_000;
@@ -106,14 +106,23 @@ impl Playback {
                 .map_or(0, |o| o.producer.buffer().capacity() - o.producer.slots())
     }
 
-    /// Queues model audio received at `received_at`.
-    pub fn play(&mut self, pcm: &[u8], received_at: u64) {
-        if let Some(wav) = &mut self.wav
-            && let Err(e) = wav.write_pcm16_le(pcm)
-        {
-            tracing::warn!("{e:#}");
-            self.wav = None;
-        }
+    /// Queues model audio received at `received_at`. Returns `Some` when this audio filled
+    /// the `--output-wav` file to its cap (once).
+    pub fn play(&mut self, pcm: &[u8], received_at: u64) -> Option<WavFull> {
+        let full = match self.wav.as_mut().map(|wav| wav.write_pcm16_le(pcm)) {
+            Some(Ok(full)) => full,
+            Some(Err(e)) => {
+                tracing::warn!("{e:#}");
+                self.wav = None;
+                None
+            }
+            None => None,
+        };
+        self.queue(pcm, received_at);
+        full
+    }
+
+    fn queue(&mut self, pcm: &[u8], received_at: u64) {
         let (Some(output), Some(resampler)) = (&self.output, &mut self.resampler) else {
             return;
         };

@@ -17,6 +17,7 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info, warn};
 
 use super::protocol::{AppMessage, BridgeMessage, LiveConfig, LogLevel, RealtimeInputPayload};
+use crate::echo::{SUMMARY, bounded};
 use crate::live::close::describe_http_status;
 use crate::live::connection::{self, Protocol, Read, SetupStep, close_info};
 use crate::live::events::events_from;
@@ -118,7 +119,7 @@ impl Protocol for Bridge {
                 });
             }
             Ok(BridgeMessage::GeminiError { message, .. }) => {
-                warn!("bridge error during setup: {message}");
+                warn!("bridge error during setup: {}", bounded(&message, SUMMARY));
                 self.last_error = Some((message, None));
             }
             Ok(BridgeMessage::GeminiDisconnected { reason }) => {
@@ -133,7 +134,10 @@ impl Protocol for Bridge {
             }
             Ok(BridgeMessage::LogMessage { level, message, .. }) => log(level, &message),
             Ok(other) => debug!("bridge message before setup: {}", other.kind()),
-            Err(e) => warn!("ignored a bad bridge frame during setup: {e}"),
+            Err(e) => warn!(
+                "ignored a bad bridge frame during setup: {}",
+                bounded(&e.to_string(), SUMMARY)
+            ),
         }
         SetupStep::Wait
     }
@@ -152,7 +156,7 @@ impl Protocol for Bridge {
             Ok(message) => message,
             Err(e) => {
                 let reason = format!("skipped a bad bridge message: {e}");
-                warn!("{reason}");
+                warn!("{}", bounded(&reason, SUMMARY));
                 return Read::Events(vec![SessionEvent::FrameSkipped { reason }]);
             }
         };
@@ -174,7 +178,7 @@ impl Protocol for Bridge {
                 })
             }
             BridgeMessage::GeminiError { message, details } => {
-                warn!("bridge error: {message}");
+                warn!("bridge error: {}", bounded(&message, SUMMARY));
                 let code = details
                     .as_ref()
                     .and_then(|d| d.get("code"))
@@ -295,6 +299,7 @@ fn app_message(message: ClientMessage) -> AppMessage {
 }
 
 fn log(level: LogLevel, message: &str) {
+    let message = bounded(message, SUMMARY);
     match level {
         LogLevel::Info => info!("bridge: {message}"),
         LogLevel::Warn => warn!("bridge: {message}"),

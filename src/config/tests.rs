@@ -62,6 +62,38 @@ fn session_lifetime_settings_can_be_turned_off() {
 }
 
 #[test]
+fn the_output_wav_cap_comes_from_the_file_or_the_flag_in_mib() {
+    let empty = config_file("");
+    let s = Settings::resolve(&with_file(&empty), &env_of(&[])).unwrap();
+    assert_eq!(s.audio.output_wav_max_bytes, 512 << 20);
+    assert_eq!(
+        s.audio.output_wav_max_bytes,
+        AudioOptions::default().output_wav_max_bytes
+    );
+
+    let file = config_file(
+        "[audio]
+output_wav_max_mb = 64
+",
+    );
+    let s = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap();
+    assert_eq!(s.audio.output_wav_max_bytes, 64 << 20);
+    let flags = FlagOverrides {
+        output_wav_max_mb: Some(2),
+        ..with_file(&file)
+    };
+    let s = Settings::resolve(&flags, &env_of(&[])).unwrap();
+    assert_eq!(s.audio.output_wav_max_bytes, 2 << 20, "the flag wins");
+
+    for bad in ["0", "4096"] {
+        let file = config_file(&format!("[audio]\noutput_wav_max_mb = {bad}\n"));
+        let error = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap_err();
+        assert_eq!(error.key, "audio.output_wav_max_mb");
+        assert!(error.problem.contains("use 1 to 4095"), "{}", error.problem);
+    }
+}
+
+#[test]
 fn layers_apply_in_order_defaults_file_env_flags() {
     let file = config_file("model = \"from-file\"\nvoice = \"kore\"\n[tools]\ntimeout_secs = 3\n");
     let env = env_of(&[("LIVETALK_MODEL", "models/from-env")]);

@@ -265,7 +265,13 @@ pub async fn run<P: Protocol>(
                 Read::End(close) => break close,
             }
         };
-        info!(code = ?close.code, "{} session closed: {}", P::PEER, close.message);
+        // A bridge's close message is its own text, of any length.
+        info!(
+            code = ?close.code,
+            "{} session closed: {}",
+            P::PEER,
+            crate::echo::bounded(&close.message, crate::echo::SUMMARY)
+        );
         if let Some(tap) = &tap {
             tap.closed(&close);
         }

@@ -34,6 +34,7 @@ use super::wire::{
     ClientContent, ClientMessage, FunctionResponse, Scheduling, SessionResumptionConfig,
     ToolResponse,
 };
+use crate::echo::{SUMMARY, bounded};
 
 /// Queued mic audio older than this is dropped rather than sent late after a reconnect.
 pub const STALE_AUDIO: Duration = Duration::from_secs(1);
@@ -838,7 +839,11 @@ impl Supervisor {
                     reason = close.message;
                 }
                 Err(error) if is_retryable_connect(&error) => {
-                    warn!(attempt, "reconnect failed: {error}");
+                    warn!(
+                        attempt,
+                        "reconnect failed: {}",
+                        bounded(&error.to_string(), SUMMARY)
+                    );
                     if let SessionError::Closed(close) = &error {
                         last_code = close.code;
                     }
@@ -935,7 +940,7 @@ impl Supervisor {
                         opens_turn |= answer.scheduling != Some(Scheduling::Silent);
                         kept.push(answer);
                     } else {
-                        warn!(id = ?answer.id, name = %answer.name, "tool answer withheld: no open call on this connection");
+                        warn!(id = ?answer.id.as_deref().map(|id| bounded(id, SUMMARY)), name = %bounded(&answer.name, SUMMARY), "tool answer withheld: no open call on this connection");
                         self.shared.answers_dropped.fetch_add(1, Ordering::Relaxed);
                         let _ = self
                             .out

@@ -22,6 +22,7 @@ use super::events::{CloseInfo, SessionEvent, events_from};
 use super::wire::{
     ClientContent, ClientMessage, FunctionResponse, ServerMessage, Setup, ToolResponse,
 };
+use crate::echo::{SUMMARY, bounded};
 
 /// What to connect to and how to set the session up.
 #[derive(Debug, Clone)]
@@ -214,12 +215,15 @@ impl Protocol for LiveApi {
             Ok(DecodedServerFrame::Unknown { keys }) => {
                 warn!(
                     "ignored an unknown server message before setupComplete ({})",
-                    keys.join(", ")
+                    bounded(&keys.join(", "), SUMMARY)
                 );
                 SetupStep::Wait
             }
             Err(e) => {
-                warn!("ignored a malformed frame before setupComplete: {e}");
+                warn!(
+                    "ignored a malformed frame before setupComplete: {}",
+                    bounded(&e.to_string(), SUMMARY)
+                );
                 SetupStep::Wait
             }
         }
@@ -255,7 +259,9 @@ impl Protocol for LiveApi {
                 payload.len()
             ),
         };
-        warn!("{reason}");
+        // The reason may quote the frame (serde quotes a bad value whole): the log gets a
+        // summary, the recording and the app the whole reason (the app bounds its notices).
+        warn!("{}", bounded(&reason, SUMMARY));
         if let Some(tap) = tap {
             tap.received(TappedFrame::Skipped(&reason), false);
         }

@@ -383,7 +383,9 @@ impl MockConnection {
                 && rate == INPUT_SAMPLE_RATE
             {
                 // Header kept current, so the file is complete whenever it is read.
-                let saved = sink.write_pcm16_le(&blob.data).and_then(|()| sink.sync());
+                let saved = sink
+                    .write_pcm16_le(&blob.data)
+                    .and_then(|_full| sink.sync());
                 if let Err(e) = saved {
                     tracing::warn!("{e:#}");
                     self.saved_input = None;

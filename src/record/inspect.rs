@@ -454,17 +454,9 @@ pub fn sessions_table(root: &Path) -> String {
             date,
             row.duration_secs,
             row.turns,
-            human_size(row.size_bytes),
+            crate::echo::human_size(row.size_bytes),
             row.dir.display()
         );
     }
     out
-}
-
-fn human_size(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20)),
-        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
-        b => format!("{b} B"),
-    }
 }

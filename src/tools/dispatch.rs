@@ -21,6 +21,7 @@ use tokio::time::Instant;
 
 use super::registry::{DynTool, Registry};
 use super::{END_SESSION, ToolError};
+use crate::echo::{SUMMARY, bounded, floor_char_boundary};
 use crate::live::wire::{Behavior, FunctionCall, FunctionResponse, Scheduling};
 
 /// What became of one dispatched call.
@@ -168,7 +169,7 @@ impl ToolDispatcher {
             running.supervisor.abort();
             let id = running.id.unwrap_or_default();
             let duration = running.started.elapsed();
-            tracing::info!(tool = %running.name, %id, ?duration, "tool call cancelled by the server");
+            tracing::info!(tool = %bounded(&running.name, SUMMARY), id = %bounded(&id, SUMMARY), ?duration, "tool call cancelled by the server");
             ids_stopped.push(id.clone());
             self.shared.emit(ToolEvent::Cancelled {
                 id,
@@ -241,7 +242,7 @@ impl ToolDispatcher {
         let mut calls = self.shared.lock();
         if let Some(id) = &info.id {
             if calls.by_id.contains_key(id) {
-                tracing::warn!(tool = %info.name, %id, "a call with this id is already running; this one cannot be cancelled");
+                tracing::warn!(tool = %bounded(&info.name, SUMMARY), id = %bounded(id, SUMMARY), "a call with this id is already running; this one cannot be cancelled");
             } else {
                 calls.by_id.insert(id.clone(), key);
             }
@@ -400,20 +401,24 @@ impl Shared {
         };
         let limit = self.registry.limits().max_response_bytes;
         let (body, truncated) = fit_response(body, limit);
+        // The name and the message may quote whatever the server sent: the log gets a summary.
+        let tool = bounded(&info.name, SUMMARY);
         if truncated {
-            tracing::warn!(tool = %info.name, limit_bytes = limit, "tool response over the size limit; sent a truncated preview");
+            tracing::warn!(%tool, limit_bytes = limit, "tool response over the size limit; sent a truncated preview");
         }
         let duration = info.started.elapsed();
         match &status {
-            ToolStatus::Ok => tracing::debug!(tool = %info.name, ?duration, "tool call finished"),
+            ToolStatus::Ok => tracing::debug!(%tool, ?duration, "tool call finished"),
             ToolStatus::Error(message) => {
-                tracing::info!(tool = %info.name, ?duration, %message, "tool call failed");
+                let message = bounded(message, SUMMARY);
+                tracing::info!(%tool, ?duration, %message, "tool call failed");
             }
             ToolStatus::TimedOut => {
-                tracing::warn!(tool = %info.name, ?duration, "tool call timed out")
+                tracing::warn!(%tool, ?duration, "tool call timed out")
             }
             ToolStatus::Panicked(message) => {
-                tracing::warn!(tool = %info.name, ?duration, %message, "tool handler panicked");
+                let message = bounded(message, SUMMARY);
+                tracing::warn!(%tool, ?duration, %message, "tool handler panicked");
             }
         }
         let response = FunctionResponse {
@@ -506,13 +511,6 @@ fn fit_response(body: Value, limit: usize) -> (Value, bool) {
         }
         cut = floor_char_boundary(&text, cut.saturating_sub((size - limit).max(1)));
     }
-}
-
-fn floor_char_boundary(text: &str, mut index: usize) -> usize {
-    while index > 0 && !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
 }
 
 #[cfg(test)]

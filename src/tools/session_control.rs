@@ -36,7 +36,8 @@ impl Tool for EndSession {
 
     async fn call(&self, args: EndSessionArgs) -> Result<Value, ToolError> {
         let reason = args.reason.as_deref().map(str::trim).unwrap_or_default();
-        tracing::info!(reason, "model asked to end the session");
+        let reason = crate::echo::bounded(reason, crate::echo::SUMMARY);
+        tracing::info!(?reason, "model asked to end the session");
         Ok(json!({
             "success": true,
             "message": "The session will end when your current turn is complete.",

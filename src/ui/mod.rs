@@ -21,6 +21,7 @@ use crate::app::{
     App, Area, Connection, Floor, Focus, KEY_MAP, NoticeLevel, Popup, ScreenLayout, ToolState,
     footer_keys,
 };
+use crate::echo;
 use tool_log::format_duration;
 
 /// Panes sit side by side from this width; below it they stack.
@@ -369,8 +370,12 @@ fn draw_tool_detail(
     scroll: u16,
 ) -> Option<Area> {
     let call = app.tool_calls().get(index)?;
-    let pretty =
-        |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+    // The popup holds more than a row, but not everything a server can send: the recording
+    // has that.
+    let pretty = |v: &serde_json::Value| {
+        let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+        echo::into_bounded(text, echo::TEXT)
+    };
     let mut lines = Vec::new();
     let mut summary = vec![
         Span::styled(
@@ -389,11 +394,14 @@ fn draw_tool_detail(
     if let Some(id) = &call.id {
         lines.push(Line::from(vec![
             Span::styled("Call id ", theme.dim()),
-            Span::raw(id.clone()),
+            Span::raw(echo::bounded(id, echo::SUMMARY).into_owned()),
         ]));
     }
     if let ToolState::Error(message) = &call.state {
-        lines.push(Line::styled(message.clone(), theme.error()));
+        lines.push(Line::styled(
+            echo::bounded(message, echo::TEXT).into_owned(),
+            theme.error(),
+        ));
     }
     lines.push(Line::default());
     lines.push(Line::styled("Arguments", theme.bold()));
@@ -430,7 +438,7 @@ fn draw_tool_detail(
     Some(draw_popup(
         frame,
         rect,
-        format!(" Tool call · {} ", call.name),
+        format!(" Tool call · {} ", echo::bounded(&call.name, echo::SUMMARY)),
         lines,
         scroll,
         theme,

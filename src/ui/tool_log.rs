@@ -1,5 +1,6 @@
 //! The tool-call log: one row per call with time, name, arguments, state, duration and a
-//! result summary; the selected row opens the detail popup.
+//! result summary; the selected row opens the detail popup. The server chose the names and
+//! arguments, so every summary here is bounded ([`crate::echo`]).
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
@@ -11,6 +12,7 @@ use serde_json::Value;
 use super::Theme;
 use super::wrap::truncate;
 use crate::app::{App, Focus, ToolCallRecord, ToolState};
+use crate::echo::{SUMMARY, bounded, into_bounded};
 
 const SPINNER: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
@@ -59,20 +61,28 @@ fn flatten(value: &Value, key: Option<&str>, out: &mut Vec<(Option<String>, Stri
             }
         }
         Value::Null if key.is_none() => {}
-        Value::String(s) => out.push((key.map(str::to_owned), s.clone())),
-        other => out.push((key.map(str::to_owned), other.to_string())),
+        Value::String(s) => out.push((bounded_key(key), bounded(s, FIELD).into_owned())),
+        other => out.push((bounded_key(key), into_bounded(other.to_string(), FIELD))),
     }
 }
 
+/// One field of a summary: a summary holds several, and each should say its own size.
+const FIELD: usize = SUMMARY / 4;
+
+fn bounded_key(key: Option<&str>) -> Option<String> {
+    key.map(|k| bounded(k, FIELD).into_owned())
+}
+
 fn join(fields: &[(Option<String>, String)]) -> String {
-    fields
+    let joined = fields
         .iter()
         .map(|(k, v)| match k {
             Some(k) => format!("{k}: {v}"),
             None => v.clone(),
         })
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(", ");
+    into_bounded(joined, SUMMARY)
 }
 
 /// Duration and what came back: the error message, or the response's fields.
@@ -83,7 +93,7 @@ pub fn outcome_summary(call: &ToolCallRecord) -> String {
         .unwrap_or_default();
     let result = match &call.state {
         ToolState::Running => String::new(),
-        ToolState::Error(message) => format!(": {message}"),
+        ToolState::Error(message) => format!(": {}", bounded(message, SUMMARY)),
         ToolState::TimedOut => ": no answer in time; the model was told".to_owned(),
         ToolState::Cancelled => ": cancelled by the server, not answered".to_owned(),
         ToolState::Ok => match call.response.as_ref().map(|r| &r.response) {
@@ -212,7 +222,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
                     .as_ref()
                     .map(|r| result_summary(&r.response, &call.args))
                     .unwrap_or_default(),
-                ToolState::Error(message) => message.clone(),
+                ToolState::Error(message) => bounded(message, SUMMARY).into_owned(),
                 ToolState::TimedOut => "no answer in time".to_owned(),
                 ToolState::Cancelled => "cancelled by the server".to_owned(),
                 ToolState::Running => String::new(),
@@ -222,7 +232,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
                 cells.push(Cell::from(Span::styled(time, theme.dim())));
             }
             cells.push(Cell::from(Span::styled(
-                truncate(&call.name, 17),
+                truncate(&bounded(&call.name, SUMMARY), 17),
                 theme.tool(),
             )));
             if wide {
@@ -284,6 +294,24 @@ mod tests {
     fn transcript_arguments_show_values_and_named_settings() {
         let args = json!({"device_name": "living room lamp", "new_status": "on", "setting": {"color": "blue"}});
         assert_eq!(args_values(&args), "living room lamp, on, color: blue");
+    }
+
+    #[test]
+    fn huge_arguments_and_results_are_summarised() {
+        let huge = "x".repeat(10_000_000);
+        let args = json!({"device_name": huge, "extra": [huge]});
+        for summary in [
+            args_summary(&args),
+            args_values(&args),
+            result_summary(&json!({"error": huge}), &json!({})),
+        ] {
+            assert!(
+                summary.len() < 2 * crate::echo::SUMMARY,
+                "{}",
+                summary.len()
+            );
+            assert!(summary.contains("(9.5 MiB, shown 1.0 KiB)"), "{summary}");
+        }
     }
 
     #[test]

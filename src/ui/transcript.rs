@@ -10,6 +10,7 @@ use super::Theme;
 use super::tool_log::{args_values, outcome_summary, state_style};
 use super::wrap::{truncate, wrap};
 use crate::app::{App, Entry, Focus, ModelTurnStatus, UserInput};
+use crate::echo::{SUMMARY, bounded};
 use unicode_width::UnicodeWidthStr;
 
 /// The transcript as lines at `width` columns.
@@ -63,7 +64,11 @@ pub fn lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
                     continue;
                 };
                 // One row per call, cut to the pane: the log and the popup hold the rest.
-                let call_text = format!("{}({})", call.name, args_values(&call.args));
+                let call_text = format!(
+                    "{}({})",
+                    bounded(&call.name, SUMMARY),
+                    args_values(&call.args)
+                );
                 let outcome = outcome_summary(call);
                 let state = format!(" → {}", call.state.label());
                 let call_text = truncate(&call_text, width.saturating_sub(4 + state.width()));

@@ -1,0 +1,113 @@
+//! Echoing what a peer controls (tool arguments and results, model text, close reasons,
+//! skipped frames) to the terminal and the log: bounded summaries that say how big the whole
+//! was. A server can send megabytes where a line is expected; the recording keeps it all.
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+/// One value in a summary line, on the terminal or in the log: tool arguments, a result, an
+/// error message, a skipped frame's reason.
+pub const SUMMARY: usize = 4 << 10;
+
+/// One block of readable text: a part of the model's reply (a real one is far shorter), a
+/// tool call's arguments in the detail popup.
+pub const TEXT: usize = 64 << 10;
+
+/// One line of the log file, whatever wrote it: the backstop behind the bounds above.
+pub const LOG_LINE: usize = 16 << 10;
+
+/// `text` if it is at most `max` bytes; else its first `max` bytes (cut on a character
+/// boundary) and a note of the whole size and what is shown: `xxxx… (9.5 MiB, shown 4.0 KiB)`.
+pub fn bounded(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    let cut = floor_char_boundary(text, max);
+    Cow::Owned(format!(
+        "{}… ({}, shown {})",
+        &text[..cut],
+        human_size(text.len() as u64),
+        human_size(cut as u64)
+    ))
+}
+
+/// [`bounded`] for an owned string: the same string when it fits.
+pub fn into_bounded(text: String, max: usize) -> String {
+    match bounded(&text, max) {
+        Cow::Borrowed(_) => text,
+        Cow::Owned(summary) => summary,
+    }
+}
+
+/// A JSON value for a summary: the value itself when its text fits in `max` bytes, else
+/// its text, [`bounded`], as a string.
+pub fn bounded_json(value: &Value, max: usize) -> Value {
+    let text = value.to_string();
+    match bounded(&text, max) {
+        Cow::Borrowed(_) => value.clone(),
+        Cow::Owned(summary) => Value::String(summary),
+    }
+}
+
+/// The largest index at most `index` that starts a character of `text` (0 at the least).
+pub fn floor_char_boundary(text: &str, index: usize) -> usize {
+    let mut index = index.min(text.len());
+    while index > 0 && !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+/// A byte count for people: `512 B`, `4.0 KiB`, `9.5 MiB`.
+pub fn human_size(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / f64::from(1u32 << 20)),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn short_text_is_shown_whole_and_long_text_says_its_size() {
+        assert!(matches!(bounded("lamp", 4), Cow::Borrowed("lamp")));
+        let huge = format!("{{\"a\": \"{}\"}}", "x".repeat(10_000_000));
+        let shown = bounded(&huge, SUMMARY);
+        assert!(shown.starts_with("{\"a\": \"xxxx"), "{}", &shown[..20]);
+        assert!(shown.ends_with("x… (9.5 MiB, shown 4.0 KiB)"), "{shown}");
+        assert!(shown.len() < SUMMARY + 40);
+    }
+
+    #[test]
+    fn the_cut_falls_on_a_character_boundary() {
+        // "é" is two bytes: a cut at 3 would split the second one.
+        let text = "éééé";
+        assert_eq!(bounded(text, 3), "é… (8 B, shown 2 B)");
+        assert_eq!(bounded("日本語", 1), "… (9 B, shown 0 B)");
+        assert_eq!(floor_char_boundary("日本語", 100), 9);
+    }
+
+    #[test]
+    fn json_is_itself_until_it_is_too_big() {
+        let small = json!({"device_name": "lamp"});
+        assert_eq!(bounded_json(&small, SUMMARY), small);
+        let big = json!({"device_name": "x".repeat(SUMMARY)});
+        let Value::String(summary) = bounded_json(&big, SUMMARY) else {
+            panic!("a big value becomes its bounded text");
+        };
+        assert!(summary.starts_with("{\"device_name\":\"xxx"), "{summary}");
+        assert!(summary.ends_with("(4.0 KiB, shown 4.0 KiB)"), "{summary}");
+    }
+
+    #[test]
+    fn sizes_read_naturally() {
+        assert_eq!(human_size(512), "512 B");
+        assert_eq!(human_size(4096), "4.0 KiB");
+        assert_eq!(human_size(10_000_000), "9.5 MiB");
+    }
+}
