@@ -49,6 +49,42 @@ pub const VOICES: &[&str] = &[
     "Sulafat",
 ];
 
+/// A model name that cannot be sent to the service.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelNameError {
+    #[error("{0:?} is not a model name")]
+    NotAName(String),
+    #[error("{0:?} has no model id, e.g. models/gemini-3.8-live")]
+    NoId(String),
+}
+
+/// The model name the service takes: trimmed, `models/` added to a bare id (as the SDKs do).
+/// Read the same way from the config, the command line and a bridge app's LiveConfig.
+pub fn model_name(value: &str) -> Result<String, ModelNameError> {
+    let value = value.trim();
+    if value.is_empty() || value.contains(char::is_whitespace) {
+        return Err(ModelNameError::NotAName(value.to_owned()));
+    }
+    // `models/` (or `x/`) names no model: the id after the last `/` is empty.
+    if value.rsplit('/').next().is_none_or(str::is_empty) {
+        return Err(ModelNameError::NoId(value.to_owned()));
+    }
+    Ok(if value.contains('/') {
+        value.to_owned()
+    } else {
+        format!("models/{value}")
+    })
+}
+
+/// The prebuilt voice `value` names, in the service's spelling; any casing is accepted.
+pub fn voice_name(value: &str) -> Option<&'static str> {
+    let value = value.trim();
+    VOICES
+        .iter()
+        .find(|v| v.eq_ignore_ascii_case(value))
+        .copied()
+}
+
 /// One config file layer; every key optional so layers can be stacked.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -570,39 +606,18 @@ impl Merged {
                 self.endpoint = Some((value, source.to_owned()));
             }
             "model" => {
-                if value.is_empty() || value.contains(char::is_whitespace) {
-                    return Err(ConfigError::new(
-                        source,
-                        key,
-                        format!("{value:?} is not a model name"),
-                    ));
-                }
-                // `models/` (or `x/`) names no model: the id after the last `/` is empty.
-                if value.rsplit('/').next().is_none_or(str::is_empty) {
-                    return Err(ConfigError::new(
-                        source,
-                        key,
-                        format!("{value:?} has no model id, e.g. models/gemini-3.8-live"),
-                    ));
-                }
-                self.model = if value.contains('/') {
-                    value
-                } else {
-                    format!("models/{value}")
-                };
+                self.model =
+                    model_name(&value).map_err(|e| ConfigError::new(source, key, e.to_string()))?;
             }
             "voice" => {
-                let canonical = VOICES
-                    .iter()
-                    .find(|v| v.eq_ignore_ascii_case(&value))
-                    .ok_or_else(|| {
-                        ConfigError::new(
-                            source,
-                            key,
-                            format!("unknown voice {value:?}; voices: {}", VOICES.join(", ")),
-                        )
-                    })?;
-                self.voice = (*canonical).to_owned();
+                let canonical = voice_name(&value).ok_or_else(|| {
+                    ConfigError::new(
+                        source,
+                        key,
+                        format!("unknown voice {value:?}; voices: {}", VOICES.join(", ")),
+                    )
+                })?;
+                self.voice = canonical.to_owned();
             }
             "api_version" => {
                 self.api_version = match value.to_ascii_lowercase().as_str() {

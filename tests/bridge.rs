@@ -515,6 +515,111 @@ async fn update_config_reconnects_and_applies_the_new_config() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_unusable_update_config_is_refused_and_the_session_goes_on() {
+    let bridge = bridge().await;
+    let mock = bridge._mock.as_ref().unwrap();
+    let mut app = App::connect(&bridge.server.url()).await;
+    app.start(live_config("text")).await;
+    app.say(SMART_HOME_LINES[2]).await;
+    app.answer_tool_call(json!({"status": "idle", "temperature_celsius": 20}))
+        .await;
+    let turn = app.finish_turn().await;
+    assert!(reply_text(&turn).contains("20"), "{}", reply_text(&turn));
+
+    // Each is answered with one GEMINI_ERROR saying what is wrong, and nothing else: no
+    // reconnection, no "model changed", no SETUP_COMPLETE, no disconnect.
+    let changed = |edit: fn(&mut Value)| {
+        let mut config = live_config("audio");
+        edit(&mut config);
+        config
+    };
+    let refused = [
+        (changed(|c| c["model"] = json!("models/")), "no model id"),
+        (
+            changed(|c| c["generationConfig"]["responseModalities"] = json!(["video"])),
+            "\"video\"",
+        ),
+        (
+            changed(|c| {
+                c["generationConfig"]["speechConfig"]["voiceConfig"]["prebuiltVoiceConfig"]["voiceName"] =
+                    json!("Robo")
+            }),
+            "\"Robo\"",
+        ),
+        (
+            changed(|c| c["tools"][0]["urlContext"] = json!({})),
+            "`urlContext`",
+        ),
+        (changed(|c| c["model"] = json!(5)), "`model`"),
+    ];
+    for (config, says) in refused {
+        app.send(json!({"type": "UPDATE_CONFIG", "payload": config}))
+            .await;
+        let error = app.expect_error().await;
+        assert!(error.contains(says), "{says}: {error}");
+    }
+    let after_refusals = app.seen.len();
+
+    // The old session answers, on the connection it had.
+    app.say(SMART_HOME_LINES[0]).await;
+    app.answer_tool_call(json!({"status": "off"})).await;
+    let turn = app.finish_turn().await;
+    assert!(reply_text(&turn).contains("off"), "{}", reply_text(&turn));
+    assert!(
+        of_type(&turn, "AUDIO_CHUNK").is_empty(),
+        "still text: {turn:#?}"
+    );
+    let since = &app.seen[after_refusals..];
+    for kind in [
+        "GEMINI_ERROR",
+        "LOG_MESSAGE",
+        "SETUP_COMPLETE",
+        "GEMINI_DISCONNECTED",
+    ] {
+        assert!(of_type(since, kind).is_empty(), "{kind}: {since:#?}");
+    }
+    assert_eq!(
+        mock.connections(),
+        1,
+        "the upstream session was never closed"
+    );
+
+    // A usable one still applies, and the conversation goes on: the model remembers the
+    // 20 °C it read, so it sets 22 °C without reading the thermostat again.
+    let mut config = live_config("audio");
+    config["generationConfig"]["speechConfig"]["voiceConfig"]["prebuiltVoiceConfig"]["voiceName"] =
+        json!("puck");
+    app.send(json!({"type": "UPDATE_CONFIG", "payload": config}))
+        .await;
+    let (setup, before) = app.until("SETUP_COMPLETE").await;
+    assert_eq!(setup["payload"], json!({"success": true}), "{setup}");
+    assert!(
+        of_type(&before, "LOG_MESSAGE")
+            .iter()
+            .any(|l| l["payload"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("conversation continues")),
+        "{before:#?}"
+    );
+    assert!(
+        !app.seen
+            .iter()
+            .any(|m| m.to_string().contains("model changed")),
+        "{:#?}",
+        app.seen
+    );
+    app.say("Make the kitchen thermostat warmer.").await;
+    let calls = app
+        .answer_tool_call(json!({"status": "heating", "temperature_celsius": 22}))
+        .await;
+    assert_eq!(calls[0]["name"], "set_device_status", "{calls:?}");
+    let turn = app.finish_turn().await;
+    assert!(!of_type(&turn, "AUDIO_CHUNK").is_empty(), "audio now");
+    assert_eq!((mock.connections(), mock.resumptions()), (2, 1));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn disconnect_ends_the_session_and_closes_the_socket() {
     let bridge = bridge().await;
     let mut app = App::connect(&bridge.server.url()).await;
@@ -569,6 +674,16 @@ async fn bad_input_is_answered_and_the_connection_stays_usable() {
             .contains("`model`")
     );
     assert!(app.expect_error().await.contains("`model`"));
+    // The same ending as any failed opening, so an app handles one sequence.
+    let bye = app.next().await.unwrap();
+    assert_eq!(bye["type"], "GEMINI_DISCONNECTED", "{bye}");
+    assert!(
+        bye["payload"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be used"),
+        "{bye}"
+    );
 
     // WebRTC is declined clearly, before and after connecting.
     app.send(json!({"type": "WEBRTC_OFFER", "payload": {"sdp": "v=0"}}))

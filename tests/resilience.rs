@@ -1,7 +1,8 @@
 //! Session lifetime scenarios over real loopback sockets: the library's engine and app against
 //! the embedded mock running a fault scenario. goAway → seamless resumption mid-conversation;
 //! network drop → automatic recovery; bad key / unknown model → one clear message, no retry
-//! storm; stale handle → fresh session with a notice; the retry budget; the tool-call guard.
+//! storm; stale handle → fresh session with a notice; the retry budget; the tool-call guard;
+//! a handle resumes only under the key it was issued for.
 
 #![allow(clippy::unwrap_used)]
 
@@ -10,11 +11,17 @@ mod common;
 use std::time::Duration;
 
 use common::harness::{Harness, test_policy};
+use futures_util::{SinkExt, StreamExt};
 use livetalk::app::{App, Connection, ModelTurnStatus, Msg, NoticeLevel, ToolState};
 use livetalk::driver::Source as _;
-use livetalk::mock::{Fault, FaultAction, Moment};
+use livetalk::live::ApiVersion;
+use livetalk::live::endpoint::standard_path;
+use livetalk::mock::{Fault, FaultAction, MockOptions, MockServer, Moment};
 use livetalk::tools::{NoArgs, Registry, Tool, ToolError, ToolLimits};
 use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
 
 fn go_away(secs: f64) -> FaultAction {
     FaultAction::GoAway {
@@ -372,4 +379,96 @@ async fn a_call_running_when_its_connection_drops_is_stopped_and_never_answered_
         "no answer reached the new connection"
     );
     assert!(h.app.tool_calls()[0].response.is_none(), "never answered");
+}
+
+/// Where a raw client puts its API key, as the two SDKs do.
+enum KeyIn {
+    Query(&'static str),
+    Header(&'static str),
+    Nowhere,
+}
+
+/// A raw client's setup asking for resumption (resuming `handle` when given). Returns the
+/// first handle the mock issues, or the close code and reason that refused the setup.
+async fn resumable_setup(
+    mock: &MockServer,
+    key: KeyIn,
+    handle: Option<&str>,
+) -> Result<String, (u16, String)> {
+    let mut url = format!("{}{}", mock.base_url(), standard_path(ApiVersion::V1));
+    if let KeyIn::Query(key) = key {
+        url.push_str(&format!("?key={key}"));
+    }
+    let mut request = url.into_client_request().unwrap();
+    if let KeyIn::Header(key) = key {
+        request
+            .headers_mut()
+            .insert("x-goog-api-key", HeaderValue::from_static(key));
+    }
+    let (mut ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let resumption = match handle {
+        Some(handle) => json!({"handle": handle}),
+        None => json!({}),
+    };
+    let setup = json!({"setup": {"model": "models/m", "sessionResumption": resumption}});
+    ws.send(Message::text(setup.to_string())).await.unwrap();
+    let wait = Duration::from_secs(10);
+    loop {
+        let frame = tokio::time::timeout(wait, ws.next())
+            .await
+            .expect("the mock answers the setup")
+            .expect("a frame or a close")
+            .unwrap();
+        match frame {
+            Message::Close(frame) => {
+                let frame = frame.expect("a close code");
+                return Err((frame.code.into(), frame.reason.to_string()));
+            }
+            Message::Text(_) | Message::Binary(_) => {
+                let message: Value = serde_json::from_slice(&frame.into_data()).unwrap();
+                let issued = &message["sessionResumptionUpdate"]["newHandle"];
+                if let Some(issued) = issued.as_str().filter(|h| !h.is_empty()) {
+                    let _ = ws.close(None).await;
+                    return Ok(issued.to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resumption_handle_resumes_only_under_the_key_it_was_issued_for() {
+    let mock = MockServer::start(MockOptions::loopback()).await.unwrap();
+    let handle = resumable_setup(&mock, KeyIn::Query("key-A"), None)
+        .await
+        .unwrap();
+    let other = resumable_setup(&mock, KeyIn::Query("key-A"), None)
+        .await
+        .unwrap();
+    assert_ne!(handle, other);
+
+    // Another key, or none, is told what the service says for a handle it does not know,
+    // which livetalk's client reads as "start a fresh session".
+    for stranger in [
+        KeyIn::Header("key-B"),
+        KeyIn::Query("key-B"),
+        KeyIn::Nowhere,
+    ] {
+        let (code, reason) = resumable_setup(&mock, stranger, Some(&handle))
+            .await
+            .unwrap_err();
+        assert_eq!(code, 1008, "{reason}");
+        assert!(reason.contains("session not found"), "{reason}");
+    }
+    assert_eq!(mock.resumptions(), 0);
+
+    // The same key resumes, whichever way it is sent.
+    resumable_setup(&mock, KeyIn::Header("key-A"), Some(&handle))
+        .await
+        .unwrap();
+    resumable_setup(&mock, KeyIn::Query("key-A"), Some(&handle))
+        .await
+        .unwrap();
+    assert_eq!(mock.resumptions(), 2);
 }

@@ -11,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use crate::config::{ModelNameError, VOICES, model_name, voice_name};
 use crate::live::wire::{
     AudioTranscriptionConfig, Behavior, Blob, ContextWindowCompression, FunctionDeclaration,
     GenerationConfig, Modality, Part, RealtimeInput, RealtimeInputConfig, SafetySetting,
@@ -113,12 +114,23 @@ const LIVE_CONFIG_KEYS: [&str; 17] = [
     "proactivity",
 ];
 
+/// Tool kinds a `LiveConfig` tool entry may hold, in both spellings.
+const TOOL_KINDS: [&str; 6] = [
+    "functionDeclarations",
+    "function_declarations",
+    "googleSearch",
+    "google_search",
+    "codeExecution",
+    "code_execution",
+];
+
 /// `generationConfig` of a LiveConfig: lower-case modality strings (the protocol's spelling) and
 /// `stopSequences` beside the Live API's own generation fields.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LiveGenerationConfig {
-    /// `"text" | "audio" | "image"`, any casing.
+    /// `"text"` or `"audio"`, any casing; `"image"` (in the protocol, but not in the Live API)
+    /// is dropped with a warning.
     #[serde(
         default,
         alias = "response_modalities",
@@ -135,6 +147,52 @@ pub struct LiveGenerationConfig {
     /// temperature, topK, topP, maxOutputTokens, speechConfig and the other Live fields.
     #[serde(flatten)]
     pub live: GenerationConfig,
+}
+
+impl LiveGenerationConfig {
+    /// `generationConfig` in the Live API's terms: upper-case modalities, the voice in the
+    /// service's spelling, and warnings for what the Live API does not take.
+    fn to_live(&self, warnings: &mut Vec<String>) -> Result<GenerationConfig, ConfigError> {
+        let mut live = self.live.clone();
+        live.response_modalities.clear();
+        for name in &self.response_modalities {
+            let modality = match name.trim().to_ascii_lowercase().as_str() {
+                "audio" => Modality::Audio,
+                "text" => Modality::Text,
+                // The protocol lists it; the Live API has no image replies.
+                "image" => {
+                    warnings.push(format!(
+                        "responseModalities {name:?} is not supported by the Live API (it answers with \"audio\" or \"text\"); ignored"
+                    ));
+                    continue;
+                }
+                _ => return Err(ConfigError::BadModality(name.clone())),
+            };
+            if !live.response_modalities.contains(&modality) {
+                live.response_modalities.push(modality);
+            }
+        }
+        if live.response_modalities.len() > 1 {
+            return Err(ConfigError::MixedModalities);
+        }
+        if !self.stop_sequences.is_empty() {
+            warnings.push(
+                "generationConfig.stopSequences is not supported by the Live API; ignored"
+                    .to_owned(),
+            );
+        }
+        let voice = live
+            .speech_config
+            .as_mut()
+            .and_then(|s| s.voice_config.as_mut())
+            .and_then(|v| v.prebuilt_voice_config.as_mut());
+        if let Some(voice) = voice {
+            voice.voice_name = voice_name(&voice.voice_name)
+                .ok_or_else(|| ConfigError::UnknownVoice(voice.voice_name.clone()))?
+                .to_owned();
+        }
+        Ok(live)
+    }
 }
 
 /// One entry of `LiveConfig.tools`.
@@ -184,15 +242,36 @@ pub struct LiveFunctionDeclaration {
     pub default_scheduling: Option<String>,
 }
 
-/// A LiveConfig that cannot become a `setup`.
+/// A LiveConfig that cannot become a `setup`: everything the bridge can find wrong without
+/// asking the Live API.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
     #[error("LiveConfig needs a `model`, e.g. \"models/gemini-2.0-flash-live-001\"")]
     MissingModel,
-    #[error("LiveConfig `model` {0:?} is not a model name")]
-    BadModel(String),
+    #[error("LiveConfig `model` {0}")]
+    BadModel(ModelNameError),
+    #[error(
+        "generationConfig.responseModalities {0:?} is not a reply this bridge can carry: use \"audio\" or \"text\""
+    )]
+    BadModality(String),
+    #[error(
+        "generationConfig.responseModalities asks for both \"audio\" and \"text\": a Live session answers with one of them"
+    )]
+    MixedModalities,
+    #[error("speechConfig voiceName {0:?} is not a prebuilt voice; voices: {voices}", voices = VOICES.join(", "))]
+    UnknownVoice(String),
+    #[error(
+        "tools[{index}] declares no tool: give it functionDeclarations, googleSearch or codeExecution"
+    )]
+    EmptyTool { index: usize },
     #[error("function declaration #{index} has no `name`")]
     UnnamedFunction { index: usize },
+    #[error(
+        "function name {0:?} may only hold letters, digits, `_`, `.`, `:` and `-`, at most {MAX_FUNCTION_NAME} characters"
+    )]
+    BadFunctionName(String),
+    #[error("function `{0}` is declared twice")]
+    DuplicateFunction(String),
     #[error("function `{function}`: {field} {value:?} is not one of {expected}")]
     BadEnum {
         function: String,
@@ -201,6 +280,9 @@ pub enum ConfigError {
         expected: &'static str,
     },
 }
+
+/// The longest function name any Live API version takes.
+const MAX_FUNCTION_NAME: usize = 128;
 
 /// A LiveConfig turned into a `setup`, with what the bridge must remember and tell the client.
 #[derive(Debug, Clone, PartialEq)]
@@ -215,6 +297,9 @@ pub struct MappedConfig {
 impl LiveConfig {
     /// Decodes a LiveConfig, listing top-level keys it does not know (ignored, not fatal:
     /// apps written against other bridges send extra fields).
+    ///
+    /// A tool kind it does not know is an error, though: the app counts on that tool, and the
+    /// model would go without it.
     pub fn from_value(value: Value) -> Result<(LiveConfig, Vec<String>), PayloadError> {
         let unknown = match &value {
             Value::Object(map) => map
@@ -224,52 +309,52 @@ impl LiveConfig {
                 .collect(),
             _ => Vec::new(),
         };
-        let config = decode_value(value)?;
+        let config: LiveConfig = decode_value(value.clone())?;
+        let tools = value.get("tools").and_then(Value::as_array);
+        for (index, tool) in tools.into_iter().flatten().enumerate() {
+            let kinds: Vec<String> = tool
+                .as_object()
+                .into_iter()
+                .flat_map(|entry| entry.keys())
+                .filter(|k| !TOOL_KINDS.contains(&k.as_str()))
+                .map(|k| format!("`{k}`"))
+                .collect();
+            if !kinds.is_empty() {
+                return Err(PayloadError {
+                    path: format!("tools[{index}]"),
+                    message: format!(
+                        "unknown tool kind {}; this bridge passes on functionDeclarations, googleSearch and codeExecution",
+                        kinds.join(", ")
+                    ),
+                });
+            }
+        }
         Ok((config, unknown))
     }
 
     /// Maps onto the Live API `setup`.
     pub fn to_setup(&self) -> Result<MappedConfig, ConfigError> {
         let mut warnings = Vec::new();
-        let model = self.model.trim();
-        if model.is_empty() {
+        if self.model.trim().is_empty() {
             return Err(ConfigError::MissingModel);
         }
-        if model.contains(char::is_whitespace) {
-            return Err(ConfigError::BadModel(model.to_owned()));
-        }
-        // The SDKs add the prefix too; the service needs it.
-        let model = if model.contains('/') {
-            model.to_owned()
-        } else {
-            format!("models/{model}")
+        let model = model_name(&self.model).map_err(ConfigError::BadModel)?;
+
+        let generation_config = match &self.generation_config {
+            Some(g) => Some(g.to_live(&mut warnings)?),
+            None => None,
         };
-
-        let generation_config = self.generation_config.as_ref().map(|g| {
-            let mut live = g.live.clone();
-            for name in &g.response_modalities {
-                match name.to_ascii_lowercase().as_str() {
-                    "audio" => live.response_modalities.push(Modality::Audio),
-                    "text" => live.response_modalities.push(Modality::Text),
-                    "video" => live.response_modalities.push(Modality::Video),
-                    _ => warnings.push(format!(
-                        "responseModalities {name:?} is not supported by the Live API (it answers with \"audio\" or \"text\"); ignored"
-                    )),
-                }
-            }
-            if !g.stop_sequences.is_empty() {
-                warnings.push(
-                    "generationConfig.stopSequences is not supported by the Live API; ignored"
-                        .to_owned(),
-                );
-            }
-            live
-        });
-
         let mut scheduling = HashMap::new();
         let mut tools = Vec::new();
+        let mut names = std::collections::HashSet::new();
         let mut index = 0;
-        for tool in &self.tools {
+        for (tool_index, tool) in self.tools.iter().enumerate() {
+            if tool.function_declarations.is_empty()
+                && tool.google_search.is_none()
+                && tool.code_execution.is_none()
+            {
+                return Err(ConfigError::EmptyTool { index: tool_index });
+            }
             let mut declarations = Vec::new();
             for live in &tool.function_declarations {
                 index += 1;
@@ -277,6 +362,14 @@ impl LiveConfig {
                 let name = declaration.name.trim().to_owned();
                 if name.is_empty() {
                     return Err(ConfigError::UnnamedFunction { index });
+                }
+                let allowed = |c: char| c.is_ascii_alphanumeric() || "_.:-".contains(c);
+                let given = &declaration.name;
+                if given.len() > MAX_FUNCTION_NAME || !given.chars().all(allowed) {
+                    return Err(ConfigError::BadFunctionName(given.clone()));
+                }
+                if !names.insert(name.clone()) {
+                    return Err(ConfigError::DuplicateFunction(name));
                 }
                 if let Some(value) = &live.default_behavior {
                     declaration.behavior =

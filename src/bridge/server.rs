@@ -21,7 +21,7 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info, warn};
 
 use super::protocol::{
-    AppMessage, BridgeMessage, BridgeServerContent, LiveConfig, LogLevel, RealtimeInputPayload,
+    AppMessage, BridgeMessage, BridgeServerContent, LogLevel, MappedConfig, RealtimeInputPayload,
     SetupCompleteDetails, SetupErrorDetails, TurnCompleteDetails,
 };
 use crate::cli::ServeArgs;
@@ -503,7 +503,13 @@ impl ClientSession {
                 }
                 self.warn_ignored(&ignored_keys).await;
                 self.send(BridgeMessage::GeminiConnected).await;
-                self.open_link(&config, None).await;
+                match config.to_setup() {
+                    Ok(mapped) => self.open_link(mapped, None).await,
+                    Err(e) => {
+                        self.setup_failed(None, format!("The LiveConfig cannot be used: {e}."))
+                            .await
+                    }
+                }
                 Flow::Continue
             }
             AppMessage::DisconnectGemini => {
@@ -555,8 +561,17 @@ impl ClientSession {
                         config,
                         ignored_keys,
                     } => {
-                        self.warn_ignored(&ignored_keys).await;
-                        self.update_config(&config).await;
+                        // Checked before the open session is touched: a config that cannot
+                        // work leaves it as it was.
+                        match config.to_setup() {
+                            Ok(mapped) => {
+                                self.warn_ignored(&ignored_keys).await;
+                                self.update_config(mapped).await;
+                            }
+                            Err(e) => {
+                                self.error(format!("UPDATE_CONFIG was refused and the session goes on unchanged: the LiveConfig cannot be used: {e}.")).await;
+                            }
+                        }
                     }
                     _ => {}
                 }
@@ -711,26 +726,9 @@ impl ClientSession {
         self.forward(ClientMessage::ToolResponse(response)).await;
     }
 
-    /// Opens the upstream session for `config`, resuming `resume` when given. Reports the
-    /// outcome with `SETUP_COMPLETE` (from the session's first event) or the error sequence.
-    async fn open_link(&mut self, config: &LiveConfig, resume: Option<String>) {
-        let mapped = match config.to_setup() {
-            Ok(mapped) => mapped,
-            Err(e) => {
-                let message = format!("The LiveConfig cannot be used: {e}.");
-                self.send(BridgeMessage::SetupComplete(SetupCompleteDetails {
-                    success: false,
-                    error: Some(SetupErrorDetails {
-                        code: None,
-                        message: Some(message.clone()),
-                        details: None,
-                    }),
-                }))
-                .await;
-                self.error(message).await;
-                return;
-            }
-        };
+    /// Opens the upstream session for a checked config, resuming `resume` when given. Reports
+    /// the outcome with `SETUP_COMPLETE` (from the session's first event) or [`Self::setup_failed`].
+    async fn open_link(&mut self, mapped: MappedConfig, resume: Option<String>) {
         for warning in mapped.warnings {
             self.send(BridgeMessage::log(LogLevel::Warn, warning)).await;
         }
@@ -768,34 +766,39 @@ impl ClientSession {
                 };
                 let message = e.to_string();
                 info!(peer = %self.peer, "upstream session failed: {message}");
-                self.send_redacted(BridgeMessage::SetupComplete(SetupCompleteDetails {
-                    success: false,
-                    error: Some(SetupErrorDetails {
-                        code,
-                        message: Some(message.clone()),
-                        details: None,
-                    }),
-                }))
-                .await;
-                self.error(message.clone()).await;
-                self.send_redacted(BridgeMessage::GeminiDisconnected {
-                    reason: Some(message),
-                })
-                .await;
+                self.setup_failed(code, message).await;
             }
         }
     }
 
-    /// `UPDATE_CONFIG`: the Live API cannot change an open session's setup, so reconnect,
-    /// resuming the conversation when a handle is known and the model is unchanged.
-    async fn update_config(&mut self, config: &LiveConfig) {
+    /// A session that could not be opened, for whatever reason, is told the same way: the
+    /// failed `SETUP_COMPLETE`, the `GEMINI_ERROR` and `GEMINI_DISCONNECTED`, so an app has one
+    /// sequence to handle.
+    async fn setup_failed(&mut self, code: Option<u16>, message: String) {
+        self.send_redacted(BridgeMessage::SetupComplete(SetupCompleteDetails {
+            success: false,
+            error: Some(SetupErrorDetails {
+                code,
+                message: Some(message.clone()),
+                details: None,
+            }),
+        }))
+        .await;
+        self.error(message.clone()).await;
+        self.send_redacted(BridgeMessage::GeminiDisconnected {
+            reason: Some(message),
+        })
+        .await;
+    }
+
+    /// `UPDATE_CONFIG` with a checked config: the Live API cannot change an open session's
+    /// setup, so reconnect, resuming the conversation when a handle is known and the model is
+    /// unchanged.
+    async fn update_config(&mut self, mapped: MappedConfig) {
         let Some(old) = self.link.take() else {
             return;
         };
-        let same_model = config
-            .to_setup()
-            .map(|m| m.setup.model == old.setup.model)
-            .unwrap_or(false);
+        let same_model = mapped.setup.model == old.setup.model;
         let resume = match (&old.resumption_handle, same_model) {
             (Some(handle), true) => {
                 self.send(BridgeMessage::log(
@@ -824,7 +827,7 @@ impl ClientSession {
         };
         old.handle.close().await;
         drop(old);
-        self.open_link(config, resume).await;
+        self.open_link(mapped, resume).await;
     }
 
     async fn on_upstream_event(&mut self, event: SessionEvent) -> Flow {

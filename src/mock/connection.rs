@@ -24,6 +24,7 @@ use super::scenario::{FaultAction, Moment};
 use super::server::MockState;
 use super::vad::{EnergyVad, VadEvent};
 use super::voice;
+use crate::live::ApiKey;
 use crate::live::codec::{DecodeError, decode_client, encode_server};
 use crate::live::events::{pcm16_from_le_bytes, pcm16_to_le_bytes};
 use crate::live::wire::*;
@@ -94,6 +95,8 @@ pub struct MockConnection {
     state: Arc<MockState>,
     /// The client asked for resumption handles.
     resumption: bool,
+    /// The API key the client connected with: its handles resume only under it.
+    key: Option<ApiKey>,
     /// A goAway was sent: close like this at that time.
     close_at: Option<(Instant, u16, String)>,
     /// A stall fault: send nothing until then.
@@ -105,7 +108,7 @@ pub struct MockConnection {
 }
 
 impl MockConnection {
-    pub fn new(flavor: Flavor, speed: f64, state: Arc<MockState>) -> Self {
+    pub fn new(flavor: Flavor, speed: f64, state: Arc<MockState>, key: Option<ApiKey>) -> Self {
         let saved_input = state.save_input.as_ref().and_then(|dir| {
             let n = state.accepted.fetch_add(1, Ordering::Relaxed) + 1;
             crate::audio::wav::WavSink::create(
@@ -135,6 +138,7 @@ impl MockConnection {
             outbox: Vec::new(),
             state,
             resumption: false,
+            key,
             close_at: None,
             stalled_until: None,
             forced: None,
@@ -280,12 +284,13 @@ impl MockConnection {
             if let Some(outcome) = self.forced.take() {
                 return outcome;
             }
-            match self.state.sessions.restore(handle) {
+            match self.state.sessions.restore(handle, self.key.as_ref()) {
                 Some(snapshot) => {
                     self.model = snapshot.model;
                     self.prompt_tokens = snapshot.prompt_tokens;
                     self.state.resumptions.fetch_add(1, Ordering::Relaxed);
                 }
+                // Unknown, expired, or another key's: the service tells them apart no better.
                 None => {
                     return Outcome::Close(1008, "BidiGenerateContent session not found".into());
                 }
@@ -654,11 +659,14 @@ impl MockConnection {
         if !self.resumption || self.turn_active || !self.pending.is_empty() {
             return;
         }
-        let handle = self.state.sessions.save(Snapshot {
+        let snapshot = Snapshot {
             model: self.model.clone(),
             prompt_tokens: self.prompt_tokens,
-        });
-        self.emit(resumption_update(Some(handle), true));
+        };
+        match self.state.sessions.save(snapshot, self.key.clone()) {
+            Some(handle) => self.emit(resumption_update(Some(handle), true)),
+            None => warn!("no randomness for a resumption handle; none was issued"),
+        }
     }
 
     fn send_tool_call(&mut self, function_calls: Vec<FunctionCall>) {

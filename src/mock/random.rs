@@ -1,5 +1,6 @@
 //! The mock's randomness: a deterministic xorshift generator for synthetic voice, noise and
-//! garbage frames, and a number that differs on every run, for call ids and resumption handles.
+//! garbage frames, a number that differs on every run, for call ids, and unguessable tokens
+//! from the operating system, for resumption handles.
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -39,4 +40,12 @@ pub(super) fn per_run() -> u64 {
     std::collections::hash_map::RandomState::new()
         .build_hasher()
         .finish()
+}
+
+/// 128 bits from the operating system's random source, as hex: a token nobody can guess from
+/// the ones they have seen. `None` when the source fails (then nothing should be issued).
+pub(super) fn unguessable_token() -> Option<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).ok()?;
+    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }

@@ -20,7 +20,7 @@ use super::resumption::SessionStore;
 use super::scenario::{FaultClock, Scenario};
 use crate::cli::MockArgs;
 use crate::live::session::{MAX_MESSAGE_BYTES, install_crypto_provider};
-use crate::live::{ApiVersion, Endpoint};
+use crate::live::{ApiKey, ApiVersion, Endpoint};
 
 /// PEM files for serving `wss://`.
 #[derive(Debug, Clone)]
@@ -264,12 +264,17 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let mut flavor = Flavor::GoogleAi;
+    let mut key = None;
     #[allow(clippy::result_large_err)] // the type is fixed by tungstenite
     let callback = |request: &Request, response: Response| -> Result<Response, ErrorResponse> {
         match live_path_flavor(request.uri().path()) {
             Some(found) => {
                 flavor = found;
-                debug!(%peer, path = request.uri().path(), key = key_placement(request), "upgrade");
+                let given = client_key(request);
+                // Where the key was, never the key.
+                let placement = given.as_ref().map_or("none", |(placement, _)| *placement);
+                debug!(%peer, path = request.uri().path(), key = placement, "upgrade");
+                key = given.map(|(_, key)| key);
                 Ok(response)
             }
             None => {
@@ -286,7 +291,11 @@ where
         .max_message_size(Some(MAX_MESSAGE_BYTES))
         .write_buffer_size(0);
     match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
-        Ok(socket) => MockConnection::new(flavor, speed, state).run(socket).await,
+        Ok(socket) => {
+            MockConnection::new(flavor, speed, state, key)
+                .run(socket)
+                .await
+        }
         Err(e) => debug!(%peer, "upgrade refused: {e}"),
     }
 }
@@ -316,26 +325,62 @@ pub fn live_path_flavor(path: &str) -> Option<Flavor> {
     None
 }
 
-/// Where the client put its credentials (never the value itself).
-fn key_placement(request: &Request) -> &'static str {
-    let query = request.uri().query().unwrap_or("");
-    let headers = request.headers();
-    if headers.contains_key("x-goog-api-key") {
-        "x-goog-api-key header"
-    } else if query.split('&').any(|p| p.starts_with("key=")) {
-        "key query parameter"
-    } else if query.split('&').any(|p| p.starts_with("access_token=")) {
-        "access_token query parameter"
-    } else if headers.contains_key("authorization") {
-        "authorization header"
-    } else {
-        "none"
-    }
+/// Where the client put its key, and the key: the `x-goog-api-key` header or the `key` query
+/// parameter (the SDKs use one or the other), or a Vertex client's access token. Its
+/// resumption handles are bound to the key, compared as sent (API keys need no
+/// percent-encoding).
+fn client_key(request: &Request) -> Option<(&'static str, ApiKey)> {
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+    };
+    let query = |name: &str| {
+        request
+            .uri()
+            .query()
+            .into_iter()
+            .flat_map(|q| q.split('&'))
+            .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+    };
+    [
+        ("x-goog-api-key header", header("x-goog-api-key")),
+        ("key query parameter", query("key")),
+        ("access_token query parameter", query("access_token")),
+        ("authorization header", header("authorization")),
+    ]
+    .into_iter()
+    .find_map(|(placement, given)| Some((placement, ApiKey::new(given?)?)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_key_is_read_where_the_sdks_put_it() {
+        let key_of = |uri: &str, headers: &[(&str, &str)]| {
+            let mut builder = Request::builder().uri(uri);
+            for (name, value) in headers {
+                builder = builder.header(*name, *value);
+            }
+            client_key(&builder.body(()).unwrap())
+        };
+        let path = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent";
+        let a = ApiKey::new("key-A");
+        let found = key_of(&format!("{path}?alt=x&key=key-A"), &[]).unwrap();
+        assert_eq!((found.0, Some(found.1)), ("key query parameter", a.clone()));
+        let found = key_of(path, &[("x-goog-api-key", "key-A")]).unwrap();
+        assert_eq!((found.0, Some(found.1)), ("x-goog-api-key header", a));
+        // `keys=` is not `key=`; an empty key is no key.
+        assert!(key_of(&format!("{path}?keys=x&key="), &[]).is_none());
+        assert_eq!(
+            key_of(&format!("{path}?access_token=t"), &[]).map(|f| f.0),
+            Some("access_token query parameter")
+        );
+        assert!(key_of(path, &[]).is_none());
+    }
 
     #[test]
     fn every_sdk_path_variant_is_accepted() {

@@ -121,6 +121,115 @@ fn unusable_configs_are_clear_errors() {
         to_setup(json!({"model": "m", "tools": [{"functionDeclarations": [{"name": " "}]}]})),
         Err(ConfigError::UnnamedFunction { index: 1 })
     );
+    assert!(matches!(
+        to_setup(json!({"model": "models/"})),
+        Err(ConfigError::BadModel(_))
+    ));
+}
+
+#[test]
+fn what_the_live_api_would_refuse_is_refused_here_first() {
+    let to_setup = |v: Value| LiveConfig::from_value(v).unwrap().0.to_setup();
+    let with_generation = |g: Value| to_setup(json!({"model": "m", "generationConfig": g}));
+    // The Live API does not answer with video; it was once passed on as VIDEO.
+    let video = with_generation(json!({"responseModalities": ["video"]})).unwrap_err();
+    assert_eq!(video, ConfigError::BadModality("video".into()));
+    assert!(
+        video.to_string().contains("\"audio\" or \"text\""),
+        "{video}"
+    );
+    assert!(matches!(
+        with_generation(json!({"responseModalities": ["speech"]})),
+        Err(ConfigError::BadModality(_))
+    ));
+    assert_eq!(
+        with_generation(json!({"responseModalities": ["audio", "TEXT"]})),
+        Err(ConfigError::MixedModalities)
+    );
+    // The same modality twice is still one.
+    let twice = with_generation(json!({"responseModalities": ["audio", "AUDIO"]})).unwrap();
+    assert_eq!(
+        twice.setup.generation_config.unwrap().response_modalities,
+        [Modality::Audio]
+    );
+
+    let voice = |name: &str| {
+        with_generation(
+            json!({"speechConfig": {"voiceConfig": {"prebuiltVoiceConfig": {"voiceName": name}}}}),
+        )
+    };
+    let unknown = voice("Robo").unwrap_err();
+    assert_eq!(unknown, ConfigError::UnknownVoice("Robo".into()));
+    assert!(unknown.to_string().contains("Puck"), "{unknown}");
+    // Any casing; sent in the service's spelling.
+    let speech = voice("kore").unwrap().setup.generation_config.unwrap();
+    assert_eq!(
+        speech
+            .speech_config
+            .unwrap()
+            .voice_config
+            .unwrap()
+            .prebuilt_voice_config
+            .unwrap()
+            .voice_name,
+        "Kore"
+    );
+
+    let tools = |tools: Value| to_setup(json!({"model": "m", "tools": tools}));
+    assert_eq!(tools(json!([{}])), Err(ConfigError::EmptyTool { index: 0 }));
+    assert_eq!(
+        tools(json!([{"googleSearch": {}}, {"googleSearch": null}])),
+        Err(ConfigError::EmptyTool { index: 1 })
+    );
+    assert_eq!(
+        tools(json!([{"functionDeclarations": [{"name": "turn on"}]}])),
+        Err(ConfigError::BadFunctionName("turn on".into()))
+    );
+    let long = "f".repeat(129);
+    assert_eq!(
+        tools(json!([{"functionDeclarations": [{"name": long}]}])),
+        Err(ConfigError::BadFunctionName(long))
+    );
+    assert_eq!(
+        tools(
+            json!([{"functionDeclarations": [{"name": "f"}]}, {"functionDeclarations": [{"name": "f"}]}])
+        ),
+        Err(ConfigError::DuplicateFunction("f".into()))
+    );
+    assert!(tools(json!([{"functionDeclarations": [{"name": "ns:get_time.v2-b"}]}])).is_ok());
+}
+
+#[test]
+fn unknown_tool_kinds_are_named_not_dropped() {
+    let error = LiveConfig::from_value(json!({"model": "m", "tools": [
+        {"googleSearch": {}},
+        {"functionDeclarations": [{"name": "f"}], "urlContext": {}, "fileSearch": {}}
+    ]}))
+    .unwrap_err();
+    assert_eq!(error.path, "tools[1]");
+    assert!(
+        error.message.contains("`urlContext`") && error.message.contains("`fileSearch`"),
+        "{error}"
+    );
+    // In a message, the path is the app's.
+    let message = AppMessage::decode(
+        json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {"model": "m", "tools": [{"urlContext": {}}]}}})
+            .to_string()
+            .as_bytes(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        message.contains("at `initialConfig.tools[0]`") && message.contains("`urlContext`"),
+        "{message}"
+    );
+    // Both spellings of the kinds the bridge knows are fine.
+    assert!(
+        LiveConfig::from_value(
+            json!({"model": "m", "tools": [{"google_search": {}}, {"code_execution": {}}]})
+        )
+        .is_ok()
+    );
 }
 
 #[test]
