@@ -12,7 +12,8 @@
 //! - [`bridge`]: the app-facing WebSocket bridge (`livetalk serve`, `--bridge`); its protocol
 //!   is described in docs/bridge-protocol.md.
 //! - [`config`], [`cli`], [`logging`]: settings, flags and logs; [`echo`]: bounded summaries
-//!   of what a peer sends, for the terminal and the log.
+//!   of what a peer sends, for the terminal and the log; [`secrets`]: the one place secrets
+//!   are removed from everything livetalk writes.
 
 pub mod app;
 pub mod audio;
@@ -27,6 +28,7 @@ pub mod live;
 pub mod logging;
 pub mod mock;
 pub mod record;
+pub mod secrets;
 pub mod tools;
 pub mod tui;
 pub mod ui;

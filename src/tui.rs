@@ -271,8 +271,11 @@ impl TerminalGuard {
     }
 
     /// A ratatui terminal on stdout.
-    fn terminal(&self) -> anyhow::Result<Terminal<CrosstermBackend<io::Stdout>>> {
-        Terminal::new(CrosstermBackend::new(io::stdout())).context("starting the terminal UI")
+    fn terminal(
+        &self,
+    ) -> anyhow::Result<Terminal<CrosstermBackend<crate::secrets::Screen<io::Stdout>>>> {
+        Terminal::new(CrosstermBackend::new(crate::secrets::Screen::new(io::stdout())))
+            .context("starting the terminal UI")
     }
 }
 

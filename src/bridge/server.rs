@@ -426,28 +426,16 @@ impl ClientSession {
         }
     }
 
-    /// Sends one message; a client that is gone ends the session at the next read.
+    /// Sends one message, secrets scrubbed (any of it may quote upstream text); a client
+    /// that is gone ends the session at the next read.
     async fn send(&mut self, message: BridgeMessage) {
         let Some(sink) = &mut self.sink else {
             return;
         };
-        if let Err(e) = sink.send(Message::text(message.encode())).await {
-            debug!(peer = %self.peer, "client send failed: {e}");
-            self.sink = None;
-        }
-    }
-
-    /// Sends a sentence that may quote upstream text, with the server's key taken out.
-    async fn send_redacted(&mut self, message: BridgeMessage) {
         let text = message.encode();
-        let text = match &self.shared.upstream.api_key {
-            Some(key) => key.redact(&text),
-            None => text,
-        };
-        let Some(sink) = &mut self.sink else {
-            return;
-        };
-        if sink.send(Message::text(text)).await.is_err() {
+        let text = crate::secrets::scrub(&text).into_owned();
+        if let Err(e) = sink.send(Message::text(text)).await {
+            debug!(peer = %self.peer, "client send failed: {e}");
             self.sink = None;
         }
     }
@@ -455,7 +443,7 @@ impl ClientSession {
     async fn error(&mut self, message: impl Into<String>) {
         let message = message.into();
         debug!(peer = %self.peer, "GEMINI_ERROR: {message}");
-        self.send_redacted(BridgeMessage::error(message)).await;
+        self.send(BridgeMessage::error(message)).await;
     }
 
     async fn close_socket(&mut self, code: CloseCode, reason: &str) {
@@ -775,7 +763,7 @@ impl ClientSession {
     /// failed `SETUP_COMPLETE`, the `GEMINI_ERROR` and `GEMINI_DISCONNECTED`, so an app has one
     /// sequence to handle.
     async fn setup_failed(&mut self, code: Option<u16>, message: String) {
-        self.send_redacted(BridgeMessage::SetupComplete(SetupCompleteDetails {
+        self.send(BridgeMessage::SetupComplete(SetupCompleteDetails {
             success: false,
             error: Some(SetupErrorDetails {
                 code,
@@ -785,7 +773,7 @@ impl ClientSession {
         }))
         .await;
         self.error(message.clone()).await;
-        self.send_redacted(BridgeMessage::GeminiDisconnected {
+        self.send(BridgeMessage::GeminiDisconnected {
             reason: Some(message),
         })
         .await;
@@ -948,12 +936,12 @@ impl ClientSession {
             SessionEvent::Closed(close) => {
                 self.link = None;
                 info!(peer = %self.peer, code = ?close.code, "upstream closed: {}", close.message);
-                self.send_redacted(BridgeMessage::GeminiError {
+                self.send(BridgeMessage::GeminiError {
                     message: close.message.clone(),
                     details: Some(json!({ "code": close.code, "reason": close.reason })),
                 })
                 .await;
-                self.send_redacted(BridgeMessage::GeminiDisconnected {
+                self.send(BridgeMessage::GeminiDisconnected {
                     reason: Some(close.message),
                 })
                 .await;
@@ -963,7 +951,7 @@ impl ClientSession {
         for message in out {
             // Log lines quote upstream text (skipped frames); keep the key out of them too.
             if matches!(message, BridgeMessage::LogMessage { .. }) {
-                self.send_redacted(message).await;
+                self.send(message).await;
             } else {
                 self.send(message).await;
             }

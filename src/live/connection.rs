@@ -64,11 +64,6 @@ pub trait Protocol: Send + 'static {
     /// The upgrade request with this protocol's own headers; the runner adds the user agent.
     fn request(&self) -> Result<Request, SessionError>;
 
-    /// Removes secrets from text that reaches the user.
-    fn redact(&self, text: String) -> String {
-        text
-    }
-
     /// The first frame: ask for a session set up as `setup`.
     fn opening(setup: &Setup) -> Message;
 
@@ -136,7 +131,7 @@ pub async fn run<P: Protocol>(
                     message: protocol.rejected(status),
                 },
                 DialError::Failed { message, .. } => {
-                    SessionError::Connect(protocol.redact(message))
+                    SessionError::Connect(message)
                 }
             })?;
     let (mut sink, mut stream) = socket.split();
@@ -165,7 +160,7 @@ pub async fn run<P: Protocol>(
                 Message::Text(text) => protocol.setup_frame(text.as_bytes(), tap.as_deref()),
                 Message::Binary(bytes) => protocol.setup_frame(bytes, tap.as_deref()),
                 Message::Close(frame) => {
-                    let (code, reason) = close_frame(&protocol, frame, None);
+                    let (code, reason) = close_frame(frame, None);
                     return Err(SessionError::Closed(
                         protocol.socket_closed(code, reason, false),
                     ));
@@ -244,7 +239,7 @@ pub async fn run<P: Protocol>(
                     protocol.frame(&bytes, by_client, tap.as_deref())
                 }
                 Some(Ok(Message::Close(frame))) => {
-                    let (code, reason) = close_frame(&protocol, &frame, Some(1005));
+                    let (code, reason) = close_frame(&frame, Some(1005));
                     Read::End(protocol.socket_closed(code, reason, by_client))
                 }
                 Some(Ok(_)) => continue,
@@ -284,17 +279,15 @@ pub async fn run<P: Protocol>(
     })
 }
 
-/// A close frame's code and its reason with secrets removed; `code` stands in when the frame
-/// carried none.
-fn close_frame<P: Protocol>(
-    protocol: &P,
+/// A close frame's code and its reason; `code` stands in when the frame carried none.
+fn close_frame(
     frame: &Option<CloseFrame>,
     code: Option<u16>,
 ) -> (Option<u16>, String) {
     match frame {
         Some(frame) => (
             Some(u16::from(frame.code)),
-            protocol.redact(frame.reason.to_string()),
+            frame.reason.to_string(),
         ),
         None => (code, String::new()),
     }
@@ -333,7 +326,7 @@ fn connect_error<P: Protocol>(protocol: &P, error: tungstenite::Error) -> Sessio
             }
         }
         tungstenite::Error::Io(e) => SessionError::Connect(describe_io_error(&e, protocol.host())),
-        other => SessionError::Connect(protocol.redact(protocol.unreachable(other))),
+        other => SessionError::Connect(protocol.unreachable(other)),
     }
 }
 

@@ -44,9 +44,10 @@ pub fn standard_path(version: ApiVersion) -> String {
 pub struct ApiKey(String);
 
 impl ApiKey {
-    /// Wraps a key; blank keys count as no key.
+    /// Wraps a key; blank keys count as no key. From here on no output shows it.
     pub fn new(key: impl Into<String>) -> Option<Self> {
         let key = key.into().trim().to_owned();
+        crate::secrets::remember(&key);
         (!key.is_empty()).then_some(ApiKey(key))
     }
 
@@ -55,10 +56,6 @@ impl ApiKey {
         &self.0
     }
 
-    /// Replaces any occurrence of the key in `text` (server reasons, error chains).
-    pub fn redact(&self, text: &str) -> String {
-        text.replace(&self.0, "[redacted]")
-    }
 }
 
 impl fmt::Debug for ApiKey {
@@ -211,8 +208,9 @@ mod tests {
         let key = ApiKey::new("fake-test-SECRET").unwrap();
         assert!(!format!("{key:?} {key}").contains("SECRET"));
         assert_eq!(
-            key.redact("bad key fake-test-SECRET!"),
-            "bad key [redacted]!"
+            crate::secrets::scrub("bad key fake-test-SECRET!"),
+            "bad key [redacted]!",
+            "a key is remembered as a secret as soon as it is read"
         );
         assert_eq!(ApiKey::new("  "), None);
     }

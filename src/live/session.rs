@@ -164,7 +164,7 @@ impl Protocol for LiveApi {
 
     fn request(&self) -> Result<Request, SessionError> {
         let mut request = self.endpoint.url().into_client_request().map_err(|e| {
-            SessionError::Connect(self.redact(format!("Invalid endpoint URL: {e}")))
+            SessionError::Connect(format!("Invalid endpoint URL: {e}"))
         })?;
         if let Some(key) = &self.api_key {
             let mut value = HeaderValue::from_str(key.expose()).map_err(|_| {
@@ -178,12 +178,6 @@ impl Protocol for LiveApi {
         Ok(request)
     }
 
-    fn redact(&self, text: String) -> String {
-        match &self.api_key {
-            Some(key) => key.redact(&text),
-            None => text,
-        }
-    }
 
     fn opening(setup: &Setup) -> Message {
         Self::encode(ClientMessage::Setup(Box::new(setup.clone())))

@@ -20,7 +20,7 @@ use crate::app::Msg;
 use crate::config::{RecordTo, Settings};
 use crate::live::session::{TappedFrame, WireTap};
 use crate::live::wire::{ClientMessage, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, ServerMessage};
-use crate::live::{ApiKey, CloseInfo};
+use crate::live::CloseInfo;
 use crate::tools::Device;
 
 /// Received audio chunks the app has not applied yet, oldest first. Bounded: chunks of a
@@ -41,7 +41,6 @@ struct Inner {
     model: Option<WavTrack>,
     mic: Option<WavTrack>,
     /// Redacted from every line, whatever quotes it (a server close reason, say).
-    key: Option<ApiKey>,
     /// After a write error the recording stops (once, with a warning); the session goes on.
     failed: bool,
     /// Where received model audio went, by a digest of its bytes, until the app applies it.
@@ -100,7 +99,6 @@ impl Recorder {
                 dir: dir.to_path_buf(),
                 model: None,
                 mic: None,
-                key: settings.api_key.clone(),
                 failed: false,
                 unclaimed: VecDeque::new(),
             })),
@@ -248,9 +246,7 @@ impl Inner {
                 return;
             }
         };
-        if let Some(key) = &self.key {
-            text = key.redact(&text);
-        }
+        text = crate::secrets::scrub(&text).into_owned();
         text.push('\n');
         // One write per line, unbuffered: a crash leaves at most the last line cut short.
         if let Err(e) = self.log.write_all(text.as_bytes()) {
