@@ -530,3 +530,52 @@ fn offline_headless_with_a_spoken_wav_answers_out_of_the_virtual_speaker() {
     );
     assert!(stderr.contains("0 underruns"), "{stderr}");
 }
+
+/// A server that lets clients in without a cookie, and no cookie anywhere a client looks
+/// (containers, WSLg): livetalk's own PulseAudio client gets in wherever paplay does, lists
+/// the server's devices and plays its reply out of the virtual speaker.
+#[test]
+fn without_a_pulseaudio_cookie_livetalk_works_wherever_paplay_does() {
+    let rig = PulseRig::start_without_cookie();
+    let scratch = audio_scratch();
+    let phrase = rig::spoken_phrase(scratch.path(), "Is the living room lamp on?");
+    let mut paplay = rig.play_into_mic(&phrase);
+    assert!(paplay.wait().unwrap().success(), "paplay failed");
+
+    let mut command = livetalk(scratch.path());
+    rig.apply(&mut command);
+    let listed = command
+        .args(["devices", "--audio-host", "pulseaudio"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    let stderr = String::from_utf8_lossy(&listed.stderr);
+    assert!(listed.status.success(), "{stdout}\n{stderr}");
+    let names: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.get(2..)?.split_whitespace().next())
+        .collect();
+    for device in ["spk", "mic.monitor"] {
+        assert!(names.contains(&device), "{device} is not listed:\n{stdout}");
+    }
+
+    let recording = rig.record_speaker();
+    recording.wait_for_more(0.2);
+    let mut command = livetalk(scratch.path());
+    rig.apply(&mut command);
+    let run = command
+        .args(["--headless", "--offline", "--audio-host", "pulseaudio"])
+        .args(["--output-device", "spk", "--input-wav"])
+        .arg(&phrase)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stdout}\n{stderr}");
+    assert!(!stderr.contains("No audio device"), "{stderr}");
+    recording.wait_for_more(0.5);
+    let played = recording.stop();
+    let (start, end) = rig::sound_span(&played, RECORD_RATE, 0.02).expect("no reply was heard");
+    assert!(end - start > 1.0, "heard {:.2} s of the reply", end - start);
+}

@@ -44,27 +44,19 @@ impl AudioHost {
             AudioHost::Pulseaudio => cpal::HostId::PulseAudio,
         };
         cpal::host_from_id(id).map_err(|e| {
-            let hint = if self == AudioHost::Pulseaudio && !pulse_cookie_exists() {
-                " (no PulseAudio cookie found, which servers require even for anonymous \
-                 clients: set PULSE_COOKIE to the server's cookie file, or use --audio-host alsa)"
+            // Without a cookie the client sends zeros, as libpulse does: enough for servers
+            // that let anyone in, refused by those that want their own.
+            let wants_cookie =
+                self == AudioHost::Pulseaudio && e.kind() == cpal::ErrorKind::PermissionDenied;
+            let hint = if wants_cookie {
+                " (the server wants its cookie: set PULSE_COOKIE to its cookie file, or use \
+                 --audio-host alsa)"
             } else {
                 ""
             };
             DeviceError::new(format!("{} audio: {e}{hint}", self.name()))
         })
     }
-}
-
-/// Whether the PulseAudio client will find a cookie where it looks ($PULSE_COOKIE,
-/// ~/.config/pulse/cookie, ~/.pulse-cookie); without one the server drops the connection.
-fn pulse_cookie_exists() -> bool {
-    let from_env = std::env::var_os("PULSE_COOKIE").map(std::path::PathBuf::from);
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    from_env
-        .into_iter()
-        .chain(home.iter().map(|h| h.join(".config/pulse/cookie")))
-        .chain(home.iter().map(|h| h.join(".pulse-cookie")))
-        .any(|p| p.exists())
 }
 
 impl fmt::Display for AudioHost {
