@@ -579,3 +579,74 @@ fn without_a_pulseaudio_cookie_livetalk_works_wherever_paplay_does() {
     let (start, end) = rig::sound_span(&played, RECORD_RATE, 0.02).expect("no reply was heard");
     assert!(end - start > 1.0, "heard {:.2} s of the reply", end - start);
 }
+
+/// The names marked `*` under `title` ("Input" or "Output") in a `livetalk devices` table.
+fn marked_defaults<'a>(table: &'a str, title: &str) -> Vec<&'a str> {
+    table
+        .lines()
+        .skip_while(|l| *l != format!("{title}:"))
+        .skip(1)
+        .take_while(|l| l.starts_with(' ') || l.starts_with('*'))
+        .filter_map(|l| l.strip_prefix("* ")?.split_whitespace().next())
+        .collect()
+}
+
+/// `livetalk devices` on either host prints its table and nothing on stderr (alsa-lib, and
+/// libjack through ALSA's jack plugin, talk there while devices are probed), and marks
+/// exactly one default each way: ALSA's `default`, the PulseAudio server's own default sink
+/// and source. Where the default cannot be opened it says so instead of marking nothing.
+#[test]
+fn devices_prints_no_library_noise_and_marks_one_default_each_way() {
+    let rig = PulseRig::start();
+    let scratch = audio_scratch();
+    // Not the server's first sink and its monitor, which it picks when told nothing.
+    for (what, name) in [
+        ("set-default-sink", "mic"),
+        ("set-default-source", "mic.monitor"),
+    ] {
+        let status = rig.command("pactl").args([what, name]).status().unwrap();
+        assert!(status.success(), "pactl {what} {name}");
+    }
+    let empty_alsa = scratch.path().join("empty-alsa.conf");
+    std::fs::write(&empty_alsa, "").unwrap();
+    for (host, no_alsa, defaults) in [
+        ("alsa", false, Some(("default", "default"))),
+        ("pulseaudio", false, Some(("mic.monitor", "mic"))),
+        ("alsa", true, None),
+    ] {
+        let mut command = livetalk(scratch.path());
+        rig.apply(&mut command);
+        if no_alsa {
+            command.env("ALSA_CONFIG_PATH", &empty_alsa);
+        }
+        let run = command
+            .args(["devices", "--audio-host", host])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success(), "{host}: {stdout}\n{stderr}");
+        assert_eq!(stderr, "", "{host}: library noise on stderr");
+        assert!(stdout.contains("(* = default)"), "{stdout}");
+        let marked = (
+            marked_defaults(&stdout, "Input"),
+            marked_defaults(&stdout, "Output"),
+        );
+        match defaults {
+            Some((input, output)) => {
+                assert_eq!(marked, (vec![input], vec![output]), "{host}:\n{stdout}");
+            }
+            None => {
+                assert_eq!(marked, (vec![], vec![]), "{stdout}");
+                for noun in ["microphone", "speaker"] {
+                    assert!(
+                        stdout.contains(&format!(
+                            "(no default {noun}: \"default\" cannot be opened now)"
+                        )),
+                        "{stdout}"
+                    );
+                }
+            }
+        }
+    }
+}
