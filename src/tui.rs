@@ -5,7 +5,6 @@
 //! and restores them on every way out.
 
 use std::io::{self, Write as _};
-use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 use std::thread::ThreadId;
@@ -33,6 +32,7 @@ use crate::audio::{Audio, AudioLink, AudioOptions};
 use crate::config::Settings;
 use crate::driver::{Presenter, Source, drive};
 use crate::engine::launch;
+use crate::logging::StderrRedirect;
 use crate::record::Recording;
 use crate::record::replay::{Pacing, Playback, initial_app};
 use crate::ui;
@@ -42,8 +42,9 @@ const FRAME_INTERVAL: Duration = Duration::from_millis(16);
 /// Spinners and highlights advance at this pace, and only while something animates.
 const TICK_INTERVAL: Duration = Duration::from_millis(250);
 
-/// The stderr the process started with, while the UI has pointed fd 2 at the log file.
-static SAVED_STDERR: Mutex<Option<OwnedFd>> = Mutex::new(None);
+/// fd 2 pointed at the log file while the UI runs; dropping it restores the stderr the
+/// process started with.
+static SAVED_STDERR: Mutex<Option<StderrRedirect>> = Mutex::new(None);
 /// The thread that owns the terminal; a panic there restores it before printing.
 static UI_THREAD: OnceLock<ThreadId> = OnceLock::new();
 
@@ -314,21 +315,16 @@ fn redirect_stderr(log_path: Option<&Path>) {
     let Some(target) = target else {
         return;
     };
-    let Ok(saved) = rustix::io::dup(io::stderr()) else {
-        return;
-    };
-    if rustix::stdio::dup2_stderr(&target).is_ok()
-        && let Ok(mut slot) = SAVED_STDERR.lock()
+    // Already pointed away: a second redirect would keep the log file as "the original".
+    if let Ok(mut slot) = SAVED_STDERR.lock()
+        && slot.is_none()
     {
-        *slot = Some(saved);
+        *slot = StderrRedirect::to(&target).ok();
     }
 }
 
 fn restore_stderr() {
-    let saved = SAVED_STDERR.lock().ok().and_then(|mut slot| slot.take());
-    if let Some(saved) = saved {
-        let _ = rustix::stdio::dup2_stderr(&saved);
-    }
+    drop(SAVED_STDERR.lock().ok().and_then(|mut slot| slot.take()));
 }
 
 /// A panic on the UI thread restores the terminal first, then prints as usual. Panics on

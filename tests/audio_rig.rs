@@ -530,3 +530,123 @@ fn offline_headless_with_a_spoken_wav_answers_out_of_the_virtual_speaker() {
     );
     assert!(stderr.contains("0 underruns"), "{stderr}");
 }
+
+/// A server that lets clients in without a cookie, and no cookie anywhere a client looks
+/// (containers, WSLg): livetalk's own PulseAudio client gets in wherever paplay does, lists
+/// the server's devices and plays its reply out of the virtual speaker.
+#[test]
+fn without_a_pulseaudio_cookie_livetalk_works_wherever_paplay_does() {
+    let rig = PulseRig::start_without_cookie();
+    let scratch = audio_scratch();
+    let phrase = rig::spoken_phrase(scratch.path(), "Is the living room lamp on?");
+    let mut paplay = rig.play_into_mic(&phrase);
+    assert!(paplay.wait().unwrap().success(), "paplay failed");
+
+    let mut command = livetalk(scratch.path());
+    rig.apply(&mut command);
+    let listed = command
+        .args(["devices", "--audio-host", "pulseaudio"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    let stderr = String::from_utf8_lossy(&listed.stderr);
+    assert!(listed.status.success(), "{stdout}\n{stderr}");
+    let names: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.get(2..)?.split_whitespace().next())
+        .collect();
+    for device in ["spk", "mic.monitor"] {
+        assert!(names.contains(&device), "{device} is not listed:\n{stdout}");
+    }
+
+    let recording = rig.record_speaker();
+    recording.wait_for_more(0.2);
+    let mut command = livetalk(scratch.path());
+    rig.apply(&mut command);
+    let run = command
+        .args(["--headless", "--offline", "--audio-host", "pulseaudio"])
+        .args(["--output-device", "spk", "--input-wav"])
+        .arg(&phrase)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stdout}\n{stderr}");
+    assert!(!stderr.contains("No audio device"), "{stderr}");
+    recording.wait_for_more(0.5);
+    let played = recording.stop();
+    let (start, end) = rig::sound_span(&played, RECORD_RATE, 0.02).expect("no reply was heard");
+    assert!(end - start > 1.0, "heard {:.2} s of the reply", end - start);
+}
+
+/// The names marked `*` under `title` ("Input" or "Output") in a `livetalk devices` table.
+fn marked_defaults<'a>(table: &'a str, title: &str) -> Vec<&'a str> {
+    table
+        .lines()
+        .skip_while(|l| *l != format!("{title}:"))
+        .skip(1)
+        .take_while(|l| l.starts_with(' ') || l.starts_with('*'))
+        .filter_map(|l| l.strip_prefix("* ")?.split_whitespace().next())
+        .collect()
+}
+
+/// `livetalk devices` on either host prints its table and nothing on stderr (alsa-lib, and
+/// libjack through ALSA's jack plugin, talk there while devices are probed), and marks
+/// exactly one default each way: ALSA's `default`, the PulseAudio server's own default sink
+/// and source. Where the default cannot be opened it says so instead of marking nothing.
+#[test]
+fn devices_prints_no_library_noise_and_marks_one_default_each_way() {
+    let rig = PulseRig::start();
+    let scratch = audio_scratch();
+    // Not the server's first sink and its monitor, which it picks when told nothing.
+    for (what, name) in [
+        ("set-default-sink", "mic"),
+        ("set-default-source", "mic.monitor"),
+    ] {
+        let status = rig.command("pactl").args([what, name]).status().unwrap();
+        assert!(status.success(), "pactl {what} {name}");
+    }
+    let empty_alsa = scratch.path().join("empty-alsa.conf");
+    std::fs::write(&empty_alsa, "").unwrap();
+    for (host, no_alsa, defaults) in [
+        ("alsa", false, Some(("default", "default"))),
+        ("pulseaudio", false, Some(("mic.monitor", "mic"))),
+        ("alsa", true, None),
+    ] {
+        let mut command = livetalk(scratch.path());
+        rig.apply(&mut command);
+        if no_alsa {
+            command.env("ALSA_CONFIG_PATH", &empty_alsa);
+        }
+        let run = command
+            .args(["devices", "--audio-host", host])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&run.stdout);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success(), "{host}: {stdout}\n{stderr}");
+        assert_eq!(stderr, "", "{host}: library noise on stderr");
+        assert!(stdout.contains("(* = default)"), "{stdout}");
+        let marked = (
+            marked_defaults(&stdout, "Input"),
+            marked_defaults(&stdout, "Output"),
+        );
+        match defaults {
+            Some((input, output)) => {
+                assert_eq!(marked, (vec![input], vec![output]), "{host}:\n{stdout}");
+            }
+            None => {
+                assert_eq!(marked, (vec![], vec![]), "{stdout}");
+                for noun in ["microphone", "speaker"] {
+                    assert!(
+                        stdout.contains(&format!(
+                            "(no default {noun}: \"default\" cannot be opened now)"
+                        )),
+                        "{stdout}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -44,27 +44,19 @@ impl AudioHost {
             AudioHost::Pulseaudio => cpal::HostId::PulseAudio,
         };
         cpal::host_from_id(id).map_err(|e| {
-            let hint = if self == AudioHost::Pulseaudio && !pulse_cookie_exists() {
-                " (no PulseAudio cookie found, which servers require even for anonymous \
-                 clients: set PULSE_COOKIE to the server's cookie file, or use --audio-host alsa)"
+            // Without a cookie the client sends zeros, as libpulse does: enough for servers
+            // that let anyone in, refused by those that want their own.
+            let wants_cookie =
+                self == AudioHost::Pulseaudio && e.kind() == cpal::ErrorKind::PermissionDenied;
+            let hint = if wants_cookie {
+                " (the server wants its cookie: set PULSE_COOKIE to its cookie file, or use \
+                 --audio-host alsa)"
             } else {
                 ""
             };
             DeviceError::new(format!("{} audio: {e}{hint}", self.name()))
         })
     }
-}
-
-/// Whether the PulseAudio client will find a cookie where it looks ($PULSE_COOKIE,
-/// ~/.config/pulse/cookie, ~/.pulse-cookie); without one the server drops the connection.
-fn pulse_cookie_exists() -> bool {
-    let from_env = std::env::var_os("PULSE_COOKIE").map(std::path::PathBuf::from);
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    from_env
-        .into_iter()
-        .chain(home.iter().map(|h| h.join(".config/pulse/cookie")))
-        .chain(home.iter().map(|h| h.join(".pulse-cookie")))
-        .any(|p| p.exists())
 }
 
 impl fmt::Display for AudioHost {
@@ -138,9 +130,21 @@ fn device_description(device: &cpal::Device) -> String {
         .unwrap_or_default()
 }
 
-/// Every usable input and output device of the host, defaults marked and first, and how
-/// many more the host names that cannot be opened now (ALSA lists every plugin it knows).
-pub fn list(host: AudioHost) -> Result<(Vec<DeviceListing>, usize), DeviceError> {
+/// What `livetalk devices` shows of a host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceList {
+    /// Every usable input and output, defaults first.
+    pub listings: Vec<DeviceListing>,
+    /// How many more entries the host names that cannot be opened now (ALSA lists every
+    /// plugin it knows).
+    pub unusable: usize,
+    /// The names of the host's default input and output, whether usable or not.
+    pub default_input: Option<String>,
+    pub default_output: Option<String>,
+}
+
+/// Every usable input and output device of the host, defaults marked and first.
+pub fn list(host: AudioHost) -> Result<DeviceList, DeviceError> {
     let cpal_host = host.open()?;
     let defaults = [
         (Direction::Input, cpal_host.default_input_device()),
@@ -189,20 +193,34 @@ pub fn list(host: AudioHost) -> Result<(Vec<DeviceListing>, usize), DeviceError>
         }
     }
     listings.sort_by_key(|l| !l.is_default);
-    Ok((listings, unusable))
+    let [(_, default_input), (_, default_output)] = defaults;
+    Ok(DeviceList {
+        listings,
+        unusable,
+        default_input: default_input.as_ref().map(device_name),
+        default_output: default_output.as_ref().map(device_name),
+    })
 }
 
-/// `livetalk devices`: inputs then outputs, one line each, defaults marked with `*`.
+/// `livetalk devices`: inputs then outputs, one line each, defaults marked with `*`; a
+/// default that cannot be opened is said, not silently left unmarked.
 pub fn listing_table(host: AudioHost) -> Result<String, DeviceError> {
-    // alsa-lib complains on stderr about cards it probes; those lines are noise here.
-    let _quiet = (host == AudioHost::Alsa)
-        .then(|| alsa::Output::local_error_handler().ok())
-        .flatten();
-    let (listings, unusable) = list(host)?;
+    // Opening every device to read its format makes C libraries talk on stderr: alsa-lib about
+    // cards it probes, and libjack, which ALSA's jack plugin loads, about the JACK server it
+    // cannot reach. alsa-lib's error handler catches only the first; libjack's own
+    // jack_set_error_function would need libjack linked and called over FFI, which this crate
+    // forbids. So fd 2 is caught for the moment: `devices` is a one-shot command with nothing
+    // else to print meanwhile.
+    let list =
+        crate::logging::catching_stderr("audio libraries while listing devices", || list(host))?;
     let mut table = format!("Audio devices on the {host} host (* = default):\n");
-    for (direction, title) in [(Direction::Input, "Input"), (Direction::Output, "Output")] {
+    for (direction, title, default) in [
+        (Direction::Input, "Input", &list.default_input),
+        (Direction::Output, "Output", &list.default_output),
+    ] {
         table.push_str(&format!("{title}:\n"));
-        let rows: Vec<&DeviceListing> = listings
+        let rows: Vec<&DeviceListing> = list
+            .listings
             .iter()
             .filter(|l| l.direction == direction)
             .collect();
@@ -214,7 +232,7 @@ pub fn listing_table(host: AudioHost) -> Result<String, DeviceError> {
             .map(|l| l.name.chars().count())
             .max()
             .unwrap_or(0);
-        for l in rows {
+        for l in &rows {
             let mark = if l.is_default { '*' } else { ' ' };
             let format = format!(
                 "{:>8}  {} ch  {:<4}",
@@ -227,10 +245,18 @@ pub fn listing_table(host: AudioHost) -> Result<String, DeviceError> {
                 l.name, l.description
             ));
         }
+        if !rows.iter().any(|l| l.is_default) {
+            let noun = direction.noun();
+            table.push_str(&match default {
+                Some(name) => format!("  (no default {noun}: {name:?} cannot be opened now)\n"),
+                None => format!("  (no default {noun}: the {host} host names none)\n"),
+            });
+        }
     }
-    if unusable > 0 {
+    if list.unusable > 0 {
         table.push_str(&format!(
-            "({unusable} more entries the {host} host knows cannot be opened now and are not listed.)\n"
+            "({} more entries the {host} host knows cannot be opened now and are not listed.)\n",
+            list.unusable
         ));
     }
     Ok(table)

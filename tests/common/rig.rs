@@ -13,14 +13,27 @@ pub struct PulseRig {
     server: Child,
     /// `unix:<socket>`, for PULSE_SERVER.
     pub address: String,
+    /// Whether clients are given a cookie (see [`PulseRig::start_without_cookie`]).
+    cookie: bool,
 }
 
 /// Rate the speaker is recorded at.
 pub const RECORD_RATE: u32 = 24_000;
 
 impl PulseRig {
-    /// Starts the server and waits (up to 20 s) until it answers.
+    /// Starts the server and waits (up to 20 s) until it answers; clients get a cookie.
     pub fn start() -> PulseRig {
+        PulseRig::launch(true)
+    }
+
+    /// As [`PulseRig::start`], but no client finds a cookie anywhere it looks, nor can create
+    /// one (libpulse writes a fresh one where it is missing): the containers and WSLg case,
+    /// where the server lets clients in anonymously.
+    pub fn start_without_cookie() -> PulseRig {
+        PulseRig::launch(false)
+    }
+
+    fn launch(cookie: bool) -> PulseRig {
         for tool in ["pulseaudio", "pactl", "paplay", "parec"] {
             assert!(
                 Command::new("sh")
@@ -36,9 +49,12 @@ impl PulseRig {
         std::fs::create_dir_all(&runtime).unwrap();
         std::fs::create_dir_all(dir.path().join("home")).unwrap();
         let socket = runtime.join("native");
-        // Clients must present a cookie even to an anonymous server (the pure-Rust client
-        // sends an empty one otherwise, and the server hangs up).
-        std::fs::write(dir.path().join("cookie"), [7u8; 256]).unwrap();
+        if cookie {
+            std::fs::write(dir.path().join("cookie"), [7u8; 256]).unwrap();
+        } else {
+            // A file, so that nothing can be created under it.
+            std::fs::write(dir.path().join("not-a-dir"), "").unwrap();
+        }
         let server = Command::new("pulseaudio")
             .args([
                 "-n",
@@ -68,6 +84,7 @@ impl PulseRig {
             address: format!("unix:{}", socket.display()),
             dir,
             server,
+            cookie,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -102,8 +119,16 @@ impl PulseRig {
     pub fn apply(&self, command: &mut Command) {
         command
             .env("PULSE_SERVER", &self.address)
-            .env("PULSE_COOKIE", self.dir.path().join("cookie"))
             .env("PULSE_RUNTIME_PATH", self.dir.path().join("rt"));
+        if self.cookie {
+            command.env("PULSE_COOKIE", self.dir.path().join("cookie"));
+        } else {
+            // Clients look at $PULSE_COOKIE, then under $HOME: neither can exist.
+            let nowhere = self.dir.path().join("not-a-dir");
+            command
+                .env("PULSE_COOKIE", nowhere.join("cookie"))
+                .env("HOME", nowhere.join("home"));
+        }
     }
 
     pub fn scratch(&self) -> &Path {
