@@ -11,6 +11,8 @@
 //! - [`record`]: session recordings (`--record`), replay, inspect and the sessions list.
 //! - [`bridge`]: the app-facing WebSocket bridge (`livetalk serve`, `--bridge`); its protocol
 //!   is described in docs/bridge-protocol.md.
+//! - [`ws_server`]: what both servers share: the accept loop (cap, upgrade deadline, backoff)
+//!   and how a connection ends.
 //! - [`config`], [`cli`], [`logging`]: settings, flags and logs.
 
 pub mod app;
@@ -28,3 +30,4 @@ pub mod record;
 pub mod tools;
 pub mod tui;
 pub mod ui;
+pub mod ws_server;

@@ -23,7 +23,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Some(Command::Mock(args)) => {
-            logging::to_stderr();
+            let _log = logging::to_stderr();
             match runtime.block_on(mock::serve_until_signal(args)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -33,7 +33,7 @@ fn main() -> ExitCode {
             }
         }
         Some(Command::Serve(args)) => {
-            logging::to_stderr();
+            let _log = logging::to_stderr();
             match runtime.block_on(bridge::serve_until_signal(args, cli.session.config.clone())) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

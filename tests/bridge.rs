@@ -28,6 +28,7 @@ use common::*;
 use livetalk::bridge::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES, Upstream};
 use livetalk::live::{ApiKey, ApiVersion, Endpoint};
 use livetalk::mock::{MockOptions, MockServer};
+use livetalk::ws_server::ConnectionLimits;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -50,6 +51,7 @@ fn options(endpoint: Endpoint) -> BridgeOptions {
         },
         token: None,
         max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        limits: ConnectionLimits::default(),
     }
 }
 
