@@ -279,7 +279,7 @@ pub fn close_for_read_error(error: &Error) -> Option<CloseFrame> {
 }
 
 /// Ends a connection the way RFC 6455 asks, so the peer sees a clean close rather than 1006:
-/// the peer's Close is echoed, ours waits (up to [`LINGER`]) for the peer's reply, and after a
+/// the peer's Close is echoed, ours waits (up to 2 s) for the peer's reply, and after a
 /// protocol violation the Close goes out before the TCP connection is shut down without a
 /// reset (what the peer sent meanwhile is read and discarded).
 pub async fn end<S>(
