@@ -6,6 +6,9 @@
 //! after the other, so load from anything else on the machine falls on both alike) and prints
 //! the medians and the ratio, then runs the same four paths as ordinary criterion benches.
 
+// A bench prints its own figures; it holds no secrets.
+#![allow(clippy::disallowed_macros)]
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

@@ -7,6 +7,9 @@
 //! answers each call at once: that floor is the harness's own share (the server's work, the
 //! loopback socket and the wake-ups on both ends), the rest is livetalk's.
 
+// A bench prints its own figures; it holds no secrets.
+#![allow(clippy::disallowed_macros)]
+
 // The integration tests' helpers, for the isolated `livetalk` command; test code, so unwraps.
 #[allow(clippy::unwrap_used)]
 #[path = "../tests/common/mod.rs"]

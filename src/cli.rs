@@ -181,6 +181,9 @@ pub struct MockArgs {
     /// exactly what a client sent.
     #[arg(long, value_name = "DIR")]
     pub save_input: Option<PathBuf>,
+    /// Open connections held at once; past this, new clients get HTTP 503 with the reason.
+    #[arg(long, value_name = "N", default_value_t = crate::ws_server::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -207,6 +210,9 @@ pub struct ServeArgs {
     /// With the offline model: how much faster than real time reply audio is streamed.
     #[arg(long, default_value_t = 4.0)]
     pub speed: f64,
+    /// Open connections held at once; past this, new clients get HTTP 503 with the reason.
+    #[arg(long, value_name = "N", default_value_t = crate::ws_server::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -100,8 +100,8 @@ pub async fn replay<S: Source>(
         return Ok(0);
     }
     if !app.is_finished() {
-        eprintln!(
-            "livetalk: warning: the recording ends before the session did (was livetalk killed?)"
+        crate::secrets::err(
+            "livetalk: warning: the recording ends before the session did (was livetalk killed?)",
         );
         return Ok(1);
     }
@@ -260,11 +260,13 @@ impl Printer {
                 NoticeLevel::Error => "error",
             };
             match self.format {
-                OutputFormat::Text => eprintln!("livetalk: {level}: {}", notice.text),
+                OutputFormat::Text => {
+                    crate::secrets::err(&format!("livetalk: {level}: {}", notice.text))
+                }
                 OutputFormat::Json => {
                     self.json(json!({"type": "notice", "level": level, "text": notice.text}));
                     if notice.level == NoticeLevel::Error {
-                        eprintln!("livetalk: error: {}", notice.text);
+                        crate::secrets::err(&format!("livetalk: error: {}", notice.text));
                     }
                 }
             }
@@ -445,7 +447,7 @@ impl Printer {
     }
 
     pub(crate) fn info(&self, text: &str) {
-        eprintln!("livetalk: {text}");
+        crate::secrets::err(&format!("livetalk: {text}"));
     }
 
     fn json(&self, value: serde_json::Value) {
@@ -458,8 +460,7 @@ impl Printer {
         if self.stdout_closed.get() {
             return;
         }
-        let mut out = std::io::stdout().lock();
-        if let Err(e) = writeln!(out, "{text}") {
+        if let Err(e) = crate::secrets::out(text) {
             self.lost_stdout(&e);
         }
     }

@@ -11,6 +11,8 @@
 //! - [`record`]: session recordings (`--record`), replay, inspect and the sessions list.
 //! - [`bridge`]: the app-facing WebSocket bridge (`livetalk serve`, `--bridge`); its protocol
 //!   is described in docs/bridge-protocol.md.
+//! - [`ws_server`]: what both servers share: the accept loop (cap, upgrade deadline, backoff)
+//!   and how a connection ends.
 //! - [`config`], [`cli`], [`logging`]: settings, flags and logs; [`echo`]: bounded summaries
 //!   of what a peer sends, for the terminal and the log; [`secrets`]: the one place secrets
 //!   are removed from everything livetalk writes.
@@ -32,3 +34,4 @@ pub mod secrets;
 pub mod tools;
 pub mod tui;
 pub mod ui;
+pub mod ws_server;

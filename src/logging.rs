@@ -1,16 +1,18 @@
 //! Logging with `tracing`: to a file in the data directory for conversations (never to the
-//! terminal a UI owns), to stderr for the standalone mock server; and what C libraries print
-//! to stderr on their own, pointed elsewhere while it would be noise.
+//! terminal a UI owns), to stderr for the servers (`livetalk mock`, `livetalk serve`) through
+//! a writer that never blocks them; and what C libraries print to stderr on their own, pointed
+//! elsewhere while it would be noise.
 
 use std::io::{Read as _, Seek as _, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use tracing_appender::non_blocking::{ErrorCounter, WorkerGuard};
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::fmt::MakeWriter;
 
-use crate::echo;
+use crate::{echo, secrets};
 
 fn level() -> LevelFilter {
     std::env::var("LIVETALK_LOG")
@@ -39,12 +41,44 @@ pub fn to_data_dir() -> Option<PathBuf> {
     Some(path)
 }
 
-/// Logs to stderr (the mock server's own terminal).
-pub fn to_stderr() {
-    let _ = tracing_subscriber::fmt()
+/// Lines held for stderr while it is slow or not read at all; past this, new lines are dropped
+/// (and counted) rather than stalling the server.
+const STDERR_BACKLOG_LINES: usize = 4096;
+
+/// Keeps the stderr log writing until dropped; dropping it writes what is still queued (waiting
+/// about a second at most when nobody reads stderr).
+pub struct StderrLog {
+    dropped: ErrorCounter,
+    _worker: WorkerGuard,
+}
+
+impl Drop for StderrLog {
+    fn drop(&mut self) {
+        let dropped = self.dropped.dropped_lines();
+        if dropped > 0 {
+            tracing::warn!(dropped, "log lines were dropped: stderr was not being read");
+        }
+    }
+}
+
+/// Logs to stderr, as servers do. A dedicated thread does the writing, so a stderr that is a
+/// full pipe nobody reads costs log lines, never a stalled server or an ignored SIGTERM.
+pub fn to_stderr() -> Option<StderrLog> {
+    let (writer, worker) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(STDERR_BACKLOG_LINES)
+        .thread_name("livetalk-log")
+        .finish(std::io::stderr());
+    let dropped = writer.error_counter();
+    tracing_subscriber::fmt()
         .with_max_level(level())
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(BoundedLines(writer))
+        .try_init()
+        .ok()?;
+    Some(StderrLog {
+        dropped,
+        _worker: worker,
+    })
 }
 
 /// fd 2 pointed at another file until dropped. C libraries (alsa-lib, and libjack, which
@@ -92,14 +126,14 @@ pub fn catching_stderr<T>(what: &str, f: impl FnOnce() -> T) -> T {
             value
         }
         Err(panic) => {
-            eprint!("{text}");
+            crate::secrets::err(text.trim_end());
             std::panic::resume_unwind(panic)
         }
     }
 }
 
-/// Writers whose lines are cut at [`echo::LOG_LINE`]: the fmt layer formats an event whole
-/// and writes it at once, so each write is one line. What a server sends is bounded where it
+/// Writers whose lines are cut at [`echo::LOG_LINE`] and scrubbed of secrets: the fmt layer
+/// formats an event whole and writes it at once, so each write is one line. What a server sends is bounded where it
 /// is logged; this is the backstop for a path that forgot.
 struct BoundedLines<M>(M);
 
@@ -115,13 +149,15 @@ struct BoundedLine<W>(W);
 
 impl<W: Write> Write for BoundedLine<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if buf.len() <= echo::LOG_LINE {
-            return self.0.write(buf);
-        }
         let text = String::from_utf8_lossy(buf);
-        let line = echo::bounded(text.trim_end_matches('\n'), echo::LOG_LINE);
-        self.0.write_all(line.as_bytes())?;
-        self.0.write_all(b"\n")?;
+        let line = if buf.len() <= echo::LOG_LINE {
+            text
+        } else {
+            let cut = echo::bounded(text.trim_end_matches('\n'), echo::LOG_LINE);
+            format!("{cut}\n").into()
+        };
+        // Every log line passes here, so this is where secrets leave it.
+        self.0.write_all(secrets::scrub(&line).as_bytes())?;
         Ok(buf.len())
     }
 

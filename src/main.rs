@@ -17,27 +17,29 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            eprintln!("livetalk: error: cannot start the async runtime: {e}");
+            livetalk::secrets::err(&format!(
+                "livetalk: error: cannot start the async runtime: {e}"
+            ));
             return ExitCode::from(1);
         }
     };
     match cli.command {
         Some(Command::Mock(args)) => {
-            logging::to_stderr();
+            let _log = logging::to_stderr();
             match runtime.block_on(mock::serve_until_signal(args)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("livetalk: error: {e:#}");
+                    livetalk::secrets::err(&format!("livetalk: error: {e:#}"));
                     ExitCode::from(1)
                 }
             }
         }
         Some(Command::Serve(args)) => {
-            logging::to_stderr();
+            let _log = logging::to_stderr();
             match runtime.block_on(bridge::serve_until_signal(args, cli.session.config.clone())) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("livetalk: error: {e:#}");
+                    livetalk::secrets::err(&format!("livetalk: error: {e:#}"));
                     ExitCode::from(1)
                 }
             }
@@ -76,17 +78,17 @@ fn main() -> ExitCode {
         Some(Command::Inspect(args)) => match livetalk::record::Recording::load(&args.dir) {
             Ok(recording) => {
                 for warning in &recording.warnings {
-                    eprintln!("livetalk: warning: {warning}");
+                    livetalk::secrets::err(&format!("livetalk: warning: {warning}"));
                 }
                 if args.markdown {
-                    print!("{}", inspect::markdown(&recording));
+                    let _ = livetalk::secrets::out_raw(&inspect::markdown(&recording));
                 } else {
-                    print!("{}", inspect::report(&recording));
+                    let _ = livetalk::secrets::out_raw(&inspect::report(&recording));
                 }
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("livetalk: error: {e:#}");
+                livetalk::secrets::err(&format!("livetalk: error: {e:#}"));
                 ExitCode::from(1)
             }
         },
@@ -98,27 +100,28 @@ fn main() -> ExitCode {
             match Settings::load(&overrides) {
                 Ok(settings) => match livetalk::audio::device::listing_table(settings.audio.host) {
                     Ok(table) => {
-                        print!("{table}");
+                        let _ = livetalk::secrets::out_raw(&table);
                         ExitCode::SUCCESS
                     }
                     Err(e) => {
-                        eprintln!("livetalk: {e}");
+                        livetalk::secrets::err(&format!("livetalk: {e}"));
                         ExitCode::from(1)
                     }
                 },
                 Err(e) => {
-                    eprintln!("livetalk: {e}");
+                    livetalk::secrets::err(&format!("livetalk: {e}"));
                     ExitCode::from(2)
                 }
             }
         }
         Some(Command::Sessions) => match Settings::load(&cli.session.overrides()) {
             Ok(settings) => {
-                print!("{}", inspect::sessions_table(&settings.sessions_dir));
+                let _ =
+                    livetalk::secrets::out_raw(&inspect::sessions_table(&settings.sessions_dir));
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("livetalk: {e}");
+                livetalk::secrets::err(&format!("livetalk: {e}"));
                 ExitCode::from(2)
             }
         },
@@ -126,7 +129,7 @@ fn main() -> ExitCode {
             let settings = match Settings::load(&cli.session.overrides()) {
                 Ok(settings) => settings,
                 Err(e) => {
-                    eprintln!("livetalk: {e}");
+                    livetalk::secrets::err(&format!("livetalk: {e}"));
                     return ExitCode::from(2);
                 }
             };
@@ -161,7 +164,7 @@ fn exit(result: anyhow::Result<u8>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("livetalk: error: {e:#}");
+            livetalk::secrets::err(&format!("livetalk: error: {e:#}"));
             ExitCode::from(1)
         }
     }

@@ -91,26 +91,6 @@ pub fn err(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{}", scrub(line));
 }
 
-/// A line-oriented sink (the log, a recording's lines): each write is scrubbed whole, so a
-/// writer must hand it whole lines, as the log formatter and the recorder do.
-pub struct Scrubbed<W>(pub W);
-
-impl<W: Write> Write for Scrubbed<W> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match std::str::from_utf8(buf) {
-            Ok(text) => {
-                self.0.write_all(scrub(text).as_bytes())?;
-                Ok(buf.len())
-            }
-            Err(_) => self.0.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush()
-    }
-}
-
 /// The terminal under the TUI: a frame is gathered until it is flushed, then scrubbed with
 /// masks of the same width (so the layout stays put) and written in one go.
 pub struct Screen<W: Write> {
@@ -136,9 +116,7 @@ impl<W: Write> Write for Screen<W> {
     fn flush(&mut self) -> std::io::Result<()> {
         let frame = std::mem::take(&mut self.frame);
         match std::str::from_utf8(&frame) {
-            Ok(text) => self
-                .inner
-                .write_all(scrub_keeping_width(text).as_bytes())?,
+            Ok(text) => self.inner.write_all(scrub_keeping_width(text).as_bytes())?,
             Err(_) => self.inner.write_all(&frame)?,
         }
         self.frame = frame;
@@ -154,7 +132,8 @@ mod tests {
     #[test]
     fn remembered_secrets_are_masked_in_every_written_form() {
         remember("sk-test-SECRET/with+plus");
-        let text = "closed: key=sk-test-SECRET%2Fwith%2Bplus bad, and sk-test-SECRET/with+plus again";
+        let text =
+            "closed: key=sk-test-SECRET%2Fwith%2Bplus bad, and sk-test-SECRET/with+plus again";
         let scrubbed = scrub(text);
         assert!(!scrubbed.contains("SECRET"), "{scrubbed}");
         assert_eq!(scrubbed.matches(MASK).count(), 2);
@@ -167,7 +146,10 @@ mod tests {
         let mut screen = Screen::new(Vec::new());
         screen.write_all(b"[screen-sec").unwrap();
         screen.write_all(b"ret-123]").unwrap();
-        assert!(screen.inner.is_empty(), "nothing is written before the flush");
+        assert!(
+            screen.inner.is_empty(),
+            "nothing is written before the flush"
+        );
         screen.flush().unwrap();
         let shown = String::from_utf8(screen.inner.clone()).unwrap();
         assert_eq!(shown, format!("[{}]", "*".repeat(17)));
@@ -177,13 +159,5 @@ mod tests {
     fn short_secrets_are_not_searched_for() {
         remember("abc");
         assert_eq!(scrub("abc abc"), "abc abc");
-    }
-
-    #[test]
-    fn a_line_sink_scrubs_each_write() {
-        remember("line-secret-456");
-        let mut sink = Scrubbed(Vec::new());
-        writeln!(sink, "reason: line-secret-456").unwrap();
-        assert_eq!(String::from_utf8(sink.0).unwrap(), "reason: [redacted]\n");
     }
 }

@@ -61,7 +61,7 @@ pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<
     on_the_terminal(&mut app, &mut engine, log_path).await?;
     let lost = app.is_finished() && !app.ended_cleanly();
     if lost && let Connection::Disconnected { reason } = app.connection() {
-        eprintln!("livetalk: {reason}");
+        crate::secrets::err(&format!("livetalk: {reason}"));
     }
     Ok(if lost { 1 } else { 0 })
 }
@@ -84,7 +84,7 @@ pub async fn replay(
     let mut app = initial_app(&recording, log_path, playback.total());
     on_the_terminal(&mut app, &mut playback, log_path).await?;
     for warning in &warnings {
-        eprintln!("livetalk: warning: {warning}");
+        crate::secrets::err(&format!("livetalk: warning: {warning}"));
     }
     Ok(0)
 }
@@ -275,8 +275,10 @@ impl TerminalGuard {
     fn terminal(
         &self,
     ) -> anyhow::Result<Terminal<CrosstermBackend<crate::secrets::Screen<io::Stdout>>>> {
-        Terminal::new(CrosstermBackend::new(crate::secrets::Screen::new(io::stdout())))
-            .context("starting the terminal UI")
+        Terminal::new(CrosstermBackend::new(crate::secrets::Screen::new(
+            io::stdout(),
+        )))
+        .context("starting the terminal UI")
     }
 }
 

@@ -3,6 +3,8 @@
 //! or a scripted fake Live server, plus binary-level runs of `livetalk serve` and
 //! `livetalk --bridge`.
 
+// Test output is the test runner's, not livetalk's: it may print directly.
+#![allow(clippy::disallowed_macros)]
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -28,6 +30,7 @@ use common::*;
 use livetalk::bridge::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES, Upstream};
 use livetalk::live::{ApiKey, ApiVersion, Endpoint};
 use livetalk::mock::{MockOptions, MockServer};
+use livetalk::ws_server::ConnectionLimits;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -50,6 +53,7 @@ fn options(endpoint: Endpoint) -> BridgeOptions {
         },
         token: None,
         max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        limits: ConnectionLimits::default(),
     }
 }
 

@@ -1,5 +1,7 @@
 //! Binary-level tests: `livetalk mock` in one process, `livetalk --headless` in another.
 
+// Test output is the test runner's, not livetalk's: it may print directly.
+#![allow(clippy::disallowed_macros)]
 #![allow(clippy::unwrap_used)]
 
 mod common;

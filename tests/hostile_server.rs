@@ -5,6 +5,8 @@
 //! 20 MB frame, 1,000 function calls and wrong-type arguments: each is skipped with a clear
 //! warning or recovered from, or ends the session with one clear message; never a panic.
 
+// Test output is the test runner's, not livetalk's: it may print directly.
+#![allow(clippy::disallowed_macros)]
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -216,9 +218,21 @@ async fn a_server_that_stalls_at_any_stage_times_out_clearly_naming_host_port_an
     )
     .unwrap();
     for (script, route, stage) in [
-        (Script::NeverSetUp, "--endpoint", "waiting for the session to be set up"),
-        (Script::NeverUpgrade, "--endpoint", "waiting for the WebSocket upgrade"),
-        (Script::NeverUpgrade, "--bridge", "waiting for the WebSocket upgrade"),
+        (
+            Script::NeverSetUp,
+            "--endpoint",
+            "waiting for the session to be set up",
+        ),
+        (
+            Script::NeverUpgrade,
+            "--endpoint",
+            "waiting for the WebSocket upgrade",
+        ),
+        (
+            Script::NeverUpgrade,
+            "--bridge",
+            "waiting for the WebSocket upgrade",
+        ),
     ] {
         let (url, _seen) = serve_once(script).await;
         let port = url.rsplit(':').next().unwrap().to_owned();
@@ -241,7 +255,10 @@ async fn a_server_that_stalls_at_any_stage_times_out_clearly_naming_host_port_an
         assert!(stdout.is_empty(), "{stdout}");
         let expected =
             format!("livetalk: error: No answer from 127.0.0.1:{port} within 1 s ({stage}).");
-        assert!(stderr.contains(&expected), "{route}: {expected} not in {stderr}");
+        assert!(
+            stderr.contains(&expected),
+            "{route}: {expected} not in {stderr}"
+        );
         assert_eq!(stderr.matches("error").count(), 1, "one message: {stderr}");
         assert!(took < Duration::from_secs(5), "{route} {stage}: {took:?}");
     }

@@ -3,6 +3,8 @@
 //! and corrupted lines. In process: a slow tool call and a lost connection, recorded through
 //! the engine and replayed into an app that ends up showing what the original showed.
 
+// Test output is the test runner's, not livetalk's: it may print directly.
+#![allow(clippy::disallowed_macros)]
 #![allow(clippy::unwrap_used)]
 
 mod common;

@@ -18,7 +18,7 @@ use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, Uri};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{self, Message};
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::protocol::{
     AppMessage, BridgeMessage, BridgeServerContent, LogLevel, MappedConfig, RealtimeInputPayload,
@@ -34,6 +34,7 @@ use crate::live::{
     self, ApiKey, Endpoint, SessionError, SessionEvent, SessionHandle, SessionOptions,
 };
 use crate::mock::{MockOptions, MockServer};
+use crate::ws_server::{self, Admission, ConnectionLimits, Ending};
 
 /// Default largest client message: room for a large base64 image frame.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 << 20;
@@ -58,6 +59,8 @@ pub struct BridgeOptions {
     /// stays usable. Messages over four times this close the connection (1009), since they
     /// have to be read whole before they can be refused.
     pub max_message_bytes: usize,
+    /// Open connections held at once, and the time a new one has to upgrade (token included).
+    pub limits: ConnectionLimits,
 }
 
 /// Why the bridge refuses to start.
@@ -104,24 +107,14 @@ impl BridgeServer {
             token: options.token,
             max_message_bytes: options.max_message_bytes.max(1024),
         });
-        let (shutdown_tx, mut shutdown_rx) = oneshot::channel::<()>();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    accepted = listener.accept() => match accepted {
-                        Ok((stream, peer)) => {
-                            let shared = shared.clone();
-                            tokio::spawn(async move {
-                                let _ = stream.set_nodelay(true);
-                                serve_connection(stream, peer, shared).await;
-                            });
-                        }
-                        Err(e) => warn!("accept failed: {e}"),
-                    },
-                    _ = &mut shutdown_rx => break,
-                }
-            }
-        });
+        let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+        ws_server::spawn_accept_loop(
+            "bridge",
+            listener,
+            options.limits,
+            shutdown_rx,
+            move |stream, peer, admission| upgrade(stream, peer, admission, shared.clone()),
+        );
         info!(%local_addr, "bridge listening");
         Ok(BridgeServer {
             local_addr,
@@ -156,6 +149,10 @@ pub async fn serve_until_signal(
         .token
         .clone()
         .or_else(|| std::env::var("LIVETALK_BRIDGE_TOKEN").ok());
+    let limits = ConnectionLimits {
+        max_connections: args.max_connections as usize,
+        ..ConnectionLimits::default()
+    };
 
     let (endpoint, api_key, _mock, upstream_label) = match &settings.target {
         Target::Google(endpoint) | Target::Custom(endpoint) => (
@@ -168,6 +165,12 @@ pub async fn serve_until_signal(
         _ => {
             let mock = MockServer::start(MockOptions {
                 speed: args.speed,
+                // One upstream per client, and room for the old one still closing while a
+                // reconnect (UPDATE_CONFIG) opens the next.
+                limits: ConnectionLimits {
+                    max_connections: limits.max_connections.saturating_mul(2),
+                    ..ConnectionLimits::default()
+                },
                 ..MockOptions::loopback()
             })
             .await
@@ -189,12 +192,13 @@ pub async fn serve_until_signal(
         },
         token,
         max_message_bytes: args.max_message_bytes,
+        limits,
     })
     .await?;
-    println!(
+    crate::secrets::out(&format!(
         "livetalk bridge listening on {} (upstream: {upstream_label})",
         server.url()
-    );
+    ))?;
     use std::io::Write as _;
     std::io::stdout().flush()?;
     crate::mock::server::wait_for_signal().await;
@@ -202,9 +206,16 @@ pub async fn serve_until_signal(
     Ok(())
 }
 
-async fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
+/// The WebSocket upgrade with the token check; the client's session when it succeeds.
+async fn upgrade(
+    stream: TcpStream,
+    peer: SocketAddr,
+    admission: Admission,
+    shared: Arc<Shared>,
+) -> Option<impl Future<Output = ()> + Send + 'static> {
     #[allow(clippy::result_large_err)] // the type is fixed by tungstenite
     let callback = |request: &Request, response: Response| -> Result<Response, ErrorResponse> {
+        admission.check()?;
         match authorize(request, shared.token.as_deref()) {
             Ok(()) => Ok(response),
             Err((status, text)) => {
@@ -228,12 +239,15 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Share
         .max_frame_size(Some(hard_limit))
         .write_buffer_size(0);
     match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
-        Ok(socket) => {
+        Ok(socket) => Some(async move {
             debug!(%peer, "client connected");
             ClientSession::new(shared, peer).run(socket).await;
             debug!(%peer, "client gone");
+        }),
+        Err(e) => {
+            debug!(%peer, "upgrade failed: {e}");
+            None
         }
-        Err(e) => debug!(%peer, "upgrade failed: {e}"),
     }
 }
 
@@ -379,7 +393,7 @@ impl ClientSession {
     async fn run(mut self, socket: WebSocketStream<TcpStream>) {
         let (sink, mut stream) = socket.split();
         self.sink = Some(sink);
-        loop {
+        let ending = loop {
             let has_link = self.link.is_some();
             let incoming = tokio::select! {
                 frame = stream.next() => Incoming::Client(frame),
@@ -394,7 +408,8 @@ impl ClientSession {
                 Incoming::Client(Some(Ok(Message::Binary(bytes)))) => {
                     self.on_client_frame(&bytes).await
                 }
-                Incoming::Client(Some(Ok(Message::Close(_)))) | Incoming::Client(None) => break,
+                Incoming::Client(Some(Ok(Message::Close(_)))) => break Ending::PeerClosed,
+                Incoming::Client(None) => break Ending::Gone,
                 // Pings are answered by tungstenite as we keep reading.
                 Incoming::Client(Some(Ok(_))) => Flow::Continue,
                 Incoming::Client(Some(Err(tungstenite::Error::Capacity(e)))) => {
@@ -403,12 +418,11 @@ impl ClientSession {
                         self.shared.max_message_bytes
                     );
                     self.send(BridgeMessage::error(message)).await;
-                    self.close_socket(CloseCode::Size, "message too big").await;
-                    break;
+                    break Ending::ReadFailed(tungstenite::Error::Capacity(e));
                 }
                 Incoming::Client(Some(Err(e))) => {
                     debug!(peer = %self.peer, "client read error: {e}");
-                    break;
+                    break Ending::ReadFailed(e);
                 }
                 Incoming::Upstream(Some(event)) => self.on_upstream_event(event).await,
                 Incoming::Upstream(None) => {
@@ -417,9 +431,15 @@ impl ClientSession {
                     Flow::Continue
                 }
             };
-            if matches!(flow, Flow::Close) || self.sink.is_none() {
-                break;
+            if matches!(flow, Flow::Close) {
+                break Ending::CloseSent;
             }
+            if self.sink.is_none() {
+                break Ending::Gone;
+            }
+        };
+        if let Some(sink) = self.sink.take() {
+            ws_server::end(sink, stream, ending).await;
         }
         if let Some(link) = self.link.take() {
             link.handle.close().await;
@@ -949,12 +969,7 @@ impl ClientSession {
             }
         }
         for message in out {
-            // Log lines quote upstream text (skipped frames); keep the key out of them too.
-            if matches!(message, BridgeMessage::LogMessage { .. }) {
-                self.send(message).await;
-            } else {
-                self.send(message).await;
-            }
+            self.send(message).await;
         }
         Flow::Continue
     }
@@ -1037,6 +1052,7 @@ mod tests {
             },
             token: None,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            limits: ConnectionLimits::default(),
         };
         let error = BridgeServer::start(options.clone())
             .await

@@ -130,9 +130,7 @@ pub async fn run<P: Protocol>(
                     status,
                     message: protocol.rejected(status),
                 },
-                DialError::Failed { message, .. } => {
-                    SessionError::Connect(message)
-                }
+                DialError::Failed { message, .. } => SessionError::Connect(message),
             })?;
     let (mut sink, mut stream) = socket.split();
 
@@ -280,15 +278,9 @@ pub async fn run<P: Protocol>(
 }
 
 /// A close frame's code and its reason; `code` stands in when the frame carried none.
-fn close_frame(
-    frame: &Option<CloseFrame>,
-    code: Option<u16>,
-) -> (Option<u16>, String) {
+fn close_frame(frame: &Option<CloseFrame>, code: Option<u16>) -> (Option<u16>, String) {
     match frame {
-        Some(frame) => (
-            Some(u16::from(frame.code)),
-            frame.reason.to_string(),
-        ),
+        Some(frame) => (Some(u16::from(frame.code)), frame.reason.to_string()),
         None => (code, String::new()),
     }
 }

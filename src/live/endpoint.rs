@@ -55,7 +55,6 @@ impl ApiKey {
     pub fn expose(&self) -> &str {
         &self.0
     }
-
 }
 
 impl fmt::Debug for ApiKey {

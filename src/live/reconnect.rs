@@ -624,11 +624,7 @@ impl Supervisor {
                 if live.go_away_deadline.is_none() {
                     let stable = live.open.completed_turn
                         || live.opened.elapsed() >= self.policy.stable_after;
-                    self.quick_hand_overs = if stable {
-                        0
-                    } else {
-                        self.quick_hand_overs + 1
-                    };
+                    self.quick_hand_overs = if stable { 0 } else { self.quick_hand_overs + 1 };
                 }
                 // No timeLeft: hand over soon. A huge one: connections never last an hour, and
                 // `Instant + Duration` must not overflow.

@@ -163,9 +163,11 @@ impl Protocol for LiveApi {
     }
 
     fn request(&self) -> Result<Request, SessionError> {
-        let mut request = self.endpoint.url().into_client_request().map_err(|e| {
-            SessionError::Connect(format!("Invalid endpoint URL: {e}"))
-        })?;
+        let mut request = self
+            .endpoint
+            .url()
+            .into_client_request()
+            .map_err(|e| SessionError::Connect(format!("Invalid endpoint URL: {e}")))?;
         if let Some(key) = &self.api_key {
             let mut value = HeaderValue::from_str(key.expose()).map_err(|_| {
                 SessionError::Connect(
@@ -177,7 +179,6 @@ impl Protocol for LiveApi {
         }
         Ok(request)
     }
-
 
     fn opening(setup: &Setup) -> Message {
         Self::encode(ClientMessage::Setup(Box::new(setup.clone())))

@@ -28,6 +28,7 @@ use crate::live::ApiKey;
 use crate::live::codec::{DecodeError, decode_client, encode_server};
 use crate::live::events::{pcm16_from_le_bytes, pcm16_to_le_bytes};
 use crate::live::wire::*;
+use crate::ws_server::{self, Ending, truncate_reason};
 
 /// Which service the client dialled; Vertex differs in small ways on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,7 +154,7 @@ impl MockConnection {
     {
         let (mut sink, mut stream) = socket.split();
         let mut set_up = false;
-        loop {
+        let ending = loop {
             let stalled_until = self.stalled_until;
             let next_at = match stalled_until {
                 Some(_) => None,
@@ -164,11 +165,12 @@ impl MockConnection {
                 frame = stream.next() => match frame {
                     Some(Ok(Message::Text(text))) => self.on_frame(text.as_bytes(), &mut set_up).await,
                     Some(Ok(Message::Binary(bytes))) => self.on_frame(&bytes, &mut set_up).await,
-                    Some(Ok(Message::Close(_))) | None => break,
+                    Some(Ok(Message::Close(_))) => break Ending::PeerClosed,
+                    None => break Ending::Gone,
                     Some(Ok(_)) => Outcome::Continue,
                     Some(Err(e)) => {
                         debug!("mock connection ended: {e}");
-                        break;
+                        break Ending::ReadFailed(e);
                     }
                 },
                 _ = tokio::time::sleep_until(next_at.unwrap_or_else(Instant::now)), if next_at.is_some() => {
@@ -207,19 +209,13 @@ impl MockConnection {
                 return;
             }
             if let Outcome::Close(code, reason) = outcome {
-                let frame = CloseFrame {
+                break Ending::Close(CloseFrame {
                     code: CloseCode::from(code),
                     reason: truncate_reason(&reason).into(),
-                };
-                let _ = sink.send(Message::Close(Some(frame))).await;
-                // Let the client read the close frame before the socket goes away.
-                let _ = tokio::time::timeout(Duration::from_secs(2), async {
-                    while let Some(Ok(_)) = stream.next().await {}
-                })
-                .await;
-                return;
+                });
             }
-        }
+        };
+        ws_server::end(sink, stream, ending).await;
     }
 
     async fn on_frame(&mut self, payload: &[u8], set_up: &mut bool) -> Outcome {
@@ -913,15 +909,6 @@ fn split_fragments(text: &str, parts: usize) -> Vec<String> {
         .collect()
 }
 
-/// Close reasons are limited to 123 bytes by the WebSocket protocol.
-fn truncate_reason(reason: &str) -> String {
-    let mut end = reason.len().min(123);
-    while !reason.is_char_boundary(end) {
-        end -= 1;
-    }
-    reason[..end].to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -934,13 +921,5 @@ mod tests {
             assert_eq!(fragments.len(), parts);
             assert_eq!(fragments.concat(), text);
         }
-    }
-
-    #[test]
-    fn close_reasons_fit_the_frame() {
-        let long = "é".repeat(100);
-        let cut = truncate_reason(&long);
-        assert!(cut.len() <= 123);
-        assert!(long.starts_with(&cut));
     }
 }

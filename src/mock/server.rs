@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::Context as _;
+use futures_util::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::connection::{Flavor, MockConnection};
 use super::resumption::SessionStore;
@@ -21,6 +22,7 @@ use super::scenario::{FaultClock, Scenario};
 use crate::cli::MockArgs;
 use crate::live::session::{MAX_MESSAGE_BYTES, install_crypto_provider};
 use crate::live::{ApiKey, ApiVersion, Endpoint};
+use crate::ws_server::{self, Admission, ConnectionLimits};
 
 /// PEM files for serving `wss://`.
 #[derive(Debug, Clone)]
@@ -40,6 +42,8 @@ pub struct MockOptions {
     pub scenario: Scenario,
     /// Save the mic audio each connection sends as `input-<n>.wav` in this folder.
     pub save_input: Option<std::path::PathBuf>,
+    /// Open connections held at once, and the time a new one has to upgrade.
+    pub limits: ConnectionLimits,
 }
 
 impl MockOptions {
@@ -51,6 +55,7 @@ impl MockOptions {
             speed: 4.0,
             scenario: Scenario::default(),
             save_input: None,
+            limits: ConnectionLimits::default(),
         }
     }
 }
@@ -91,7 +96,7 @@ impl MockServer {
             .await
             .with_context(|| format!("cannot listen on {}", options.listen))?;
         let local_addr = listener.local_addr()?;
-        let (shutdown_tx, mut shutdown_rx) = oneshot::channel::<()>();
+        let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let speed = if options.speed.is_finite() && options.speed > 0.0 {
             options.speed
         } else {
@@ -108,24 +113,22 @@ impl MockServer {
             ..MockState::default()
         });
         let shared = state.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    accepted = listener.accept() => match accepted {
-                        Ok((stream, peer)) => {
-                            let acceptor = acceptor.clone();
-                            let state = shared.clone();
-                            tokio::spawn(async move {
-                                let _ = stream.set_nodelay(true);
-                                serve_connection(stream, peer, acceptor, speed, state).await;
-                            });
-                        }
-                        Err(e) => warn!("accept failed: {e}"),
-                    },
-                    _ = &mut shutdown_rx => break,
-                }
-            }
-        });
+        ws_server::spawn_accept_loop(
+            "mock",
+            listener,
+            options.limits,
+            shutdown_rx,
+            move |stream, peer, admission| {
+                upgrade(
+                    stream,
+                    peer,
+                    admission,
+                    acceptor.clone(),
+                    speed,
+                    shared.clone(),
+                )
+            },
+        );
         info!(%local_addr, tls, "mock Live server listening");
         Ok(MockServer {
             local_addr,
@@ -183,6 +186,10 @@ pub async fn serve_until_signal(args: MockArgs) -> anyhow::Result<()> {
         speed: args.speed,
         scenario,
         save_input: args.save_input,
+        limits: ConnectionLimits {
+            max_connections: args.max_connections as usize,
+            ..ConnectionLimits::default()
+        },
     })
     .await?;
     if faults > 0 {
@@ -190,12 +197,12 @@ pub async fn serve_until_signal(args: MockArgs) -> anyhow::Result<()> {
     }
     // Said before the address, so whoever waits for the address has seen it.
     if !server.local_addr().ip().is_loopback() {
-        eprintln!("{}", open_bind_warning(server.local_addr()));
+        crate::secrets::err(&open_bind_warning(server.local_addr()));
     }
-    println!(
+    crate::secrets::out(&format!(
         "livetalk mock listening on {} (paths for API versions v1, v1beta, v1alpha)",
         server.base_url()
-    );
+    ))?;
     use std::io::Write as _;
     std::io::stdout().flush()?;
     wait_for_signal().await;
@@ -243,23 +250,34 @@ fn tls_acceptor(cert: &Path, key: &Path) -> anyhow::Result<tokio_rustls::TlsAcce
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
-async fn serve_connection(
+/// TLS (for `wss://`) and the WebSocket upgrade; the connection's session when both succeed.
+async fn upgrade(
     stream: TcpStream,
     peer: SocketAddr,
+    admission: Admission,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
     speed: f64,
     state: Arc<MockState>,
-) {
+) -> Option<BoxFuture<'static, ()>> {
     match acceptor {
         Some(acceptor) => match acceptor.accept(stream).await {
-            Ok(tls) => upgrade(tls, peer, speed, state).await,
-            Err(e) => debug!(%peer, "TLS handshake failed: {e}"),
+            Ok(tls) => upgrade_websocket(tls, peer, admission, speed, state).await,
+            Err(e) => {
+                debug!(%peer, "TLS handshake failed: {e}");
+                None
+            }
         },
-        None => upgrade(stream, peer, speed, state).await,
+        None => upgrade_websocket(stream, peer, admission, speed, state).await,
     }
 }
 
-async fn upgrade<S>(stream: S, peer: SocketAddr, speed: f64, state: Arc<MockState>)
+async fn upgrade_websocket<S>(
+    stream: S,
+    peer: SocketAddr,
+    admission: Admission,
+    speed: f64,
+    state: Arc<MockState>,
+) -> Option<BoxFuture<'static, ()>>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -267,6 +285,7 @@ where
     let mut key = None;
     #[allow(clippy::result_large_err)] // the type is fixed by tungstenite
     let callback = |request: &Request, response: Response| -> Result<Response, ErrorResponse> {
+        admission.check()?;
         match live_path_flavor(request.uri().path()) {
             Some(found) => {
                 flavor = found;
@@ -287,16 +306,19 @@ where
             }
         }
     };
+    // Frames are held to the message limit too: a larger one is refused (1009) from its header.
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_MESSAGE_BYTES))
+        .max_frame_size(Some(MAX_MESSAGE_BYTES))
         .write_buffer_size(0);
     match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
-        Ok(socket) => {
-            MockConnection::new(flavor, speed, state, key)
-                .run(socket)
-                .await
+        Ok(socket) => Some(Box::pin(
+            MockConnection::new(flavor, speed, state, key).run(socket),
+        )),
+        Err(e) => {
+            debug!(%peer, "upgrade refused: {e}");
+            None
         }
-        Err(e) => debug!(%peer, "upgrade refused: {e}"),
     }
 }
 

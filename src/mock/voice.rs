@@ -516,7 +516,9 @@ mod tests {
     #[test]
     fn espeak_speech_when_installed() {
         if !espeak_available() {
-            eprintln!("note: espeak-ng is not installed; skipping the espeak-ng voice test");
+            crate::secrets::err(
+                "note: espeak-ng is not installed; skipping the espeak-ng voice test",
+            );
             return;
         }
         let text = "Alright, I've turned on the living room lamp and set its color to blue.";

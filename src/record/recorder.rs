@@ -18,9 +18,9 @@ use tracing::warn;
 use super::{AudioRef, FORMAT_VERSION, LOG_FILE, Line, MIC_WAV, MODEL_WAV, Meta, Record};
 use crate::app::Msg;
 use crate::config::{RecordTo, Settings};
+use crate::live::CloseInfo;
 use crate::live::session::{TappedFrame, WireTap};
 use crate::live::wire::{ClientMessage, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, ServerMessage};
-use crate::live::CloseInfo;
 use crate::tools::Device;
 
 /// Received audio chunks the app has not applied yet, oldest first. Bounded: chunks of a

@@ -257,7 +257,7 @@ pub fn initial_app(recording: &Recording, log_path: Option<&Path>, total: usize)
 
 fn warn_all(warnings: &[String]) {
     for warning in warnings {
-        eprintln!("livetalk: warning: {warning}");
+        crate::secrets::err(&format!("livetalk: warning: {warning}"));
     }
 }
 
