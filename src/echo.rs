@@ -68,10 +68,28 @@ pub fn human_size(bytes: u64) -> String {
     }
 }
 
+/// `text` ending in exactly one full stop: text from elsewhere (an error, a server's reason)
+/// often brings its own, and a sentence around it must not double it.
+pub fn sentence(text: &str) -> String {
+    let text = text.trim_end();
+    if text.ends_with(['!', '?']) {
+        return text.to_owned();
+    }
+    format!("{}.", text.trim_end_matches('.'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_sentence_ends_in_one_full_stop() {
+        assert_eq!(sentence("Disconnected."), "Disconnected.");
+        assert_eq!(sentence("Disconnected"), "Disconnected.");
+        assert_eq!(sentence("bad: it failed.. "), "bad: it failed.");
+        assert_eq!(sentence("Really?"), "Really?");
+    }
 
     #[test]
     fn short_text_is_shown_whole_and_long_text_says_its_size() {

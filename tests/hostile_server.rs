@@ -44,6 +44,8 @@ enum Script {
     NeverSetUp,
     /// Accept the TCP connection and never answer the upgrade request.
     NeverUpgrade,
+    /// After setup and the first user turn: frames and a close reason that quote the key.
+    QuoteTheKey,
 }
 
 async fn serve_once(script: Script) -> (String, Arc<Mutex<SeenRequest>>) {
@@ -77,6 +79,28 @@ async fn serve_once(script: Script) -> (String, Arc<Mutex<SeenRequest>>) {
         match script {
             Script::NeverSetUp => while let Some(Ok(_)) = ws.next().await {},
             Script::NeverUpgrade => unreachable!("answered above"),
+            Script::QuoteTheKey => {
+                ws.send(Message::text(r#"{"setupComplete": {}}"#))
+                    .await
+                    .unwrap();
+                let _turn = ws.next().await;
+                for frame in [
+                    format!(r#"{{"{SECRET}": {{"x": 1}}}}"#),
+                    format!(r#"{{"serverContent": {{"modelTurn": "{SECRET}"}}}}"#),
+                    format!(
+                        r#"{{"serverContent": {{"modelTurn": {{"parts": [{{"text": "Your key is {SECRET}."}}]}}}}}}"#
+                    ),
+                ] {
+                    ws.send(Message::text(frame)).await.unwrap();
+                }
+                let frame = CloseFrame {
+                    code: CloseCode::Policy,
+                    reason: format!("API key {SECRET} not valid. Please pass a valid API key.")
+                        .into(),
+                };
+                let _ = ws.send(Message::Close(Some(frame))).await;
+                while let Some(Ok(_)) = ws.next().await {}
+            }
             Script::RejectModel => {
                 let frame = CloseFrame {
                     code: CloseCode::Policy,
@@ -363,6 +387,15 @@ fn cases() -> Vec<Case> {
                     app.model_audio_bytes()
                 )
             },
+        },
+        Case {
+            name: "a 40 MB frame, over the limit",
+            faults: at_user_turn(FaultAction::HugeMessage { bytes: 40 << 20 }),
+            expect: Ends {
+                error: "over the 32.0 MiB livetalk accepts (1009)",
+            },
+            // Said as it is, and not retried: the server would send it again.
+            check: |app| assert_eq!(app.reconnects(), 0),
         },
         Case {
             name: "binary garbage (invalid UTF-8)",
@@ -659,4 +692,59 @@ async fn a_server_that_says_go_away_to_every_connection_gets_no_storm() {
     let errors: Vec<&str> = run.stderr.lines().filter(|l| l.contains("error")).collect();
     assert_eq!(errors.len(), 1, "{}", run.stderr);
     assert!(errors[0].contains("go away (goAway)"), "{}", run.stderr);
+}
+
+/// Every file under `dir`, read as text where it is text.
+fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_under(&path));
+        } else {
+            found.push((path.clone(), std::fs::read(&path).unwrap()));
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_quoted_by_the_server_after_setup_reaches_no_output() {
+    for format in [None, Some("--json")] {
+        let scratch = tempfile::tempdir().unwrap();
+        let (url, _seen) = serve_once(Script::QuoteTheKey).await;
+        let path = scratch.path().to_path_buf();
+        let run = tokio::task::spawn_blocking(move || {
+            let mut args = vec!["--headless", "--record", "--endpoint", &url];
+            args.extend(format);
+            run_livetalk(&path, &args, &[("GEMINI_API_KEY", SECRET)], &["hello"])
+        })
+        .await
+        .unwrap();
+        assert_eq!(run.code, Some(1), "{format:?}: {}", run.stderr);
+        // The close was told, without the key.
+        assert!(
+            run.stderr.contains("API key [redacted] not valid"),
+            "{format:?}: {}",
+            run.stderr
+        );
+        assert!(!run.stdout.contains(SECRET), "{format:?}: {}", run.stdout);
+        assert!(!run.stderr.contains(SECRET), "{format:?}: {}", run.stderr);
+        let files = files_under(scratch.path());
+        assert!(
+            files.iter().any(|(p, _)| p.ends_with("session.jsonl")),
+            "a recording was written"
+        );
+        let mut occurrences = 0;
+        for (file, bytes) in &files {
+            let found = String::from_utf8_lossy(bytes).matches(SECRET).count();
+            assert_eq!(found, 0, "{format:?}: the key is in {}", file.display());
+            occurrences += found;
+        }
+        eprintln!(
+            "{format:?}: the key in stdout, stderr and {} files: {occurrences}",
+            files.len()
+        );
+        assert_no_secret_anywhere(scratch.path(), &[&run.stdout, &run.stderr]);
+    }
 }

@@ -57,6 +57,14 @@ pub async fn connect(
     setup: &Setup,
     connect_timeout: Duration,
 ) -> Result<Session, SessionError> {
+    // The token rides in the URL's query; nothing livetalk writes may show it.
+    if let Ok(uri) = url.parse::<Uri>() {
+        for pair in uri.query().unwrap_or_default().split('&') {
+            if let Some(token) = pair.strip_prefix("token=") {
+                crate::secrets::remember(token);
+            }
+        }
+    }
     let bridge = Bridge {
         url: url.to_owned(),
         host: bridge_host(url),

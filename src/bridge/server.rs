@@ -149,6 +149,9 @@ pub async fn serve_until_signal(
         .token
         .clone()
         .or_else(|| std::env::var("LIVETALK_BRIDGE_TOKEN").ok());
+    if let Some(token) = &token {
+        crate::secrets::remember(token);
+    }
     let limits = ConnectionLimits {
         max_connections: args.max_connections as usize,
         ..ConnectionLimits::default()
@@ -514,8 +517,11 @@ impl ClientSession {
                 match config.to_setup() {
                     Ok(mapped) => self.open_link(mapped, None).await,
                     Err(e) => {
-                        self.setup_failed(None, format!("The LiveConfig cannot be used: {e}."))
-                            .await
+                        self.setup_failed(
+                            None,
+                            crate::echo::sentence(&format!("The LiveConfig cannot be used: {e}")),
+                        )
+                        .await
                     }
                 }
                 Flow::Continue
@@ -577,7 +583,7 @@ impl ClientSession {
                                 self.update_config(mapped).await;
                             }
                             Err(e) => {
-                                self.error(format!("UPDATE_CONFIG was refused and the session goes on unchanged: the LiveConfig cannot be used: {e}.")).await;
+                                self.error(crate::echo::sentence(&format!("UPDATE_CONFIG was refused and the session goes on unchanged: the LiveConfig cannot be used: {e}"))).await;
                             }
                         }
                     }

@@ -108,7 +108,7 @@ pub fn describe_io_error(error: &std::io::Error, host: &str) -> String {
         {
             format!("Could not resolve {host}. Check the endpoint and your network.")
         }
-        _ => format!("Could not connect to {host}: {error}."),
+        _ => crate::echo::sentence(&format!("Could not connect to {host}: {error}")),
     }
 }
 

@@ -229,24 +229,27 @@ pub async fn run<P: Protocol>(
         let close = loop {
             let frame = stream.next().await;
             let by_client = closing.load(Ordering::SeqCst);
-            let read = match frame {
-                Some(Ok(Message::Text(text))) => {
-                    protocol.frame(text.as_bytes(), by_client, tap.as_deref())
-                }
-                Some(Ok(Message::Binary(bytes))) => {
-                    protocol.frame(&bytes, by_client, tap.as_deref())
-                }
-                Some(Ok(Message::Close(frame))) => {
-                    let (code, reason) = close_frame(&frame, Some(1005));
-                    Read::End(protocol.socket_closed(code, reason, by_client))
-                }
-                Some(Ok(_)) => continue,
-                Some(Err(e)) => {
-                    debug!("{} read error: {e}", P::PEER);
-                    Read::End(protocol.socket_closed(None, String::new(), by_client))
-                }
-                None => Read::End(protocol.socket_closed(None, String::new(), by_client)),
-            };
+            let read =
+                match frame {
+                    Some(Ok(Message::Text(text))) => {
+                        protocol.frame(text.as_bytes(), by_client, tap.as_deref())
+                    }
+                    Some(Ok(Message::Binary(bytes))) => {
+                        protocol.frame(&bytes, by_client, tap.as_deref())
+                    }
+                    Some(Ok(Message::Close(frame))) => {
+                        let (code, reason) = close_frame(&frame, Some(1005));
+                        Read::End(protocol.socket_closed(code, reason, by_client))
+                    }
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => {
+                        debug!("{} read error: {e}", P::PEER);
+                        Read::End(broken_frame(&e).unwrap_or_else(|| {
+                            protocol.socket_closed(None, String::new(), by_client)
+                        }))
+                    }
+                    None => Read::End(protocol.socket_closed(None, String::new(), by_client)),
+                };
             match read {
                 Read::Events(decoded) => {
                     for event in decoded {
@@ -283,6 +286,47 @@ fn close_frame(frame: &Option<CloseFrame>, code: Option<u16>) -> (Option<u16>, S
         Some(frame) => (Some(u16::from(frame.code)), frame.reason.to_string()),
         None => (code, String::new()),
     }
+}
+
+/// What a frame the far end should never have sent amounts to: the end of the connection,
+/// with the code a receiver closes with for it, said plainly, and never retried (the server
+/// would send the same again). `None` for a connection that merely dropped.
+fn broken_frame(error: &tungstenite::Error) -> Option<CloseInfo> {
+    use tungstenite::error::CapacityError;
+    let (code, message) = match error {
+        tungstenite::Error::Capacity(CapacityError::MessageTooLong { size, max_size }) => (
+            1009,
+            format!(
+                "The server sent a message of {}, over the {} livetalk accepts (1009). The connection was closed; not retrying, as it would happen again.",
+                crate::echo::human_size(*size as u64),
+                crate::echo::human_size(*max_size as u64)
+            ),
+        ),
+        tungstenite::Error::Utf8(_) => (
+            1007,
+            "The server sent a text frame that is not valid UTF-8 (1007). The connection was closed; not retrying."
+                .to_owned(),
+        ),
+        // A reset is a connection that dropped, not a broken frame.
+        tungstenite::Error::Protocol(
+            tungstenite::error::ProtocolError::ResetWithoutClosingHandshake
+            | tungstenite::error::ProtocolError::SendAfterClosing
+            | tungstenite::error::ProtocolError::ReceivedAfterClosing,
+        ) => return None,
+        tungstenite::Error::Protocol(violation) => (
+            1002,
+            format!(
+                "The server broke the WebSocket protocol: {violation} (1002). The connection was closed; not retrying."
+            ),
+        ),
+        _ => return None,
+    };
+    Some(CloseInfo {
+        code: Some(code),
+        reason: String::new(),
+        message,
+        initiated_by_client: false,
+    })
 }
 
 /// A WebSocket close as the Live API means it.

@@ -140,7 +140,7 @@ pub async fn dial(
     let addresses = stage(Stage::Resolve, deadline, async {
         let found: Vec<_> = tokio::net::lookup_host((target.host.as_str(), target.port))
             .await
-            .map_err(|e| format!("Could not resolve {}: {e}.", target.host))?
+            .map_err(|e| crate::echo::sentence(&format!("Could not resolve {}: {e}", target.host)))?
             .collect();
         if found.is_empty() {
             return Err(format!("{} has no address.", target.host));
@@ -221,7 +221,7 @@ fn describe_io(error: &std::io::Error) -> String {
         ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted => {
             "the connection was reset.".to_owned()
         }
-        _ => format!("{error}."),
+        _ => crate::echo::sentence(&error.to_string()),
     }
 }
 
@@ -238,7 +238,7 @@ fn tls_failure(target: &Target, error: &std::io::Error) -> String {
             "The TLS handshake with {target} failed ({error}). The server may not speak TLS: for a plain server use ws:// instead of wss://."
         )
     } else {
-        format!("The TLS handshake with {target} failed: {error}.")
+        crate::echo::sentence(&format!("The TLS handshake with {target} failed: {error}"))
     }
 }
 
@@ -258,7 +258,9 @@ fn upgrade_failure(target: &Target, error: tungstenite::Error) -> String {
         tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed => {
             format!("{target} hung up during the WebSocket upgrade.")
         }
-        other => format!("The WebSocket upgrade with {target} failed: {other}."),
+        other => crate::echo::sentence(&format!(
+            "The WebSocket upgrade with {target} failed: {other}"
+        )),
     }
 }
 
