@@ -1269,3 +1269,44 @@ fn bridge_binary_keeps_the_key_out_of_its_log_and_refuses_open_binds_without_a_t
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("without --token"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upstream_that_never_answers_the_upgrade_is_an_error_within_the_deadline() {
+    // Accepts TCP and never answers: the bridge's own upstream connect must not hang.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let endpoint = Endpoint::parse(&format!("ws://{address}"), ApiVersion::V1).unwrap();
+    let mut bridge_options = options(endpoint);
+    bridge_options.upstream.connect_timeout = Duration::from_secs(1);
+    let server = BridgeServer::start(bridge_options).await.unwrap();
+    let mut app = App::connect(&server.url()).await;
+    let started = std::time::Instant::now();
+    app.send(json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": live_config("text")}}))
+        .await;
+    // The app gives up on its own side meanwhile; that is answered too.
+    app.send(json!({"type": "DISCONNECT_GEMINI"})).await;
+    let (failed, _) = app.until("SETUP_COMPLETE").await;
+    assert_eq!(failed["payload"]["success"], false);
+    let error = app.expect_error().await;
+    assert!(
+        error.contains(&format!(
+            "No answer from {address} within 1 s (waiting for the WebSocket upgrade)"
+        )),
+        "{error}"
+    );
+    app.until("GEMINI_DISCONNECTED").await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    // The DISCONNECT_GEMINI sent while connecting gets its answer, and the socket closes.
+    app.until("GEMINI_DISCONNECTED").await;
+    assert_eq!(app.next().await, None, "the bridge closes the WebSocket");
+}

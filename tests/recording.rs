@@ -158,7 +158,8 @@ fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
         "Interruptions: 1\n",
         "Closes: 2\n",
         "code none, by the server or network: The connection was lost without a close message (1006)",
-        "code none, by livetalk: Session ended.",
+        // The mock answers the client's Close, so its code is recorded.
+        "code 1000, by livetalk: Session ended.",
         // The second question went out twice: on the dropped connection, then again.
         "turn 2: end of input → first model audio: no model audio\n",
         "mic.wav: none",

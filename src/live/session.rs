@@ -380,13 +380,22 @@ mod tests {
             panic!("expected a close during setup");
         };
         assert_eq!(close.code, Some(1008));
-        assert_eq!(close.reason, "API key [redacted] not valid");
+        // The reason is kept as sent; every output scrubs the key (it became a secret when read).
+        assert_eq!(
+            crate::secrets::scrub(&close.reason),
+            "API key [redacted] not valid"
+        );
         assert!(
             close.message.contains("The API key was rejected (1008)"),
             "{close:?}"
         );
+        let lines: Vec<String> = tape
+            .lines()
+            .iter()
+            .map(|l| crate::secrets::scrub(l).into_owned())
+            .collect();
         assert_eq!(
-            tape.lines(),
+            lines,
             [
                 "connecting 127.0.0.1".to_owned(),
                 r#"sent {"setup":{"model":"models/m"}}"#.to_owned(),
@@ -471,7 +480,10 @@ mod tests {
             ),
             "{lines:#?}"
         );
-        assert_eq!(lines[7], "closed Some(1011) API key [redacted] not valid");
+        assert_eq!(
+            crate::secrets::scrub(&lines[7]),
+            "closed Some(1011) API key [redacted] not valid"
+        );
         assert_eq!(lines.len(), 8, "{lines:#?}");
     }
 }
