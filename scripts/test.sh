@@ -32,5 +32,7 @@ if ! "$venv/bin/python" -c "import google.genai, pytest" >/dev/null 2>&1; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai>=3.3,<4" "pytest>=8,<10"
 fi
-cargo build --quiet --bin livetalk
+# The Rust tests above built the binary; `cargo build` would build the library again with other
+# features (dev-dependencies unify them differently), minutes for nothing on a cold clone.
+[ -x target/debug/livetalk ] || cargo build --quiet --bin livetalk
 LIVETALK_BIN="$PWD/target/debug/livetalk" "$venv/bin/python" -m pytest -q tests/python
