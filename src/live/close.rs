@@ -97,7 +97,9 @@ pub fn describe_io_error(error: &std::io::Error, host: &str) -> String {
     use std::io::ErrorKind;
     match error.kind() {
         ErrorKind::ConnectionRefused => {
-            format!("Could not connect to {host}: connection refused. Is the server running?")
+            format!(
+                "Could not connect to {host}: connection refused. Is the server running, and on this port?"
+            )
         }
         ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::UnexpectedEof => {
             format!("The connection to {host} was reset.")

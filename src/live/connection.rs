@@ -139,13 +139,13 @@ pub async fn run<P: Protocol>(
     }
     sink.send(P::opening(setup))
         .await
-        .map_err(|e| connect_error(&protocol, e))?;
+        .map_err(|e| connect_error(&protocol, &target, e))?;
 
     let wait = async {
         loop {
             let frame = match stream.next().await {
                 Some(Ok(frame)) => frame,
-                Some(Err(e)) => return Err(connect_error(&protocol, e)),
+                Some(Err(e)) => return Err(connect_error(&protocol, &target, e)),
                 None => {
                     return Err(SessionError::Closed(protocol.socket_closed(
                         None,
@@ -321,12 +321,7 @@ fn broken_frame(error: &tungstenite::Error) -> Option<CloseInfo> {
         ),
         _ => return None,
     };
-    Some(CloseInfo {
-        code: Some(code),
-        reason: String::new(),
-        message,
-        initiated_by_client: false,
-    })
+    Some(CloseInfo::failed(Some(code), message))
 }
 
 /// A WebSocket close as the Live API means it.
@@ -352,7 +347,11 @@ pub(crate) fn close_info(
     }
 }
 
-fn connect_error<P: Protocol>(protocol: &P, error: tungstenite::Error) -> SessionError {
+fn connect_error<P: Protocol>(
+    protocol: &P,
+    target: &Target,
+    error: tungstenite::Error,
+) -> SessionError {
     match error {
         tungstenite::Error::Http(response) => {
             let status = response.status().as_u16();
@@ -361,7 +360,9 @@ fn connect_error<P: Protocol>(protocol: &P, error: tungstenite::Error) -> Sessio
                 message: protocol.rejected(status),
             }
         }
-        tungstenite::Error::Io(e) => SessionError::Connect(describe_io_error(&e, protocol.host())),
+        tungstenite::Error::Io(e) => {
+            SessionError::Connect(describe_io_error(&e, &target.to_string()))
+        }
         other => SessionError::Connect(protocol.unreachable(other)),
     }
 }

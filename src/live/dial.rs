@@ -12,6 +12,8 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{self};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+use super::close::describe_io_error;
+
 /// An upgraded socket, plain or TLS.
 pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -156,8 +158,10 @@ pub async fn dial(
                 Err(e) => last = Some(e),
             }
         }
-        let error = last.map(|e| describe_io(&e)).unwrap_or_default();
-        Err(format!("Could not connect to {target}: {error}"))
+        Err(match last {
+            Some(e) => describe_io_error(&e, &target.to_string()),
+            None => format!("Could not connect to {target}."),
+        })
     })
     .await?;
     // Frames are small and latency matters more than packing them.
@@ -212,19 +216,6 @@ fn tls_config() -> Arc<rustls::ClientConfig> {
         .clone()
 }
 
-fn describe_io(error: &std::io::Error) -> String {
-    use std::io::ErrorKind;
-    match error.kind() {
-        ErrorKind::ConnectionRefused => {
-            "connection refused. Is the server running, and on this port?".to_owned()
-        }
-        ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted => {
-            "the connection was reset.".to_owned()
-        }
-        _ => crate::echo::sentence(&error.to_string()),
-    }
-}
-
 /// A failed handshake; a plain server answering a TLS hello is the usual cause, and says so
 /// by resetting, hanging up or sending bytes that are no TLS record.
 fn tls_failure(target: &Target, error: &std::io::Error) -> String {
@@ -245,10 +236,9 @@ fn tls_failure(target: &Target, error: &std::io::Error) -> String {
 /// A failed upgrade; a TLS server answering plain HTTP is the usual cause of garbage.
 fn upgrade_failure(target: &Target, error: tungstenite::Error) -> String {
     match error {
-        tungstenite::Error::Io(e) => format!(
-            "{target} hung up during the WebSocket upgrade ({}).",
-            describe_io(&e).trim_end_matches('.')
-        ),
+        tungstenite::Error::Io(e) => crate::echo::sentence(&format!(
+            "{target} hung up during the WebSocket upgrade ({e})"
+        )),
         tungstenite::Error::HttpFormat(_)
         | tungstenite::Error::Protocol(tungstenite::error::ProtocolError::HttparseError(_)) => {
             format!(

@@ -81,6 +81,17 @@ impl CloseInfo {
             initiated_by_client: true,
         }
     }
+
+    /// An end decided on this side for what the far end did (or failed to do): no reason
+    /// from it, `code` when one applies.
+    pub fn failed(code: Option<u16>, message: String) -> CloseInfo {
+        CloseInfo {
+            code,
+            reason: String::new(),
+            message,
+            initiated_by_client: false,
+        }
+    }
 }
 
 /// Splits one server message into events, in the order a reader should apply them.

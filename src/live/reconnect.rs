@@ -438,6 +438,11 @@ impl Live {
             open: OpenWork::default(),
         }
     }
+
+    /// It proved of use: it completed a turn, or lasted long enough.
+    fn stable(&self, policy: &ReconnectPolicy) -> bool {
+        self.open.completed_turn || self.opened.elapsed() >= policy.stable_after
+    }
 }
 
 /// What is open on one connection: the turn, the calls, an unanswered user turn.
@@ -574,12 +579,10 @@ impl Supervisor {
             tokio::select! {
                 event = live.events.recv() => {
                     let event = event.unwrap_or_else(|| {
-                        SessionEvent::Closed(CloseInfo {
-                            code: None,
-                            reason: String::new(),
-                            message: "The connection ended without a close.".to_owned(),
-                            initiated_by_client: false,
-                        })
+                        SessionEvent::Closed(CloseInfo::failed(
+                            None,
+                            "The connection ended without a close.".to_owned(),
+                        ))
                     });
                     if let SessionEvent::Closed(close) = event {
                         return self.on_closed(close).await;
@@ -622,9 +625,11 @@ impl Supervisor {
             }
             SessionEvent::GoAway { time_left } => {
                 if live.go_away_deadline.is_none() {
-                    let stable = live.open.completed_turn
-                        || live.opened.elapsed() >= self.policy.stable_after;
-                    self.quick_hand_overs = if stable { 0 } else { self.quick_hand_overs + 1 };
+                    self.quick_hand_overs = if live.stable(&self.policy) {
+                        0
+                    } else {
+                        self.quick_hand_overs + 1
+                    };
                 }
                 // No timeLeft: hand over soon. A huge one: connections never last an hour, and
                 // `Instant + Duration` must not overflow.
@@ -677,7 +682,7 @@ impl Supervisor {
             return self.finish(close).await;
         }
         let planned = live.go_away_deadline.is_some();
-        let stable = live.open.completed_turn || live.opened.elapsed() >= self.policy.stable_after;
+        let stable = live.stable(&self.policy);
         let stale_handle = live.resumed && is_session_not_found(close.code, &close.reason);
         self.end_connection().await;
         if stable {
@@ -752,31 +757,21 @@ impl Supervisor {
         let quick = if planned { self.quick_hand_overs } else { 0 };
         let budget = self.policy.max_attempts.max(1);
         if quick > budget {
-            let close = CloseInfo {
-                code: None,
-                reason: String::new(),
-                message: format!(
-                    "Gave up: the server asked {quick} new connections in a row to go away (goAway) before they were of use. Not reconnecting again, so as not to burn quota."
-                ),
-                initiated_by_client: false,
-            };
-            return self.finish(close).await;
+            let message = format!(
+                "Gave up: the server asked {quick} new connections in a row to go away (goAway) before they were of use. Not reconnecting again, so as not to burn quota."
+            );
+            return self.finish(CloseInfo::failed(None, message)).await;
         }
         let mut hand_over_wait = self
             .policy
             .delay(quick.saturating_sub(1), self.jitter.next());
         loop {
             if attempt > self.policy.max_attempts {
-                let close = CloseInfo {
-                    code: last_code,
-                    reason: String::new(),
-                    message: format!(
-                        "Gave up reconnecting after {} attempts. Last error: {reason}",
-                        self.policy.max_attempts
-                    ),
-                    initiated_by_client: false,
-                };
-                return self.finish(close).await;
+                let message = format!(
+                    "Gave up reconnecting after {} attempts. Last error: {reason}",
+                    self.policy.max_attempts
+                );
+                return self.finish(CloseInfo::failed(last_code, message)).await;
             }
             let retry_in = if attempt == 0 {
                 std::mem::take(&mut hand_over_wait)
@@ -793,17 +788,11 @@ impl Supervisor {
                 }))
                 .await;
             if !self.wait_queueing(Instant::now() + retry_in).await {
-                return self.finish(closed_by_client()).await;
+                return self.finish(CloseInfo::ended_by_client()).await;
             }
             let resuming = self.handle.is_some();
             let Some(mut options) = self.options.clone() else {
-                let close = CloseInfo {
-                    code: last_code,
-                    reason: String::new(),
-                    message: reason,
-                    initiated_by_client: false,
-                };
-                return self.finish(close).await;
+                return self.finish(CloseInfo::failed(last_code, reason)).await;
             };
             if self.resumption {
                 options.setup.session_resumption = Some(SessionResumptionConfig {
@@ -813,7 +802,7 @@ impl Supervisor {
             }
             let connecting = connect_tapped(options, self.tap.clone());
             let Some(result) = self.queueing(connecting).await else {
-                return self.finish(closed_by_client()).await;
+                return self.finish(CloseInfo::ended_by_client()).await;
             };
             match result {
                 Ok(session) => {
@@ -849,12 +838,7 @@ impl Supervisor {
                 Err(error) => {
                     let close = match error {
                         SessionError::Closed(close) => close,
-                        other => CloseInfo {
-                            code: None,
-                            reason: String::new(),
-                            message: other.to_string(),
-                            initiated_by_client: false,
-                        },
+                        other => CloseInfo::failed(None, other.to_string()),
                     };
                     return self.finish(close).await;
                 }
@@ -994,15 +978,6 @@ fn is_retryable_connect(error: &SessionError) -> bool {
         SessionError::Connect(_) | SessionError::TimedOut(_) => true,
         SessionError::Rejected { status, .. } => *status == 429 || *status >= 500,
         SessionError::Closed(close) => is_retryable(close.code, &close.reason),
-    }
-}
-
-fn closed_by_client() -> CloseInfo {
-    CloseInfo {
-        code: None,
-        reason: String::new(),
-        message: "Session ended.".to_owned(),
-        initiated_by_client: true,
     }
 }
 
