@@ -5,6 +5,7 @@
 //! the declarations; the [`ToolDispatcher`] owns the answering rules (timeouts, panics,
 //! cancellation, truncation, exactly one answer per call), so a tool only has to do its job.
 
+mod approval;
 mod clock;
 mod dispatch;
 mod registry;
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use crate::live::wire::{Behavior, Scheduling};
 
+pub use approval::{Approval, ApprovePolicy, Decider, Decision, Gate, Origin};
 pub use clock::{GetCurrentTime, NoArgs, time_report};
 pub use dispatch::{
     SlowCall, ToolDispatcher, ToolEvent, ToolOutcome, ToolStatus, in_tool_handler, slow_after,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use super::approval::{Approval, Gate};
 use super::schema::{SchemaError, parameters_for};
 use super::{Tool, ToolError, ToolLimits};
 use crate::live::wire::{Behavior, FunctionDeclaration, Scheduling};
@@ -90,6 +91,8 @@ impl<T: Tool> DynTool for Erased<T> {
 /// The enabled tools, keyed (and therefore declared) by name.
 pub struct Registry {
     tools: BTreeMap<&'static str, Arc<dyn DynTool>>,
+    /// Approval settings configured for tools, by name; a tool without one has its default.
+    approvals: BTreeMap<String, Approval>,
     limits: ToolLimits,
 }
 
@@ -97,6 +100,7 @@ impl Registry {
     pub fn new(limits: ToolLimits) -> Self {
         Registry {
             tools: BTreeMap::new(),
+            approvals: BTreeMap::new(),
             limits,
         }
     }
@@ -146,6 +150,16 @@ impl Registry {
     /// Registered tool names, sorted.
     pub fn names(&self) -> Vec<&'static str> {
         self.tools.keys().copied().collect()
+    }
+
+    /// Sets whether calls of the tool named `name` wait for the user.
+    pub fn set_approval(&mut self, name: &str, approval: Approval) {
+        self.approvals.insert(name.to_owned(), approval);
+    }
+
+    /// The origin and approval of the tool named `name`.
+    pub fn gate(&self, name: &str) -> Gate {
+        Gate::built_in(self.approvals.get(name).copied())
     }
 
     pub fn limits(&self) -> ToolLimits {
