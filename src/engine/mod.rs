@@ -195,17 +195,14 @@ impl Engine {
         }
     }
 
-    /// A finished call as this session's service will take its answer. Vertex AI drops
-    /// `SILENT` scheduling and answers the result like any other, so it is sent (and awaited)
-    /// as `WHEN_IDLE`, the default Vertex applies.
-    fn on_this_service(&self, mut event: ToolEvent) -> ToolEvent {
-        if self.vertex
-            && let ToolEvent::Finished(outcome) = &mut event
-            && outcome.response.scheduling == Some(Scheduling::Silent)
-        {
-            outcome.response.scheduling = Some(Scheduling::WhenIdle);
+    /// A finished call as this session's service will take its answer (see
+    /// [`silent_as_when_idle`]).
+    fn on_this_service(&self, event: ToolEvent) -> ToolEvent {
+        if self.vertex {
+            silent_as_when_idle(event)
+        } else {
+            event
         }
-        event
     }
 
     /// True once nothing more can come: the link has ended and no tool is running.
@@ -215,6 +212,17 @@ impl Engine {
             && !self.link.is_open()
             && self.dispatcher.in_flight() == 0
     }
+}
+
+/// Vertex AI drops `SILENT` scheduling and answers such a result like any other, so on Vertex
+/// it is sent (and its answer awaited) as `WHEN_IDLE`, what Vertex applies anyway.
+fn silent_as_when_idle(mut event: ToolEvent) -> ToolEvent {
+    if let ToolEvent::Finished(outcome) = &mut event
+        && outcome.response.scheduling == Some(Scheduling::Silent)
+    {
+        outcome.response.scheduling = Some(Scheduling::WhenIdle);
+    }
+    event
 }
 
 /// Connects along `route` and supervises the session: a Live session reconnects by the
@@ -409,6 +417,51 @@ impl Source for Engine {
         match &mut self.audio {
             Some(audio) => audio.settle().await.into_iter().map(Msg::Audio).collect(),
             None => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::wire::FunctionResponse;
+    use crate::tools::{ToolOutcome, ToolStatus};
+
+    fn finished(scheduling: Option<Scheduling>) -> ToolEvent {
+        ToolEvent::Finished(ToolOutcome {
+            id: None,
+            name: "note".into(),
+            args: serde_json::json!({}),
+            status: ToolStatus::Ok,
+            response: FunctionResponse {
+                name: "note".into(),
+                scheduling,
+                ..FunctionResponse::default()
+            },
+            duration: Duration::ZERO,
+            truncated: false,
+        })
+    }
+
+    fn scheduling(event: ToolEvent) -> Option<Scheduling> {
+        match event {
+            ToolEvent::Finished(outcome) => outcome.response.scheduling,
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn only_silent_results_become_when_idle() {
+        assert_eq!(
+            scheduling(silent_as_when_idle(finished(Some(Scheduling::Silent)))),
+            Some(Scheduling::WhenIdle)
+        );
+        for kept in [
+            None,
+            Some(Scheduling::Interrupt),
+            Some(Scheduling::WhenIdle),
+        ] {
+            assert_eq!(scheduling(silent_as_when_idle(finished(kept))), kept);
         }
     }
 }
