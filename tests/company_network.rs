@@ -571,7 +571,7 @@ fn the_dialogue_goes_through_an_authenticating_proxy_to_a_server_a_local_ca_sign
 }
 
 #[test]
-fn no_proxy_goes_direct_and_a_wrong_proxy_password_is_one_clear_message() {
+fn no_proxy_goes_direct_a_wrong_password_is_one_message_a_mute_proxy_costs_the_deadline() {
     let scratch = tempfile::tempdir().unwrap();
     let mock = MockProcess::start(scratch.path(), &["--speed", "20"]);
     let (port, proxy) = start_proxy(PROXY_USER, PROXY_PASSWORD);
@@ -628,6 +628,32 @@ fn no_proxy_goes_direct_and_a_wrong_proxy_password_is_one_clear_message() {
         scratch.path(),
         &[wrong_password, &wrong_url],
         &[&scratch.path().join("config.toml")],
+    );
+
+    // A proxy that takes the connection and never answers costs the connect deadline, and the
+    // message names the stage (the kernel accepts for a listener nobody reads).
+    let mute = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mute_proxy = format!("http://127.0.0.1:{}", mute.local_addr().unwrap().port());
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        "[audio]\nenabled = false\n[session]\nconnect_timeout_secs = 1\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let stalled = run_livetalk(
+        scratch.path(),
+        &args,
+        &[("HTTPS_PROXY", &mute_proxy)],
+        &[SMART_HOME_LINES[0]],
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let target = endpoint.trim_start_matches("ws://").trim_end_matches('/');
+    assert!(
+        stalled.stderr.contains(&format!(
+            "No answer from {target} within 1 s (waiting for the proxy to open a tunnel). Check the proxy in HTTPS_PROXY"
+        )),
+        "{}",
+        stalled.stderr
     );
 }
 

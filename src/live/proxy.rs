@@ -297,6 +297,94 @@ mod tests {
         assert!(!everything.applies_to(&target("192.0.2.1", 443)));
     }
 
+    /// A proxy that reads one request head and writes `answer` in pieces; hands back the head.
+    async fn proxy_answering(
+        answer: &'static [&'static [u8]],
+    ) -> (u16, tokio::task::JoinHandle<String>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let served = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            while !head.ends_with(b"\r\n\r\n") {
+                let mut byte = [0u8; 1];
+                assert_eq!(stream.read(&mut byte).await.unwrap(), 1);
+                head.push(byte[0]);
+            }
+            for piece in answer {
+                stream.write_all(piece).await.unwrap();
+                stream.flush().await.unwrap();
+                tokio::task::yield_now().await;
+            }
+            String::from_utf8(head).unwrap()
+        });
+        (port, served)
+    }
+
+    #[tokio::test]
+    async fn the_tunnel_takes_any_2xx_in_pieces_and_leaves_what_follows_in_the_socket() {
+        let (port, served) = proxy_answering(&[
+            b"HTTP/1.0 2",
+            b"04 Whatever\r\nVia: x\r",
+            b"\n\r\nfirst bytes of the server",
+        ])
+        .await;
+        let p = Proxy::parse(
+            "HTTPS_PROXY",
+            &format!("http://u:pw-123456@127.0.0.1:{port}"),
+            "",
+        )
+        .unwrap();
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let target = target("live.example", 443);
+        p.open_tunnel(&mut stream, &target).await.unwrap();
+        let mut rest = String::new();
+        stream.read_to_string(&mut rest).await.unwrap();
+        assert_eq!(rest, "first bytes of the server");
+        let head = served.await.unwrap();
+        assert!(
+            head.starts_with("CONNECT live.example:443 HTTP/1.1\r\nHost: live.example:443\r\n"),
+            "{head}"
+        );
+        assert!(
+            head.contains("Proxy-Authorization: Basic dTpwdy0xMjM0NTY=\r\n"),
+            "{head}"
+        );
+    }
+
+    #[tokio::test]
+    async fn refusals_and_garbage_are_said_plainly() {
+        for (answer, expected) in [
+            (
+                &[b"HTTP/1.1 403 Forbidden by policy\r\n\r\n" as &[u8]]
+                    as &'static [&'static [u8]],
+                "refused a tunnel to live.example:443: 403 Forbidden by policy.",
+            ),
+            (
+                &[b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n"],
+                "asks for a user and password (407 Proxy Authentication Required): give them in HTTPS_PROXY",
+            ),
+            (
+                &[b"SSH-2.0-OpenSSH\r\n\r\n"],
+                "did not answer the request for a tunnel to live.example:443 in HTTP",
+            ),
+            (&[b"HTTP/1.1 200"], "hung up instead of answering"),
+        ] {
+            let (port, _served) = proxy_answering(answer).await;
+            let p = Proxy::parse("HTTPS_PROXY", &format!("127.0.0.1:{port}"), "").unwrap();
+            let mut stream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            let error = p
+                .open_tunnel(&mut stream, &target("live.example", 443))
+                .await
+                .unwrap_err();
+            assert!(error.contains(expected), "{error}");
+            assert!(
+                error.contains(&format!("The proxy 127.0.0.1:{port}")),
+                "{error}"
+            );
+        }
+    }
+
     #[test]
     fn a_named_proxy_that_cannot_be_used_is_an_error_not_a_direct_connection() {
         for bad in ["socks5://p:1080", "https://p:443", "http://"] {
