@@ -145,6 +145,11 @@ pub async fn serve_until_signal(
         offline: args.offline,
         ..FlagOverrides::default()
     })?;
+    if settings.vertex.is_some() {
+        anyhow::bail!(
+            "livetalk serve does not reach Vertex AI yet; turn `vertex` off in the config for the bridge"
+        );
+    }
     let token = args
         .token
         .clone()
@@ -755,7 +760,7 @@ impl ClientSession {
         let upstream = &self.shared.upstream;
         let options = SessionOptions {
             endpoint: upstream.endpoint.clone(),
-            api_key: upstream.api_key.clone(),
+            auth: upstream.api_key.clone().into(),
             setup,
             connect_timeout: upstream.connect_timeout,
         };
