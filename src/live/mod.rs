@@ -8,6 +8,7 @@ pub mod dial;
 pub mod endpoint;
 pub mod events;
 pub mod lenient;
+pub mod models;
 pub mod reconnect;
 pub mod reply;
 pub mod session;

@@ -509,10 +509,12 @@ impl OpenWork {
             | SessionEvent::Interrupted => self.turn_open = true,
             SessionEvent::InputTranscription { .. }
             | SessionEvent::VoiceActivity { speaking: true } => self.turn_open = true,
+            // On models with asynchronous turns the interaction may go on after it.
             SessionEvent::TurnComplete { .. } => {
-                self.turn_open = false;
+                self.turn_open = self.reply.model_busy();
                 self.completed_turn = true;
             }
+            SessionEvent::Interaction { idle: true } => self.turn_open = false,
             _ => {}
         }
     }
@@ -907,6 +909,16 @@ impl Supervisor {
 
     /// Sends on the current connection (or queues without one), enforcing one answer per call.
     async fn deliver(&mut self, message: ClientMessage, at: Instant) {
+        // A session that has to start afresh must begin with the preamble as it is now.
+        if let (ClientMessage::ContextUpdate(update), Some(options)) = (&message, &mut self.options)
+        {
+            if let Some(instruction) = &update.system_instruction {
+                options.setup.system_instruction = Some(instruction.clone());
+            }
+            if let Some(tools) = &update.tools {
+                options.setup.tools = tools.tools.clone();
+            }
+        }
         let Some(live) = self.live.as_mut() else {
             self.enqueue(message, at);
             return;
