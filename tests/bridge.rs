@@ -136,18 +136,19 @@ impl App {
         }
     }
 
-    /// Reads to the end of a model turn: everything up to TURN_COMPLETE, then the turn's usage,
-    /// which the Live API sends in the same message as `turnComplete` and the bridge forwards
-    /// right after it.
+    /// Reads to the end of a model turn: everything up to TURN_COMPLETE. The Live API sends
+    /// the turn's usage in the same message as `turnComplete`, which the bridge forwards as it
+    /// is, right before TURN_COMPLETE.
     async fn finish_turn(&mut self) -> Vec<Value> {
         let (done, mut turn) = self.until("TURN_COMPLETE").await;
-        let usage = self.next().await.expect("usage after the turn");
+        let last = turn.last().expect("the turn's content before its end");
+        let content = &last["payload"]["serverContent"];
+        assert_eq!(content["turnComplete"], true, "{last}");
         assert!(
-            usage["payload"]["serverContent"]["usageMetadata"]["totalTokenCount"].is_number(),
-            "{usage}"
+            content["usageMetadata"]["totalTokenCount"].is_number(),
+            "{last}"
         );
         turn.push(done);
-        turn.push(usage);
         turn
     }
 
@@ -348,7 +349,7 @@ async fn text_turn_with_a_tool_call_streams_audio_and_completes() {
 
     let turn = app.finish_turn().await;
     let done = of_type(&turn, "TURN_COMPLETE")[0];
-    assert!(done.get("payload").is_none(), "{done}");
+    assert_eq!(done["payload"], json!({"interactionStatus": "IDLE"}), "{done}");
     // ASSISTANT_SPEAKING once, before the first audio chunk.
     let kinds: Vec<&str> = turn.iter().map(|m| m["type"].as_str().unwrap()).collect();
     let speaking = kinds
@@ -380,11 +381,12 @@ async fn text_turn_with_a_tool_call_streams_audio_and_completes() {
     // The words arrive as transcription, and the reply uses the tool's answer.
     let text = reply_text(&turn);
     assert!(text.contains("off"), "{text}");
-    // Turn end and usage are their own messages, not flags inside CONTENT_MESSAGE.
-    assert!(
-        !turn
-            .iter()
-            .any(|m| m["payload"]["serverContent"]["turnComplete"] == true)
+    // The turn's end is said as the service said it, then as TURN_COMPLETE.
+    assert_eq!(
+        turn.iter()
+            .filter(|m| m["payload"]["serverContent"]["turnComplete"] == true)
+            .count(),
+        1
     );
     assert!(
         turn.iter()
@@ -600,7 +602,7 @@ async fn an_unusable_update_config_is_refused_and_the_session_goes_on() {
     app.send(json!({"type": "UPDATE_CONFIG", "payload": config}))
         .await;
     let (setup, before) = app.until("SETUP_COMPLETE").await;
-    assert_eq!(setup["payload"], json!({"success": true}), "{setup}");
+    assert_eq!(setup["payload"]["success"], true, "{setup}");
     assert!(
         of_type(&before, "LOG_MESSAGE")
             .iter()
@@ -803,11 +805,12 @@ async fn upstream_close_becomes_error_and_disconnected_with_the_human_reason() {
     send_json(&mut upstream, json!({"setupComplete": {}})).await;
     let (ok, _) = app.until("SETUP_COMPLETE").await;
     assert_eq!(ok["payload"]["success"], true);
-    close_with(&mut upstream, 1011, "Internal error encountered.").await;
+    // (A close that retrying cannot fix: others are retried, see the goAway test.)
+    close_with(&mut upstream, 1007, "Request contains an invalid argument.").await;
     let error = app.until("GEMINI_ERROR").await.0;
     let message = error["payload"]["message"].as_str().unwrap();
-    assert!(message.contains("internal error (1011)"), "{message}");
-    assert_eq!(error["payload"]["details"]["code"], 1011);
+    assert!(message.contains("invalid (1007)"), "{message}");
+    assert_eq!(error["payload"]["details"]["code"], 1007);
     let (bye, _) = app.until("GEMINI_DISCONNECTED").await;
     assert_eq!(bye["payload"]["reason"], message);
     // Messages now say there is no session, rather than vanishing.
@@ -979,7 +982,8 @@ async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_sessi
         forwarded,
         json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": "hello"}]}], "turnComplete": true}})
     );
-    close_with(&mut upstream, 1011, "Internal error encountered.").await;
+    // (The bridge retries a close that retrying can fix; this one it cannot.)
+    close_with(&mut upstream, 1007, "Request contains an invalid argument.").await;
     let mut events = Vec::new();
     while let Some(event) = tokio::time::timeout(WAIT, session.events.recv())
         .await
@@ -991,8 +995,8 @@ async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_sessi
         panic!("{events:?}");
     };
     assert!(!close.initiated_by_client);
-    assert_eq!(close.code, Some(1011));
-    assert!(close.message.contains("internal error (1011)"), "{close:?}");
+    assert_eq!(close.code, Some(1007));
+    assert!(close.message.contains("invalid (1007)"), "{close:?}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1475,14 +1479,17 @@ async fn a_goaway_moves_the_upstream_and_the_apps_next_turn_keeps_the_conversati
         .await;
     app.until("TURN_COMPLETE").await;
     // The goAway and the move are news for the log, nothing more.
-    let (moved, between) = loop {
+    let mut between = Vec::new();
+    let moved = loop {
         let (log, before) = app.until("LOG_MESSAGE").await;
+        between.extend(before);
+        between.push(log.clone());
         if log["payload"]["message"]
             .as_str()
             .unwrap()
             .contains("Reconnected")
         {
-            break (log, before);
+            break log;
         }
     };
     assert!(
@@ -1492,7 +1499,15 @@ async fn a_goaway_moves_the_upstream_and_the_apps_next_turn_keeps_the_conversati
             .contains("the conversation continues"),
         "{moved}"
     );
-    assert!(of_type(&between, "LOG_MESSAGE").len() >= 2, "{between:#?}");
+    // The goAway, the move, the outcome.
+    assert_eq!(of_type(&between, "LOG_MESSAGE").len(), 3, "{between:#?}");
+    assert!(
+        between[0]["payload"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("goAway"),
+        "{between:#?}"
+    );
     assert_eq!(
         of_type(&app.seen, "SETUP_COMPLETE").len(),
         1,

@@ -83,7 +83,7 @@ fn connect_example_maps_onto_setup() {
 #[test]
 fn unsupported_config_fields_become_warnings_not_failures() {
     let (config, ignored) = LiveConfig::from_value(json!({
-        "model": "gemini-live-2.5-flash-preview",
+        "model": "gemini-3.8-live",
         "generationConfig": {"responseModalities": ["TEXT", "image"], "stopSequences": ["STOP"]},
         "tools": [{"functionDeclarations": [{"name": "f", "defaultScheduling": "SILENT"}]}],
         "sessionResumption": {}, "fancyNewThing": 1
@@ -92,7 +92,7 @@ fn unsupported_config_fields_become_warnings_not_failures() {
     assert_eq!(ignored, ["fancyNewThing", "sessionResumption"]);
     let mapped = config.to_setup().unwrap();
     // A bare model id gets the prefix the service needs.
-    assert_eq!(mapped.setup.model, "models/gemini-live-2.5-flash-preview");
+    assert_eq!(mapped.setup.model, "models/gemini-3.8-live");
     assert_eq!(
         mapped.setup.generation_config.unwrap().response_modalities,
         [Modality::Text]
