@@ -349,7 +349,11 @@ async fn text_turn_with_a_tool_call_streams_audio_and_completes() {
 
     let turn = app.finish_turn().await;
     let done = of_type(&turn, "TURN_COMPLETE")[0];
-    assert_eq!(done["payload"], json!({"interactionStatus": "IDLE"}), "{done}");
+    assert_eq!(
+        done["payload"],
+        json!({"interactionStatus": "IDLE"}),
+        "{done}"
+    );
     // ASSISTANT_SPEAKING once, before the first audio chunk.
     let kinds: Vec<&str> = turn.iter().map(|m| m["type"].as_str().unwrap()).collect();
     let speaking = kinds

@@ -509,12 +509,14 @@ impl OpenWork {
             | SessionEvent::Interrupted => self.turn_open = true,
             SessionEvent::InputTranscription { .. }
             | SessionEvent::VoiceActivity { speaking: true } => self.turn_open = true,
-            // On models with asynchronous turns the interaction may go on after it.
+            // On models with asynchronous turns the interaction may go on after it. (An IDLE
+            // comes before the turnComplete beside it, so it must not end the turn itself: a
+            // hand-over there would lose that turnComplete. An IDLE on its own leaves the
+            // hand-over to the goAway's deadline.)
             SessionEvent::TurnComplete { .. } => {
                 self.turn_open = self.reply.model_busy();
                 self.completed_turn = true;
             }
-            SessionEvent::Interaction { idle: true } => self.turn_open = false,
             _ => {}
         }
     }
