@@ -26,7 +26,7 @@ use crate::tools::{Registry, SmartHome, builtin_registry};
 /// The `setup` message for these settings and tools.
 pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
     let declarations = registry.declarations();
-    Setup {
+    let mut setup = Setup {
         model: match &settings.vertex {
             Some(vertex) => vertex.model_name(&settings.model),
             None => settings.model.clone(),
@@ -70,7 +70,10 @@ pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
             }
         }),
         ..Setup::default()
-    }
+    };
+    // Some models take functions only one way (the app tells the user so).
+    crate::live::models::fit_declarations(&mut setup);
+    setup
 }
 
 /// Where the session connects. For the offline demo model this starts the embedded mock on a

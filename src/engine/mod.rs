@@ -18,7 +18,9 @@ use crate::app::{Effect, Msg};
 use crate::audio::{AudioEvent, AudioLink, AudioOutput, MicFrame};
 use crate::driver::Source;
 use crate::live::reconnect::{self, Link, LinkSlot, LinkStatus, ReconnectPolicy, SupervisorEvent};
-use crate::live::wire::{ClientMessage, Empty, RealtimeInput, Scheduling, Setup};
+use crate::live::wire::{
+    ClientMessage, Content, ContextUpdate, Empty, RealtimeInput, Scheduling, Setup,
+};
 use crate::live::{CloseInfo, SessionEvent, SessionOptions};
 use crate::mock::MockServer;
 use crate::record::Recorder;
@@ -331,6 +333,20 @@ impl Source for Engine {
                     && handle.send_user_text(&text).await.is_err()
                 {
                     warn!("dropped a user turn: the session is closed");
+                }
+            }
+            Effect::SendInstruction(text) => {
+                let update = ContextUpdate {
+                    system_instruction: Some(Content::text("user", text)),
+                    tools: None,
+                };
+                if let Some(handle) = self.link.handle()
+                    && handle
+                        .send(ClientMessage::ContextUpdate(update))
+                        .await
+                        .is_err()
+                {
+                    warn!("dropped a system instruction: the session is closed");
                 }
             }
             Effect::RunTools(calls) => self.dispatcher.dispatch(calls),

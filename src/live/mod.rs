@@ -9,6 +9,7 @@ pub mod dial;
 pub mod endpoint;
 pub mod events;
 pub mod lenient;
+pub mod models;
 pub mod network;
 pub mod proxy;
 pub mod reconnect;

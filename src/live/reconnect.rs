@@ -509,8 +509,12 @@ impl OpenWork {
             | SessionEvent::Interrupted => self.turn_open = true,
             SessionEvent::InputTranscription { .. }
             | SessionEvent::VoiceActivity { speaking: true } => self.turn_open = true,
+            // On models with asynchronous turns the interaction may go on after it. (An IDLE
+            // comes before the turnComplete beside it, so it must not end the turn itself: a
+            // hand-over there would lose that turnComplete. An IDLE on its own leaves the
+            // hand-over to the goAway's deadline.)
             SessionEvent::TurnComplete { .. } => {
-                self.turn_open = false;
+                self.turn_open = self.reply.model_busy();
                 self.completed_turn = true;
             }
             _ => {}
@@ -907,6 +911,16 @@ impl Supervisor {
 
     /// Sends on the current connection (or queues without one), enforcing one answer per call.
     async fn deliver(&mut self, message: ClientMessage, at: Instant) {
+        // A session that has to start afresh must begin with the preamble as it is now.
+        if let (ClientMessage::ContextUpdate(update), Some(options)) = (&message, &mut self.options)
+        {
+            if let Some(instruction) = &update.system_instruction {
+                options.setup.system_instruction = Some(instruction.clone());
+            }
+            if let Some(tools) = &update.tools {
+                options.setup.tools = tools.tools.clone();
+            }
+        }
         let Some(live) = self.live.as_mut() else {
             self.enqueue(message, at);
             return;
