@@ -55,7 +55,7 @@ async fn smart_home_dialogue_over_loopback_changes_the_devices() {
     let registry = Arc::new(
         builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap(),
     );
-    let mut engine = Engine::new(registry.clone(), &home);
+    let mut engine = Engine::new(registry.clone(), &home, livetalk::tools::Decider::Person);
     let mut app = App::new(AppInit::new(settings.model.clone(), true, home.snapshot()));
     engine
         .connect(SessionOptions {

@@ -266,9 +266,8 @@ impl MockConnection {
         let declared = setup
             .tools
             .iter()
-            .flat_map(|t| t.function_declarations.iter().map(|d| d.name.clone()))
-            .collect::<Vec<_>>();
-        self.model = ScriptedModel::new(declared);
+            .flat_map(|t| t.function_declarations.iter().cloned());
+        self.model = ScriptedModel::with_declarations(declared);
         self.resumption = setup.session_resumption.is_some();
         let handle = setup
             .session_resumption

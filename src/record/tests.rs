@@ -229,6 +229,7 @@ fn notices(app: &App, level: NoticeLevel) -> Vec<&str> {
 fn new_lines_are_written_with_their_own_type_and_read_back() {
     let slow = slow_record(
         &SlowCall {
+            key: None,
             id: Some("c1".into()),
             name: "hang".into(),
             elapsed: Duration::from_millis(1500),
@@ -278,6 +279,7 @@ async fn a_reconnect_replays_as_the_app_saw_it() {
     ]}});
     let finished = tool_record(
         &ToolEvent::Finished(ToolOutcome {
+            key: None,
             id: Some("c1".into()),
             name: "get_device_status".into(),
             args: json!({"device_name": "lamp"}),
@@ -295,6 +297,7 @@ async fn a_reconnect_replays_as_the_app_saw_it() {
     );
     let slow = slow_record(
         &SlowCall {
+            key: None,
             id: Some("c1".into()),
             name: "get_device_status".into(),
             elapsed: Duration::from_millis(2000),

@@ -114,14 +114,21 @@ impl Purpose {
     pub(super) fn attempt(&self, call: &PlannedCall) -> String {
         match self {
             Purpose::Query { device, .. } => format!("check the {}", device.spoken()),
-            Purpose::Change { device, .. } => {
-                let acts = change_acts(*device, &requested_state(&call.args), true);
+            // Only what was asked for: a status the planner filled in is not the user's wish.
+            Purpose::Change {
+                device,
+                mention_status,
+            } => {
+                let acts = change_acts(*device, &requested_state(&call.args), *mention_status);
                 if acts.is_empty() {
                     format!("change the {}", device.spoken())
                 } else {
                     let tries: Vec<&str> = acts.iter().map(|act| act.attempt.as_str()).collect();
                     join_list(&tries, "and")
                 }
+            }
+            Purpose::Elsewhere { name, changing } => {
+                format!("{} the {name}", if *changing { "change" } else { "check" })
             }
             Purpose::Time => "get the current time".to_owned(),
             Purpose::EndSession => "end the session".to_owned(),
