@@ -54,10 +54,7 @@ fn json_object(text: &str) -> Result<Value, String> {
     match serde_json::from_str::<Value>(text) {
         Ok(value @ Value::Object(_)) => Ok(value),
         Ok(_) => Err("Not a JSON object: it must be {…}.".to_owned()),
-        Err(error) => Err(format!(
-            "Not valid JSON: {error} (column {}).",
-            error.column()
-        )),
+        Err(error) => Err(format!("Not valid JSON: {error}.")),
     }
 }
 

@@ -265,7 +265,8 @@ pub const KEY_MAP: &[KeyRow] = &[
     KeyRow {
         keys: GO_TO_WAITING,
         help: "go to the tool call waiting for you (in the tool log)",
-        footer: footer(7, GO_TO_WAITING, "waiting call"),
+        // The tool log's border and the notice name it while a call waits.
+        footer: None,
         bindings: &[(S::Anywhere, key(KeyCode::F(7)), A::GoToWaiting)],
     },
     KeyRow {
@@ -290,7 +291,7 @@ pub const KEY_MAP: &[KeyRow] = &[
         bindings: &[(S::ToolLog, ch('r'), A::AnswerCall)],
     },
     KeyRow {
-        keys: "Enter / Esc in the editor",
+        keys: "Enter/Esc in editor",
         help: "send what you typed (checked first) / close the editor, sending nothing",
         footer: None,
         bindings: &[

@@ -397,6 +397,8 @@ pub struct App {
     calls_before_reconnect: usize,
     /// Ids of calls the server cancelled: they must not be answered.
     withdrawn_calls: HashSet<String>,
+    /// The notice asking the user to answer a waiting call, by its index.
+    waiting_notice: Option<usize>,
 }
 
 fn local_time_now() -> jiff::civil::Time {
@@ -447,6 +449,7 @@ impl App {
             clock: init.clock,
             calls_before_reconnect: 0,
             withdrawn_calls: HashSet::new(),
+            waiting_notice: None,
         }
     }
 
@@ -920,6 +923,12 @@ impl App {
     }
 
     fn on_tool(&mut self, event: ToolEvent) -> Vec<Effect> {
+        let effects = self.apply_tool_event(event);
+        self.retire_waiting_notice();
+        effects
+    }
+
+    fn apply_tool_event(&mut self, event: ToolEvent) -> Vec<Effect> {
         match event {
             ToolEvent::Finished(outcome) => {
                 // The dispatcher guarantees one answer per call; the record is only for show,
@@ -946,23 +955,30 @@ impl App {
                         ToolStatus::Refused(message) => ToolState::Refused(message.clone()),
                         ToolStatus::ByHand => ToolState::ByHand,
                     };
-                    record.args = outcome.args.clone();
                     // A failed call is answered to the model as an error; the user should
                     // see it too, not only in the log.
                     let failure = match &record.state {
-                        ToolState::Error(message) | ToolState::Refused(message) => {
-                            Some(message.clone())
-                        }
+                        ToolState::Error(message) => Some(message.clone()),
                         ToolState::TimedOut => Some("it did not finish in time".to_owned()),
                         _ => None,
                     };
                     record.duration = Some(outcome.duration);
                     record.truncated = outcome.truncated;
                     record.response = Some(outcome.response.clone());
+                    let refusal = match &record.state {
+                        ToolState::Refused(message) => Some(message.clone()),
+                        _ => None,
+                    };
                     if let Some(why) = failure {
                         self.notice(
                             NoticeLevel::Warning,
                             format!("Tool {} failed: {why}", outcome.name),
+                        );
+                    }
+                    if let Some(why) = refusal {
+                        self.notice(
+                            NoticeLevel::Info,
+                            format!("Tool {} was not run: {why}", outcome.name),
                         );
                     }
                 }
@@ -1013,6 +1029,7 @@ impl App {
             return;
         };
         self.tool_calls[index].state = ToolState::Waiting;
+        self.waiting_notice = Some(self.notices.len());
         self.notice(
             NoticeLevel::Warning,
             format!(
@@ -1050,7 +1067,19 @@ impl App {
             // Answered when the dispatcher reports it, like every other end.
             Verdict::Deny | Verdict::Answer(_) => {}
         }
+        self.retire_waiting_notice();
         vec![Effect::ToolVerdict { key, verdict }]
+    }
+
+    /// Once no call waits, the notice that asked for an answer has done its job: it goes,
+    /// unless something newer is shown.
+    fn retire_waiting_notice(&mut self) {
+        if self.first_waiting_call().is_none()
+            && let Some(index) = self.waiting_notice.take()
+            && index + 1 == self.notices.len()
+        {
+            self.view.notices_dismissed = self.view.notices_dismissed.max(self.notices.len());
+        }
     }
 
     fn flag_slow(&mut self, slow: SlowCall) {

@@ -93,7 +93,7 @@ pub fn outcome_summary(call: &ToolCallRecord) -> String {
         .unwrap_or_default();
     let result = match &call.state {
         ToolState::Running => String::new(),
-        ToolState::Waiting => ": waits for you to approve, deny, edit or answer it".to_owned(),
+        ToolState::Waiting => String::new(),
         ToolState::Error(message) | ToolState::Refused(message) => {
             format!(": {}", bounded(message, SUMMARY))
         }
@@ -158,7 +158,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
     let title = format!(" Tool calls ({}) ", app.tool_calls().len());
     let hint = match (focused, app.first_waiting_call()) {
         (true, Some(_)) => " a approve · d deny · e edit · r answer · Enter details ",
-        (true, None) => " ↑/↓ select · Enter details · r answer by hand ",
+        (true, None) => " ↑/↓ select · Enter details ",
         (false, Some(_)) => " a call waits for you: F7 ",
         (false, None) => "",
     };
