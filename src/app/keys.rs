@@ -263,38 +263,15 @@ pub const KEY_MAP: &[KeyRow] = &[
         bindings: &[(S::ToolLog, key(KeyCode::Enter), A::OpenToolCall)],
     },
     KeyRow {
-        keys: GO_TO_WAITING,
-        help: "go to the tool call waiting for you (in the tool log)",
-        // The tool log's border and the notice name it while a call waits.
-        footer: None,
-        bindings: &[(S::Anywhere, key(KeyCode::F(7)), A::GoToWaiting)],
-    },
-    KeyRow {
-        keys: "a / d on a tool call",
-        help: "approve / deny a call waiting for you (the model is told you declined)",
+        keys: "F7; a d e r",
+        help: "go to a waiting call; approve · deny · edit args · answer by hand",
         footer: None,
         bindings: &[
+            (S::Anywhere, key(KeyCode::F(7)), A::GoToWaiting),
             (S::ToolLog, ch('a'), A::ApproveCall),
             (S::ToolLog, ch('d'), A::DenyCall),
-        ],
-    },
-    KeyRow {
-        keys: "e on a tool call",
-        help: "edit the arguments of a call waiting for you (JSON), then run it",
-        footer: None,
-        bindings: &[(S::ToolLog, ch('e'), A::EditCall)],
-    },
-    KeyRow {
-        keys: "r on a tool call",
-        help: "type the result of a waiting or running call: {JSON}, text, or error: why",
-        footer: None,
-        bindings: &[(S::ToolLog, ch('r'), A::AnswerCall)],
-    },
-    KeyRow {
-        keys: "Enter/Esc in editor",
-        help: "send what you typed (checked first) / close the editor, sending nothing",
-        footer: None,
-        bindings: &[
+            (S::ToolLog, ch('e'), A::EditCall),
+            (S::ToolLog, ch('r'), A::AnswerCall),
             (S::Editor, key(KeyCode::Enter), A::SubmitEditor),
             (S::Editor, key(KeyCode::Esc), A::CloseEditor),
         ],
