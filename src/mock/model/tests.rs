@@ -539,6 +539,11 @@ fn any_declared_tool_is_called_by_name_and_its_answer_phrased() {
     // Smart-home requests still go the usual way (and this session has no such tools).
     let said = reply(model.user_turn("turn on the lamp"));
     assert!(said.contains("set_device_status"), "{said}");
+    let said = reply(model.user_turn("help"));
+    assert!(
+        said.contains("call your tools by name (echo)") && !said.contains("nothing I can do"),
+        "{said}"
+    );
 }
 
 #[test]
