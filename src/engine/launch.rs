@@ -21,7 +21,7 @@ use crate::live::wire::{
 use crate::live::{Auth, Endpoint, SessionOptions};
 use crate::mock::{MockOptions, MockServer};
 use crate::record::Recorder;
-use crate::tools::{Registry, SmartHome, builtin_registry};
+use crate::tools::{Decider, Registry, SmartHome, builtin_registry};
 
 /// The `setup` message for these settings and tools.
 pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
@@ -130,16 +130,24 @@ pub fn reconnect_policy(settings: &Settings) -> ReconnectPolicy {
 /// Builds the app and its engine for these settings: the tools, the recorder, the audio
 /// worker, and the route to connect along (starting the embedded mock when the offline demo
 /// model is the target). The engine connects once the drive loop asks it for messages.
-/// `log_path` is what the help shows.
-pub async fn launch(settings: &Settings, log_path: Option<&Path>) -> anyhow::Result<(App, Engine)> {
+/// `log_path` is what the help shows; `decider` settles calls of tools that ask for approval
+/// (the person at the TUI, or the headless `--approve` policy).
+pub async fn launch(
+    settings: &Settings,
+    log_path: Option<&Path>,
+    decider: Decider,
+) -> anyhow::Result<(App, Engine)> {
     let auth = auth(settings)?;
     let home = SmartHome::new();
-    let registry = Arc::new(
+    let mut registry =
         builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone())
-            .context("building the tool registry")?,
-    );
+            .context("building the tool registry")?;
+    for (name, approval) in &settings.tools_approval {
+        registry.set_approval(name, *approval);
+    }
+    let registry = Arc::new(registry);
     let setup = build_setup(settings, &registry);
-    let mut engine = Engine::new(registry, &home);
+    let mut engine = Engine::new(registry, &home, decider);
     engine.set_reconnect_policy(reconnect_policy(settings));
     match &settings.record {
         Some(_) if matches!(settings.target, Target::Bridge(_)) => anyhow::bail!(

@@ -320,7 +320,7 @@ impl MockConnection {
             .filter(|d| d.behavior == Some(Behavior::NonBlocking))
             .map(|d| d.name.clone())
             .collect();
-        self.model = ScriptedModel::new(declarations().map(|d| d.name.clone()));
+        self.model = ScriptedModel::with_declarations(declarations().cloned());
         if let Some(instruction) = &setup.system_instruction {
             self.model
                 .follow_instruction(&instruction_text(instruction));
