@@ -157,7 +157,7 @@ fn tunnel(mut client: TcpStream, expected: &str, log: &ProxyLog) {
 }
 
 /// An HTTP request's head, read a byte at a time so nothing after it is consumed.
-fn read_head(stream: &mut TcpStream) -> Option<String> {
+fn read_head(stream: &mut impl Read) -> Option<String> {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -189,71 +189,111 @@ enum Accepts {
     AuthorizedUser,
 }
 
-/// Starts a token endpoint on loopback; returns its URL and log.
-fn start_token_endpoint(accepts: Accepts) -> (String, Arc<Mutex<TokenLog>>) {
+/// Starts a token endpoint on loopback, over TLS with the PKI's server certificate when one
+/// is given (then by the name `localhost`); returns its URL and log.
+fn start_token_endpoint(accepts: Accepts, tls: Option<&Pki>) -> (String, Arc<Mutex<TokenLog>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!(
-        "http://127.0.0.1:{}/token",
-        listener.local_addr().unwrap().port()
-    );
+    let port = listener.local_addr().unwrap().port();
+    let url = match tls {
+        Some(_) => format!("https://localhost:{port}/token"),
+        None => format!("http://127.0.0.1:{port}/token"),
+    };
+    let tls = tls.map(|pki| {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let chain = CertificateDer::pem_file_iter(pki.path("leaf.pem"))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let key = PrivateKeyDer::from_pem_file(pki.path("leaf.key")).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        Arc::new(
+            rustls::ServerConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(chain, key)
+                .unwrap(),
+        )
+    });
     let log = Arc::new(Mutex::new(TokenLog::default()));
     let (accepts, seen, token_uri) = (Arc::new(accepts), log.clone(), url.clone());
     std::thread::spawn(move || {
         for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { break };
-            let Some(head) = read_head(&mut stream) else {
-                continue;
-            };
-            let length: usize = head
-                .lines()
-                .find_map(|l| {
-                    let (name, value) = l.split_once(':')?;
-                    name.eq_ignore_ascii_case("content-length")
-                        .then(|| value.trim().parse().ok())?
-                })
-                .unwrap_or(0);
-            let mut body = vec![0u8; length];
-            if stream.read_exact(&mut body).is_err() {
-                continue;
+            let Ok(stream) = stream else { break };
+            match &tls {
+                Some(config) => {
+                    let connection = rustls::ServerConnection::new(config.clone()).unwrap();
+                    let mut stream = rustls::StreamOwned::new(connection, stream);
+                    answer_token_request(&mut stream, &accepts, &token_uri, &seen);
+                    stream.conn.send_close_notify();
+                    let _ = stream.flush();
+                }
+                None => answer_token_request(&mut { stream }, &accepts, &token_uri, &seen),
             }
-            let form = parse_form(&String::from_utf8_lossy(&body));
-            let verdict = if !head.starts_with("POST /token ") {
-                Err(format!(
-                    "not a POST to /token: {}",
-                    head.lines().next().unwrap_or("")
-                ))
-            } else {
-                judge(&accepts, &form, &token_uri)
-            };
-            let mut log = seen.lock().unwrap();
-            let (status, answer) = match verdict {
-                Ok(grant) => {
-                    let token = format!("ya29.fake-{}-TOKEN-SECRET", log.issued.len() + 1);
-                    log.issued.push(token.clone());
-                    log.grants.push(grant);
-                    (
-                        "200 OK",
-                        serde_json::json!({"access_token": token, "expires_in": TOKEN_LIFETIME_SECS, "token_type": "Bearer"}),
-                    )
-                }
-                Err(why) => {
-                    log.refused.push(why.clone());
-                    (
-                        "400 Bad Request",
-                        serde_json::json!({"error": "invalid_grant", "error_description": why}),
-                    )
-                }
-            };
-            drop(log);
-            let body = answer.to_string();
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
         }
     });
     (url, log)
+}
+
+/// Reads one token request from `stream` and answers it.
+fn answer_token_request(
+    stream: &mut (impl Read + Write),
+    accepts: &Accepts,
+    token_uri: &str,
+    seen: &Mutex<TokenLog>,
+) {
+    let Some(head) = read_head(stream) else {
+        return;
+    };
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    if stream.read_exact(&mut body).is_err() {
+        return;
+    }
+    let form = parse_form(&String::from_utf8_lossy(&body));
+    let verdict = if !head.starts_with("POST /token ") {
+        Err(format!(
+            "not a POST to /token: {}",
+            head.lines().next().unwrap_or("")
+        ))
+    } else {
+        judge(accepts, &form, token_uri)
+    };
+    let mut log = seen.lock().unwrap();
+    let (status, answer) = match verdict {
+        Ok(grant) => {
+            let token = format!("ya29.fake-{}-TOKEN-SECRET", log.issued.len() + 1);
+            log.issued.push(token.clone());
+            log.grants.push(grant);
+            (
+                "200 OK",
+                serde_json::json!({"access_token": token, "expires_in": TOKEN_LIFETIME_SECS, "token_type": "Bearer"}),
+            )
+        }
+        Err(why) => {
+            log.refused.push(why.clone());
+            (
+                "400 Bad Request",
+                serde_json::json!({"error": "invalid_grant", "error_description": why}),
+            )
+        }
+    };
+    drop(log);
+    let body = answer.to_string();
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.flush();
 }
 
 fn parse_form(body: &str) -> Vec<(String, String)> {
@@ -694,7 +734,7 @@ fn vertex_with_a_service_account_completes_the_tool_calls_and_renews_its_token()
     let scratch = tempfile::tempdir().unwrap();
     let pki = Pki::create(scratch.path());
     let public_key = std::fs::read(pki.dir.join("sa.der")).unwrap();
-    let (token_uri, tokens) = start_token_endpoint(Accepts::ServiceAccount(public_key));
+    let (token_uri, tokens) = start_token_endpoint(Accepts::ServiceAccount(public_key), None);
     let mock = mock_dropping_at_the_second_question(scratch.path());
     let vertex = start_fake_vertex(&mock.url, tokens.clone());
     let credentials = service_account_file(scratch.path(), &pki, &token_uri);
@@ -768,7 +808,7 @@ fn vertex_with_a_service_account_completes_the_tool_calls_and_renews_its_token()
 #[test]
 fn vertex_with_gcloud_user_credentials_and_without_any() {
     let scratch = tempfile::tempdir().unwrap();
-    let (token_uri, tokens) = start_token_endpoint(Accepts::AuthorizedUser);
+    let (token_uri, tokens) = start_token_endpoint(Accepts::AuthorizedUser, None);
     let mock = MockProcess::start(scratch.path(), &["--speed", "20"]);
     let vertex = start_fake_vertex(&mock.url, tokens.clone());
     // Where `gcloud auth application-default login` writes it.
@@ -837,4 +877,76 @@ fn vertex_with_gcloud_user_credentials_and_without_any() {
         lines[0]
     );
     assert_eq!(vertex.connections.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn vertex_behind_the_company_proxy_gets_its_token_and_its_session_through_the_tunnel() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pki = Pki::create(scratch.path());
+    let public_key = std::fs::read(pki.dir.join("sa.der")).unwrap();
+    // The token endpoint speaks TLS with the local CA's certificate: the token request must
+    // trust SSL_CERT_FILE and go through the proxy as the WebSocket does.
+    let (token_uri, tokens) = start_token_endpoint(Accepts::ServiceAccount(public_key), Some(&pki));
+    let mock = MockProcess::start(scratch.path(), &["--speed", "20"]);
+    let vertex = start_fake_vertex(&mock.url, tokens.clone());
+    let credentials = service_account_file(scratch.path(), &pki, &token_uri);
+    let (port, proxy) = start_proxy(PROXY_USER, PROXY_PASSWORD);
+    let url = proxy_url(port, PROXY_PASSWORD);
+    let endpoint = vertex.url.replace("127.0.0.1", "localhost");
+
+    let run = run_livetalk(
+        scratch.path(),
+        &[
+            "--headless",
+            "--vertex",
+            "--project",
+            PROJECT,
+            "--location",
+            LOCATION,
+            "--endpoint",
+            &endpoint,
+        ],
+        &[
+            (
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                credentials.to_str().unwrap(),
+            ),
+            ("HTTPS_PROXY", &url),
+            ("SSL_CERT_FILE", &pki.path("ca.pem")),
+        ],
+        &[SMART_HOME_LINES[0]],
+    );
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("Tool: get_device_status {\"device_name\":\"living room lamp\"} -> ok"),
+        "{}",
+        run.stdout
+    );
+    let token_address = token_uri
+        .trim_start_matches("https://")
+        .trim_end_matches("/token");
+    let vertex_address = endpoint.trim_start_matches("ws://");
+    assert_eq!(
+        proxy.tunnels(),
+        vec![
+            (token_address.to_owned(), true),
+            (vertex_address.to_owned(), true)
+        ]
+    );
+    let tokens = tokens.lock().unwrap();
+    assert!(tokens.refused.is_empty(), "{:?}", tokens.refused);
+    assert_eq!(tokens.issued.len(), 1);
+    assert_eq!(
+        vertex.connections.lock().unwrap()[0].bearer,
+        tokens.issued[0]
+    );
+    let mut secrets: Vec<&str> = tokens.issued.iter().map(String::as_str).collect();
+    secrets.extend([PROXY_PASSWORD, url.as_str()]);
+    assert_no_secrets(
+        &run,
+        scratch.path(),
+        &secrets,
+        &[&pki.dir, &credentials, &scratch.path().join("config.toml")],
+    );
 }
