@@ -762,7 +762,7 @@ fn vertex_with_a_service_account_completes_the_tool_calls_and_renews_its_token()
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
     assert_smart_home_dialogue(&run.stdout);
     assert!(
-        run.stderr.contains("livetalk: notice: an API key is set, but --vertex uses Application Default Credentials; the key is not used."),
+        run.stderr.contains("livetalk: info: An API key is set, but --vertex uses Application Default Credentials; the key is not used."),
         "{}",
         run.stderr
     );
