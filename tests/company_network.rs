@@ -2,7 +2,8 @@
 //! auth in front of a `wss://` mock whose certificate a local CA signed (trusted through
 //! `SSL_CERT_FILE`), `NO_PROXY`, a wrong proxy password; and Vertex AI: a token endpoint that
 //! verifies service-account assertions and refresh tokens, and a fake Vertex Live endpoint in
-//! front of the mock that checks the path, the bearer token and the model's resource name.
+//! front of the mock that checks the path, the bearer token and the model's resource name, and
+//! gives tool calls UUID ids as Vertex does.
 
 // Test output is the test runner's, not livetalk's: it may print directly.
 #![allow(clippy::disallowed_macros)]
@@ -384,13 +385,63 @@ struct VertexConnection {
 struct FakeVertex {
     url: String,
     connections: Arc<Mutex<Vec<VertexConnection>>>,
+    /// Tool calls answered with the UUID id Vertex gave them.
+    uuid_answers: Arc<Mutex<usize>>,
     _runtime: tokio::runtime::Runtime,
+}
+
+/// Vertex's way with call ids: the mock's `function-call-N` ids go out as UUIDs, and answers
+/// must come back with those; `ids` maps them back for the mock.
+fn vertex_call_ids(frame: Message, ids: &mut Vec<(String, String)>) -> Message {
+    let Ok(text) = frame.to_text() else {
+        return frame;
+    };
+    let Ok(mut message) = serde_json::from_str::<serde_json::Value>(text) else {
+        return frame;
+    };
+    let Some(calls) = message["toolCall"]["functionCalls"].as_array_mut() else {
+        return frame;
+    };
+    for call in calls {
+        let Some(id) = call["id"].as_str().map(str::to_owned) else {
+            continue;
+        };
+        let uuid = format!("8acdafcd-9c55-44be-84da-{:012x}", ids.len() + 1);
+        call["id"] = uuid.clone().into();
+        ids.push((uuid, id));
+    }
+    Message::text(message.to_string())
+}
+
+/// An answer to a Vertex call id, given back the mock's id; counts the answers it mapped.
+fn mock_call_ids(frame: Message, ids: &[(String, String)], mapped: &Mutex<usize>) -> Message {
+    let Ok(text) = frame.to_text() else {
+        return frame;
+    };
+    let Ok(mut message) = serde_json::from_str::<serde_json::Value>(text) else {
+        return frame;
+    };
+    let Some(responses) = message["toolResponse"]["functionResponses"].as_array_mut() else {
+        return frame;
+    };
+    for response in responses {
+        let original = ids
+            .iter()
+            .find(|(uuid, _)| response["id"] == uuid.as_str())
+            .map(|(_, original)| original.clone());
+        if let Some(original) = original {
+            response["id"] = original.into();
+            *mapped.lock().unwrap() += 1;
+        }
+    }
+    Message::text(message.to_string())
 }
 
 const VERTEX_PATH: &str = "/ws/google.cloud.aiplatform.v1.LlmBidiService/BidiGenerateContent";
 
 /// Serves Vertex's Live path on loopback: a connection must carry a bearer token `tokens`
-/// issued, and ask for the model by its resource name; the mock at `mock_url` answers.
+/// issued, and ask for the model by its resource name; the mock at `mock_url` answers, its
+/// call ids turned into UUIDs.
 fn start_fake_vertex(mock_url: &str, tokens: Arc<Mutex<TokenLog>>) -> FakeVertex {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -402,6 +453,8 @@ fn start_fake_vertex(mock_url: &str, tokens: Arc<Mutex<TokenLog>>) -> FakeVertex
         .unwrap();
     let url = format!("ws://{}", listener.local_addr().unwrap());
     let connections = Arc::new(Mutex::new(Vec::new()));
+    let uuid_answers = Arc::new(Mutex::new(0));
+    let answers = uuid_answers.clone();
     let mock = Endpoint::parse(mock_url, ApiVersion::V1)
         .unwrap()
         .url()
@@ -410,6 +463,7 @@ fn start_fake_vertex(mock_url: &str, tokens: Arc<Mutex<TokenLog>>) -> FakeVertex
     runtime.spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let (tokens, seen, mock) = (tokens.clone(), seen.clone(), mock.clone());
+            let answers = answers.clone();
             tokio::spawn(async move {
                 let mut checked = None;
                 let check = |request: &Request, response: Response| {
@@ -473,16 +527,19 @@ fn start_fake_vertex(mock_url: &str, tokens: Arc<Mutex<TokenLog>>) -> FakeVertex
                 }
                 // Frames both ways until either side ends; then both connections drop, as a
                 // lost connection does.
+                let mut ids = Vec::new();
                 loop {
                     tokio::select! {
                         frame = client.next() => match frame {
                             Some(Ok(frame)) if !frame.is_close() => {
+                                let frame = mock_call_ids(frame, &ids, &answers);
                                 if upstream.send(frame).await.is_err() { break; }
                             }
                             _ => break,
                         },
                         frame = upstream.next() => match frame {
                             Some(Ok(frame)) if !frame.is_close() => {
+                                let frame = vertex_call_ids(frame, &mut ids);
                                 if client.send(frame).await.is_err() { break; }
                             }
                             _ => break,
@@ -495,6 +552,7 @@ fn start_fake_vertex(mock_url: &str, tokens: Arc<Mutex<TokenLog>>) -> FakeVertex
     FakeVertex {
         url,
         connections,
+        uuid_answers,
         _runtime: runtime,
     }
 }
@@ -773,6 +831,11 @@ fn vertex_with_a_service_account_completes_the_tool_calls_and_renews_its_token()
         run.stderr
     );
 
+    assert_eq!(
+        *vertex.uuid_answers.lock().unwrap(),
+        3,
+        "each of the three calls was answered with its UUID id"
+    );
     let tokens = tokens.lock().unwrap();
     assert!(tokens.refused.is_empty(), "{:?}", tokens.refused);
     assert_eq!(
