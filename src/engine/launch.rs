@@ -105,7 +105,7 @@ pub fn auth(settings: &Settings) -> anyhow::Result<Auth> {
     };
     if settings.api_key.is_some() {
         crate::secrets::err(
-            "livetalk: notice: an API key is set, but --vertex uses Application Default Credentials; the key is not used.",
+            "livetalk: info: An API key is set, but --vertex uses Application Default Credentials; the key is not used.",
         );
     }
     let credentials =

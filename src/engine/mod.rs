@@ -26,7 +26,7 @@ use crate::mock::MockServer;
 use crate::record::Recorder;
 use crate::tools::{Decider, Device, Registry, SmartHome, ToolDispatcher, ToolEvent};
 
-pub use launch::{auth, build_setup, launch, reconnect_policy};
+pub use launch::{build_setup, launch, reconnect_policy};
 
 /// How long the engine waits for the audio devices before connecting anyway.
 const AUDIO_OPEN_WAIT: Duration = Duration::from_secs(5);
