@@ -253,7 +253,7 @@ mod tests {
         let over = run(later, &[idle.clone(), turn_complete()]);
         assert!(!over.awaited() && !over.model_busy());
         // IDLE on its own ends it too.
-        assert!(!run(later, &[idle.clone()]).awaited());
+        assert!(!run(later, std::slice::from_ref(&idle)).awaited());
         // An empty reply: IDLE and turnComplete together.
         assert!(!run(watch, &[idle.clone(), turn_complete()]).awaited());
         // An IDLE of an earlier interaction does not end a reply that has not begun.
