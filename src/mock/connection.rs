@@ -592,9 +592,9 @@ impl MockConnection {
             // Newer models open with an empty serverContent that carries only the usage.
             let prompt = self.prompt_tokens.ceil() as i64;
             let mut opening = server_content(ServerContent::default());
+            // (No total: the turn's own usage counts these tokens again.)
             opening.usage_metadata = Some(UsageMetadata {
                 prompt_token_count: Some(prompt),
-                total_token_count: Some(prompt),
                 ..UsageMetadata::default()
             });
             self.emit(opening);
