@@ -89,13 +89,24 @@ impl ScriptedModel {
     }
 
     /// Follows a system instruction (from `setup` or a `contextUpdate`) where this model
-    /// can: asked for brief answers, it keeps to the first sentence. A later instruction
-    /// replaces an earlier one.
+    /// can: asked for answers of one sentence, it keeps to the first sentence. A later
+    /// instruction replaces an earlier one. Its replies are short already, so a plain "answer
+    /// briefly" (as livetalk's default instruction says) changes nothing; only an ask for
+    /// less than that does.
     pub fn follow_instruction(&mut self, instruction: &str) {
         let lower = instruction.to_lowercase();
-        self.brief = ["brief", "short", "concise", "one sentence", "few words"]
-            .iter()
-            .any(|cue| lower.contains(cue));
+        self.brief = [
+            "one sentence",
+            "single sentence",
+            "very brief",
+            "concise",
+            "as short as possible",
+            "shorter",
+            "briefer",
+            "few words",
+        ]
+        .iter()
+        .any(|cue| lower.contains(cue));
     }
 
     /// The tools the client declares now (a `contextUpdate` replaced them).

@@ -812,3 +812,29 @@ fn serde_round_trip_keeps_the_conversation() {
     let planned = calls(restored.user_turn("turn it off"));
     assert_eq!(planned, vec![set_call("living room lamp", "off", None)]);
 }
+
+#[test]
+fn only_an_ask_for_one_sentence_cuts_replies_short() {
+    let mut m = model();
+    // livetalk's default instruction asks for brief answers, which these replies already are.
+    m.follow_instruction(
+        "You are the voice assistant of livetalk. Answer briefly, in a friendly spoken style.",
+    );
+    let full = reply(m.user_turn("what can you do?"));
+    assert!(
+        full.trim_end_matches('.').contains(". "),
+        "more than one sentence: {full}"
+    );
+    m.follow_instruction("Answer in one sentence.");
+    let short = reply(m.user_turn("what can you do?"));
+    assert!(
+        full.starts_with(&short) && short.len() < full.len(),
+        "{short} / {full}"
+    );
+    m.follow_instruction("Be friendly.");
+    assert_eq!(
+        reply(m.user_turn("what can you do?")),
+        full,
+        "a later instruction replaces it"
+    );
+}
