@@ -9,7 +9,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind};
 
 use super::view::{Focus, Popup};
-use super::{App, Connection, Effect, Msg};
+use super::{App, Connection, Effect, Msg, ToolRow};
 
 /// Where a binding applies. Earlier scopes in [`Scope::PRIORITY`] win.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +20,8 @@ pub enum Scope {
     Popup,
     /// While the help popup is open.
     HelpPopup,
+    /// While the tool list is open.
+    ToolsPopup,
     /// While replaying a recording, with no popup open.
     Replay,
     /// With no popup open, whatever has the focus.
@@ -36,9 +38,10 @@ pub enum Scope {
 }
 
 impl Scope {
-    const PRIORITY: [Scope; 11] = [
+    const PRIORITY: [Scope; 12] = [
         Scope::Anywhere,
         Scope::HelpPopup,
+        Scope::ToolsPopup,
         Scope::Popup,
         Scope::Replay,
         Scope::Panes,
@@ -62,8 +65,14 @@ pub enum Action {
     ReopenAudio,
     Retry,
     Quit,
+    /// Turn the selected tool of the tool list on or off.
+    ToggleTool,
+    /// Restart the MCP server of the selected row of the tool list.
+    RestartServer,
     // The view.
     Help,
+    ToolList,
+    SelectToolRow(i8),
     AudioDetails,
     ToggleDevices,
     FocusNext,
@@ -257,6 +266,19 @@ pub const KEY_MAP: &[KeyRow] = &[
         bindings: &[(S::Anywhere, key(KeyCode::F(4)), A::AudioDetails)],
     },
     KeyRow {
+        keys: "F7",
+        help: "tools: each with its origin and state; Space turns the selected one on or off \
+               (from the next turn), r restarts its MCP server",
+        footer: None,
+        bindings: &[
+            (S::Anywhere, key(KeyCode::F(7)), A::ToolList),
+            (S::ToolsPopup, key(KeyCode::Up), A::SelectToolRow(-1)),
+            (S::ToolsPopup, key(KeyCode::Down), A::SelectToolRow(1)),
+            (S::ToolsPopup, ch(' '), A::ToggleTool),
+            (S::ToolsPopup, ch('r'), A::RestartServer),
+        ],
+    },
+    KeyRow {
         keys: "F5",
         help: "push-to-talk (--push-to-talk): start speaking, press again when done",
         footer: None,
@@ -343,6 +365,7 @@ impl App {
             Scope::Anywhere => true,
             Scope::Popup => popup,
             Scope::HelpPopup => matches!(self.view.popup, Some(Popup::Help { .. })),
+            Scope::ToolsPopup => matches!(self.view.popup, Some(Popup::Tools { .. })),
             Scope::Replay => !popup && self.replay.is_some(),
             Scope::Panes => !popup,
             Scope::NotToolLog => !popup && focus != Focus::ToolLog,
@@ -422,6 +445,39 @@ impl App {
             Action::Retry => return self.intent(Msg::Retry),
             Action::Quit => return self.quit(),
             Action::Help => self.toggle_help(),
+            Action::ToolList => {
+                self.view.popup = match self.view.popup {
+                    Some(Popup::Tools { .. }) => None,
+                    _ => Some(Popup::Tools { selected: 0 }),
+                };
+            }
+            Action::SelectToolRow(by) => {
+                let rows = self.tool_rows().len();
+                if let Some(Popup::Tools { selected }) = &mut self.view.popup {
+                    *selected = selected
+                        .saturating_add_signed(isize::from(by))
+                        .min(rows.saturating_sub(1));
+                }
+            }
+            Action::ToggleTool => {
+                if let Some(ToolRow::Tool(tool)) = self.selected_tool_row() {
+                    let msg = Msg::SetToolEnabled {
+                        name: tool.name.clone(),
+                        enabled: !tool.enabled,
+                    };
+                    return self.intent(msg);
+                }
+            }
+            Action::RestartServer => {
+                let server = match self.selected_tool_row() {
+                    Some(ToolRow::Server(server)) => Some(server.name.clone()),
+                    Some(ToolRow::Tool(tool)) => tool.server.clone(),
+                    None => None,
+                };
+                if let Some(server) = server {
+                    return self.intent(Msg::RestartMcpServer(server));
+                }
+            }
             Action::AudioDetails => {
                 self.view.popup = match self.view.popup {
                     Some(Popup::Audio { .. }) => None,
@@ -478,6 +534,7 @@ impl App {
                 scroll: scroll(s),
             },
             Popup::Audio { scroll: s } => Popup::Audio { scroll: scroll(s) },
+            tools @ Popup::Tools { .. } => tools,
         });
     }
 
@@ -545,6 +602,14 @@ impl App {
             return self.quit();
         }
         Vec::new()
+    }
+
+    /// The row of the tool list the user selected, while it is open.
+    fn selected_tool_row(&self) -> Option<ToolRow<'_>> {
+        let Some(Popup::Tools { selected }) = self.view.popup else {
+            return None;
+        };
+        self.tool_rows().into_iter().nth(selected)
     }
 
     fn toggle_help(&mut self) {

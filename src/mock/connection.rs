@@ -268,6 +268,11 @@ impl MockConnection {
             .iter()
             .flat_map(|t| t.function_declarations.iter().map(|d| d.name.clone()))
             .collect::<Vec<_>>();
+        self.state
+            .declared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(declared.clone());
         self.model = ScriptedModel::new(declared);
         self.resumption = setup.session_resumption.is_some();
         let handle = setup

@@ -40,6 +40,64 @@ pub enum ToolEvent {
     /// before the timeout answers it with an error. At most once per call, and never after
     /// the call ended.
     Slow(SlowCall),
+    /// The tool reported how far a running call has come (an MCP progress notification);
+    /// never after the call ended.
+    Progress(ProgressReport),
+}
+
+/// How far a running call has come, as its tool reported it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProgressReport {
+    pub id: Option<String>,
+    pub name: String,
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// Where a running call reports its progress; reports of a call that has ended go nowhere.
+#[derive(Clone)]
+pub struct CallProgress {
+    target: Option<ProgressTarget>,
+}
+
+#[derive(Clone)]
+struct ProgressTarget {
+    shared: Arc<Shared>,
+    key: u64,
+    id: Option<String>,
+    name: String,
+}
+
+impl CallProgress {
+    /// Reports to nobody (a call outside a dispatcher).
+    pub fn none() -> Self {
+        CallProgress { target: None }
+    }
+
+    /// Tells the user how far the call has come.
+    pub fn report(&self, progress: f64, total: Option<f64>, message: Option<String>) {
+        let Some(ProgressTarget {
+            shared,
+            key,
+            id,
+            name,
+        }) = &self.target
+        else {
+            return;
+        };
+        // Under the lock, like the slow mark: a call that has ended reports nothing more.
+        let calls = shared.lock();
+        if calls.by_key.contains_key(key) {
+            shared.emit(ToolEvent::Progress(ProgressReport {
+                id: id.clone(),
+                name: name.clone(),
+                progress,
+                total,
+                message,
+            }));
+        }
+    }
 }
 
 /// A call that has run past its slow mark.
@@ -94,7 +152,8 @@ pub struct ToolDispatcher {
 }
 
 struct Shared {
-    registry: Arc<Registry>,
+    /// Replaced as a whole when the tool set changes; calls already running keep their tool.
+    registry: Mutex<Arc<Registry>>,
     events: mpsc::UnboundedSender<ToolEvent>,
     calls: Mutex<InFlight>,
     next_key: AtomicU64,
@@ -123,13 +182,15 @@ struct CallInfo {
     args: Value,
     started: Instant,
     scheduling: Option<Scheduling>,
+    /// The call's time limit: the tool's own, else the registry's.
+    limit: Duration,
 }
 
 impl ToolDispatcher {
     pub fn new(registry: Arc<Registry>) -> (Self, mpsc::UnboundedReceiver<ToolEvent>) {
         let (events, receiver) = mpsc::unbounded_channel();
         let shared = Shared {
-            registry,
+            registry: Mutex::new(registry),
             events,
             calls: Mutex::new(InFlight::default()),
             next_key: AtomicU64::new(0),
@@ -185,27 +246,59 @@ impl ToolDispatcher {
         self.shared.lock().by_key.len()
     }
 
-    pub fn registry(&self) -> &Arc<Registry> {
-        &self.shared.registry
+    /// The tools calls run against now.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.shared.registry()
+    }
+
+    /// Runs calls against `registry` from now on; calls already running finish as they are.
+    pub fn replace_registry(&self, registry: Arc<Registry>) {
+        *self
+            .shared
+            .registry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = registry;
     }
 
     fn start(&self, call: FunctionCall) {
         let FunctionCall { id, name, args } = call;
         let started = Instant::now();
-        let tool = self.shared.registry.get(&name);
+        let registry = self.shared.registry();
+        let tool = registry.get(&name);
         let info = CallInfo {
             id,
             name,
             args,
             started,
             scheduling: tool.as_ref().and_then(|t| scheduling_of(t.as_ref())),
+            limit: tool
+                .as_ref()
+                .and_then(|t| t.timeout())
+                .unwrap_or(registry.limits().timeout),
         };
         let Some(tool) = tool else {
-            let message = unknown_tool_message(&info.name, &self.shared.registry.names());
+            let message = unknown_tool_message(&info.name, &registry.names());
             self.shared.report(info, Err(message));
             return;
         };
-        let mut handler = match tool.prepare(info.args.clone()) {
+        if !registry.is_enabled(&info.name) {
+            let message = format!(
+                "{} is turned off for this session by the user; do not call it",
+                info.name
+            );
+            self.shared.report(info, Err(message));
+            return;
+        }
+        let key = self.shared.next_key.fetch_add(1, Ordering::Relaxed);
+        let progress = CallProgress {
+            target: Some(ProgressTarget {
+                shared: Arc::clone(&self.shared),
+                key,
+                id: info.id.clone(),
+                name: info.name.clone(),
+            }),
+        };
+        let mut handler = match tool.prepare(info.args.clone(), progress) {
             Ok(handler) => handler,
             Err(message) => {
                 self.shared.report(info, Err(message));
@@ -238,7 +331,6 @@ impl ToolDispatcher {
             self.shared.report(info, Err(message));
             return;
         };
-        let key = self.shared.next_key.fetch_add(1, Ordering::Relaxed);
         let mut calls = self.shared.lock();
         if let Some(id) = &info.id {
             if calls.by_id.contains_key(id) {
@@ -274,7 +366,7 @@ async fn supervise(
     info: CallInfo,
     mut handler: JoinHandle<Result<Value, ToolError>>,
 ) {
-    let limit = shared.registry.limits().timeout;
+    let limit = info.limit;
     let slow_mark = slow_after(limit);
     if let Ok(finished) = tokio::time::timeout(slow_mark, &mut handler).await {
         return settle(shared, key, info, Ok(finished));
@@ -362,6 +454,10 @@ fn joined_failure(error: JoinError) -> Failure {
 }
 
 impl Shared {
+    fn registry(&self) -> Arc<Registry> {
+        Arc::clone(&self.registry.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
     fn lock(&self) -> MutexGuard<'_, InFlight> {
         // The map stays consistent even if a holder panicked: every critical section is a few
         // map operations with no panicking calls between them.
@@ -399,7 +495,7 @@ impl Shared {
                 (ToolStatus::Panicked(panic), error_body(&message))
             }
         };
-        let limit = self.registry.limits().max_response_bytes;
+        let limit = self.registry().limits().max_response_bytes;
         let (body, truncated) = fit_response(body, limit);
         // The name and the message may quote whatever the server sent: the log gets a summary.
         let tool = bounded(&info.name, SUMMARY);
@@ -736,6 +832,7 @@ mod tests {
             ToolEvent::Finished(outcome) => outcome,
             ToolEvent::Cancelled { id, .. } => panic!("expected Finished, got Cancelled {id}"),
             ToolEvent::Slow(slow) => panic!("expected Finished, got {slow:?}"),
+            ToolEvent::Progress(report) => panic!("expected Finished, got {report:?}"),
         }
     }
 
@@ -1084,6 +1181,7 @@ mod tests {
                     "finished"
                 }
                 ToolEvent::Slow(slow) => panic!("nothing here runs long: {slow:?}"),
+                ToolEvent::Progress(report) => panic!("nothing here reports: {report:?}"),
             });
         }
         kinds.sort_unstable();
@@ -1206,6 +1304,7 @@ mod tests {
                 }
                 ToolEvent::Cancelled { id, .. } => *cancelled.entry(id).or_default() += 1,
                 ToolEvent::Slow(slow) => panic!("nothing here runs long: {slow:?}"),
+                ToolEvent::Progress(report) => panic!("nothing here reports: {report:?}"),
             }
         }
         let late = drain(f).await;

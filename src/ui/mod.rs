@@ -5,6 +5,7 @@ mod audio_panel;
 mod devices;
 mod session_panel;
 mod theme;
+mod tool_list;
 mod tool_log;
 mod transcript;
 mod wrap;
@@ -108,6 +109,7 @@ pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
         Some(Popup::ToolDetail { index, scroll }) => {
             draw_tool_detail(frame, full, app, theme, index, scroll)
         }
+        Some(Popup::Tools { selected }) => Some(tool_list::draw(frame, full, app, theme, selected)),
         Some(Popup::Audio { scroll }) => {
             let lines = audio_panel::detail_lines(app, theme);
             let width = 90.min(full.width.saturating_sub(2));
