@@ -232,8 +232,12 @@ approval = "never"
         ],
     );
     assert!(
-        stderr.contains("MCP server everything is up with"),
-        "the server's start is announced: {stderr}"
+        events.iter().any(|e| e["type"] == "notice"
+            && e["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("MCP server everything is up with")),
+        "the server's start is announced: {events:#?}"
     );
     let calls = tool_events(&events);
     assert_eq!(calls.len(), 4, "{events:#?}");
@@ -762,7 +766,11 @@ async fn a_crashed_server_answers_every_call_and_restarts_from_the_tool_list() {
     );
     h.apply(key(KeyCode::Char('r'))).await;
     h.until("up again", |app| {
-        has_notice(app, NoticeLevel::Info, "MCP server local is up")
+        app.notices()
+            .iter()
+            .filter(|n| n.text.starts_with("MCP server local is up"))
+            .count()
+            == 2
     })
     .await;
     h.apply(key(KeyCode::Esc)).await;

@@ -147,6 +147,8 @@ pub(super) async fn connect(server: Arc<Server>) -> Result<Connected, String> {
             bearer_token_env_var,
         } => {
             let _ = stderr_closed.send(true);
+            // reqwest is built without a provider of its own: the process uses ring.
+            let _ = rustls::crypto::ring::default_provider().install_default();
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
             if let Some(var) = bearer_token_env_var {
                 let token = std::env::var(var)
