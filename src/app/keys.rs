@@ -266,6 +266,18 @@ pub const KEY_MAP: &[KeyRow] = &[
         bindings: &[(S::Anywhere, key(KeyCode::F(4)), A::AudioDetails)],
     },
     KeyRow {
+        keys: "F5",
+        help: "push-to-talk (--push-to-talk): start speaking, press again when done",
+        footer: None,
+        bindings: &[(S::Anywhere, key(KeyCode::F(5)), A::PushToTalk)],
+    },
+    KeyRow {
+        keys: "F6",
+        help: "open the audio devices again (after one failed or was plugged in)",
+        footer: None,
+        bindings: &[(S::Anywhere, key(KeyCode::F(6)), A::ReopenAudio)],
+    },
+    KeyRow {
         keys: "F7",
         help: "tools: each with its origin and state; Space turns the selected one on or off \
                (from the next turn), r restarts its MCP server",
@@ -277,18 +289,6 @@ pub const KEY_MAP: &[KeyRow] = &[
             (S::ToolsPopup, ch(' '), A::ToggleTool),
             (S::ToolsPopup, ch('r'), A::RestartServer),
         ],
-    },
-    KeyRow {
-        keys: "F5",
-        help: "push-to-talk (--push-to-talk): start speaking, press again when done",
-        footer: None,
-        bindings: &[(S::Anywhere, key(KeyCode::F(5)), A::PushToTalk)],
-    },
-    KeyRow {
-        keys: "F6",
-        help: "open the audio devices again (after one failed or was plugged in)",
-        footer: None,
-        bindings: &[(S::Anywhere, key(KeyCode::F(6)), A::ReopenAudio)],
     },
     KeyRow {
         keys: "Ctrl-B",

@@ -249,7 +249,11 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
                 ToolState::Error(message) => bounded(message, SUMMARY).into_owned(),
                 ToolState::TimedOut => "no answer in time".to_owned(),
                 ToolState::Cancelled => "cancelled by the server".to_owned(),
-                ToolState::Running => String::new(),
+                ToolState::Running => call
+                    .progress
+                    .as_ref()
+                    .map(progress_summary)
+                    .unwrap_or_default(),
             };
             let mut cells = Vec::new();
             if show_time {
