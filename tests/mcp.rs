@@ -24,8 +24,8 @@ use livetalk::config::{FlagOverrides, Settings};
 use livetalk::engine::{Engine, build_setup};
 use livetalk::live::{ApiVersion, SessionOptions};
 use livetalk::mock::{Fault, FaultAction, MockOptions, MockServer, Moment, Scenario};
-use livetalk::tools::mcp::{McpHub, ServerSpec, ServerState};
-use livetalk::tools::{SmartHome, builtin_registry};
+use livetalk::tools::mcp::{McpEvent, McpHub, ServerSpec, ServerState};
+use livetalk::tools::{Approval, Gate, Origin, SmartHome, builtin_registry};
 use serde_json::{Value, json};
 
 fn root() -> PathBuf {
@@ -602,6 +602,15 @@ async fn a_changed_tool_list_is_declared_at_the_next_reconnect() {
     let whoami = declarations.iter().find(|d| d.name == "whoami").unwrap();
     assert!(whoami.parameters.is_none(), "{whoami:?}");
     assert!(!first[0].contains(&"late_tool".to_owned()));
+    // Not annotated read-only: its calls wait for the user unless configured otherwise.
+    assert_eq!(
+        registry.gate("whoami"),
+        Gate {
+            origin: Origin::Mcp("local".into()),
+            approval: Approval::Always
+        }
+    );
+    assert_eq!(registry.gate("get_current_time").origin, Origin::BuiltIn);
 
     h.say("add a tool").await;
     h.until("the change announced", |app| {
@@ -788,4 +797,39 @@ async fn a_crashed_server_answers_every_call_and_restarts_from_the_tool_list() {
         "the server was started twice"
     );
     let _ = std::io::stdout().flush();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_that_cannot_start_or_hang_at_start_are_one_notice_each() {
+    let missing = ServerSpec::stdio("missing", "/nonexistent/mcp-server", vec![]);
+    let silent = ServerSpec {
+        startup_timeout: Duration::from_millis(500),
+        ..ServerSpec::stdio("silent", "sleep", vec!["30".into()])
+    };
+    let started = std::time::Instant::now();
+    let (hub, mut events) = McpHub::start(vec![missing, silent]).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "nothing waits past its timeout"
+    );
+    let mut downs = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        downs.push(event);
+    }
+    assert_eq!(downs.len(), 2, "{downs:?}");
+    for event in &downs {
+        let McpEvent::Down { server, message } = event else {
+            panic!("{event:?}");
+        };
+        match server.as_str() {
+            "missing" => assert!(message.contains("cannot run"), "{message}"),
+            "silent" => assert!(message.contains("did not start within 0.5 s"), "{message}"),
+            other => panic!("{other}"),
+        }
+    }
+    assert!(
+        hub.servers()
+            .iter()
+            .all(|s| matches!(s.state, ServerState::Down(_)))
+    );
 }
