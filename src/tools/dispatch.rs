@@ -88,7 +88,7 @@ impl CallProgress {
         };
         // Under the lock, like the slow mark: a call that has ended reports nothing more.
         let calls = shared.lock();
-        if calls.by_key.contains_key(key) {
+        if calls.by_key.contains_key(key) || calls.starting.contains(key) {
             shared.emit(ToolEvent::Progress(ProgressReport {
                 id: id.clone(),
                 name: name.clone(),
@@ -165,6 +165,9 @@ struct Shared {
 struct InFlight {
     by_key: HashMap<u64, Running>,
     by_id: HashMap<String, u64>,
+    /// Calls in their first poll, on the dispatching thread: not running in a task yet, but
+    /// not ended either, so their progress counts.
+    starting: std::collections::HashSet<u64>,
 }
 
 struct Running {
@@ -309,10 +312,14 @@ impl ToolDispatcher {
         // task of its own (two wake-ups fewer on the tool round trip). Only a call that has
         // to wait gets the supervised task below, which polls it again with a real waker.
         let mut first_poll = Context::from_waker(Waker::noop());
+        self.shared.lock().starting.insert(key);
         IN_TOOL_HANDLER.set(true);
         let polled =
             std::panic::catch_unwind(AssertUnwindSafe(|| handler.as_mut().poll(&mut first_poll)));
         IN_TOOL_HANDLER.set(false);
+        if !matches!(polled, Ok(Poll::Pending)) {
+            self.shared.lock().starting.remove(&key);
+        }
         match polled {
             Ok(Poll::Ready(result)) => {
                 let result = result.map_err(|error| Failure::Error(error.to_string()));
@@ -327,11 +334,13 @@ impl ToolDispatcher {
             Ok(Poll::Pending) => {}
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.shared.lock().starting.remove(&key);
             let message = format!("{} could not run: livetalk has no async runtime", info.name);
             self.shared.report(info, Err(message));
             return;
         };
         let mut calls = self.shared.lock();
+        calls.starting.remove(&key);
         if let Some(id) = &info.id {
             if calls.by_id.contains_key(id) {
                 tracing::warn!(tool = %bounded(&info.name, SUMMARY), id = %bounded(id, SUMMARY), "a call with this id is already running; this one cannot be cancelled");
@@ -1336,5 +1345,120 @@ mod tests {
         assert!(outcome(END_SESSION, ToolStatus::Ok).ends_session());
         assert!(!outcome(END_SESSION, ToolStatus::TimedOut).ends_session());
         assert!(!outcome("get_current_time", ToolStatus::Ok).ends_session());
+    }
+
+    /// A run-time tool that reports progress, then waits to be told to finish, keeping its
+    /// progress handle for after the call has ended; with a time limit of its own.
+    struct Reporter {
+        finish: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
+        kept: Arc<Mutex<Option<CallProgress>>>,
+    }
+
+    impl DynTool for Reporter {
+        fn name(&self) -> &str {
+            "reporter"
+        }
+        fn description(&self) -> &str {
+            "Reports progress."
+        }
+        fn parameters(&self) -> Option<&Value> {
+            None
+        }
+        fn timeout(&self) -> Option<Duration> {
+            Some(Duration::from_millis(300))
+        }
+        fn prepare(
+            &self,
+            _args: Value,
+            progress: CallProgress,
+        ) -> Result<super::super::registry::HandlerFuture, String> {
+            let finish = self
+                .finish
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            *self.kept.lock().unwrap_or_else(PoisonError::into_inner) = Some(progress.clone());
+            Ok(Box::pin(async move {
+                progress.report(1.0, Some(2.0), Some("halfway".into()));
+                match finish {
+                    Some(finish) => {
+                        let _ = finish.await;
+                        Ok(json!({"done": true}))
+                    }
+                    None => std::future::pending().await,
+                }
+            }))
+        }
+    }
+
+    fn reporter(
+        finish: Option<tokio::sync::oneshot::Receiver<()>>,
+    ) -> (
+        ToolDispatcher,
+        mpsc::UnboundedReceiver<ToolEvent>,
+        Arc<Mutex<Option<CallProgress>>>,
+    ) {
+        let kept = Arc::new(Mutex::new(None));
+        let mut registry = Registry::new(ToolLimits::default());
+        let inserted = registry.insert(Arc::new(Reporter {
+            finish: Mutex::new(finish),
+            kept: Arc::clone(&kept),
+        }));
+        assert_eq!(inserted, Ok(()));
+        let (dispatcher, events) = ToolDispatcher::new(Arc::new(registry));
+        (dispatcher, events, kept)
+    }
+
+    #[tokio::test]
+    async fn progress_is_reported_while_a_call_runs_and_never_after() {
+        let (finish_tx, finish) = tokio::sync::oneshot::channel();
+        let (dispatcher, mut events, kept) = reporter(Some(finish));
+        dispatcher.dispatch(vec![call("p1", "reporter", json!({}))]);
+        let ToolEvent::Progress(report) = next_event(&mut events).await else {
+            panic!("progress first");
+        };
+        assert_eq!(report.id.as_deref(), Some("p1"));
+        assert_eq!((report.progress, report.total), (1.0, Some(2.0)));
+        assert_eq!(report.message.as_deref(), Some("halfway"));
+        let _ = finish_tx.send(());
+        let outcome = next_outcome(&mut events).await;
+        assert_eq!(outcome.status, ToolStatus::Ok);
+        let progress = kept.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let Some(progress) = progress else {
+            panic!("the handle was kept");
+        };
+        progress.report(2.0, Some(2.0), None);
+        drop(progress);
+        drop(kept);
+        drop(dispatcher);
+        let mut rest = Vec::new();
+        while let Ok(Some(event)) = tokio::time::timeout(WAIT, events.recv()).await {
+            rest.push(event);
+        }
+        assert!(rest.is_empty(), "nothing after the end: {rest:?}");
+    }
+
+    #[tokio::test]
+    async fn a_tools_own_time_limit_wins_over_the_registrys() {
+        let (dispatcher, mut events, _kept) = reporter(None);
+        dispatcher.dispatch(vec![call("t1", "reporter", json!({}))]);
+        let mut saw_slow = false;
+        let outcome = loop {
+            match next_event(&mut events).await {
+                ToolEvent::Progress(_) => {}
+                ToolEvent::Slow(_) => saw_slow = true,
+                ToolEvent::Finished(outcome) => break outcome,
+                ToolEvent::Cancelled { .. } => panic!("nobody cancelled it"),
+            }
+        };
+        assert!(saw_slow);
+        assert_eq!(outcome.status, ToolStatus::TimedOut);
+        assert!(
+            outcome.response.response["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("300 ms")),
+            "{:?}",
+            outcome.response
+        );
     }
 }
