@@ -59,10 +59,11 @@ fn fastmcp_script() -> PathBuf {
     root().join("tests/mcp/fastmcp_server.py")
 }
 
-/// The test FastMCP server over stdio, recording into `record`.
+/// The test FastMCP server over stdio, recording into `record`; its calls need no approval.
 fn fastmcp_stdio(name: &str, record: &Path) -> ServerSpec {
     ServerSpec {
         startup_timeout: Duration::from_secs(30),
+        approval: Some(Approval::Never),
         ..ServerSpec::stdio(
             name,
             python().display().to_string(),
@@ -585,12 +586,17 @@ async fn the_models_cancellation_reaches_the_server_and_stops_the_call() {
 async fn a_changed_tool_list_is_declared_at_the_next_reconnect() {
     let scratch = tempfile::tempdir().unwrap();
     let record = scratch.path().join("record.jsonl");
+    let server = ServerSpec {
+        approval: None,
+        tool_approvals: [("add_tool".to_owned(), Approval::Never)].into(),
+        ..fastmcp_stdio("local", &record)
+    };
     let mut h = session(
         vec![
             tool_calls_at(1, "add_tool", json!({})),
             Fault::once(Moment::UserTurn, 2, FaultAction::Drop),
         ],
-        vec![fastmcp_stdio("local", &record)],
+        vec![server],
     )
     .await;
     let first = h.mock.declared_tools();
@@ -602,14 +608,15 @@ async fn a_changed_tool_list_is_declared_at_the_next_reconnect() {
     let whoami = declarations.iter().find(|d| d.name == "whoami").unwrap();
     assert!(whoami.parameters.is_none(), "{whoami:?}");
     assert!(!first[0].contains(&"late_tool".to_owned()));
-    // Not annotated read-only: its calls wait for the user unless configured otherwise.
-    assert_eq!(
-        registry.gate("whoami"),
-        Gate {
-            origin: Origin::Mcp("local".into()),
-            approval: Approval::Always
-        }
-    );
+    // Whether a call waits for the user: the tool's own setting, else the server's
+    // annotation (read-only runs), else it asks.
+    let gate = |approval| Gate {
+        origin: Origin::Mcp("local".into()),
+        approval,
+    };
+    assert_eq!(registry.gate("add_tool"), gate(Approval::Never));
+    assert_eq!(registry.gate("whoami"), gate(Approval::Never));
+    assert_eq!(registry.gate("fail"), gate(Approval::Always));
     assert_eq!(registry.gate("get_current_time").origin, Origin::BuiltIn);
 
     h.say("add a tool").await;

@@ -10,7 +10,7 @@ of the server (`ready`). Its tools:
   - fail(why): a result with isError true
   - add_tool(): adds a tool `late_tool` and tells the client its tool list changed
   - crash(): writes a last line to stderr and exits at once
-  - whoami(): no parameters; says the server's name
+  - whoami(): no parameters, annotated read-only; says the server's name
 """
 
 import asyncio
@@ -98,7 +98,7 @@ def crash() -> str:
     os._exit(3)
 
 
-@server.tool()
+@server.tool(annotations=types.ToolAnnotations(readOnlyHint=True))
 def whoami() -> str:
     """Says who this is."""
     return "the livetalk test server"
