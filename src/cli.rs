@@ -58,6 +58,17 @@ pub struct SessionFlags {
     /// Use the embedded offline demo model even when an API key is set.
     #[arg(long, conflicts_with = "endpoint")]
     pub offline: bool,
+    /// Talk to Vertex AI with Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS
+    /// or gcloud's file); needs --project and --location (or GOOGLE_CLOUD_PROJECT and
+    /// GOOGLE_CLOUD_LOCATION). An API key is then not used.
+    #[arg(long, conflicts_with_all = ["offline", "bridge"])]
+    pub vertex: bool,
+    /// Google Cloud project for Vertex AI.
+    #[arg(long, value_name = "PROJECT")]
+    pub project: Option<String>,
+    /// Google Cloud location for Vertex AI, e.g. us-central1 or global.
+    #[arg(long, value_name = "LOCATION")]
+    pub location: Option<String>,
     /// Talk through a livetalk bridge (`livetalk serve`) instead of a direct Live connection,
     /// e.g. ws://127.0.0.1:3001 (add ?token=... when the bridge has one).
     #[arg(long, value_name = "URL", conflicts_with_all = ["endpoint", "offline"])]
@@ -143,6 +154,9 @@ impl SessionFlags {
         FlagOverrides {
             config: self.config.clone(),
             endpoint: self.endpoint.clone(),
+            vertex: self.vertex,
+            project: self.project.clone(),
+            location: self.location.clone(),
             api_version: self.api_version.map(Into::into),
             model: self.model.clone(),
             voice: self.voice.clone(),

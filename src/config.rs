@@ -91,6 +91,9 @@ pub fn voice_name(value: &str) -> Option<&'static str> {
 #[serde(deny_unknown_fields)]
 struct FileLayer {
     endpoint: Option<String>,
+    vertex: Option<bool>,
+    project: Option<String>,
+    location: Option<String>,
     api_version: Option<ApiVersion>,
     model: Option<String>,
     voice: Option<String>,
@@ -187,6 +190,10 @@ struct SessionLayer {
 pub struct FlagOverrides {
     pub config: Option<PathBuf>,
     pub endpoint: Option<String>,
+    /// `--vertex`: Vertex AI with Application Default Credentials.
+    pub vertex: bool,
+    pub project: Option<String>,
+    pub location: Option<String>,
     pub api_version: Option<ApiVersion>,
     pub model: Option<String>,
     pub voice: Option<String>,
@@ -219,6 +226,34 @@ pub enum RecordTo {
     NewUnder(PathBuf),
 }
 
+/// Vertex AI's project and location (the credentials are found when a session starts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Vertex {
+    pub project: String,
+    pub location: String,
+}
+
+impl Vertex {
+    /// The resource name Vertex takes as `setup.model`: a model id, `models/ID` or
+    /// `publishers/P/models/ID` becomes `projects/…/locations/…/publishers/…/models/ID`;
+    /// a full resource name is kept.
+    pub fn model_name(&self, model: &str) -> String {
+        if model.starts_with("projects/") {
+            return model.to_owned();
+        }
+        let publisher_model = if model.starts_with("publishers/") {
+            model.to_owned()
+        } else {
+            let id = model.rsplit('/').next().unwrap_or(model);
+            format!("publishers/google/models/{id}")
+        };
+        format!(
+            "projects/{}/locations/{}/{publisher_model}",
+            self.project, self.location
+        )
+    }
+}
+
 /// Where the session goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -237,6 +272,8 @@ pub enum Target {
 pub struct Settings {
     pub target: Target,
     pub api_key: Option<ApiKey>,
+    /// Vertex AI instead of the Gemini API (`--vertex`, `vertex = true`).
+    pub vertex: Option<Vertex>,
     pub api_version: ApiVersion,
     pub model: String,
     pub voice: String,
@@ -347,6 +384,17 @@ impl Settings {
                 merged.set_str(key, value, &format!("environment variable {var}"))?;
             }
         }
+        for (var, slot) in [
+            ("GOOGLE_CLOUD_PROJECT", &mut merged.project),
+            ("GOOGLE_CLOUD_LOCATION", &mut merged.location),
+        ] {
+            if let Some(value) = env(var).filter(|v| !v.trim().is_empty()) {
+                *slot = Some((
+                    value.trim().to_owned(),
+                    format!("environment variable {var}"),
+                ));
+            }
+        }
         let env_key = env("GEMINI_API_KEY")
             .and_then(ApiKey::new)
             .or_else(|| env("GOOGLE_API_KEY").and_then(ApiKey::new));
@@ -359,6 +407,17 @@ impl Settings {
         }
         if let Some(version) = flags.api_version {
             merged.api_version = version;
+        }
+        if flags.vertex {
+            merged.vertex = true;
+        }
+        for (flag, value, slot) in [
+            ("flag --project", &flags.project, &mut merged.project),
+            ("flag --location", &flags.location, &mut merged.location),
+        ] {
+            if let Some(value) = value {
+                *slot = Some((value.trim().to_owned(), flag.to_owned()));
+            }
         }
         if let Some(model) = &flags.model {
             merged.set_str("model", model.clone(), "flag --model")?;
@@ -414,25 +473,36 @@ impl Settings {
             .as_deref()
             .map(|url| bridge_url(url, "flag --bridge"))
             .transpose()?;
-        let target = match (&merged.endpoint, flags.offline, bridge) {
+        // A bridge holds its own credentials, and the offline model needs none.
+        let vertex = (merged.vertex && bridge.is_none() && !flags.offline)
+            .then(|| merged.vertex_settings())
+            .transpose()?;
+        let parse = |url: &str| match vertex {
+            Some(_) => Endpoint::parse_vertex(url, merged.api_version),
+            None => Endpoint::parse(url, merged.api_version),
+        };
+        let target = match (&merged.endpoint, flags.offline, bridge, &vertex) {
             // The flag beats an endpoint from the config file or environment.
-            (_, _, Some(url)) => Target::Bridge(url),
-            (Some((_, source)), true, None) => {
+            (_, _, Some(url), _) => Target::Bridge(url),
+            (Some((_, source)), true, None, _) => {
                 return Err(ConfigError::new(
                     source,
                     "endpoint",
                     "--offline uses the embedded demo model; drop one of --offline and the endpoint",
                 ));
             }
-            (None, true, None) => Target::OfflineMock,
-            (Some((url, source)), false, None) => Target::Custom(
-                Endpoint::parse(url, merged.api_version)
-                    .map_err(|e| ConfigError::new(source, "endpoint", e.to_string()))?,
+            (None, true, None, _) => Target::OfflineMock,
+            (Some((url, source)), false, None, _) => Target::Custom(
+                parse(url).map_err(|e| ConfigError::new(source, "endpoint", e.to_string()))?,
             ),
-            (None, false, None) if merged.api_key.is_some() => {
+            (None, false, None, Some(vertex)) => Target::Google(
+                Endpoint::vertex(&vertex.location, merged.api_version)
+                    .map_err(|e| ConfigError::new("--vertex", "location", e.to_string()))?,
+            ),
+            (None, false, None, None) if merged.api_key.is_some() => {
                 Target::Google(Endpoint::google_ai(merged.api_version))
             }
-            (None, false, None) => Target::OfflineMock,
+            (None, false, None, None) => Target::OfflineMock,
         };
 
         for flag in &flags.mcp {
@@ -450,6 +520,7 @@ impl Settings {
         Ok(Settings {
             target,
             api_key: merged.api_key,
+            vertex,
             api_version: merged.api_version,
             model: merged.model,
             voice: merged.voice,
@@ -489,6 +560,10 @@ impl Settings {
 #[derive(Debug, Default)]
 struct Merged {
     endpoint: Option<(String, String)>,
+    vertex: bool,
+    /// Each with where it came from.
+    project: Option<(String, String)>,
+    location: Option<(String, String)>,
     api_version: ApiVersion,
     model: String,
     voice: String,
@@ -516,9 +591,61 @@ impl Merged {
             .unwrap_or_else(|| data_dir().join("sessions"))
     }
 
+    /// Vertex's project and location, checked: both are needed, and both go into a URL.
+    fn vertex_settings(&self) -> Result<Vertex, ConfigError> {
+        let take = |slot: &Option<(String, String)>, key: &str, flag: &str, var: &str| {
+            let Some((value, source)) = slot else {
+                return Err(ConfigError::new(
+                    "--vertex",
+                    key,
+                    format!(
+                        "Vertex AI needs a {key}: give {flag}, `{key}` in the config, or {var}"
+                    ),
+                ));
+            };
+            let fits = !value.is_empty()
+                && value
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'));
+            if !fits {
+                return Err(ConfigError::new(
+                    source,
+                    key,
+                    format!("{value:?} is not a Google Cloud {key} (letters, digits and -)"),
+                ));
+            }
+            Ok(value.clone())
+        };
+        Ok(Vertex {
+            project: take(
+                &self.project,
+                "project",
+                "--project",
+                "GOOGLE_CLOUD_PROJECT",
+            )?,
+            location: take(
+                &self.location,
+                "location",
+                "--location",
+                "GOOGLE_CLOUD_LOCATION",
+            )?,
+        })
+    }
+
     fn apply(&mut self, layer: FileLayer, source: &str) -> Result<(), ConfigError> {
         if let Some(v) = layer.endpoint {
             self.set_str("endpoint", v, source)?;
+        }
+        if let Some(v) = layer.vertex {
+            self.vertex = v;
+        }
+        for (value, slot) in [
+            (layer.project, &mut self.project),
+            (layer.location, &mut self.location),
+        ] {
+            if let Some(value) = value.filter(|v| !v.trim().is_empty()) {
+                *slot = Some((value.trim().to_owned(), source.to_owned()));
+            }
         }
         if let Some(v) = layer.api_version {
             self.api_version = v;

@@ -136,18 +136,19 @@ impl App {
         }
     }
 
-    /// Reads to the end of a model turn: everything up to TURN_COMPLETE, then the turn's usage,
-    /// which the Live API sends in the same message as `turnComplete` and the bridge forwards
-    /// right after it.
+    /// Reads to the end of a model turn: everything up to TURN_COMPLETE. The Live API sends
+    /// the turn's usage in the same message as `turnComplete`, which the bridge forwards as it
+    /// is, right before TURN_COMPLETE.
     async fn finish_turn(&mut self) -> Vec<Value> {
         let (done, mut turn) = self.until("TURN_COMPLETE").await;
-        let usage = self.next().await.expect("usage after the turn");
+        let last = turn.last().expect("the turn's content before its end");
+        let content = &last["payload"]["serverContent"];
+        assert_eq!(content["turnComplete"], true, "{last}");
         assert!(
-            usage["payload"]["serverContent"]["usageMetadata"]["totalTokenCount"].is_number(),
-            "{usage}"
+            content["usageMetadata"]["totalTokenCount"].is_number(),
+            "{last}"
         );
         turn.push(done);
-        turn.push(usage);
         turn
     }
 
@@ -163,9 +164,13 @@ impl App {
         self.send(json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": config}}))
             .await;
         let (connected, _) = self.until("GEMINI_CONNECTED").await;
-        assert!(connected.get("payload").is_none(), "{connected}");
+        assert_eq!(connected["payload"], json!({}), "{connected}");
         let (setup, _) = self.until("SETUP_COMPLETE").await;
-        assert_eq!(setup["payload"], json!({"success": true}), "{setup}");
+        assert_eq!(setup["payload"]["success"], true, "{setup}");
+        assert_eq!(
+            setup["payload"]["setupComplete"]["success"], true,
+            "{setup}"
+        );
     }
 
     async fn say(&mut self, text: &str) {
@@ -193,7 +198,7 @@ impl App {
 /// A LiveConfig declaring the smart-home tools the mock model knows how to call.
 fn live_config(modality: &str) -> Value {
     json!({
-        "model": "models/gemini-2.0-flash-live-001",
+        "model": "models/gemini-3.8-live",
         "systemInstruction": {"parts": [{"text": "You control a smart home."}]},
         "generationConfig": {
             "responseModalities": [modality],
@@ -344,7 +349,11 @@ async fn text_turn_with_a_tool_call_streams_audio_and_completes() {
 
     let turn = app.finish_turn().await;
     let done = of_type(&turn, "TURN_COMPLETE")[0];
-    assert!(done.get("payload").is_none(), "{done}");
+    assert_eq!(
+        done["payload"],
+        json!({"interactionStatus": "IDLE"}),
+        "{done}"
+    );
     // ASSISTANT_SPEAKING once, before the first audio chunk.
     let kinds: Vec<&str> = turn.iter().map(|m| m["type"].as_str().unwrap()).collect();
     let speaking = kinds
@@ -376,11 +385,12 @@ async fn text_turn_with_a_tool_call_streams_audio_and_completes() {
     // The words arrive as transcription, and the reply uses the tool's answer.
     let text = reply_text(&turn);
     assert!(text.contains("off"), "{text}");
-    // Turn end and usage are their own messages, not flags inside CONTENT_MESSAGE.
-    assert!(
-        !turn
-            .iter()
-            .any(|m| m["payload"]["serverContent"]["turnComplete"] == true)
+    // The turn's end is said as the service said it, then as TURN_COMPLETE.
+    assert_eq!(
+        turn.iter()
+            .filter(|m| m["payload"]["serverContent"]["turnComplete"] == true)
+            .count(),
+        1
     );
     assert!(
         turn.iter()
@@ -596,7 +606,7 @@ async fn an_unusable_update_config_is_refused_and_the_session_goes_on() {
     app.send(json!({"type": "UPDATE_CONFIG", "payload": config}))
         .await;
     let (setup, before) = app.until("SETUP_COMPLETE").await;
-    assert_eq!(setup["payload"], json!({"success": true}), "{setup}");
+    assert_eq!(setup["payload"]["success"], true, "{setup}");
     assert!(
         of_type(&before, "LOG_MESSAGE")
             .iter()
@@ -799,11 +809,12 @@ async fn upstream_close_becomes_error_and_disconnected_with_the_human_reason() {
     send_json(&mut upstream, json!({"setupComplete": {}})).await;
     let (ok, _) = app.until("SETUP_COMPLETE").await;
     assert_eq!(ok["payload"]["success"], true);
-    close_with(&mut upstream, 1011, "Internal error encountered.").await;
+    // (A close that retrying cannot fix: others are retried, see the goAway test.)
+    close_with(&mut upstream, 1007, "Request contains an invalid argument.").await;
     let error = app.until("GEMINI_ERROR").await.0;
     let message = error["payload"]["message"].as_str().unwrap();
-    assert!(message.contains("internal error (1011)"), "{message}");
-    assert_eq!(error["payload"]["details"]["code"], 1011);
+    assert!(message.contains("invalid (1007)"), "{message}");
+    assert_eq!(error["payload"]["details"]["code"], 1007);
     let (bye, _) = app.until("GEMINI_DISCONNECTED").await;
     assert_eq!(bye["payload"]["reason"], message);
     // Messages now say there is no session, rather than vanishing.
@@ -975,7 +986,8 @@ async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_sessi
         forwarded,
         json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": "hello"}]}], "turnComplete": true}})
     );
-    close_with(&mut upstream, 1011, "Internal error encountered.").await;
+    // (The bridge retries a close that retrying can fix; this one it cannot.)
+    close_with(&mut upstream, 1007, "Request contains an invalid argument.").await;
     let mut events = Vec::new();
     while let Some(event) = tokio::time::timeout(WAIT, session.events.recv())
         .await
@@ -987,8 +999,8 @@ async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_sessi
         panic!("{events:?}");
     };
     assert!(!close.initiated_by_client);
-    assert_eq!(close.code, Some(1011));
-    assert!(close.message.contains("internal error (1011)"), "{close:?}");
+    assert_eq!(close.code, Some(1007));
+    assert!(close.message.contains("invalid (1007)"), "{close:?}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1309,4 +1321,301 @@ async fn an_upstream_that_never_answers_the_upgrade_is_an_error_within_the_deadl
     // The DISCONNECT_GEMINI sent while connecting gets its answer, and the socket closes.
     app.until("GEMINI_DISCONNECTED").await;
     assert_eq!(app.next().await, None, "the bridge closes the WebSocket");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The original bridge's Android app, a goAway, and what the service sent
+// ---------------------------------------------------------------------------------------------
+
+/// Asserts what the Android app needs of every message: a payload object (it drops messages
+/// without one), a `date` on LOG_MESSAGE, and no error.
+fn android_readable(messages: &[Value]) {
+    for message in messages {
+        assert!(message["payload"].is_object(), "no payload: {message}");
+        assert_ne!(message["type"], "GEMINI_ERROR", "{message}");
+        if message["type"] == "LOG_MESSAGE" {
+            let date = message["payload"]["date"].as_str().unwrap_or_default();
+            assert!(
+                date.contains('T'),
+                "a LOG_MESSAGE without a date: {message}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_android_apps_own_messages_hold_a_conversation_with_a_tool_call() {
+    let bridge = bridge().await;
+    let mut app = App::connect(&bridge.server.url()).await;
+    // CONNECT_GEMINI as the app writes it: every absent field an explicit null, lower-case
+    // modality, and its default model, which the Live API has retired.
+    app.send(
+        json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {
+            "model": "models/gemini-live-2.5-flash-preview",
+            "systemInstruction": {"role": null, "parts": [{"text": "You are a helpful assistant.",
+                "inlineData": null, "functionCall": null, "functionResponse": null}]},
+            "generationConfig": {"responseModalities": ["audio"], "temperature": null, "topP": null,
+                "topK": null, "maxOutputTokens": null, "stopSequences": null,
+                "speechConfig": {"voiceConfig": {"prebuiltVoiceConfig": {"voiceName": "Puck"}},
+                    "languageCode": null}},
+            "tools": [{"functionDeclarations": [{"name": "get_device_status",
+                "description": "Gets a device's status.",
+                "parameters": {"type": "OBJECT", "properties": {"device_name": {"type": "STRING",
+                    "description": null}}, "required": ["device_name"]},
+                "behavior": null, "defaultBehavior": null, "defaultScheduling": null}],
+                "googleSearch": null, "codeExecution": null}],
+            "safetySettings": null
+        }}}),
+    )
+    .await;
+    let (connected, before) = app.until("GEMINI_CONNECTED").await;
+    assert!(before.is_empty(), "{before:?}");
+    let (setup, opening) = app.until("SETUP_COMPLETE").await;
+    // One shape for both kinds of app: wrapped, as the app reads it, and flat.
+    assert_eq!(
+        setup["payload"],
+        json!({"setupComplete": {"success": true}, "success": true})
+    );
+    let retired = of_type(&opening, "LOG_MESSAGE");
+    assert_eq!(retired.len(), 1, "{opening:?}");
+    let said = retired[0]["payload"]["message"].as_str().unwrap();
+    assert!(
+        said.contains("gemini-live-2.5-flash-preview has been retired")
+            && said.contains("models/gemini-3.8-live"),
+        "{said}"
+    );
+    android_readable(&[connected, setup]);
+    android_readable(&opening);
+
+    // On SETUP_COMPLETE the app asks for a greeting, as realtime text with nulls around it.
+    let realtime = |text: &str| {
+        json!({"type": "SEND_REALTIME_INPUT", "payload": {"text": text, "audio": null,
+            "video": null, "chunks": null, "mediaChunks": null, "activityStart": null,
+            "activityEnd": null, "audioStreamEnd": null}})
+    };
+    app.send(realtime("greet the user")).await;
+    let (done, greeting) = app.until("TURN_COMPLETE").await;
+    android_readable(&greeting);
+    android_readable(std::slice::from_ref(&done));
+    assert!(
+        !of_type(&greeting, "AUDIO_CHUNK").is_empty(),
+        "{greeting:?}"
+    );
+    assert_eq!(
+        of_type(&greeting, "ASSISTANT_SPEAKING")[0]["payload"],
+        json!({"speaking": true})
+    );
+
+    // A question that needs the app's tool; the app answers with every value a string and
+    // its nulls.
+    app.send(realtime(SMART_HOME_LINES[0])).await;
+    let (call, before) = app.until("TOOL_CALL").await;
+    android_readable(&before);
+    let calls = call["payload"]["toolCall"]["functionCalls"]
+        .as_array()
+        .unwrap();
+    assert_eq!(calls[0]["name"], "get_device_status");
+    assert!(calls[0]["args"].is_object());
+    app.send(
+        json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {"functionResponses": [
+        {"id": calls[0]["id"], "name": "get_device_status",
+         "response": {"device_name": "living room lamp", "status": "off", "brightness": "0"},
+         "willContinue": null, "scheduling": null}]}}}),
+    )
+    .await;
+    let (done, reply) = app.until("TURN_COMPLETE").await;
+    android_readable(&reply);
+    android_readable(std::slice::from_ref(&done));
+    assert!(!of_type(&reply, "AUDIO_CHUNK").is_empty(), "{reply:?}");
+
+    // Push-to-talk markers as the app sends them.
+    for marker in ["activityStart", "activityEnd"] {
+        app.send(
+            json!({"type": "SEND_REALTIME_INPUT", "payload": {marker: {"dummy": ""},
+            "text": null, "audio": null, "chunks": null}}),
+        )
+        .await;
+    }
+    let (_, heard) = app.until("TURN_COMPLETE").await;
+    android_readable(&heard);
+
+    // An image request is refused at once, not left to the app's minute of waiting.
+    app.send(json!({"type": "GENERATE_IMAGE", "payload": {"text": "a lamp", "imageData": null}}))
+        .await;
+    let (result, before) = app.until("IMAGE_GENERATION_RESULT").await;
+    android_readable(&before);
+    assert_eq!(result["payload"]["success"], false);
+    let reason = result["payload"]["error"].as_str().unwrap();
+    assert!(reason.contains("cannot generate images"), "{reason}");
+
+    app.send(json!({"type": "DISCONNECT_GEMINI", "payload": null}))
+        .await;
+    let (bye, _) = app.until("GEMINI_DISCONNECTED").await;
+    android_readable(&[bye]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_goaway_moves_the_upstream_and_the_apps_next_turn_keeps_the_conversation() {
+    use livetalk::mock::{Fault, FaultAction, Moment, Scenario};
+    let mock = MockServer::start(MockOptions {
+        speed: 20.0,
+        scenario: Scenario::new(vec![Fault::once(
+            Moment::TurnComplete,
+            1,
+            FaultAction::GoAway {
+                time_left: Duration::from_secs(3),
+                code: 1008,
+                reason: "The operation was aborted.".into(),
+            },
+        )]),
+        ..MockOptions::loopback()
+    })
+    .await
+    .unwrap();
+    let server = BridgeServer::start(options(mock.endpoint(ApiVersion::V1)))
+        .await
+        .unwrap();
+    let mut app = App::connect(&server.url()).await;
+    app.start(live_config("audio")).await;
+
+    app.say(SMART_HOME_LINES[0]).await;
+    app.answer_tool_call(json!({"device_name": "living room lamp", "status": "off"}))
+        .await;
+    app.until("TURN_COMPLETE").await;
+    // The goAway and the move are news for the log, nothing more.
+    let mut between = Vec::new();
+    let moved = loop {
+        let (log, before) = app.until("LOG_MESSAGE").await;
+        between.extend(before);
+        between.push(log.clone());
+        if log["payload"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Reconnected")
+        {
+            break log;
+        }
+    };
+    assert!(
+        moved["payload"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the conversation continues"),
+        "{moved}"
+    );
+    // The goAway, the move, the outcome.
+    assert_eq!(of_type(&between, "LOG_MESSAGE").len(), 3, "{between:#?}");
+    assert!(
+        between[0]["payload"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("goAway"),
+        "{between:#?}"
+    );
+    assert_eq!(
+        of_type(&app.seen, "SETUP_COMPLETE").len(),
+        1,
+        "the app is not asked to set up again"
+    );
+
+    // "it" is the lamp of the first turn: the resumed session still knows it.
+    app.say(SMART_HOME_LINES[1]).await;
+    let calls = app.answer_tool_call(json!({"result": "ok"})).await;
+    assert_eq!(calls[0]["name"], "set_device_status", "{calls:?}");
+    assert_eq!(calls[0]["args"]["device_name"], "living room lamp");
+    let (_, reply) = app.until("TURN_COMPLETE").await;
+    assert!(!of_type(&reply, "AUDIO_CHUNK").is_empty());
+    assert!(
+        !app.seen
+            .iter()
+            .any(|m| m["type"] == "GEMINI_ERROR" || m["type"] == "GEMINI_DISCONNECTED"),
+        "{:#?}",
+        app.seen
+    );
+    assert_eq!(mock.connections(), 2);
+    assert_eq!(mock.resumptions(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_field_the_service_sent_reaches_the_app() {
+    let mut fake = FakeLive::start().await;
+    let server = BridgeServer::start(options(fake.endpoint())).await.unwrap();
+    let mut app = App::connect(&server.url()).await;
+    app.send(
+        json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {
+        "model": "models/gemini-3.8-live", "inputAudioTranscription": {}}}}),
+    )
+    .await;
+    let (_, _, mut upstream) = fake.accept().await;
+    send_json(&mut upstream, json!({"setupComplete": {}})).await;
+    app.until("SETUP_COMPLETE").await;
+
+    let interim = json!({"interimInputTranscription": {"text": "is the la"}});
+    let heard = json!({"inputTranscription": {"text": "Is the lamp on?", "finished": true,
+        "languageCode": "en-US"}});
+    let reply = json!({
+        "modelTurn": {"parts": [
+            {"text": "Checking the lamp", "thought": true},
+            {"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": "AQACAA=="}},
+            {"text": "It is off."}
+        ]},
+        "outputTranscription": {"text": "It is off."},
+        "groundingMetadata": {"webSearchQueries": ["lamp"]},
+        "urlContextMetadata": {"urlMetadata": []}
+    });
+    let end = json!({"generationComplete": true, "turnComplete": true,
+        "turnCompleteReason": "NEED_MORE_INPUT", "waitingForInput": true,
+        "interactionStatus": "IDLE"});
+    let usage = json!({"promptTokenCount": 12, "responseTokenCount": 4, "totalTokenCount": 16,
+        "thoughtsTokenCount": 3,
+        "responseTokensDetails": [{"modality": "AUDIO", "tokenCount": 4}]});
+    send_json(
+        &mut upstream,
+        json!({"voiceActivity": {"type": "ACTIVITY_START"}}),
+    )
+    .await;
+    send_json(&mut upstream, json!({"serverContent": interim})).await;
+    send_json(&mut upstream, json!({"serverContent": heard})).await;
+    send_json(&mut upstream, json!({"serverContent": reply})).await;
+    send_json(
+        &mut upstream,
+        json!({"serverContent": end, "usageMetadata": usage}),
+    )
+    .await;
+    let (done, before) = app.until("TURN_COMPLETE").await;
+
+    let voice = of_type(&before, "VOICE_ACTIVITY");
+    assert_eq!(
+        voice[0]["payload"],
+        json!({"voiceActivity": {"type": "ACTIVITY_START"}})
+    );
+    let contents: Vec<&Value> = of_type(&before, "CONTENT_MESSAGE")
+        .into_iter()
+        .map(|m| &m["payload"]["serverContent"])
+        .collect();
+    assert_eq!(contents[0], &interim);
+    assert_eq!(contents[1], &heard);
+    // The reply as sent, its audio moved to AUDIO_CHUNK.
+    let mut without_audio = reply.clone();
+    without_audio["modelTurn"]["parts"]
+        .as_array_mut()
+        .unwrap()
+        .remove(1);
+    assert_eq!(contents[2], &without_audio);
+    assert_eq!(
+        of_type(&before, "AUDIO_CHUNK")[0]["payload"],
+        json!({"data": "AQACAA=="})
+    );
+    let mut last = end.clone();
+    last["usageMetadata"] = usage;
+    assert_eq!(contents[3], &last);
+    assert_eq!(contents.len(), 4, "{before:#?}");
+    assert_eq!(
+        done["payload"],
+        json!({"reason": "NEED_MORE_INPUT", "waitingForInput": true, "interactionStatus": "IDLE"})
+    );
+    assert_eq!(
+        of_type(&before, "groundingMetadata")[0]["payload"],
+        json!({"groundingMetadata": {"webSearchQueries": ["lamp"]}})
+    );
 }

@@ -493,3 +493,51 @@ fn the_output_wav_stops_at_its_cap_with_one_notice() {
         "{log}"
     );
 }
+
+/// 3.8 Live extended thinking: every function is declared NON_BLOCKING (and the user is told),
+/// so the model answers asynchronously: "One moment", `turnComplete` with `IN_PROGRESS`, then
+/// the tool call and the answer, ending `IDLE`. The next line waits for `IDLE`: sent at the
+/// first `turnComplete`, it would cut the interaction short and its answer would never come.
+#[test]
+fn on_3_8_the_next_line_waits_for_idle_not_for_turn_complete() {
+    let scratch = tempfile::tempdir().unwrap();
+    let run = run_livetalk(
+        scratch.path(),
+        &[
+            "--headless",
+            "--offline",
+            "--model",
+            "gemini-3.8-live-extended-thinking",
+        ],
+        &[],
+        &SMART_HOME_LINES,
+    );
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    assert_eq!(run.code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stderr.contains("every function is declared NON_BLOCKING"),
+        "the user is told: {stderr}"
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    let you: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].starts_with("You: "))
+        .collect();
+    assert_eq!(you.len(), 3, "{stdout}");
+    // Each question's whole interaction (acknowledgement, tool, answer) before the next one.
+    let expected = ["off", "blue", "20"];
+    for (index, &at) in you.iter().enumerate() {
+        let end = you.get(index + 1).copied().unwrap_or(lines.len());
+        let interaction = &lines[at..end];
+        let replies: Vec<&&str> = interaction
+            .iter()
+            .filter(|l| l.starts_with("Gemini: "))
+            .collect();
+        assert!(
+            interaction.iter().any(|l| l.starts_with("Tool: ")),
+            "{interaction:#?}"
+        );
+        assert_eq!(replies.len(), 2, "{interaction:#?}");
+        assert!(replies[0].contains("One moment"), "{interaction:#?}");
+        assert!(replies[1].contains(expected[index]), "{interaction:#?}");
+    }
+}

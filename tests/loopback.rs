@@ -14,7 +14,7 @@ use livetalk::app::{App, AppInit, Msg, ToolState};
 use livetalk::config::{FlagOverrides, Settings};
 use livetalk::driver::Source as _;
 use livetalk::engine::{Engine, build_setup};
-use livetalk::live::{ApiVersion, SessionOptions};
+use livetalk::live::{ApiVersion, Auth, SessionOptions};
 use livetalk::mock::{MockOptions, MockServer};
 use livetalk::tools::{SmartHome, builtin_registry};
 
@@ -60,7 +60,7 @@ async fn smart_home_dialogue_over_loopback_changes_the_devices() {
     engine
         .connect(SessionOptions {
             endpoint: mock.endpoint(ApiVersion::V1),
-            api_key: None,
+            auth: Auth::None,
             setup: build_setup(&settings, &registry),
             connect_timeout: Duration::from_secs(10),
         })

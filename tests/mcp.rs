@@ -22,7 +22,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use livetalk::app::{App, AppInit, Effect, Msg, NoticeLevel, Popup, ToolRow, ToolState};
 use livetalk::config::{FlagOverrides, Settings};
 use livetalk::engine::{Engine, build_setup};
-use livetalk::live::{ApiVersion, SessionOptions};
+use livetalk::live::{ApiVersion, Auth, SessionOptions};
 use livetalk::mock::{Fault, FaultAction, MockOptions, MockServer, Moment, Scenario};
 use livetalk::tools::mcp::{McpEvent, McpHub, ServerSpec, ServerState};
 use livetalk::tools::{Approval, Gate, Origin, SmartHome, builtin_registry};
@@ -451,7 +451,7 @@ async fn session(faults: Vec<Fault>, servers: Vec<ServerSpec>) -> Harness {
     engine
         .connect(SessionOptions {
             endpoint: mock.endpoint(ApiVersion::V1),
-            api_key: None,
+            auth: Auth::None,
             setup: build_setup(&settings, &engine.registry()),
             connect_timeout: Duration::from_secs(5),
         })

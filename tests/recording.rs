@@ -20,7 +20,7 @@ use livetalk::app::{App, AppInit, Connection, Msg, ToolState};
 use livetalk::config::{FlagOverrides, Settings};
 use livetalk::driver::{Source as _, apply};
 use livetalk::engine::{Engine, build_setup};
-use livetalk::live::{ApiVersion, SessionOptions};
+use livetalk::live::{ApiVersion, Auth, SessionOptions};
 use livetalk::mock::{Fault, FaultAction, MockOptions, MockServer, Moment, Scenario};
 use livetalk::record::replay::{self, Pacing, Playback};
 use livetalk::record::{Recorder, Recording};
@@ -570,7 +570,7 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
     engine
         .connect(SessionOptions {
             endpoint: mock.endpoint(ApiVersion::V1),
-            api_key: None,
+            auth: Auth::None,
             setup: build_setup(&settings, &registry),
             connect_timeout: Duration::from_secs(5),
         })

@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::audio::AudioOptions;
 use crate::echo::{self, bounded};
 use crate::live::SessionEvent;
+use crate::live::models;
 use crate::live::reconnect::LinkEvent;
 use crate::live::reply::ReplyWatch;
 use crate::live::wire::{FunctionCall, FunctionResponse, Scheduling, UsageMetadata};
@@ -270,6 +271,8 @@ pub enum Effect {
     /// so it is recorded like every other message.
     Intent(Msg),
     SendText(String),
+    /// Change the session's system instruction in place (`contextUpdate`).
+    SendInstruction(String),
     RunTools(Vec<FunctionCall>),
     CancelTools(Vec<String>),
     SendToolResponse(FunctionResponse),
@@ -402,6 +405,13 @@ pub struct App {
     tools_pending: bool,
 }
 
+/// The instruction of a `/system TEXT` line.
+fn instruction_command(text: &str) -> Option<&str> {
+    let rest = text.strip_prefix("/system")?;
+    let instruction = rest.trim();
+    (rest.starts_with(char::is_whitespace) && !instruction.is_empty()).then_some(instruction)
+}
+
 fn local_time_now() -> jiff::civil::Time {
     jiff::Zoned::now().time()
 }
@@ -417,6 +427,15 @@ impl App {
         if init.replay.is_some() {
             view.focus = Focus::Transcript;
         }
+        // Told at the start: on this model the tools behave differently.
+        let notices = models::traits(&init.model)
+            .non_blocking_only
+            .then(|| Notice {
+                level: NoticeLevel::Info,
+                text: models::non_blocking_notice(&init.model),
+            })
+            .into_iter()
+            .collect();
         App {
             model: init.model,
             voice: init.voice,
@@ -427,7 +446,7 @@ impl App {
             transcript: Vec::new(),
             tool_calls: Vec::new(),
             devices: init.devices,
-            notices: Vec::new(),
+            notices,
             last_usage: None,
             total_tokens: 0,
             model_audio_bytes: 0,
@@ -604,6 +623,7 @@ impl App {
         self.connection == Connection::Connecting
             || self.connection == Connection::Reconnecting
             || self.running_tools() > 0
+            || self.model_working()
             || self.view.device_highlight.iter().any(|&t| t > 0)
     }
 
@@ -648,6 +668,26 @@ impl App {
     /// True when the connection was lost for good and the user may ask to retry.
     pub fn can_retry(&self) -> bool {
         self.is_finished() && !self.closing
+    }
+
+    /// The model said `IN_PROGRESS` after its `turnComplete` and has not said `IDLE` yet: it
+    /// is still working on the interaction (3.8 Live), though nothing streams right now.
+    pub fn model_working(&self) -> bool {
+        self.reply.model_busy() && self.connection == Connection::Connected
+    }
+
+    /// After `end_session`, the session closes once the goodbye turn is over: its
+    /// `turnComplete`, or on models with asynchronous turns its `IDLE`.
+    fn end_if_asked(&mut self) -> Vec<Effect> {
+        if self.end_after_turn
+            && !self.closing
+            && self.running_tools() == 0
+            && !self.reply.model_busy()
+        {
+            self.closing = true;
+            return vec![Effect::CloseSession];
+        }
+        Vec::new()
     }
 
     /// The one place state changes.
@@ -753,6 +793,15 @@ impl App {
                 if text.is_empty() || !open || self.closing {
                     return Vec::new();
                 }
+                // `/system TEXT`: the model follows a new system instruction from the next
+                // turn on; the session stays, and so does the conversation.
+                if let Some(instruction) = instruction_command(&text) {
+                    self.notice(
+                        NoticeLevel::Info,
+                        format!("System instruction changed for the next turns: {instruction}"),
+                    );
+                    return vec![Effect::SendInstruction(instruction.to_owned())];
+                }
                 // Sending while the model speaks interrupts it (clientContent semantics); the
                 // server confirms with `interrupted`, but the speaker goes quiet right away.
                 let mut effects = self.barge_in();
@@ -830,12 +879,11 @@ impl App {
                     self.floor = Floor::Listening;
                 }
                 let mut effects = self.end_model_audio(false);
-                if self.end_after_turn && !self.closing && self.running_tools() == 0 {
-                    self.closing = true;
-                    effects.push(Effect::CloseSession);
-                }
+                effects.extend(self.end_if_asked());
                 effects
             }
+            // The reply watch has it; a goodbye turn may have been waiting for it.
+            SessionEvent::Interaction { .. } => self.end_if_asked(),
             SessionEvent::ToolCall(calls) => {
                 self.fold_user_speech();
                 let started_at = arrived_at.unwrap_or_else(self.clock);

@@ -1026,3 +1026,50 @@ fn ending_mid_reply_cuts_the_reply_where_it_is_and_silences_it() {
     );
     assert!(app.ended_cleanly());
 }
+
+/// 3.8 Live: a turn marked `IN_PROGRESS` at its `turnComplete` goes on (a tool call and the
+/// rest of the reply follow); the app is ready for the user only at `IDLE`.
+#[test]
+fn on_asynchronous_turns_the_model_is_done_only_at_idle() {
+    let mut app = connected_app();
+    app.update(Msg::UserText("Is the lamp on?".into()));
+    let turn_complete = || {
+        Msg::Session(SessionEvent::TurnComplete {
+            reason: None,
+            waiting_for_input: false,
+        })
+    };
+    app.update(Msg::Session(SessionEvent::ModelText("One moment.".into())));
+    app.update(Msg::Session(SessionEvent::Interaction { idle: false }));
+    app.update(turn_complete());
+    assert!(app.model_working());
+    assert!(!app.ready_for_user(), "the interaction is in progress");
+    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+        "c1",
+        "get_device_status",
+    )])));
+    app.update(finished("c1", "get_device_status", ToolStatus::Ok));
+    app.update(Msg::Session(SessionEvent::ModelText("It is off.".into())));
+    assert!(!app.ready_for_user());
+    app.update(Msg::Session(SessionEvent::Interaction { idle: true }));
+    app.update(turn_complete());
+    assert!(!app.model_working());
+    assert!(app.ready_for_user());
+}
+
+#[test]
+fn a_system_command_changes_the_instruction_in_place() {
+    let mut app = connected_app();
+    assert_eq!(
+        app.update(Msg::UserText("/system  Answer briefly. ".into())),
+        vec![Effect::SendInstruction("Answer briefly.".into())]
+    );
+    assert!(app.ready_for_user(), "no reply is awaited");
+    assert!(app.transcript.is_empty());
+    assert!(app.notices()[0].text.contains("Answer briefly."));
+    // Not a command: sent as it is.
+    assert_eq!(
+        app.update(Msg::UserText("/systematic".into())),
+        vec![Effect::SendText("/systematic".into())]
+    );
+}

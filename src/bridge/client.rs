@@ -22,7 +22,7 @@ use crate::live::close::describe_http_status;
 use crate::live::connection::{self, Protocol, Read, SetupStep, close_info};
 use crate::live::events::events_from;
 use crate::live::session::WireTap;
-use crate::live::wire::{ClientMessage, OUTPUT_SAMPLE_RATE, ServerMessage, Setup};
+use crate::live::wire::{ClientMessage, OUTPUT_SAMPLE_RATE, ServerContent, ServerMessage, Setup};
 use crate::live::{CloseInfo, Session, SessionError, SessionEvent};
 
 /// Host of a bridge URL for messages (never the token in its query).
@@ -237,9 +237,15 @@ impl Protocol for Bridge {
 /// A bridge message as session events (errors and disconnects are handled by the reader).
 fn events_for(message: BridgeMessage) -> Vec<SessionEvent> {
     match message {
-        BridgeMessage::ContentMessage(content) => {
+        BridgeMessage::ContentMessage { server_content } => {
+            let content = *server_content;
             let mut server_content = content.content;
-            server_content.turn_complete = None;
+            // TURN_COMPLETE says these (the status with it), INTERRUPTED that.
+            if server_content.turn_complete.take() == Some(true) {
+                server_content.interaction_status = None;
+                server_content.turn_complete_reason = None;
+                server_content.waiting_for_input = None;
+            }
             server_content.interrupted = None;
             if let Some(turn) = &mut server_content.model_turn {
                 turn.parts.retain(|p| {
@@ -254,21 +260,37 @@ fn events_for(message: BridgeMessage) -> Vec<SessionEvent> {
                 ..ServerMessage::default()
             })
         }
-        BridgeMessage::AudioChunk(pcm) => vec![SessionEvent::ModelAudio {
-            pcm,
+        BridgeMessage::AudioChunk { data } => vec![SessionEvent::ModelAudio {
+            pcm: data,
             sample_rate: OUTPUT_SAMPLE_RATE,
         }],
-        BridgeMessage::TurnComplete(details) => vec![SessionEvent::TurnComplete {
-            reason: details.reason,
-            waiting_for_input: details.waiting_for_input.unwrap_or(false),
-        }],
-        BridgeMessage::Interrupted => vec![SessionEvent::Interrupted],
-        BridgeMessage::ToolCall(call) if !call.function_calls.is_empty() => {
-            vec![SessionEvent::ToolCall(call.function_calls)]
+        BridgeMessage::TurnComplete(details) => events_from(ServerMessage {
+            server_content: Some(ServerContent {
+                turn_complete: Some(true),
+                turn_complete_reason: details.reason,
+                waiting_for_input: details.waiting_for_input,
+                interaction_status: details.interaction_status,
+                ..ServerContent::default()
+            }),
+            ..ServerMessage::default()
+        }),
+        BridgeMessage::Interrupted {} => vec![SessionEvent::Interrupted],
+        BridgeMessage::ToolCall { tool_call } if !tool_call.function_calls.is_empty() => {
+            vec![SessionEvent::ToolCall(tool_call.function_calls)]
         }
-        BridgeMessage::ToolCallCancellation(cancel) if !cancel.ids.is_empty() => {
-            vec![SessionEvent::ToolCallCancelled(cancel.ids)]
+        BridgeMessage::ToolCallCancellation {
+            tool_call_cancellation,
+        } if !tool_call_cancellation.ids.is_empty() => {
+            vec![SessionEvent::ToolCallCancelled(tool_call_cancellation.ids)]
         }
+        BridgeMessage::VoiceActivity {
+            voice_activity,
+            voice_activity_detection_signal,
+        } => events_from(ServerMessage {
+            voice_activity,
+            voice_activity_detection_signal,
+            ..ServerMessage::default()
+        }),
         // After an UPDATE_CONFIG the session is ready again.
         BridgeMessage::SetupComplete(details) if details.success => {
             vec![SessionEvent::SetupComplete { session_id: None }]
@@ -299,6 +321,7 @@ fn app_message(message: ClientMessage) -> AppMessage {
             })
         }
         ClientMessage::ToolResponse(response) => AppMessage::SendToolResponse(response),
+        ClientMessage::ContextUpdate(update) => AppMessage::ContextUpdate(update),
         ClientMessage::Setup(setup) => AppMessage::UpdateConfig {
             config: LiveConfig::from_setup(&setup),
             ignored_keys: Vec::new(),

@@ -12,15 +12,16 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::config::{ModelNameError, VOICES, model_name, voice_name};
+use crate::live::models;
 use crate::live::wire::{
-    AudioTranscriptionConfig, Behavior, Blob, ContextWindowCompression, FunctionDeclaration,
-    GenerationConfig, Modality, Part, RealtimeInput, RealtimeInputConfig, SafetySetting,
-    Scheduling, ServerContent, Setup, ToolCall, ToolCallCancellation, ToolResponse, ToolSet,
-    UsageMetadata,
+    AudioTranscriptionConfig, Behavior, Blob, ContextUpdate, ContextWindowCompression,
+    FunctionDeclaration, GenerationConfig, Modality, Part, RealtimeInput, RealtimeInputConfig,
+    SafetySetting, Scheduling, ServerContent, Setup, ToolCall, ToolCallCancellation, ToolResponse,
+    ToolSet, UsageMetadata, VoiceActivity, VoiceActivityDetectionSignal,
 };
 
 /// Client → bridge message types, as spelled on the wire.
-pub const APP_MESSAGE_TYPES: [&str; 8] = [
+pub const APP_MESSAGE_TYPES: [&str; 10] = [
     "CONNECT_GEMINI",
     "SEND_MESSAGE",
     "SEND_REALTIME_INPUT",
@@ -29,6 +30,8 @@ pub const APP_MESSAGE_TYPES: [&str; 8] = [
     "DISCONNECT_GEMINI",
     "WEBRTC_OFFER",
     "WEBRTC_ICE_CANDIDATE",
+    "GENERATE_IMAGE",
+    "CONTEXT_UPDATE",
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -246,7 +249,7 @@ pub struct LiveFunctionDeclaration {
 /// asking the Live API.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("LiveConfig needs a `model`, e.g. \"models/gemini-2.0-flash-live-001\"")]
+    #[error("LiveConfig needs a `model`, e.g. \"models/gemini-3.8-live\"")]
     MissingModel,
     #[error("LiveConfig `model` {0}")]
     BadModel(ModelNameError),
@@ -338,7 +341,14 @@ impl LiveConfig {
         if self.model.trim().is_empty() {
             return Err(ConfigError::MissingModel);
         }
-        let model = model_name(&self.model).map_err(ConfigError::BadModel)?;
+        let mut model = model_name(&self.model).map_err(ConfigError::BadModel)?;
+        // Apps cannot be changed as fast as the service retires models.
+        if let Some(current) = models::replacement(&model) {
+            warnings.push(format!(
+                "The model {model} has been retired by the Live API; this session uses {current} instead. Update the app's model id."
+            ));
+            model = current.to_owned();
+        }
 
         let generation_config = match &self.generation_config {
             Some(g) => Some(g.to_live(&mut warnings)?),
@@ -404,7 +414,7 @@ impl LiveConfig {
             });
         }
 
-        let setup = Setup {
+        let mut setup = Setup {
             model,
             generation_config,
             system_instruction: self.system_instruction.clone(),
@@ -417,6 +427,7 @@ impl LiveConfig {
             proactivity: self.proactivity.clone(),
             ..Setup::default()
         };
+        warnings.extend(models::fit_declarations(&mut setup));
         Ok(MappedConfig {
             setup,
             scheduling,
@@ -558,6 +569,11 @@ pub enum AppMessage {
     /// Kept only to answer it: this bridge has no WebRTC.
     WebrtcOffer,
     WebrtcIceCandidate,
+    /// Kept only to refuse it: the Live API generates no images.
+    GenerateImage,
+    /// A new system instruction (or tools) for the open session, as the Live API's
+    /// `contextUpdate` (livetalk extension).
+    ContextUpdate(ContextUpdate),
 }
 
 /// Why a client message could not be used. `Display` is the sentence sent in `GEMINI_ERROR`.
@@ -623,6 +639,32 @@ fn envelope(payload: &[u8]) -> Result<(String, Option<Value>), ProtocolError> {
     Ok((kind, envelope.payload.filter(|p| !p.is_null())))
 }
 
+/// Fields whose value is the app's own data, where `null` is a value: never stripped.
+const OPAQUE_FIELDS: [&str; 4] = [
+    "response",
+    "args",
+    "parametersJsonSchema",
+    "parameters_json_schema",
+];
+
+/// Removes every `"field": null` (in lists too), except inside the app's own data. Apps that
+/// serialize every optional field (the original bridge's Android app does) send absent fields
+/// as `null`; the protocol reads `null` as absent everywhere.
+fn strip_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            for (key, v) in map.iter_mut() {
+                if !OPAQUE_FIELDS.contains(&key.as_str()) {
+                    strip_nulls(v);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
+}
+
 impl AppMessage {
     /// Decodes one client frame.
     pub fn decode(frame: &[u8]) -> Result<AppMessage, ProtocolError> {
@@ -631,7 +673,10 @@ impl AppMessage {
             .iter()
             .find(|k| **k == kind)
             .ok_or(ProtocolError::UnknownType(kind))?;
-        let mut payload = payload;
+        let mut payload = payload.map(|mut p| {
+            strip_nulls(&mut p);
+            p
+        });
         let mut need = |expected: &'static str| {
             payload
                 .take()
@@ -687,6 +732,10 @@ impl AppMessage {
             }
             "DISCONNECT_GEMINI" => AppMessage::DisconnectGemini,
             "WEBRTC_OFFER" => AppMessage::WebrtcOffer,
+            "GENERATE_IMAGE" => AppMessage::GenerateImage,
+            "CONTEXT_UPDATE" => AppMessage::ContextUpdate(
+                decode_value(need("{\"systemInstruction\": Content}")?).map_err(bad)?,
+            ),
             _ => AppMessage::WebrtcIceCandidate,
         })
     }
@@ -717,6 +766,8 @@ impl AppMessage {
                 "WEBRTC_ICE_CANDIDATE",
                 Some(json!({ "candidate": null, "sdpMid": null, "sdpMLineIndex": null })),
             ),
+            AppMessage::GenerateImage => ("GENERATE_IMAGE", Some(json!({ "text": "" }))),
+            AppMessage::ContextUpdate(update) => ("CONTEXT_UPDATE", Some(to_value(update))),
         };
         encode_envelope(kind, payload)
     }
@@ -739,8 +790,9 @@ fn encode_envelope(kind: &str, payload: Option<Value>) -> String {
 // Bridge → client
 // ---------------------------------------------------------------------------------------------
 
-/// `serverContent` of `CONTENT_MESSAGE`: the Live API's server content, with the usage that
-/// rides beside it (the bridge protocol puts `usageMetadata` inside).
+/// `serverContent` of `CONTENT_MESSAGE`: the Live API's server content as the service sent it
+/// (audio parts aside, which travel as `AUDIO_CHUNK`), with the usage that rode beside it (the
+/// bridge protocol puts `usageMetadata` inside).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BridgeServerContent {
@@ -754,12 +806,55 @@ pub struct BridgeServerContent {
     pub usage_metadata: Option<UsageMetadata>,
 }
 
-/// `SETUP_COMPLETE` payload.
+/// `SETUP_COMPLETE` payload. On the wire it is said twice, flat and wrapped in `setupComplete`
+/// (`{"setupComplete": {"success": true}, "success": true}`): the documented clients read the
+/// flat form, the original bridge's apps the wrapped one, and one shape serves both.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(into = "SetupCompleteWire", from = "SetupCompleteWire")]
 pub struct SetupCompleteDetails {
     pub success: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<SetupErrorDetails>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SetupCompleteFlat {
+    #[serde(default)]
+    success: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<SetupErrorDetails>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SetupCompleteWire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    setup_complete: Option<SetupCompleteFlat>,
+    #[serde(flatten)]
+    flat: SetupCompleteFlat,
+}
+
+impl From<SetupCompleteDetails> for SetupCompleteWire {
+    fn from(details: SetupCompleteDetails) -> Self {
+        let flat = SetupCompleteFlat {
+            success: Some(details.success),
+            error: details.error,
+        };
+        SetupCompleteWire {
+            setup_complete: Some(flat.clone()),
+            flat,
+        }
+    }
+}
+
+impl From<SetupCompleteWire> for SetupCompleteDetails {
+    fn from(wire: SetupCompleteWire) -> Self {
+        let wrapped = wire.setup_complete.unwrap_or_default();
+        SetupCompleteDetails {
+            success: wire.flat.success.or(wrapped.success).unwrap_or(false),
+            error: wire.flat.error.or(wrapped.error),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -772,7 +867,8 @@ pub struct SetupErrorDetails {
     pub details: Option<Value>,
 }
 
-/// `TURN_COMPLETE` optional details (the Live API's reason and waiting flag).
+/// `TURN_COMPLETE` details: the Live API's reason, waiting flag and (on models with
+/// asynchronous turns) where the interaction stands.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TurnCompleteDetails {
@@ -780,46 +876,130 @@ pub struct TurnCompleteDetails {
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_for_input: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interaction_status: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogLevel {
     Info,
+    #[serde(alias = "warning")]
     Warn,
     Error,
 }
 
-/// One bridge message.
-#[derive(Debug, Clone, PartialEq)]
+/// `IMAGE_GENERATION_RESULT` payload, the answer to `GENERATE_IMAGE`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageGenerationResult {
+    pub success: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_data: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Bridge → app message types, as spelled on the wire.
+pub const BRIDGE_MESSAGE_TYPES: [&str; 15] = [
+    "GEMINI_CONNECTED",
+    "GEMINI_DISCONNECTED",
+    "GEMINI_ERROR",
+    "CONTENT_MESSAGE",
+    "TOOL_CALL",
+    "TOOL_CALL_CANCELLATION",
+    "SETUP_COMPLETE",
+    "INTERRUPTED",
+    "TURN_COMPLETE",
+    "AUDIO_CHUNK",
+    "LOG_MESSAGE",
+    "ASSISTANT_SPEAKING",
+    "groundingMetadata",
+    "IMAGE_GENERATION_RESULT",
+    "VOICE_ACTIVITY",
+];
+
+/// One bridge message. The wire form is derived from these types: `{"type", "payload"}`, and
+/// every message has a payload (`{}` when it says nothing more), because apps written for the
+/// original bridge drop messages without one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    content = "payload",
+    rename_all = "SCREAMING_SNAKE_CASE",
+    rename_all_fields = "camelCase"
+)]
 pub enum BridgeMessage {
-    GeminiConnected,
+    GeminiConnected {},
     GeminiDisconnected {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
     GeminiError {
+        #[serde(default = "unexplained")]
         message: String,
+        /// Upstream close `code` (`null` when there was none) and `reason`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         details: Option<Value>,
     },
-    ContentMessage(Box<BridgeServerContent>),
-    ToolCall(ToolCall),
-    ToolCallCancellation(ToolCallCancellation),
+    ContentMessage {
+        server_content: Box<BridgeServerContent>,
+    },
+    ToolCall {
+        tool_call: ToolCall,
+    },
+    ToolCallCancellation {
+        tool_call_cancellation: ToolCallCancellation,
+    },
     SetupComplete(SetupCompleteDetails),
-    Interrupted,
+    Interrupted {},
     TurnComplete(TurnCompleteDetails),
     /// PCM16 24 kHz mono (base64 on the wire).
-    AudioChunk(Vec<u8>),
+    AudioChunk {
+        #[serde(with = "crate::live::lenient::base64_bytes")]
+        data: Vec<u8>,
+    },
     LogMessage {
+        #[serde(rename = "type", default = "info")]
         level: LogLevel,
+        #[serde(default)]
         message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         details: Option<Value>,
+        /// When it was said (RFC 3339); the original bridge's apps require it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        date: Option<String>,
     },
     AssistantSpeaking {
+        #[serde(default = "yes")]
         speaking: bool,
     },
-    GroundingMetadata(Option<Value>),
+    #[serde(rename = "groundingMetadata")]
+    GroundingMetadata {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grounding_metadata: Option<Value>,
+    },
+    ImageGenerationResult(ImageGenerationResult),
+    /// The service's voice-activity signals, as it sent them.
+    VoiceActivity {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        voice_activity: Option<VoiceActivity>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        voice_activity_detection_signal: Option<VoiceActivityDetectionSignal>,
+    },
     /// A type this client does not use (`WEBRTC_ANSWER`, later additions).
+    #[serde(skip)]
     Other(String),
+}
+
+fn unexplained() -> String {
+    "The bridge reported an error.".into()
+}
+
+fn info() -> LogLevel {
+    LogLevel::Info
 }
 
 impl BridgeMessage {
@@ -830,209 +1010,75 @@ impl BridgeMessage {
         }
     }
 
+    /// A `LOG_MESSAGE` dated now.
     pub fn log(level: LogLevel, message: impl Into<String>) -> Self {
         BridgeMessage::LogMessage {
             level,
             message: message.into(),
             details: None,
+            date: Some(jiff::Timestamp::now().to_string()),
+        }
+    }
+
+    /// `CONTENT_MESSAGE` of one server content and the usage beside it.
+    pub fn content(content: ServerContent, usage_metadata: Option<UsageMetadata>) -> Self {
+        BridgeMessage::ContentMessage {
+            server_content: Box::new(BridgeServerContent {
+                content,
+                usage_metadata,
+            }),
         }
     }
 
     /// The wire name of this message's type.
     pub fn kind(&self) -> &str {
         match self {
-            BridgeMessage::GeminiConnected => "GEMINI_CONNECTED",
-            BridgeMessage::GeminiDisconnected { .. } => "GEMINI_DISCONNECTED",
-            BridgeMessage::GeminiError { .. } => "GEMINI_ERROR",
-            BridgeMessage::ContentMessage(_) => "CONTENT_MESSAGE",
-            BridgeMessage::ToolCall(_) => "TOOL_CALL",
-            BridgeMessage::ToolCallCancellation(_) => "TOOL_CALL_CANCELLATION",
-            BridgeMessage::SetupComplete(_) => "SETUP_COMPLETE",
-            BridgeMessage::Interrupted => "INTERRUPTED",
-            BridgeMessage::TurnComplete(_) => "TURN_COMPLETE",
-            BridgeMessage::AudioChunk(_) => "AUDIO_CHUNK",
-            BridgeMessage::LogMessage { .. } => "LOG_MESSAGE",
-            BridgeMessage::AssistantSpeaking { .. } => "ASSISTANT_SPEAKING",
-            BridgeMessage::GroundingMetadata(_) => "groundingMetadata",
             BridgeMessage::Other(kind) => kind,
+            other => {
+                let index = match other {
+                    BridgeMessage::GeminiConnected {} => 0,
+                    BridgeMessage::GeminiDisconnected { .. } => 1,
+                    BridgeMessage::GeminiError { .. } => 2,
+                    BridgeMessage::ContentMessage { .. } => 3,
+                    BridgeMessage::ToolCall { .. } => 4,
+                    BridgeMessage::ToolCallCancellation { .. } => 5,
+                    BridgeMessage::SetupComplete(_) => 6,
+                    BridgeMessage::Interrupted {} => 7,
+                    BridgeMessage::TurnComplete(_) => 8,
+                    BridgeMessage::AudioChunk { .. } => 9,
+                    BridgeMessage::LogMessage { .. } => 10,
+                    BridgeMessage::AssistantSpeaking { .. } => 11,
+                    BridgeMessage::GroundingMetadata { .. } => 12,
+                    BridgeMessage::ImageGenerationResult(_) => 13,
+                    BridgeMessage::VoiceActivity { .. } | BridgeMessage::Other(_) => 14,
+                };
+                BRIDGE_MESSAGE_TYPES[index]
+            }
         }
     }
 
     pub fn encode(&self) -> String {
-        let payload = match self {
-            BridgeMessage::GeminiConnected | BridgeMessage::Interrupted => None,
-            BridgeMessage::GeminiDisconnected { reason } => Some(match reason {
-                Some(reason) => json!({ "reason": reason }),
-                None => json!({}),
-            }),
-            BridgeMessage::GeminiError { message, details } => {
-                let mut payload = json!({ "message": message });
-                if let Some(details) = details {
-                    payload["details"] = details.clone();
-                }
-                Some(payload)
-            }
-            BridgeMessage::ContentMessage(content) => {
-                Some(json!({ "serverContent": to_value(content) }))
-            }
-            BridgeMessage::ToolCall(call) => Some(json!({ "toolCall": to_value(call) })),
-            BridgeMessage::ToolCallCancellation(cancel) => {
-                Some(json!({ "toolCallCancellation": to_value(cancel) }))
-            }
-            BridgeMessage::SetupComplete(details) => Some(to_value(details)),
-            BridgeMessage::TurnComplete(details) => {
-                (*details != TurnCompleteDetails::default()).then(|| to_value(details))
-            }
-            BridgeMessage::AudioChunk(pcm) => Some(json!({
-                "data": crate::live::lenient::encode_base64(pcm)
-            })),
-            BridgeMessage::LogMessage {
-                level,
-                message,
-                details,
-            } => {
-                let mut payload = json!({ "type": level, "message": message });
-                if let Some(details) = details {
-                    payload["details"] = details.clone();
-                }
-                Some(payload)
-            }
-            BridgeMessage::AssistantSpeaking { speaking } => Some(json!({ "speaking": speaking })),
-            BridgeMessage::GroundingMetadata(metadata) => Some(match metadata {
-                Some(metadata) => json!({ "groundingMetadata": metadata }),
-                None => json!({}),
-            }),
-            BridgeMessage::Other(_) => None,
-        };
-        encode_envelope(self.kind(), payload)
+        match self {
+            BridgeMessage::Other(kind) => encode_envelope(kind, Some(json!({}))),
+            message => serde_json::to_string(message).expect("protocol types always serialize"),
+        }
     }
 
-    /// Decodes one bridge frame (what the bridge client receives).
+    /// Decodes one bridge frame (what the bridge client receives). A missing or `null`
+    /// payload reads as `{}`, as other bridges send some types without one.
     pub fn decode(frame: &[u8]) -> Result<BridgeMessage, ProtocolError> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Content {
-            server_content: BridgeServerContent,
-        }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Call {
-            tool_call: ToolCall,
-        }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Cancel {
-            tool_call_cancellation: ToolCallCancellation,
-        }
-        #[derive(Deserialize)]
-        struct Disconnected {
-            #[serde(default)]
-            reason: Option<String>,
-        }
-        #[derive(Deserialize)]
-        struct Error {
-            #[serde(default)]
-            message: Option<String>,
-            #[serde(default)]
-            details: Option<Value>,
-        }
-        #[derive(Deserialize)]
-        struct Audio {
-            #[serde(with = "crate::live::lenient::base64_bytes")]
-            data: Vec<u8>,
-        }
-        #[derive(Deserialize)]
-        struct Log {
-            #[serde(rename = "type", default)]
-            level: Option<String>,
-            #[serde(default)]
-            message: String,
-            #[serde(default)]
-            details: Option<Value>,
-        }
-        #[derive(Deserialize)]
-        struct Speaking {
-            #[serde(default = "yes")]
-            speaking: bool,
-        }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Grounding {
-            #[serde(default)]
-            grounding_metadata: Option<Value>,
-        }
-
         let (kind, payload) = envelope(frame)?;
-        // Types without a payload may still carry `{}`.
-        let payload = payload.unwrap_or_else(|| json!({}));
-        let name: &'static str = match kind.as_str() {
-            "CONTENT_MESSAGE" => "CONTENT_MESSAGE",
-            "TOOL_CALL" => "TOOL_CALL",
-            "TOOL_CALL_CANCELLATION" => "TOOL_CALL_CANCELLATION",
-            "SETUP_COMPLETE" => "SETUP_COMPLETE",
-            "TURN_COMPLETE" => "TURN_COMPLETE",
-            "AUDIO_CHUNK" => "AUDIO_CHUNK",
-            "LOG_MESSAGE" => "LOG_MESSAGE",
-            "GEMINI_ERROR" => "GEMINI_ERROR",
-            "GEMINI_DISCONNECTED" => "GEMINI_DISCONNECTED",
-            "ASSISTANT_SPEAKING" => "ASSISTANT_SPEAKING",
-            "groundingMetadata" => "groundingMetadata",
-            "GEMINI_CONNECTED" => return Ok(BridgeMessage::GeminiConnected),
-            "INTERRUPTED" => return Ok(BridgeMessage::Interrupted),
-            _ => return Ok(BridgeMessage::Other(kind)),
+        let Some(name) = BRIDGE_MESSAGE_TYPES.iter().find(|k| **k == kind) else {
+            return Ok(BridgeMessage::Other(kind));
         };
-        let bad = |error: PayloadError| ProtocolError::Payload { kind: name, error };
-        Ok(match name {
-            "CONTENT_MESSAGE" => {
-                let c: Content = decode_value(payload).map_err(bad)?;
-                BridgeMessage::ContentMessage(Box::new(c.server_content))
-            }
-            "TOOL_CALL" => {
-                BridgeMessage::ToolCall(decode_value::<Call>(payload).map_err(bad)?.tool_call)
-            }
-            "TOOL_CALL_CANCELLATION" => BridgeMessage::ToolCallCancellation(
-                decode_value::<Cancel>(payload)
-                    .map_err(bad)?
-                    .tool_call_cancellation,
-            ),
-            "SETUP_COMPLETE" => BridgeMessage::SetupComplete(decode_value(payload).map_err(bad)?),
-            "TURN_COMPLETE" => BridgeMessage::TurnComplete(decode_value(payload).map_err(bad)?),
-            "AUDIO_CHUNK" => {
-                BridgeMessage::AudioChunk(decode_value::<Audio>(payload).map_err(bad)?.data)
-            }
-            "LOG_MESSAGE" => {
-                let log: Log = decode_value(payload).map_err(bad)?;
-                let level = match log.level.as_deref().map(str::to_ascii_lowercase).as_deref() {
-                    Some("error") => LogLevel::Error,
-                    Some("warn") | Some("warning") => LogLevel::Warn,
-                    _ => LogLevel::Info,
-                };
-                BridgeMessage::LogMessage {
-                    level,
-                    message: log.message,
-                    details: log.details,
-                }
-            }
-            "GEMINI_ERROR" => {
-                let e: Error = decode_value(payload).map_err(bad)?;
-                BridgeMessage::GeminiError {
-                    message: e
-                        .message
-                        .unwrap_or_else(|| "The bridge reported an error.".into()),
-                    details: e.details,
-                }
-            }
-            "GEMINI_DISCONNECTED" => BridgeMessage::GeminiDisconnected {
-                reason: decode_value::<Disconnected>(payload).map_err(bad)?.reason,
-            },
-            "ASSISTANT_SPEAKING" => BridgeMessage::AssistantSpeaking {
-                speaking: decode_value::<Speaking>(payload).map_err(bad)?.speaking,
-            },
-            _ => BridgeMessage::GroundingMetadata(
-                decode_value::<Grounding>(payload)
-                    .map_err(bad)?
-                    .grounding_metadata,
-            ),
+        let payload = payload.unwrap_or_else(|| json!({}));
+        decode_value(json!({ "type": name, "payload": payload })).map_err(|mut error| {
+            error.path = error
+                .path
+                .strip_prefix("payload.")
+                .map(str::to_owned)
+                .unwrap_or(error.path);
+            ProtocolError::Payload { kind: name, error }
         })
     }
 }

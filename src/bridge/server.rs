@@ -21,18 +21,19 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info};
 
 use super::protocol::{
-    AppMessage, BridgeMessage, BridgeServerContent, LogLevel, MappedConfig, RealtimeInputPayload,
+    AppMessage, BridgeMessage, ImageGenerationResult, LogLevel, MappedConfig, RealtimeInputPayload,
     SetupCompleteDetails, SetupErrorDetails, TurnCompleteDetails,
 };
 use crate::cli::ServeArgs;
 use crate::config::{FlagOverrides, Settings, Target};
+use crate::live::events::CloseInfo;
+use crate::live::reconnect::{self, LinkEvent, LinkHandle, ReconnectPolicy, SupervisorEvent};
+use crate::live::session::{TappedFrame, WireTap};
 use crate::live::wire::{
-    ClientContent, ClientMessage, Content, Part, RealtimeInput, Scheduling, ServerContent,
-    SessionResumptionConfig, Setup, ToolCall, ToolCallCancellation, ToolResponse, Transcription,
+    ClientContent, ClientMessage, Content, RealtimeInput, Scheduling, ServerMessage,
+    SessionResumptionConfig, Setup, ToolCallCancellation, ToolResponse,
 };
-use crate::live::{
-    self, ApiKey, Endpoint, SessionError, SessionEvent, SessionHandle, SessionOptions,
-};
+use crate::live::{self, ApiKey, Endpoint, SessionError, SessionEvent, SessionOptions};
 use crate::mock::{MockOptions, MockServer};
 use crate::ws_server::{self, Admission, ConnectionLimits, Ending};
 
@@ -145,6 +146,11 @@ pub async fn serve_until_signal(
         offline: args.offline,
         ..FlagOverrides::default()
     })?;
+    if settings.vertex.is_some() {
+        anyhow::bail!(
+            "livetalk serve does not reach Vertex AI yet; turn `vertex` off in the config for the bridge"
+        );
+    }
     let token = args
         .token
         .clone()
@@ -349,20 +355,46 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 type ClientSink = SplitSink<WebSocketStream<TcpStream>, Message>;
 
-/// The upstream Live session of one client, and what the bridge tracks about it.
+/// The upstream Live session of one client, and what the bridge tracks about it. It runs on
+/// the reconnect supervisor, so a goAway or a dropped connection resumes the conversation on
+/// a new connection instead of ending it.
 struct LiveLink {
-    handle: SessionHandle,
-    events: mpsc::Receiver<SessionEvent>,
+    handle: LinkHandle,
+    events: mpsc::Receiver<SupervisorEvent>,
+    /// Every server message as the service sent it (the supervisor's wire tap), which is what
+    /// the app gets; the events only tell the session's and the link's course.
+    frames: mpsc::UnboundedReceiver<ServerMessage>,
+    /// The tap may still send frames.
+    tapped: bool,
+    status: reconnect::LinkStatus,
     /// The setup it was opened with (before the resumption handle), to compare models.
     setup: Setup,
     /// `defaultScheduling` of NON_BLOCKING functions.
     scheduling: HashMap<String, Scheduling>,
-    /// The latest resumable handle, for `UPDATE_CONFIG`.
-    resumption_handle: Option<String>,
     /// Unanswered calls: id → name (fills in a missing `name` of a response).
     pending_calls: HashMap<String, String>,
     /// Model audio is flowing in the current turn (`ASSISTANT_SPEAKING` was sent).
     speaking: bool,
+    /// `SETUP_COMPLETE` was sent; later connections of the same session do not repeat it.
+    ready: bool,
+}
+
+/// Hands the bridge every server message the supervisor's connections receive after setup.
+struct Frames(mpsc::UnboundedSender<ServerMessage>);
+
+impl WireTap for Frames {
+    fn connecting(&self, _host: &str) {}
+
+    fn sent(&self, _message: &ClientMessage) {}
+
+    fn received(&self, frame: TappedFrame<'_>, during_setup: bool) {
+        if let (TappedFrame::Message(message), false) = (frame, during_setup) {
+            // The receiver goes with the link; a frame after that has nowhere to go.
+            let _ = self.0.send(message.clone());
+        }
+    }
+
+    fn closed(&self, _close: &CloseInfo) {}
 }
 
 enum Flow {
@@ -373,7 +405,8 @@ enum Flow {
 
 enum Incoming {
     Client(Option<Result<Message, tungstenite::Error>>),
-    Upstream(Option<SessionEvent>),
+    Upstream(Option<SupervisorEvent>),
+    Frame(Option<ServerMessage>),
 }
 
 struct ClientSession {
@@ -397,12 +430,20 @@ impl ClientSession {
         let (sink, mut stream) = socket.split();
         self.sink = Some(sink);
         let ending = loop {
-            let has_link = self.link.is_some();
-            let incoming = tokio::select! {
-                frame = stream.next() => Incoming::Client(frame),
-                event = async { self.link.as_mut()?.events.recv().await }, if has_link => {
-                    Incoming::Upstream(event)
+            // Frames first: the tap hands a frame over before its events, so what the service
+            // sent reaches the app before the link's own news (a close, a reconnect).
+            let incoming = match self.link.as_mut() {
+                Some(link) => {
+                    let (frames, events) = (&mut link.frames, &mut link.events);
+                    let tapped = link.tapped;
+                    tokio::select! {
+                        biased;
+                        frame = frames.recv(), if tapped => Incoming::Frame(frame),
+                        event = events.recv() => Incoming::Upstream(event),
+                        frame = stream.next() => Incoming::Client(frame),
+                    }
                 }
+                None => Incoming::Client(stream.next().await),
             };
             let flow = match incoming {
                 Incoming::Client(Some(Ok(Message::Text(text)))) => {
@@ -426,6 +467,17 @@ impl ClientSession {
                 Incoming::Client(Some(Err(e))) => {
                     debug!(peer = %self.peer, "client read error: {e}");
                     break Ending::ReadFailed(e);
+                }
+                Incoming::Frame(Some(message)) => {
+                    self.on_server_message(message).await;
+                    Flow::Continue
+                }
+                // The supervisor is gone, and its tap with it: the events tell how it ended.
+                Incoming::Frame(None) => {
+                    if let Some(link) = &mut self.link {
+                        link.tapped = false;
+                    }
+                    Flow::Continue
                 }
                 Incoming::Upstream(Some(event)) => self.on_upstream_event(event).await,
                 Incoming::Upstream(None) => {
@@ -497,6 +549,16 @@ impl ClientSession {
             }
         };
         match message {
+            AppMessage::GenerateImage => {
+                // Apps wait a minute for the result: say at once that none is coming.
+                self.send(BridgeMessage::ImageGenerationResult(ImageGenerationResult {
+                    success: false,
+                    error: Some("This bridge cannot generate images: the Gemini Live API answers with audio or text only. Ask for a description instead, or use an image generation API.".into()),
+                    ..ImageGenerationResult::default()
+                }))
+                .await;
+                Flow::Continue
+            }
             AppMessage::WebrtcOffer | AppMessage::WebrtcIceCandidate => {
                 self.error(
                     "This bridge speaks WebSocket audio only: WebRTC (WEBRTC_OFFER, WEBRTC_ICE_CANDIDATE) is not supported yet. Stream microphone audio with SEND_REALTIME_INPUT and play AUDIO_CHUNK messages instead.",
@@ -513,7 +575,7 @@ impl ClientSession {
                     return Flow::Continue;
                 }
                 self.warn_ignored(&ignored_keys).await;
-                self.send(BridgeMessage::GeminiConnected).await;
+                self.send(BridgeMessage::GeminiConnected {}).await;
                 match config.to_setup() {
                     Ok(mapped) => self.open_link(mapped, None).await,
                     Err(e) => {
@@ -543,6 +605,7 @@ impl ClientSession {
                         AppMessage::SendMessage { .. } => "SEND_MESSAGE",
                         AppMessage::SendRealtimeInput(_) => "SEND_REALTIME_INPUT",
                         AppMessage::SendToolResponse(_) => "SEND_TOOL_RESPONSE",
+                        AppMessage::ContextUpdate(_) => "CONTEXT_UPDATE",
                         _ => "UPDATE_CONFIG",
                     };
                     self.error(format!(
@@ -571,6 +634,9 @@ impl ClientSession {
                     }
                     AppMessage::SendRealtimeInput(payload) => self.realtime_input(payload).await,
                     AppMessage::SendToolResponse(response) => self.tool_response(response).await,
+                    AppMessage::ContextUpdate(update) => {
+                        self.forward(ClientMessage::ContextUpdate(update)).await
+                    }
                     AppMessage::UpdateConfig {
                         config,
                         ignored_keys,
@@ -740,14 +806,16 @@ impl ClientSession {
         self.forward(ClientMessage::ToolResponse(response)).await;
     }
 
-    /// Opens the upstream session for a checked config, resuming `resume` when given. Reports
-    /// the outcome with `SETUP_COMPLETE` (from the session's first event) or [`Self::setup_failed`].
+    /// Opens the upstream session for a checked config, resuming `resume` when given, and puts
+    /// it under the reconnect supervisor. Reports the outcome with `SETUP_COMPLETE` (from the
+    /// session's first event) or [`Self::setup_failed`].
     async fn open_link(&mut self, mapped: MappedConfig, resume: Option<String>) {
         for warning in mapped.warnings {
             self.send(BridgeMessage::log(LogLevel::Warn, warning)).await;
         }
         let mut setup = mapped.setup.clone();
-        // Always ask for handles, so a later UPDATE_CONFIG can keep the conversation.
+        // Always ask for handles, so a goAway, a drop or a later UPDATE_CONFIG can keep the
+        // conversation.
         setup.session_resumption = Some(SessionResumptionConfig {
             handle: resume,
             transparent: None,
@@ -755,21 +823,32 @@ impl ClientSession {
         let upstream = &self.shared.upstream;
         let options = SessionOptions {
             endpoint: upstream.endpoint.clone(),
-            api_key: upstream.api_key.clone(),
+            auth: upstream.api_key.clone().into(),
             setup,
             connect_timeout: upstream.connect_timeout,
         };
-        match live::connect(options).await {
+        let (frames_tx, frames) = mpsc::unbounded_channel();
+        let tap: Arc<dyn WireTap> = Arc::new(Frames(frames_tx));
+        match live::session::connect_tapped(options.clone(), Some(tap.clone())).await {
             Ok(session) => {
                 info!(peer = %self.peer, model = %mapped.setup.model, "upstream session open");
+                let link = reconnect::supervise(
+                    session,
+                    Some(options),
+                    ReconnectPolicy::default(),
+                    Some(tap),
+                );
                 self.link = Some(LiveLink {
-                    handle: session.handle,
-                    events: session.events,
+                    handle: link.handle,
+                    events: link.events,
+                    frames,
+                    tapped: true,
+                    status: link.status,
                     setup: mapped.setup,
                     scheduling: mapped.scheduling,
-                    resumption_handle: None,
                     pending_calls: HashMap::new(),
                     speaking: false,
+                    ready: false,
                 });
             }
             Err(e) => {
@@ -813,7 +892,7 @@ impl ClientSession {
             return;
         };
         let same_model = mapped.setup.model == old.setup.model;
-        let resume = match (&old.resumption_handle, same_model) {
+        let resume = match (&old.status.resume_handle(), same_model) {
             (Some(handle), true) => {
                 self.send(BridgeMessage::log(
                     LogLevel::Info,
@@ -844,122 +923,26 @@ impl ClientSession {
         self.open_link(mapped, resume).await;
     }
 
-    async fn on_upstream_event(&mut self, event: SessionEvent) -> Flow {
+    /// The session's and the link's course. What the model said comes from the frames.
+    async fn on_upstream_event(&mut self, event: SupervisorEvent) -> Flow {
         let Some(link) = &mut self.link else {
             return Flow::Continue;
         };
-        let mut out: Vec<BridgeMessage> = Vec::new();
-        let content = |content: ServerContent| {
-            BridgeMessage::ContentMessage(Box::new(BridgeServerContent {
-                content,
-                usage_metadata: None,
-            }))
-        };
-        match event {
-            SessionEvent::SetupComplete { .. } => {
-                out.push(BridgeMessage::SetupComplete(SetupCompleteDetails {
+        let message = match event {
+            SupervisorEvent::Session(SessionEvent::SetupComplete { .. }) => {
+                // A new connection of the same session is news for the log, not for the app.
+                if std::mem::replace(&mut link.ready, true) {
+                    return Flow::Continue;
+                }
+                BridgeMessage::SetupComplete(SetupCompleteDetails {
                     success: true,
                     error: None,
-                }));
+                })
             }
-            SessionEvent::ModelText(text) => out.push(content(ServerContent {
-                model_turn: Some(Content {
-                    role: None,
-                    parts: vec![Part {
-                        text: Some(text),
-                        ..Part::default()
-                    }],
-                }),
-                ..ServerContent::default()
-            })),
-            SessionEvent::ModelAudio { pcm, .. } => {
-                if !link.speaking {
-                    link.speaking = true;
-                    out.push(BridgeMessage::AssistantSpeaking { speaking: true });
-                }
-                out.push(BridgeMessage::AudioChunk(pcm));
+            SupervisorEvent::Session(SessionEvent::FrameSkipped { reason }) => {
+                BridgeMessage::log(LogLevel::Warn, reason)
             }
-            SessionEvent::InputTranscription { text, finished } => {
-                out.push(content(ServerContent {
-                    input_transcription: Some(transcription(text, finished)),
-                    ..ServerContent::default()
-                }))
-            }
-            SessionEvent::OutputTranscription { text, finished } => {
-                out.push(content(ServerContent {
-                    output_transcription: Some(transcription(text, finished)),
-                    ..ServerContent::default()
-                }))
-            }
-            SessionEvent::GenerationComplete => out.push(content(ServerContent {
-                generation_complete: Some(true),
-                ..ServerContent::default()
-            })),
-            SessionEvent::TurnComplete {
-                reason,
-                waiting_for_input,
-            } => {
-                link.speaking = false;
-                out.push(BridgeMessage::TurnComplete(TurnCompleteDetails {
-                    reason,
-                    waiting_for_input: waiting_for_input.then_some(true),
-                }));
-            }
-            SessionEvent::Interrupted => {
-                link.speaking = false;
-                out.push(BridgeMessage::Interrupted);
-            }
-            SessionEvent::ToolCall(calls) => {
-                for call in &calls {
-                    if let Some(id) = &call.id {
-                        link.pending_calls.insert(id.clone(), call.name.clone());
-                    }
-                }
-                out.push(BridgeMessage::ToolCall(ToolCall {
-                    function_calls: calls,
-                }));
-            }
-            SessionEvent::ToolCallCancelled(ids) => {
-                for id in &ids {
-                    link.pending_calls.remove(id);
-                }
-                out.push(BridgeMessage::ToolCallCancellation(ToolCallCancellation {
-                    ids,
-                }));
-            }
-            SessionEvent::GoAway { time_left } => {
-                let when = time_left
-                    .map(|t| format!(" in {:.0} s", t.as_secs_f64()))
-                    .unwrap_or_default();
-                out.push(BridgeMessage::log(
-                    LogLevel::Warn,
-                    format!("The Live API will end this session{when} (goAway)."),
-                ));
-            }
-            SessionEvent::ResumptionUpdate { handle, resumable } => {
-                if resumable && let Some(handle) = handle {
-                    link.resumption_handle = Some(handle);
-                }
-            }
-            SessionEvent::Usage(usage) => out.push(BridgeMessage::ContentMessage(Box::new(
-                BridgeServerContent {
-                    content: ServerContent::default(),
-                    usage_metadata: Some(usage),
-                },
-            ))),
-            SessionEvent::VoiceActivity { .. } => {}
-            SessionEvent::Grounding(metadata) => {
-                // Apps read it from CONTENT_MESSAGE; the protocol also names a message of its own.
-                out.push(content(ServerContent {
-                    grounding_metadata: Some(metadata.clone()),
-                    ..ServerContent::default()
-                }));
-                out.push(BridgeMessage::GroundingMetadata(Some(metadata)));
-            }
-            SessionEvent::FrameSkipped { reason } => {
-                out.push(BridgeMessage::log(LogLevel::Warn, reason));
-            }
-            SessionEvent::Closed(close) => {
+            SupervisorEvent::Session(SessionEvent::Closed(close)) => {
                 self.link = None;
                 info!(peer = %self.peer, code = ?close.code, "upstream closed: {}", close.message);
                 self.send(BridgeMessage::GeminiError {
@@ -973,19 +956,154 @@ impl ClientSession {
                 .await;
                 return Flow::Continue;
             }
+            SupervisorEvent::Session(_) => return Flow::Continue,
+            SupervisorEvent::Link(LinkEvent::Reconnecting {
+                planned, reason, ..
+            }) => {
+                link.speaking = false;
+                let what = if planned {
+                    "Moving the Gemini session to a new connection"
+                } else {
+                    "The connection to the Live API was lost; reconnecting"
+                };
+                BridgeMessage::log(
+                    if planned {
+                        LogLevel::Info
+                    } else {
+                        LogLevel::Warn
+                    },
+                    crate::echo::sentence(&format!("{what} ({})", reason.trim_end_matches('.'))),
+                )
+            }
+            SupervisorEvent::Link(LinkEvent::Reconnected { resumed: true }) => BridgeMessage::log(
+                LogLevel::Info,
+                "Reconnected to the Live API; the conversation continues.",
+            ),
+            SupervisorEvent::Link(LinkEvent::Reconnected { resumed: false }) => BridgeMessage::log(
+                LogLevel::Warn,
+                "Reconnected to the Live API with a fresh session: the model does not know the conversation so far.",
+            ),
+            SupervisorEvent::Link(LinkEvent::ResumeRejected { message }) => {
+                BridgeMessage::log(LogLevel::Warn, message)
+            }
+            SupervisorEvent::Link(LinkEvent::AnswerDropped { id, name }) => BridgeMessage::log(
+                LogLevel::Warn,
+                format!(
+                    "The answer to {name} (id {}) was not sent: its call belongs to a connection that has ended, or was answered already.",
+                    id.as_deref().unwrap_or("none")
+                ),
+            ),
+            SupervisorEvent::Abandoned(ids) => {
+                // The calls' connection is gone: the app must stop them and not answer.
+                for id in &ids {
+                    link.pending_calls.remove(id);
+                }
+                BridgeMessage::ToolCallCancellation {
+                    tool_call_cancellation: ToolCallCancellation { ids },
+                }
+            }
+        };
+        self.send(message).await;
+        Flow::Continue
+    }
+
+    /// One server message, passed on as the service sent it: audio as `AUDIO_CHUNK`, the rest
+    /// of `serverContent` (and the usage beside it) as `CONTENT_MESSAGE`, then the dedicated
+    /// messages apps look for (`INTERRUPTED`, `TURN_COMPLETE`, `TOOL_CALL`, …).
+    async fn on_server_message(&mut self, mut message: ServerMessage) {
+        let Some(link) = &mut self.link else {
+            return;
+        };
+        let mut out: Vec<BridgeMessage> = Vec::new();
+        let mut usage = message.usage_metadata.take();
+        if let Some(mut content) = message.server_content.take() {
+            if let Some(turn) = &mut content.model_turn {
+                let mut audio = Vec::new();
+                turn.parts.retain_mut(|part| match &mut part.inline_data {
+                    Some(blob) if blob.mime_type.starts_with("audio/") => {
+                        audio.push(std::mem::take(&mut blob.data));
+                        false
+                    }
+                    _ => true,
+                });
+                for data in audio {
+                    if !std::mem::replace(&mut link.speaking, true) {
+                        out.push(BridgeMessage::AssistantSpeaking { speaking: true });
+                    }
+                    out.push(BridgeMessage::AudioChunk { data });
+                }
+                if turn.parts.is_empty() {
+                    content.model_turn = None;
+                }
+            }
+            let interrupted = content.interrupted == Some(true);
+            let turn_complete = content.turn_complete == Some(true);
+            let details = TurnCompleteDetails {
+                reason: content.turn_complete_reason.clone(),
+                waiting_for_input: content.waiting_for_input.filter(|w| *w),
+                interaction_status: content.interaction_status.clone(),
+            };
+            let grounding = content.grounding_metadata.clone();
+            if content != Default::default() || usage.is_some() {
+                out.push(BridgeMessage::content(content, usage.take()));
+            }
+            if let Some(metadata) = grounding {
+                // Apps read it from CONTENT_MESSAGE; the protocol also names a message of its own.
+                out.push(BridgeMessage::GroundingMetadata {
+                    grounding_metadata: Some(metadata),
+                });
+            }
+            if interrupted {
+                link.speaking = false;
+                out.push(BridgeMessage::Interrupted {});
+            }
+            if turn_complete {
+                link.speaking = false;
+                out.push(BridgeMessage::TurnComplete(details));
+            }
         }
+        if usage.is_some() {
+            out.push(BridgeMessage::content(Default::default(), usage));
+        }
+        if let Some(call) = message.tool_call.take() {
+            for call in &call.function_calls {
+                if let Some(id) = &call.id {
+                    link.pending_calls.insert(id.clone(), call.name.clone());
+                }
+            }
+            out.push(BridgeMessage::ToolCall { tool_call: call });
+        }
+        if let Some(cancel) = message.tool_call_cancellation.take() {
+            for id in &cancel.ids {
+                link.pending_calls.remove(id);
+            }
+            out.push(BridgeMessage::ToolCallCancellation {
+                tool_call_cancellation: cancel,
+            });
+        }
+        if message.voice_activity.is_some() || message.voice_activity_detection_signal.is_some() {
+            out.push(BridgeMessage::VoiceActivity {
+                voice_activity: message.voice_activity.take(),
+                voice_activity_detection_signal: message.voice_activity_detection_signal.take(),
+            });
+        }
+        if let Some(go_away) = message.go_away.take() {
+            let when = go_away
+                .time_left
+                .map(|t| format!(" in {:.0} s", t.as_secs_f64()))
+                .unwrap_or_default();
+            out.push(BridgeMessage::log(
+                LogLevel::Info,
+                format!(
+                    "The Live API will end this connection{when} (goAway); the bridge moves the session to a new one and the conversation continues."
+                ),
+            ));
+        }
+        // `sessionResumptionUpdate` is the supervisor's business; `setupComplete` came during
+        // setup.
         for message in out {
             self.send(message).await;
         }
-        Flow::Continue
-    }
-}
-
-fn transcription(text: String, finished: bool) -> Transcription {
-    Transcription {
-        text: Some(text),
-        finished: finished.then_some(true),
-        language_code: None,
     }
 }
 

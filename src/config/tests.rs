@@ -399,3 +399,87 @@ fn bad_mcp_servers_are_named() {
         assert_eq!(error.origin, "flag --mcp", "{flag}: {error}");
     }
 }
+
+#[test]
+fn vertex_takes_project_and_location_from_flags_file_or_environment() {
+    let file = config_file("vertex = true\nproject = \"file-proj\"\n");
+    let flags = FlagOverrides {
+        location: Some("europe-west4".into()),
+        ..with_file(&file)
+    };
+    let s = Settings::resolve(&flags, &env_of(&[("GOOGLE_CLOUD_PROJECT", "env-proj")])).unwrap();
+    let vertex = s.vertex.clone().unwrap();
+    assert_eq!(vertex.project, "env-proj", "the environment beats the file");
+    assert_eq!(vertex.location, "europe-west4");
+    assert!(matches!(&s.target, Target::Google(e) if e.is_vertex()
+        && e.url() == "wss://europe-west4-aiplatform.googleapis.com/ws/google.cloud.aiplatform.v1.LlmBidiService/BidiGenerateContent"));
+    assert_eq!(
+        vertex.model_name(&s.model),
+        "projects/env-proj/locations/europe-west4/publishers/google/models/gemini-3.8-live"
+    );
+    for (given, expected) in [
+        (
+            "publishers/acme/models/m",
+            "projects/env-proj/locations/europe-west4/publishers/acme/models/m",
+        ),
+        (
+            "projects/p/locations/l/publishers/google/models/m",
+            "projects/p/locations/l/publishers/google/models/m",
+        ),
+    ] {
+        assert_eq!(vertex.model_name(given), expected);
+    }
+
+    // --endpoint keeps Vertex's path; --offline leaves Vertex out.
+    let empty = config_file("");
+    let flags = FlagOverrides {
+        vertex: true,
+        project: Some("p".into()),
+        location: Some("global".into()),
+        endpoint: Some("ws://127.0.0.1:9000".into()),
+        ..with_file(&empty)
+    };
+    let s = Settings::resolve(
+        &flags,
+        &env_of(&[("GEMINI_API_KEY", "fake-key-vertex-config")]),
+    )
+    .unwrap();
+    assert!(matches!(&s.target, Target::Custom(e) if e.is_vertex()
+        && e.url() == "ws://127.0.0.1:9000/ws/google.cloud.aiplatform.v1.LlmBidiService/BidiGenerateContent"));
+    let offline = FlagOverrides {
+        offline: true,
+        endpoint: None,
+        ..flags.clone()
+    };
+    let s = Settings::resolve(&offline, &env_of(&[])).unwrap();
+    assert!(s.vertex.is_none() && s.target == Target::OfflineMock);
+}
+
+#[test]
+fn vertex_without_a_project_or_with_a_bad_location_says_where_to_give_it() {
+    let empty = config_file("");
+    let flags = FlagOverrides {
+        vertex: true,
+        location: Some("us-central1".into()),
+        ..with_file(&empty)
+    };
+    let error = Settings::resolve(&flags, &env_of(&[])).unwrap_err();
+    assert_eq!(error.key, "project");
+    assert!(
+        error.problem.contains("--project") && error.problem.contains("GOOGLE_CLOUD_PROJECT"),
+        "{error}"
+    );
+    let error = Settings::resolve(
+        &FlagOverrides {
+            project: Some("p".into()),
+            location: Some("us-central1/../x".into()),
+            ..flags
+        },
+        &env_of(&[]),
+    )
+    .unwrap_err();
+    assert_eq!(
+        (error.key.as_str(), error.origin.as_str()),
+        ("location", "flag --location")
+    );
+}

@@ -11,14 +11,14 @@ use super::{Engine, Route};
 use crate::app::{App, AppInit};
 use crate::audio::{Audio, AudioLink};
 use crate::config::{Settings, Target};
-use crate::live::Endpoint;
-use crate::live::SessionOptions;
+use crate::live::adc::{Credentials, TokenSource};
 use crate::live::reconnect::ReconnectPolicy;
 use crate::live::wire::{
     AudioTranscriptionConfig, AutomaticActivityDetection, Content, ContextWindowCompression,
     GenerationConfig, Modality, RealtimeInputConfig, SessionResumptionConfig, Setup, SlidingWindow,
     SpeechConfig, ToolSet,
 };
+use crate::live::{Auth, Endpoint, SessionOptions};
 use crate::mock::{MockOptions, MockServer};
 use crate::record::Recorder;
 use crate::tools::mcp::McpHub;
@@ -39,8 +39,11 @@ pub fn tool_sets(registry: &Registry) -> Vec<ToolSet> {
 
 /// The `setup` message for these settings and tools.
 pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
-    Setup {
-        model: settings.model.clone(),
+    let mut setup = Setup {
+        model: match &settings.vertex {
+            Some(vertex) => vertex.model_name(&settings.model),
+            None => settings.model.clone(),
+        },
         generation_config: Some(GenerationConfig {
             response_modalities: vec![Modality::Audio],
             speech_config: Some(SpeechConfig::voice(&settings.voice)),
@@ -73,7 +76,10 @@ pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
             }
         }),
         ..Setup::default()
-    }
+    };
+    // Some models take functions only one way (the app tells the user so).
+    crate::live::models::fit_declarations(&mut setup);
+    setup
 }
 
 /// Where the session connects. For the offline demo model this starts the embedded mock on a
@@ -96,6 +102,29 @@ pub async fn resolve_endpoint(
     }
 }
 
+/// How the session's connections prove who they are. For Vertex AI that is an access token
+/// from Application Default Credentials, whose file is found and read here, before anything
+/// starts, so missing credentials are one message at once; an API key is then not used.
+pub fn auth(settings: &Settings) -> anyhow::Result<Auth> {
+    let Some(vertex) = &settings.vertex else {
+        return Ok(settings.api_key.clone().into());
+    };
+    if settings.api_key.is_some() {
+        crate::secrets::err(
+            "livetalk: notice: an API key is set, but --vertex uses Application Default Credentials; the key is not used.",
+        );
+    }
+    let credentials =
+        Credentials::find(&|name| std::env::var(name).ok()).map_err(anyhow::Error::msg)?;
+    tracing::info!(
+        project = %vertex.project,
+        location = %vertex.location,
+        "Vertex AI with the {}",
+        credentials.describe()
+    );
+    Ok(Auth::Bearer(Arc::new(TokenSource::new(credentials))))
+}
+
 /// The reconnect policy of these settings.
 pub fn reconnect_policy(settings: &Settings) -> ReconnectPolicy {
     ReconnectPolicy {
@@ -109,6 +138,7 @@ pub fn reconnect_policy(settings: &Settings) -> ReconnectPolicy {
 /// model is the target). The engine connects once the drive loop asks it for messages.
 /// `log_path` is what the help shows.
 pub async fn launch(settings: &Settings, log_path: Option<&Path>) -> anyhow::Result<(App, Engine)> {
+    let auth = auth(settings)?;
     let home = SmartHome::new();
     let registry = Arc::new(
         builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone())
@@ -146,7 +176,7 @@ pub async fn launch(settings: &Settings, log_path: Option<&Path>) -> anyhow::Res
             }
             Route::Live(SessionOptions {
                 endpoint,
-                api_key: settings.api_key.clone(),
+                auth,
                 setup,
                 connect_timeout: settings.connect_timeout,
             })

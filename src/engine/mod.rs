@@ -18,14 +18,16 @@ use crate::app::{Effect, Msg};
 use crate::audio::{AudioEvent, AudioLink, AudioOutput, MicFrame};
 use crate::driver::Source;
 use crate::live::reconnect::{self, Link, LinkSlot, LinkStatus, ReconnectPolicy, SupervisorEvent};
-use crate::live::wire::{ClientMessage, Empty, RealtimeInput, Setup};
+use crate::live::wire::{
+    ClientMessage, Content, ContextUpdate, Empty, RealtimeInput, Scheduling, Setup,
+};
 use crate::live::{CloseInfo, SessionEvent, SessionOptions};
 use crate::mock::MockServer;
 use crate::record::Recorder;
 use crate::tools::mcp::{Catalog, McpEvent, McpHub};
 use crate::tools::{Device, Registry, SmartHome, ToolDispatcher, ToolEvent};
 
-pub use launch::{build_setup, launch, reconnect_policy, tool_sets};
+pub use launch::{auth, build_setup, launch, reconnect_policy, tool_sets};
 
 /// How long the engine waits for the audio devices before connecting anyway.
 const AUDIO_OPEN_WAIT: Duration = Duration::from_secs(5);
@@ -76,6 +78,8 @@ pub struct Engine {
     pending: VecDeque<Msg>,
     /// Kept alive while the session runs on it.
     _mock: Option<MockServer>,
+    /// The session is on Vertex AI, which ignores `SILENT` scheduling.
+    vertex: bool,
 }
 
 impl Engine {
@@ -98,6 +102,7 @@ impl Engine {
             start: Start::Done,
             pending: VecDeque::new(),
             _mock: None,
+            vertex: false,
         }
     }
 
@@ -179,6 +184,7 @@ impl Engine {
     /// five seconds), from within [`Source::next`], so the presenter stays responsive.
     pub fn start(&mut self, route: Route) {
         if let Route::Live(options) = &route {
+            self.vertex = options.endpoint.is_vertex();
             // Kept even when the first attempt fails, so the user's retry has somewhere to go.
             self.link.retry_with(options.clone());
         }
@@ -193,6 +199,7 @@ impl Engine {
 
     /// Connects at once and waits for the session (tests drive the engine by hand).
     pub async fn connect(&mut self, options: SessionOptions) -> Result<(), String> {
+        self.vertex = options.endpoint.is_vertex();
         self.link.retry_with(options.clone());
         let link = open(Route::Live(options), self.link.policy(), self.link.tap()).await?;
         self.link.adopt(link);
@@ -248,6 +255,16 @@ impl Engine {
         }
     }
 
+    /// A finished call as this session's service will take its answer (see
+    /// [`silent_as_when_idle`]).
+    fn on_this_service(&self, event: ToolEvent) -> ToolEvent {
+        if self.vertex {
+            silent_as_when_idle(event)
+        } else {
+            event
+        }
+    }
+
     /// True once nothing more can come: the link has ended and no tool is running.
     fn exhausted(&self) -> bool {
         matches!(self.start, Start::Done)
@@ -255,6 +272,17 @@ impl Engine {
             && !self.link.is_open()
             && self.dispatcher.in_flight() == 0
     }
+}
+
+/// Vertex AI drops `SILENT` scheduling and answers such a result like any other, so on Vertex
+/// it is sent (and its answer awaited) as `WHEN_IDLE`, what Vertex applies anyway.
+fn silent_as_when_idle(mut event: ToolEvent) -> ToolEvent {
+    if let ToolEvent::Finished(outcome) = &mut event
+        && outcome.response.scheduling == Some(Scheduling::Silent)
+    {
+        outcome.response.scheduling = Some(Scheduling::WhenIdle);
+    }
+    event
 }
 
 /// Connects along `route` and supervises the session: a Live session reconnects by the
@@ -346,7 +374,7 @@ impl Source for Engine {
                     }
                     None => {}
                 },
-                Some(event) = self.tool_events.recv() => return Some(Msg::Tool(event)),
+                Some(event) = self.tool_events.recv() => return Some(Msg::Tool(self.on_this_service(event))),
                 Some(event) = self.mcp_events.recv() => {
                     match &event {
                         // A server that came (back) up: its tools at the next turn boundary.
@@ -376,6 +404,20 @@ impl Source for Engine {
                     && handle.send_user_text(&text).await.is_err()
                 {
                     warn!("dropped a user turn: the session is closed");
+                }
+            }
+            Effect::SendInstruction(text) => {
+                let update = ContextUpdate {
+                    system_instruction: Some(Content::text("user", text)),
+                    tools: None,
+                };
+                if let Some(handle) = self.link.handle()
+                    && handle
+                        .send(ClientMessage::ContextUpdate(update))
+                        .await
+                        .is_err()
+                {
+                    warn!("dropped a system instruction: the session is closed");
                 }
             }
             Effect::RunTools(calls) => self.dispatcher.dispatch(calls),
@@ -477,6 +519,51 @@ impl Source for Engine {
         match &mut self.audio {
             Some(audio) => audio.settle().await.into_iter().map(Msg::Audio).collect(),
             None => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::wire::FunctionResponse;
+    use crate::tools::{ToolOutcome, ToolStatus};
+
+    fn finished(scheduling: Option<Scheduling>) -> ToolEvent {
+        ToolEvent::Finished(ToolOutcome {
+            id: None,
+            name: "note".into(),
+            args: serde_json::json!({}),
+            status: ToolStatus::Ok,
+            response: FunctionResponse {
+                name: "note".into(),
+                scheduling,
+                ..FunctionResponse::default()
+            },
+            duration: Duration::ZERO,
+            truncated: false,
+        })
+    }
+
+    fn scheduling(event: ToolEvent) -> Option<Scheduling> {
+        match event {
+            ToolEvent::Finished(outcome) => outcome.response.scheduling,
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn only_silent_results_become_when_idle() {
+        assert_eq!(
+            scheduling(silent_as_when_idle(finished(Some(Scheduling::Silent)))),
+            Some(Scheduling::WhenIdle)
+        );
+        for kept in [
+            None,
+            Some(Scheduling::Interrupt),
+            Some(Scheduling::WhenIdle),
+        ] {
+            assert_eq!(scheduling(silent_as_when_idle(finished(kept))), kept);
         }
     }
 }

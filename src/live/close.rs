@@ -32,9 +32,12 @@ pub fn describe_close(code: u16, reason: &str) -> String {
         1008 if lower.contains("session not found") => format!(
             "The session to resume no longer exists (1008){quoted}. A fresh session is needed."
         ),
-        1008 if lower.contains("not found") || lower.contains("not supported for bidigeneratecontent") => format!(
-            "The model is not available (1008){quoted}. Check `model` and `api_version` in the config."
-        ),
+        1008 if lower.contains("not found") || lower.contains("not supported for bidigeneratecontent") => match super::models::retired_hint(reason) {
+            Some(hint) => format!("The model is not available (1008){quoted}. {hint}"),
+            None => format!(
+                "The model is not available (1008){quoted}. Check `model` and `api_version` in the config."
+            ),
+        },
         1008 if lower.contains("operation was aborted") => format!(
             "The server ended the connection (1008){quoted}. This happens after a goAway, or when audio is streamed while a blocking tool call is unanswered."
         ),

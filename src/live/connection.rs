@@ -98,13 +98,25 @@ pub trait Protocol: Send + 'static {
 /// setup answer, must be done within `timeout`. `tap` sees the attempt, every app message
 /// sent, and the close (also of a failed setup).
 pub async fn run<P: Protocol>(
-    mut protocol: P,
+    protocol: P,
     setup: &Setup,
     timeout: Duration,
     tap: Option<Arc<dyn WireTap>>,
 ) -> Result<Session, SessionError> {
-    install_crypto_provider();
     let deadline = tokio::time::Instant::now() + timeout;
+    run_until(protocol, setup, timeout, deadline, tap).await
+}
+
+/// [`run`] under a deadline that started earlier (the caller spent part of `timeout` getting
+/// credentials); messages still name the whole `timeout`.
+pub async fn run_until<P: Protocol>(
+    mut protocol: P,
+    setup: &Setup,
+    timeout: Duration,
+    deadline: tokio::time::Instant,
+    tap: Option<Arc<dyn WireTap>>,
+) -> Result<Session, SessionError> {
+    install_crypto_provider();
     let host = protocol.host().to_owned();
     if let Some(tap) = &tap {
         tap.connecting(&host);
@@ -423,7 +435,7 @@ mod tests {
                 Peer::Live => {
                     session::connect(SessionOptions {
                         endpoint: Endpoint::parse(&url, ApiVersion::V1).unwrap(),
-                        api_key: None,
+                        auth: session::Auth::None,
                         setup,
                         connect_timeout,
                     })

@@ -1,8 +1,7 @@
-//! Dialling a WebSocket server in named stages (look-up, TCP, TLS, upgrade) under one
-//! deadline, so a server that stalls at any of them costs a bounded wait and the user is told
-//! the host, the port and the stage it stalled at.
+//! Dialling a WebSocket server in named stages (look-up, TCP, the proxy's tunnel, TLS,
+//! upgrade) under one deadline, so a server that stalls at any of them costs a bounded wait
+//! and the user is told the host, the port and the stage it stalled at.
 
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::net::TcpStream;
@@ -13,6 +12,7 @@ use tokio_tungstenite::tungstenite::{self};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::close::describe_io_error;
+use super::network::{Network, network};
 
 /// An upgraded socket, plain or TLS.
 pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -22,6 +22,8 @@ pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 pub enum Stage {
     Resolve,
     Tcp,
+    /// Asking an HTTP proxy for a tunnel (CONNECT).
+    Proxy,
     Tls,
     Upgrade,
     Setup,
@@ -33,6 +35,7 @@ impl Stage {
         match self {
             Stage::Resolve => "looking up the host",
             Stage::Tcp => "opening the TCP connection",
+            Stage::Proxy => "waiting for the proxy to open a tunnel",
             Stage::Tls => "in the TLS handshake",
             Stage::Upgrade => "waiting for the WebSocket upgrade",
             Stage::Setup => "waiting for the session to be set up",
@@ -44,6 +47,9 @@ impl Stage {
         match self {
             Stage::Resolve => "Check the host name and your DNS.",
             Stage::Tcp => "A firewall may be dropping the connection.",
+            Stage::Proxy => {
+                "Check the proxy in HTTPS_PROXY (or ALL_PROXY); hosts in NO_PROXY are reached directly."
+            }
             Stage::Tls => {
                 "The server may not speak TLS: for a plain server use ws:// instead of wss://."
             }
@@ -132,25 +138,36 @@ async fn stage<T>(
     }
 }
 
-/// Looks up, connects, shakes hands and upgrades, all before `deadline`.
+/// Looks up, connects (through the proxy when one applies), shakes hands and upgrades, all
+/// before `deadline`.
 pub async fn dial(
     request: Request,
     target: &Target,
     config: WebSocketConfig,
     deadline: Instant,
 ) -> Result<(Socket, Response), DialError> {
+    let network = network().map_err(|message| DialError::Failed {
+        stage: Stage::Proxy,
+        message,
+    })?;
+    let proxy = network.proxy.as_ref().filter(|p| p.applies_to(target));
+    // With a proxy, the proxy resolves the target's name.
+    let (hop, hop_name) = match proxy {
+        Some(proxy) => (&proxy.address, format!("the proxy {}", proxy.address)),
+        None => (target, target.to_string()),
+    };
     let addresses = stage(Stage::Resolve, deadline, async {
-        let found: Vec<_> = tokio::net::lookup_host((target.host.as_str(), target.port))
+        let found: Vec<_> = tokio::net::lookup_host((hop.host.as_str(), hop.port))
             .await
-            .map_err(|e| crate::echo::sentence(&format!("Could not resolve {}: {e}", target.host)))?
+            .map_err(|e| crate::echo::sentence(&format!("Could not resolve {}: {e}", hop.host)))?
             .collect();
         if found.is_empty() {
-            return Err(format!("{} has no address.", target.host));
+            return Err(format!("{} has no address.", hop.host));
         }
         Ok(found)
     })
     .await?;
-    let tcp = stage(Stage::Tcp, deadline, async {
+    let mut tcp = stage(Stage::Tcp, deadline, async {
         let mut last = None;
         for address in addresses {
             match TcpStream::connect(address).await {
@@ -159,21 +176,24 @@ pub async fn dial(
             }
         }
         Err(match last {
-            Some(e) => describe_io_error(&e, &target.to_string()),
-            None => format!("Could not connect to {target}."),
+            Some(e) => describe_io_error(&e, &hop_name),
+            None => format!("Could not connect to {hop_name}."),
         })
     })
     .await?;
+    if let Some(proxy) = proxy {
+        stage(Stage::Proxy, deadline, proxy.open_tunnel(&mut tcp, target)).await?;
+    }
     // Frames are small and latency matters more than packing them.
     let _ = tcp.set_nodelay(true);
     let stream = if target.tls {
         let tls = stage(Stage::Tls, deadline, async {
             let name = rustls::pki_types::ServerName::try_from(target.host.clone())
                 .map_err(|e| format!("{} is not a valid TLS server name: {e}", target.host))?;
-            tokio_rustls::TlsConnector::from(tls_config())
+            tokio_rustls::TlsConnector::from(network.tls.clone())
                 .connect(name, tcp)
                 .await
-                .map_err(|e| tls_failure(target, &e))
+                .map_err(|e| tls_failure(target, &e, network))
         })
         .await?;
         MaybeTlsStream::Rustls(tls)
@@ -198,27 +218,10 @@ pub async fn dial(
     }
 }
 
-/// The client TLS settings, built once: the bundled web roots, TLS 1.2 and 1.3.
-fn tls_config() -> Arc<rustls::ClientConfig> {
-    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            super::connection::install_crypto_provider();
-            let roots = rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-            };
-            Arc::new(
-                rustls::ClientConfig::builder()
-                    .with_root_certificates(roots)
-                    .with_no_client_auth(),
-            )
-        })
-        .clone()
-}
-
 /// A failed handshake; a plain server answering a TLS hello is the usual cause, and says so
-/// by resetting, hanging up or sending bytes that are no TLS record.
-fn tls_failure(target: &Target, error: &std::io::Error) -> String {
+/// by resetting, hanging up or sending bytes that are no TLS record. A certificate from an
+/// unknown authority is often a company proxy's, whose CA the user can name.
+fn tls_failure(target: &Target, error: &std::io::Error, network: &Network) -> String {
     use std::io::ErrorKind;
     let plain_server = matches!(
         error.kind(),
@@ -227,6 +230,18 @@ fn tls_failure(target: &Target, error: &std::io::Error) -> String {
     if plain_server {
         format!(
             "The TLS handshake with {target} failed ({error}). The server may not speak TLS: for a plain server use ws:// instead of wss://."
+        )
+    } else if error.to_string().contains("UnknownIssuer") {
+        let unread = if network.trust_problems.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (Some trusted certificates could not be read: {}.)",
+                network.trust_problems.join("; ")
+            )
+        };
+        format!(
+            "The TLS handshake with {target} failed: its certificate is not signed by an authority livetalk trusts. If a company proxy inspects TLS, give its CA certificate in SSL_CERT_FILE (or a folder in SSL_CERT_DIR).{unread}"
         )
     } else {
         crate::echo::sentence(&format!("The TLS handshake with {target} failed: {error}"))
@@ -283,6 +298,7 @@ mod tests {
         for stage in [
             Stage::Resolve,
             Stage::Tcp,
+            Stage::Proxy,
             Stage::Tls,
             Stage::Upgrade,
             Stage::Setup,

@@ -1,4 +1,5 @@
-//! Where the Live API lives: endpoint URLs, API versions, and the API key kept out of sight.
+//! Where the Live API lives: endpoint URLs (the Gemini API's and Vertex AI's), API versions,
+//! and the API key kept out of sight.
 
 use std::fmt;
 
@@ -38,6 +39,25 @@ pub fn standard_path(version: ApiVersion) -> String {
     format!("/ws/google.ai.generativelanguage.{version}.GenerativeService.BidiGenerateContent")
 }
 
+/// Vertex AI's BidiGenerateContent path for an API version (Vertex has no alpha; its beta is
+/// `v1beta1`).
+pub fn vertex_path(version: ApiVersion) -> String {
+    let version = match version {
+        ApiVersion::V1 => "v1",
+        ApiVersion::V1beta | ApiVersion::V1alpha => "v1beta1",
+    };
+    format!("/ws/google.cloud.aiplatform.{version}.LlmBidiService/BidiGenerateContent")
+}
+
+/// Vertex AI's WebSocket host for a location, as the official SDKs choose it.
+pub fn vertex_base(location: &str) -> String {
+    if location == "global" {
+        "wss://aiplatform.googleapis.com".to_owned()
+    } else {
+        format!("wss://{location}-aiplatform.googleapis.com")
+    }
+}
+
 /// A Gemini API key. It is only ever read by [`ApiKey::expose`] when the upgrade request is
 /// built; `Debug` and `Display` print a placeholder so it cannot leak through logs or errors.
 #[derive(Clone, PartialEq, Eq)]
@@ -74,6 +94,8 @@ impl fmt::Display for ApiKey {
 pub struct Endpoint {
     url: String,
     host: String,
+    /// Vertex AI's Live API (bearer tokens, resource-name models) rather than the Gemini API.
+    vertex: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -94,8 +116,23 @@ impl Endpoint {
         Endpoint::parse(GOOGLE_AI_BASE, version).expect("the built-in endpoint is valid")
     }
 
+    /// Vertex AI's service in `location`.
+    pub fn vertex(location: &str, version: ApiVersion) -> Result<Self, EndpointError> {
+        Endpoint::parse_vertex(&vertex_base(location), version)
+    }
+
     /// A `ws://` or `wss://` base URL; the standard path is appended when the URL has none.
     pub fn parse(base: &str, version: ApiVersion) -> Result<Self, EndpointError> {
+        Endpoint::parse_with(base, standard_path(version), false)
+    }
+
+    /// [`Endpoint::parse`] for a Vertex AI endpoint: Vertex's path is appended when the URL
+    /// has none.
+    pub fn parse_vertex(base: &str, version: ApiVersion) -> Result<Self, EndpointError> {
+        Endpoint::parse_with(base, vertex_path(version), true)
+    }
+
+    fn parse_with(base: &str, path: String, vertex: bool) -> Result<Self, EndpointError> {
         let base = base.trim();
         let uri: Uri = base
             .parse()
@@ -123,9 +160,9 @@ impl Endpoint {
             let authority = uri.authority().map(|a| a.as_str()).unwrap_or(&host);
             let scheme = uri.scheme_str().unwrap_or("wss");
             let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
-            format!("{scheme}://{authority}{}{query}", standard_path(version))
+            format!("{scheme}://{authority}{path}{query}")
         };
-        Ok(Endpoint { url, host })
+        Ok(Endpoint { url, host, vertex })
     }
 
     pub fn url(&self) -> &str {
@@ -140,6 +177,11 @@ impl Endpoint {
     /// Whether this is Google's own service (where a key is required).
     pub fn is_google(&self) -> bool {
         self.host.ends_with("googleapis.com")
+    }
+
+    /// Whether this is Vertex AI's Live API.
+    pub fn is_vertex(&self) -> bool {
+        self.vertex
     }
 }
 
@@ -183,6 +225,33 @@ mod tests {
         assert_eq!(
             Endpoint::parse(custom, ApiVersion::V1).unwrap().url(),
             custom
+        );
+    }
+
+    #[test]
+    fn vertex_endpoints_use_the_location_host_and_the_llm_bidi_service_path() {
+        let e = Endpoint::vertex("us-central1", ApiVersion::V1).unwrap();
+        assert_eq!(
+            e.url(),
+            "wss://us-central1-aiplatform.googleapis.com/ws/google.cloud.aiplatform.v1.LlmBidiService/BidiGenerateContent"
+        );
+        assert!(e.is_vertex() && e.is_google());
+        assert_eq!(
+            Endpoint::vertex("global", ApiVersion::V1beta)
+                .unwrap()
+                .url(),
+            "wss://aiplatform.googleapis.com/ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent"
+        );
+        let local = Endpoint::parse_vertex("ws://127.0.0.1:9000", ApiVersion::V1).unwrap();
+        assert!(
+            local.url().ends_with(
+                ":9000/ws/google.cloud.aiplatform.v1.LlmBidiService/BidiGenerateContent"
+            )
+        );
+        assert!(
+            !Endpoint::parse("ws://127.0.0.1:9000", ApiVersion::V1)
+                .unwrap()
+                .is_vertex()
         );
     }
 

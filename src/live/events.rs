@@ -28,7 +28,12 @@ pub enum SessionEvent {
     OutputTranscription { text: String, finished: bool },
     /// The model finished generating this turn (playback may still be running).
     GenerationComplete,
-    /// The model's turn is over.
+    /// Where the interaction stands, on models whose turns go on after `turnComplete`
+    /// (`serverContent.interactionStatus`): `idle` once the model has nothing more to do,
+    /// else it is still working (tool calls or speech may follow).
+    Interaction { idle: bool },
+    /// The model's turn is over (on models that send [`SessionEvent::Interaction`], the
+    /// interaction may go on).
     TurnComplete {
         reason: Option<String>,
         waiting_for_input: bool,
@@ -157,6 +162,14 @@ pub fn events_from(message: ServerMessage) -> Vec<SessionEvent> {
         if content.interrupted == Some(true) {
             events.push(SessionEvent::Interrupted);
         }
+        // Before the turnComplete beside it: that turnComplete ends the interaction or not.
+        match content.interaction_status.as_deref() {
+            Some("IDLE") => events.push(SessionEvent::Interaction { idle: true }),
+            Some("IN_PROGRESS") | Some("REQUIRES_ACTION") => {
+                events.push(SessionEvent::Interaction { idle: false })
+            }
+            _ => {}
+        }
         if content.turn_complete == Some(true) {
             events.push(SessionEvent::TurnComplete {
                 reason: content.turn_complete_reason,
@@ -270,6 +283,30 @@ mod tests {
                     waiting_for_input: false
                 }
             ]
+        );
+    }
+
+    #[test]
+    fn interaction_status_comes_before_the_turn_complete_beside_it() {
+        assert_eq!(
+            events(
+                r#"{"serverContent": {"turnComplete": true, "interactionStatus": "IN_PROGRESS"}}"#
+            ),
+            vec![
+                SessionEvent::Interaction { idle: false },
+                SessionEvent::TurnComplete {
+                    reason: None,
+                    waiting_for_input: false
+                }
+            ]
+        );
+        assert_eq!(
+            events(r#"{"serverContent": {"interactionStatus": "IDLE"}}"#),
+            vec![SessionEvent::Interaction { idle: true }]
+        );
+        assert_eq!(
+            events(r#"{"serverContent": {"interactionStatus": "INTERACTION_STATUS_UNSPECIFIED"}}"#),
+            vec![]
         );
     }
 

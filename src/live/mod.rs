@@ -1,6 +1,7 @@
 //! The Live API: wire types, frame codec, connection and session, close-code meanings, and
 //! the supervisor that keeps a conversation alive across connections.
 
+pub mod adc;
 pub mod close;
 pub mod codec;
 pub mod connection;
@@ -8,6 +9,9 @@ pub mod dial;
 pub mod endpoint;
 pub mod events;
 pub mod lenient;
+pub mod models;
+pub mod network;
+pub mod proxy;
 pub mod reconnect;
 pub mod reply;
 pub mod session;
@@ -15,4 +19,4 @@ pub mod wire;
 
 pub use endpoint::{ApiKey, ApiVersion, Endpoint};
 pub use events::{CloseInfo, SessionEvent};
-pub use session::{Session, SessionError, SessionHandle, SessionOptions, connect};
+pub use session::{Auth, Session, SessionError, SessionHandle, SessionOptions, connect};

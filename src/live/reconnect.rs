@@ -337,6 +337,7 @@ impl LinkSlot {
     pub async fn set_tools(&mut self, tools: Vec<ToolSet>, hand_over: bool) {
         if let Some(options) = &mut self.options {
             options.setup.tools = tools.clone();
+            super::models::fit_declarations(&mut options.setup);
         }
         if let Some(handle) = &self.handle
             && handle.set_tools(tools, hand_over).await.is_err()
@@ -539,8 +540,12 @@ impl OpenWork {
             | SessionEvent::Interrupted => self.turn_open = true,
             SessionEvent::InputTranscription { .. }
             | SessionEvent::VoiceActivity { speaking: true } => self.turn_open = true,
+            // On models with asynchronous turns the interaction may go on after it. (An IDLE
+            // comes before the turnComplete beside it, so it must not end the turn itself: a
+            // hand-over there would lose that turnComplete. An IDLE on its own leaves the
+            // hand-over to the goAway's deadline.)
             SessionEvent::TurnComplete { .. } => {
-                self.turn_open = false;
+                self.turn_open = self.reply.model_busy();
                 self.completed_turn = true;
             }
             _ => {}
@@ -700,6 +705,8 @@ impl Supervisor {
     fn set_tools(&mut self, tools: Vec<ToolSet>, hand_over: bool) {
         if let Some(options) = &mut self.options {
             options.setup.tools = tools;
+            // Declared the way the model takes functions, as the first setup was.
+            super::models::fit_declarations(&mut options.setup);
             self.tools_changed |= hand_over;
         }
     }
@@ -969,6 +976,16 @@ impl Supervisor {
 
     /// Sends on the current connection (or queues without one), enforcing one answer per call.
     async fn deliver(&mut self, message: ClientMessage, at: Instant) {
+        // A session that has to start afresh must begin with the preamble as it is now.
+        if let (ClientMessage::ContextUpdate(update), Some(options)) = (&message, &mut self.options)
+        {
+            if let Some(instruction) = &update.system_instruction {
+                options.setup.system_instruction = Some(instruction.clone());
+            }
+            if let Some(tools) = &update.tools {
+                options.setup.tools = tools.tools.clone();
+            }
+        }
         let Some(live) = self.live.as_mut() else {
             self.enqueue(message, at);
             return;

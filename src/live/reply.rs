@@ -6,6 +6,11 @@
 //! rest of that old turn (and its `interrupted` / `turnComplete`) arrives before anything of
 //! the reply, and must not be taken for it. Both sides judge "still streaming" from the
 //! events they have seen, so they agree on which events belong to which turn.
+//!
+//! On models with asynchronous turns (3.8 Live), `turnComplete` no longer means the model is
+//! done: `serverContent.interactionStatus` says `IN_PROGRESS` (tool calls or speech follow)
+//! until `IDLE`. A reply then ends at `IDLE`, or at a `turnComplete` that is not marked in
+//! progress; models that never send the status end replies at `turnComplete` as before.
 
 use super::SessionEvent;
 
@@ -15,6 +20,8 @@ use super::SessionEvent;
 pub struct ReplyWatch {
     reply: Reply,
     model_turn: ModelTurn,
+    /// The service said the interaction is in progress and has not said `IDLE` since.
+    busy: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -79,6 +86,12 @@ impl ReplyWatch {
         self.awaited() && !self.started()
     }
 
+    /// The model is still working on the interaction after a `turnComplete` (it said
+    /// `IN_PROGRESS` and not yet `IDLE`).
+    pub fn model_busy(self) -> bool {
+        self.busy
+    }
+
     /// Moves on by one server event.
     pub fn observe(&mut self, event: &SessionEvent) {
         use Reply::*;
@@ -92,6 +105,18 @@ impl ReplyWatch {
         );
         let interrupted = matches!(event, SessionEvent::Interrupted);
         let turn_complete = matches!(event, SessionEvent::TurnComplete { .. });
+        if let SessionEvent::Interaction { idle } = event {
+            self.busy = !idle;
+            // The interaction is over: so is a reply that had started.
+            if *idle {
+                self.model_turn = ModelTurn::Ended;
+                if self.reply == Started {
+                    self.reply = Idle;
+                }
+            }
+            return;
+        }
+        let ends_reply = turn_complete && !self.busy;
         self.reply = match self.reply {
             Idle => Idle,
             BehindOldTurn if interrupted => AfterInterrupt,
@@ -99,7 +124,7 @@ impl ReplyWatch {
             BehindOldTurn => BehindOldTurn,
             AfterInterrupt | Waiting | Started if content => Started,
             // The reply ended, whole or cut short.
-            Waiting | Started if turn_complete => Idle,
+            Waiting | Started if ends_reply => Idle,
             Started if interrupted => Idle,
             state => state,
         };
@@ -120,6 +145,7 @@ impl ReplyWatch {
             _ => Reply::Waiting,
         };
         self.model_turn = ModelTurn::Ended;
+        self.busy = false;
     }
 }
 
@@ -209,6 +235,33 @@ mod tests {
         watch.continued();
         assert!(watch.started());
         assert!(!run(watch, &[text(), turn_complete()]).awaited());
+    }
+
+    #[test]
+    fn on_asynchronous_turns_the_reply_ends_at_idle_not_at_turn_complete() {
+        let in_progress = SessionEvent::Interaction { idle: false };
+        let idle = SessionEvent::Interaction { idle: true };
+        let call = SessionEvent::ToolCall(vec![]);
+        let watch = sent_after(&[]);
+        // A spoken acknowledgement, then turnComplete marked in progress: not over.
+        let mid = run(watch, &[text(), in_progress.clone(), turn_complete()]);
+        assert!(mid.awaited() && mid.started() && mid.model_busy());
+        // A tool call and the rest of the reply after it; still not over.
+        let later = run(mid, &[call, text()]);
+        assert!(later.awaited());
+        // IDLE beside the last turnComplete ends it.
+        let over = run(later, &[idle.clone(), turn_complete()]);
+        assert!(!over.awaited() && !over.model_busy());
+        // IDLE on its own ends it too.
+        assert!(!run(later, &[idle.clone()]).awaited());
+        // An empty reply: IDLE and turnComplete together.
+        assert!(!run(watch, &[idle.clone(), turn_complete()]).awaited());
+        // An IDLE of an earlier interaction does not end a reply that has not begun.
+        assert!(run(watch, &[idle]).unanswered());
+        // A lost connection forgets the interaction.
+        let mut replaced = mid;
+        replaced.connection_replaced();
+        assert!(!replaced.model_busy());
     }
 
     #[test]

@@ -14,6 +14,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::warn;
 
+use super::adc::TokenSource;
 use super::codec::{DecodedServerFrame, decode_server, encode_client};
 use super::connection::{self, Protocol, Read, SetupStep};
 pub use super::connection::{MAX_MESSAGE_BYTES, install_crypto_provider};
@@ -24,11 +25,30 @@ use super::wire::{
 };
 use crate::echo::{SUMMARY, bounded};
 
+/// How a connection proves who it is.
+#[derive(Debug, Clone, Default)]
+pub enum Auth {
+    /// Nothing (the mock, a private endpoint).
+    #[default]
+    None,
+    /// The Gemini API's key, in `x-goog-api-key`.
+    ApiKey(ApiKey),
+    /// Vertex AI: an OAuth access token from Application Default Credentials, in
+    /// `Authorization: Bearer`, obtained (or renewed) for each connection.
+    Bearer(Arc<TokenSource>),
+}
+
+impl From<Option<ApiKey>> for Auth {
+    fn from(key: Option<ApiKey>) -> Self {
+        key.map_or(Auth::None, Auth::ApiKey)
+    }
+}
+
 /// What to connect to and how to set the session up.
 #[derive(Debug, Clone)]
 pub struct SessionOptions {
     pub endpoint: Endpoint,
-    pub api_key: Option<ApiKey>,
+    pub auth: Auth,
     pub setup: Setup,
     /// How long to wait for `setupComplete`.
     pub connect_timeout: Duration,
@@ -142,17 +162,42 @@ pub async fn connect_tapped(
     options: SessionOptions,
     tap: Option<Arc<dyn WireTap>>,
 ) -> Result<Session, SessionError> {
+    let deadline = tokio::time::Instant::now() + options.connect_timeout;
+    let header = match &options.auth {
+        Auth::None => None,
+        Auth::ApiKey(key) => Some(("x-goog-api-key", key.expose().to_owned())),
+        Auth::Bearer(tokens) => {
+            let token = tokio::time::timeout_at(deadline, tokens.token())
+                .await
+                .map_err(|_| {
+                    SessionError::TimedOut(format!(
+                        "No access token within {} s for the {}.",
+                        options.connect_timeout.as_secs_f32(),
+                        tokens.credentials().describe()
+                    ))
+                })?
+                .map_err(SessionError::Connect)?;
+            Some(("authorization", format!("Bearer {token}")))
+        }
+    };
     let live = LiveApi {
         endpoint: options.endpoint,
-        api_key: options.api_key,
+        header,
+        bearer_of: match &options.auth {
+            Auth::Bearer(tokens) => Some(tokens.credentials().describe()),
+            _ => None,
+        },
     };
-    connection::run(live, &options.setup, options.connect_timeout, tap).await
+    connection::run_until(live, &options.setup, options.connect_timeout, deadline, tap).await
 }
 
 /// The Live API's side of a connection: `setup` → `setupComplete`, then server messages.
 struct LiveApi {
     endpoint: Endpoint,
-    api_key: Option<ApiKey>,
+    /// The credential's header and its value (a secret).
+    header: Option<(&'static str, String)>,
+    /// Whose access token is sent, for a refusal's message.
+    bearer_of: Option<String>,
 }
 
 impl Protocol for LiveApi {
@@ -168,14 +213,15 @@ impl Protocol for LiveApi {
             .url()
             .into_client_request()
             .map_err(|e| SessionError::Connect(format!("Invalid endpoint URL: {e}")))?;
-        if let Some(key) = &self.api_key {
-            let mut value = HeaderValue::from_str(key.expose()).map_err(|_| {
+        if let Some((name, secret)) = &self.header {
+            let mut value = HeaderValue::from_str(secret).map_err(|_| {
                 SessionError::Connect(
-                    "The API key contains characters not allowed in a header.".into(),
+                    "The API key or access token contains characters not allowed in a header."
+                        .into(),
                 )
             })?;
             value.set_sensitive(true);
-            request.headers_mut().insert("x-goog-api-key", value);
+            request.headers_mut().insert(*name, value);
         }
         Ok(request)
     }
@@ -263,6 +309,17 @@ impl Protocol for LiveApi {
         Read::Events(vec![SessionEvent::FrameSkipped { reason }])
     }
 
+    /// A refused access token names the credentials, not the API key.
+    fn rejected(&self, status: u16) -> String {
+        match (&self.bearer_of, status) {
+            (Some(whose), 401 | 403) => format!(
+                "{} refused the access token of the {whose} (HTTP {status}). Check that it may use Vertex AI in this project and location.",
+                self.host()
+            ),
+            _ => super::close::describe_http_status(status, self.host()),
+        }
+    }
+
     fn unreachable(&self, error: tungstenite::Error) -> String {
         let host = self.host();
         match error {
@@ -334,7 +391,7 @@ mod tests {
         let tape = Arc::new(Tape::default());
         let options = SessionOptions {
             endpoint: Endpoint::parse(&url, ApiVersion::V1).unwrap(),
-            api_key: ApiKey::new(KEY),
+            auth: ApiKey::new(KEY).into(),
             setup: Setup {
                 model: "models/m".into(),
                 ..Setup::default()

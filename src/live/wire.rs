@@ -38,6 +38,32 @@ pub enum ClientMessage {
     RealtimeInput(RealtimeInput),
     #[serde(alias = "tool_response")]
     ToolResponse(ToolResponse),
+    /// Changes the system instruction (or the tools) of the open session; the next turns
+    /// follow it. Both official SDKs send it (`sendContextUpdate` / `send_context_update`).
+    #[serde(alias = "context_update")]
+    ContextUpdate(ContextUpdate),
+}
+
+/// `contextUpdate`: what to replace in the session's preamble. The Python SDK gives the
+/// instruction's `Content` a `role`, the JavaScript SDK does not.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextUpdate {
+    #[serde(
+        default,
+        alias = "system_instruction",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub system_instruction: Option<Content>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<ContextUpdateTools>,
+}
+
+/// The tools of a `contextUpdate`: they replace the session's; an empty list clears them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContextUpdateTools {
+    #[serde(default)]
+    pub tools: Vec<ToolSet>,
 }
 
 /// `BidiGenerateContentSetup`.
@@ -146,6 +172,21 @@ pub struct GenerationConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub thinking_config: Option<Value>,
+}
+
+impl GenerationConfig {
+    /// `thinkingConfig.includeThoughts` is set: thought summaries come as parts marked
+    /// `thought`.
+    pub fn includes_thoughts(&self) -> bool {
+        self.thinking_config
+            .as_ref()
+            .and_then(|t| {
+                t.get("includeThoughts")
+                    .or_else(|| t.get("include_thoughts"))
+            })
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
 }
 
 /// Response modality. Readers accept any casing (the bridge protocol uses lower case).

@@ -27,6 +27,7 @@ use super::voice;
 use crate::live::ApiKey;
 use crate::live::codec::{DecodeError, decode_client, encode_server};
 use crate::live::events::{pcm16_from_le_bytes, pcm16_to_le_bytes};
+use crate::live::models::{self, ModelTraits};
 use crate::live::wire::*;
 use crate::ws_server::{self, Ending, truncate_reason};
 
@@ -58,6 +59,9 @@ struct Speech {
     sent: usize,
     /// Words of the reply (a transcription fragment or a text part) have been sent.
     worded: bool,
+    /// An acknowledgement of an asynchronous turn: these calls go out when it has been said,
+    /// and the interaction goes on.
+    then_calls: Option<Vec<FunctionCall>>,
 }
 
 enum Outcome {
@@ -81,6 +85,16 @@ pub struct MockConnection {
     model: ScriptedModel,
     audio_out: bool,
     transcribe_output: bool,
+    transcribe_input: bool,
+    /// `thinkingConfig.includeThoughts`: a thought summary precedes each reply.
+    include_thoughts: bool,
+    /// The behaviours of the model the client asked for.
+    traits: ModelTraits,
+    /// NON_BLOCKING functions, by name: on a model with asynchronous turns, calling one ends
+    /// the turn with `IN_PROGRESS` and the interaction goes on.
+    non_blocking: Vec<String>,
+    /// The first model turn has begun (the usage-only message comes before it).
+    answered: bool,
     manual_activity: bool,
     pending: Vec<PendingCall>,
     speech: Option<Speech>,
@@ -125,6 +139,11 @@ impl MockConnection {
             model: ScriptedModel::new(Vec::<String>::new()),
             audio_out: true,
             transcribe_output: false,
+            transcribe_input: false,
+            include_thoughts: false,
+            traits: ModelTraits::default(),
+            non_blocking: Vec::new(),
+            answered: false,
             manual_activity: false,
             pending: Vec::new(),
             speech: None,
@@ -244,7 +263,17 @@ impl MockConnection {
                 Outcome::Continue
             }
             (ClientMessage::RealtimeInput(input), true) => {
+                if !input.media_chunks.is_empty() && self.traits.refuses_media_chunks {
+                    return Outcome::Close(
+                        1007,
+                        "realtime_input.media_chunks is deprecated. Use audio, video, or text instead.".into(),
+                    );
+                }
                 self.on_realtime_input(input).await;
+                Outcome::Continue
+            }
+            (ClientMessage::ContextUpdate(update), true) => {
+                self.on_context_update(update);
                 Outcome::Continue
             }
             (ClientMessage::ToolResponse(response), true) => {
@@ -263,17 +292,44 @@ impl MockConnection {
         if setup.model.trim().is_empty() {
             return Outcome::Close(1007, "Request contains an invalid argument.".into());
         }
-        let declared = setup
-            .tools
-            .iter()
-            .flat_map(|t| t.function_declarations.iter().map(|d| d.name.clone()))
-            .collect::<Vec<_>>();
+        if models::replacement(&setup.model).is_some() {
+            return Outcome::Close(1008, models::not_found_reason(&setup.model, "v1beta"));
+        }
+        self.traits = models::traits(&setup.model);
+        let modalities = setup
+            .generation_config
+            .as_ref()
+            .map(|g| g.response_modalities.clone())
+            .unwrap_or_default();
+        if self.traits.native_audio && modalities.contains(&Modality::Text) {
+            return Outcome::Close(
+                1007,
+                "Cannot extract voices from a non-audio request.".into(),
+            );
+        }
+        let declarations = || setup.tools.iter().flat_map(|t| &t.function_declarations);
+        if self.traits.non_blocking_only
+            && declarations().any(|d| d.behavior != Some(Behavior::NonBlocking))
+        {
+            return Outcome::Close(
+                1007,
+                "Request contains an invalid argument. This model supports only NON_BLOCKING functions.".into(),
+            );
+        }
+        self.non_blocking = declarations()
+            .filter(|d| d.behavior == Some(Behavior::NonBlocking))
+            .map(|d| d.name.clone())
+            .collect();
         self.state
             .declared
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(declared.clone());
-        self.model = ScriptedModel::new(declared);
+            .push(declarations().map(|d| d.name.clone()).collect());
+        self.model = ScriptedModel::new(declarations().map(|d| d.name.clone()));
+        if let Some(instruction) = &setup.system_instruction {
+            self.model
+                .follow_instruction(&instruction_text(instruction));
+        }
         self.resumption = setup.session_resumption.is_some();
         let handle = setup
             .session_resumption
@@ -297,13 +353,13 @@ impl MockConnection {
                 }
             }
         }
-        let modalities = setup
-            .generation_config
-            .as_ref()
-            .map(|g| g.response_modalities.clone())
-            .unwrap_or_default();
         self.audio_out = !modalities.contains(&Modality::Text);
         self.transcribe_output = setup.output_audio_transcription.is_some();
+        self.transcribe_input = setup.input_audio_transcription.is_some();
+        self.include_thoughts = setup
+            .generation_config
+            .as_ref()
+            .is_some_and(GenerationConfig::includes_thoughts);
         self.manual_activity = setup
             .realtime_input_config
             .as_ref()
@@ -318,6 +374,22 @@ impl MockConnection {
         });
         self.issue_handle();
         Outcome::Continue
+    }
+
+    /// A new system instruction (and tools) for the next turns; the service answers nothing.
+    fn on_context_update(&mut self, update: ContextUpdate) {
+        if let Some(instruction) = &update.system_instruction {
+            self.model
+                .follow_instruction(&instruction_text(instruction));
+        }
+        if let Some(tools) = update.tools {
+            let declarations = || tools.tools.iter().flat_map(|t| &t.function_declarations);
+            self.non_blocking = declarations()
+                .filter(|d| d.behavior == Some(Behavior::NonBlocking))
+                .map(|d| d.name.clone())
+                .collect();
+            self.model.redeclare(declarations().map(|d| d.name.clone()));
+        }
     }
 
     async fn on_client_content(&mut self, content: ClientContent) {
@@ -354,6 +426,21 @@ impl MockConnection {
 
     /// A user turn of `speech` length ended.
     async fn user_speech(&mut self, speech: Duration) {
+        if self.transcribe_input {
+            // This model hears no words; what it transcribes says what it heard, in the
+            // fragments the service sends.
+            let heard = format!("(about {:.1} seconds ", speech.as_secs_f64());
+            for (text, finished) in [(heard, None), ("of speech)".to_owned(), Some(true))] {
+                self.emit(server_content(ServerContent {
+                    input_transcription: Some(Transcription {
+                        text: Some(text),
+                        finished,
+                        ..Transcription::default()
+                    }),
+                    ..ServerContent::default()
+                }));
+            }
+        }
         if self.user_turn_faults() {
             return;
         }
@@ -431,6 +518,20 @@ impl MockConnection {
             None => Vec::new(),
         };
         for event in events {
+            let kind = match &event {
+                VadEvent::SpeechStarted => "ACTIVITY_START",
+                VadEvent::SpeechEnded { .. } => "ACTIVITY_END",
+            };
+            // Newer models say what their voice activity detection heard.
+            if self.traits.usage_before_first_turn {
+                self.emit(ServerMessage {
+                    voice_activity: Some(VoiceActivity {
+                        activity_type: Some(kind.to_owned()),
+                        ..VoiceActivity::default()
+                    }),
+                    ..ServerMessage::default()
+                });
+            }
             match event {
                 VadEvent::SpeechStarted => self.interrupt_if_active(),
                 VadEvent::SpeechEnded { speech } => {
@@ -492,35 +593,80 @@ impl MockConnection {
     }
 
     async fn take_step(&mut self, step: ModelStep) {
+        if !std::mem::replace(&mut self.answered, true) && self.traits.usage_before_first_turn {
+            // Newer models open with an empty serverContent that carries only the usage.
+            let prompt = self.prompt_tokens.ceil() as i64;
+            let mut opening = server_content(ServerContent::default());
+            opening.usage_metadata = Some(UsageMetadata {
+                prompt_token_count: Some(prompt),
+                total_token_count: Some(prompt),
+                ..UsageMetadata::default()
+            });
+            self.emit(opening);
+        }
         match step {
             ModelStep::CallTools(calls) if !calls.is_empty() => {
                 self.turn_active = true;
+                let asynchronous = self.traits.async_turns
+                    && calls.iter().all(|c| self.non_blocking.contains(&c.name));
                 let function_calls = calls
                     .into_iter()
                     .map(|call| self.open_call(call, false))
                     .collect();
-                self.send_tool_call(function_calls);
+                if asynchronous {
+                    // Async function calling: the model says it is on it, ends the turn with
+                    // the interaction still in progress, and calls once that is said.
+                    self.speak("One moment, I'll check.", Some(function_calls))
+                        .await;
+                } else {
+                    self.send_tool_call(function_calls);
+                }
             }
             ModelStep::CallTools(_) => {}
             ModelStep::Reply(text) => {
                 self.turn_active = true;
-                let text_for_voice = text.clone();
-                let pcm = if self.audio_out {
-                    tokio::task::spawn_blocking(move || voice::synthesize(&text_for_voice))
-                        .await
-                        .unwrap_or_default()
-                } else {
-                    Vec::new()
-                };
-                self.start_speech(&text, &pcm);
+                self.speak(&text, None).await;
             }
         }
     }
 
+    /// Streams `text` as the model's reply; with `then_calls`, as the acknowledgement of an
+    /// asynchronous turn, after which those calls go out.
+    async fn speak(&mut self, text: &str, then_calls: Option<Vec<FunctionCall>>) {
+        let text_for_voice = text.to_owned();
+        let pcm = if self.audio_out {
+            tokio::task::spawn_blocking(move || voice::synthesize(&text_for_voice))
+                .await
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        self.start_speech(text, &pcm, then_calls);
+    }
+
     /// Queues the reply: audio chunks with transcription fragments (or text parts), then
     /// `generationComplete`, then `turnComplete` with usage.
-    fn start_speech(&mut self, text: &str, pcm: &[i16]) {
+    fn start_speech(&mut self, text: &str, pcm: &[i16], then_calls: Option<Vec<FunctionCall>>) {
         let mut queue = VecDeque::new();
+        if self.include_thoughts {
+            queue.push_back(server_content(ServerContent {
+                model_turn: Some(Content {
+                    role: (self.flavor == Flavor::Vertex).then(|| "model".to_owned()),
+                    parts: vec![Part {
+                        text: Some(format!(
+                            "**Answering the user**\n\nI'll say: {}",
+                            text.split_whitespace()
+                                .take(6)
+                                .collect::<Vec<_>>()
+                                .join(" ")
+                        )),
+                        thought: Some(true),
+                        ..Part::default()
+                    }],
+                }),
+                ..ServerContent::default()
+            }));
+        }
         let mime = match self.flavor {
             Flavor::GoogleAi => OUTPUT_AUDIO_MIME,
             Flavor::Vertex => "audio/pcm",
@@ -587,8 +733,22 @@ impl MockConnection {
         };
         let prompt_tokens = self.prompt_tokens.ceil() as i64;
         let modality = if self.audio_out { "AUDIO" } else { "TEXT" };
+        let question = text.trim_end().ends_with('?');
         let mut last = server_content(ServerContent {
             turn_complete: Some(true),
+            // Models with asynchronous turns say where the interaction stands, and that they
+            // wait for the user's answer to a question.
+            interaction_status: self.traits.async_turns.then(|| {
+                if then_calls.is_some() {
+                    "IN_PROGRESS"
+                } else {
+                    "IDLE"
+                }
+                .to_owned()
+            }),
+            waiting_for_input: (self.traits.async_turns && question).then_some(true),
+            turn_complete_reason: (self.traits.async_turns && question)
+                .then(|| "NEED_MORE_INPUT".to_owned()),
             ..ServerContent::default()
         });
         last.usage_metadata = Some(UsageMetadata {
@@ -613,6 +773,7 @@ impl MockConnection {
             next_at: Instant::now(),
             sent: 0,
             worded: false,
+            then_calls,
         });
     }
 
@@ -626,14 +787,20 @@ impl MockConnection {
         let first_words = !speech.worded && message.as_ref().is_some_and(has_words);
         speech.worded |= first_words;
         let finished = speech.queue.is_empty();
+        let mut then_calls = None;
         if finished {
+            then_calls = speech.then_calls.take();
             self.speech = None;
-            self.turn_active = false;
+            self.turn_active = then_calls.is_some();
         } else {
             speech.next_at += speech.interval;
         }
         if let Some(message) = message {
             self.emit(message);
+        }
+        if let Some(calls) = then_calls {
+            self.send_tool_call(calls);
+            return;
         }
         if finished {
             self.turn_ended();
@@ -807,6 +974,7 @@ impl MockConnection {
         self.cancel_unanswered_calls();
         self.emit(server_content(ServerContent {
             turn_complete: Some(true),
+            interaction_status: self.traits.async_turns.then(|| "IDLE".to_owned()),
             ..ServerContent::default()
         }));
         self.issue_handle();
@@ -865,9 +1033,20 @@ fn has_words(message: &ServerMessage) -> bool {
     let texted = content.model_turn.as_ref().is_some_and(|turn| {
         turn.parts
             .iter()
+            .filter(|p| p.thought != Some(true))
             .any(|p| p.text.as_deref().is_some_and(|t| !t.trim().is_empty()))
     });
     transcribed || texted
+}
+
+/// The text of a system instruction's parts.
+fn instruction_text(content: &Content) -> String {
+    content
+        .parts
+        .iter()
+        .filter_map(|p| p.text.as_deref())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn server_content(content: ServerContent) -> ServerMessage {

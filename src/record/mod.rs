@@ -134,7 +134,7 @@ pub enum Record {
         name: String,
         at: u64,
     },
-    /// The watchdog saw a call run longer than expected.
+    /// The dispatcher saw a call run longer than expected.
     ToolSlow {
         id: Option<String>,
         name: String,

@@ -144,6 +144,11 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
             Span::styled(" ✖ Disconnected ", theme.error_badge())
         }
         (_, Floor::Speaking) => Span::styled(" ▶ Gemini is speaking… ", theme.speaking_badge()),
+        // 3.8 Live: the turn is complete, the interaction is not.
+        (_, Floor::Listening) if app.model_working() => Span::styled(
+            format!(" {spinner} Gemini is working… "),
+            theme.pending_badge(),
+        ),
         (_, Floor::Listening) => Span::styled(" ● Gemini is listening… ", theme.listening_badge()),
     };
     let connection = match &app.connection() {

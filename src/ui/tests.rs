@@ -459,3 +459,32 @@ fn tool_list_popup() {
 fn progress_of_a_running_call() {
     snapshot_both_sizes("tool_progress", with_mcp_tools);
 }
+
+/// 3.8 Live: between a `turnComplete` marked `IN_PROGRESS` and `IDLE` the badge says the model
+/// is still at work.
+#[test]
+fn the_badge_says_working_until_the_interaction_is_idle() {
+    let mut app = App::new(AppInit::new("models/gemini-3.8-live", true, Vec::new()));
+    app.update(Msg::Session(SessionEvent::SetupComplete {
+        session_id: None,
+    }));
+    app.update(Msg::UserText("Is the lamp on?".into()));
+    app.update(Msg::Session(SessionEvent::ModelText("One moment.".into())));
+    app.update(Msg::Session(SessionEvent::Interaction { idle: false }));
+    app.update(Msg::Session(SessionEvent::TurnComplete {
+        reason: None,
+        waiting_for_input: false,
+    }));
+    let status = |app: &mut App| {
+        let terminal = render(app, 80, 24);
+        let buffer = terminal.backend().buffer();
+        (0..80)
+            .map(|x| buffer[(x, 0)].symbol().to_owned())
+            .collect::<String>()
+    };
+    let working = status(&mut app);
+    assert!(working.contains("Gemini is working"), "{working}");
+    app.update(Msg::Session(SessionEvent::Interaction { idle: true }));
+    let idle = status(&mut app);
+    assert!(idle.contains("Gemini is listening"), "{idle}");
+}

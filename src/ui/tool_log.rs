@@ -161,7 +161,7 @@ fn state_cell(app: &App, theme: Theme, state: &ToolState) -> Span<'static> {
     )
 }
 
-/// The state cell, flagged when the watchdog saw the call run long.
+/// The state cell, flagged when the dispatcher saw the call run long.
 fn call_state_cell(app: &App, theme: Theme, call: &ToolCallRecord) -> Span<'static> {
     if call.slow && call.state == ToolState::Running {
         return Span::styled("⚠ slow", theme.warning());

@@ -9,7 +9,7 @@ use livetalk::config::{FlagOverrides, Settings};
 use livetalk::driver::Source as _;
 use livetalk::engine::{Engine, build_setup};
 use livetalk::live::reconnect::ReconnectPolicy;
-use livetalk::live::{ApiVersion, SessionOptions};
+use livetalk::live::{ApiVersion, Auth, SessionOptions};
 use livetalk::mock::{Fault, MockOptions, MockServer, Scenario};
 use livetalk::tools::{Registry, SmartHome, builtin_registry};
 use serde_json::Value;
@@ -66,7 +66,7 @@ impl Harness {
         engine
             .connect(SessionOptions {
                 endpoint: mock.endpoint(ApiVersion::V1),
-                api_key: None,
+                auth: Auth::None,
                 setup: build_setup(&settings, &registry),
                 connect_timeout: Duration::from_secs(5),
             })

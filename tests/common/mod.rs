@@ -41,7 +41,28 @@ pub fn livetalk(scratch: &Path) -> Command {
     command
 }
 
-/// Gives `command` (and what it starts) an isolated config, data dir and no API key.
+/// What the machine's environment could route, trust or authenticate differently: removed so
+/// loopback tests never go through a proxy or credentials the test machine happens to have.
+/// A test that wants one sets it after `isolate`.
+pub const NETWORK_VARS: [&str; 14] = [
+    "HTTPS_PROXY",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_CLOUD_PROJECT",
+    "GOOGLE_CLOUD_LOCATION",
+    "CLOUDSDK_CONFIG",
+];
+
+/// Gives `command` (and what it starts) an isolated config, data dir, no API key, no proxy
+/// and no cloud credentials.
 pub fn isolate(command: &mut Command, scratch: &Path) {
     let config = scratch.join("config.toml");
     if !config.exists() {
@@ -61,6 +82,9 @@ pub fn isolate(command: &mut Command, scratch: &Path) {
         .env("HOME", scratch)
         .env("XDG_DATA_HOME", scratch.join("data"))
         .env("XDG_CONFIG_HOME", scratch.join("config"));
+    for var in NETWORK_VARS {
+        command.env_remove(var);
+    }
 }
 
 /// A running `livetalk mock` and the base URL it printed.

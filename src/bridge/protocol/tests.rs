@@ -20,7 +20,7 @@ fn connect_example_maps_onto_setup() {
     let message = decode(json!({
         "type": "CONNECT_GEMINI",
         "payload": {"initialConfig": {
-            "model": "models/gemini-2.0-flash-live-001",
+            "model": "models/gemini-3.8-live",
             "systemInstruction": {"parts": [{"text": "You are a helpful assistant."}]},
             "generationConfig": {
                 "responseModalities": ["audio"],
@@ -55,7 +55,7 @@ fn connect_example_maps_onto_setup() {
     assert_eq!(
         setup,
         json!({
-            "model": "models/gemini-2.0-flash-live-001",
+            "model": "models/gemini-3.8-live",
             "generationConfig": {
                 "responseModalities": ["AUDIO"],
                 "speechConfig": {"voiceConfig": {"prebuiltVoiceConfig": {"voiceName": "Aoede"}}},
@@ -83,7 +83,7 @@ fn connect_example_maps_onto_setup() {
 #[test]
 fn unsupported_config_fields_become_warnings_not_failures() {
     let (config, ignored) = LiveConfig::from_value(json!({
-        "model": "gemini-live-2.5-flash-preview",
+        "model": "gemini-3.8-live",
         "generationConfig": {"responseModalities": ["TEXT", "image"], "stopSequences": ["STOP"]},
         "tools": [{"functionDeclarations": [{"name": "f", "defaultScheduling": "SILENT"}]}],
         "sessionResumption": {}, "fancyNewThing": 1
@@ -92,7 +92,7 @@ fn unsupported_config_fields_become_warnings_not_failures() {
     assert_eq!(ignored, ["fancyNewThing", "sessionResumption"]);
     let mapped = config.to_setup().unwrap();
     // A bare model id gets the prefix the service needs.
-    assert_eq!(mapped.setup.model, "models/gemini-live-2.5-flash-preview");
+    assert_eq!(mapped.setup.model, "models/gemini-3.8-live");
     assert_eq!(
         mapped.setup.generation_config.unwrap().response_modalities,
         [Modality::Text]
@@ -422,19 +422,27 @@ fn bad_client_messages_say_what_is_wrong() {
 
 #[test]
 fn bridge_messages_have_the_documented_shapes() {
+    // Every message has a payload: apps written for the original bridge drop those without.
     assert_eq!(
-        encoded(&BridgeMessage::GeminiConnected),
-        json!({"type": "GEMINI_CONNECTED"})
+        encoded(&BridgeMessage::GeminiConnected {}),
+        json!({"type": "GEMINI_CONNECTED", "payload": {}})
     );
+    assert_eq!(
+        encoded(&BridgeMessage::Interrupted {}),
+        json!({"type": "INTERRUPTED", "payload": {}})
+    );
+    // Said flat and wrapped, for both kinds of app.
     assert_eq!(
         encoded(&BridgeMessage::SetupComplete(SetupCompleteDetails {
             success: true,
             error: None
         })),
-        json!({"type": "SETUP_COMPLETE", "payload": {"success": true}})
+        json!({"type": "SETUP_COMPLETE", "payload": {"setupComplete": {"success": true}, "success": true}})
     );
     assert_eq!(
-        encoded(&BridgeMessage::AudioChunk(vec![1, 0, 2, 0])),
+        encoded(&BridgeMessage::AudioChunk {
+            data: vec![1, 0, 2, 0]
+        }),
         json!({"type": "AUDIO_CHUNK", "payload": {"data": "AQACAA=="}})
     );
     assert_eq!(
@@ -443,48 +451,65 @@ fn bridge_messages_have_the_documented_shapes() {
     );
     assert_eq!(
         encoded(&BridgeMessage::TurnComplete(TurnCompleteDetails::default())),
-        json!({"type": "TURN_COMPLETE"})
+        json!({"type": "TURN_COMPLETE", "payload": {}})
+    );
+    let log = encoded(&BridgeMessage::log(LogLevel::Warn, "careful"));
+    let date = log["payload"]["date"].as_str().unwrap();
+    assert!(date.parse::<jiff::Timestamp>().is_ok(), "{date}");
+    assert_eq!(
+        log,
+        json!({"type": "LOG_MESSAGE", "payload": {"type": "warn", "message": "careful", "date": date}})
     );
     assert_eq!(
-        encoded(&BridgeMessage::log(LogLevel::Warn, "careful")),
-        json!({"type": "LOG_MESSAGE", "payload": {"type": "warn", "message": "careful"}})
+        encoded(&BridgeMessage::ImageGenerationResult(
+            ImageGenerationResult {
+                success: false,
+                error: Some("no".into()),
+                ..ImageGenerationResult::default()
+            }
+        )),
+        json!({"type": "IMAGE_GENERATION_RESULT", "payload": {"success": false, "error": "no"}})
     );
     assert_eq!(
-        encoded(&BridgeMessage::ToolCall(ToolCall {
-            function_calls: vec![FunctionCall {
-                id: Some("call123".into()),
-                name: "get_weather".into(),
-                args: json!({"location": "London"}),
-            }]
-        })),
+        encoded(&BridgeMessage::ToolCall {
+            tool_call: ToolCall {
+                function_calls: vec![FunctionCall {
+                    id: Some("call123".into()),
+                    name: "get_weather".into(),
+                    args: json!({"location": "London"}),
+                }]
+            }
+        }),
         json!({"type": "TOOL_CALL", "payload": {"toolCall": {"functionCalls": [
             {"id": "call123", "name": "get_weather", "args": {"location": "London"}}]}}})
     );
     assert_eq!(
-        encoded(&BridgeMessage::ToolCallCancellation(ToolCallCancellation {
-            ids: vec!["call123".into()]
-        })),
+        encoded(&BridgeMessage::ToolCallCancellation {
+            tool_call_cancellation: ToolCallCancellation {
+                ids: vec!["call123".into()]
+            }
+        }),
         json!({"type": "TOOL_CALL_CANCELLATION", "payload": {"toolCallCancellation": {"ids": ["call123"]}}})
     );
     assert_eq!(
-        encoded(&BridgeMessage::GroundingMetadata(Some(
-            json!({"searchEntryPoint": {"renderedContent": "<div/>"}})
-        ))),
+        encoded(&BridgeMessage::GroundingMetadata {
+            grounding_metadata: Some(json!({"searchEntryPoint": {"renderedContent": "<div/>"}}))
+        }),
         json!({"type": "groundingMetadata", "payload": {"groundingMetadata": {"searchEntryPoint": {"renderedContent": "<div/>"}}}})
     );
-    let content = BridgeMessage::ContentMessage(Box::new(BridgeServerContent {
-        content: ServerContent {
+    let content = BridgeMessage::content(
+        ServerContent {
             output_transcription: Some(crate::live::wire::Transcription {
                 text: Some("Hi".into()),
                 ..Default::default()
             }),
             ..ServerContent::default()
         },
-        usage_metadata: Some(UsageMetadata {
+        Some(UsageMetadata {
             total_token_count: Some(5),
             ..UsageMetadata::default()
         }),
-    }));
+    );
     assert_eq!(
         encoded(&content),
         json!({"type": "CONTENT_MESSAGE", "payload": {"serverContent": {
@@ -495,7 +520,7 @@ fn bridge_messages_have_the_documented_shapes() {
 #[test]
 fn every_bridge_message_round_trips() {
     let messages = [
-        BridgeMessage::GeminiConnected,
+        BridgeMessage::GeminiConnected {},
         BridgeMessage::GeminiDisconnected {
             reason: Some("bye".into()),
         },
@@ -511,22 +536,39 @@ fn every_bridge_message_round_trips() {
                 details: None,
             }),
         }),
-        BridgeMessage::Interrupted,
+        BridgeMessage::Interrupted {},
         BridgeMessage::TurnComplete(TurnCompleteDetails {
             reason: Some("NEED_MORE_INPUT".into()),
             waiting_for_input: Some(true),
+            interaction_status: Some("IDLE".into()),
         }),
-        BridgeMessage::AudioChunk(vec![9, 8, 7, 6]),
+        BridgeMessage::AudioChunk {
+            data: vec![9, 8, 7, 6],
+        },
         BridgeMessage::AssistantSpeaking { speaking: true },
         BridgeMessage::log(LogLevel::Error, "oops"),
-        BridgeMessage::GroundingMetadata(Some(json!({"x": 1}))),
-        BridgeMessage::ContentMessage(Box::new(BridgeServerContent {
-            content: ServerContent {
+        BridgeMessage::GroundingMetadata {
+            grounding_metadata: Some(json!({"x": 1})),
+        },
+        BridgeMessage::ImageGenerationResult(ImageGenerationResult {
+            success: false,
+            error: Some("none".into()),
+            ..ImageGenerationResult::default()
+        }),
+        BridgeMessage::VoiceActivity {
+            voice_activity: Some(crate::live::wire::VoiceActivity {
+                activity_type: Some("ACTIVITY_START".into()),
+                ..Default::default()
+            }),
+            voice_activity_detection_signal: None,
+        },
+        BridgeMessage::content(
+            ServerContent {
                 generation_complete: Some(true),
                 ..ServerContent::default()
             },
-            usage_metadata: None,
-        })),
+            None,
+        ),
     ];
     for message in messages {
         let text = message.encode();
@@ -535,15 +577,105 @@ fn every_bridge_message_round_trips() {
             message,
             "{text}"
         );
+        assert!(BRIDGE_MESSAGE_TYPES.contains(&message.kind()), "{text}");
     }
     // Types this client has no use for are recognised as such, not errors.
     assert_eq!(
         BridgeMessage::decode(br#"{"type": "WEBRTC_ANSWER", "payload": {"sdp": "v=0"}}"#).unwrap(),
         BridgeMessage::Other("WEBRTC_ANSWER".into())
     );
-    // A TURN_COMPLETE with an empty payload, as other bridges send it.
+    // Payloads other bridges leave out, or send empty, or wrapped only.
     assert_eq!(
-        BridgeMessage::decode(br#"{"type": "TURN_COMPLETE", "payload": {}}"#).unwrap(),
+        BridgeMessage::decode(br#"{"type": "TURN_COMPLETE"}"#).unwrap(),
         BridgeMessage::TurnComplete(TurnCompleteDetails::default())
+    );
+    assert_eq!(
+        BridgeMessage::decode(
+            br#"{"type": "SETUP_COMPLETE", "payload": {"setupComplete": {"success": true}}}"#
+        )
+        .unwrap(),
+        BridgeMessage::SetupComplete(SetupCompleteDetails {
+            success: true,
+            error: None
+        })
+    );
+}
+
+#[test]
+fn null_is_absent_everywhere_but_in_the_apps_own_data() {
+    // As the original bridge's Android app sends them: every optional field, as null.
+    let connect = decode(json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {
+        "model": "models/gemini-3.8-live",
+        "systemInstruction": {"role": null, "parts": [{"text": "Be helpful.", "inlineData": null}]},
+        "generationConfig": {"responseModalities": ["audio"], "stopSequences": null,
+            "temperature": null, "speechConfig": null},
+        "tools": [{"functionDeclarations": [{"name": "show_card", "description": null,
+            "parameters": {"type": "OBJECT", "properties": {"title": {"type": "STRING", "enum": null}}},
+            "behavior": null}], "googleSearch": null}],
+        "safetySettings": null
+    }}}))
+    .unwrap();
+    let AppMessage::ConnectGemini {
+        config,
+        ignored_keys,
+    } = connect
+    else {
+        panic!("{connect:?}")
+    };
+    assert!(ignored_keys.is_empty(), "{ignored_keys:?}");
+    let setup = config.to_setup().unwrap().setup;
+    assert_eq!(setup.tools[0].function_declarations[0].name, "show_card");
+    let realtime = decode(json!({"type": "SEND_REALTIME_INPUT", "payload": {
+        "audio": null, "video": null, "text": "hello", "chunks": null, "mediaChunks": null,
+        "activityStart": null, "activityEnd": null, "audioStreamEnd": null}}))
+    .unwrap();
+    let AppMessage::SendRealtimeInput(input) = realtime else {
+        panic!("{realtime:?}")
+    };
+    assert_eq!(input.input.text.as_deref(), Some("hello"));
+    // A null inside a tool result is the app's value and goes on as it is.
+    let response = decode(
+        json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {
+        "functionResponses": [{"id": "c1", "name": "f", "response": {"value": null},
+            "willContinue": null, "scheduling": null}]}}}),
+    )
+    .unwrap();
+    let AppMessage::SendToolResponse(response) = response else {
+        panic!("{response:?}")
+    };
+    assert_eq!(
+        response.function_responses[0].response,
+        json!({"value": null})
+    );
+    let message = decode(json!({"type": "SEND_MESSAGE", "payload": {"parts": [{"text": "hi"}], "turnComplete": null}})).unwrap();
+    assert_eq!(
+        message,
+        AppMessage::SendMessage {
+            parts: vec![crate::live::wire::Part {
+                text: Some("hi".into()),
+                ..Default::default()
+            }],
+            turn_complete: true
+        }
+    );
+    assert_eq!(
+        decode(json!({"type": "GENERATE_IMAGE", "payload": {"text": "a cat", "imageData": null}}))
+            .unwrap(),
+        AppMessage::GenerateImage
+    );
+}
+
+#[test]
+fn a_retired_model_is_replaced_by_the_current_one_with_a_warning() {
+    let config = LiveConfig {
+        model: "models/gemini-live-2.5-flash-preview".into(),
+        ..LiveConfig::default()
+    };
+    let mapped = config.to_setup().unwrap();
+    assert_eq!(mapped.setup.model, crate::live::models::CURRENT_MODEL);
+    assert!(
+        mapped.warnings[0].contains("gemini-live-2.5-flash-preview has been retired"),
+        "{:?}",
+        mapped.warnings
     );
 }

@@ -53,6 +53,9 @@ pub struct ScriptedModel {
     memory: Memory,
     /// The calls of the last `CallTools` and what to say once they are answered.
     pending: Option<Pending>,
+    /// The system instruction asks for short answers: replies keep their first sentence.
+    #[serde(default)]
+    brief: bool,
 }
 
 impl ScriptedModel {
@@ -64,8 +67,36 @@ impl ScriptedModel {
         }
     }
 
+    /// Follows a system instruction (from `setup` or a `contextUpdate`) where this model
+    /// can: asked for brief answers, it keeps to the first sentence. A later instruction
+    /// replaces an earlier one.
+    pub fn follow_instruction(&mut self, instruction: &str) {
+        let lower = instruction.to_lowercase();
+        self.brief = ["brief", "short", "concise", "one sentence", "few words"]
+            .iter()
+            .any(|cue| lower.contains(cue));
+    }
+
+    /// The tools the client declares now (a `contextUpdate` replaced them).
+    pub fn redeclare(&mut self, declared_tools: impl IntoIterator<Item = String>) {
+        self.declared = declared_tools.into_iter().collect();
+    }
+
+    /// A reply as the instruction wants it.
+    fn styled(&self, step: ModelStep) -> ModelStep {
+        match step {
+            ModelStep::Reply(text) if self.brief => ModelStep::Reply(first_sentence(&text)),
+            other => other,
+        }
+    }
+
     /// A user text turn: either tool calls to make first, or a direct reply.
     pub fn user_turn(&mut self, text: &str) -> ModelStep {
+        let step = self.user_turn_unstyled(text);
+        self.styled(step)
+    }
+
+    fn user_turn_unstyled(&mut self, text: &str) -> ModelStep {
         // A new user turn supersedes calls that were never answered (cancelled or interrupted).
         self.pending = None;
         let understood = understand(text, self.memory.last_device);
@@ -86,6 +117,11 @@ impl ScriptedModel {
     /// The responses to the calls of the last CallTools, in the same order (each the `response`
     /// JSON the client sent). Returns the reply (or, if useful, further calls).
     pub fn tool_results(&mut self, results: &[(PlannedCall, Value)]) -> ModelStep {
+        let step = self.tool_results_unstyled(results);
+        self.styled(step)
+    }
+
+    fn tool_results_unstyled(&mut self, results: &[(PlannedCall, Value)]) -> ModelStep {
         let mut pending = self.pending.take().unwrap_or_default();
         let asked = std::mem::take(&mut pending.calls);
         for (index, (call, response)) in results.iter().enumerate() {
@@ -118,12 +154,30 @@ impl ScriptedModel {
             Some(example) => format!(" Please type your request instead, for example {example}."),
             None => " Please type your request instead.".to_owned(),
         };
-        ModelStep::Reply(format!(
+        self.styled(ModelStep::Reply(format!(
             "I heard {heard}, but this demo model can't understand spoken words.{suggestion}"
-        ))
+        )))
     }
 
     fn declares(&self, tool: &str) -> bool {
         self.declared.contains(tool)
+    }
+}
+
+/// The text up to and including its first sentence end (all of it when there is none).
+fn first_sentence(text: &str) -> String {
+    let end = text
+        .char_indices()
+        .find(|&(i, c)| {
+            matches!(c, '.' | '!' | '?')
+                && text[i + c.len_utf8()..]
+                    .chars()
+                    .next()
+                    .is_none_or(char::is_whitespace)
+        })
+        .map(|(i, c)| i + c.len_utf8());
+    match end {
+        Some(end) => text[..end].to_owned(),
+        None => text.to_owned(),
     }
 }

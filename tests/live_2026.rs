@@ -1,0 +1,402 @@
+//! The 2026 service's behaviours against the mock, over a plain WebSocket (no livetalk client
+//! code): per-model quirks chosen by the model id in `setup`, asynchronous turns on 3.8 Live,
+//! and `contextUpdate`.
+
+// Test output is the test runner's, not livetalk's: it may print directly.
+#![allow(clippy::disallowed_macros)]
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use livetalk::live::ApiVersion;
+use livetalk::mock::{MockOptions, MockServer};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// A mock and one connection to it, with everything received kept.
+struct Session {
+    ws: Client,
+    seen: Vec<Value>,
+    _mock: MockServer,
+}
+
+/// How a connection ended.
+#[derive(Debug)]
+struct Closed {
+    code: u16,
+    reason: String,
+}
+
+impl Session {
+    /// Sends `setup` and returns the session, or how the mock refused it.
+    async fn open(setup: Value) -> Result<Session, Closed> {
+        let mock = MockServer::start(MockOptions {
+            speed: 40.0,
+            ..MockOptions::loopback()
+        })
+        .await
+        .unwrap();
+        let url = mock.endpoint(ApiVersion::V1beta).url().to_owned();
+        let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+        let mut session = Session {
+            ws,
+            seen: Vec::new(),
+            _mock: mock,
+        };
+        session.send(json!({ "setup": setup })).await;
+        session
+            .until(|m| m.get("setupComplete").is_some())
+            .await
+            .map(|_| session)
+    }
+
+    async fn send(&mut self, message: Value) {
+        self.ws
+            .send(Message::text(message.to_string()))
+            .await
+            .unwrap();
+    }
+
+    async fn say(&mut self, text: &str) {
+        self.send(json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": text}]}], "turnComplete": true}}))
+            .await;
+    }
+
+    /// Reads until a message satisfies `pred`; returns everything read, or the close.
+    async fn until(&mut self, pred: impl Fn(&Value) -> bool) -> Result<Vec<Value>, Closed> {
+        let mut read = Vec::new();
+        loop {
+            let frame = tokio::time::timeout(WAIT, self.ws.next())
+                .await
+                .unwrap_or_else(|_| panic!("nothing within {WAIT:?}; read: {read:#?}"));
+            let message: Value = match frame {
+                Some(Ok(Message::Text(text))) => serde_json::from_str(&text).unwrap(),
+                Some(Ok(Message::Binary(bytes))) => serde_json::from_slice(&bytes).unwrap(),
+                Some(Ok(Message::Close(frame))) => {
+                    let frame = frame.unwrap();
+                    return Err(Closed {
+                        code: frame.code.into(),
+                        reason: frame.reason.to_string(),
+                    });
+                }
+                other => panic!("unexpected {other:?}"),
+            };
+            self.seen.push(message.clone());
+            read.push(message.clone());
+            if pred(&message) {
+                return Ok(read);
+            }
+        }
+    }
+
+    /// The messages of one model turn, up to its `turnComplete`.
+    async fn turn(&mut self) -> Vec<Value> {
+        self.until(|m| m["serverContent"]["turnComplete"] == true)
+            .await
+            .unwrap()
+    }
+
+    /// Answers the next toolCall with `response` for each call; returns the messages read.
+    async fn answer(&mut self, response: Value) -> Vec<Value> {
+        let read = self.until(|m| m.get("toolCall").is_some()).await.unwrap();
+        let calls = read.last().unwrap()["toolCall"]["functionCalls"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let answers: Vec<Value> = calls
+            .iter()
+            .map(|c| json!({"id": c["id"], "name": c["name"], "response": response}))
+            .collect();
+        self.send(json!({"toolResponse": {"functionResponses": answers}}))
+            .await;
+        read
+    }
+}
+
+/// Words of the model: transcription and text parts that are not thoughts.
+fn words(messages: &[Value]) -> String {
+    let mut text = String::new();
+    for m in messages {
+        let content = &m["serverContent"];
+        if let Some(t) = content["outputTranscription"]["text"].as_str() {
+            text.push_str(t);
+        }
+        for part in content["modelTurn"]["parts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if part["thought"] != true
+                && let Some(t) = part["text"].as_str()
+            {
+                text.push_str(t);
+            }
+        }
+    }
+    text
+}
+
+fn lamp_tools(behavior: Option<&str>) -> Value {
+    let mut declaration = json!({"name": "get_device_status",
+        "parameters": {"type": "OBJECT", "properties": {"device_name": {"type": "STRING"}}}});
+    if let Some(behavior) = behavior {
+        declaration["behavior"] = json!(behavior);
+    }
+    json!([{"functionDeclarations": [declaration]}])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_3_8_turn_with_a_non_blocking_call_goes_on_after_turn_complete_until_idle() {
+    let mut session = Session::open(json!({
+        "model": "models/gemini-3.8-live",
+        "generationConfig": {"responseModalities": ["TEXT"]},
+        "tools": lamp_tools(Some("NON_BLOCKING")),
+    }))
+    .await
+    .unwrap();
+    session.say("Is the living room lamp on?").await;
+    // The acknowledgement ends with turnComplete, but the interaction is in progress…
+    let first = session.turn().await;
+    assert_eq!(words(&first), "One moment, I'll check.");
+    let end = &first.last().unwrap()["serverContent"];
+    assert_eq!(end["interactionStatus"], "IN_PROGRESS", "{end}");
+    // …an empty serverContent with only usage opened the model's first turn…
+    assert_eq!(first[0]["serverContent"], json!({}), "{:?}", first[0]);
+    assert!(first[0]["usageMetadata"]["promptTokenCount"].is_number());
+    // …and the tool call follows the turnComplete.
+    let before_call = session
+        .answer(json!({"device_name": "living room lamp", "status": "off"}))
+        .await;
+    assert_eq!(before_call.len(), 1, "{before_call:#?}");
+    let answer = session.turn().await;
+    assert!(words(&answer).contains("off"), "{answer:#?}");
+    let end = &answer.last().unwrap()["serverContent"];
+    assert_eq!(end["interactionStatus"], "IDLE", "{end}");
+    assert!(answer.last().unwrap()["usageMetadata"]["totalTokenCount"].is_number());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn blocking_calls_on_3_8_finish_inside_the_turn_and_end_idle() {
+    let mut session = Session::open(json!({
+        "model": "models/gemini-3.8-live",
+        "generationConfig": {"responseModalities": ["TEXT"]},
+        "tools": lamp_tools(None),
+    }))
+    .await
+    .unwrap();
+    session.say("Is the living room lamp on?").await;
+    let before_call = session.answer(json!({"status": "on"})).await;
+    assert!(
+        !before_call
+            .iter()
+            .any(|m| m["serverContent"]["turnComplete"] == true),
+        "{before_call:#?}"
+    );
+    let answer = session.turn().await;
+    assert_eq!(
+        answer.last().unwrap()["serverContent"]["interactionStatus"],
+        "IDLE"
+    );
+    // A question waits for the user, and says so.
+    session.say("Turn on the lamp").await;
+    let asked = session.turn().await;
+    let end = &asked.last().unwrap()["serverContent"];
+    if words(&asked).trim_end().ends_with('?') {
+        assert_eq!(end["waitingForInput"], true, "{end}");
+        assert_eq!(end["turnCompleteReason"], "NEED_MORE_INPUT", "{end}");
+    } else {
+        assert!(end.get("waitingForInput").is_none(), "{end}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_extended_thinking_model_takes_only_non_blocking_functions() {
+    let refused = Session::open(json!({
+        "model": "models/gemini-3.8-live-extended-thinking",
+        "tools": lamp_tools(Some("BLOCKING")),
+    }))
+    .await
+    .err()
+    .unwrap();
+    assert_eq!(refused.code, 1007, "{refused:?}");
+    assert!(refused.reason.contains("NON_BLOCKING"), "{refused:?}");
+    assert!(
+        Session::open(json!({
+            "model": "models/gemini-3.8-live-extended-thinking",
+            "tools": lamp_tools(Some("NON_BLOCKING")),
+        }))
+        .await
+        .is_ok()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_text_modality_on_a_native_audio_model_is_refused_as_the_service_does() {
+    let refused = Session::open(json!({
+        "model": "models/gemini-2.5-flash-native-audio-preview-09-2025",
+        "generationConfig": {"responseModalities": ["TEXT"]},
+    }))
+    .await
+    .err()
+    .unwrap();
+    assert_eq!(refused.code, 1007);
+    assert_eq!(
+        refused.reason,
+        "Cannot extract voices from a non-audio request."
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn media_chunks_are_refused_where_the_service_refuses_them() {
+    let chunk = json!({"realtimeInput": {"mediaChunks": [
+        {"mimeType": "audio/pcm;rate=16000", "data": "AAAAAA=="}]}});
+    let mut newer = Session::open(json!({"model": "models/gemini-3.8-live"}))
+        .await
+        .unwrap();
+    newer.send(chunk.clone()).await;
+    let refused = newer.until(|_| false).await.err().unwrap();
+    assert_eq!(refused.code, 1007);
+    assert_eq!(
+        refused.reason,
+        "realtime_input.media_chunks is deprecated. Use audio, video, or text instead."
+    );
+    // An older model still takes them (and answers a turn after).
+    let mut older = Session::open(json!({"model": "models/gemini-2.5-flash-preview",
+        "generationConfig": {"responseModalities": ["TEXT"]}}))
+    .await
+    .unwrap();
+    older.send(chunk).await;
+    older.say("Hello").await;
+    let turn = older.turn().await;
+    // No usage-only opening on older models either.
+    assert!(turn[0]["serverContent"] != json!({}), "{turn:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn thought_parts_come_only_when_asked_for() {
+    for include in [true, false] {
+        let mut session = Session::open(json!({
+            "model": "models/gemini-3.8-live",
+            "generationConfig": {"responseModalities": ["TEXT"],
+                "thinkingConfig": {"includeThoughts": include}},
+        }))
+        .await
+        .unwrap();
+        session.say("Hello").await;
+        let turn = session.turn().await;
+        let thoughts: Vec<&Value> = turn
+            .iter()
+            .flat_map(|m| {
+                m["serverContent"]["modelTurn"]["parts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+            })
+            .filter(|p| p["thought"] == true)
+            .collect();
+        assert_eq!(thoughts.len(), usize::from(include), "{turn:#?}");
+        assert!(!words(&turn).is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn spoken_turns_bring_voice_activity_and_input_transcription_fragments() {
+    let mut session = Session::open(json!({
+        "model": "models/gemini-3.8-live",
+        "inputAudioTranscription": {},
+    }))
+    .await
+    .unwrap();
+    // A second of tone, then silence, in 100 ms chunks.
+    let mut pcm = Vec::new();
+    for i in 0..16_000 {
+        let s = ((i as f64 * 220.0 * std::f64::consts::TAU / 16_000.0).sin() * 12_000.0) as i16;
+        pcm.extend_from_slice(&s.to_le_bytes());
+    }
+    pcm.resize(pcm.len() + 32 * 1500, 0);
+    use base64::Engine as _;
+    for chunk in pcm.chunks(3200) {
+        let data = base64::engine::general_purpose::STANDARD.encode(chunk);
+        session
+            .send(json!({"realtimeInput": {"audio": {"mimeType": "audio/pcm;rate=16000", "data": data}}}))
+            .await;
+    }
+    let turn = session.turn().await;
+    let activity: Vec<&Value> = turn
+        .iter()
+        .filter_map(|m| {
+            m["voiceActivity"]["type"]
+                .as_str()
+                .map(|_| &m["voiceActivity"]["type"])
+        })
+        .collect();
+    assert_eq!(activity, [&json!("ACTIVITY_START"), &json!("ACTIVITY_END")]);
+    let fragments: Vec<&Value> = turn
+        .iter()
+        .filter(|m| m["serverContent"]["inputTranscription"].is_object())
+        .map(|m| &m["serverContent"]["inputTranscription"])
+        .collect();
+    assert_eq!(fragments.len(), 2, "{turn:#?}");
+    let heard: String = fragments
+        .iter()
+        .map(|f| f["text"].as_str().unwrap())
+        .collect();
+    assert!(heard.contains("seconds of speech"), "{heard}");
+    assert_eq!(fragments[1]["finished"], true);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retired_model_is_answered_with_the_services_error() {
+    let refused = Session::open(json!({"model": "models/gemini-live-2.5-flash-preview"}))
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(refused.code, 1008);
+    assert!(
+        refused
+            .reason
+            .starts_with("models/gemini-live-2.5-flash-preview is not found for API version"),
+        "{refused:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn context_update_changes_the_instruction_with_or_without_a_role() {
+    for role in [None, Some("user")] {
+        let mut session = Session::open(json!({
+            "model": "models/gemini-3.8-live",
+            "generationConfig": {"responseModalities": ["TEXT"]},
+            "tools": lamp_tools(None),
+        }))
+        .await
+        .unwrap();
+        session.say("Hello").await;
+        let long = words(&session.turn().await);
+        assert!(long.matches(". ").count() >= 1, "{long:?}");
+        let mut instruction = json!({"parts": [{"text": "Answer briefly, in one sentence."}]});
+        if let Some(role) = role {
+            instruction["role"] = json!(role);
+        }
+        // As both SDKs send it; the service answers nothing, and the session goes on.
+        session
+            .send(json!({"contextUpdate": {"systemInstruction": instruction}}))
+            .await;
+        session.say("Hello").await;
+        let brief = words(&session.turn().await);
+        assert_eq!(brief, "Hello!", "{role:?}");
+        // And a later instruction replaces it.
+        session
+            .send(json!({"contextUpdate": {"systemInstruction": {"parts": [{"text": "Be thorough."}]}}}))
+            .await;
+        session.say("Hello").await;
+        assert_eq!(words(&session.turn().await), long);
+    }
+}
