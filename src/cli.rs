@@ -92,6 +92,11 @@ pub struct SessionFlags {
     /// (0: no limit).
     #[arg(long, value_name = "SECS")]
     pub turn_timeout: Option<f64>,
+    /// With --headless (nobody there to approve calls): all runs every tool call; read-only
+    /// runs built-ins and tools that need no approval and refuses the rest; none refuses
+    /// every MCP tool call (built-ins still run).
+    #[arg(long, value_enum, value_name = "POLICY", default_value = "read-only")]
+    pub approve: crate::tools::ApprovePolicy,
     /// Record the session (frames, tool calls, audio) into DIR, or into a new timestamped
     /// folder under the sessions dir when DIR is left out.
     #[arg(long, value_name = "DIR", num_args = 0..=1)]
@@ -163,6 +168,7 @@ impl SessionFlags {
             offline: self.offline,
             bridge: self.bridge.clone(),
             turn_timeout_secs: self.turn_timeout,
+            approve: self.approve,
             record: self.record.clone(),
             no_audio: self.no_audio,
             audio_host: self.audio_host.clone(),

@@ -3,6 +3,7 @@
 //! The defaults layer is `config.example.toml` itself, so the documented defaults cannot drift
 //! from the real ones.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use serde::Deserialize;
 use crate::audio::{AudioHost, AudioOptions, EchoMode};
 use crate::live::{ApiKey, ApiVersion, Endpoint};
 use crate::tools::mcp::{self, ServerSpec};
-use crate::tools::{Approval, BUILTIN_TOOLS, ToolLimits};
+use crate::tools::{Approval, ApprovePolicy, BUILTIN_TOOLS, ToolLimits};
 
 /// The documented defaults, compiled in.
 pub const DEFAULT_CONFIG: &str = include_str!("../config.example.toml");
@@ -171,6 +172,8 @@ struct ToolsLayer {
     enabled: Option<Vec<String>>,
     timeout_secs: Option<f64>,
     max_response_bytes: Option<usize>,
+    /// Per built-in tool: `"always"` (each call waits for the user) or `"never"`.
+    approval: Option<BTreeMap<String, Approval>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -201,6 +204,8 @@ pub struct FlagOverrides {
     /// `--bridge URL`: talk through a livetalk bridge.
     pub bridge: Option<String>,
     pub turn_timeout_secs: Option<f64>,
+    /// `--approve`: what a headless run does with calls that would wait for the user.
+    pub approve: ApprovePolicy,
     /// `--record [DIR]`: `Some(None)` records into a new timestamped folder.
     pub record: Option<Option<PathBuf>>,
     /// `--no-audio`: no sound devices (WAV files still work).
@@ -281,6 +286,10 @@ pub struct Settings {
     pub input_transcription: bool,
     pub output_transcription: bool,
     pub tools_enabled: Vec<String>,
+    /// Built-in tools whose approval was configured (`[tools.approval]`).
+    pub tools_approval: BTreeMap<String, Approval>,
+    /// What a headless run does with calls that would wait for the user (`--approve`).
+    pub approve: ApprovePolicy,
     pub tool_limits: ToolLimits,
     pub connect_timeout: Duration,
     pub turn_timeout: Duration,
@@ -528,6 +537,8 @@ impl Settings {
             input_transcription: merged.input_transcription,
             output_transcription: merged.output_transcription,
             tools_enabled: merged.tools_enabled,
+            tools_approval: merged.tools_approval,
+            approve: flags.approve,
             tool_limits: merged.tool_limits,
             connect_timeout: merged.connect_timeout,
             turn_timeout: merged.turn_timeout,
@@ -572,6 +583,7 @@ struct Merged {
     input_transcription: bool,
     output_transcription: bool,
     tools_enabled: Vec<String>,
+    tools_approval: BTreeMap<String, Approval>,
     tool_limits: ToolLimits,
     connect_timeout: Duration,
     turn_timeout: Duration,
@@ -667,20 +679,29 @@ impl Merged {
             self.output_transcription = t.output.unwrap_or(self.output_transcription);
         }
         if let Some(t) = layer.tools {
+            let known = |name: &str, key: &str| {
+                if BUILTIN_TOOLS.contains(&name) {
+                    Ok(())
+                } else {
+                    Err(ConfigError::new(
+                        source,
+                        key,
+                        format!(
+                            "unknown tool {name:?}; known tools: {}",
+                            BUILTIN_TOOLS.join(", ")
+                        ),
+                    ))
+                }
+            };
             if let Some(enabled) = t.enabled {
                 for name in &enabled {
-                    if !BUILTIN_TOOLS.contains(&name.as_str()) {
-                        return Err(ConfigError::new(
-                            source,
-                            "tools.enabled",
-                            format!(
-                                "unknown tool {name:?}; known tools: {}",
-                                BUILTIN_TOOLS.join(", ")
-                            ),
-                        ));
-                    }
+                    known(name, "tools.enabled")?;
                 }
                 self.tools_enabled = enabled;
+            }
+            for (name, approval) in t.approval.unwrap_or_default() {
+                known(&name, &format!("tools.approval.{name}"))?;
+                self.tools_approval.insert(name, approval);
             }
             if let Some(secs) = t.timeout_secs {
                 self.tool_limits.timeout = seconds(secs, source, "tools.timeout_secs")?;

@@ -12,7 +12,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::app::{App, Entry, ModelTurnStatus, Msg, NoticeLevel, ToolState, UserInput};
+use crate::app::{App, Entry, ModelTurnStatus, Msg, NoticeLevel, UserInput};
 use crate::config::Settings;
 use crate::driver::{Presenter, Source, drive};
 use crate::echo::{SUMMARY, bounded, bounded_json};
@@ -56,7 +56,8 @@ pub async fn run_with_input(
     lines: mpsc::Receiver<String>,
 ) -> anyhow::Result<u8> {
     let printer = Printer::new(format);
-    let (mut app, mut engine) = launch(&settings, None).await?;
+    let decider = crate::tools::Decider::Policy(settings.approve);
+    let (mut app, mut engine) = launch(&settings, None, decider).await?;
     if settings.is_offline() {
         printer.info(OFFLINE_NOTICE);
     }
@@ -335,7 +336,7 @@ impl Printer {
                 let Some(call) = app.tool_calls().get(*index) else {
                     return true;
                 };
-                if call.state == ToolState::Running && !app.is_finished() {
+                if call.state.is_open() && !app.is_finished() {
                     return false;
                 }
                 let millis = call.duration.map(|d| d.as_secs_f64() * 1000.0);

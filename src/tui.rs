@@ -57,7 +57,7 @@ pub fn terminal_available() -> bool {
 /// Runs the TUI until the user quits or the session ends by `end_session`. Returns the exit
 /// code: 0 unless the session failed or was lost.
 pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<u8> {
-    let (mut app, mut engine) = launch(&settings, log_path).await?;
+    let (mut app, mut engine) = launch(&settings, log_path, crate::tools::Decider::Person).await?;
     on_the_terminal(&mut app, &mut engine, log_path).await?;
     let lost = app.is_finished() && !app.ended_cleanly();
     if lost && let Connection::Disconnected { reason } = app.connection() {

@@ -2,7 +2,8 @@
 //! auth in front of a `wss://` mock whose certificate a local CA signed (trusted through
 //! `SSL_CERT_FILE`), `NO_PROXY`, a wrong proxy password; and Vertex AI: a token endpoint that
 //! verifies service-account assertions and refresh tokens, and a fake Vertex Live endpoint in
-//! front of the mock that checks the path, the bearer token and the model's resource name.
+//! front of the mock that checks the path, the bearer token and the model's resource name, and
+//! gives tool calls UUID ids as Vertex does.
 
 // Test output is the test runner's, not livetalk's: it may print directly.
 #![allow(clippy::disallowed_macros)]
@@ -157,7 +158,7 @@ fn tunnel(mut client: TcpStream, expected: &str, log: &ProxyLog) {
 }
 
 /// An HTTP request's head, read a byte at a time so nothing after it is consumed.
-fn read_head(stream: &mut TcpStream) -> Option<String> {
+fn read_head(stream: &mut impl Read) -> Option<String> {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -189,71 +190,111 @@ enum Accepts {
     AuthorizedUser,
 }
 
-/// Starts a token endpoint on loopback; returns its URL and log.
-fn start_token_endpoint(accepts: Accepts) -> (String, Arc<Mutex<TokenLog>>) {
+/// Starts a token endpoint on loopback, over TLS with the PKI's server certificate when one
+/// is given (then by the name `localhost`); returns its URL and log.
+fn start_token_endpoint(accepts: Accepts, tls: Option<&Pki>) -> (String, Arc<Mutex<TokenLog>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!(
-        "http://127.0.0.1:{}/token",
-        listener.local_addr().unwrap().port()
-    );
+    let port = listener.local_addr().unwrap().port();
+    let url = match tls {
+        Some(_) => format!("https://localhost:{port}/token"),
+        None => format!("http://127.0.0.1:{port}/token"),
+    };
+    let tls = tls.map(|pki| {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let chain = CertificateDer::pem_file_iter(pki.path("leaf.pem"))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let key = PrivateKeyDer::from_pem_file(pki.path("leaf.key")).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        Arc::new(
+            rustls::ServerConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(chain, key)
+                .unwrap(),
+        )
+    });
     let log = Arc::new(Mutex::new(TokenLog::default()));
     let (accepts, seen, token_uri) = (Arc::new(accepts), log.clone(), url.clone());
     std::thread::spawn(move || {
         for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { break };
-            let Some(head) = read_head(&mut stream) else {
-                continue;
-            };
-            let length: usize = head
-                .lines()
-                .find_map(|l| {
-                    let (name, value) = l.split_once(':')?;
-                    name.eq_ignore_ascii_case("content-length")
-                        .then(|| value.trim().parse().ok())?
-                })
-                .unwrap_or(0);
-            let mut body = vec![0u8; length];
-            if stream.read_exact(&mut body).is_err() {
-                continue;
+            let Ok(stream) = stream else { break };
+            match &tls {
+                Some(config) => {
+                    let connection = rustls::ServerConnection::new(config.clone()).unwrap();
+                    let mut stream = rustls::StreamOwned::new(connection, stream);
+                    answer_token_request(&mut stream, &accepts, &token_uri, &seen);
+                    stream.conn.send_close_notify();
+                    let _ = stream.flush();
+                }
+                None => answer_token_request(&mut { stream }, &accepts, &token_uri, &seen),
             }
-            let form = parse_form(&String::from_utf8_lossy(&body));
-            let verdict = if !head.starts_with("POST /token ") {
-                Err(format!(
-                    "not a POST to /token: {}",
-                    head.lines().next().unwrap_or("")
-                ))
-            } else {
-                judge(&accepts, &form, &token_uri)
-            };
-            let mut log = seen.lock().unwrap();
-            let (status, answer) = match verdict {
-                Ok(grant) => {
-                    let token = format!("ya29.fake-{}-TOKEN-SECRET", log.issued.len() + 1);
-                    log.issued.push(token.clone());
-                    log.grants.push(grant);
-                    (
-                        "200 OK",
-                        serde_json::json!({"access_token": token, "expires_in": TOKEN_LIFETIME_SECS, "token_type": "Bearer"}),
-                    )
-                }
-                Err(why) => {
-                    log.refused.push(why.clone());
-                    (
-                        "400 Bad Request",
-                        serde_json::json!({"error": "invalid_grant", "error_description": why}),
-                    )
-                }
-            };
-            drop(log);
-            let body = answer.to_string();
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
         }
     });
     (url, log)
+}
+
+/// Reads one token request from `stream` and answers it.
+fn answer_token_request(
+    stream: &mut (impl Read + Write),
+    accepts: &Accepts,
+    token_uri: &str,
+    seen: &Mutex<TokenLog>,
+) {
+    let Some(head) = read_head(stream) else {
+        return;
+    };
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    if stream.read_exact(&mut body).is_err() {
+        return;
+    }
+    let form = parse_form(&String::from_utf8_lossy(&body));
+    let verdict = if !head.starts_with("POST /token ") {
+        Err(format!(
+            "not a POST to /token: {}",
+            head.lines().next().unwrap_or("")
+        ))
+    } else {
+        judge(accepts, &form, token_uri)
+    };
+    let mut log = seen.lock().unwrap();
+    let (status, answer) = match verdict {
+        Ok(grant) => {
+            let token = format!("ya29.fake-{}-TOKEN-SECRET", log.issued.len() + 1);
+            log.issued.push(token.clone());
+            log.grants.push(grant);
+            (
+                "200 OK",
+                serde_json::json!({"access_token": token, "expires_in": TOKEN_LIFETIME_SECS, "token_type": "Bearer"}),
+            )
+        }
+        Err(why) => {
+            log.refused.push(why.clone());
+            (
+                "400 Bad Request",
+                serde_json::json!({"error": "invalid_grant", "error_description": why}),
+            )
+        }
+    };
+    drop(log);
+    let body = answer.to_string();
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.flush();
 }
 
 fn parse_form(body: &str) -> Vec<(String, String)> {
@@ -344,13 +385,63 @@ struct VertexConnection {
 struct FakeVertex {
     url: String,
     connections: Arc<Mutex<Vec<VertexConnection>>>,
+    /// Tool calls answered with the UUID id Vertex gave them.
+    uuid_answers: Arc<Mutex<usize>>,
     _runtime: tokio::runtime::Runtime,
+}
+
+/// Vertex's way with call ids: the mock's `function-call-N` ids go out as UUIDs, and answers
+/// must come back with those; `ids` maps them back for the mock.
+fn vertex_call_ids(frame: Message, ids: &mut Vec<(String, String)>) -> Message {
+    let Ok(text) = frame.to_text() else {
+        return frame;
+    };
+    let Ok(mut message) = serde_json::from_str::<serde_json::Value>(text) else {
+        return frame;
+    };
+    let Some(calls) = message["toolCall"]["functionCalls"].as_array_mut() else {
+        return frame;
+    };
+    for call in calls {
+        let Some(id) = call["id"].as_str().map(str::to_owned) else {
+            continue;
+        };
+        let uuid = format!("8acdafcd-9c55-44be-84da-{:012x}", ids.len() + 1);
+        call["id"] = uuid.clone().into();
+        ids.push((uuid, id));
+    }
+    Message::text(message.to_string())
+}
+
+/// An answer to a Vertex call id, given back the mock's id; counts the answers it mapped.
+fn mock_call_ids(frame: Message, ids: &[(String, String)], mapped: &Mutex<usize>) -> Message {
+    let Ok(text) = frame.to_text() else {
+        return frame;
+    };
+    let Ok(mut message) = serde_json::from_str::<serde_json::Value>(text) else {
+        return frame;
+    };
+    let Some(responses) = message["toolResponse"]["functionResponses"].as_array_mut() else {
+        return frame;
+    };
+    for response in responses {
+        let original = ids
+            .iter()
+            .find(|(uuid, _)| response["id"] == uuid.as_str())
+            .map(|(_, original)| original.clone());
+        if let Some(original) = original {
+            response["id"] = original.into();
+            *mapped.lock().unwrap() += 1;
+        }
+    }
+    Message::text(message.to_string())
 }
 
 const VERTEX_PATH: &str = "/ws/google.cloud.aiplatform.v1.LlmBidiService/BidiGenerateContent";
 
 /// Serves Vertex's Live path on loopback: a connection must carry a bearer token `tokens`
-/// issued, and ask for the model by its resource name; the mock at `mock_url` answers.
+/// issued, and ask for the model by its resource name; the mock at `mock_url` answers, its
+/// call ids turned into UUIDs.
 fn start_fake_vertex(mock_url: &str, tokens: Arc<Mutex<TokenLog>>) -> FakeVertex {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -362,6 +453,8 @@ fn start_fake_vertex(mock_url: &str, tokens: Arc<Mutex<TokenLog>>) -> FakeVertex
         .unwrap();
     let url = format!("ws://{}", listener.local_addr().unwrap());
     let connections = Arc::new(Mutex::new(Vec::new()));
+    let uuid_answers = Arc::new(Mutex::new(0));
+    let answers = uuid_answers.clone();
     let mock = Endpoint::parse(mock_url, ApiVersion::V1)
         .unwrap()
         .url()
@@ -370,6 +463,7 @@ fn start_fake_vertex(mock_url: &str, tokens: Arc<Mutex<TokenLog>>) -> FakeVertex
     runtime.spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let (tokens, seen, mock) = (tokens.clone(), seen.clone(), mock.clone());
+            let answers = answers.clone();
             tokio::spawn(async move {
                 let mut checked = None;
                 let check = |request: &Request, response: Response| {
@@ -433,16 +527,19 @@ fn start_fake_vertex(mock_url: &str, tokens: Arc<Mutex<TokenLog>>) -> FakeVertex
                 }
                 // Frames both ways until either side ends; then both connections drop, as a
                 // lost connection does.
+                let mut ids = Vec::new();
                 loop {
                     tokio::select! {
                         frame = client.next() => match frame {
                             Some(Ok(frame)) if !frame.is_close() => {
+                                let frame = mock_call_ids(frame, &ids, &answers);
                                 if upstream.send(frame).await.is_err() { break; }
                             }
                             _ => break,
                         },
                         frame = upstream.next() => match frame {
                             Some(Ok(frame)) if !frame.is_close() => {
+                                let frame = vertex_call_ids(frame, &mut ids);
                                 if client.send(frame).await.is_err() { break; }
                             }
                             _ => break,
@@ -455,6 +552,7 @@ fn start_fake_vertex(mock_url: &str, tokens: Arc<Mutex<TokenLog>>) -> FakeVertex
     FakeVertex {
         url,
         connections,
+        uuid_answers,
         _runtime: runtime,
     }
 }
@@ -694,7 +792,7 @@ fn vertex_with_a_service_account_completes_the_tool_calls_and_renews_its_token()
     let scratch = tempfile::tempdir().unwrap();
     let pki = Pki::create(scratch.path());
     let public_key = std::fs::read(pki.dir.join("sa.der")).unwrap();
-    let (token_uri, tokens) = start_token_endpoint(Accepts::ServiceAccount(public_key));
+    let (token_uri, tokens) = start_token_endpoint(Accepts::ServiceAccount(public_key), None);
     let mock = mock_dropping_at_the_second_question(scratch.path());
     let vertex = start_fake_vertex(&mock.url, tokens.clone());
     let credentials = service_account_file(scratch.path(), &pki, &token_uri);
@@ -722,7 +820,7 @@ fn vertex_with_a_service_account_completes_the_tool_calls_and_renews_its_token()
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
     assert_smart_home_dialogue(&run.stdout);
     assert!(
-        run.stderr.contains("livetalk: notice: an API key is set, but --vertex uses Application Default Credentials; the key is not used."),
+        run.stderr.contains("livetalk: info: An API key is set, but --vertex uses Application Default Credentials; the key is not used."),
         "{}",
         run.stderr
     );
@@ -733,6 +831,11 @@ fn vertex_with_a_service_account_completes_the_tool_calls_and_renews_its_token()
         run.stderr
     );
 
+    assert_eq!(
+        *vertex.uuid_answers.lock().unwrap(),
+        3,
+        "each of the three calls was answered with its UUID id"
+    );
     let tokens = tokens.lock().unwrap();
     assert!(tokens.refused.is_empty(), "{:?}", tokens.refused);
     assert_eq!(
@@ -768,7 +871,7 @@ fn vertex_with_a_service_account_completes_the_tool_calls_and_renews_its_token()
 #[test]
 fn vertex_with_gcloud_user_credentials_and_without_any() {
     let scratch = tempfile::tempdir().unwrap();
-    let (token_uri, tokens) = start_token_endpoint(Accepts::AuthorizedUser);
+    let (token_uri, tokens) = start_token_endpoint(Accepts::AuthorizedUser, None);
     let mock = MockProcess::start(scratch.path(), &["--speed", "20"]);
     let vertex = start_fake_vertex(&mock.url, tokens.clone());
     // Where `gcloud auth application-default login` writes it.
@@ -837,4 +940,76 @@ fn vertex_with_gcloud_user_credentials_and_without_any() {
         lines[0]
     );
     assert_eq!(vertex.connections.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn vertex_behind_the_company_proxy_gets_its_token_and_its_session_through_the_tunnel() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pki = Pki::create(scratch.path());
+    let public_key = std::fs::read(pki.dir.join("sa.der")).unwrap();
+    // The token endpoint speaks TLS with the local CA's certificate: the token request must
+    // trust SSL_CERT_FILE and go through the proxy as the WebSocket does.
+    let (token_uri, tokens) = start_token_endpoint(Accepts::ServiceAccount(public_key), Some(&pki));
+    let mock = MockProcess::start(scratch.path(), &["--speed", "20"]);
+    let vertex = start_fake_vertex(&mock.url, tokens.clone());
+    let credentials = service_account_file(scratch.path(), &pki, &token_uri);
+    let (port, proxy) = start_proxy(PROXY_USER, PROXY_PASSWORD);
+    let url = proxy_url(port, PROXY_PASSWORD);
+    let endpoint = vertex.url.replace("127.0.0.1", "localhost");
+
+    let run = run_livetalk(
+        scratch.path(),
+        &[
+            "--headless",
+            "--vertex",
+            "--project",
+            PROJECT,
+            "--location",
+            LOCATION,
+            "--endpoint",
+            &endpoint,
+        ],
+        &[
+            (
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                credentials.to_str().unwrap(),
+            ),
+            ("HTTPS_PROXY", &url),
+            ("SSL_CERT_FILE", &pki.path("ca.pem")),
+        ],
+        &[SMART_HOME_LINES[0]],
+    );
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("Tool: get_device_status {\"device_name\":\"living room lamp\"} -> ok"),
+        "{}",
+        run.stdout
+    );
+    let token_address = token_uri
+        .trim_start_matches("https://")
+        .trim_end_matches("/token");
+    let vertex_address = endpoint.trim_start_matches("ws://");
+    assert_eq!(
+        proxy.tunnels(),
+        vec![
+            (token_address.to_owned(), true),
+            (vertex_address.to_owned(), true)
+        ]
+    );
+    let tokens = tokens.lock().unwrap();
+    assert!(tokens.refused.is_empty(), "{:?}", tokens.refused);
+    assert_eq!(tokens.issued.len(), 1);
+    assert_eq!(
+        vertex.connections.lock().unwrap()[0].bearer,
+        tokens.issued[0]
+    );
+    let mut secrets: Vec<&str> = tokens.issued.iter().map(String::as_str).collect();
+    secrets.extend([PROXY_PASSWORD, url.as_str()]);
+    assert_no_secrets(
+        &run,
+        scratch.path(),
+        &secrets,
+        &[&pki.dir, &credentials, &scratch.path().join("config.toml")],
+    );
 }

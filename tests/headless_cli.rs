@@ -541,3 +541,132 @@ fn on_3_8_the_next_line_waits_for_idle_not_for_turn_complete() {
         assert!(replies[1].contains(expected[index]), "{interaction:#?}");
     }
 }
+
+/// A config asking approval for every `set_device_status` call, audio off.
+fn approval_config(scratch: &std::path::Path) {
+    std::fs::write(
+        scratch.join("config.toml"),
+        "[audio]\nenabled = false\n[tools.approval]\nset_device_status = \"always\"\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn headless_approve_policies_decide_for_calls_that_would_wait_for_a_person() {
+    let scratch = tempfile::tempdir().unwrap();
+    approval_config(scratch.path());
+    // Nobody can approve headless: under every policy a built-in runs (it is the user's own
+    // code), so the call is answered rather than left waiting forever.
+    for policy in [None, Some("all"), Some("read-only"), Some("none")] {
+        let mut args = vec!["--headless", "--offline"];
+        if let Some(policy) = policy {
+            args.extend(["--approve", policy]);
+        }
+        let run = run_livetalk(scratch.path(), &args, &[], &["turn on the lamp"]);
+        let (stdout, stderr) = (&run.stdout, &run.stderr);
+        assert_eq!(run.code, Some(0), "{policy:?}\n{stdout}\n{stderr}");
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with("Tool: set_device_status") && l.contains(" -> ok")),
+            "{policy:?}: {stdout}"
+        );
+        assert!(
+            stdout.contains("Gemini: Alright, I've turned on the living room lamp."),
+            "{policy:?}: {stdout}"
+        );
+    }
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--offline", "--approve", "sometimes"],
+        &[],
+        &[],
+    );
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("read-only") && run.stderr.contains("--approve"),
+        "the valid policies are named: {}",
+        run.stderr
+    );
+}
+
+#[test]
+fn the_demo_model_passes_what_it_hears_to_the_tool_and_phrases_the_error() {
+    let scratch = tempfile::tempdir().unwrap();
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--offline"],
+        &[],
+        &["set the lamp to 250%", "turn on the garage light"],
+    );
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    assert_eq!(run.code, Some(0), "{stdout}\n{stderr}");
+    let tools: Vec<&str> = stdout.lines().filter(|l| l.starts_with("Tool: ")).collect();
+    assert_eq!(tools.len(), 2, "{stdout}");
+    assert!(
+        tools[0].contains("\"brightness\":250") && tools[0].contains(" -> error"),
+        "250 reaches the tool as heard: {stdout}"
+    );
+    assert!(
+        tools[1].contains("garage light") && tools[1].contains(" -> error"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "Gemini: Sorry, I couldn't set the living room lamp's brightness to 250%: brightness 250 is out of range; use 0–100."
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "Gemini: Sorry, I couldn't change the garage light: no device called \"garage light\""
+        ),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_demo_model_calls_a_declared_tool_by_name_with_arguments_from_the_words() {
+    let scratch = tempfile::tempdir().unwrap();
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--json", "--offline"],
+        &[],
+        &[
+            "call get_device_status with device_name front door lock",
+            "use the weather tool with city Paris",
+        ],
+    );
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    assert_eq!(run.code, Some(0), "{stdout}\n{stderr}");
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let tool = events
+        .iter()
+        .find(|e| e["type"] == "tool_call")
+        .unwrap_or_else(|| panic!("no call: {stdout}"));
+    assert_eq!(tool["name"], "get_device_status");
+    assert_eq!(
+        tool["args"],
+        serde_json::json!({"device_name": "front door lock"})
+    );
+    assert_eq!(tool["state"], "ok");
+    let said: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "model")
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(said.len(), 2, "{stdout}");
+    assert!(
+        said[0].starts_with("The get_device_status tool answered: "),
+        "{stdout}"
+    );
+    assert!(said[0].contains("locked"), "{stdout}");
+    assert!(
+        said[1].starts_with("This session has no tool called weather.")
+            && said[1].contains("get_device_status"),
+        "{stdout}"
+    );
+}

@@ -55,7 +55,7 @@ async fn smart_home_dialogue_over_loopback_changes_the_devices() {
     let registry = Arc::new(
         builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap(),
     );
-    let mut engine = Engine::new(registry.clone(), &home);
+    let mut engine = Engine::new(registry.clone(), &home, livetalk::tools::Decider::Person);
     let mut app = App::new(AppInit::new(settings.model.clone(), true, home.snapshot()));
     engine
         .connect(SessionOptions {
@@ -131,4 +131,104 @@ async fn smart_home_dialogue_over_loopback_changes_the_devices() {
     .await
     .expect("the app's device list follows the shared state");
     assert!(app.total_tokens() > 0, "usage metadata was counted");
+}
+
+/// A tool of the user's own, declared beside the built-ins (as an MCP tool would be).
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct EchoArgs {
+    /// The text to echo back.
+    message: String,
+}
+
+struct Echo;
+
+impl livetalk::tools::Tool for Echo {
+    type Args = EchoArgs;
+    fn name(&self) -> &'static str {
+        "echo"
+    }
+    fn description(&self) -> &'static str {
+        "Echoes a message back."
+    }
+    async fn call(&self, args: EchoArgs) -> Result<serde_json::Value, livetalk::tools::ToolError> {
+        Ok(serde_json::json!({ "echo": args.message }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_demo_model_calls_a_users_tool_by_name_and_it_waits_for_approval() {
+    use livetalk::tools::{Approval, CallKey, Decider, Verdict};
+    let scratch = tempfile::tempdir().unwrap();
+    let config = scratch.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let flags = FlagOverrides {
+        config: Some(config),
+        ..FlagOverrides::default()
+    };
+    let settings = Settings::resolve(&flags, &|_| None).unwrap();
+    let mock = MockServer::start(MockOptions {
+        speed: 20.0,
+        ..MockOptions::loopback()
+    })
+    .await
+    .unwrap();
+    let home = SmartHome::new();
+    let mut registry =
+        builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap();
+    registry.register(Echo);
+    registry.set_approval("echo", Approval::Always);
+    let registry = Arc::new(registry);
+    let mut engine = Engine::new(registry.clone(), &home, Decider::Person);
+    let mut app = App::new(AppInit::new(settings.model.clone(), true, home.snapshot()));
+    engine
+        .connect(SessionOptions {
+            endpoint: mock.endpoint(ApiVersion::V1),
+            auth: Auth::None,
+            setup: build_setup(&settings, &registry),
+            connect_timeout: Duration::from_secs(10),
+        })
+        .await
+        .unwrap();
+    until_ready(&mut app, &mut engine).await;
+    drive(
+        &mut app,
+        &mut engine,
+        Msg::UserText("use the echo tool with message Hello there".into()),
+    )
+    .await;
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while app.first_waiting_call().is_none() {
+            let msg = engine.next().await.expect("session open");
+            drive(&mut app, &mut engine, msg).await;
+        }
+    })
+    .await
+    .expect("the call waits for the user");
+    let call = &app.tool_calls()[0];
+    assert_eq!(call.name, "echo");
+    assert_eq!(call.args, serde_json::json!({"message": "Hello there"}));
+    assert_eq!(call.state, ToolState::Waiting);
+    assert!(!app.ready_for_user());
+
+    drive(
+        &mut app,
+        &mut engine,
+        Msg::ToolVerdict {
+            key: CallKey(0),
+            verdict: Verdict::Approve,
+        },
+    )
+    .await;
+    until_ready(&mut app, &mut engine).await;
+    let call = &app.tool_calls()[0];
+    assert_eq!(call.state, ToolState::Ok);
+    assert_eq!(
+        call.response.as_ref().unwrap().response,
+        serde_json::json!({"echo": "Hello there"})
+    );
+    let replies = common::replies(&app);
+    assert_eq!(
+        replies.last().map(|(text, _)| text.as_str()),
+        Some(r#"The echo tool answered: {"echo":"Hello there"}."#)
+    );
 }

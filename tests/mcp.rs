@@ -25,7 +25,7 @@ use livetalk::engine::{Engine, build_setup};
 use livetalk::live::{ApiVersion, Auth, SessionOptions};
 use livetalk::mock::{Fault, FaultAction, MockOptions, MockServer, Moment, Scenario};
 use livetalk::tools::mcp::{McpEvent, McpHub, ServerSpec, ServerState};
-use livetalk::tools::{Approval, Gate, Origin, SmartHome, builtin_registry};
+use livetalk::tools::{Approval, Decider, Gate, Origin, SmartHome, builtin_registry};
 use serde_json::{Value, json};
 
 fn root() -> PathBuf {
@@ -440,7 +440,7 @@ async fn session(faults: Vec<Fault>, servers: Vec<ServerSpec>) -> Harness {
     let registry = Arc::new(
         builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap(),
     );
-    let mut engine = Engine::new(registry, &home);
+    let mut engine = Engine::new(registry, &home, Decider::Person);
     engine.set_reconnect_policy(test_policy(4));
     let (hub, events) = McpHub::start(servers).await;
     engine.attach_mcp(hub, events);
@@ -660,8 +660,8 @@ async fn turning_a_tool_off_hands_over_at_the_turn_boundary_and_keeps_the_conver
             .any(|t| t.name == "whoami" && t.enabled)
     );
 
-    // From the tool list: select whoami, press Space.
-    h.apply(key(KeyCode::F(7))).await;
+    // From the tool list (F8): select whoami, press Space.
+    h.apply(key(KeyCode::F(8))).await;
     let row = h
         .app
         .tool_rows()
@@ -761,7 +761,7 @@ async fn a_crashed_server_answers_every_call_and_restarts_from_the_tool_list() {
     );
 
     // The tool list shows it down; r on its row restarts it.
-    h.apply(key(KeyCode::F(7))).await;
+    h.apply(key(KeyCode::F(8))).await;
     let row = h
         .app
         .tool_rows()

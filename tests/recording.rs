@@ -559,7 +559,7 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
     let registry = Arc::new(registry);
     let home = SmartHome::new();
     let dir = scratch.path().join("rec");
-    let mut engine = Engine::new(registry.clone(), &home);
+    let mut engine = Engine::new(registry.clone(), &home, livetalk::tools::Decider::Person);
     engine.set_reconnect_policy(test_policy(3));
     engine.record_into(Recorder::create(&dir, &settings, home.snapshot()).unwrap());
     let mut app = App::new(AppInit::new(

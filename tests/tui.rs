@@ -372,3 +372,51 @@ fn replay_pauses_steps_and_reaches_the_recorded_end_then_quits_cleanly() {
     assert!(output.contains("LIVETALK_EXIT=0"), "{output}");
     assert_terminal_restored(&pane, &output);
 }
+
+#[test]
+fn a_call_that_needs_approval_waits_then_runs_with_edited_arguments_or_is_denied() {
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        "[audio]\nenabled = false\n[tools.approval]\nset_device_status = \"always\"\n",
+    )
+    .unwrap();
+    let pane = Pane::start(scratch.path(), 120, 40);
+    pane.wait_for("the session to be ready", TURN, |s| {
+        s.contains("Gemini is listening…")
+    });
+
+    pane.type_line("set the lamp to 40%");
+    let screen = pane.wait_for("the call to wait", TURN, |s| s.contains("waiting for you"));
+    assert!(screen.contains("○ OFF"), "nothing ran yet:\n{screen}");
+    pane.keys("F7");
+    pane.keys("e");
+    pane.wait_for("the argument editor", TURN, |s| {
+        s.contains("Edit the arguments of set_device_status")
+    });
+    pane.keys("C-u");
+    pane.type_line(
+        r#"{"device_name": "living room lamp", "new_status": "on", "setting": {"brightness": 70}}"#,
+    );
+    let screen = pane.wait_for("the edited call to run and the reply", TURN, |s| {
+        s.contains("70%") && s.contains("Gemini is listening…") && !s.contains("waiting for you")
+    });
+    assert!(screen.contains("● ON"), "the lamp is on:\n{screen}");
+
+    pane.type_line("turn off the lamp");
+    pane.wait_for("the second call to wait", TURN, |s| {
+        s.contains("waiting for you")
+    });
+    pane.keys("F7");
+    pane.keys("d");
+    let screen = pane.wait_for("the refusal to be phrased", TURN, |s| {
+        s.contains("declined") && s.contains("Gemini is listening…")
+    });
+    assert!(screen.contains("⊘ refused"), "{screen}");
+    assert!(screen.contains("● ON"), "the lamp stayed on:\n{screen}");
+
+    pane.keys("C-c");
+    let screen = pane.wait_exit(TURN);
+    assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");
+    assert_terminal_restored(&pane, &screen);
+}

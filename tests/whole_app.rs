@@ -186,7 +186,9 @@ async fn a_conversation_with_a_tool_call_a_barge_in_and_a_reconnect_keys_in_fram
     .unwrap();
     let dir = scratch.path().join("recorded");
     let settings = settings(scratch.path(), &mock, &dir);
-    let (mut app, mut engine) = launch(&settings, None).await.unwrap();
+    let (mut app, mut engine) = launch(&settings, None, livetalk::tools::Decider::Person)
+        .await
+        .unwrap();
     let (mut user, terminal, events, frames) = User::at_a_terminal();
     let ui = livetalk::tui::run_on(&mut app, &mut engine, terminal, events, Some(frames));
     let script = async {

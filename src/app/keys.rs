@@ -14,8 +14,10 @@ use super::{App, Connection, Effect, Msg, ToolRow};
 /// Where a binding applies. Earlier scopes in [`Scope::PRIORITY`] win.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
-    /// Always, popups included.
+    /// Always, popups and the editor included.
     Anywhere,
+    /// While the editor (a tool call's arguments or result) is open.
+    Editor,
     /// While a popup is open.
     Popup,
     /// While the help popup is open.
@@ -38,8 +40,9 @@ pub enum Scope {
 }
 
 impl Scope {
-    const PRIORITY: [Scope; 12] = [
+    const PRIORITY: [Scope; 13] = [
         Scope::Anywhere,
+        Scope::Editor,
         Scope::HelpPopup,
         Scope::ToolsPopup,
         Scope::Popup,
@@ -96,6 +99,14 @@ pub enum Action {
     FirstTool,
     LastTool,
     OpenToolCall,
+    // The person's side of tool calls.
+    GoToWaiting,
+    ApproveCall,
+    DenyCall,
+    EditCall,
+    AnswerCall,
+    SubmitEditor,
+    CloseEditor,
     ClosePopup,
     ScrollPopup(i8),
     PopupPage(i8),
@@ -161,6 +172,9 @@ pub fn footer_keys() -> Vec<&'static Footer> {
 use Action as A;
 use Scope as S;
 
+/// The key that goes to the call waiting for the user (notices name it).
+pub const GO_TO_WAITING: &str = "F7";
+
 /// Every key binding, in the order the help lists them.
 pub const KEY_MAP: &[KeyRow] = &[
     KeyRow {
@@ -171,9 +185,15 @@ pub const KEY_MAP: &[KeyRow] = &[
     },
     KeyRow {
         keys: "←/→  Home/End",
-        help: "move in the input line (also Ctrl-A / Ctrl-E)",
+        help: "move in the input line or the editor (also Ctrl-A / Ctrl-E)",
         footer: None,
         bindings: &[
+            (S::Editor, key(KeyCode::Left), A::CursorLeft),
+            (S::Editor, key(KeyCode::Right), A::CursorRight),
+            (S::Editor, key(KeyCode::Home), A::CursorHome),
+            (S::Editor, key(KeyCode::End), A::CursorEnd),
+            (S::Editor, ctrl('a'), A::CursorHome),
+            (S::Editor, ctrl('e'), A::CursorEnd),
             (S::Input, key(KeyCode::Left), A::CursorLeft),
             (S::Input, key(KeyCode::Right), A::CursorRight),
             (S::Input, key(KeyCode::Home), A::CursorHome),
@@ -187,6 +207,10 @@ pub const KEY_MAP: &[KeyRow] = &[
         help: "delete a character; Ctrl-W a word, Ctrl-U to the start",
         footer: None,
         bindings: &[
+            (S::Editor, key(KeyCode::Backspace), A::DeleteBack),
+            (S::Editor, key(KeyCode::Delete), A::DeleteForward),
+            (S::Editor, ctrl('w'), A::DeleteWord),
+            (S::Editor, ctrl('u'), A::DeleteToStart),
             (S::Input, key(KeyCode::Backspace), A::DeleteBack),
             (S::Input, key(KeyCode::Delete), A::DeleteForward),
             (S::Input, ctrl('w'), A::DeleteWord),
@@ -248,6 +272,20 @@ pub const KEY_MAP: &[KeyRow] = &[
         bindings: &[(S::ToolLog, key(KeyCode::Enter), A::OpenToolCall)],
     },
     KeyRow {
+        keys: "F7; a d e r",
+        help: "go to a waiting call; approve · deny · edit args · answer by hand",
+        footer: None,
+        bindings: &[
+            (S::Anywhere, key(KeyCode::F(7)), A::GoToWaiting),
+            (S::ToolLog, ch('a'), A::ApproveCall),
+            (S::ToolLog, ch('d'), A::DenyCall),
+            (S::ToolLog, ch('e'), A::EditCall),
+            (S::ToolLog, ch('r'), A::AnswerCall),
+            (S::Editor, key(KeyCode::Enter), A::SubmitEditor),
+            (S::Editor, key(KeyCode::Esc), A::CloseEditor),
+        ],
+    },
+    KeyRow {
         keys: "F2",
         help: "show or hide the device panel",
         footer: None,
@@ -278,12 +316,12 @@ pub const KEY_MAP: &[KeyRow] = &[
         bindings: &[(S::Anywhere, key(KeyCode::F(6)), A::ReopenAudio)],
     },
     KeyRow {
-        keys: "F7",
+        keys: "F8",
         help: "tools: each with its origin and state; Space turns the selected one on or off \
                (from the next turn), r restarts its MCP server",
         footer: None,
         bindings: &[
-            (S::Anywhere, key(KeyCode::F(7)), A::ToolList),
+            (S::Anywhere, key(KeyCode::F(8)), A::ToolList),
             (S::ToolsPopup, key(KeyCode::Up), A::SelectToolRow(-1)),
             (S::ToolsPopup, key(KeyCode::Down), A::SelectToolRow(1)),
             (S::ToolsPopup, ch(' '), A::ToggleTool),
@@ -359,13 +397,16 @@ fn lookup(scope: Scope, chord: Chord) -> Option<Action> {
 impl App {
     /// True when bindings of `scope` apply in the app's current state.
     fn scope_applies(&self, scope: Scope) -> bool {
-        let popup = self.view.popup.is_some();
+        let editing = self.view.editor.is_some();
+        // The editor is over everything: while it is open, no other scope but Anywhere applies.
+        let popup = self.view.popup.is_some() || editing;
         let focus = self.view.focus;
         match scope {
             Scope::Anywhere => true,
-            Scope::Popup => popup,
-            Scope::HelpPopup => matches!(self.view.popup, Some(Popup::Help { .. })),
-            Scope::ToolsPopup => matches!(self.view.popup, Some(Popup::Tools { .. })),
+            Scope::Editor => editing,
+            Scope::Popup => popup && !editing,
+            Scope::HelpPopup => !editing && matches!(self.view.popup, Some(Popup::Help { .. })),
+            Scope::ToolsPopup => !editing && matches!(self.view.popup, Some(Popup::Tools { .. })),
             Scope::Replay => !popup && self.replay.is_some(),
             Scope::Panes => !popup,
             Scope::NotToolLog => !popup && focus != Focus::ToolLog,
@@ -398,7 +439,15 @@ impl App {
             return self.perform(action);
         }
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
-        // Any other printable key types: in the input line, or (from a pane) moving there.
+        // Any other printable key types: in the editor, in the input line, or (from a pane)
+        // moving there.
+        if let KeyCode::Char(c) = key.code
+            && !ctrl
+            && let Some(editor) = &mut self.view.editor
+        {
+            editor.line.insert(c);
+            return Vec::new();
+        }
         if let KeyCode::Char(c) = key.code
             && !ctrl
             && self.view.popup.is_none()
@@ -418,7 +467,7 @@ impl App {
 
     /// What the user means, for the loop to apply as a message; a replay only plays, so
     /// there it means nothing.
-    fn intent(&self, msg: Msg) -> Vec<Effect> {
+    pub(super) fn intent(&self, msg: Msg) -> Vec<Effect> {
         if self.replay.is_some() {
             Vec::new()
         } else {
@@ -427,7 +476,11 @@ impl App {
     }
 
     fn perform(&mut self, action: Action) -> Vec<Effect> {
-        let input = &mut self.view.input;
+        // Line editing keys edit the editor while it is open.
+        let input = match &mut self.view.editor {
+            Some(editor) => &mut editor.line,
+            None => &mut self.view.input,
+        };
         match action {
             // Until the session is ready the line stays in the box rather than being lost.
             Action::Send if self.connection == Connection::Connected && self.replay.is_none() => {
@@ -515,6 +568,13 @@ impl App {
             Action::FirstTool => {}
             Action::LastTool => self.view.tool_selected = None,
             Action::OpenToolCall => self.open_selected_tool(),
+            Action::GoToWaiting => self.go_to_waiting(),
+            Action::ApproveCall => return self.approve_selected(),
+            Action::DenyCall => return self.deny_selected(),
+            Action::EditCall => return self.edit_selected(),
+            Action::AnswerCall => return self.answer_selected(),
+            Action::SubmitEditor => return self.submit_editor(),
+            Action::CloseEditor => self.view.editor = None,
             Action::ClosePopup => self.view.popup = None,
             Action::ScrollPopup(by) => self.scroll_popup(i32::from(by)),
             Action::PopupPage(by) => self.scroll_popup(10 * i32::from(by)),

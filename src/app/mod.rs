@@ -13,18 +13,23 @@ use crate::live::SessionEvent;
 use crate::live::models;
 use crate::live::reconnect::LinkEvent;
 use crate::live::reply::ReplyWatch;
-use crate::live::wire::{FunctionCall, FunctionResponse, Scheduling, UsageMetadata};
+use crate::live::wire::{FunctionResponse, Scheduling, UsageMetadata};
 use crate::tools::mcp::{Catalog, McpEvent, ServerEntry, ServerState};
-use crate::tools::{Device, ProgressReport, SlowCall, ToolEntry, ToolEvent, ToolStatus};
+use crate::tools::{
+    CallKey, Device, KeyedCall, ProgressReport, SlowCall, ToolEntry, ToolEvent, ToolStatus,
+    Verdict, WaitingCall,
+};
 
 mod audio;
+mod editor;
 mod keys;
 pub mod view;
 
 pub use audio::{AudioState, MicState};
 
+pub use editor::{ERROR_PREFIX, typed_arguments, typed_result};
 pub use keys::{Action, Footer, KEY_MAP, KeyRow, footer_keys};
-pub use view::{Area, Focus, InputLine, Popup, ScreenLayout, View};
+pub use view::{Area, Editor, EditorPurpose, Focus, InputLine, Popup, ScreenLayout, View};
 
 /// Connection state shown in the status line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,22 +103,36 @@ fn fold_whitespace(text: &str) -> String {
 /// Lifecycle of one tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolState {
+    /// Waits for the user to approve, deny, edit or answer it.
+    Waiting,
     Running,
     Ok,
     Error(String),
     TimedOut,
     Cancelled,
+    /// Not run: the user declined it, or the headless policy does not allow it.
+    Refused(String),
+    /// The user typed its result.
+    ByHand,
 }
 
 impl ToolState {
     pub fn label(&self) -> &'static str {
         match self {
+            ToolState::Waiting => "waiting for you",
             ToolState::Running => "running",
             ToolState::Ok => "ok",
             ToolState::Error(_) => "error",
             ToolState::TimedOut => "timed out",
             ToolState::Cancelled => "cancelled",
+            ToolState::Refused(_) => "refused",
+            ToolState::ByHand => "answered by hand",
         }
+    }
+
+    /// True until the call is answered or cancelled.
+    pub fn is_open(&self) -> bool {
+        matches!(self, ToolState::Waiting | ToolState::Running)
     }
 }
 
@@ -141,6 +160,8 @@ pub struct ToolCallRecord {
     pub slow: bool,
     /// The latest progress its tool reported while it ran.
     pub progress: Option<ProgressReport>,
+    /// The arguments the model sent, when the user edited them (`args` are the edited ones).
+    pub edited_from: Option<Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,8 +198,12 @@ pub enum Msg {
     },
     /// The link moved to a new connection, lost one, or withheld an answer.
     Link(LinkEvent),
-    /// A tool call finished, was cancelled, is running long, or reported progress.
+    /// A tool call finished, was cancelled, is running long, waits for the user, or reported
+    /// progress.
     Tool(ToolEvent),
+    /// The user approves, denies, edits or answers the tool call `key` (its place in the
+    /// tool log).
+    ToolVerdict { key: CallKey, verdict: Verdict },
     /// An MCP server came up, went down, or changed its tools.
     Mcp(McpEvent),
     /// Every tool and MCP server as they are now (after any change).
@@ -273,8 +298,14 @@ pub enum Effect {
     SendText(String),
     /// Change the session's system instruction in place (`contextUpdate`).
     SendInstruction(String),
-    RunTools(Vec<FunctionCall>),
+    /// Run these calls, each under its place in the tool log.
+    RunTools(Vec<KeyedCall>),
     CancelTools(Vec<String>),
+    /// Hand the user's verdict on a call to the dispatcher.
+    ToolVerdict {
+        key: CallKey,
+        verdict: Verdict,
+    },
     SendToolResponse(FunctionResponse),
     CloseSession,
     /// Start connecting again (after the link gave up).
@@ -403,6 +434,8 @@ pub struct App {
     catalog: Catalog,
     /// The user changed the tool set; the model learns it at the next hand-over.
     tools_pending: bool,
+    /// The notice asking the user to answer a waiting call, by its index.
+    waiting_notice: Option<usize>,
 }
 
 /// The instruction of a `/system TEXT` line.
@@ -471,6 +504,7 @@ impl App {
             withdrawn_calls: HashSet::new(),
             catalog: init.catalog,
             tools_pending: false,
+            waiting_notice: None,
         }
     }
 
@@ -647,12 +681,16 @@ impl App {
         )
     }
 
-    /// Tool calls still running.
+    /// Tool calls not answered yet (running, or waiting for the user).
     pub fn running_tools(&self) -> usize {
+        self.tool_calls.iter().filter(|c| c.state.is_open()).count()
+    }
+
+    /// The oldest call waiting for the user, by its place in the tool log.
+    pub fn first_waiting_call(&self) -> Option<usize> {
         self.tool_calls
             .iter()
-            .filter(|c| c.state == ToolState::Running)
-            .count()
+            .position(|c| c.state == ToolState::Waiting)
     }
 
     /// True once the session is over (closed by us or lost).
@@ -710,6 +748,7 @@ impl App {
                 vec![Effect::Reconnect]
             }
             Msg::Tool(event) => self.on_tool(event),
+            Msg::ToolVerdict { key, verdict } => self.on_verdict(key, verdict),
             Msg::Mcp(event) => {
                 self.on_mcp(event);
                 Vec::new()
@@ -742,7 +781,9 @@ impl App {
                 Vec::new()
             }
             Msg::Paste(text) => {
-                if self.view.popup.is_none() {
+                if let Some(editor) = &mut self.view.editor {
+                    editor.line.insert_str(&text);
+                } else if self.view.popup.is_none() {
                     self.view.focus = Focus::Input;
                     self.view.input.insert_str(&text);
                 }
@@ -887,7 +928,9 @@ impl App {
             SessionEvent::ToolCall(calls) => {
                 self.fold_user_speech();
                 let started_at = arrived_at.unwrap_or_else(self.clock);
-                for call in &calls {
+                let mut keyed = Vec::with_capacity(calls.len());
+                for call in calls {
+                    let index = self.tool_calls.len();
                     self.tool_calls.push(ToolCallRecord {
                         id: call.id.clone(),
                         name: call.name.clone(),
@@ -899,10 +942,15 @@ impl App {
                         started_at,
                         slow: false,
                         progress: None,
+                        edited_from: None,
                     });
-                    self.transcript.push(Entry::Tool(self.tool_calls.len() - 1));
+                    self.transcript.push(Entry::Tool(index));
+                    keyed.push(KeyedCall {
+                        key: CallKey(index as u64),
+                        call,
+                    });
                 }
-                vec![Effect::RunTools(calls)]
+                vec![Effect::RunTools(keyed)]
             }
             SessionEvent::ToolCallCancelled(ids) => {
                 // Remembered because the call may finish before the cancel reaches it.
@@ -1013,11 +1061,17 @@ impl App {
     }
 
     fn on_tool(&mut self, event: ToolEvent) -> Vec<Effect> {
+        let effects = self.apply_tool_event(event);
+        self.retire_waiting_notice();
+        effects
+    }
+
+    fn apply_tool_event(&mut self, event: ToolEvent) -> Vec<Effect> {
         match event {
             ToolEvent::Finished(outcome) => {
                 // The dispatcher guarantees one answer per call; the record is only for show,
                 // so a call we never listed is still answered.
-                let index = self.find_running_call(outcome.id.as_deref(), &outcome.name);
+                let index = self.find_open_call(outcome.key, outcome.id.as_deref(), &outcome.name);
                 // Finished before the server's cancel could stop it: withdrawn, not answered.
                 if let Some(id) = &outcome.id
                     && self.withdrawn_calls.remove(id)
@@ -1036,6 +1090,8 @@ impl App {
                             ToolState::Error(message.clone())
                         }
                         ToolStatus::TimedOut => ToolState::TimedOut,
+                        ToolStatus::Refused(message) => ToolState::Refused(message.clone()),
+                        ToolStatus::ByHand => ToolState::ByHand,
                     };
                     // A failed call is answered to the model as an error; the user should
                     // see it too, not only in the log.
@@ -1047,10 +1103,20 @@ impl App {
                     record.duration = Some(outcome.duration);
                     record.truncated = outcome.truncated;
                     record.response = Some(outcome.response.clone());
+                    let refusal = match &record.state {
+                        ToolState::Refused(message) => Some(message.clone()),
+                        _ => None,
+                    };
                     if let Some(why) = failure {
                         self.notice(
                             NoticeLevel::Warning,
                             format!("Tool {} failed: {why}", outcome.name),
+                        );
+                    }
+                    if let Some(why) = refusal {
+                        self.notice(
+                            NoticeLevel::Info,
+                            format!("Tool {} was not run: {why}", outcome.name),
                         );
                     }
                 }
@@ -1073,14 +1139,25 @@ impl App {
                 Vec::new()
             }
             ToolEvent::Progress(report) => {
-                if let Some(index) = self.find_running_call(report.id.as_deref(), &report.name) {
+                if let Some(index) =
+                    self.find_open_call(Some(report.key), report.id.as_deref(), &report.name)
+                {
                     self.tool_calls[index].progress = Some(report);
                 }
                 Vec::new()
             }
-            ToolEvent::Cancelled { id, name, duration } => {
+            ToolEvent::Waiting(waiting) => {
+                self.await_user(waiting);
+                Vec::new()
+            }
+            ToolEvent::Cancelled {
+                key,
+                id,
+                name,
+                duration,
+            } => {
                 self.withdrawn_calls.remove(&id);
-                if let Some(index) = self.find_running_call(Some(&id), &name) {
+                if let Some(index) = self.find_open_call(key, Some(&id), &name) {
                     let record = &mut self.tool_calls[index];
                     record.state = ToolState::Cancelled;
                     record.duration = Some(duration);
@@ -1102,7 +1179,7 @@ impl App {
             McpEvent::Down { server, message } => self.notice(
                 NoticeLevel::Warning,
                 format!(
-                    "MCP server {server} {message}. Its tools answer with errors until it is restarted (F7, then r)."
+                    "MCP server {server} {message}. Its tools answer with errors until it is restarted (F8, then r)."
                 ),
             ),
             McpEvent::ToolsChanged { server, tools } => self.notice(
@@ -1114,8 +1191,69 @@ impl App {
         }
     }
 
+    /// A call waits for the user: the log shows it and a notice says how to answer it.
+    fn await_user(&mut self, waiting: WaitingCall) {
+        let Some(index) =
+            self.find_open_call(Some(waiting.key), waiting.id.as_deref(), &waiting.name)
+        else {
+            return;
+        };
+        self.tool_calls[index].state = ToolState::Waiting;
+        self.waiting_notice = Some(self.notices.len());
+        self.notice(
+            NoticeLevel::Warning,
+            format!(
+                "{} waits for you: {} goes to it; then a approves, d denies, e edits the arguments, r types the result.",
+                waiting.name,
+                keys::GO_TO_WAITING
+            ),
+        );
+    }
+
+    /// The user's verdict on a call: applied where it still can be (a call answered or
+    /// cancelled meanwhile keeps its end), and handed to the dispatcher.
+    fn on_verdict(&mut self, key: CallKey, verdict: Verdict) -> Vec<Effect> {
+        let Some(record) = usize::try_from(key.0)
+            .ok()
+            .and_then(|index| self.tool_calls.get_mut(index))
+        else {
+            return Vec::new();
+        };
+        let applies = match verdict {
+            Verdict::Answer(_) => record.state.is_open(),
+            Verdict::Approve | Verdict::Edit(_) | Verdict::Deny => {
+                record.state == ToolState::Waiting
+            }
+        };
+        if !applies {
+            return Vec::new();
+        }
+        match &verdict {
+            Verdict::Approve => record.state = ToolState::Running,
+            Verdict::Edit(args) => {
+                record.edited_from = Some(std::mem::replace(&mut record.args, args.clone()));
+                record.state = ToolState::Running;
+            }
+            // Answered when the dispatcher reports it, like every other end.
+            Verdict::Deny | Verdict::Answer(_) => {}
+        }
+        self.retire_waiting_notice();
+        vec![Effect::ToolVerdict { key, verdict }]
+    }
+
+    /// Once no call waits, the notice that asked for an answer has done its job: it goes,
+    /// unless something newer is shown.
+    fn retire_waiting_notice(&mut self) {
+        if self.first_waiting_call().is_none()
+            && let Some(index) = self.waiting_notice.take()
+            && index + 1 == self.notices.len()
+        {
+            self.view.notices_dismissed = self.view.notices_dismissed.max(self.notices.len());
+        }
+    }
+
     fn flag_slow(&mut self, slow: SlowCall) {
-        if let Some(index) = self.find_running_call(slow.id.as_deref(), &slow.name) {
+        if let Some(index) = self.find_open_call(slow.key, slow.id.as_deref(), &slow.name) {
             self.tool_calls[index].slow = true;
             self.notice(
                 NoticeLevel::Warning,
@@ -1128,9 +1266,19 @@ impl App {
         }
     }
 
-    fn find_running_call(&self, id: Option<&str>, name: &str) -> Option<usize> {
+    /// The unanswered call an event is about: by its key, or (in recordings made before calls
+    /// were numbered) the first open call with its id, or with its name when it has none.
+    fn find_open_call(&self, key: Option<CallKey>, id: Option<&str>, name: &str) -> Option<usize> {
+        if let Some(key) = key {
+            let index = usize::try_from(key.0).ok()?;
+            return self
+                .tool_calls
+                .get(index)
+                .filter(|c| c.state.is_open())
+                .map(|_| index);
+        }
         self.tool_calls.iter().position(|c| {
-            c.state == ToolState::Running
+            c.state.is_open()
                 && match id {
                     Some(id) => c.id.as_deref() == Some(id),
                     None => c.id.is_none() && c.name == name,

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::*;
 use crate::live::CloseInfo;
 use crate::live::reconnect::LinkEvent;
-use crate::live::wire::FunctionResponse;
+use crate::live::wire::{FunctionCall, FunctionResponse};
 use crate::tools::SlowCall;
 use crate::tools::{END_SESSION, ToolOutcome};
 
@@ -27,6 +27,18 @@ fn call(id: &str, name: &str) -> FunctionCall {
     }
 }
 
+/// Calls as the app hands them to the dispatcher: numbered by their place in the tool log.
+fn keyed(calls: Vec<FunctionCall>) -> Vec<KeyedCall> {
+    calls
+        .into_iter()
+        .enumerate()
+        .map(|(i, call)| KeyedCall {
+            key: CallKey(i as u64),
+            call,
+        })
+        .collect()
+}
+
 fn finished(id: &str, name: &str, status: ToolStatus) -> Msg {
     let response = FunctionResponse {
         id: Some(id.into()),
@@ -35,6 +47,7 @@ fn finished(id: &str, name: &str, status: ToolStatus) -> Msg {
         ..FunctionResponse::default()
     };
     Msg::Tool(ToolEvent::Finished(ToolOutcome {
+        key: None,
         id: Some(id.into()),
         name: name.into(),
         args: json!({}),
@@ -147,7 +160,7 @@ fn tool_call_lifecycle_ok_error_and_cancelled() {
     ];
     assert_eq!(
         app.update(Msg::Session(SessionEvent::ToolCall(calls.clone()))),
-        vec![Effect::RunTools(calls)]
+        vec![Effect::RunTools(keyed(calls))]
     );
     assert_eq!(app.running_tools(), 3);
     assert_eq!(
@@ -181,6 +194,7 @@ fn tool_call_lifecycle_ok_error_and_cancelled() {
         vec![Effect::CancelTools(vec!["c3".into()])]
     );
     let effects = app.update(Msg::Tool(ToolEvent::Cancelled {
+        key: None,
         id: "c3".into(),
         name: "get_device_status".into(),
         duration: Duration::from_millis(1),
@@ -651,6 +665,7 @@ fn a_running_call_is_flagged_once_it_is_slow() {
     )])));
     let slow = |id: &str| {
         Msg::Tool(ToolEvent::Slow(SlowCall {
+            key: None,
             id: Some(id.into()),
             name: "get_device_status".into(),
             elapsed: Duration::from_millis(3400),
@@ -987,7 +1002,10 @@ fn a_replayed_call_shows_the_time_it_arrived_not_the_clock() {
     // Applied like a live event otherwise.
     assert_eq!(
         effects,
-        vec![Effect::RunTools(vec![call("c1", "get_device_status")])]
+        vec![Effect::RunTools(keyed(vec![call(
+            "c1",
+            "get_device_status"
+        )]))]
     );
     app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
         "c2",
@@ -1071,5 +1089,259 @@ fn a_system_command_changes_the_instruction_in_place() {
     assert_eq!(
         app.update(Msg::UserText("/systematic".into())),
         vec![Effect::SendText("/systematic".into())]
+    );
+}
+
+/// Two calls of which the first (`c1`, key 0) waits for the user.
+fn app_with_a_waiting_call() -> App {
+    let mut app = connected_app();
+    app.update(Msg::UserText("turn on the lamp and check it".into()));
+    app.update(Msg::Session(SessionEvent::ToolCall(vec![
+        call("c1", "set_device_status"),
+        call("c2", "get_device_status"),
+    ])));
+    app.update(Msg::Tool(ToolEvent::Waiting(crate::tools::WaitingCall {
+        key: CallKey(0),
+        id: Some("c1".into()),
+        name: "set_device_status".into(),
+    })));
+    app
+}
+
+fn verdict(verdict: Verdict) -> Effect {
+    Effect::ToolVerdict {
+        key: CallKey(0),
+        verdict,
+    }
+}
+
+#[test]
+fn a_waiting_call_is_shown_and_keeps_the_turn_open() {
+    let app = app_with_a_waiting_call();
+    assert_eq!(app.tool_calls[0].state, ToolState::Waiting);
+    assert_eq!(app.tool_calls[0].state.label(), "waiting for you");
+    assert_eq!(app.tool_calls[1].state, ToolState::Running);
+    assert_eq!(app.first_waiting_call(), Some(0));
+    assert_eq!(app.running_tools(), 2, "a waiting call is not answered yet");
+    assert!(!app.ready_for_user());
+    let notice = app.visible_notice().map(|n| n.text.as_str()).unwrap_or("");
+    assert!(
+        notice.starts_with("set_device_status waits for you: F7"),
+        "{notice}"
+    );
+}
+
+#[test]
+fn approve_from_the_tool_log_is_an_intent_the_dispatcher_gets() {
+    use crossterm::event::KeyCode;
+    let mut app = app_with_a_waiting_call();
+    // 'a' in the input line is just a letter.
+    assert!(press(&mut app, KeyCode::Char('a')).is_empty());
+    assert_eq!(app.view.input.text(), "a");
+    press(&mut app, KeyCode::Esc);
+    press(&mut app, KeyCode::Backspace);
+    press(&mut app, KeyCode::F(7));
+    assert_eq!(app.view.focus, Focus::ToolLog);
+    assert_eq!(app.view.tool_selected, Some(0));
+    let effects = app.update(Msg::Key(crossterm::event::KeyEvent::new(
+        KeyCode::Char('a'),
+        crossterm::event::KeyModifiers::NONE,
+    )));
+    assert_eq!(
+        effects,
+        vec![Effect::Intent(Msg::ToolVerdict {
+            key: CallKey(0),
+            verdict: Verdict::Approve
+        })],
+        "the verdict is recorded as an intent, not as keys"
+    );
+    let Effect::Intent(msg) = effects[0].clone() else {
+        unreachable!()
+    };
+    assert_eq!(app.update(msg), vec![verdict(Verdict::Approve)]);
+    assert_eq!(app.tool_calls[0].state, ToolState::Running);
+    // Approving twice does nothing: the call is no longer waiting.
+    assert!(press(&mut app, KeyCode::Char('a')).is_empty());
+    let effects = app.update(finished("c1", "set_device_status", ToolStatus::Ok));
+    assert!(matches!(&effects[..], [Effect::SendToolResponse(_)]));
+    assert_eq!(app.tool_calls[0].state, ToolState::Ok);
+}
+
+#[test]
+fn deny_refuses_and_the_refusal_is_what_the_model_gets() {
+    use crossterm::event::KeyCode;
+    let mut app = app_with_a_waiting_call();
+    press(&mut app, KeyCode::F(7));
+    assert_eq!(
+        press(&mut app, KeyCode::Char('d')),
+        vec![verdict(Verdict::Deny)]
+    );
+    assert_eq!(
+        app.tool_calls[0].state,
+        ToolState::Waiting,
+        "answered when the dispatcher reports it"
+    );
+    let refusal = "The user declined to run set_device_status, so it was not called.";
+    let effects = app.update(finished(
+        "c1",
+        "set_device_status",
+        ToolStatus::Refused(refusal.into()),
+    ));
+    assert!(matches!(&effects[..], [Effect::SendToolResponse(_)]));
+    assert_eq!(app.tool_calls[0].state, ToolState::Refused(refusal.into()));
+    assert_eq!(app.tool_calls[0].state.label(), "refused");
+}
+
+#[test]
+fn edited_arguments_are_checked_as_json_and_the_editor_stays_open_until_they_are_good() {
+    use crossterm::event::KeyCode;
+    let mut app = app_with_a_waiting_call();
+    press(&mut app, KeyCode::F(7));
+    press(&mut app, KeyCode::Char('e'));
+    let editor = app.view.editor.clone().expect("the editor is open");
+    assert_eq!(editor.purpose, EditorPurpose::Arguments);
+    assert_eq!(editor.line.text(), r#"{"device_name":"living room lamp"}"#);
+    // Ctrl-U clears the line; q and ? are text in the editor, not quit and help.
+    app.update(Msg::Key(crossterm::event::KeyEvent::new(
+        KeyCode::Char('u'),
+        crossterm::event::KeyModifiers::CONTROL,
+    )));
+    type_text(&mut app, r#"{"device_name": "q?", "new_status": }"#);
+    assert!(!app.wants_to_quit() && app.view.popup.is_none());
+    assert!(press(&mut app, KeyCode::Enter).is_empty());
+    let editor = app.view.editor.clone().expect("still open");
+    let problem = editor.problem.unwrap_or_default();
+    assert!(
+        problem.starts_with("Not valid JSON") && problem.contains("column"),
+        "{problem}"
+    );
+    // Fix it: remove the closing brace and the space, then finish the value.
+    press(&mut app, KeyCode::Backspace);
+    press(&mut app, KeyCode::Backspace);
+    type_text(&mut app, r#""off"}"#);
+    let edited = json!({"device_name": "q?", "new_status": "off"});
+    assert_eq!(
+        press(&mut app, KeyCode::Enter),
+        vec![verdict(Verdict::Edit(edited.clone()))]
+    );
+    assert!(app.view.editor.is_none());
+    assert_eq!(app.tool_calls[0].state, ToolState::Running);
+    assert_eq!(app.tool_calls[0].args, edited);
+    assert_eq!(
+        app.tool_calls[0].edited_from,
+        Some(json!({"device_name": "living room lamp"}))
+    );
+}
+
+#[test]
+fn any_open_call_can_be_answered_by_hand_and_an_answered_one_cannot() {
+    use crossterm::event::KeyCode;
+    let mut app = app_with_a_waiting_call();
+    press(&mut app, KeyCode::F(7));
+    // The running call (c2) is answered with a one-key error.
+    press(&mut app, KeyCode::Down);
+    assert_eq!(app.view.tool_selected, Some(1));
+    press(&mut app, KeyCode::Char('r'));
+    assert_eq!(
+        app.view.editor.as_ref().map(|e| e.purpose),
+        Some(EditorPurpose::Result)
+    );
+    type_text(&mut app, "error: garage on fire");
+    assert_eq!(
+        press(&mut app, KeyCode::Enter),
+        vec![Effect::ToolVerdict {
+            key: CallKey(1),
+            verdict: Verdict::Answer(json!({"error": "garage on fire"})),
+        }]
+    );
+    // Esc closes the editor and sends nothing.
+    press(&mut app, KeyCode::Up);
+    press(&mut app, KeyCode::Char('r'));
+    type_text(&mut app, "plain words");
+    assert!(press(&mut app, KeyCode::Esc).is_empty());
+    assert!(app.view.editor.is_none());
+    // The waiting one gets plain text, sent as a result.
+    press(&mut app, KeyCode::Char('r'));
+    type_text(&mut app, "the lamp is purple now");
+    assert_eq!(
+        press(&mut app, KeyCode::Enter),
+        vec![verdict(Verdict::Answer(
+            json!({"result": "the lamp is purple now"})
+        ))]
+    );
+    let effects = app.update(finished("c1", "set_device_status", ToolStatus::ByHand));
+    assert!(matches!(&effects[..], [Effect::SendToolResponse(_)]));
+    assert_eq!(app.tool_calls[0].state, ToolState::ByHand);
+    // Answered: exactly once, so no editor and no verdict any more.
+    assert!(press(&mut app, KeyCode::Char('r')).is_empty());
+    assert!(app.view.editor.is_none());
+    assert!(
+        app.update(Msg::ToolVerdict {
+            key: CallKey(0),
+            verdict: Verdict::Answer(json!({"result": "again"})),
+        })
+        .is_empty()
+    );
+}
+
+#[test]
+fn a_cancel_while_waiting_ends_the_wait_unanswered() {
+    let mut app = app_with_a_waiting_call();
+    assert_eq!(
+        app.update(Msg::Session(SessionEvent::ToolCallCancelled(vec![
+            "c1".into()
+        ]))),
+        vec![Effect::CancelTools(vec!["c1".into()])]
+    );
+    let effects = app.update(Msg::Tool(ToolEvent::Cancelled {
+        key: Some(CallKey(0)),
+        id: "c1".into(),
+        name: "set_device_status".into(),
+        duration: Duration::from_millis(900),
+    }));
+    assert!(effects.is_empty());
+    assert_eq!(app.tool_calls[0].state, ToolState::Cancelled);
+    assert!(
+        app.update(Msg::ToolVerdict {
+            key: CallKey(0),
+            verdict: Verdict::Approve,
+        })
+        .is_empty(),
+        "a verdict after the cancel changes nothing"
+    );
+}
+
+#[test]
+fn a_replay_shows_verdicts_but_offers_no_editor() {
+    use crossterm::event::KeyCode;
+    let mut app = App::new(AppInit {
+        replay: Some(10),
+        ..AppInit::new("models/test", true, Vec::new())
+    });
+    app.update(Msg::Session(SessionEvent::SetupComplete {
+        session_id: None,
+    }));
+    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+        "c1",
+        "set_device_status",
+    )])));
+    app.update(Msg::Tool(ToolEvent::Waiting(crate::tools::WaitingCall {
+        key: CallKey(0),
+        id: Some("c1".into()),
+        name: "set_device_status".into(),
+    })));
+    press(&mut app, KeyCode::F(7));
+    assert!(press(&mut app, KeyCode::Char('a')).is_empty());
+    press(&mut app, KeyCode::Char('e'));
+    assert!(app.view.editor.is_none());
+    // The recorded verdict is applied as it was.
+    app.update(Msg::ToolVerdict {
+        key: CallKey(0),
+        verdict: Verdict::Edit(json!({"device_name": "front door lock"})),
+    });
+    assert_eq!(app.tool_calls[0].state, ToolState::Running);
+    assert_eq!(
+        app.tool_calls[0].args,
+        json!({"device_name": "front door lock"})
     );
 }

@@ -80,6 +80,8 @@ pub struct View {
     /// Selected tool-log row, or `None` to follow the newest call.
     pub tool_selected: Option<usize>,
     pub popup: Option<Popup>,
+    /// The editor for a tool call's arguments or result, over everything else while open.
+    pub editor: Option<Editor>,
     /// The user's choice to show the device panel (F2 toggles it).
     pub show_devices: bool,
     /// Remaining highlight ticks per device, parallel to `App::devices`.
@@ -105,6 +107,7 @@ impl Default for View {
             transcript_top: None,
             tool_selected: None,
             popup: None,
+            editor: None,
             show_devices: true,
             device_highlight: Vec::new(),
             notices_dismissed: 0,
@@ -152,6 +155,26 @@ impl View {
     }
 }
 
+/// What the editor is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EditorPurpose {
+    /// New arguments for a call waiting for the user (a JSON object).
+    Arguments,
+    /// The result of a call, typed by hand.
+    Result,
+}
+
+/// The editor open over the screen: one call's arguments or result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Editor {
+    /// The call, by its place in the tool log.
+    pub call: usize,
+    pub purpose: EditorPurpose,
+    pub line: InputLine,
+    /// Why the last Enter was not accepted; the editor stays open to fix it.
+    pub problem: Option<String>,
+}
+
 /// A one-line editor with history.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InputLine {
@@ -166,6 +189,13 @@ pub struct InputLine {
 }
 
 impl InputLine {
+    /// A line holding `text`, the cursor at its end.
+    pub fn with_text(text: &str) -> Self {
+        let mut line = InputLine::default();
+        line.insert_str(text);
+        line
+    }
+
     pub fn text(&self) -> &str {
         &self.text
     }

@@ -406,7 +406,7 @@ enum Flow {
 enum Incoming {
     Client(Option<Result<Message, tungstenite::Error>>),
     Upstream(Option<SupervisorEvent>),
-    Frame(Option<ServerMessage>),
+    Frame(Option<Box<ServerMessage>>),
 }
 
 struct ClientSession {
@@ -438,7 +438,7 @@ impl ClientSession {
                     let tapped = link.tapped;
                     tokio::select! {
                         biased;
-                        frame = frames.recv(), if tapped => Incoming::Frame(frame),
+                        frame = frames.recv(), if tapped => Incoming::Frame(frame.map(Box::new)),
                         event = events.recv() => Incoming::Upstream(event),
                         frame = stream.next() => Incoming::Client(frame),
                     }
@@ -469,7 +469,7 @@ impl ClientSession {
                     break Ending::ReadFailed(e);
                 }
                 Incoming::Frame(Some(message)) => {
-                    self.on_server_message(message).await;
+                    self.on_server_message(*message).await;
                     Flow::Continue
                 }
                 // The supervisor is gone, and its tap with it: the events tell how it ended.

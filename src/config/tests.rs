@@ -164,6 +164,15 @@ fn bad_config_names_file_key_and_problem() {
     assert_eq!(err.key, "tools.enabled");
     assert!(err.problem.contains("launch_rockets") && err.problem.contains("get_device_status"));
 
+    let file = config_file("[tools.approval]\nlaunch_rockets = \"always\"\n");
+    let err = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap_err();
+    assert_eq!(err.key, "tools.approval.launch_rockets");
+    assert!(err.problem.contains("get_device_status"), "{err}");
+
+    let file = config_file("[tools.approval]\nset_device_status = \"sometimes\"\n");
+    let err = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap_err();
+    assert!(err.problem.contains("sometimes"), "{err}");
+
     let file = config_file("voice = \"Robot\"\n");
     let err = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap_err();
     assert_eq!(err.key, "voice");
@@ -481,5 +490,28 @@ fn vertex_without_a_project_or_with_a_bad_location_says_where_to_give_it() {
     assert_eq!(
         (error.key.as_str(), error.origin.as_str()),
         ("location", "flag --location")
+    );
+}
+
+#[test]
+fn built_in_approvals_come_from_the_tools_approval_table() {
+    let defaults = Settings::resolve(&FlagOverrides::default(), &env_of(&[])).unwrap();
+    assert!(
+        defaults.tools_approval.is_empty(),
+        "built-ins never ask by default"
+    );
+    assert_eq!(defaults.approve, crate::tools::ApprovePolicy::ReadOnly);
+
+    let file = config_file(
+        "[tools.approval]\nset_device_status = \"always\"\nget_current_time = \"never\"\n",
+    );
+    let s = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap();
+    assert_eq!(
+        s.tools_approval.get("set_device_status"),
+        Some(&crate::tools::Approval::Always)
+    );
+    assert_eq!(
+        s.tools_approval.get("get_current_time"),
+        Some(&crate::tools::Approval::Never)
     );
 }

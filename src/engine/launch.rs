@@ -22,7 +22,7 @@ use crate::live::{Auth, Endpoint, SessionOptions};
 use crate::mock::{MockOptions, MockServer};
 use crate::record::Recorder;
 use crate::tools::mcp::McpHub;
-use crate::tools::{Registry, SmartHome, builtin_registry};
+use crate::tools::{Decider, Registry, SmartHome, builtin_registry};
 
 /// The `setup.tools` declaring the registry's tools (none when it has none on).
 pub fn tool_sets(registry: &Registry) -> Vec<ToolSet> {
@@ -111,7 +111,7 @@ pub fn auth(settings: &Settings) -> anyhow::Result<Auth> {
     };
     if settings.api_key.is_some() {
         crate::secrets::err(
-            "livetalk: notice: an API key is set, but --vertex uses Application Default Credentials; the key is not used.",
+            "livetalk: info: An API key is set, but --vertex uses Application Default Credentials; the key is not used.",
         );
     }
     let credentials =
@@ -136,15 +136,22 @@ pub fn reconnect_policy(settings: &Settings) -> ReconnectPolicy {
 /// Builds the app and its engine for these settings: the tools, the recorder, the audio
 /// worker, and the route to connect along (starting the embedded mock when the offline demo
 /// model is the target). The engine connects once the drive loop asks it for messages.
-/// `log_path` is what the help shows.
-pub async fn launch(settings: &Settings, log_path: Option<&Path>) -> anyhow::Result<(App, Engine)> {
+/// `log_path` is what the help shows; `decider` settles calls of tools that ask for approval
+/// (the person at the TUI, or the headless `--approve` policy).
+pub async fn launch(
+    settings: &Settings,
+    log_path: Option<&Path>,
+    decider: Decider,
+) -> anyhow::Result<(App, Engine)> {
     let auth = auth(settings)?;
     let home = SmartHome::new();
-    let registry = Arc::new(
+    let mut registry =
         builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone())
-            .context("building the tool registry")?,
-    );
-    let mut engine = Engine::new(registry, &home);
+            .context("building the tool registry")?;
+    for (name, approval) in &settings.tools_approval {
+        registry.set_approval(name, *approval);
+    }
+    let mut engine = Engine::new(Arc::new(registry), &home, decider);
     if !settings.mcp_servers.is_empty() {
         // Started before `setup` is built, so their tools are declared from the start.
         let (hub, events) = McpHub::start(settings.mcp_servers.clone()).await;

@@ -25,7 +25,7 @@ use crate::live::{CloseInfo, SessionEvent, SessionOptions};
 use crate::mock::MockServer;
 use crate::record::Recorder;
 use crate::tools::mcp::{Catalog, McpEvent, McpHub};
-use crate::tools::{Device, Registry, SmartHome, ToolDispatcher, ToolEvent};
+use crate::tools::{Decider, Device, Registry, SmartHome, ToolDispatcher, ToolEvent};
 
 pub use launch::{auth, build_setup, launch, reconnect_policy, tool_sets};
 
@@ -83,10 +83,11 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine for these tools and devices, with nothing connected yet.
-    pub fn new(registry: Arc<Registry>, home: &SmartHome) -> Self {
+    /// An engine for these tools and devices, with nothing connected yet; `decider` settles
+    /// calls of tools that ask for approval.
+    pub fn new(registry: Arc<Registry>, home: &SmartHome, decider: Decider) -> Self {
         let builtins = (*registry).clone();
-        let (dispatcher, tool_events) = ToolDispatcher::new(registry);
+        let (dispatcher, tool_events) = ToolDispatcher::new(registry, decider);
         let (mcp, mcp_events) = McpHub::empty();
         Engine {
             link: LinkSlot::new(ReconnectPolicy::default(), None),
@@ -424,6 +425,14 @@ impl Source for Engine {
             Effect::CancelTools(ids) => {
                 self.dispatcher.cancel(&ids);
             }
+            Effect::ToolVerdict { key, verdict } => {
+                if !self.dispatcher.decide(key, verdict) {
+                    tracing::debug!(
+                        ?key,
+                        "a verdict came after its call was answered or cancelled"
+                    );
+                }
+            }
             Effect::SendToolResponse(response) => {
                 if let Some(handle) = self.link.handle()
                     && handle.send_tool_responses(vec![response]).await.is_err()
@@ -531,6 +540,7 @@ mod tests {
 
     fn finished(scheduling: Option<Scheduling>) -> ToolEvent {
         ToolEvent::Finished(ToolOutcome {
+            key: None,
             id: None,
             name: "note".into(),
             args: serde_json::json!({}),

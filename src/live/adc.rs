@@ -298,6 +298,8 @@ impl TokenSource {
         {
             return Ok(token.value.clone());
         }
+        // The lifetime counts from the request: the answer may have taken a while.
+        let asked = Instant::now();
         let (value, lifetime) = self.fetch().await?;
         info!(
             lifetime_secs = lifetime.as_secs(),
@@ -306,7 +308,7 @@ impl TokenSource {
         );
         *held = Some(Token {
             value: value.clone(),
-            renew_at: renew_at(Instant::now(), lifetime),
+            renew_at: renew_at(asked, lifetime),
         });
         Ok(value)
     }

@@ -107,12 +107,11 @@ impl ReplyWatch {
         let turn_complete = matches!(event, SessionEvent::TurnComplete { .. });
         if let SessionEvent::Interaction { idle } = event {
             self.busy = !idle;
-            // The interaction is over: so is a reply that had started.
-            if *idle {
-                self.model_turn = ModelTurn::Ended;
-                if self.reply == Started {
-                    self.reply = Idle;
-                }
+            // The interaction is over: so is a reply that had started. The model's turn is
+            // not, until its turnComplete (which comes beside an IDLE, after it): a user turn
+            // sent in between must not take that turnComplete for its reply's.
+            if *idle && self.reply == Started {
+                self.reply = Idle;
             }
             return;
         }
@@ -253,11 +252,21 @@ mod tests {
         let over = run(later, &[idle.clone(), turn_complete()]);
         assert!(!over.awaited() && !over.model_busy());
         // IDLE on its own ends it too.
-        assert!(!run(later, &[idle.clone()]).awaited());
+        assert!(!run(later, std::slice::from_ref(&idle)).awaited());
         // An empty reply: IDLE and turnComplete together.
         assert!(!run(watch, &[idle.clone(), turn_complete()]).awaited());
         // An IDLE of an earlier interaction does not end a reply that has not begun.
-        assert!(run(watch, &[idle]).unanswered());
+        assert!(run(watch, std::slice::from_ref(&idle)).unanswered());
+        // A turn sent between an IDLE and the turnComplete beside it is not answered by it.
+        let mut between = run(
+            sent_after(&[]),
+            &[text(), SessionEvent::Interrupted, idle.clone()],
+        );
+        between.sent();
+        assert!(run(between, &[turn_complete()]).unanswered());
+        let mut between = run(sent_after(&[]), &[text(), idle.clone()]);
+        between.sent();
+        assert!(run(between, &[turn_complete()]).unanswered());
         // A lost connection forgets the interaction.
         let mut replaced = mid;
         replaced.connection_replaced();

@@ -325,7 +325,7 @@ impl MockConnection {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(declarations().map(|d| d.name.clone()).collect());
-        self.model = ScriptedModel::new(declarations().map(|d| d.name.clone()));
+        self.model = ScriptedModel::with_declarations(declarations().cloned());
         if let Some(instruction) = &setup.system_instruction {
             self.model
                 .follow_instruction(&instruction_text(instruction));
@@ -597,9 +597,9 @@ impl MockConnection {
             // Newer models open with an empty serverContent that carries only the usage.
             let prompt = self.prompt_tokens.ceil() as i64;
             let mut opening = server_content(ServerContent::default());
+            // (No total: the turn's own usage counts these tokens again.)
             opening.usage_metadata = Some(UsageMetadata {
                 prompt_token_count: Some(prompt),
-                total_token_count: Some(prompt),
                 ..UsageMetadata::default()
             });
             self.emit(opening);

@@ -106,6 +106,8 @@ impl Summary {
                         ToolStatus::Error(_) => "error",
                         ToolStatus::TimedOut => "timed_out",
                         ToolStatus::Panicked(_) => "panicked",
+                        ToolStatus::Refused(_) => "refused",
+                        ToolStatus::ByHand => "by_hand",
                     };
                     tool_ids.push(outcome.id.clone());
                     s.tool_calls.push(ToolLine {

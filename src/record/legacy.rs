@@ -102,6 +102,7 @@ fn tool_event(record: &Record) -> Option<ToolEvent> {
                 _ => ToolStatus::Error(message),
             };
             Some(ToolEvent::Finished(ToolOutcome {
+                key: None,
                 id: id.clone(),
                 name: name.clone(),
                 args: args.clone(),
@@ -117,6 +118,7 @@ fn tool_event(record: &Record) -> Option<ToolEvent> {
             duration_ns,
             ..
         } => Some(ToolEvent::Cancelled {
+            key: None,
             id: id.clone(),
             name: name.clone(),
             duration: duration(*duration_ns),
@@ -268,6 +270,7 @@ pub fn applied(recording: &Recording) -> (Vec<Applied>, Vec<String>) {
             } => app_line(
                 *at,
                 Msg::Tool(ToolEvent::Slow(SlowCall {
+                    key: None,
                     id: id.clone(),
                     name: name.clone(),
                     elapsed: duration(*elapsed_ns),

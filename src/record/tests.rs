@@ -229,6 +229,7 @@ fn notices(app: &App, level: NoticeLevel) -> Vec<&str> {
 fn new_lines_are_written_with_their_own_type_and_read_back() {
     let slow = slow_record(
         &SlowCall {
+            key: None,
             id: Some("c1".into()),
             name: "hang".into(),
             elapsed: Duration::from_millis(1500),
@@ -278,6 +279,7 @@ async fn a_reconnect_replays_as_the_app_saw_it() {
     ]}});
     let finished = tool_record(
         &ToolEvent::Finished(ToolOutcome {
+            key: None,
             id: Some("c1".into()),
             name: "get_device_status".into(),
             args: json!({"device_name": "lamp"}),
@@ -295,6 +297,7 @@ async fn a_reconnect_replays_as_the_app_saw_it() {
     );
     let slow = slow_record(
         &SlowCall {
+            key: None,
             id: Some("c1".into()),
             name: "get_device_status".into(),
             elapsed: Duration::from_millis(2000),
@@ -501,5 +504,70 @@ async fn without_a_readable_start_time_events_replay_at_the_clocks_time() {
     assert_eq!(
         app.tool_calls()[0].started_at,
         jiff::civil::time(12, 0, 0, 0)
+    );
+}
+
+#[tokio::test]
+async fn the_users_verdicts_replay_as_the_screen_showed_them() {
+    use crate::app::ToolState;
+    use crate::live::wire::FunctionCall;
+    use crate::tools::{CallKey, Verdict, WaitingCall};
+    let applied = |msg: Msg| Record::Applied { msg, audio: None };
+    let edited = json!({"device_name": "living room lamp", "new_status": "off"});
+    let lines = vec![
+        (
+            0.1,
+            applied(Msg::Session(SessionEvent::SetupComplete {
+                session_id: None,
+            })),
+        ),
+        (0.2, applied(Msg::UserText("turn on the lamp".into()))),
+        (
+            0.3,
+            applied(Msg::Session(SessionEvent::ToolCall(vec![FunctionCall {
+                id: Some("c1".into()),
+                name: "set_device_status".into(),
+                args: json!({"device_name": "living room lamp", "new_status": "on"}),
+            }]))),
+        ),
+        (
+            0.4,
+            applied(Msg::Tool(ToolEvent::Waiting(WaitingCall {
+                key: CallKey(0),
+                id: Some("c1".into()),
+                name: "set_device_status".into(),
+            }))),
+        ),
+        (
+            2.0,
+            applied(Msg::ToolVerdict {
+                key: CallKey(0),
+                verdict: Verdict::Edit(edited.clone()),
+            }),
+        ),
+    ];
+    let (_dir, recording) = load(meta(FORMAT_VERSION, STARTED_AT), lines);
+    let msgs = messages(&recording).await;
+    assert!(
+        msgs.iter().any(|m| matches!(
+            m,
+            Msg::ToolVerdict {
+                verdict: Verdict::Edit(_),
+                ..
+            }
+        )),
+        "the verdict is read back as the intent it was: {msgs:?}"
+    );
+    let app = replayed(&recording).await;
+    let call = &app.tool_calls()[0];
+    assert_eq!(
+        call.state,
+        ToolState::Running,
+        "approved with edits, not yet answered"
+    );
+    assert_eq!(call.args, edited);
+    assert_eq!(
+        call.edited_from,
+        Some(json!({"device_name": "living room lamp", "new_status": "on"}))
     );
 }

@@ -1,15 +1,17 @@
 //! Runs the model's function calls concurrently and answers each exactly once.
 //!
 //! Every dispatched call ends in exactly one [`ToolEvent`]: `Finished` with the response to
-//! send, or `Cancelled` when the server withdrew the call while it ran (and then nothing is
-//! sent). Completion and cancellation race for the call's entry in the in-flight map; whoever
-//! removes it first reports, the other stays silent. Before that, a call that runs past a
-//! third of its time limit is reported `Slow` once, by the same per-call task that enforces
-//! the limit: nothing else keeps track of running calls.
+//! send, or `Cancelled` when the server withdrew the call before it was answered (and then
+//! nothing is sent). Before it runs, each call passes its tool's [`Gate`](super::Gate): it
+//! runs, is refused at once, or waits for the person ([`ToolEvent::Waiting`]) until they
+//! give their [`Verdict`]; its time limit starts only when it runs. Completion, cancellation
+//! and a hand-typed answer race for the call's entry in the in-flight map; whoever removes it
+//! first reports, the others stay silent. A running call that passes a third of its time limit
+//! is reported `Slow` once, by the same per-call task that enforces the limit: nothing else
+//! keeps track of running calls.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -19,10 +21,41 @@ use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinError, JoinHandle};
 use tokio::time::Instant;
 
+use super::approval::{Decider, Decision};
 use super::registry::{DynTool, Registry};
 use super::{END_SESSION, ToolError};
 use crate::echo::{SUMMARY, bounded, floor_char_boundary};
 use crate::live::wire::{Behavior, FunctionCall, FunctionResponse, Scheduling};
+
+/// The app's number for one call (its place in the tool log). Events and the person's
+/// verdicts name calls by it, because the service's ids may be missing or repeated.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct CallKey(pub u64);
+
+/// A call as the app hands it over: the model's call and the app's number for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyedCall {
+    pub key: CallKey,
+    pub call: FunctionCall,
+}
+
+/// What the person does with a call. `Approve`, `Edit` and `Deny` apply to a call waiting for
+/// them; `Answer` to any call not answered yet (a running one is stopped).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Run it as the model asked.
+    Approve,
+    /// Run it with these arguments instead.
+    Edit(Value),
+    /// Do not run it: the model is told the user declined.
+    Deny,
+    /// Do not run it (or stop it): answer the model with this response, as typed.
+    Answer(Value),
+}
 
 /// What became of one dispatched call.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -30,8 +63,11 @@ use crate::live::wire::{Behavior, FunctionCall, FunctionResponse, Scheduling};
 pub enum ToolEvent {
     /// The call ended; `outcome.response` must be sent in a `toolResponse`.
     Finished(ToolOutcome),
-    /// The server cancelled the call while it ran; it must not be answered.
+    /// The server cancelled the call before it was answered; it must not be answered.
     Cancelled {
+        /// Absent in recordings made before calls were numbered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        key: Option<CallKey>,
         id: String,
         name: String,
         duration: Duration,
@@ -40,6 +76,8 @@ pub enum ToolEvent {
     /// before the timeout answers it with an error. At most once per call, and never after
     /// the call ended.
     Slow(SlowCall),
+    /// The call waits for the person's [`Verdict`]; its time limit has not started.
+    Waiting(WaitingCall),
     /// The tool reported how far a running call has come (an MCP progress notification);
     /// never after the call ended.
     Progress(ProgressReport),
@@ -48,6 +86,7 @@ pub enum ToolEvent {
 /// How far a running call has come, as its tool reported it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ProgressReport {
+    pub key: CallKey,
     pub id: Option<String>,
     pub name: String,
     pub progress: f64,
@@ -64,7 +103,7 @@ pub struct CallProgress {
 #[derive(Clone)]
 struct ProgressTarget {
     shared: Arc<Shared>,
-    key: u64,
+    key: CallKey,
     id: Option<String>,
     name: String,
 }
@@ -90,6 +129,7 @@ impl CallProgress {
         let calls = shared.lock();
         if calls.by_key.contains_key(key) || calls.starting.contains(key) {
             shared.emit(ToolEvent::Progress(ProgressReport {
+                key: *key,
                 id: id.clone(),
                 name: name.clone(),
                 progress,
@@ -103,9 +143,19 @@ impl CallProgress {
 /// A call that has run past its slow mark.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SlowCall {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<CallKey>,
     pub id: Option<String>,
     pub name: String,
     pub elapsed: Duration,
+}
+
+/// A call that waits for the person.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WaitingCall {
+    pub key: CallKey,
+    pub id: Option<String>,
+    pub name: String,
 }
 
 /// When a running call counts as slow: early enough to show, late enough that normal calls
@@ -122,17 +172,26 @@ pub enum ToolStatus {
     Error(String),
     TimedOut,
     Panicked(String),
+    /// Not run: the person declined it, or the headless policy does not allow it.
+    Refused(String),
+    /// The person answered it by hand; the response is what they typed.
+    ByHand,
 }
 
 /// A finished call and the answer to send for it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolOutcome {
+    /// Absent in recordings made before calls were numbered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<CallKey>,
     pub id: Option<String>,
     pub name: String,
+    /// The arguments it ran with (the person's, when they edited them).
     pub args: Value,
     pub status: ToolStatus,
     /// The exact `functionResponses` entry: the call's id (when it had one) and name.
     pub response: FunctionResponse,
+    /// How long it ran (or waited, when it never ran).
     pub duration: Duration,
     /// The handler's response was over the size limit and replaced by a preview.
     pub truncated: bool,
@@ -152,51 +211,66 @@ pub struct ToolDispatcher {
 }
 
 struct Shared {
-    /// Replaced as a whole when the tool set changes; calls already running keep their tool.
+    /// Replaced as a whole when the tool set changes; calls already admitted keep their tool.
     registry: Mutex<Arc<Registry>>,
+    decider: Decider,
     events: mpsc::UnboundedSender<ToolEvent>,
     calls: Mutex<InFlight>,
-    next_key: AtomicU64,
 }
 
-/// Calls are keyed internally so that id-less calls (which cannot be cancelled) and a repeated
-/// id still get exactly one answer each.
+/// Calls not answered yet, by key, so that id-less calls (which cannot be cancelled) and a
+/// repeated id still get exactly one answer each.
 #[derive(Default)]
 struct InFlight {
-    by_key: HashMap<u64, Running>,
-    by_id: HashMap<String, u64>,
-    /// Calls in their first poll, on the dispatching thread: not running in a task yet, but
-    /// not ended either, so their progress counts.
-    starting: std::collections::HashSet<u64>,
+    by_key: HashMap<CallKey, Unanswered>,
+    by_id: HashMap<String, CallKey>,
+    /// Calls in their first poll, on the dispatching thread: not in the map yet, but not
+    /// ended either, so their progress counts.
+    starting: std::collections::HashSet<CallKey>,
 }
 
-struct Running {
-    id: Option<String>,
-    name: String,
-    started: Instant,
-    handler: AbortHandle,
-    supervisor: AbortHandle,
+/// A call between its arrival and its answer.
+struct Unanswered {
+    info: CallInfo,
+    stage: Stage,
+}
+
+enum Stage {
+    /// Waiting for the person, with the tool to run once they approve.
+    Waiting(Arc<dyn DynTool>),
+    Running {
+        handler: AbortHandle,
+        supervisor: AbortHandle,
+    },
 }
 
 /// What is known about a call besides its result.
+#[derive(Clone)]
 struct CallInfo {
+    key: CallKey,
     id: Option<String>,
     name: String,
     args: Value,
+    /// When it arrived, or started running once approved.
     started: Instant,
     scheduling: Option<Scheduling>,
-    /// The call's time limit: the tool's own, else the registry's.
+    /// Its time limit: the tool's own, else the registry's.
     limit: Duration,
 }
 
 impl ToolDispatcher {
-    pub fn new(registry: Arc<Registry>) -> (Self, mpsc::UnboundedReceiver<ToolEvent>) {
+    /// A dispatcher for the tools of `registry`; `decider` settles calls whose tool asks for
+    /// approval (the person at the TUI, or the headless policy).
+    pub fn new(
+        registry: Arc<Registry>,
+        decider: Decider,
+    ) -> (Self, mpsc::UnboundedReceiver<ToolEvent>) {
         let (events, receiver) = mpsc::unbounded_channel();
         let shared = Shared {
             registry: Mutex::new(registry),
+            decider,
             events,
             calls: Mutex::new(InFlight::default()),
-            next_key: AtomicU64::new(0),
         };
         (
             ToolDispatcher {
@@ -206,45 +280,97 @@ impl ToolDispatcher {
         )
     }
 
-    /// Runs every call of one toolCall concurrently on the current tokio runtime; returns at once.
-    pub fn dispatch(&self, calls: Vec<FunctionCall>) {
+    /// Starts every call of one toolCall concurrently on the current tokio runtime; returns at
+    /// once.
+    pub fn dispatch(&self, calls: Vec<KeyedCall>) {
         for call in calls {
             self.start(call);
         }
     }
 
-    /// Stops running calls named by a toolCallCancellation; returns the ids actually stopped.
-    /// No response is ever produced for them.
+    /// Stops calls named by a toolCallCancellation, running or waiting; returns the ids
+    /// actually stopped. No response is ever produced for them.
     pub fn cancel(&self, ids: &[String]) -> Vec<String> {
         let mut stopped = Vec::new();
         {
             let mut calls = self.shared.lock();
             for id in ids {
                 if let Some(key) = calls.by_id.remove(id)
-                    && let Some(running) = calls.by_key.remove(&key)
+                    && let Some(call) = calls.by_key.remove(&key)
                 {
-                    stopped.push(running);
+                    stopped.push(call);
                 }
             }
         }
         let mut ids_stopped = Vec::with_capacity(stopped.len());
-        for running in stopped {
-            running.handler.abort();
-            running.supervisor.abort();
-            let id = running.id.unwrap_or_default();
-            let duration = running.started.elapsed();
-            tracing::info!(tool = %bounded(&running.name, SUMMARY), id = %bounded(&id, SUMMARY), ?duration, "tool call cancelled by the server");
+        for Unanswered { info, stage } in stopped {
+            stage.stop();
+            let id = info.id.unwrap_or_default();
+            let duration = info.started.elapsed();
+            tracing::info!(tool = %bounded(&info.name, SUMMARY), id = %bounded(&id, SUMMARY), ?duration, "tool call cancelled by the server");
             ids_stopped.push(id.clone());
             self.shared.emit(ToolEvent::Cancelled {
+                key: Some(info.key),
                 id,
-                name: running.name,
+                name: info.name,
                 duration,
             });
         }
         ids_stopped
     }
 
-    /// Calls started and not yet reported.
+    /// Applies the person's verdict on the call `key`. False when it does not apply: the call
+    /// was answered or cancelled meanwhile, or (for all but `Answer`) is not waiting.
+    pub fn decide(&self, key: CallKey, verdict: Verdict) -> bool {
+        let taken = {
+            let mut calls = self.shared.lock();
+            let applies = calls.by_key.get(&key).is_some_and(|call| {
+                matches!(verdict, Verdict::Answer(_)) || matches!(call.stage, Stage::Waiting(_))
+            });
+            if !applies {
+                return false;
+            }
+            calls.take(key)
+        };
+        let Some(Unanswered { mut info, stage }) = taken else {
+            return false;
+        };
+        stage.stop();
+        let tool = match stage {
+            Stage::Waiting(tool) => Some(tool),
+            Stage::Running { .. } => None,
+        };
+        let tool_name = bounded(&info.name, SUMMARY);
+        match (verdict, tool) {
+            (Verdict::Approve, Some(tool)) => {
+                tracing::info!(tool = %tool_name, "the user approved a tool call");
+                self.run(info, tool);
+            }
+            (Verdict::Edit(args), Some(tool)) => {
+                tracing::info!(tool = %tool_name, "the user approved a tool call with edited arguments");
+                info.args = args;
+                self.run(info, tool);
+            }
+            (Verdict::Deny, _) => {
+                tracing::info!(tool = %tool_name, "the user declined a tool call");
+                let text = format!(
+                    "The user declined to run {}, so it was not called.",
+                    info.name
+                );
+                self.shared.report_result(info, Err(Failure::Refused(text)));
+            }
+            (Verdict::Answer(response), _) => {
+                tracing::info!(tool = %tool_name, "the user answered a tool call by hand");
+                self.shared
+                    .report_result(info, Ok(Answer::ByHand(response)));
+            }
+            // Only a waiting call can be approved; `applies` let nothing else through.
+            (Verdict::Approve | Verdict::Edit(_), None) => {}
+        }
+        true
+    }
+
+    /// Calls started or waiting and not yet reported.
     pub fn in_flight(&self) -> usize {
         self.shared.lock().by_key.len()
     }
@@ -254,7 +380,7 @@ impl ToolDispatcher {
         self.shared.registry()
     }
 
-    /// Runs calls against `registry` from now on; calls already running finish as they are.
+    /// Runs calls against `registry` from now on; calls already admitted finish as they are.
     pub fn replace_registry(&self, registry: Arc<Registry>) {
         *self
             .shared
@@ -263,16 +389,19 @@ impl ToolDispatcher {
             .unwrap_or_else(PoisonError::into_inner) = registry;
     }
 
-    fn start(&self, call: FunctionCall) {
-        let FunctionCall { id, name, args } = call;
-        let started = Instant::now();
+    fn start(&self, keyed: KeyedCall) {
+        let KeyedCall {
+            key,
+            call: FunctionCall { id, name, args },
+        } = keyed;
         let registry = self.shared.registry();
         let tool = registry.get(&name);
         let info = CallInfo {
+            key,
             id,
             name,
             args,
-            started,
+            started: Instant::now(),
             scheduling: tool.as_ref().and_then(|t| scheduling_of(t.as_ref())),
             limit: tool
                 .as_ref()
@@ -292,11 +421,35 @@ impl ToolDispatcher {
             self.shared.report(info, Err(message));
             return;
         }
-        let key = self.shared.next_key.fetch_add(1, Ordering::Relaxed);
+        let gate = registry.gate(&info.name);
+        match gate.decide(&info.name, self.shared.decider) {
+            Decision::Run => self.run(info, tool),
+            Decision::Refuse(text) => {
+                tracing::info!(tool = %bounded(&info.name, SUMMARY), "tool call refused by the approval policy");
+                self.shared.report_result(info, Err(Failure::Refused(text)));
+            }
+            Decision::Ask => {
+                let event = ToolEvent::Waiting(WaitingCall {
+                    key,
+                    id: info.id.clone(),
+                    name: info.name.clone(),
+                });
+                tracing::info!(tool = %bounded(&info.name, SUMMARY), "tool call waits for the user");
+                let mut calls = self.shared.lock();
+                calls.insert(info, Stage::Waiting(tool));
+                // Under the lock, so a verdict or cancel can only be reported after it.
+                self.shared.emit(event);
+            }
+        }
+    }
+
+    /// Runs an admitted call; its time limit starts now.
+    fn run(&self, mut info: CallInfo, tool: Arc<dyn DynTool>) {
+        info.started = Instant::now();
         let progress = CallProgress {
             target: Some(ProgressTarget {
                 shared: Arc::clone(&self.shared),
-                key,
+                key: info.key,
                 id: info.id.clone(),
                 name: info.name.clone(),
             }),
@@ -312,17 +465,19 @@ impl ToolDispatcher {
         // task of its own (two wake-ups fewer on the tool round trip). Only a call that has
         // to wait gets the supervised task below, which polls it again with a real waker.
         let mut first_poll = Context::from_waker(Waker::noop());
-        self.shared.lock().starting.insert(key);
+        self.shared.lock().starting.insert(info.key);
         IN_TOOL_HANDLER.set(true);
         let polled =
             std::panic::catch_unwind(AssertUnwindSafe(|| handler.as_mut().poll(&mut first_poll)));
         IN_TOOL_HANDLER.set(false);
         if !matches!(polled, Ok(Poll::Pending)) {
-            self.shared.lock().starting.remove(&key);
+            self.shared.lock().starting.remove(&info.key);
         }
         match polled {
             Ok(Poll::Ready(result)) => {
-                let result = result.map_err(|error| Failure::Error(error.to_string()));
+                let result = result
+                    .map(Answer::Tool)
+                    .map_err(|error| Failure::Error(error.to_string()));
                 self.shared.report_result(info, result);
                 return;
             }
@@ -334,33 +489,21 @@ impl ToolDispatcher {
             Ok(Poll::Pending) => {}
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            self.shared.lock().starting.remove(&key);
+            self.shared.lock().starting.remove(&info.key);
             let message = format!("{} could not run: livetalk has no async runtime", info.name);
             self.shared.report(info, Err(message));
             return;
         };
         let mut calls = self.shared.lock();
-        calls.starting.remove(&key);
-        if let Some(id) = &info.id {
-            if calls.by_id.contains_key(id) {
-                tracing::warn!(tool = %bounded(&info.name, SUMMARY), id = %bounded(id, SUMMARY), "a call with this id is already running; this one cannot be cancelled");
-            } else {
-                calls.by_id.insert(id.clone(), key);
-            }
-        }
+        calls.starting.remove(&info.key);
         // Both tasks are spawned under the lock so neither can finish (and look for its entry)
         // before the entry exists.
         let handler = runtime.spawn(handler);
         let handler_abort = handler.abort_handle();
-        let running_id = info.id.clone();
-        let running_name = info.name.clone();
-        let supervisor = runtime.spawn(supervise(Arc::clone(&self.shared), key, info, handler));
-        calls.by_key.insert(
-            key,
-            Running {
-                id: running_id,
-                name: running_name,
-                started,
+        let supervisor = runtime.spawn(supervise(Arc::clone(&self.shared), info.clone(), handler));
+        calls.insert(
+            info,
+            Stage::Running {
                 handler: handler_abort,
                 supervisor: supervisor.abort_handle(),
             },
@@ -368,23 +511,63 @@ impl ToolDispatcher {
     }
 }
 
-/// Waits for the handler under the time limit and reports, unless a cancel got there first.
+impl InFlight {
+    fn insert(&mut self, info: CallInfo, stage: Stage) {
+        let key = info.key;
+        if let Some(id) = &info.id {
+            if self.by_id.contains_key(id) {
+                tracing::warn!(tool = %bounded(&info.name, SUMMARY), id = %bounded(id, SUMMARY), "a call with this id is already unanswered; this one cannot be cancelled");
+            } else {
+                self.by_id.insert(id.clone(), key);
+            }
+        }
+        self.by_key.insert(key, Unanswered { info, stage });
+    }
+
+    /// Removes the call `key`, if it is still unanswered: the one who does reports it.
+    fn take(&mut self, key: CallKey) -> Option<Unanswered> {
+        let call = self.by_key.remove(&key)?;
+        if let Some(id) = &call.info.id
+            && self.by_id.get(id) == Some(&key)
+        {
+            self.by_id.remove(id);
+        }
+        Some(call)
+    }
+}
+
+impl Stage {
+    /// Stops whatever runs for the call (a waiting call has nothing running).
+    fn stop(&self) {
+        if let Stage::Running {
+            handler,
+            supervisor,
+        } = self
+        {
+            handler.abort();
+            supervisor.abort();
+        }
+    }
+}
+
+/// Waits for the handler under the time limit and reports, unless a cancel or the person got
+/// there first.
 async fn supervise(
     shared: Arc<Shared>,
-    key: u64,
     info: CallInfo,
     mut handler: JoinHandle<Result<Value, ToolError>>,
 ) {
     let limit = info.limit;
     let slow_mark = slow_after(limit);
     if let Ok(finished) = tokio::time::timeout(slow_mark, &mut handler).await {
-        return settle(shared, key, info, Ok(finished));
+        return settle(shared, info, Ok(finished));
     }
     // Only a call still in the map is reported, under the lock, so a cancel reports after it.
     {
         let calls = shared.lock();
-        if calls.by_key.contains_key(&key) {
+        if calls.by_key.contains_key(&info.key) {
             shared.emit(ToolEvent::Slow(SlowCall {
+                key: Some(info.key),
                 id: info.id.clone(),
                 name: info.name.clone(),
                 elapsed: info.started.elapsed(),
@@ -395,41 +578,42 @@ async fn supervise(
     if waited.is_err() {
         handler.abort();
     }
-    settle(shared, key, info, waited.map_err(|_| limit));
+    settle(shared, info, waited.map_err(|_| limit));
 }
 
-/// Reports how the handler ended (or that it ran out of `limit`), unless a cancel got there
-/// first.
+/// Reports how the handler ended (or that it ran out of `limit`), unless a cancel or the
+/// person got there first.
 fn settle(
     shared: Arc<Shared>,
-    key: u64,
     info: CallInfo,
     joined: Result<Result<Result<Value, ToolError>, JoinError>, Duration>,
 ) {
     let result = match joined {
-        Ok(Ok(Ok(value))) => Ok(value),
+        Ok(Ok(Ok(value))) => Ok(Answer::Tool(value)),
         Ok(Ok(Err(error))) => Err(Failure::Error(error.to_string())),
         Ok(Err(join_error)) => Err(joined_failure(join_error)),
         Err(limit) => Err(Failure::TimedOut(limit)),
     };
-    let mut calls = shared.lock();
-    let Some(_running) = calls.by_key.remove(&key) else {
-        // Cancelled: the cancel already reported this call.
+    if shared.lock().take(info.key).is_none() {
+        // Cancelled or answered by hand: that already reported this call.
         return;
-    };
-    if let Some(id) = &info.id
-        && calls.by_id.get(id) == Some(&key)
-    {
-        calls.by_id.remove(id);
     }
-    drop(calls);
     shared.report_result(info, result);
+}
+
+/// A call's answer other than a failure.
+enum Answer {
+    /// What the tool returned.
+    Tool(Value),
+    /// What the person typed.
+    ByHand(Value),
 }
 
 enum Failure {
     Error(String),
     TimedOut(Duration),
     Panicked(String),
+    Refused(String),
 }
 
 thread_local! {
@@ -457,7 +641,7 @@ fn joined_failure(error: JoinError) -> Failure {
     if error.is_panic() {
         Failure::Panicked(panic_text(error.into_panic()))
     } else {
-        // Only a cancel aborts a handler, and the cancel then owns the report.
+        // Only a cancel or the person aborts a handler, and they then own the report.
         Failure::Error("the tool call was stopped".to_owned())
     }
 }
@@ -481,15 +665,20 @@ impl Shared {
 
     /// Reports a call that failed before it could start.
     fn report(&self, info: CallInfo, result: Result<Value, String>) {
-        self.report_result(info, result.map_err(Failure::Error));
+        self.report_result(info, result.map(Answer::Tool).map_err(Failure::Error));
     }
 
-    fn report_result(&self, info: CallInfo, result: Result<Value, Failure>) {
+    fn report_result(&self, info: CallInfo, result: Result<Answer, Failure>) {
         let (status, body) = match result {
-            Ok(value) => (ToolStatus::Ok, wrap_success(value)),
+            Ok(Answer::Tool(value)) => (ToolStatus::Ok, wrap_success(value)),
+            Ok(Answer::ByHand(value)) => (ToolStatus::ByHand, wrap_success(value)),
             Err(Failure::Error(message)) => {
                 let body = error_body(&message);
                 (ToolStatus::Error(message), body)
+            }
+            Err(Failure::Refused(message)) => {
+                let body = error_body(&message);
+                (ToolStatus::Refused(message), body)
             }
             Err(Failure::TimedOut(limit)) => {
                 let message = format!(
@@ -513,8 +702,10 @@ impl Shared {
         }
         let duration = info.started.elapsed();
         match &status {
-            ToolStatus::Ok => tracing::debug!(%tool, ?duration, "tool call finished"),
-            ToolStatus::Error(message) => {
+            ToolStatus::Ok | ToolStatus::ByHand => {
+                tracing::debug!(%tool, ?duration, "tool call finished")
+            }
+            ToolStatus::Error(message) | ToolStatus::Refused(message) => {
                 let message = bounded(message, SUMMARY);
                 tracing::info!(%tool, ?duration, %message, "tool call failed");
             }
@@ -534,6 +725,7 @@ impl Shared {
             scheduling: info.scheduling,
         };
         self.emit(ToolEvent::Finished(ToolOutcome {
+            key: Some(info.key),
             id: info.id,
             name: info.name,
             args: info.args,
@@ -625,7 +817,7 @@ mod tests {
     use tokio::sync::Barrier;
 
     use super::*;
-    use crate::tools::{Tool, ToolLimits};
+    use crate::tools::{ApprovePolicy, Tool, ToolLimits};
 
     const WAIT: Duration = Duration::from_secs(30);
 
@@ -800,6 +992,16 @@ mod tests {
     }
 
     fn fixture(limits: ToolLimits, barrier: usize) -> Fixture {
+        fixture_asking(limits, barrier, &[], Decider::Person)
+    }
+
+    /// A fixture where the tools named in `asking` need approval, decided by `decider`.
+    fn fixture_asking(
+        limits: ToolLimits,
+        barrier: usize,
+        asking: &[&str],
+        decider: Decider,
+    ) -> Fixture {
         let (dropped_tx, dropped) = mpsc::unbounded_channel();
         let mut registry = Registry::new(limits);
         registry.register(Sleepy {
@@ -812,7 +1014,10 @@ mod tests {
         registry.register(Answer);
         registry.register(Background(Scheduling::Silent));
         registry.register(BackgroundFails);
-        let (dispatcher, events) = ToolDispatcher::new(Arc::new(registry));
+        for name in asking {
+            registry.set_approval(name, crate::tools::Approval::Always);
+        }
+        let (dispatcher, events) = ToolDispatcher::new(Arc::new(registry), decider);
         Fixture {
             dispatcher,
             events,
@@ -820,11 +1025,20 @@ mod tests {
         }
     }
 
-    fn call(id: &str, name: &str, args: Value) -> FunctionCall {
-        FunctionCall {
+    /// A call under a key no other call of the test run has.
+    fn call(id: &str, name: &str, args: Value) -> KeyedCall {
+        keyed(FunctionCall {
             id: Some(id.to_owned()),
             name: name.to_owned(),
             args,
+        })
+    }
+
+    fn keyed(call: FunctionCall) -> KeyedCall {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        KeyedCall {
+            key: CallKey(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)),
+            call,
         }
     }
 
@@ -839,9 +1053,7 @@ mod tests {
     async fn next_outcome(events: &mut mpsc::UnboundedReceiver<ToolEvent>) -> ToolOutcome {
         match next_event(events).await {
             ToolEvent::Finished(outcome) => outcome,
-            ToolEvent::Cancelled { id, .. } => panic!("expected Finished, got Cancelled {id}"),
-            ToolEvent::Slow(slow) => panic!("expected Finished, got {slow:?}"),
-            ToolEvent::Progress(report) => panic!("expected Finished, got {report:?}"),
+            other => panic!("expected Finished, got {other:?}"),
         }
     }
 
@@ -1189,8 +1401,7 @@ mod tests {
                     assert_eq!(o.args, json!({"ms": 1}));
                     "finished"
                 }
-                ToolEvent::Slow(slow) => panic!("nothing here runs long: {slow:?}"),
-                ToolEvent::Progress(report) => panic!("nothing here reports: {report:?}"),
+                other => panic!("nothing here runs long or waits: {other:?}"),
             });
         }
         kinds.sort_unstable();
@@ -1201,11 +1412,11 @@ mod tests {
     #[tokio::test]
     async fn calls_without_id_are_answered_but_not_cancellable() {
         let mut f = fixture(ToolLimits::default(), 1);
-        f.dispatcher.dispatch(vec![FunctionCall {
+        f.dispatcher.dispatch(vec![keyed(FunctionCall {
             id: None,
             name: "sleepy".into(),
             args: json!({"ms": 20}),
-        }]);
+        })]);
         assert!(f.dispatcher.cancel(&[String::new()]).is_empty());
         let outcome = next_outcome(&mut f.events).await;
         assert_eq!(outcome.id, None);
@@ -1312,8 +1523,7 @@ mod tests {
                     *finished.entry(o.id.unwrap_or_default()).or_default() += 1;
                 }
                 ToolEvent::Cancelled { id, .. } => *cancelled.entry(id).or_default() += 1,
-                ToolEvent::Slow(slow) => panic!("nothing here runs long: {slow:?}"),
-                ToolEvent::Progress(report) => panic!("nothing here reports: {report:?}"),
+                other => panic!("nothing here runs long or waits: {other:?}"),
             }
         }
         let late = drain(f).await;
@@ -1334,6 +1544,7 @@ mod tests {
     #[test]
     fn end_session_outcome_is_recognised() {
         let outcome = |name: &str, status| ToolOutcome {
+            key: None,
             id: None,
             name: name.into(),
             args: json!({}),
@@ -1345,6 +1556,156 @@ mod tests {
         assert!(outcome(END_SESSION, ToolStatus::Ok).ends_session());
         assert!(!outcome(END_SESSION, ToolStatus::TimedOut).ends_session());
         assert!(!outcome("get_current_time", ToolStatus::Ok).ends_session());
+    }
+
+    fn waiting_key(event: ToolEvent) -> CallKey {
+        match event {
+            ToolEvent::Waiting(waiting) => waiting.key,
+            other => panic!("expected Waiting, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_that_asks_waits_untimed_and_runs_once_approved() {
+        let limits = ToolLimits {
+            timeout: Duration::from_millis(300),
+            ..ToolLimits::default()
+        };
+        let mut f = fixture_asking(limits, 1, &["sleepy"], Decider::Person);
+        let asked = call("w", "sleepy", json!({"ms": 20}));
+        let key = asked.key;
+        f.dispatcher.dispatch(vec![asked]);
+        assert_eq!(waiting_key(next_event(&mut f.events).await), key);
+        assert_eq!(f.dispatcher.in_flight(), 1);
+        // Three time limits pass while the person decides: no slow mark, no timeout.
+        let quiet = tokio::time::timeout(Duration::from_millis(900), f.events.recv()).await;
+        assert!(quiet.is_err(), "nothing happens while it waits: {quiet:?}");
+        assert!(f.dispatcher.decide(key, Verdict::Approve));
+        // Its own 300 ms start now: 20 ms of work fits, under the slow mark too.
+        let outcome = next_outcome(&mut f.events).await;
+        assert_eq!((outcome.key, &outcome.status), (Some(key), &ToolStatus::Ok));
+        assert_eq!(outcome.response.response, json!({"slept_ms": 20}));
+        assert!(outcome.duration < Duration::from_millis(300), "{outcome:?}");
+        assert!(!f.dispatcher.decide(key, Verdict::Approve), "answered once");
+        assert!(drain(f).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn deny_edit_and_answer_settle_a_waiting_call_once() {
+        let mut f = fixture_asking(
+            ToolLimits::default(),
+            1,
+            &["sleepy", "answer"],
+            Decider::Person,
+        );
+        let denied = call("d", "answer", json!({}));
+        let edited = call("e", "sleepy", json!({"ms": "soon"}));
+        let answered = call("a", "answer", json!({}));
+        let keys = [denied.key, edited.key, answered.key];
+        f.dispatcher.dispatch(vec![denied, edited, answered]);
+        for key in keys {
+            assert_eq!(waiting_key(next_event(&mut f.events).await), key);
+        }
+        // Only an answer applies to a call that is not waiting; nothing applies to one unknown.
+        assert!(!f.dispatcher.decide(CallKey(u64::MAX), Verdict::Approve));
+
+        assert!(f.dispatcher.decide(keys[0], Verdict::Deny));
+        let outcome = next_outcome(&mut f.events).await;
+        let ToolStatus::Refused(why) = &outcome.status else {
+            panic!("denied: {outcome:?}");
+        };
+        assert!(why.contains("declined") && why.contains("answer"), "{why}");
+        assert_eq!(
+            outcome.response.response,
+            json!({"success": false, "error": why})
+        );
+
+        // The model's arguments were bad; the person's are good.
+        assert!(
+            f.dispatcher
+                .decide(keys[1], Verdict::Edit(json!({"ms": 1})))
+        );
+        let outcome = next_outcome(&mut f.events).await;
+        assert_eq!(outcome.status, ToolStatus::Ok);
+        assert_eq!(outcome.args, json!({"ms": 1}));
+
+        let typed = json!({"error": "garage on fire"});
+        assert!(f.dispatcher.decide(keys[2], Verdict::Answer(typed.clone())));
+        let outcome = next_outcome(&mut f.events).await;
+        assert_eq!(outcome.status, ToolStatus::ByHand);
+        assert_eq!(outcome.response.response, typed, "sent as typed");
+        for key in keys {
+            assert!(!f.dispatcher.decide(key, Verdict::Deny));
+        }
+        assert_eq!(f.dispatcher.in_flight(), 0);
+        assert!(drain(f).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_running_call_answered_by_hand_is_stopped_and_answered_once() {
+        let mut f = fixture(ToolLimits::default(), 1);
+        let running = call("r", "sleepy", json!({"ms": 3_600_000}));
+        let key = running.key;
+        f.dispatcher.dispatch(vec![running]);
+        assert_eq!(f.dispatcher.in_flight(), 1);
+        assert!(
+            !f.dispatcher.decide(key, Verdict::Approve),
+            "it is not waiting"
+        );
+        assert!(
+            !f.dispatcher.decide(key, Verdict::Deny),
+            "it is not waiting"
+        );
+        assert!(
+            f.dispatcher
+                .decide(key, Verdict::Answer(json!({"result": "done"})))
+        );
+        let outcome = next_outcome(&mut f.events).await;
+        assert_eq!(outcome.status, ToolStatus::ByHand);
+        assert_eq!(outcome.response.response, json!({"result": "done"}));
+        wait_dropped(&mut f.dropped, 3_600_000).await;
+        assert!(f.dispatcher.cancel(&["r".to_owned()]).is_empty());
+        assert!(drain(f).await.is_empty(), "no second answer");
+    }
+
+    #[tokio::test]
+    async fn a_cancel_while_waiting_ends_the_wait_unanswered() {
+        let mut f = fixture_asking(ToolLimits::default(), 1, &["sleepy"], Decider::Person);
+        let asked = call("c", "sleepy", json!({"ms": 1}));
+        let key = asked.key;
+        f.dispatcher.dispatch(vec![asked]);
+        waiting_key(next_event(&mut f.events).await);
+        assert_eq!(f.dispatcher.cancel(&["c".to_owned()]), ["c"]);
+        match next_event(&mut f.events).await {
+            ToolEvent::Cancelled {
+                key: Some(k), id, ..
+            } => {
+                assert_eq!((k, id.as_str()), (key, "c"));
+            }
+            other => panic!("expected Cancelled, got {other:?}"),
+        }
+        assert!(!f.dispatcher.decide(key, Verdict::Approve));
+        assert!(drain(f).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_policy_never_asks() {
+        // Built-ins run headless under every policy, even when configured to ask.
+        for policy in [
+            ApprovePolicy::All,
+            ApprovePolicy::ReadOnly,
+            ApprovePolicy::None,
+        ] {
+            let mut f = fixture_asking(
+                ToolLimits::default(),
+                1,
+                &["answer"],
+                Decider::Policy(policy),
+            );
+            f.dispatcher.dispatch(vec![call("p", "answer", json!({}))]);
+            let outcome = next_outcome(&mut f.events).await;
+            assert_eq!(outcome.status, ToolStatus::Ok, "{policy:?}");
+        }
     }
 
     /// A run-time tool that reports progress, then waits to be told to finish, keeping its
@@ -1405,7 +1766,7 @@ mod tests {
             kept: Arc::clone(&kept),
         }));
         assert_eq!(inserted, Ok(()));
-        let (dispatcher, events) = ToolDispatcher::new(Arc::new(registry));
+        let (dispatcher, events) = ToolDispatcher::new(Arc::new(registry), Decider::Person);
         (dispatcher, events, kept)
     }
 
@@ -1448,7 +1809,7 @@ mod tests {
                 ToolEvent::Progress(_) => {}
                 ToolEvent::Slow(_) => saw_slow = true,
                 ToolEvent::Finished(outcome) => break outcome,
-                ToolEvent::Cancelled { .. } => panic!("nobody cancelled it"),
+                other => panic!("nothing else happens to it: {other:?}"),
             }
         };
         assert!(saw_slow);

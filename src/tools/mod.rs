@@ -23,8 +23,8 @@ use crate::live::wire::{Behavior, Scheduling};
 pub use approval::{Approval, ApprovePolicy, Decider, Decision, Gate, Origin};
 pub use clock::{GetCurrentTime, NoArgs, time_report};
 pub use dispatch::{
-    CallProgress, ProgressReport, SlowCall, ToolDispatcher, ToolEvent, ToolOutcome, ToolStatus,
-    in_tool_handler, slow_after,
+    CallKey, CallProgress, KeyedCall, ProgressReport, SlowCall, ToolDispatcher, ToolEvent,
+    ToolOutcome, ToolStatus, Verdict, WaitingCall, in_tool_handler, slow_after,
 };
 pub use registry::{RegisterError, Registry, ToolEntry};
 pub use schema::{SchemaError, normalize_foreign, normalize_schema, parameters_for};

@@ -19,8 +19,8 @@ use unicode_width::UnicodeWidthStr;
 pub use theme::Theme;
 
 use crate::app::{
-    App, Area, Connection, Floor, Focus, KEY_MAP, NoticeLevel, Popup, ScreenLayout, ToolState,
-    footer_keys,
+    App, Area, Connection, ERROR_PREFIX, Editor, EditorPurpose, Floor, Focus, KEY_MAP, NoticeLevel,
+    Popup, ScreenLayout, ToolState, footer_keys,
 };
 use crate::echo;
 use tool_log::format_duration;
@@ -129,6 +129,9 @@ pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
         }
         None => None,
     };
+    if let Some(editor) = &app.view().editor {
+        layout.popup = Some(draw_editor(frame, full, app, theme, editor));
+    }
     layout
 }
 
@@ -336,6 +339,65 @@ fn draw_popup(
     area(rect)
 }
 
+/// The editor for a call's arguments or typed result: what it is for, the line with its
+/// cursor, and why the last Enter was refused.
+fn draw_editor(frame: &mut Frame, full: Rect, app: &App, theme: Theme, editor: &Editor) -> Area {
+    let name = app
+        .tool_calls()
+        .get(editor.call)
+        .map(|c| echo::bounded(&c.name, echo::SUMMARY).into_owned())
+        .unwrap_or_default();
+    let (title, help) = match editor.purpose {
+        EditorPurpose::Arguments => (
+            format!(" Edit the arguments of {name} "),
+            "A JSON object; Enter runs the call with it.".to_owned(),
+        ),
+        EditorPurpose::Result => (
+            format!(" Answer {name} by hand "),
+            format!(
+                "{{JSON object}} is sent as it is; {ERROR_PREFIX} why sends {{\"error\": why}}; other text sends {{\"result\": text}}."
+            ),
+        ),
+    };
+    let width = 90.min(full.width.saturating_sub(2));
+    let inner_width = usize::from(width.saturating_sub(2)).max(1);
+    // The line scrolls sideways so the cursor stays in view.
+    let text: Vec<char> = editor.line.text().chars().collect();
+    let cursor = editor.line.cursor().min(text.len());
+    let first = (cursor + 1).saturating_sub(inner_width);
+    let shown: String = text[first..].iter().take(inner_width).collect();
+    let mut lines = vec![
+        Line::styled(help, theme.dim()),
+        Line::default(),
+        Line::raw(shown),
+        Line::default(),
+    ];
+    match &editor.problem {
+        Some(problem) => lines.push(Line::styled(
+            echo::bounded(problem, echo::SUMMARY).into_owned(),
+            theme.error(),
+        )),
+        None => lines.push(Line::default()),
+    }
+    let height = wrapped_rows(&lines, width.saturating_sub(2)) + 2;
+    let rect = centered(full, width, height);
+    frame.render_widget(Clear, rect);
+    let block = Block::bordered()
+        .title(title)
+        .title_bottom(Line::from(" Enter sends · Esc cancels ").right_aligned())
+        .border_style(theme.border(true));
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    let help_rows = wrapped_rows(&lines[..1], inner.width);
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
+    let x = inner.x + u16::try_from(cursor - first).unwrap_or(0);
+    let y = inner.y + help_rows + 1;
+    if x < inner.x + inner.width && y < inner.y + inner.height {
+        frame.set_cursor_position((x, y));
+    }
+    area(rect)
+}
+
 fn draw_help(frame: &mut Frame, full: Rect, app: &App, theme: Theme, scroll: u16) -> Area {
     let width = 96.min(full.width.saturating_sub(2));
     let inner_width = usize::from(width.saturating_sub(2));
@@ -404,7 +466,7 @@ fn draw_tool_detail(
             Span::raw(echo::bounded(id, echo::SUMMARY).into_owned()),
         ]));
     }
-    if let ToolState::Error(message) = &call.state {
+    if let ToolState::Error(message) | ToolState::Refused(message) = &call.state {
         lines.push(Line::styled(
             echo::bounded(message, echo::TEXT).into_owned(),
             theme.error(),
@@ -413,6 +475,13 @@ fn draw_tool_detail(
     lines.push(Line::default());
     lines.push(Line::styled("Arguments", theme.bold()));
     lines.extend(pretty(&call.args).lines().map(|l| Line::raw(l.to_owned())));
+    if let Some(sent) = &call.edited_from {
+        lines.push(Line::styled(
+            "Edited by you; the model sent these:",
+            theme.warning(),
+        ));
+        lines.extend(pretty(sent).lines().map(|l| Line::raw(l.to_owned())));
+    }
     lines.push(Line::default());
     match (&call.response, &call.state) {
         (Some(response), _) => {
@@ -431,6 +500,10 @@ fn draw_tool_detail(
         }
         (None, ToolState::Cancelled) => lines.push(Line::styled(
             "The server cancelled this call; no response was sent (none may be).",
+            theme.warning(),
+        )),
+        (None, ToolState::Waiting) => lines.push(Line::styled(
+            "Waits for you: a approves, d denies, e edits the arguments, r types the result.",
             theme.warning(),
         )),
         (None, _) => lines.push(Line::styled("Running; no response yet.", theme.running())),

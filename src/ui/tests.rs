@@ -53,6 +53,7 @@ fn tool_call(app: &mut App, id: &str, name: &str, args: Value) {
 
 fn tool_done(app: &mut App, id: &str, name: &str, status: ToolStatus, response: Value) {
     app.update(Msg::Tool(ToolEvent::Finished(ToolOutcome {
+        key: None,
         id: Some(id.into()),
         name: name.into(),
         args: json!({}),
@@ -435,6 +436,7 @@ fn with_mcp_tools() -> App {
     );
     app.update(Msg::Tool(ToolEvent::Progress(
         crate::tools::ProgressReport {
+            key: crate::tools::CallKey(0),
             id: Some("c1".into()),
             name: "trigger-long-running-operation".into(),
             progress: 2.0,
@@ -449,7 +451,7 @@ fn with_mcp_tools() -> App {
 fn tool_list_popup() {
     snapshot_both_sizes("tool_list", || {
         let mut app = with_mcp_tools();
-        key(&mut app, KeyCode::F(7));
+        key(&mut app, KeyCode::F(8));
         key(&mut app, KeyCode::Down);
         app
     });
@@ -487,4 +489,97 @@ fn the_badge_says_working_until_the_interaction_is_idle() {
     app.update(Msg::Session(SessionEvent::Interaction { idle: true }));
     let idle = status(&mut app);
     assert!(idle.contains("Gemini is listening"), "{idle}");
+}
+
+/// Applies a message as the drive loop does, intents included.
+fn apply(app: &mut App, msg: Msg) {
+    let mut queue = std::collections::VecDeque::from([msg]);
+    while let Some(msg) = queue.pop_front() {
+        for effect in app.update(msg) {
+            if let crate::app::Effect::Intent(intent) = effect {
+                queue.push_back(intent);
+            }
+        }
+    }
+}
+
+fn keys(app: &mut App, codes: &[KeyCode]) {
+    for code in codes {
+        apply(app, Msg::Key(KeyEvent::new(*code, KeyModifiers::NONE)));
+    }
+}
+
+fn typed(app: &mut App, text: &str) {
+    keys(app, &text.chars().map(KeyCode::Char).collect::<Vec<_>>());
+}
+
+/// The second turn asks to turn the lamp on; `set_device_status` needs approval, so the call
+/// waits for the user.
+fn tool_waiting() -> App {
+    let mut app = listening();
+    app.update(Msg::UserText("Turn on the lamp.".into()));
+    let args = json!({"device_name": "living room lamp", "new_status": "on"});
+    tool_call(&mut app, "function-call-2", "set_device_status", args);
+    app.update(Msg::Tool(ToolEvent::Waiting(crate::tools::WaitingCall {
+        key: crate::tools::CallKey(1),
+        id: Some("function-call-2".into()),
+        name: "set_device_status".into(),
+    })));
+    app
+}
+
+#[test]
+fn a_call_waiting_for_the_user() {
+    snapshot_both_sizes("tool_waiting", tool_waiting);
+    snapshot_both_sizes("tool_waiting_selected", || {
+        let mut app = tool_waiting();
+        keys(&mut app, &[KeyCode::F(7)]);
+        app
+    });
+}
+
+#[test]
+fn the_argument_editor_says_why_json_is_refused() {
+    snapshot_both_sizes("tool_edit_bad_json", || {
+        let mut app = tool_waiting();
+        keys(&mut app, &[KeyCode::F(7), KeyCode::Char('e'), KeyCode::End]);
+        // Drop the closing brace and add a key without a value.
+        keys(&mut app, &[KeyCode::Backspace]);
+        typed(&mut app, ", \"setting\": }");
+        keys(&mut app, &[KeyCode::Enter]);
+        app
+    });
+}
+
+#[test]
+fn a_result_typed_by_hand() {
+    snapshot_both_sizes("tool_answer_typing", || {
+        let mut app = tool_waiting();
+        keys(&mut app, &[KeyCode::F(7), KeyCode::Char('r')]);
+        typed(&mut app, "error: garage on fire");
+        app
+    });
+    snapshot_both_sizes("tool_answered_by_hand", || {
+        let mut app = tool_waiting();
+        keys(&mut app, &[KeyCode::F(7), KeyCode::Char('r')]);
+        typed(&mut app, "error: garage on fire");
+        keys(&mut app, &[KeyCode::Enter]);
+        app.update(Msg::Tool(ToolEvent::Finished(ToolOutcome {
+            key: Some(crate::tools::CallKey(1)),
+            id: Some("function-call-2".into()),
+            name: "set_device_status".into(),
+            args: json!({"device_name": "living room lamp", "new_status": "on"}),
+            status: ToolStatus::ByHand,
+            response: FunctionResponse {
+                id: Some("function-call-2".into()),
+                name: "set_device_status".into(),
+                response: json!({"error": "garage on fire"}),
+                ..FunctionResponse::default()
+            },
+            duration: Duration::from_secs(4),
+            truncated: false,
+        })));
+        model_says(&mut app, "Oh no, the garage is on fire!", true);
+        app
+    });
 }

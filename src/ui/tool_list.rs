@@ -1,4 +1,4 @@
-//! The tool list popup (F7): every tool with its origin and whether it is on, each MCP server
+//! The tool list popup (F8): every tool with its origin and whether it is on, each MCP server
 //! with its state, and the keys that change them.
 
 use ratatui::Frame;
@@ -66,7 +66,7 @@ pub fn draw(frame: &mut Frame, full: Rect, app: &App, theme: Theme, selected: us
     let hint = if app.tools_pending() {
         "  Changes reach the model at the next turn boundary (the conversation is kept)."
     } else {
-        "  Space: turn the selected tool on or off · r: restart its MCP server · F7/Esc: close"
+        "  Space: turn the selected tool on or off · r: restart its MCP server · F8/Esc: close"
     };
     lines.push(Line::styled(hint, theme.dim()));
     let rect = centered(

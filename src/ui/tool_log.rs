@@ -98,10 +98,13 @@ pub fn outcome_summary(call: &ToolCallRecord) -> String {
             .as_ref()
             .map(|p| format!(" {}", progress_summary(p)))
             .unwrap_or_default(),
-        ToolState::Error(message) => format!(": {}", bounded(message, SUMMARY)),
+        ToolState::Waiting => String::new(),
+        ToolState::Error(message) | ToolState::Refused(message) => {
+            format!(": {}", bounded(message, SUMMARY))
+        }
         ToolState::TimedOut => ": no answer in time; the model was told".to_owned(),
         ToolState::Cancelled => ": cancelled by the server, not answered".to_owned(),
-        ToolState::Ok => match call.response.as_ref().map(|r| &r.response) {
+        ToolState::Ok | ToolState::ByHand => match call.response.as_ref().map(|r| &r.response) {
             Some(response) => format!(": {}", result_summary(response, &call.args)),
             None => String::new(),
         },
@@ -144,16 +147,20 @@ pub fn state_style(theme: Theme, state: &ToolState) -> Style {
         ToolState::Running => theme.running(),
         ToolState::Ok => theme.ok(),
         ToolState::Error(_) | ToolState::TimedOut => theme.error(),
-        ToolState::Cancelled => theme.warning(),
+        ToolState::Cancelled | ToolState::Waiting | ToolState::Refused(_) | ToolState::ByHand => {
+            theme.warning()
+        }
     }
 }
 
 fn state_cell(app: &App, theme: Theme, state: &ToolState) -> Span<'static> {
     let symbol = match state {
         ToolState::Running => SPINNER[(app.view().ticks as usize) % SPINNER.len()],
+        ToolState::Waiting => "?",
         ToolState::Ok => "✔",
         ToolState::Error(_) | ToolState::TimedOut => "✖",
-        ToolState::Cancelled => "⊘",
+        ToolState::Cancelled | ToolState::Refused(_) => "⊘",
+        ToolState::ByHand => "✎",
     };
     Span::styled(
         format!("{symbol} {}", state.label()),
@@ -173,10 +180,11 @@ fn call_state_cell(app: &App, theme: Theme, call: &ToolCallRecord) -> Span<'stat
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
     let focused = app.view().focus == Focus::ToolLog;
     let title = format!(" Tool calls ({}) ", app.tool_calls().len());
-    let hint = if focused {
-        " ↑/↓ select · Enter details "
-    } else {
-        ""
+    let hint = match (focused, app.first_waiting_call()) {
+        (true, Some(_)) => " a approve · d deny · e edit · r answer · Enter details ",
+        (true, None) => " ↑/↓ select · Enter details ",
+        (false, Some(_)) => " a call waits for you: F7 ",
+        (false, None) => "",
     };
     let block = Block::bordered()
         .title(title)
@@ -201,19 +209,27 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
         height: inner.height - 1,
         ..inner
     };
+    // Wide enough for the longest state shown ("? waiting for you"), never narrower than before.
+    let state_width = app
+        .tool_calls()
+        .iter()
+        .map(|c| c.state.label().chars().count() + 2)
+        .max()
+        .unwrap_or(0)
+        .clamp(11, 20) as u16;
     let widths: Vec<Constraint> = if wide {
         vec![
             Constraint::Length(8),
             Constraint::Length(18),
             Constraint::Fill(3),
-            Constraint::Length(11),
+            Constraint::Length(state_width),
             Constraint::Length(8),
             Constraint::Fill(2),
         ]
     } else {
         let mut widths = vec![
             Constraint::Length(17),
-            Constraint::Length(11),
+            Constraint::Length(state_width),
             Constraint::Fill(1),
         ];
         if show_time {
@@ -241,14 +257,17 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
             let time = call.started_at.strftime("%H:%M:%S").to_string();
             let took = call.duration.map(format_duration).unwrap_or_default();
             let result = match &call.state {
-                ToolState::Ok => call
+                ToolState::Ok | ToolState::ByHand => call
                     .response
                     .as_ref()
                     .map(|r| result_summary(&r.response, &call.args))
                     .unwrap_or_default(),
-                ToolState::Error(message) => bounded(message, SUMMARY).into_owned(),
+                ToolState::Error(message) | ToolState::Refused(message) => {
+                    bounded(message, SUMMARY).into_owned()
+                }
                 ToolState::TimedOut => "no answer in time".to_owned(),
                 ToolState::Cancelled => "cancelled by the server".to_owned(),
+                ToolState::Waiting => "a approve · d deny · e edit · r answer".to_owned(),
                 ToolState::Running => call
                     .progress
                     .as_ref()

@@ -60,7 +60,7 @@ impl Harness {
         let registry = Arc::new(registry.unwrap_or_else(|| {
             builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap()
         }));
-        let mut engine = Engine::new(registry.clone(), &home);
+        let mut engine = Engine::new(registry.clone(), &home, livetalk::tools::Decider::Person);
         engine.set_reconnect_policy(policy);
         let app = App::new(AppInit::new(settings.model.clone(), true, home.snapshot()));
         engine

@@ -1,9 +1,11 @@
 //! The mock server's scripted model: reads plain-English smart-home requests, plans calls to the
-//! client's declared tools and phrases replies from their results. This file owns the model's
-//! turns (user text, tool results, user audio) and what it keeps between them; understanding,
-//! planning and phrasing are the modules below.
+//! client's declared tools and phrases replies from their results, errors included; any
+//! declared tool can also be called by name. This file owns the model's turns (user text, tool
+//! results, user audio) and what it keeps between them; understanding, planning, calls by name
+//! and phrasing are the modules below.
 
 mod devices;
+mod named_call;
 mod phrasing;
 mod planner;
 mod results;
@@ -20,8 +22,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use devices::Memory;
+use named_call::{NamedCall, named_call};
 use planner::{Pending, Purpose, merge_intents};
 use understanding::understand;
+
+use crate::live::wire::FunctionDeclaration;
 
 const GET_DEVICE_STATUS: &str = "get_device_status";
 const SET_DEVICE_STATUS: &str = "set_device_status";
@@ -50,6 +55,10 @@ pub enum ModelStep {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ScriptedModel {
     declared: BTreeSet<String>,
+    /// The declarations themselves, for calls by name (their schemas say how to read the
+    /// arguments).
+    #[serde(default)]
+    declarations: Vec<FunctionDeclaration>,
     memory: Memory,
     /// The calls of the last `CallTools` and what to say once they are answered.
     pending: Option<Pending>,
@@ -59,10 +68,22 @@ pub struct ScriptedModel {
 }
 
 impl ScriptedModel {
-    /// A model that will only ever call the tools named here (the client's function declarations).
+    /// A model that will only ever call the tools named here, knowing nothing of their
+    /// arguments.
     pub fn new(declared_tools: impl IntoIterator<Item = String>) -> Self {
+        Self::with_declarations(declared_tools.into_iter().map(|name| FunctionDeclaration {
+            name,
+            ..FunctionDeclaration::default()
+        }))
+    }
+
+    /// A model that will only ever call the tools declared here (the client's
+    /// `functionDeclarations`).
+    pub fn with_declarations(declarations: impl IntoIterator<Item = FunctionDeclaration>) -> Self {
+        let declarations: Vec<FunctionDeclaration> = declarations.into_iter().collect();
         Self {
-            declared: declared_tools.into_iter().collect(),
+            declared: declarations.iter().map(|d| d.name.clone()).collect(),
+            declarations,
             ..Self::default()
         }
     }
@@ -99,6 +120,17 @@ impl ScriptedModel {
     fn user_turn_unstyled(&mut self, text: &str) -> ModelStep {
         // A new user turn supersedes calls that were never answered (cancelled or interrupted).
         self.pending = None;
+        match named_call(text, &self.declarations) {
+            Some(NamedCall::Call(call)) => {
+                let pending = Pending {
+                    calls: vec![(call, Purpose::Other)],
+                    ..Pending::default()
+                };
+                return self.finish(pending);
+            }
+            Some(NamedCall::Problem(problem)) => return ModelStep::Reply(problem),
+            None => {}
+        }
         let understood = understand(text, self.memory.last_device);
         self.memory.last_device = understood.last_device;
         if understood.intents.is_empty() {

@@ -59,15 +59,40 @@ impl ScriptedModel {
             );
         }
         let examples = self.examples();
-        if examples.is_empty() {
+        let own = self.own_tools();
+        if examples.is_empty() && own.is_empty() {
             text.push_str(
                 " This session didn't declare any of my tools (get_device_status, set_device_status, \
                  get_current_time, end_session), so there's nothing I can do here.",
             );
-        } else {
+        } else if !examples.is_empty() {
             text.push_str(&format!(" Try {}.", join_list(&examples, "or")));
         }
+        if let Some(first) = own.first() {
+            text.push_str(&format!(
+                " I can also call your tools by name ({}), for example \"call {first} with …\", \
+                 naming each argument before its value.",
+                own.join(", ")
+            ));
+        }
         text
+    }
+
+    /// Declared tools other than the smart-home ones this model knows by heart.
+    fn own_tools(&self) -> Vec<&str> {
+        self.declared
+            .iter()
+            .map(String::as_str)
+            .filter(|name| {
+                ![
+                    GET_DEVICE_STATUS,
+                    SET_DEVICE_STATUS,
+                    GET_CURRENT_TIME,
+                    END_SESSION,
+                ]
+                .contains(name)
+            })
+            .collect()
     }
 }
 
@@ -114,14 +139,21 @@ impl Purpose {
     pub(super) fn attempt(&self, call: &PlannedCall) -> String {
         match self {
             Purpose::Query { device, .. } => format!("check the {}", device.spoken()),
-            Purpose::Change { device, .. } => {
-                let acts = change_acts(*device, &requested_state(&call.args), true);
+            // Only what was asked for: a status the planner filled in is not the user's wish.
+            Purpose::Change {
+                device,
+                mention_status,
+            } => {
+                let acts = change_acts(*device, &requested_state(&call.args), *mention_status);
                 if acts.is_empty() {
                     format!("change the {}", device.spoken())
                 } else {
                     let tries: Vec<&str> = acts.iter().map(|act| act.attempt.as_str()).collect();
                     join_list(&tries, "and")
                 }
+            }
+            Purpose::Elsewhere { name, changing } => {
+                format!("{} the {name}", if *changing { "change" } else { "check" })
             }
             Purpose::Time => "get the current time".to_owned(),
             Purpose::EndSession => "end the session".to_owned(),

@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::devices::Device;
 use super::phrasing::{Segment, describe_change, describe_query, describe_time, missing_tool};
-use super::results::{compact, failure, read_state, requested_state, tidy_error};
+use super::results::{compact, failure, payload, read_state, requested_state, tidy_error};
 use super::understanding::{Asked, Change, Intent, Level};
 use super::{
     END_SESSION, GET_CURRENT_TIME, GET_DEVICE_STATUS, ModelStep, PlannedCall, SET_DEVICE_STATUS,
@@ -21,6 +21,9 @@ impl ScriptedModel {
         match intent {
             Intent::Query(device, asked) => self.plan_query(device, asked, false, pending),
             Intent::Change(device, change) => self.plan_change(device, change, true, pending),
+            Intent::Elsewhere { name, kind, change } => {
+                self.plan_elsewhere(name, kind, change, pending)
+            }
             Intent::Time => {
                 if self.declares(GET_CURRENT_TIME) {
                     pending.calls.push((
@@ -119,9 +122,10 @@ impl ScriptedModel {
             return;
         }
 
+        // Passed on as heard, out of range or not: the tool's error is what the user should see.
         let brightness = change
             .brightness
-            .map(|level| level.resolve(state.brightness).clamp(0.0, 100.0));
+            .map(|level| level.resolve(state.brightness));
         let temperature = change
             .temperature
             .map(|level| level.resolve(state.temperature));
@@ -148,22 +152,13 @@ impl ScriptedModel {
         let mention_status =
             change.status.is_some() || state.status.as_deref().is_some_and(|known| known != status);
 
-        let mut setting = Map::new();
-        if let Some(temperature) = temperature {
-            setting.insert("temperature_celsius".to_owned(), number_json(temperature));
-        }
-        if let Some(brightness) = brightness {
-            setting.insert("brightness".to_owned(), number_json(brightness));
-        }
-        if let Some(color) = change.color {
-            setting.insert("color".to_owned(), Value::String(color));
-        }
-        let mut args = json!({ "device_name": device.name(), "new_status": status });
-        if !setting.is_empty()
-            && let Some(object) = args.as_object_mut()
-        {
-            object.insert("setting".to_owned(), Value::Object(setting));
-        }
+        let args = set_args(
+            device.name(),
+            &status,
+            brightness,
+            temperature,
+            change.color,
+        );
         pending.calls.push((
             PlannedCall {
                 name: SET_DEVICE_STATUS.to_owned(),
@@ -173,6 +168,51 @@ impl ScriptedModel {
                 device,
                 mention_status,
             },
+        ));
+    }
+
+    /// Asks the tools about a device the home does not have, as the user named it: the
+    /// tool's error names the devices there are.
+    fn plan_elsewhere(
+        &self,
+        name: String,
+        kind: Device,
+        change: Option<Change>,
+        pending: &mut Pending,
+    ) {
+        let (tool, args) = match &change {
+            Some(change) => {
+                let status = change.status.clone().unwrap_or_else(|| {
+                    match kind {
+                        Device::Lamp => "on",
+                        Device::Thermostat => "heating",
+                        Device::DoorLock => "locked",
+                    }
+                    .to_owned()
+                });
+                let args = set_args(
+                    &name,
+                    &status,
+                    change.brightness.map(|level| level.resolve(None)),
+                    change.temperature.map(|level| level.resolve(None)),
+                    change.color.clone(),
+                );
+                (SET_DEVICE_STATUS, args)
+            }
+            None => (GET_DEVICE_STATUS, json!({ "device_name": name })),
+        };
+        let changing = change.is_some();
+        if !self.declares(tool) {
+            let what = format!("{} the {name}", if changing { "change" } else { "check" });
+            pending.notes.push(missing_tool(&what, tool));
+            return;
+        }
+        pending.calls.push((
+            PlannedCall {
+                name: tool.to_owned(),
+                args,
+            },
+            Purpose::Elsewhere { name, changing },
         ));
     }
 
@@ -230,14 +270,24 @@ impl ScriptedModel {
                 memory.update(reported);
             }
             Purpose::Time => pending.said.push(Segment::Say(describe_time(response))),
+            Purpose::Elsewhere { name, .. } => pending.said.push(Segment::Say(format!(
+                "The {name} answered: {}.",
+                compact(response)
+            ))),
             Purpose::EndSession => {
                 pending.farewell = Some("Goodbye! Ending the session now.".to_owned())
             }
-            Purpose::Other => pending.said.push(Segment::Say(format!(
-                "The {} tool answered: {}.",
-                call.name,
-                compact(response)
-            ))),
+            Purpose::Other => {
+                // A tool that answers in words is quoted; anything else is shown as JSON.
+                let answer = match payload(response) {
+                    Value::String(text) => text.trim().trim_end_matches('.').to_owned(),
+                    other => compact(other),
+                };
+                pending.said.push(Segment::Say(format!(
+                    "The {} tool answered: {answer}.",
+                    call.name
+                )));
+            }
         }
     }
 
@@ -263,6 +313,11 @@ pub(super) enum Purpose {
     Change {
         device: Device,
         mention_status: bool,
+    },
+    /// About a device the home does not have, by the name the user gave it.
+    Elsewhere {
+        name: String,
+        changing: bool,
     },
     Time,
     EndSession,
@@ -330,6 +385,33 @@ pub(super) fn merge_intents(intents: Vec<Intent>) -> Vec<Intent> {
         merged.push(goodbye);
     }
     merged
+}
+
+/// The arguments of a `set_device_status` call.
+fn set_args(
+    device_name: &str,
+    status: &str,
+    brightness: Option<f64>,
+    temperature: Option<f64>,
+    color: Option<String>,
+) -> Value {
+    let mut setting = Map::new();
+    if let Some(temperature) = temperature {
+        setting.insert("temperature_celsius".to_owned(), number_json(temperature));
+    }
+    if let Some(brightness) = brightness {
+        setting.insert("brightness".to_owned(), number_json(brightness));
+    }
+    if let Some(color) = color {
+        setting.insert("color".to_owned(), Value::String(color));
+    }
+    let mut args = json!({ "device_name": device_name, "new_status": status });
+    if !setting.is_empty()
+        && let Some(object) = args.as_object_mut()
+    {
+        object.insert("setting".to_owned(), Value::Object(setting));
+    }
+    args
 }
 
 fn number_json(value: f64) -> Value {

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::understanding::WHICH_DEVICE;
 use super::*;
+use crate::live::wire::FunctionDeclaration;
 
 const ALL_TOOLS: [&str; 4] = [
     GET_DEVICE_STATUS,
@@ -426,19 +427,123 @@ fn lock_commands_and_questions() {
     assert_eq!(said, "The front door is locked.");
 }
 
+/// The error `set_device_status` gives, as the dispatcher wraps it.
+fn tool_error(message: &str) -> Value {
+    json!({"success": false, "error": message})
+}
+
 #[test]
-fn impossible_requests_are_explained() {
+fn impossible_requests_reach_the_tool_and_its_error_is_phrased() {
     let mut model = model();
+    // Out of range: passed on as heard, not quietly made 100%.
+    let planned = calls(model.user_turn("set the lamp to 250%"));
     assert_eq!(
-        reply(model.user_turn("turn on the front door")),
+        planned,
+        vec![set_call(
+            "living room lamp",
+            "on",
+            Some(json!({"brightness": 250}))
+        )]
+    );
+    let said = reply(answer(
+        &mut model,
+        &planned,
+        &[tool_error("brightness 250 is out of range; use 0–100")],
+    ));
+    assert_eq!(
+        said,
+        "Sorry, I couldn't set the living room lamp's brightness to 250%: brightness 250 is out of range; use 0–100."
+    );
+
+    // A device the home does not have reaches the tool, which names the ones it has.
+    let planned = calls(model.user_turn("turn on the garage light"));
+    assert_eq!(planned, vec![set_call("garage light", "on", None)]);
+    let said = reply(answer(
+        &mut model,
+        &planned,
+        &[tool_error(
+            "no device called \"garage light\"; known devices: living room lamp, kitchen thermostat, front door lock",
+        )],
+    ));
+    assert_eq!(
+        said,
+        "Sorry, I couldn't change the garage light: no device called \"garage light\"; known devices: living room lamp, kitchen thermostat, front door lock."
+    );
+    let planned = calls(model.user_turn("is the bedroom lamp on?"));
+    assert_eq!(
+        planned,
+        vec![call(
+            GET_DEVICE_STATUS,
+            json!({"device_name": "bedroom lamp"})
+        )]
+    );
+
+    // What a device cannot do is asked of it all the same.
+    assert_eq!(
+        calls(model.user_turn("turn on the front door")),
+        vec![set_call("front door lock", "on", None)]
+    );
+    assert_eq!(
+        calls(model.user_turn("lock the lamp")),
+        vec![set_call("living room lamp", "locked", None)]
+    );
+    let planned = calls(model.user_turn("make the thermostat blue"));
+    assert_eq!(planned[0].args["setting"], json!({"color": "blue"}));
+    let said = reply(answer(
+        &mut model,
+        &planned,
+        &[tool_error(
+            "color does not apply to the kitchen thermostat (a thermostat); it only applies to light",
+        )],
+    ));
+    assert!(
+        said.starts_with("Sorry, I couldn't change the kitchen thermostat: color does not apply"),
+        "{said}"
+    );
+    // A number means nothing to a lock, not even a wrong setting.
+    assert_eq!(
+        reply(model.user_turn("set the front door to 5")),
         "The front door lock can only be locked or unlocked."
     );
-    assert_eq!(
-        reply(model.user_turn("lock the lamp")),
-        "The living room lamp can't be locked or unlocked."
+}
+
+#[test]
+fn any_declared_tool_is_called_by_name_and_its_answer_phrased() {
+    let echo = FunctionDeclaration {
+        name: "echo".to_owned(),
+        parameters: Some(json!({
+            "type": "OBJECT",
+            "properties": {"message": {"type": "STRING"}},
+            "required": ["message"]
+        })),
+        ..FunctionDeclaration::default()
+    };
+    let mut model = ScriptedModel::with_declarations([echo]);
+    let planned = calls(model.user_turn("use the echo tool with message hello"));
+    assert_eq!(planned, vec![call("echo", json!({"message": "hello"}))]);
+    let said = reply(answer(
+        &mut model,
+        &planned,
+        &[json!({"result": "Echo: hello"})],
+    ));
+    assert_eq!(said, "The echo tool answered: Echo: hello.");
+    let planned = calls(model.user_turn("call echo with message boom"));
+    let said = reply(answer(
+        &mut model,
+        &planned,
+        &[tool_error("echo is broken")],
+    ));
+    assert_eq!(said, "Sorry, I couldn't run echo: echo is broken.");
+    let said = reply(model.user_turn("use the echo tool"));
+    assert!(said.starts_with("To call echo I need message"), "{said}");
+    // Smart-home requests still go the usual way (and this session has no such tools).
+    let said = reply(model.user_turn("turn on the lamp"));
+    assert!(said.contains("set_device_status"), "{said}");
+    let said = reply(model.user_turn("help"));
+    assert!(
+        said.contains("call your tools by name (echo)") && !said.contains("nothing I can do"),
+        "{said}"
     );
-    let said = reply(model.user_turn("turn on the bedroom lamp"));
-    assert!(said.starts_with("I don't know a bedroom lamp."), "{said}");
 }
 
 #[test]

@@ -67,6 +67,13 @@ impl Change {
 pub(super) enum Intent {
     Query(Device, Asked),
     Change(Device, Change),
+    /// A device this home does not have ("the garage light"), of the kind its noun names:
+    /// asked about (`None`) or to be changed. The tool is called all the same and says so.
+    Elsewhere {
+        name: String,
+        kind: Device,
+        change: Option<Change>,
+    },
     Time,
     Goodbye,
 }
@@ -126,7 +133,8 @@ fn is_time_request(w: Words) -> bool {
 
 enum Mention {
     Known(Device),
-    Unknown(String),
+    /// A device of this kind somewhere the home has none ("garage light").
+    Unknown(String, Device),
 }
 
 fn is_device_noun(word: &str) -> bool {
@@ -163,7 +171,7 @@ fn mentions(w: Words) -> Vec<Mention> {
             || (device != Device::Thermostat && prev == "kitchen")
             || (device != Device::Lamp && prev == "room");
         if elsewhere {
-            found.push(Mention::Unknown(format!("{prev} {word}")));
+            found.push(Mention::Unknown(format!("{prev} {word}"), device));
         } else if !found
             .iter()
             .any(|m| matches!(m, Mention::Known(d) if *d == device))
@@ -303,38 +311,45 @@ fn change_for(device: Device, w: Words) -> Result<Option<Change>, String> {
     let unlock = w.any(&["unlock", "unlocked", "open"]);
     let colour = colour_in(w);
     let has_number = !numbers(w).is_empty();
-    let name = device.spoken();
     let change = match device {
+        // What a device cannot do is asked of it all the same: the tool's error says why not,
+        // and the reply passes that on.
         Device::Lamp => {
-            if lock || unlock {
-                return Err(format!("The {name} can't be locked or unlocked."));
-            }
-            if has_number && w.any(&["degrees", "degree", "celsius", "fahrenheit", "temperature"]) {
-                return Err(format!("The {name} doesn't have a temperature setting."));
-            }
+            let temperature = w
+                .any(&["degrees", "degree", "celsius", "fahrenheit", "temperature"])
+                .then(|| temperature_level(w))
+                .flatten();
             Change {
                 status: if off {
                     Some("off".to_owned())
                 } else if on {
                     Some("on".to_owned())
+                } else if unlock {
+                    Some("unlocked".to_owned())
+                } else if lock {
+                    Some("locked".to_owned())
                 } else {
                     None
                 },
                 color: colour,
-                brightness: brightness_level(w),
-                temperature: None,
+                brightness: if temperature.is_some() {
+                    None
+                } else {
+                    brightness_level(w)
+                },
+                temperature,
             }
         }
         Device::Thermostat => {
-            if lock || unlock {
-                return Err(format!("The {name} can't be locked or unlocked."));
-            }
-            if colour.is_some() || w.any(&["brightness", "percent", "dim", "brighten"]) {
-                return Err(format!(
-                    "The {name} has no color or brightness, only a temperature."
-                ));
-            }
-            let temperature = temperature_level(w);
+            let brightness = w
+                .any(&["brightness", "percent", "dim", "brighten"])
+                .then(|| brightness_level(w))
+                .flatten();
+            let temperature = if brightness.is_some() {
+                None
+            } else {
+                temperature_level(w)
+            };
             let cool = w.any(&[
                 "cool",
                 "cooling",
@@ -344,7 +359,11 @@ fn change_for(device: Device, w: Words) -> Result<Option<Change>, String> {
                 "conditioner",
             ]);
             let heat = w.any(&["heat", "heating", "heater"]) || on;
-            let status = if off || w.has("idle") {
+            let status = if unlock {
+                Some("unlocked")
+            } else if lock {
+                Some("locked")
+            } else if off || w.has("idle") {
                 Some("idle")
             } else if temperature.is_some() {
                 // The target decides between heating and cooling.
@@ -359,11 +378,13 @@ fn change_for(device: Device, w: Words) -> Result<Option<Change>, String> {
             Change {
                 status: status.map(str::to_owned),
                 temperature,
-                ..Change::default()
+                brightness,
+                color: colour,
             }
         }
         Device::DoorLock => {
-            if on || off || colour.is_some() || has_number {
+            // A number has no meaning for a lock at all: not even a wrong setting to pass on.
+            if has_number && !on && !off && colour.is_none() {
                 return Err(format!(
                     "The {} can only be locked or unlocked.",
                     device.name()
@@ -374,9 +395,14 @@ fn change_for(device: Device, w: Words) -> Result<Option<Change>, String> {
                     Some("unlocked".to_owned())
                 } else if lock {
                     Some("locked".to_owned())
+                } else if off {
+                    Some("off".to_owned())
+                } else if on {
+                    Some("on".to_owned())
                 } else {
                     None
                 },
+                color: colour,
                 ..Change::default()
             }
         }
@@ -433,22 +459,29 @@ pub(super) fn understand(text: &str, last_device: Option<Device>) -> Understandi
             .iter()
             .filter_map(|m| match m {
                 Mention::Known(device) => Some(*device),
-                Mention::Unknown(_) => None,
+                Mention::Unknown(..) => None,
             })
             .collect();
-        if devices.is_empty() {
-            if is_time_request(w) {
-                understood.intents.push(Intent::Time);
-                continue;
-            }
-            if let Some(Mention::Unknown(name)) = found.first() {
-                understood.notes.push(format!(
-                    "I don't know a {name}. The devices here are the living room lamp, the kitchen thermostat and the front door lock."
-                ));
-                continue;
-            }
+        if devices.is_empty() && is_time_request(w) {
+            understood.intents.push(Intent::Time);
+            continue;
         }
         let command = w.any(COMMAND_VERBS) || w.has_lock_verb() || w.seq(&["make", "sure"]);
+        if devices.is_empty()
+            && let Some(Mention::Unknown(name, kind)) = found.first()
+        {
+            // Asked of the tool all the same: its answer says which devices there are.
+            let change = match change_for(*kind, w) {
+                Ok(Some(change)) if command || !clause.question => Some(change),
+                _ => None,
+            };
+            understood.intents.push(Intent::Elsewhere {
+                name: name.clone(),
+                kind: *kind,
+                change,
+            });
+            continue;
+        }
         let refers_back =
             w.any(PRONOUNS) || (command && w.any(&["on", "off", "up", "down", "brighter"]));
         if devices.is_empty() {
