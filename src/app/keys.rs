@@ -316,9 +316,8 @@ pub const KEY_MAP: &[KeyRow] = &[
         bindings: &[(S::Anywhere, key(KeyCode::F(6)), A::ReopenAudio)],
     },
     KeyRow {
-        keys: "F8",
-        help: "tools: each with its origin and state; Space turns the selected one on or off \
-               (from the next turn), r restarts its MCP server",
+        keys: "F8; Space r",
+        help: "the tools and MCP servers: Space turns one on or off, r restarts a server",
         footer: None,
         bindings: &[
             (S::Anywhere, key(KeyCode::F(8)), A::ToolList),

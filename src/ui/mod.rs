@@ -401,16 +401,8 @@ fn draw_editor(frame: &mut Frame, full: Rect, app: &App, theme: Theme, editor: &
 fn draw_help(frame: &mut Frame, full: Rect, app: &App, theme: Theme, scroll: u16) -> Area {
     let width = 96.min(full.width.saturating_sub(2));
     let inner_width = usize::from(width.saturating_sub(2));
+    // The log file first: on a short screen it stays in view without scrolling.
     let mut lines = vec![Line::default()];
-    for row in KEY_MAP {
-        let prefix = vec![Span::styled(format!("  {:<22}", row.keys), theme.bold())];
-        lines.extend(wrap::wrap(
-            prefix,
-            &[(row.help.to_owned(), theme.plain())],
-            inner_width,
-        ));
-    }
-    lines.push(Line::default());
     let log = app
         .view()
         .log_path
@@ -422,6 +414,15 @@ fn draw_help(frame: &mut Frame, full: Rect, app: &App, theme: Theme, scroll: u16
         &[(log.to_owned(), theme.plain())],
         inner_width,
     ));
+    lines.push(Line::default());
+    for row in KEY_MAP {
+        let prefix = vec![Span::styled(format!("  {:<22}", row.keys), theme.bold())];
+        lines.extend(wrap::wrap(
+            prefix,
+            &[(row.help.to_owned(), theme.plain())],
+            inner_width,
+        ));
+    }
     let rect = centered(
         full,
         width,
