@@ -14,6 +14,25 @@ fi
 scripts/setup-system.sh pkg-config libasound2-dev espeak-ng openssl python3 python3-venv tmux \
     pulseaudio pulseaudio-utils
 
+# The MCP tests run livetalk against the reference MCP server (npm) and the Python SDK's
+# FastMCP (in the venv the Python SDK tests use too). A Node from elsewhere (nodesource, nvm)
+# brings its own npm, so the distribution's packages only when there is none.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    scripts/setup-system.sh nodejs npm
+fi
+everything=tests/mcp/node_modules/@modelcontextprotocol/server-everything/package.json
+wanted=$(sed -n 's/.*"@modelcontextprotocol\/server-everything": "\(.*\)".*/\1/p' tests/mcp/package.json)
+if ! grep -q "\"version\": \"$wanted\"" "$everything" 2>/dev/null; then
+    echo "== npm ci (MCP test servers)"
+    npm ci --prefix tests/mcp --no-audit --no-fund --loglevel=error
+fi
+venv=.venv
+if ! "$venv/bin/python" -c "import google.genai, pytest, mcp" >/dev/null 2>&1; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai>=3.3,<4" \
+        "pytest>=8,<10" "mcp>=1.20,<2"
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -- -D warnings"
@@ -27,11 +46,6 @@ else
 fi
 
 echo "== Python SDK compatibility tests"
-venv=.venv
-if ! "$venv/bin/python" -c "import google.genai, pytest" >/dev/null 2>&1; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai>=3.3,<4" "pytest>=8,<10"
-fi
 # The Rust tests above built the binary; `cargo build` would build the library again with other
 # features (dev-dependencies unify them differently), minutes for nothing on a cold clone.
 [ -x target/debug/livetalk ] || cargo build --quiet --bin livetalk

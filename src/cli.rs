@@ -131,6 +131,10 @@ pub struct SessionFlags {
     /// What the mic sends while Gemini is heard: gate (silence; default) or off (headphones).
     #[arg(long, value_name = "MODE", value_parser = ["gate", "off"])]
     pub echo: Option<String>,
+    /// Add an MCP server for this run: 'NAME=COMMAND ARGS…', split like a shell (repeatable;
+    /// replaces a configured server of the same name).
+    #[arg(long, value_name = "NAME=COMMAND ARGS…")]
+    pub mcp: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -175,6 +179,7 @@ impl SessionFlags {
             output_wav_max_mb: self.output_wav_max_mb,
             push_to_talk: self.push_to_talk,
             echo: self.echo.clone(),
+            mcp: self.mcp.clone(),
         }
     }
 }

@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 use crate::audio::{AudioHost, AudioOptions, EchoMode};
 use crate::live::{ApiKey, ApiVersion, Endpoint};
+use crate::tools::mcp::{self, ServerSpec};
 use crate::tools::{Approval, ApprovePolicy, BUILTIN_TOOLS, ToolLimits};
 
 /// The documented defaults, compiled in.
@@ -104,6 +105,37 @@ struct FileLayer {
     session: Option<SessionLayer>,
     record: Option<RecordLayer>,
     audio: Option<AudioLayer>,
+    mcp_servers: Option<std::collections::BTreeMap<String, McpServerLayer>>,
+}
+
+/// `[mcp_servers.NAME]`: a stdio server (`command`…) or a streamable-HTTP one (`url`…).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct McpServerLayer {
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    url: Option<String>,
+    bearer_token_env_var: Option<String>,
+    enabled: Option<bool>,
+    enabled_tools: Option<Vec<String>>,
+    #[serde(default)]
+    disabled_tools: Vec<String>,
+    startup_timeout_sec: Option<f64>,
+    tool_timeout_sec: Option<f64>,
+    approval: Option<Approval>,
+    #[serde(default)]
+    tools: std::collections::BTreeMap<String, McpToolLayer>,
+}
+
+/// `[mcp_servers.NAME.tools.TOOL]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct McpToolLayer {
+    approval: Option<Approval>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -186,6 +218,8 @@ pub struct FlagOverrides {
     pub output_wav_max_mb: Option<u64>,
     pub push_to_talk: bool,
     pub echo: Option<String>,
+    /// `--mcp 'NAME=COMMAND ARGS…'`, as given.
+    pub mcp: Vec<String>,
 }
 
 /// Where a recording goes.
@@ -273,6 +307,8 @@ pub struct Settings {
     pub sessions_dir: PathBuf,
     /// Microphone, speaker and WAV files.
     pub audio: AudioOptions,
+    /// MCP servers whose tools the model may call, by name.
+    pub mcp_servers: Vec<ServerSpec>,
 }
 
 /// A bad setting: names where it came from, the key and the problem.
@@ -478,6 +514,11 @@ impl Settings {
             (None, false, None, None) => Target::OfflineMock,
         };
 
+        for flag in &flags.mcp {
+            let spec = mcp_flag(flag)?;
+            merged.mcp_servers.insert(spec.name.clone(), spec);
+        }
+
         let sessions_dir = merged.sessions_dir();
         let record = match &flags.record {
             Some(Some(dir)) => Some(RecordTo::Folder(dir.clone())),
@@ -508,6 +549,7 @@ impl Settings {
             record,
             sessions_dir,
             audio: merged.audio,
+            mcp_servers: merged.mcp_servers.into_values().collect(),
         })
     }
 
@@ -551,6 +593,7 @@ struct Merged {
     context_compression: bool,
     reconnect_attempts: u32,
     audio: AudioOptions,
+    mcp_servers: std::collections::BTreeMap<String, ServerSpec>,
 }
 
 impl Merged {
@@ -721,6 +764,10 @@ impl Merged {
                 self.record_dir = Some(dir);
             }
         }
+        for (name, server) in layer.mcp_servers.unwrap_or_default() {
+            let spec = mcp_server(&name, server, source)?;
+            self.mcp_servers.insert(name, spec);
+        }
         if let Some(s) = layer.session {
             if let Some(secs) = s.connect_timeout_secs {
                 self.connect_timeout = seconds(secs, source, "session.connect_timeout_secs")?;
@@ -785,6 +832,135 @@ impl Merged {
         }
         Ok(())
     }
+}
+
+/// One `[mcp_servers.NAME]` table as a server spec.
+fn mcp_server(name: &str, layer: McpServerLayer, source: &str) -> Result<ServerSpec, ConfigError> {
+    let key = |k: &str| format!("mcp_servers.{name}{k}");
+    if mcp::valid_function_name(name).as_deref() != Some(name) {
+        return Err(ConfigError::new(
+            source,
+            &key(""),
+            "a server name is letters, digits, `_`, `.` and `-`, starting with a letter or `_`",
+        ));
+    }
+    let transport = match (layer.command, layer.url) {
+        (Some(command), None) => {
+            if layer.bearer_token_env_var.is_some() {
+                return Err(ConfigError::new(
+                    source,
+                    &key(".bearer_token_env_var"),
+                    "only a `url` server takes a bearer token",
+                ));
+            }
+            if command.trim().is_empty() {
+                return Err(ConfigError::new(
+                    source,
+                    &key(".command"),
+                    "must not be empty",
+                ));
+            }
+            mcp::Transport::Stdio {
+                command,
+                args: layer.args,
+                env: layer.env,
+                cwd: layer.cwd,
+            }
+        }
+        (None, Some(url)) => {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(ConfigError::new(
+                    source,
+                    &key(".url"),
+                    format!("{url:?} must be an http:// or https:// URL"),
+                ));
+            }
+            if !layer.args.is_empty() || !layer.env.is_empty() || layer.cwd.is_some() {
+                return Err(ConfigError::new(
+                    source,
+                    &key(""),
+                    "`args`, `env` and `cwd` are for a `command` server, not a `url` one",
+                ));
+            }
+            mcp::Transport::Http {
+                url,
+                bearer_token_env_var: layer.bearer_token_env_var,
+            }
+        }
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::new(
+                source,
+                &key(""),
+                "give either `command` (a stdio server) or `url` (a streamable-HTTP server), not both",
+            ));
+        }
+        (None, None) => {
+            return Err(ConfigError::new(
+                source,
+                &key(""),
+                "give `command` (a stdio server) or `url` (a streamable-HTTP server)",
+            ));
+        }
+    };
+    let startup_timeout = layer
+        .startup_timeout_sec
+        .map(|s| seconds(s, source, &key(".startup_timeout_sec")))
+        .transpose()?
+        .unwrap_or(mcp::DEFAULT_STARTUP_TIMEOUT);
+    let tool_timeout = layer
+        .tool_timeout_sec
+        .map(|s| seconds(s, source, &key(".tool_timeout_sec")))
+        .transpose()?;
+    Ok(ServerSpec {
+        name: name.to_owned(),
+        transport,
+        enabled: layer.enabled.unwrap_or(true),
+        enabled_tools: layer.enabled_tools,
+        disabled_tools: layer.disabled_tools,
+        startup_timeout,
+        tool_timeout,
+        approval: layer.approval,
+        tool_approvals: layer
+            .tools
+            .into_iter()
+            .filter_map(|(tool, t)| t.approval.map(|a| (tool, a)))
+            .collect(),
+    })
+}
+
+/// `--mcp 'NAME=COMMAND ARGS…'` as a stdio server spec.
+fn mcp_flag(flag: &str) -> Result<ServerSpec, ConfigError> {
+    let source = "flag --mcp";
+    let Some((name, command)) = flag.split_once('=') else {
+        return Err(ConfigError::new(
+            source,
+            "mcp",
+            format!("{flag:?} is not NAME=COMMAND ARGS…"),
+        ));
+    };
+    let name = name.trim();
+    if mcp::valid_function_name(name).as_deref() != Some(name) {
+        return Err(ConfigError::new(
+            source,
+            "mcp",
+            format!("{name:?} is not a server name (letters, digits, `_`, `.`, `-`)"),
+        ));
+    }
+    let words = shlex::split(command).ok_or_else(|| {
+        ConfigError::new(
+            source,
+            "mcp",
+            format!("{command:?} has an unclosed quote or a stray backslash"),
+        )
+    })?;
+    let Some((program, args)) = words.split_first() else {
+        return Err(ConfigError::new(
+            source,
+            "mcp",
+            format!("{flag:?} names no command after `=`"),
+        ));
+    };
+    Ok(ServerSpec::stdio(name, program.clone(), args.to_vec()))
 }
 
 fn audio_host(value: &str, source: &str) -> Result<AudioHost, ConfigError> {

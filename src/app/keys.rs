@@ -9,7 +9,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind};
 
 use super::view::{Focus, Popup};
-use super::{App, Connection, Effect, Msg};
+use super::{App, Connection, Effect, Msg, ToolRow};
 
 /// Where a binding applies. Earlier scopes in [`Scope::PRIORITY`] win.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +22,8 @@ pub enum Scope {
     Popup,
     /// While the help popup is open.
     HelpPopup,
+    /// While the tool list is open.
+    ToolsPopup,
     /// While replaying a recording, with no popup open.
     Replay,
     /// With no popup open, whatever has the focus.
@@ -38,10 +40,11 @@ pub enum Scope {
 }
 
 impl Scope {
-    const PRIORITY: [Scope; 12] = [
+    const PRIORITY: [Scope; 13] = [
         Scope::Anywhere,
         Scope::Editor,
         Scope::HelpPopup,
+        Scope::ToolsPopup,
         Scope::Popup,
         Scope::Replay,
         Scope::Panes,
@@ -65,8 +68,14 @@ pub enum Action {
     ReopenAudio,
     Retry,
     Quit,
+    /// Turn the selected tool of the tool list on or off.
+    ToggleTool,
+    /// Restart the MCP server of the selected row of the tool list.
+    RestartServer,
     // The view.
     Help,
+    ToolList,
+    SelectToolRow(i8),
     AudioDetails,
     ToggleDevices,
     FocusNext,
@@ -307,6 +316,18 @@ pub const KEY_MAP: &[KeyRow] = &[
         bindings: &[(S::Anywhere, key(KeyCode::F(6)), A::ReopenAudio)],
     },
     KeyRow {
+        keys: "F8; Space r",
+        help: "the tools and MCP servers: Space turns one on or off, r restarts a server",
+        footer: None,
+        bindings: &[
+            (S::Anywhere, key(KeyCode::F(8)), A::ToolList),
+            (S::ToolsPopup, key(KeyCode::Up), A::SelectToolRow(-1)),
+            (S::ToolsPopup, key(KeyCode::Down), A::SelectToolRow(1)),
+            (S::ToolsPopup, ch(' '), A::ToggleTool),
+            (S::ToolsPopup, ch('r'), A::RestartServer),
+        ],
+    },
+    KeyRow {
         keys: "Ctrl-B",
         help: "barge in: silence Gemini now (speak or type after it)",
         footer: footer(4, "Ctrl-B", "barge in"),
@@ -384,6 +405,7 @@ impl App {
             Scope::Editor => editing,
             Scope::Popup => popup && !editing,
             Scope::HelpPopup => !editing && matches!(self.view.popup, Some(Popup::Help { .. })),
+            Scope::ToolsPopup => !editing && matches!(self.view.popup, Some(Popup::Tools { .. })),
             Scope::Replay => !popup && self.replay.is_some(),
             Scope::Panes => !popup,
             Scope::NotToolLog => !popup && focus != Focus::ToolLog,
@@ -475,6 +497,39 @@ impl App {
             Action::Retry => return self.intent(Msg::Retry),
             Action::Quit => return self.quit(),
             Action::Help => self.toggle_help(),
+            Action::ToolList => {
+                self.view.popup = match self.view.popup {
+                    Some(Popup::Tools { .. }) => None,
+                    _ => Some(Popup::Tools { selected: 0 }),
+                };
+            }
+            Action::SelectToolRow(by) => {
+                let rows = self.tool_rows().len();
+                if let Some(Popup::Tools { selected }) = &mut self.view.popup {
+                    *selected = selected
+                        .saturating_add_signed(isize::from(by))
+                        .min(rows.saturating_sub(1));
+                }
+            }
+            Action::ToggleTool => {
+                if let Some(ToolRow::Tool(tool)) = self.selected_tool_row() {
+                    let msg = Msg::SetToolEnabled {
+                        name: tool.name.clone(),
+                        enabled: !tool.enabled,
+                    };
+                    return self.intent(msg);
+                }
+            }
+            Action::RestartServer => {
+                let server = match self.selected_tool_row() {
+                    Some(ToolRow::Server(server)) => Some(server.name.clone()),
+                    Some(ToolRow::Tool(tool)) => tool.server.clone(),
+                    None => None,
+                };
+                if let Some(server) = server {
+                    return self.intent(Msg::RestartMcpServer(server));
+                }
+            }
             Action::AudioDetails => {
                 self.view.popup = match self.view.popup {
                     Some(Popup::Audio { .. }) => None,
@@ -538,6 +593,7 @@ impl App {
                 scroll: scroll(s),
             },
             Popup::Audio { scroll: s } => Popup::Audio { scroll: scroll(s) },
+            tools @ Popup::Tools { .. } => tools,
         });
     }
 
@@ -605,6 +661,14 @@ impl App {
             return self.quit();
         }
         Vec::new()
+    }
+
+    /// The row of the tool list the user selected, while it is open.
+    fn selected_tool_row(&self) -> Option<ToolRow<'_>> {
+        let Some(Popup::Tools { selected }) = self.view.popup else {
+            return None;
+        };
+        self.tool_rows().into_iter().nth(selected)
     }
 
     fn toggle_help(&mut self) {

@@ -14,8 +14,10 @@ use crate::live::models;
 use crate::live::reconnect::LinkEvent;
 use crate::live::reply::ReplyWatch;
 use crate::live::wire::{FunctionResponse, Scheduling, UsageMetadata};
+use crate::tools::mcp::{Catalog, McpEvent, ServerEntry, ServerState};
 use crate::tools::{
-    CallKey, Device, KeyedCall, SlowCall, ToolEvent, ToolStatus, Verdict, WaitingCall,
+    CallKey, Device, KeyedCall, ProgressReport, SlowCall, ToolEntry, ToolEvent, ToolStatus,
+    Verdict, WaitingCall,
 };
 
 mod audio;
@@ -134,6 +136,13 @@ impl ToolState {
     }
 }
 
+/// One row of the tool list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolRow<'a> {
+    Server(&'a ServerEntry),
+    Tool(&'a ToolEntry),
+}
+
 /// A tool call as the log shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCallRecord {
@@ -149,6 +158,8 @@ pub struct ToolCallRecord {
     pub started_at: jiff::civil::Time,
     /// It ran past a third of its time limit.
     pub slow: bool,
+    /// The latest progress its tool reported while it ran.
+    pub progress: Option<ProgressReport>,
     /// The arguments the model sent, when the user edited them (`args` are the edited ones).
     pub edited_from: Option<Value>,
 }
@@ -187,11 +198,20 @@ pub enum Msg {
     },
     /// The link moved to a new connection, lost one, or withheld an answer.
     Link(LinkEvent),
-    /// A tool call finished, was cancelled, is running long, or waits for the user.
+    /// A tool call finished, was cancelled, is running long, waits for the user, or reported
+    /// progress.
     Tool(ToolEvent),
     /// The user approves, denies, edits or answers the tool call `key` (its place in the
     /// tool log).
     ToolVerdict { key: CallKey, verdict: Verdict },
+    /// An MCP server came up, went down, or changed its tools.
+    Mcp(McpEvent),
+    /// Every tool and MCP server as they are now (after any change).
+    ToolCatalog(Catalog),
+    /// The user turns a tool on or off for the rest of the session.
+    SetToolEnabled { name: String, enabled: bool },
+    /// The user restarts an MCP server.
+    RestartMcpServer(String),
     /// The smart-home devices changed.
     DevicesChanged(Vec<Device>),
     /// The audio system opened devices, failed, or reports playback, levels or figures.
@@ -310,6 +330,13 @@ pub enum Effect {
     PauseReplay,
     /// Replay: apply the next message while paused.
     StepReplay,
+    /// Turn a tool on or off; the model is told at the next turn boundary.
+    SetToolEnabled {
+        name: String,
+        enabled: bool,
+    },
+    /// Stop an MCP server (if it runs) and start it again.
+    RestartMcpServer(String),
 }
 
 /// Everything the app starts from, built by the session's set-up (or a recording's
@@ -336,6 +363,8 @@ pub struct AppInit {
     pub log_path: Option<String>,
     /// Local time of day, for the tool log; tests pin it.
     pub clock: fn() -> jiff::civil::Time,
+    /// Every tool and MCP server at the start.
+    pub catalog: Catalog,
 }
 
 impl AppInit {
@@ -353,6 +382,7 @@ impl AppInit {
             no_color: false,
             log_path: None,
             clock: local_time_now,
+            catalog: Catalog::default(),
         }
     }
 }
@@ -400,6 +430,10 @@ pub struct App {
     calls_before_reconnect: usize,
     /// Ids of calls the server cancelled: they must not be answered.
     withdrawn_calls: HashSet<String>,
+    /// Every tool and MCP server, for the tool list.
+    catalog: Catalog,
+    /// The user changed the tool set; the model learns it at the next hand-over.
+    tools_pending: bool,
     /// The notice asking the user to answer a waiting call, by its index.
     waiting_notice: Option<usize>,
 }
@@ -468,8 +502,40 @@ impl App {
             clock: init.clock,
             calls_before_reconnect: 0,
             withdrawn_calls: HashSet::new(),
+            catalog: init.catalog,
+            tools_pending: false,
             waiting_notice: None,
         }
+    }
+
+    /// Every tool and MCP server, as the tool list shows them.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The tool list's rows: the built-ins, then each MCP server followed by its tools.
+    pub fn tool_rows(&self) -> Vec<ToolRow<'_>> {
+        let tools = &self.catalog.tools;
+        let mut rows: Vec<ToolRow<'_>> = tools
+            .iter()
+            .filter(|t| t.server.is_none())
+            .map(ToolRow::Tool)
+            .collect();
+        for server in &self.catalog.servers {
+            rows.push(ToolRow::Server(server));
+            rows.extend(
+                tools
+                    .iter()
+                    .filter(|t| t.server.as_deref() == Some(server.name.as_str()))
+                    .map(ToolRow::Tool),
+            );
+        }
+        rows
+    }
+
+    /// True while a change to the tool set waits for the next turn boundary.
+    pub fn tools_pending(&self) -> bool {
+        self.tools_pending
     }
 
     pub fn model(&self) -> &str {
@@ -683,6 +749,27 @@ impl App {
             }
             Msg::Tool(event) => self.on_tool(event),
             Msg::ToolVerdict { key, verdict } => self.on_verdict(key, verdict),
+            Msg::Mcp(event) => {
+                self.on_mcp(event);
+                Vec::new()
+            }
+            Msg::ToolCatalog(catalog) => {
+                self.catalog = catalog;
+                Vec::new()
+            }
+            Msg::SetToolEnabled { name, enabled } => {
+                if let Some(tool) = self.catalog.tools.iter_mut().find(|t| t.name == name) {
+                    tool.enabled = enabled;
+                }
+                self.tools_pending = true;
+                vec![Effect::SetToolEnabled { name, enabled }]
+            }
+            Msg::RestartMcpServer(name) => {
+                if let Some(server) = self.catalog.servers.iter_mut().find(|s| s.name == name) {
+                    server.state = ServerState::Starting;
+                }
+                vec![Effect::RestartMcpServer(name)]
+            }
             Msg::DevicesChanged(devices) => {
                 self.view.highlight_changes(&self.devices, &devices);
                 self.devices = devices;
@@ -854,6 +941,7 @@ impl App {
                         truncated: false,
                         started_at,
                         slow: false,
+                        progress: None,
                         edited_from: None,
                     });
                     self.transcript.push(Entry::Tool(index));
@@ -940,6 +1028,8 @@ impl App {
                 Vec::new()
             }
             LinkEvent::Reconnected { resumed } => {
+                // The new connection declared the tools as they are now.
+                self.tools_pending = false;
                 let text = if resumed {
                     "Reconnected; the conversation continues."
                 } else {
@@ -1048,6 +1138,14 @@ impl App {
                 self.flag_slow(slow);
                 Vec::new()
             }
+            ToolEvent::Progress(report) => {
+                if let Some(index) =
+                    self.find_open_call(Some(report.key), report.id.as_deref(), &report.name)
+                {
+                    self.tool_calls[index].progress = Some(report);
+                }
+                Vec::new()
+            }
             ToolEvent::Waiting(waiting) => {
                 self.await_user(waiting);
                 Vec::new()
@@ -1066,6 +1164,30 @@ impl App {
                 }
                 Vec::new()
             }
+        }
+    }
+
+    fn on_mcp(&mut self, event: McpEvent) {
+        match event {
+            McpEvent::Up { server, tools } => self.notice(
+                NoticeLevel::Info,
+                format!(
+                    "MCP server {server} is up with {tools} tool{}.",
+                    if tools == 1 { "" } else { "s" }
+                ),
+            ),
+            McpEvent::Down { server, message } => self.notice(
+                NoticeLevel::Warning,
+                format!(
+                    "MCP server {server} {message}. Its tools answer with errors until it is restarted (F8, then r)."
+                ),
+            ),
+            McpEvent::ToolsChanged { server, tools } => self.notice(
+                NoticeLevel::Info,
+                format!(
+                    "MCP server {server} changed its tools (now {tools}); the model sees the new list from the next connection."
+                ),
+            ),
         }
     }
 

@@ -27,6 +27,10 @@ pub enum Popup {
     Audio {
         scroll: u16,
     },
+    /// Every tool and MCP server; `selected` indexes `App::tool_rows`.
+    Tools {
+        selected: usize,
+    },
 }
 
 /// A screen rectangle; the UI reports where it drew each pane so the mouse can find them.

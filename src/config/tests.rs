@@ -287,6 +287,129 @@ fn the_connect_deadline_keeps_its_old_name() {
 }
 
 #[test]
+fn mcp_servers_from_the_file_and_the_flag() {
+    let file = config_file(
+        r#"
+[mcp_servers.everything]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-everything"]
+env = { GREETING = "hi" }
+cwd = "/tmp"
+disabled_tools = ["gzip-file-as-resource"]
+startup_timeout_sec = 20
+tool_timeout_sec = 30
+approval = "always"
+[mcp_servers.everything.tools.echo]
+approval = "never"
+
+[mcp_servers.notes]
+url = "http://127.0.0.1:8000/mcp"
+bearer_token_env_var = "NOTES_TOKEN"
+enabled = false
+enabled_tools = ["search"]
+"#,
+    );
+    let flags = FlagOverrides {
+        mcp: vec![
+            "local=python3 'my server.py' --flag \"two words\"".to_owned(),
+            "notes=./notes-stdio".to_owned(),
+        ],
+        ..with_file(&file)
+    };
+    let s = Settings::resolve(&flags, &env_of(&[])).unwrap();
+    let names: Vec<&str> = s.mcp_servers.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["everything", "local", "notes"]);
+
+    let everything = &s.mcp_servers[0];
+    assert_eq!(
+        everything.transport,
+        mcp::Transport::Stdio {
+            command: "npx".into(),
+            args: vec![
+                "-y".into(),
+                "@modelcontextprotocol/server-everything".into()
+            ],
+            env: [("GREETING".to_owned(), "hi".to_owned())].into(),
+            cwd: Some(PathBuf::from("/tmp")),
+        }
+    );
+    assert!(everything.enabled);
+    assert_eq!(everything.disabled_tools, ["gzip-file-as-resource"]);
+    assert_eq!(everything.startup_timeout, Duration::from_secs(20));
+    assert_eq!(everything.tool_timeout, Some(Duration::from_secs(30)));
+    assert_eq!(everything.approval, Some(Approval::Always));
+    assert_eq!(
+        everything.tool_approvals.get("echo"),
+        Some(&Approval::Never)
+    );
+
+    let local = &s.mcp_servers[1];
+    let mcp::Transport::Stdio { command, args, .. } = &local.transport else {
+        panic!("a stdio server: {local:?}");
+    };
+    assert_eq!(command, "python3");
+    assert_eq!(args, &["my server.py", "--flag", "two words"]);
+    assert_eq!(local.startup_timeout, mcp::DEFAULT_STARTUP_TIMEOUT);
+
+    // The flag replaces the file's server of the same name.
+    let notes = &s.mcp_servers[2];
+    assert!(
+        matches!(&notes.transport, mcp::Transport::Stdio { command, .. } if command == "./notes-stdio")
+    );
+    assert!(notes.enabled);
+}
+
+#[test]
+fn bad_mcp_servers_are_named() {
+    for (text, key, problem) in [
+        ("[mcp_servers.x]\n", "mcp_servers.x", "give `command`"),
+        (
+            "[mcp_servers.x]\ncommand = \"a\"\nurl = \"http://h/mcp\"\n",
+            "mcp_servers.x",
+            "not both",
+        ),
+        (
+            "[mcp_servers.x]\nurl = \"ftp://h\"\n",
+            "mcp_servers.x.url",
+            "http://",
+        ),
+        (
+            "[mcp_servers.x]\ncommand = \"a\"\nbearer_token_env_var = \"T\"\n",
+            "mcp_servers.x.bearer_token_env_var",
+            "url",
+        ),
+        (
+            "[mcp_servers.\"bad name\"]\ncommand = \"a\"\n",
+            "mcp_servers.bad name",
+            "server name",
+        ),
+        (
+            "[mcp_servers.x]\ncommand = \"a\"\ntool_timeout_sec = 0\n",
+            "mcp_servers.x.tool_timeout_sec",
+            "seconds",
+        ),
+        (
+            "[mcp_servers.x]\ncommand = \"a\"\napproval = \"sometimes\"\n",
+            "mcp_servers.x.approval",
+            "unknown variant",
+        ),
+    ] {
+        let file = config_file(text);
+        let error = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap_err();
+        assert_eq!(error.key, key, "{text}: {error}");
+        assert!(error.problem.contains(problem), "{text}: {error}");
+    }
+    for flag in ["no-equals", "x=", "x=\"unclosed", "bad name=cmd"] {
+        let flags = FlagOverrides {
+            mcp: vec![flag.to_owned()],
+            ..FlagOverrides::default()
+        };
+        let error = Settings::resolve(&flags, &env_of(&[])).unwrap_err();
+        assert_eq!(error.origin, "flag --mcp", "{flag}: {error}");
+    }
+}
+
+#[test]
 fn vertex_takes_project_and_location_from_flags_file_or_environment() {
     let file = config_file("vertex = true\nproject = \"file-proj\"\n");
     let flags = FlagOverrides {

@@ -21,11 +21,24 @@ use crate::live::wire::{
 use crate::live::{Auth, Endpoint, SessionOptions};
 use crate::mock::{MockOptions, MockServer};
 use crate::record::Recorder;
+use crate::tools::mcp::McpHub;
 use crate::tools::{Decider, Registry, SmartHome, builtin_registry};
+
+/// The `setup.tools` declaring the registry's tools (none when it has none on).
+pub fn tool_sets(registry: &Registry) -> Vec<ToolSet> {
+    let declarations = registry.declarations();
+    if declarations.is_empty() {
+        Vec::new()
+    } else {
+        vec![ToolSet {
+            function_declarations: declarations,
+            ..ToolSet::default()
+        }]
+    }
+}
 
 /// The `setup` message for these settings and tools.
 pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
-    let declarations = registry.declarations();
     let mut setup = Setup {
         model: match &settings.vertex {
             Some(vertex) => vertex.model_name(&settings.model),
@@ -38,14 +51,7 @@ pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
         }),
         system_instruction: (!settings.system_instruction.trim().is_empty())
             .then(|| Content::text("user", settings.system_instruction.clone())),
-        tools: if declarations.is_empty() {
-            Vec::new()
-        } else {
-            vec![ToolSet {
-                function_declarations: declarations,
-                ..ToolSet::default()
-            }]
-        },
+        tools: tool_sets(registry),
         input_audio_transcription: settings
             .input_transcription
             .then(AudioTranscriptionConfig::default),
@@ -145,9 +151,13 @@ pub async fn launch(
     for (name, approval) in &settings.tools_approval {
         registry.set_approval(name, *approval);
     }
-    let registry = Arc::new(registry);
-    let setup = build_setup(settings, &registry);
-    let mut engine = Engine::new(registry, &home, decider);
+    let mut engine = Engine::new(Arc::new(registry), &home, decider);
+    if !settings.mcp_servers.is_empty() {
+        // Started before `setup` is built, so their tools are declared from the start.
+        let (hub, events) = McpHub::start(settings.mcp_servers.clone()).await;
+        engine.attach_mcp(hub, events);
+    }
+    let setup = build_setup(settings, &engine.registry());
     engine.set_reconnect_policy(reconnect_policy(settings));
     match &settings.record {
         Some(_) if matches!(settings.target, Target::Bridge(_)) => anyhow::bail!(
@@ -193,6 +203,7 @@ pub async fn launch(
             .map(|dir| format!("REC {}", dir.display())),
         no_color: no_color(),
         log_path: log_path.map(|p| p.display().to_string()),
+        catalog: engine.catalog(),
         ..AppInit::new(
             settings.model.clone(),
             settings.is_offline(),

@@ -24,9 +24,10 @@ use crate::live::wire::{
 use crate::live::{CloseInfo, SessionEvent, SessionOptions};
 use crate::mock::MockServer;
 use crate::record::Recorder;
+use crate::tools::mcp::{Catalog, McpEvent, McpHub};
 use crate::tools::{Decider, Device, Registry, SmartHome, ToolDispatcher, ToolEvent};
 
-pub use launch::{build_setup, launch, reconnect_policy};
+pub use launch::{auth, build_setup, launch, reconnect_policy, tool_sets};
 
 /// How long the engine waits for the audio devices before connecting anyway.
 const AUDIO_OPEN_WAIT: Duration = Duration::from_secs(5);
@@ -62,6 +63,12 @@ pub struct Engine {
     link: LinkSlot,
     dispatcher: ToolDispatcher,
     tool_events: mpsc::UnboundedReceiver<ToolEvent>,
+    /// The built-in tools, which the MCP servers' tools are added to.
+    builtins: Registry,
+    mcp: McpHub,
+    mcp_events: mpsc::UnboundedReceiver<McpEvent>,
+    /// Tools the user turned off for this session.
+    disabled: std::collections::BTreeSet<String>,
     devices: watch::Receiver<Vec<Device>>,
     audio: Option<AudioLink>,
     recorder: Option<Recorder>,
@@ -79,11 +86,17 @@ impl Engine {
     /// An engine for these tools and devices, with nothing connected yet; `decider` settles
     /// calls of tools that ask for approval.
     pub fn new(registry: Arc<Registry>, home: &SmartHome, decider: Decider) -> Self {
+        let builtins = (*registry).clone();
         let (dispatcher, tool_events) = ToolDispatcher::new(registry, decider);
+        let (mcp, mcp_events) = McpHub::empty();
         Engine {
             link: LinkSlot::new(ReconnectPolicy::default(), None),
             dispatcher,
             tool_events,
+            builtins,
+            mcp,
+            mcp_events,
+            disabled: std::collections::BTreeSet::new(),
             devices: home.subscribe(),
             audio: None,
             recorder: None,
@@ -92,6 +105,51 @@ impl Engine {
             _mock: None,
             vertex: false,
         }
+    }
+
+    /// Adds the tools of these MCP servers (before the `setup` is built from
+    /// [`Engine::registry`]).
+    pub fn attach_mcp(&mut self, hub: McpHub, events: mpsc::UnboundedReceiver<McpEvent>) {
+        self.mcp = hub;
+        self.mcp_events = events;
+        self.dispatcher.replace_registry(Arc::new(self.compose()));
+    }
+
+    /// The tools calls run against now.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.dispatcher.registry()
+    }
+
+    /// Every tool and MCP server, for the tool list.
+    pub fn catalog(&self) -> Catalog {
+        Catalog {
+            tools: self.registry().entries(),
+            servers: self.mcp.servers(),
+        }
+    }
+
+    /// The built-ins, the MCP servers' tools and the user's choices, as one registry.
+    fn compose(&self) -> Registry {
+        let mut registry = self.builtins.clone();
+        self.mcp.add_tools_to(&mut registry);
+        for name in &self.disabled {
+            registry.set_enabled(name, false);
+        }
+        registry
+    }
+
+    /// Runs calls against the tools as they are now; when that changes what the model is
+    /// told, declares the new set from the next connection on (at the next turn boundary
+    /// with `hand_over`). Then the tool list is shown again.
+    async fn retool(&mut self, hand_over: bool) {
+        let registry = self.compose();
+        let changed = registry.declarations() != self.registry().declarations();
+        let tools = launch::tool_sets(&registry);
+        self.dispatcher.replace_registry(Arc::new(registry));
+        if changed {
+            self.link.set_tools(tools, hand_over).await;
+        }
+        self.pending.push_back(Msg::ToolCatalog(self.catalog()));
     }
 
     /// Records the session from now on (before connecting, to have every frame).
@@ -318,6 +376,19 @@ impl Source for Engine {
                     None => {}
                 },
                 Some(event) = self.tool_events.recv() => return Some(Msg::Tool(self.on_this_service(event))),
+                Some(event) = self.mcp_events.recv() => {
+                    match &event {
+                        // A server that came (back) up: its tools at the next turn boundary.
+                        McpEvent::Up { .. } => self.retool(true).await,
+                        // As the service asks: the new list with the next connection.
+                        McpEvent::ToolsChanged { .. } => self.retool(false).await,
+                        // Its tools stay declared and answer with errors meanwhile.
+                        McpEvent::Down { .. } => {
+                            self.pending.push_back(Msg::ToolCatalog(self.catalog()));
+                        }
+                    }
+                    return Some(Msg::Mcp(event));
+                }
                 Ok(()) = self.devices.changed() => {
                     return Some(Msg::DevicesChanged(self.devices.borrow_and_update().clone()));
                 }
@@ -420,6 +491,21 @@ impl Source for Engine {
                 }
                 self.send(ClientMessage::RealtimeInput(input), "a mic signal")
                     .await;
+            }
+            Effect::SetToolEnabled { name, enabled } => {
+                if enabled {
+                    self.disabled.remove(&name);
+                } else {
+                    self.disabled.insert(name);
+                }
+                self.retool(true).await;
+            }
+            Effect::RestartMcpServer(name) => {
+                if self.mcp.restart(&name) {
+                    self.pending.push_back(Msg::ToolCatalog(self.catalog()));
+                } else {
+                    warn!("no MCP server named {name} to restart");
+                }
             }
             // The app asks only once the link gave up.
             Effect::Reconnect => {

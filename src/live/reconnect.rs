@@ -32,7 +32,7 @@ use super::session::{
 };
 use super::wire::{
     ClientContent, ClientMessage, FunctionResponse, Scheduling, SessionResumptionConfig,
-    ToolResponse,
+    ToolResponse, ToolSet,
 };
 use crate::echo::{SUMMARY, bounded};
 
@@ -181,6 +181,12 @@ impl LinkStatus {
 enum Command {
     Send(Box<ClientMessage>, Instant),
     Close,
+    /// Declare these tools from the next connection on; with `hand_over`, move to a new
+    /// connection at the next turn boundary (resuming, so the conversation is kept).
+    SetTools {
+        tools: Vec<ToolSet>,
+        hand_over: bool,
+    },
 }
 
 /// Sends on whichever connection is current; cheap to clone. Sends never fail while the
@@ -234,6 +240,16 @@ impl LinkHandle {
     /// Ends the conversation; the event stream ends with `Closed`.
     pub async fn close(&self) {
         let _ = self.commands.send(Command::Close).await;
+    }
+
+    /// Declares `tools` from the next connection on. With `hand_over` that connection comes
+    /// at the next turn boundary (a planned hand-over that resumes the session); without, at
+    /// whatever reconnect comes next.
+    pub async fn set_tools(&self, tools: Vec<ToolSet>, hand_over: bool) -> Result<(), LinkClosed> {
+        self.commands
+            .send(Command::SetTools { tools, hand_over })
+            .await
+            .map_err(|_| LinkClosed)
     }
 }
 
@@ -316,6 +332,20 @@ impl LinkSlot {
         self.options = Some(options);
     }
 
+    /// Declares `tools` from the next connection on (see [`LinkHandle::set_tools`]), and in
+    /// a retry after the link gave up.
+    pub async fn set_tools(&mut self, tools: Vec<ToolSet>, hand_over: bool) {
+        if let Some(options) = &mut self.options {
+            options.setup.tools = tools.clone();
+            super::models::fit_declarations(&mut options.setup);
+        }
+        if let Some(handle) = &self.handle
+            && handle.set_tools(tools, hand_over).await.is_err()
+        {
+            warn!("the tool change reaches no connection: the conversation has ended");
+        }
+    }
+
     /// Uses `link` from now on; an old supervisor still winding down closes its connection
     /// when its handle and events are dropped here.
     pub fn adopt(&mut self, link: Link) {
@@ -395,6 +425,7 @@ fn start(
         quick_hand_overs: 0,
         jitter: Jitter::new(),
         live: None,
+        tools_changed: false,
     };
     tokio::spawn(supervisor.run(first));
     Link {
@@ -549,6 +580,9 @@ struct Supervisor {
     quick_hand_overs: u32,
     jitter: Jitter,
     live: Option<Live>,
+    /// The tools changed and the user wants the model to see it: hand over at the next
+    /// turn boundary.
+    tools_changed: bool,
 }
 
 impl Supervisor {
@@ -597,6 +631,12 @@ impl Supervisor {
                 }
                 command = self.commands.recv(), if self.commands_open => match command {
                     Some(Command::Send(message, at)) => self.deliver(*message, at).await,
+                    Some(Command::SetTools { tools, hand_over }) => {
+                        self.set_tools(tools, hand_over);
+                        if let Some(next) = self.tools_hand_over().await {
+                            return next;
+                        }
+                    }
                     Some(Command::Close) | None => {
                         self.commands_open &= command.is_some();
                         live.closing = true;
@@ -659,7 +699,30 @@ impl Supervisor {
                     .await,
             );
         }
-        None
+        self.tools_hand_over().await
+    }
+
+    fn set_tools(&mut self, tools: Vec<ToolSet>, hand_over: bool) {
+        if let Some(options) = &mut self.options {
+            options.setup.tools = tools;
+            // Declared the way the model takes functions, as the first setup was.
+            super::models::fit_declarations(&mut options.setup);
+            self.tools_changed |= hand_over;
+        }
+    }
+
+    /// Moves to a new connection for a tool change once the turn is over and the session
+    /// can be resumed (without a handle it would start afresh and forget the conversation).
+    async fn tools_hand_over(&mut self) -> Option<Next> {
+        let live = self.live.as_ref()?;
+        if !self.tools_changed || !live.open.at_turn_boundary() || self.handle.is_none() {
+            return None;
+        }
+        self.tools_changed = false;
+        Some(
+            self.hand_over("Applying the changed tool set (the conversation is kept).")
+                .await,
+        )
     }
 
     /// A planned move to a new connection: close this one ourselves, then reconnect.
@@ -865,6 +928,8 @@ impl Supervisor {
                 output = &mut work => return Some(output),
                 command = self.commands.recv(), if self.commands_open => match command {
                     Some(Command::Send(message, at)) => self.enqueue(*message, at),
+                    // Taken by the connection being made now, or the next one.
+                    Some(Command::SetTools { tools, hand_over }) => self.set_tools(tools, hand_over),
                     Some(Command::Close) | None => {
                         self.commands_open = false;
                         return None;

@@ -320,6 +320,11 @@ impl MockConnection {
             .filter(|d| d.behavior == Some(Behavior::NonBlocking))
             .map(|d| d.name.clone())
             .collect();
+        self.state
+            .declared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(declarations().map(|d| d.name.clone()).collect());
         self.model = ScriptedModel::with_declarations(declarations().cloned());
         if let Some(instruction) = &setup.system_instruction {
             self.model

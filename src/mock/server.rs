@@ -75,6 +75,8 @@ pub struct MockState {
     pub save_input: Option<std::path::PathBuf>,
     /// Connections accepted, to number the saved input files.
     pub accepted: AtomicU32,
+    /// The function names each `setup` declared, in the order they came.
+    pub declared: std::sync::Mutex<Vec<Vec<String>>>,
 }
 
 /// A running mock server; it stops when dropped.
@@ -146,6 +148,15 @@ impl MockServer {
     /// Connections that resumed a saved session so far.
     pub fn resumptions(&self) -> u32 {
         self.state.resumptions.load(Ordering::Relaxed)
+    }
+
+    /// The function names each `setup` so far declared, in order (one list per setup).
+    pub fn declared_tools(&self) -> Vec<Vec<String>> {
+        self.state
+            .declared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Tool responses that answered no open call of their connection (a client bug if > 0).

@@ -78,6 +78,66 @@ pub enum ToolEvent {
     Slow(SlowCall),
     /// The call waits for the person's [`Verdict`]; its time limit has not started.
     Waiting(WaitingCall),
+    /// The tool reported how far a running call has come (an MCP progress notification);
+    /// never after the call ended.
+    Progress(ProgressReport),
+}
+
+/// How far a running call has come, as its tool reported it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ProgressReport {
+    pub key: CallKey,
+    pub id: Option<String>,
+    pub name: String,
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// Where a running call reports its progress; reports of a call that has ended go nowhere.
+#[derive(Clone)]
+pub struct CallProgress {
+    target: Option<ProgressTarget>,
+}
+
+#[derive(Clone)]
+struct ProgressTarget {
+    shared: Arc<Shared>,
+    key: CallKey,
+    id: Option<String>,
+    name: String,
+}
+
+impl CallProgress {
+    /// Reports to nobody (a call outside a dispatcher).
+    pub fn none() -> Self {
+        CallProgress { target: None }
+    }
+
+    /// Tells the user how far the call has come.
+    pub fn report(&self, progress: f64, total: Option<f64>, message: Option<String>) {
+        let Some(ProgressTarget {
+            shared,
+            key,
+            id,
+            name,
+        }) = &self.target
+        else {
+            return;
+        };
+        // Under the lock, like the slow mark: a call that has ended reports nothing more.
+        let calls = shared.lock();
+        if calls.by_key.contains_key(key) || calls.starting.contains(key) {
+            shared.emit(ToolEvent::Progress(ProgressReport {
+                key: *key,
+                id: id.clone(),
+                name: name.clone(),
+                progress,
+                total,
+                message,
+            }));
+        }
+    }
 }
 
 /// A call that has run past its slow mark.
@@ -151,7 +211,8 @@ pub struct ToolDispatcher {
 }
 
 struct Shared {
-    registry: Arc<Registry>,
+    /// Replaced as a whole when the tool set changes; calls already admitted keep their tool.
+    registry: Mutex<Arc<Registry>>,
     decider: Decider,
     events: mpsc::UnboundedSender<ToolEvent>,
     calls: Mutex<InFlight>,
@@ -163,6 +224,9 @@ struct Shared {
 struct InFlight {
     by_key: HashMap<CallKey, Unanswered>,
     by_id: HashMap<String, CallKey>,
+    /// Calls in their first poll, on the dispatching thread: not in the map yet, but not
+    /// ended either, so their progress counts.
+    starting: std::collections::HashSet<CallKey>,
 }
 
 /// A call between its arrival and its answer.
@@ -190,6 +254,8 @@ struct CallInfo {
     /// When it arrived, or started running once approved.
     started: Instant,
     scheduling: Option<Scheduling>,
+    /// Its time limit: the tool's own, else the registry's.
+    limit: Duration,
 }
 
 impl ToolDispatcher {
@@ -201,7 +267,7 @@ impl ToolDispatcher {
     ) -> (Self, mpsc::UnboundedReceiver<ToolEvent>) {
         let (events, receiver) = mpsc::unbounded_channel();
         let shared = Shared {
-            registry,
+            registry: Mutex::new(registry),
             decider,
             events,
             calls: Mutex::new(InFlight::default()),
@@ -309,8 +375,18 @@ impl ToolDispatcher {
         self.shared.lock().by_key.len()
     }
 
-    pub fn registry(&self) -> &Arc<Registry> {
-        &self.shared.registry
+    /// The tools calls run against now.
+    pub fn registry(&self) -> Arc<Registry> {
+        self.shared.registry()
+    }
+
+    /// Runs calls against `registry` from now on; calls already admitted finish as they are.
+    pub fn replace_registry(&self, registry: Arc<Registry>) {
+        *self
+            .shared
+            .registry
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = registry;
     }
 
     fn start(&self, keyed: KeyedCall) {
@@ -318,7 +394,8 @@ impl ToolDispatcher {
             key,
             call: FunctionCall { id, name, args },
         } = keyed;
-        let tool = self.shared.registry.get(&name);
+        let registry = self.shared.registry();
+        let tool = registry.get(&name);
         let info = CallInfo {
             key,
             id,
@@ -326,13 +403,25 @@ impl ToolDispatcher {
             args,
             started: Instant::now(),
             scheduling: tool.as_ref().and_then(|t| scheduling_of(t.as_ref())),
+            limit: tool
+                .as_ref()
+                .and_then(|t| t.timeout())
+                .unwrap_or(registry.limits().timeout),
         };
         let Some(tool) = tool else {
-            let message = unknown_tool_message(&info.name, &self.shared.registry.names());
+            let message = unknown_tool_message(&info.name, &registry.names());
             self.shared.report(info, Err(message));
             return;
         };
-        let gate = self.shared.registry.gate(&info.name);
+        if !registry.is_enabled(&info.name) {
+            let message = format!(
+                "{} is turned off for this session by the user; do not call it",
+                info.name
+            );
+            self.shared.report(info, Err(message));
+            return;
+        }
+        let gate = registry.gate(&info.name);
         match gate.decide(&info.name, self.shared.decider) {
             Decision::Run => self.run(info, tool),
             Decision::Refuse(text) => {
@@ -357,7 +446,15 @@ impl ToolDispatcher {
     /// Runs an admitted call; its time limit starts now.
     fn run(&self, mut info: CallInfo, tool: Arc<dyn DynTool>) {
         info.started = Instant::now();
-        let mut handler = match tool.prepare(info.args.clone()) {
+        let progress = CallProgress {
+            target: Some(ProgressTarget {
+                shared: Arc::clone(&self.shared),
+                key: info.key,
+                id: info.id.clone(),
+                name: info.name.clone(),
+            }),
+        };
+        let mut handler = match tool.prepare(info.args.clone(), progress) {
             Ok(handler) => handler,
             Err(message) => {
                 self.shared.report(info, Err(message));
@@ -368,10 +465,14 @@ impl ToolDispatcher {
         // task of its own (two wake-ups fewer on the tool round trip). Only a call that has
         // to wait gets the supervised task below, which polls it again with a real waker.
         let mut first_poll = Context::from_waker(Waker::noop());
+        self.shared.lock().starting.insert(info.key);
         IN_TOOL_HANDLER.set(true);
         let polled =
             std::panic::catch_unwind(AssertUnwindSafe(|| handler.as_mut().poll(&mut first_poll)));
         IN_TOOL_HANDLER.set(false);
+        if !matches!(polled, Ok(Poll::Pending)) {
+            self.shared.lock().starting.remove(&info.key);
+        }
         match polled {
             Ok(Poll::Ready(result)) => {
                 let result = result
@@ -388,11 +489,13 @@ impl ToolDispatcher {
             Ok(Poll::Pending) => {}
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.shared.lock().starting.remove(&info.key);
             let message = format!("{} could not run: livetalk has no async runtime", info.name);
             self.shared.report(info, Err(message));
             return;
         };
         let mut calls = self.shared.lock();
+        calls.starting.remove(&info.key);
         // Both tasks are spawned under the lock so neither can finish (and look for its entry)
         // before the entry exists.
         let handler = runtime.spawn(handler);
@@ -454,7 +557,7 @@ async fn supervise(
     info: CallInfo,
     mut handler: JoinHandle<Result<Value, ToolError>>,
 ) {
-    let limit = shared.registry.limits().timeout;
+    let limit = info.limit;
     let slow_mark = slow_after(limit);
     if let Ok(finished) = tokio::time::timeout(slow_mark, &mut handler).await {
         return settle(shared, info, Ok(finished));
@@ -544,6 +647,10 @@ fn joined_failure(error: JoinError) -> Failure {
 }
 
 impl Shared {
+    fn registry(&self) -> Arc<Registry> {
+        Arc::clone(&self.registry.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
     fn lock(&self) -> MutexGuard<'_, InFlight> {
         // The map stays consistent even if a holder panicked: every critical section is a few
         // map operations with no panicking calls between them.
@@ -586,7 +693,7 @@ impl Shared {
                 (ToolStatus::Panicked(panic), error_body(&message))
             }
         };
-        let limit = self.registry.limits().max_response_bytes;
+        let limit = self.registry().limits().max_response_bytes;
         let (body, truncated) = fit_response(body, limit);
         // The name and the message may quote whatever the server sent: the log gets a summary.
         let tool = bounded(&info.name, SUMMARY);
@@ -1599,5 +1706,120 @@ mod tests {
             let outcome = next_outcome(&mut f.events).await;
             assert_eq!(outcome.status, ToolStatus::Ok, "{policy:?}");
         }
+    }
+
+    /// A run-time tool that reports progress, then waits to be told to finish, keeping its
+    /// progress handle for after the call has ended; with a time limit of its own.
+    struct Reporter {
+        finish: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
+        kept: Arc<Mutex<Option<CallProgress>>>,
+    }
+
+    impl DynTool for Reporter {
+        fn name(&self) -> &str {
+            "reporter"
+        }
+        fn description(&self) -> &str {
+            "Reports progress."
+        }
+        fn parameters(&self) -> Option<&Value> {
+            None
+        }
+        fn timeout(&self) -> Option<Duration> {
+            Some(Duration::from_millis(300))
+        }
+        fn prepare(
+            &self,
+            _args: Value,
+            progress: CallProgress,
+        ) -> Result<super::super::registry::HandlerFuture, String> {
+            let finish = self
+                .finish
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            *self.kept.lock().unwrap_or_else(PoisonError::into_inner) = Some(progress.clone());
+            Ok(Box::pin(async move {
+                progress.report(1.0, Some(2.0), Some("halfway".into()));
+                match finish {
+                    Some(finish) => {
+                        let _ = finish.await;
+                        Ok(json!({"done": true}))
+                    }
+                    None => std::future::pending().await,
+                }
+            }))
+        }
+    }
+
+    fn reporter(
+        finish: Option<tokio::sync::oneshot::Receiver<()>>,
+    ) -> (
+        ToolDispatcher,
+        mpsc::UnboundedReceiver<ToolEvent>,
+        Arc<Mutex<Option<CallProgress>>>,
+    ) {
+        let kept = Arc::new(Mutex::new(None));
+        let mut registry = Registry::new(ToolLimits::default());
+        let inserted = registry.insert(Arc::new(Reporter {
+            finish: Mutex::new(finish),
+            kept: Arc::clone(&kept),
+        }));
+        assert_eq!(inserted, Ok(()));
+        let (dispatcher, events) = ToolDispatcher::new(Arc::new(registry), Decider::Person);
+        (dispatcher, events, kept)
+    }
+
+    #[tokio::test]
+    async fn progress_is_reported_while_a_call_runs_and_never_after() {
+        let (finish_tx, finish) = tokio::sync::oneshot::channel();
+        let (dispatcher, mut events, kept) = reporter(Some(finish));
+        dispatcher.dispatch(vec![call("p1", "reporter", json!({}))]);
+        let ToolEvent::Progress(report) = next_event(&mut events).await else {
+            panic!("progress first");
+        };
+        assert_eq!(report.id.as_deref(), Some("p1"));
+        assert_eq!((report.progress, report.total), (1.0, Some(2.0)));
+        assert_eq!(report.message.as_deref(), Some("halfway"));
+        let _ = finish_tx.send(());
+        let outcome = next_outcome(&mut events).await;
+        assert_eq!(outcome.status, ToolStatus::Ok);
+        let progress = kept.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let Some(progress) = progress else {
+            panic!("the handle was kept");
+        };
+        progress.report(2.0, Some(2.0), None);
+        drop(progress);
+        drop(kept);
+        drop(dispatcher);
+        let mut rest = Vec::new();
+        while let Ok(Some(event)) = tokio::time::timeout(WAIT, events.recv()).await {
+            rest.push(event);
+        }
+        assert!(rest.is_empty(), "nothing after the end: {rest:?}");
+    }
+
+    #[tokio::test]
+    async fn a_tools_own_time_limit_wins_over_the_registrys() {
+        let (dispatcher, mut events, _kept) = reporter(None);
+        dispatcher.dispatch(vec![call("t1", "reporter", json!({}))]);
+        let mut saw_slow = false;
+        let outcome = loop {
+            match next_event(&mut events).await {
+                ToolEvent::Progress(_) => {}
+                ToolEvent::Slow(_) => saw_slow = true,
+                ToolEvent::Finished(outcome) => break outcome,
+                other => panic!("nothing else happens to it: {other:?}"),
+            }
+        };
+        assert!(saw_slow);
+        assert_eq!(outcome.status, ToolStatus::TimedOut);
+        assert!(
+            outcome.response.response["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("300 ms")),
+            "{:?}",
+            outcome.response
+        );
     }
 }

@@ -1,13 +1,15 @@
 //! Local tools the model may call: the `Tool` trait, its limits and errors, and the built-in set.
 //!
 //! A tool is a typed handler (`Tool::Args` is deserialized from the model's JSON and also
-//! describes itself to the model through schemars). The [`Registry`] erases the types and owns
+//! describes itself to the model through schemars), or one an MCP server offers ([`mcp`]).
+//! The [`Registry`] erases the types and owns
 //! the declarations; the [`ToolDispatcher`] owns the answering rules (timeouts, panics,
 //! cancellation, truncation, exactly one answer per call), so a tool only has to do its job.
 
 mod approval;
 mod clock;
 mod dispatch;
+pub mod mcp;
 mod registry;
 mod schema;
 mod session_control;
@@ -21,11 +23,11 @@ use crate::live::wire::{Behavior, Scheduling};
 pub use approval::{Approval, ApprovePolicy, Decider, Decision, Gate, Origin};
 pub use clock::{GetCurrentTime, NoArgs, time_report};
 pub use dispatch::{
-    CallKey, KeyedCall, SlowCall, ToolDispatcher, ToolEvent, ToolOutcome, ToolStatus, Verdict,
-    WaitingCall, in_tool_handler, slow_after,
+    CallKey, CallProgress, KeyedCall, ProgressReport, SlowCall, ToolDispatcher, ToolEvent,
+    ToolOutcome, ToolStatus, Verdict, WaitingCall, in_tool_handler, slow_after,
 };
-pub use registry::{RegisterError, Registry};
-pub use schema::{SchemaError, normalize_schema, parameters_for};
+pub use registry::{RegisterError, Registry, ToolEntry};
+pub use schema::{SchemaError, normalize_foreign, normalize_schema, parameters_for};
 pub use session_control::{EndSession, EndSessionArgs};
 pub use smart_home::{
     COLOR_NAMES, Device, DeviceKind, GetDeviceStatus, GetDeviceStatusArgs, SetDeviceStatus,

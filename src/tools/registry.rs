@@ -1,12 +1,17 @@
 //! The set of enabled tools, type-erased behind one object-safe trait, and their declarations.
+//!
+//! Built-ins are typed [`Tool`]s; MCP tools arrive at run time with a name, a description and
+//! a raw JSON Schema. Both become a [`DynTool`], so the dispatcher treats them alike.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
-use super::approval::{Approval, Gate};
+use super::approval::{Approval, Gate, Origin};
+use super::dispatch::CallProgress;
 use super::schema::{SchemaError, parameters_for};
 use super::{Tool, ToolError, ToolLimits};
 use crate::live::wire::{Behavior, FunctionDeclaration, Scheduling};
@@ -15,10 +20,10 @@ use crate::live::wire::{Behavior, FunctionDeclaration, Scheduling};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegisterError {
     #[error("tool \"{0}\" is registered twice")]
-    Duplicate(&'static str),
+    Duplicate(String),
     #[error("tool \"{name}\" has arguments Gemini cannot describe: {source}")]
     Schema {
-        name: &'static str,
+        name: String,
         #[source]
         source: SchemaError,
     },
@@ -27,15 +32,29 @@ pub enum RegisterError {
 /// A handler future that owns everything it needs, so it can run in its own task.
 pub(crate) type HandlerFuture = BoxFuture<'static, Result<Value, ToolError>>;
 
-/// The object-safe face of a [`Tool`].
+/// The object-safe face of a tool, typed or not.
 pub(crate) trait DynTool: Send + Sync {
-    fn name(&self) -> &'static str;
-    fn description(&self) -> &'static str;
-    fn behavior(&self) -> Behavior;
-    fn scheduling(&self) -> Scheduling;
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
+    fn behavior(&self) -> Behavior {
+        Behavior::Blocking
+    }
+    fn scheduling(&self) -> Scheduling {
+        Scheduling::WhenIdle
+    }
     fn parameters(&self) -> Option<&Value>;
-    /// Deserializes the arguments and returns the call, or a message naming the bad argument.
-    fn prepare(&self, args: Value) -> Result<HandlerFuture, String>;
+    /// Where the tool comes from and whether its calls wait for the user, given the approval
+    /// configured for it by name (if any).
+    fn gate(&self, configured: Option<Approval>) -> Gate {
+        Gate::built_in(configured)
+    }
+    /// Its own time limit, when it has one (an MCP server's `tool_timeout_sec`).
+    fn timeout(&self) -> Option<Duration> {
+        None
+    }
+    /// Checks the arguments and returns the call, or a message naming the bad argument.
+    /// `progress` reports how far the call has come, while it runs.
+    fn prepare(&self, args: Value, progress: CallProgress) -> Result<HandlerFuture, String>;
 }
 
 struct Erased<T: Tool> {
@@ -44,11 +63,11 @@ struct Erased<T: Tool> {
 }
 
 impl<T: Tool> DynTool for Erased<T> {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         self.tool.name()
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         self.tool.description()
     }
 
@@ -64,7 +83,7 @@ impl<T: Tool> DynTool for Erased<T> {
         self.parameters.as_ref()
     }
 
-    fn prepare(&self, args: Value) -> Result<HandlerFuture, String> {
+    fn prepare(&self, args: Value, _progress: CallProgress) -> Result<HandlerFuture, String> {
         // Models send `null` or nothing for zero-argument functions.
         let args = if args.is_null() {
             Value::Object(serde_json::Map::new())
@@ -88,9 +107,24 @@ impl<T: Tool> DynTool for Erased<T> {
     }
 }
 
+/// One tool as the user sees it in the tool list.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ToolEntry {
+    /// The name it is declared (and called) by.
+    pub name: String,
+    /// `None` for a built-in, else the MCP server it comes from.
+    pub server: Option<String>,
+    pub description: String,
+    /// False when the user turned it off for this session.
+    pub enabled: bool,
+}
+
 /// The enabled tools, keyed (and therefore declared) by name.
+#[derive(Clone)]
 pub struct Registry {
-    tools: BTreeMap<&'static str, Arc<dyn DynTool>>,
+    tools: BTreeMap<String, Arc<dyn DynTool>>,
+    /// Tools the user turned off for this session: not declared, and refused if called.
+    disabled: BTreeSet<String>,
     /// Approval settings configured for tools, by name; a tool without one has its default.
     approvals: BTreeMap<String, Approval>,
     limits: ToolLimits,
@@ -100,6 +134,7 @@ impl Registry {
     pub fn new(limits: ToolLimits) -> Self {
         Registry {
             tools: BTreeMap::new(),
+            disabled: BTreeSet::new(),
             approvals: BTreeMap::new(),
             limits,
         }
@@ -121,22 +156,36 @@ impl Registry {
     pub fn try_register<T: Tool>(&mut self, tool: T) -> Result<(), RegisterError> {
         let name = tool.name();
         if self.tools.contains_key(name) {
-            return Err(RegisterError::Duplicate(name));
+            return Err(RegisterError::Duplicate(name.to_owned()));
         }
-        let parameters =
-            parameters_for::<T::Args>().map_err(|source| RegisterError::Schema { name, source })?;
+        let parameters = parameters_for::<T::Args>().map_err(|source| RegisterError::Schema {
+            name: name.to_owned(),
+            source,
+        })?;
         let erased = Erased {
             tool: Arc::new(tool),
             parameters,
         };
-        self.tools.insert(name, Arc::new(erased));
+        self.tools.insert(name.to_owned(), Arc::new(erased));
         Ok(())
     }
 
-    /// The `functionDeclarations` for `setup.tools`, sorted by name.
+    /// Adds a tool that is known only at run time (an MCP server's).
+    pub(crate) fn insert(&mut self, tool: Arc<dyn DynTool>) -> Result<(), RegisterError> {
+        let name = tool.name().to_owned();
+        if self.tools.contains_key(&name) {
+            return Err(RegisterError::Duplicate(name));
+        }
+        self.tools.insert(name, tool);
+        Ok(())
+    }
+
+    /// The `functionDeclarations` for `setup.tools`, sorted by name; tools turned off are left
+    /// out.
     pub fn declarations(&self) -> Vec<FunctionDeclaration> {
         self.tools
             .values()
+            .filter(|tool| !self.disabled.contains(tool.name()))
             .map(|tool| FunctionDeclaration {
                 name: tool.name().to_owned(),
                 description: Some(tool.description().to_owned()),
@@ -147,9 +196,40 @@ impl Registry {
             .collect()
     }
 
-    /// Registered tool names, sorted.
-    pub fn names(&self) -> Vec<&'static str> {
-        self.tools.keys().copied().collect()
+    /// Registered tool names, sorted (those turned off included).
+    pub fn names(&self) -> Vec<&str> {
+        self.tools.keys().map(String::as_str).collect()
+    }
+
+    /// Every tool with its origin and whether it is on, sorted by name.
+    pub fn entries(&self) -> Vec<ToolEntry> {
+        self.tools
+            .values()
+            .map(|tool| ToolEntry {
+                name: tool.name().to_owned(),
+                server: match self.gate(tool.name()).origin {
+                    Origin::BuiltIn => None,
+                    Origin::Mcp(server) => Some(server),
+                },
+                description: tool.description().to_owned(),
+                enabled: !self.disabled.contains(tool.name()),
+            })
+            .collect()
+    }
+
+    /// Turns the tool named `name` on or off for this session (a name not registered now is
+    /// remembered, for a server that comes back).
+    pub fn set_enabled(&mut self, name: &str, enabled: bool) {
+        if enabled {
+            self.disabled.remove(name);
+        } else {
+            self.disabled.insert(name.to_owned());
+        }
+    }
+
+    /// False when the user turned the tool off.
+    pub fn is_enabled(&self, name: &str) -> bool {
+        !self.disabled.contains(name)
     }
 
     /// Sets whether calls of the tool named `name` wait for the user.
@@ -159,7 +239,11 @@ impl Registry {
 
     /// The origin and approval of the tool named `name`.
     pub fn gate(&self, name: &str) -> Gate {
-        Gate::built_in(self.approvals.get(name).copied())
+        let configured = self.approvals.get(name).copied();
+        match self.tools.get(name) {
+            Some(tool) => tool.gate(configured),
+            None => Gate::built_in(configured),
+        }
     }
 
     pub fn limits(&self) -> ToolLimits {
@@ -187,6 +271,7 @@ impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
             .field("tools", &self.names())
+            .field("disabled", &self.disabled)
             .field("limits", &self.limits)
             .finish()
     }
@@ -278,7 +363,7 @@ mod tests {
         assert_eq!(registry.try_register(Ping), Ok(()));
         assert_eq!(
             registry.try_register(Ping),
-            Err(RegisterError::Duplicate("ping"))
+            Err(RegisterError::Duplicate("ping".to_owned()))
         );
         assert_eq!(registry.len(), 1);
     }
@@ -291,16 +376,18 @@ mod tests {
         let Some(echo) = registry.get("echo") else {
             return Err("echo missing".into());
         };
-        let result = echo.prepare(json!({"text": "ab", "times": 2}))?.await;
+        let result = echo
+            .prepare(json!({"text": "ab", "times": 2}), CallProgress::none())?
+            .await;
         assert_eq!(result, Ok(json!("abab")));
 
-        let Err(message) = echo.prepare(json!({"text": 5})) else {
+        let Err(message) = echo.prepare(json!({"text": 5}), CallProgress::none()) else {
             return Err("a number is not text".into());
         };
         assert!(message.contains("`text`"), "{message}");
         assert!(message.contains("expected a string"), "{message}");
 
-        let Err(message) = echo.prepare(json!({})) else {
+        let Err(message) = echo.prepare(json!({}), CallProgress::none()) else {
             return Err("text is required".into());
         };
         assert!(message.contains("missing field `text`"), "{message}");
@@ -308,7 +395,10 @@ mod tests {
         let Some(ping) = registry.get("ping") else {
             return Err("ping missing".into());
         };
-        assert_eq!(ping.prepare(Value::Null)?.await, Ok(json!("pong")));
+        assert_eq!(
+            ping.prepare(Value::Null, CallProgress::none())?.await,
+            Ok(json!("pong"))
+        );
         Ok(())
     }
 }

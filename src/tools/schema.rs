@@ -50,6 +50,231 @@ pub fn parameters_for<T: JsonSchema>() -> Result<Option<Value>, SchemaError> {
     Ok(has_properties.then_some(schema))
 }
 
+/// A schema written by someone else (an MCP server's `inputSchema`) as a function's
+/// `parameters`: what the Gemini subset cannot say is simplified first — local `$ref`s
+/// inlined, `oneOf` read as `anyOf`, `allOf` merged, `not` dropped, a union of types cut to
+/// its first, non-string `enum`s and tuples dropped — and a property that still cannot be
+/// expressed is left out. Returns the parameters (`None` when there are none) and a note
+/// for each simplification, for the log.
+pub fn normalize_foreign(schema: &Value) -> (Option<Value>, Vec<String>) {
+    let mut notes = Vec::new();
+    let defs = schema
+        .get("$defs")
+        .or_else(|| schema.get("definitions"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut simple = simplify(schema, &defs, 0, "#", &mut notes);
+    if let Some(object) = simple.as_object_mut() {
+        object.remove("description");
+        object.remove("title");
+        if !object.contains_key("type") {
+            object.insert("type".into(), Value::String("object".into()));
+        }
+    }
+    if simple.get("type").and_then(Value::as_str) != Some("object") {
+        notes.push("the arguments are not an object; declared without parameters".to_owned());
+        return (None, notes);
+    }
+    // Whatever still fails is left out property by property, so one odd argument does not
+    // cost the whole tool.
+    if let Some(properties) = simple.get_mut("properties").and_then(Value::as_object_mut) {
+        properties.retain(|name, property| match normalize_schema(property) {
+            Ok(_) => true,
+            Err(error) => {
+                notes.push(format!("argument `{name}` left out: {error}"));
+                false
+            }
+        });
+    }
+    match normalize_schema(&simple) {
+        Ok(normalized) => {
+            let has_properties = normalized
+                .get("properties")
+                .and_then(Value::as_object)
+                .is_some_and(|p| !p.is_empty());
+            (has_properties.then_some(normalized), notes)
+        }
+        Err(error) => {
+            notes.push(format!("declared without parameters: {error}"));
+            (None, notes)
+        }
+    }
+}
+
+/// How deep `$ref`s are followed before the rest is cut off (recursive schemas).
+const MAX_REF_DEPTH: usize = 8;
+
+fn simplify(
+    schema: &Value,
+    defs: &Value,
+    depth: usize,
+    path: &str,
+    notes: &mut Vec<String>,
+) -> Value {
+    let Some(source) = schema.as_object() else {
+        // `true` (anything) and other shorthands: the model may send a string.
+        return serde_json::json!({"type": "string"});
+    };
+    if let Some(reference) = source.get("$ref").and_then(Value::as_str) {
+        let name = reference
+            .strip_prefix("#/$defs/")
+            .or_else(|| reference.strip_prefix("#/definitions/"));
+        let target = name.and_then(|n| defs.get(n));
+        return match target {
+            Some(target) if depth < MAX_REF_DEPTH => {
+                let mut inlined = simplify(target, defs, depth + 1, path, notes);
+                if let (Some(out), Some(description)) =
+                    (inlined.as_object_mut(), source.get("description"))
+                {
+                    out.insert("description".into(), description.clone());
+                }
+                inlined
+            }
+            _ => {
+                notes.push(format!(
+                    "{path}: `$ref` {reference} could not be inlined; read as a string"
+                ));
+                serde_json::json!({"type": "string"})
+            }
+        };
+    }
+    let mut out = Map::new();
+    for (key, value) in source {
+        match key.as_str() {
+            "properties" => {
+                let mut properties = Map::new();
+                if let Some(map) = value.as_object() {
+                    for (name, property) in map {
+                        let child = simplify(
+                            property,
+                            defs,
+                            depth,
+                            &format!("{path}/properties/{name}"),
+                            notes,
+                        );
+                        properties.insert(name.clone(), child);
+                    }
+                }
+                out.insert(key.clone(), Value::Object(properties));
+            }
+            "items" => {
+                let item = match value {
+                    Value::Array(items) => {
+                        notes.push(format!(
+                            "{path}: tuple `items` read as a list of its first item"
+                        ));
+                        items.first().cloned().unwrap_or(Value::Bool(true))
+                    }
+                    other => other.clone(),
+                };
+                out.insert(
+                    key.clone(),
+                    simplify(&item, defs, depth, &format!("{path}/items"), notes),
+                );
+            }
+            "anyOf" | "oneOf" => {
+                if key == "oneOf" {
+                    notes.push(format!("{path}: `oneOf` read as `anyOf`"));
+                }
+                let variants: Vec<Value> = value
+                    .as_array()
+                    .map(|vs| {
+                        vs.iter()
+                            .enumerate()
+                            .map(|(i, v)| {
+                                simplify(v, defs, depth, &format!("{path}/{key}/{i}"), notes)
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                out.insert("anyOf".into(), Value::Array(variants));
+            }
+            "allOf" => {
+                notes.push(format!("{path}: `allOf` merged"));
+                for (i, part) in value.as_array().into_iter().flatten().enumerate() {
+                    let part = simplify(part, defs, depth, &format!("{path}/allOf/{i}"), notes);
+                    merge_into(&mut out, part);
+                }
+            }
+            "not" => notes.push(format!("{path}: `not` dropped")),
+            "type" => match value {
+                Value::Array(types) => {
+                    let non_null: Vec<&Value> = types
+                        .iter()
+                        .filter(|t| t.as_str() != Some("null"))
+                        .collect();
+                    let mut kept = match non_null.first() {
+                        Some(first) => vec![(*first).clone()],
+                        None => vec![Value::String("string".into())],
+                    };
+                    if non_null.len() > 1 {
+                        notes.push(format!(
+                            "{path}: a value of several types read as {}",
+                            kept[0]
+                        ));
+                    }
+                    if non_null.len() < types.len() {
+                        kept.push(Value::String("null".into()));
+                    }
+                    out.insert(key.clone(), Value::Array(kept));
+                }
+                other => {
+                    out.insert(key.clone(), other.clone());
+                }
+            },
+            "enum" => {
+                let strings = value
+                    .as_array()
+                    .is_some_and(|vs| vs.iter().all(|v| v.is_string() || v.is_null()));
+                if strings {
+                    out.insert(key.clone(), value.clone());
+                } else {
+                    notes.push(format!("{path}: an `enum` of non-strings dropped"));
+                }
+            }
+            "const" => {
+                if value.is_string() {
+                    out.insert("enum".into(), Value::Array(vec![value.clone()]));
+                }
+            }
+            "$defs" | "definitions" => {}
+            _ => {
+                out.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    if !out.contains_key("type") && out.contains_key("properties") {
+        out.insert("type".into(), Value::String("object".into()));
+    }
+    Value::Object(out)
+}
+
+/// Folds one `allOf` part into the schema: properties and `required` are united, other
+/// keywords kept where the schema has none.
+fn merge_into(out: &mut Map<String, Value>, part: Value) {
+    let Value::Object(part) = part else {
+        return;
+    };
+    for (key, value) in part {
+        match (key.as_str(), out.get_mut(&key)) {
+            ("properties", Some(Value::Object(mine))) => {
+                if let Value::Object(theirs) = value {
+                    mine.extend(theirs);
+                }
+            }
+            ("required", Some(Value::Array(mine))) => {
+                if let Value::Array(theirs) = value {
+                    mine.extend(theirs);
+                }
+            }
+            (_, Some(_)) => {}
+            (_, None) => {
+                out.insert(key, value);
+            }
+        }
+    }
+}
+
 /// Converts one (already inlined) JSON Schema into the Gemini subset.
 pub fn normalize_schema(schema: &Value) -> Result<Value, SchemaError> {
     normalize_at(schema, "#")
@@ -619,5 +844,60 @@ mod tests {
     #[test]
     fn non_object_arguments_are_refused() {
         assert!(parameters_for::<String>().is_err());
+    }
+
+    #[test]
+    fn foreign_schemas_are_simplified_not_refused() {
+        let schema = json!({
+            "type": "object",
+            "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "number"}}}},
+            "properties": {
+                "at": {"$ref": "#/$defs/Point", "description": "Where."},
+                "mode": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+                "both": {"allOf": [
+                    {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                    {"properties": {"b": {"type": "integer"}}}
+                ]},
+                "either": {"type": ["string", "integer", "null"]},
+                "level": {"type": "integer", "enum": [1, 2, 3]},
+                "pair": {"type": "array", "items": [{"type": "string"}, {"type": "integer"}]},
+                "nothing": {"not": {"type": "string"}, "type": "string"},
+                "self": {"$ref": "#/$defs/Missing"}
+            },
+            "required": ["at"],
+            "additionalProperties": false,
+            "$schema": "http://json-schema.org/draft-07/schema#"
+        });
+        let (parameters, notes) = normalize_foreign(&schema);
+        let Some(parameters) = parameters else {
+            panic!("the tool keeps its parameters: {notes:?}");
+        };
+        let properties = &parameters["properties"];
+        assert_eq!(properties["at"]["type"], "OBJECT");
+        assert_eq!(properties["at"]["description"], "Where.");
+        assert_eq!(properties["at"]["properties"]["x"]["type"], "NUMBER");
+        assert_eq!(properties["mode"]["anyOf"][1]["type"], "INTEGER");
+        assert_eq!(properties["both"]["properties"]["b"]["type"], "INTEGER");
+        assert_eq!(properties["both"]["required"], json!(["a"]));
+        assert_eq!(
+            properties["either"],
+            json!({"type": "STRING", "nullable": true})
+        );
+        assert_eq!(properties["level"], json!({"type": "INTEGER"}));
+        assert_eq!(properties["pair"]["items"]["type"], "STRING");
+        assert_eq!(properties["self"]["type"], "STRING");
+        assert_eq!(parameters["required"], json!(["at"]));
+        assert!(notes.len() >= 6, "every simplification is noted: {notes:?}");
+    }
+
+    #[test]
+    fn a_foreign_schema_without_properties_declares_no_parameters() {
+        for schema in [
+            json!({"type": "object", "properties": {}}),
+            json!({"type": "object"}),
+            json!({}),
+        ] {
+            assert_eq!(normalize_foreign(&schema).0, None, "{schema}");
+        }
     }
 }

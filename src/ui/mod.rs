@@ -5,6 +5,7 @@ mod audio_panel;
 mod devices;
 mod session_panel;
 mod theme;
+mod tool_list;
 mod tool_log;
 mod transcript;
 mod wrap;
@@ -108,6 +109,7 @@ pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
         Some(Popup::ToolDetail { index, scroll }) => {
             draw_tool_detail(frame, full, app, theme, index, scroll)
         }
+        Some(Popup::Tools { selected }) => Some(tool_list::draw(frame, full, app, theme, selected)),
         Some(Popup::Audio { scroll }) => {
             let lines = audio_panel::detail_lines(app, theme);
             let width = 90.min(full.width.saturating_sub(2));
@@ -399,16 +401,8 @@ fn draw_editor(frame: &mut Frame, full: Rect, app: &App, theme: Theme, editor: &
 fn draw_help(frame: &mut Frame, full: Rect, app: &App, theme: Theme, scroll: u16) -> Area {
     let width = 96.min(full.width.saturating_sub(2));
     let inner_width = usize::from(width.saturating_sub(2));
+    // The log file first: on a short screen it stays in view without scrolling.
     let mut lines = vec![Line::default()];
-    for row in KEY_MAP {
-        let prefix = vec![Span::styled(format!("  {:<22}", row.keys), theme.bold())];
-        lines.extend(wrap::wrap(
-            prefix,
-            &[(row.help.to_owned(), theme.plain())],
-            inner_width,
-        ));
-    }
-    lines.push(Line::default());
     let log = app
         .view()
         .log_path
@@ -420,6 +414,15 @@ fn draw_help(frame: &mut Frame, full: Rect, app: &App, theme: Theme, scroll: u16
         &[(log.to_owned(), theme.plain())],
         inner_width,
     ));
+    lines.push(Line::default());
+    for row in KEY_MAP {
+        let prefix = vec![Span::styled(format!("  {:<22}", row.keys), theme.bold())];
+        lines.extend(wrap::wrap(
+            prefix,
+            &[(row.help.to_owned(), theme.plain())],
+            inner_width,
+        ));
+    }
     let rect = centered(
         full,
         width,

@@ -390,6 +390,78 @@ fn audio_popup_shows_devices_counters_and_latencies() {
     insta::assert_snapshot!("audio_popup_120x40", terminal.backend());
 }
 
+fn with_mcp_tools() -> App {
+    use crate::tools::ToolEntry;
+    use crate::tools::mcp::{Catalog, ServerEntry, ServerState};
+    let builtin = |name: &str| ToolEntry {
+        name: name.into(),
+        server: None,
+        description: String::new(),
+        enabled: true,
+    };
+    let mcp = |name: &str, server: &str, enabled: bool| ToolEntry {
+        name: name.into(),
+        server: Some(server.into()),
+        description: String::new(),
+        enabled,
+    };
+    let mut app = App::new(AppInit {
+        catalog: Catalog {
+            tools: vec![
+                builtin("end_session"),
+                mcp("echo", "everything", true),
+                builtin("get_current_time"),
+                mcp("get-sum", "everything", false),
+                mcp("notes__search", "notes", true),
+            ],
+            servers: vec![
+                ServerEntry {
+                    name: "everything".into(),
+                    state: ServerState::Up,
+                },
+                ServerEntry {
+                    name: "notes".into(),
+                    state: ServerState::Down("stopped (its last words: out of memory)".into()),
+                },
+            ],
+        },
+        ..init()
+    });
+    session(&mut app, SessionEvent::SetupComplete { session_id: None });
+    tool_call(
+        &mut app,
+        "c1",
+        "trigger-long-running-operation",
+        json!({"steps": 5}),
+    );
+    app.update(Msg::Tool(ToolEvent::Progress(
+        crate::tools::ProgressReport {
+            key: crate::tools::CallKey(0),
+            id: Some("c1".into()),
+            name: "trigger-long-running-operation".into(),
+            progress: 2.0,
+            total: Some(5.0),
+            message: Some("step 2 of 5".into()),
+        },
+    )));
+    app
+}
+
+#[test]
+fn tool_list_popup() {
+    snapshot_both_sizes("tool_list", || {
+        let mut app = with_mcp_tools();
+        key(&mut app, KeyCode::F(8));
+        key(&mut app, KeyCode::Down);
+        app
+    });
+}
+
+#[test]
+fn progress_of_a_running_call() {
+    snapshot_both_sizes("tool_progress", with_mcp_tools);
+}
+
 /// 3.8 Live: between a `turnComplete` marked `IN_PROGRESS` and `IDLE` the badge says the model
 /// is still at work.
 #[test]

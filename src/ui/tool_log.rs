@@ -13,6 +13,7 @@ use super::Theme;
 use super::wrap::truncate;
 use crate::app::{App, Focus, ToolCallRecord, ToolState};
 use crate::echo::{SUMMARY, bounded, into_bounded};
+use crate::tools::ProgressReport;
 
 const SPINNER: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
@@ -92,7 +93,11 @@ pub fn outcome_summary(call: &ToolCallRecord) -> String {
         .map(|d| format!(" {}", format_duration(d)))
         .unwrap_or_default();
     let result = match &call.state {
-        ToolState::Running => String::new(),
+        ToolState::Running => call
+            .progress
+            .as_ref()
+            .map(|p| format!(" {}", progress_summary(p)))
+            .unwrap_or_default(),
         ToolState::Waiting => String::new(),
         ToolState::Error(message) | ToolState::Refused(message) => {
             format!(": {}", bounded(message, SUMMARY))
@@ -105,6 +110,25 @@ pub fn outcome_summary(call: &ToolCallRecord) -> String {
         },
     };
     format!("{took}{result}")
+}
+
+/// How far a running call has come: `2/5` (or `2` without a total) and the tool's message.
+pub fn progress_summary(report: &ProgressReport) -> String {
+    let number = |n: f64| {
+        if n.fract() == 0.0 && n.abs() < 1e15 {
+            format!("{}", n as i64)
+        } else {
+            format!("{n:.1}")
+        }
+    };
+    let done = match report.total {
+        Some(total) => format!("{}/{}", number(report.progress), number(total)),
+        None => number(report.progress),
+    };
+    match &report.message {
+        Some(message) => format!("{done}: {}", bounded(message, FIELD)),
+        None => done,
+    }
 }
 
 pub fn format_duration(d: std::time::Duration) -> String {
@@ -244,7 +268,11 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
                 ToolState::TimedOut => "no answer in time".to_owned(),
                 ToolState::Cancelled => "cancelled by the server".to_owned(),
                 ToolState::Waiting => "a approve · d deny · e edit · r answer".to_owned(),
-                ToolState::Running => String::new(),
+                ToolState::Running => call
+                    .progress
+                    .as_ref()
+                    .map(progress_summary)
+                    .unwrap_or_default(),
             };
             let mut cells = Vec::new();
             if show_time {

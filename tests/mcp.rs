@@ -1,0 +1,842 @@
+//! MCP servers as tools, end to end: the real binary against the reference server
+//! (`@modelcontextprotocol/server-everything`, over stdio) and the Python SDK's FastMCP (over
+//! streamable HTTP and stdio, `tests/mcp/fastmcp_server.py`, which records what it received);
+//! and the library's engine and app against the same servers for progress, tool-list changes,
+//! turning tools off, crashes and restarts. `scripts/test.sh` installs both servers.
+
+// Test output is the test runner's, not livetalk's: it may print directly.
+#![allow(clippy::disallowed_macros)]
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::harness::{Harness, test_policy};
+use common::*;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use livetalk::app::{App, AppInit, Effect, Msg, NoticeLevel, Popup, ToolRow, ToolState};
+use livetalk::config::{FlagOverrides, Settings};
+use livetalk::engine::{Engine, build_setup};
+use livetalk::live::{ApiVersion, Auth, SessionOptions};
+use livetalk::mock::{Fault, FaultAction, MockOptions, MockServer, Moment, Scenario};
+use livetalk::tools::mcp::{McpEvent, McpHub, ServerSpec, ServerState};
+use livetalk::tools::{Approval, Decider, Gate, Origin, SmartHome, builtin_registry};
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The reference server's entry point, as `scripts/test.sh` installs it.
+fn server_everything() -> PathBuf {
+    let path =
+        root().join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        path.exists(),
+        "{} is missing: scripts/test.sh installs it (npm install --prefix tests/mcp)",
+        path.display()
+    );
+    path
+}
+
+/// The Python with the `mcp` SDK, as `scripts/test.sh` installs it.
+fn python() -> PathBuf {
+    let path = root().join(".venv/bin/python");
+    assert!(
+        path.exists(),
+        "{} is missing: scripts/test.sh makes the venv and installs the Python `mcp` package",
+        path.display()
+    );
+    path
+}
+
+fn fastmcp_script() -> PathBuf {
+    root().join("tests/mcp/fastmcp_server.py")
+}
+
+/// The test FastMCP server over stdio, recording into `record`; its calls need no approval.
+fn fastmcp_stdio(name: &str, record: &Path) -> ServerSpec {
+    ServerSpec {
+        startup_timeout: Duration::from_secs(30),
+        approval: Some(Approval::Never),
+        ..ServerSpec::stdio(
+            name,
+            python().display().to_string(),
+            vec![
+                fastmcp_script().display().to_string(),
+                record.display().to_string(),
+                "stdio".to_owned(),
+            ],
+        )
+    }
+}
+
+/// What the FastMCP server wrote into its record.
+fn read_record(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Waits until the record holds an event `event` (the server writes it as it happens).
+fn wait_for_record(path: &Path, event: &str) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let record = read_record(path);
+        if record.iter().any(|e| e["event"] == event) {
+            return record;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {event:?} in the server's record: {record:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn tool_calls_at(turn: u32, name: &str, args: Value) -> Fault {
+    Fault::once(
+        Moment::UserTurn,
+        turn,
+        FaultAction::ToolCalls {
+            name: name.to_owned(),
+            args,
+            count: 1,
+        },
+    )
+}
+
+/// The same scenario as a file for `livetalk mock --scenario`.
+fn scenario_file(dir: &Path, calls: &[(&str, Value)]) -> PathBuf {
+    let faults: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| {
+            json!({"at": "user_turn", "nth": i + 1, "action": "tool_calls", "name": name, "args": args})
+        })
+        .collect();
+    let path = dir.join("scenario.json");
+    std::fs::write(&path, json!({ "fault": faults }).to_string()).unwrap();
+    path
+}
+
+/// `livetalk --headless --json` against `mock`, with only PATH from this environment (so a
+/// server's environment holds little besides what the config gives it).
+fn run_headless(
+    scratch: &Path,
+    mock: &MockProcess,
+    extra: &[&str],
+    lines: &[&str],
+) -> (Vec<Value>, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_livetalk"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    isolate(&mut command, scratch);
+    let mut child = command
+        .args(["--headless", "--json", "--endpoint", &mock.url])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    write_lines(&mut stdin, lines);
+    drop(stdin);
+    let stdout = read_all(child.stdout.take().unwrap());
+    let stderr = read_all(child.stderr.take().unwrap());
+    let status = wait_exit(child, Duration::from_secs(90));
+    let stdout = stdout.recv_timeout(Duration::from_secs(5)).unwrap();
+    let stderr = stderr.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let events = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect();
+    (events, stderr)
+}
+
+fn tool_events(events: &[Value]) -> Vec<&Value> {
+    events.iter().filter(|e| e["type"] == "tool_call").collect()
+}
+
+/// The `response` object the model got for one call.
+fn answer(event: &Value) -> &Value {
+    &event["response"]["response"]
+}
+
+#[test]
+fn the_reference_server_over_stdio_through_the_real_binary() {
+    let scratch = tempfile::tempdir().unwrap();
+    let everything = server_everything();
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        format!(
+            r#"[audio]
+enabled = false
+[tools]
+max_response_bytes = 65536
+[mcp_servers.everything]
+command = "node"
+args = [{js:?}, "stdio"]
+env = {{ LIVETALK_TEST_MARK = "mark-from-the-config" }}
+startup_timeout_sec = 30
+tool_timeout_sec = 3
+approval = "never"
+"#,
+            js = everything.display().to_string()
+        ),
+    )
+    .unwrap();
+    let scenario = scenario_file(
+        scratch.path(),
+        &[
+            ("echo", json!({"message": "hello"})),
+            ("get-sum", json!({"a": 2, "b": 3})),
+            ("get-env", json!({})),
+            (
+                "trigger-long-running-operation",
+                json!({"duration": 60, "steps": 60}),
+            ),
+        ],
+    );
+    let mock = MockProcess::start(
+        scratch.path(),
+        &[
+            "--speed",
+            "20",
+            "--scenario",
+            &scenario.display().to_string(),
+        ],
+    );
+    let (events, stderr) = run_headless(
+        scratch.path(),
+        &mock,
+        &[],
+        &[
+            "echo please",
+            "add please",
+            "environment please",
+            "take your time",
+        ],
+    );
+    assert!(
+        events.iter().any(|e| e["type"] == "notice"
+            && e["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("MCP server everything is up with")),
+        "the server's start is announced: {events:#?}"
+    );
+    let calls = tool_events(&events);
+    assert_eq!(calls.len(), 4, "{events:#?}");
+    assert_eq!(calls[0]["name"], "echo");
+    assert_eq!(calls[0]["state"], "ok", "{:#?}", calls[0]);
+    assert_eq!(answer(calls[0])["result"], "Echo: hello");
+    assert_eq!(calls[1]["state"], "ok", "{:#?}", calls[1]);
+    assert!(
+        answer(calls[1])["result"].as_str().unwrap().contains('5'),
+        "{:#?}",
+        calls[1]
+    );
+    assert_eq!(calls[2]["state"], "ok", "{:#?}", calls[2]);
+    assert!(
+        answer(calls[2])["result"]
+            .as_str()
+            .unwrap()
+            .contains("\"LIVETALK_TEST_MARK\": \"mark-from-the-config\""),
+        "the config's env reaches the server: {:#?}",
+        calls[2]
+    );
+    // Stopped by its time limit: the model is told, and the server is told to stop.
+    assert_eq!(calls[3]["state"], "timed out", "{:#?}", calls[3]);
+    assert_eq!(answer(calls[3])["success"], false);
+    assert!(
+        answer(calls[3])["error"].as_str().unwrap().contains("3 s"),
+        "{:#?}",
+        calls[3]
+    );
+    // Every call was answered: the mock's model counted the answers.
+    let replies: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "model")
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(replies.len(), 4, "{events:#?}");
+    assert!(
+        replies.iter().all(|r| r.contains("got 1 answers")),
+        "{replies:?}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+/// A FastMCP server over streamable HTTP on a free loopback port, ready when this returns.
+struct HttpServer {
+    child: Child,
+    port: u16,
+    /// Read on, so the server never blocks on a full pipe.
+    _stderr: LineWatcher,
+}
+
+impl HttpServer {
+    fn start(record: &Path) -> HttpServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = Command::new(python())
+            .arg(fastmcp_script())
+            .arg(record)
+            .args(["http", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = LineWatcher::new(child.stderr.take().unwrap());
+        stderr.wait_for(Duration::from_secs(30), |l| {
+            l.contains("Uvicorn running on")
+        });
+        HttpServer {
+            child,
+            port,
+            _stderr: stderr,
+        }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn fastmcp_over_http_and_stdio_through_the_real_binary() {
+    let scratch = tempfile::tempdir().unwrap();
+    let web_record = scratch.path().join("web.jsonl");
+    let local_record = scratch.path().join("local.jsonl");
+    let web = HttpServer::start(&web_record);
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        format!(
+            r#"[audio]
+enabled = false
+[mcp_servers.web]
+url = "http://127.0.0.1:{port}/mcp"
+startup_timeout_sec = 30
+tool_timeout_sec = 2
+approval = "never"
+"#,
+            port = web.port
+        ),
+    )
+    .unwrap();
+    // Both servers offer the same tools: every one is declared as SERVER__TOOL.
+    let scenario = scenario_file(
+        scratch.path(),
+        &[
+            ("web__fail", json!({"why": "on purpose"})),
+            ("web__count_slowly", json!({"steps": 40, "step_secs": 0.25})),
+            ("local__whoami", json!({})),
+        ],
+    );
+    let mock = MockProcess::start(
+        scratch.path(),
+        &[
+            "--speed",
+            "20",
+            "--scenario",
+            &scenario.display().to_string(),
+        ],
+    );
+    let local = format!(
+        "local={} '{}' '{}' stdio",
+        python().display(),
+        fastmcp_script().display(),
+        local_record.display()
+    );
+    let (events, stderr) = run_headless(
+        scratch.path(),
+        &mock,
+        &["--mcp", &local],
+        &["fail please", "count please", "who are you"],
+    );
+    let calls = tool_events(&events);
+    assert_eq!(calls.len(), 3, "{events:#?}\n{stderr}");
+    assert_eq!(calls[0]["state"], "error", "{:#?}", calls[0]);
+    assert_eq!(
+        *answer(calls[0]),
+        json!({"success": false, "error": "it failed: on purpose"}),
+        "an isError result is the model's error"
+    );
+    assert_eq!(calls[1]["state"], "timed out", "{:#?}", calls[1]);
+    assert_eq!(calls[2]["state"], "ok", "{:#?}", calls[2]);
+    assert_eq!(answer(calls[2])["result"], "the livetalk test server");
+
+    // What the server itself saw: the cancellation, and a call that never ran to its end.
+    let record = wait_for_record(&web_record, "cancelled");
+    let cancels: Vec<&Value> = record
+        .iter()
+        .filter(|e| e["event"] == "cancel_notification")
+        .collect();
+    assert_eq!(cancels.len(), 1, "{record:#?}");
+    assert!(
+        cancels[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("livetalk stopped the call"),
+        "{record:#?}"
+    );
+    assert!(
+        record.iter().any(|e| e["event"] == "started"),
+        "{record:#?}"
+    );
+    assert!(
+        !record.iter().any(|e| e["event"] == "finished"),
+        "{record:#?}"
+    );
+    assert!(
+        read_record(&local_record)
+            .iter()
+            .any(|e| e["event"] == "ready"),
+        "the --mcp server ran"
+    );
+}
+
+/// The engine and app of a session against the embedded mock running `faults`, with these
+/// MCP servers started first.
+async fn session(faults: Vec<Fault>, servers: Vec<ServerSpec>) -> Harness {
+    let scratch = tempfile::tempdir().unwrap();
+    let config = scratch.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let flags = FlagOverrides {
+        config: Some(config),
+        ..FlagOverrides::default()
+    };
+    let settings = Settings::resolve(&flags, &|_| None).unwrap();
+    let mock = MockServer::start(MockOptions {
+        speed: 20.0,
+        scenario: Scenario::new(faults),
+        ..MockOptions::loopback()
+    })
+    .await
+    .unwrap();
+    let home = SmartHome::new();
+    let registry = Arc::new(
+        builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap(),
+    );
+    let mut engine = Engine::new(registry, &home, Decider::Person);
+    engine.set_reconnect_policy(test_policy(4));
+    let (hub, events) = McpHub::start(servers).await;
+    engine.attach_mcp(hub, events);
+    let app = App::new(AppInit {
+        catalog: engine.catalog(),
+        ..AppInit::new(settings.model.clone(), true, home.snapshot())
+    });
+    engine
+        .connect(SessionOptions {
+            endpoint: mock.endpoint(ApiVersion::V1),
+            auth: Auth::None,
+            setup: build_setup(&settings, &engine.registry()),
+            connect_timeout: Duration::from_secs(5),
+        })
+        .await
+        .unwrap();
+    let mut harness = Harness {
+        mock,
+        engine,
+        app,
+        home,
+    };
+    harness.until_ready().await;
+    harness
+}
+
+fn last_call(app: &App) -> Option<&livetalk::app::ToolCallRecord> {
+    app.tool_calls().last()
+}
+
+fn has_notice(app: &App, level: NoticeLevel, text: &str) -> bool {
+    app.notices()
+        .iter()
+        .any(|n| n.level == level && n.text.contains(text))
+}
+
+fn screen(app: &mut App) -> String {
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(120, 40)).unwrap();
+    let mut layout = None;
+    terminal
+        .draw(|frame| layout = Some(livetalk::ui::draw(frame, app)))
+        .unwrap();
+    let buffer = terminal.backend().buffer();
+    let width = buffer.area.width as usize;
+    buffer
+        .content
+        .chunks(width)
+        .map(|row| row.iter().map(|c| c.symbol()).collect::<String>())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn key(code: KeyCode) -> Msg {
+    Msg::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_shows_in_the_tool_log_while_the_call_runs() {
+    let scratch = tempfile::tempdir().unwrap();
+    let record = scratch.path().join("record.jsonl");
+    let mut h = session(
+        vec![tool_calls_at(
+            1,
+            "count_slowly",
+            json!({"steps": 4, "step_secs": 0.4}),
+        )],
+        vec![fastmcp_stdio("local", &record)],
+    )
+    .await;
+    h.apply(Msg::UserText("count to four".into())).await;
+    h.until("progress shown for the running call", |app| {
+        last_call(app).is_some_and(|c| c.state == ToolState::Running && c.progress.is_some())
+    })
+    .await;
+    let progress = last_call(&h.app).unwrap().progress.clone().unwrap();
+    assert_eq!(progress.total, Some(4.0));
+    assert!(
+        progress.message.as_deref().unwrap().ends_with("of 4"),
+        "{progress:?}"
+    );
+    let shown = format!("{}/4: step {} of 4", progress.progress, progress.progress);
+    let drawn = screen(&mut h.app);
+    assert!(
+        drawn.contains(&shown),
+        "the tool log shows {shown:?}:\n{drawn}"
+    );
+    h.until("the call finished", |app| {
+        last_call(app).is_some_and(|c| c.state == ToolState::Ok)
+    })
+    .await;
+    let call = last_call(&h.app).unwrap();
+    assert_eq!(
+        call.response.as_ref().unwrap().response["result"],
+        "counted to 4"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_models_cancellation_reaches_the_server_and_stops_the_call() {
+    let scratch = tempfile::tempdir().unwrap();
+    let record = scratch.path().join("record.jsonl");
+    let mut h = session(
+        vec![
+            tool_calls_at(1, "count_slowly", json!({"steps": 80, "step_secs": 0.25})),
+            Fault::once(Moment::UserTurn, 2, FaultAction::CancelToolCalls),
+        ],
+        vec![fastmcp_stdio("local", &record)],
+    )
+    .await;
+    h.apply(Msg::UserText("count for a long time".into())).await;
+    // Progress means the server is running the call.
+    h.until("the call runs on the server", |app| {
+        last_call(app).is_some_and(|c| c.progress.is_some())
+    })
+    .await;
+    h.apply(Msg::UserText("never mind".into())).await;
+    h.until("the call cancelled", |app| {
+        app.tool_calls()
+            .first()
+            .is_some_and(|c| c.state == ToolState::Cancelled)
+    })
+    .await;
+    let record = tokio::task::spawn_blocking(move || wait_for_record(&record, "cancelled"))
+        .await
+        .unwrap();
+    let cancels: Vec<&Value> = record
+        .iter()
+        .filter(|e| e["event"] == "cancel_notification")
+        .collect();
+    assert_eq!(cancels.len(), 1, "{record:#?}");
+    assert!(
+        !record.iter().any(|e| e["event"] == "finished"),
+        "{record:#?}"
+    );
+    assert_eq!(
+        h.mock.stray_tool_responses(),
+        0,
+        "a cancelled call is not answered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_tool_list_is_declared_at_the_next_reconnect() {
+    let scratch = tempfile::tempdir().unwrap();
+    let record = scratch.path().join("record.jsonl");
+    let server = ServerSpec {
+        approval: None,
+        tool_approvals: [("add_tool".to_owned(), Approval::Never)].into(),
+        ..fastmcp_stdio("local", &record)
+    };
+    let mut h = session(
+        vec![
+            tool_calls_at(1, "add_tool", json!({})),
+            Fault::once(Moment::UserTurn, 2, FaultAction::Drop),
+        ],
+        vec![server],
+    )
+    .await;
+    let first = h.mock.declared_tools();
+    assert_eq!(first.len(), 1);
+    assert!(first[0].contains(&"whoami".to_owned()), "{first:?}");
+    // A tool with no parameters is declared without `parameters`.
+    let registry = h.engine.registry();
+    let declarations = registry.declarations();
+    let whoami = declarations.iter().find(|d| d.name == "whoami").unwrap();
+    assert!(whoami.parameters.is_none(), "{whoami:?}");
+    assert!(!first[0].contains(&"late_tool".to_owned()));
+    // Whether a call waits for the user: the tool's own setting, else the server's
+    // annotation (read-only runs), else it asks.
+    let gate = |approval| Gate {
+        origin: Origin::Mcp("local".into()),
+        approval,
+    };
+    assert_eq!(registry.gate("add_tool"), gate(Approval::Never));
+    assert_eq!(registry.gate("whoami"), gate(Approval::Never));
+    assert_eq!(registry.gate("fail"), gate(Approval::Always));
+    assert_eq!(registry.gate("get_current_time").origin, Origin::BuiltIn);
+
+    h.say("add a tool").await;
+    h.until("the change announced", |app| {
+        has_notice(app, NoticeLevel::Info, "changed its tools")
+    })
+    .await;
+    assert!(h.engine.registry().contains("late_tool"));
+    assert_eq!(
+        h.mock.declared_tools().len(),
+        1,
+        "no reconnect just for that"
+    );
+    // The connection drops; the next one declares the new tool and resumes the session.
+    h.say("and now").await;
+    h.until("reconnected", |app| {
+        has_notice(app, NoticeLevel::Info, "the conversation continues")
+    })
+    .await;
+    let setups = h.mock.declared_tools();
+    assert_eq!(setups.len(), 2, "{setups:?}");
+    assert!(setups[1].contains(&"late_tool".to_owned()), "{setups:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turning_a_tool_off_hands_over_at_the_turn_boundary_and_keeps_the_conversation() {
+    let scratch = tempfile::tempdir().unwrap();
+    let record = scratch.path().join("record.jsonl");
+    let mut h = session(
+        vec![tool_calls_at(2, "whoami", json!({}))],
+        vec![fastmcp_stdio("local", &record)],
+    )
+    .await;
+    // A turn first, so the server has given a resumption handle.
+    h.say("Is the living room lamp on?").await;
+    assert!(
+        h.app
+            .catalog()
+            .tools
+            .iter()
+            .any(|t| t.name == "whoami" && t.enabled)
+    );
+
+    // From the tool list (F8): select whoami, press Space.
+    h.apply(key(KeyCode::F(8))).await;
+    let row = h
+        .app
+        .tool_rows()
+        .iter()
+        .position(|r| matches!(r, ToolRow::Tool(t) if t.name == "whoami"))
+        .unwrap();
+    for _ in 0..row {
+        h.apply(key(KeyCode::Down)).await;
+    }
+    assert_eq!(h.app.view().popup, Some(Popup::Tools { selected: row }));
+    h.apply(key(KeyCode::Char(' '))).await;
+    assert!(h.app.tools_pending());
+    let drawn = screen(&mut h.app);
+    assert!(drawn.contains("[off] whoami"), "{drawn}");
+
+    h.until("handed over", |app| !app.tools_pending()).await;
+    h.until_ready().await;
+    let setups = h.mock.declared_tools();
+    assert_eq!(setups.len(), 2, "{setups:?}");
+    assert!(setups[0].contains(&"whoami".to_owned()));
+    assert!(!setups[1].contains(&"whoami".to_owned()), "{setups:?}");
+    assert!(setups[1].contains(&"count_slowly".to_owned()), "{setups:?}");
+    assert_eq!(
+        h.mock.resumptions(),
+        1,
+        "the session was resumed, not started afresh"
+    );
+    assert!(has_notice(
+        &h.app,
+        NoticeLevel::Info,
+        "the conversation continues"
+    ));
+
+    // A call that still comes for it is answered, with a refusal.
+    h.say("who are you").await;
+    let call = last_call(&h.app).unwrap();
+    assert_eq!(call.name, "whoami");
+    let ToolState::Error(why) = &call.state else {
+        panic!("refused: {call:?}");
+    };
+    assert!(why.contains("turned off"), "{why}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_server_answers_every_call_and_restarts_from_the_tool_list() {
+    let scratch = tempfile::tempdir().unwrap();
+    let record = scratch.path().join("record.jsonl");
+    let mut h = session(
+        vec![
+            tool_calls_at(1, "crash", json!({})),
+            tool_calls_at(2, "whoami", json!({})),
+            tool_calls_at(3, "whoami", json!({})),
+        ],
+        vec![fastmcp_stdio("local", &record)],
+    )
+    .await;
+    h.say("crash please").await;
+    h.until("the crash noticed", |app| {
+        has_notice(app, NoticeLevel::Warning, "MCP server local stopped")
+    })
+    .await;
+    let crashed = last_call(&h.app).unwrap();
+    assert!(
+        matches!(&crashed.state, ToolState::Error(why) if why.contains("stopped before it answered")),
+        "{crashed:?}"
+    );
+    let notice = h
+        .app
+        .notices()
+        .iter()
+        .find(|n| n.text.contains("local stopped"))
+        .unwrap();
+    assert!(
+        notice.text.contains("crashing on purpose"),
+        "its last words: {notice:?}"
+    );
+    assert_eq!(
+        h.app
+            .notices()
+            .iter()
+            .filter(|n| n.text.contains("local stopped"))
+            .count(),
+        1,
+        "one notice"
+    );
+
+    h.say("who are you").await;
+    let refused = last_call(&h.app).unwrap();
+    assert!(
+        matches!(&refused.state, ToolState::Error(why) if why.contains("not running")),
+        "{refused:?}"
+    );
+    assert!(
+        h.last_reply().contains("1 of them errors"),
+        "{}",
+        h.last_reply()
+    );
+
+    // The tool list shows it down; r on its row restarts it.
+    h.apply(key(KeyCode::F(8))).await;
+    let row = h
+        .app
+        .tool_rows()
+        .iter()
+        .position(|r| matches!(r, ToolRow::Server(s) if s.name == "local"))
+        .unwrap();
+    assert!(matches!(
+        h.app.tool_rows()[row],
+        ToolRow::Server(s) if matches!(s.state, ServerState::Down(_))
+    ));
+    for _ in 0..row {
+        h.apply(key(KeyCode::Down)).await;
+    }
+    let effects = h.app.clone().update(key(KeyCode::Char('r')));
+    assert_eq!(
+        effects,
+        vec![Effect::Intent(Msg::RestartMcpServer("local".into()))]
+    );
+    h.apply(key(KeyCode::Char('r'))).await;
+    h.until("up again", |app| {
+        app.notices()
+            .iter()
+            .filter(|n| n.text.starts_with("MCP server local is up"))
+            .count()
+            == 2
+    })
+    .await;
+    h.apply(key(KeyCode::Esc)).await;
+    h.say("who are you now").await;
+    let call = last_call(&h.app).unwrap();
+    assert_eq!(call.state, ToolState::Ok, "{call:?}");
+    assert_eq!(h.mock.stray_tool_responses(), 0);
+    assert_eq!(h.mock.connections(), 1, "the session never dropped");
+    assert!(
+        read_record(&record)
+            .iter()
+            .filter(|e| e["event"] == "ready")
+            .count()
+            == 2,
+        "the server was started twice"
+    );
+    let _ = std::io::stdout().flush();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_that_cannot_start_or_hang_at_start_are_one_notice_each() {
+    let missing = ServerSpec::stdio("missing", "/nonexistent/mcp-server", vec![]);
+    let silent = ServerSpec {
+        startup_timeout: Duration::from_millis(500),
+        ..ServerSpec::stdio("silent", "sleep", vec!["30".into()])
+    };
+    let started = std::time::Instant::now();
+    let (hub, mut events) = McpHub::start(vec![missing, silent]).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "nothing waits past its timeout"
+    );
+    let mut downs = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        downs.push(event);
+    }
+    assert_eq!(downs.len(), 2, "{downs:?}");
+    for event in &downs {
+        let McpEvent::Down { server, message } = event else {
+            panic!("{event:?}");
+        };
+        match server.as_str() {
+            "missing" => assert!(message.contains("cannot run"), "{message}"),
+            "silent" => assert!(message.contains("did not start within 0.5 s"), "{message}"),
+            other => panic!("{other}"),
+        }
+    }
+    assert!(
+        hub.servers()
+            .iter()
+            .all(|s| matches!(s.state, ServerState::Down(_)))
+    );
+}
