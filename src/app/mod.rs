@@ -365,6 +365,8 @@ pub struct AppInit {
     pub clock: fn() -> jiff::civil::Time,
     /// Every tool and MCP server at the start.
     pub catalog: Catalog,
+    /// What setting up decided that the user should know (shown as notices at the start).
+    pub notices: Vec<String>,
 }
 
 impl AppInit {
@@ -383,6 +385,7 @@ impl AppInit {
             log_path: None,
             clock: local_time_now,
             catalog: Catalog::default(),
+            notices: Vec::new(),
         }
     }
 }
@@ -460,14 +463,17 @@ impl App {
         if init.replay.is_some() {
             view.focus = Focus::Transcript;
         }
-        // Told at the start: on this model the tools behave differently.
+        // Told at the start: on this model the tools behave differently, and what setting up
+        // decided.
         let notices = models::traits(&init.model)
             .non_blocking_only
-            .then(|| Notice {
-                level: NoticeLevel::Info,
-                text: models::non_blocking_notice(&init.model),
-            })
+            .then(|| models::non_blocking_notice(&init.model))
             .into_iter()
+            .chain(init.notices)
+            .map(|text| Notice {
+                level: NoticeLevel::Info,
+                text,
+            })
             .collect();
         App {
             model: init.model,

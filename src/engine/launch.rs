@@ -105,15 +105,15 @@ pub async fn resolve_endpoint(
 /// How the session's connections prove who they are. For Vertex AI that is an access token
 /// from Application Default Credentials, whose file is found and read here, before anything
 /// starts, so missing credentials are one message at once; an API key is then not used.
-pub fn auth(settings: &Settings) -> anyhow::Result<Auth> {
+/// With Vertex AI and an API key set, also the notice that the key is not used.
+pub fn auth(settings: &Settings) -> anyhow::Result<(Auth, Option<String>)> {
     let Some(vertex) = &settings.vertex else {
-        return Ok(settings.api_key.clone().into());
+        return Ok((settings.api_key.clone().into(), None));
     };
-    if settings.api_key.is_some() {
-        crate::secrets::err(
-            "livetalk: info: An API key is set, but --vertex uses Application Default Credentials; the key is not used.",
-        );
-    }
+    let key_unused = settings.api_key.is_some().then(|| {
+        "An API key is set, but --vertex uses Application Default Credentials; the key is not used."
+            .to_owned()
+    });
     let credentials =
         Credentials::find(&|name| std::env::var(name).ok()).map_err(anyhow::Error::msg)?;
     tracing::info!(
@@ -122,7 +122,10 @@ pub fn auth(settings: &Settings) -> anyhow::Result<Auth> {
         "Vertex AI with the {}",
         credentials.describe()
     );
-    Ok(Auth::Bearer(Arc::new(TokenSource::new(credentials))))
+    Ok((
+        Auth::Bearer(Arc::new(TokenSource::new(credentials))),
+        key_unused,
+    ))
 }
 
 /// The reconnect policy of these settings.
@@ -143,7 +146,7 @@ pub async fn launch(
     log_path: Option<&Path>,
     decider: Decider,
 ) -> anyhow::Result<(App, Engine)> {
-    let auth = auth(settings)?;
+    let (auth, auth_notice) = auth(settings)?;
     let home = SmartHome::new();
     let mut registry =
         builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone())
@@ -204,6 +207,7 @@ pub async fn launch(
         no_color: no_color(),
         log_path: log_path.map(|p| p.display().to_string()),
         catalog: engine.catalog(),
+        notices: auth_notice.into_iter().collect(),
         ..AppInit::new(
             settings.model.clone(),
             settings.is_offline(),
