@@ -127,11 +127,12 @@ fn scenario_file(dir: &Path, calls: &[(&str, Value)]) -> PathBuf {
     path
 }
 
-/// `livetalk --headless --json` against `mock`, with only PATH from this environment (so a
-/// server's environment holds little besides what the config gives it).
+/// `livetalk --headless --json` against `mock` (`None`: no key and no endpoint, so the embedded
+/// offline demo model), with only PATH from this environment (so a server's environment holds
+/// little besides what the config gives it).
 fn run_headless(
     scratch: &Path,
-    mock: &MockProcess,
+    mock: Option<&MockProcess>,
     extra: &[&str],
     lines: &[&str],
 ) -> (Vec<Value>, String) {
@@ -140,8 +141,11 @@ fn run_headless(
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default());
     isolate(&mut command, scratch);
+    command.args(["--headless", "--json"]);
+    if let Some(mock) = mock {
+        command.args(["--endpoint", &mock.url]);
+    }
     let mut child = command
-        .args(["--headless", "--json", "--endpoint", &mock.url])
         .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -223,7 +227,7 @@ approval = "never"
     );
     let (events, stderr) = run_headless(
         scratch.path(),
-        &mock,
+        Some(&mock),
         &[],
         &[
             "echo please",
@@ -277,6 +281,62 @@ approval = "never"
     assert_eq!(replies.len(), 4, "{events:#?}");
     assert!(
         replies.iter().all(|r| r.contains("got 1 answers")),
+        "{replies:?}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn the_offline_demo_model_calls_the_reference_servers_tools_by_name() {
+    let scratch = tempfile::tempdir().unwrap();
+    // From the flag, so with no approval configured: these run under the headless default
+    // (`--approve read-only`) because the server annotates both tools read-only.
+    let everything = format!("everything=node '{}' stdio", server_everything().display());
+    let (events, stderr) = run_headless(
+        scratch.path(),
+        None,
+        &["--mcp", &everything],
+        &[
+            "use the echo tool with message hello",
+            "call get-sum with a 2 and b 3",
+        ],
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["endpoint_host"] == "offline demo model"),
+        "no key, no endpoint: the embedded demo model answers: {events:#?}"
+    );
+    let calls = tool_events(&events);
+    assert_eq!(calls.len(), 2, "{events:#?}\n{stderr}");
+    assert_eq!(calls[0]["name"], "echo");
+    assert_eq!(
+        calls[0]["args"],
+        json!({"message": "hello"}),
+        "{:#?}",
+        calls[0]
+    );
+    assert_eq!(calls[0]["state"], "ok", "{:#?}", calls[0]);
+    assert_eq!(answer(calls[0])["result"], "Echo: hello");
+    assert_eq!(calls[1]["name"], "get-sum");
+    assert_eq!(
+        calls[1]["args"],
+        json!({"a": 2.0, "b": 3.0}),
+        "{:#?}",
+        calls[1]
+    );
+    assert_eq!(calls[1]["state"], "ok", "{:#?}", calls[1]);
+    assert_eq!(answer(calls[1])["result"], "The sum of 2 and 3 is 5.");
+    // The model read the server's answers and said them.
+    let replies: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "model")
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(replies.len(), 2, "{events:#?}");
+    assert!(replies[0].contains("Echo: hello"), "{replies:?}");
+    assert!(
+        replies[1].contains("The sum of 2 and 3 is 5"),
         "{replies:?}"
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
@@ -372,7 +432,7 @@ approval = "never"
     );
     let (events, stderr) = run_headless(
         scratch.path(),
-        &mock,
+        Some(&mock),
         &["--mcp", &local],
         &["fail please", "count please", "who are you"],
     );
@@ -703,6 +763,13 @@ async fn turning_a_tool_off_hands_over_at_the_turn_boundary_and_keeps_the_conver
         panic!("refused: {call:?}");
     };
     assert!(why.contains("turned off"), "{why}");
+
+    // The resumed model has the new setup's tools: asked for whoami by name, it has none.
+    let calls = h.app.tool_calls().len();
+    h.say("use the whoami tool").await;
+    assert_eq!(h.app.tool_calls().len(), calls, "{:?}", last_call(&h.app));
+    let said = h.last_reply();
+    assert!(said.contains("no tool called whoami"), "{said}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

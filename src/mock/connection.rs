@@ -325,17 +325,13 @@ impl MockConnection {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(declarations().map(|d| d.name.clone()).collect());
-        self.model = ScriptedModel::with_declarations(declarations().cloned());
-        if let Some(instruction) = &setup.system_instruction {
-            self.model
-                .follow_instruction(&instruction_text(instruction));
-        }
         self.resumption = setup.session_resumption.is_some();
         let handle = setup
             .session_resumption
             .as_ref()
             .and_then(|r| r.handle.as_deref())
             .filter(|h| !h.is_empty());
+        self.model = ScriptedModel::default();
         if let Some(handle) = handle {
             self.run_faults(Moment::Resume);
             if let Some(outcome) = self.forced.take() {
@@ -352,6 +348,13 @@ impl MockConnection {
                     return Outcome::Close(1008, "BidiGenerateContent session not found".into());
                 }
             }
+        }
+        // A resumed conversation keeps what was said, but its tools and instruction are this
+        // setup's: the client may have turned a tool off for the hand-over.
+        self.model.redeclare(declarations().cloned());
+        if let Some(instruction) = &setup.system_instruction {
+            self.model
+                .follow_instruction(&instruction_text(instruction));
         }
         self.audio_out = !modalities.contains(&Modality::Text);
         self.transcribe_output = setup.output_audio_transcription.is_some();
@@ -388,7 +391,7 @@ impl MockConnection {
                 .filter(|d| d.behavior == Some(Behavior::NonBlocking))
                 .map(|d| d.name.clone())
                 .collect();
-            self.model.redeclare(declarations().map(|d| d.name.clone()));
+            self.model.redeclare(declarations().cloned());
         }
     }
 

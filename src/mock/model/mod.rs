@@ -80,12 +80,9 @@ impl ScriptedModel {
     /// A model that will only ever call the tools declared here (the client's
     /// `functionDeclarations`).
     pub fn with_declarations(declarations: impl IntoIterator<Item = FunctionDeclaration>) -> Self {
-        let declarations: Vec<FunctionDeclaration> = declarations.into_iter().collect();
-        Self {
-            declared: declarations.iter().map(|d| d.name.clone()).collect(),
-            declarations,
-            ..Self::default()
-        }
+        let mut model = Self::default();
+        model.redeclare(declarations);
+        model
     }
 
     /// Follows a system instruction (from `setup` or a `contextUpdate`) where this model
@@ -109,9 +106,12 @@ impl ScriptedModel {
         .any(|cue| lower.contains(cue));
     }
 
-    /// The tools the client declares now (a `contextUpdate` replaced them).
-    pub fn redeclare(&mut self, declared_tools: impl IntoIterator<Item = String>) {
-        self.declared = declared_tools.into_iter().collect();
+    /// The tools the client declares now, replacing the earlier ones: a `contextUpdate` sent
+    /// new ones, or a client resumed this conversation with a `setup` of its own (a tool turned
+    /// off must not be called after the hand-over).
+    pub fn redeclare(&mut self, declarations: impl IntoIterator<Item = FunctionDeclaration>) {
+        self.declarations = declarations.into_iter().collect();
+        self.declared = self.declarations.iter().map(|d| d.name.clone()).collect();
     }
 
     /// A reply as the instruction wants it.
