@@ -342,6 +342,59 @@ fn the_offline_demo_model_calls_the_reference_servers_tools_by_name() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+#[test]
+fn headless_approve_policies_decide_for_the_reference_servers_tools() {
+    // server-everything annotates `echo` read-only and `toggle-simulated-logging` not: with
+    // nobody to ask, the policy decides, and a refusal is what the model gets.
+    let everything = format!("everything=node '{}' stdio", server_everything().display());
+    let lines = [
+        "use the echo tool with message hello",
+        "use the toggle-simulated-logging tool",
+    ];
+    let run = |policy: Option<&str>| {
+        let scratch = tempfile::tempdir().unwrap();
+        let mut extra = vec!["--mcp", everything.as_str()];
+        if let Some(policy) = policy {
+            extra.extend(["--approve", policy]);
+        }
+        let (events, stderr) = run_headless(scratch.path(), None, &extra, &lines);
+        let calls: Vec<Value> = tool_events(&events).into_iter().cloned().collect();
+        assert_eq!(calls.len(), 2, "{policy:?}: {events:#?}\n{stderr}");
+        assert_eq!(calls[0]["name"], "echo");
+        assert_eq!(calls[1]["name"], "toggle-simulated-logging");
+        calls
+    };
+    let refused = |call: &Value, words: &str| {
+        let response = answer(call);
+        assert_eq!(response["success"], false, "{call:#}");
+        let error = response["error"].as_str().unwrap_or_default();
+        assert!(error.contains(words), "{words:?} in {error:?}");
+    };
+    let ran = |call: &Value| {
+        assert_eq!(call["state"], "ok", "{call:#}");
+        assert!(answer(call).get("success").is_none(), "{call:#}");
+    };
+
+    // The default, read-only: the read-only tool runs, the other is refused.
+    let calls = run(None);
+    ran(&calls[0]);
+    assert_eq!(answer(&calls[0])["result"], "Echo: hello");
+    refused(&calls[1], "--approve read-only");
+    // none: no MCP call runs.
+    let calls = run(Some("none"));
+    refused(&calls[0], "--approve none");
+    refused(&calls[1], "--approve none");
+    // all: both run, the toggle really reached the server.
+    let calls = run(Some("all"));
+    ran(&calls[0]);
+    ran(&calls[1]);
+    let said = answer(&calls[1])["result"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(said.contains("simulated, random-leveled logging"), "{said}");
+}
+
 /// A FastMCP server over streamable HTTP on a free loopback port, ready when this returns.
 struct HttpServer {
     child: Child,
