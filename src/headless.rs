@@ -289,6 +289,15 @@ impl Printer {
     fn print_entry(&self, app: &App, entry: &Entry) -> bool {
         match entry {
             Entry::User { text, via } => {
+                // Speech is transcribed in fragments: it is final once something follows it.
+                let streaming = *via == UserInput::Speech
+                    && app
+                        .transcript()
+                        .last()
+                        .is_some_and(|l| std::ptr::eq(l, entry));
+                if streaming && !app.is_finished() {
+                    return false;
+                }
                 let via_label = match via {
                     UserInput::Typed => "typed",
                     UserInput::Speech => "speech",

@@ -667,8 +667,9 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
     );
 }
 
-/// A spoken session (a WAV as the mic) records what was sent in `mic.wav`; `--against`
-/// streams it to the mock again, which hears the same speech.
+/// A spoken session (a WAV as the mic) records what was sent in `mic.wav` and shows the
+/// input transcription's fragments as one line; `--against` streams it to the mock again,
+/// which hears the same speech.
 #[test]
 fn against_resends_the_recorded_mic_audio_in_real_time() {
     let scratch = tempfile::tempdir().unwrap();
@@ -697,6 +698,9 @@ fn against_resends_the_recorded_mic_audio_in_real_time() {
     assert_eq!(original.code, Some(0), "{}", original.stderr);
     let heard = "Gemini: I heard about 1.3 seconds of speech";
     assert!(original.stdout.contains(heard), "{}", original.stdout);
+    // The input transcription comes in two fragments; the line shows both, joined.
+    let you = "You (spoken): (about 1.3 seconds of speech)\n";
+    assert!(original.stdout.starts_with(you), "{}", original.stdout);
     let mic = hound::WavReader::open(dir.join("mic.wav")).unwrap();
     assert_eq!(mic.spec().sample_rate, 16_000);
     assert!(
@@ -715,4 +719,88 @@ fn against_resends_the_recorded_mic_audio_in_real_time() {
     assert_eq!(again.code, Some(0), "{}", again.stderr);
     assert!(again.stderr.contains("s of mic audio"), "{}", again.stderr);
     assert!(again.stdout.contains(heard), "{}", again.stdout);
+    assert!(again.stdout.starts_with(you), "{}", again.stdout);
+}
+
+/// 3.8 Live turns go on after `turnComplete` (`IN_PROGRESS`) and end at `IDLE`: a replay
+/// prints what the live run printed, each next line only after the `IDLE`, and the replayed
+/// app shows the model working from the acknowledgement's `turnComplete` until that `IDLE`.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_asynchronous_3_8_turn_replays_ending_at_idle() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("async");
+    let dir_arg = dir.to_str().unwrap();
+    let model = "gemini-3.8-live-extended-thinking";
+    let original = run_livetalk(
+        scratch.path(),
+        &[
+            "--headless",
+            "--offline",
+            "--model",
+            model,
+            "--record",
+            dir_arg,
+        ],
+        &[],
+        &SMART_HOME_LINES,
+    );
+    assert_eq!(original.code, Some(0), "{}", original.stderr);
+    let replayed = run_livetalk(
+        scratch.path(),
+        &["replay", dir_arg, "--headless", "--instant"],
+        &[],
+        &[],
+    );
+    assert_eq!(replayed.code, Some(0), "{}", replayed.stderr);
+    assert_eq!(replayed.stdout, original.stdout, "{}", replayed.stderr);
+    // Each line's whole interaction (acknowledgement, tool, answer) comes before the next.
+    let shown: Vec<&str> = replayed.stdout.lines().collect();
+    let kinds: String = shown
+        .iter()
+        .filter_map(|l| {
+            [("You: ", 'U'), ("Gemini: ", 'G'), ("Tool: ", 'T')]
+                .iter()
+                .find(|(prefix, _)| l.starts_with(prefix))
+                .map(|&(_, kind)| kind)
+        })
+        .collect();
+    assert_eq!(kinds, "UGTG".repeat(3), "{shown:#?}");
+
+    // In process: the replayed app is working exactly between each acknowledgement and the
+    // IDLE that ends its interaction, and no line is sent while it is.
+    let recording = Recording::load(&dir).unwrap();
+    let (mut playback, warnings) = Playback::new(&recording, Pacing::Instant);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let mut app = replay::initial_app(&recording, None, 0);
+    let mut trace = String::new();
+    let mut working = false;
+    while let Some(msg) = playback.next().await {
+        if matches!(msg, Msg::UserText(_)) {
+            assert!(!app.model_working(), "a line sent while the model works");
+        }
+        let _ = app.update(msg);
+        if app.model_working() != working {
+            working = app.model_working();
+            let last = app.transcript().last().unwrap();
+            let said = match last {
+                livetalk::app::Entry::Model {
+                    text_parts,
+                    transcript,
+                    ..
+                } => livetalk::app::Entry::model_text(text_parts, transcript),
+                other => format!("{other:?}"),
+            };
+            trace.push_str(&format!("{working} after {said}\n"));
+        }
+    }
+    let spans: Vec<&str> = trace.lines().collect();
+    assert_eq!(spans.len(), 6, "{trace}");
+    for pair in spans.chunks(2) {
+        assert!(pair[0].starts_with("true after One moment"), "{trace}");
+        assert!(
+            pair[1].starts_with("false after ") && !pair[1].contains("One moment"),
+            "{trace}"
+        );
+    }
+    assert!(app.ended_cleanly());
 }
