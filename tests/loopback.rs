@@ -10,12 +10,11 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::harness::{default_settings, fast_mock};
 use livetalk::app::{App, AppInit, Msg, ToolState};
-use livetalk::config::{FlagOverrides, Settings};
 use livetalk::driver::Source as _;
 use livetalk::engine::{Engine, build_setup};
 use livetalk::live::{ApiVersion, Auth, SessionOptions};
-use livetalk::mock::{MockOptions, MockServer};
 use livetalk::tools::{SmartHome, builtin_registry};
 
 async fn drive(app: &mut App, engine: &mut Engine, msg: Msg) {
@@ -36,21 +35,8 @@ async fn until_ready(app: &mut App, engine: &mut Engine) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn smart_home_dialogue_over_loopback_changes_the_devices() {
-    let scratch = tempfile::tempdir().unwrap();
-    let config = scratch.path().join("config.toml");
-    std::fs::write(&config, "").unwrap();
-    let flags = FlagOverrides {
-        config: Some(config),
-        ..FlagOverrides::default()
-    };
-    let settings = Settings::resolve(&flags, &|_| None).unwrap();
-
-    let mock = MockServer::start(MockOptions {
-        speed: 20.0,
-        ..MockOptions::loopback()
-    })
-    .await
-    .unwrap();
+    let settings = default_settings();
+    let mock = fast_mock(Vec::new()).await;
     let home = SmartHome::new();
     let registry = Arc::new(
         builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap(),
@@ -158,20 +144,8 @@ impl livetalk::tools::Tool for Echo {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_demo_model_calls_a_users_tool_by_name_and_it_waits_for_approval() {
     use livetalk::tools::{Approval, CallKey, Decider, Verdict};
-    let scratch = tempfile::tempdir().unwrap();
-    let config = scratch.path().join("config.toml");
-    std::fs::write(&config, "").unwrap();
-    let flags = FlagOverrides {
-        config: Some(config),
-        ..FlagOverrides::default()
-    };
-    let settings = Settings::resolve(&flags, &|_| None).unwrap();
-    let mock = MockServer::start(MockOptions {
-        speed: 20.0,
-        ..MockOptions::loopback()
-    })
-    .await
-    .unwrap();
+    let settings = default_settings();
+    let mock = fast_mock(Vec::new()).await;
     let home = SmartHome::new();
     let mut registry =
         builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap();

@@ -16,14 +16,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::harness::{Harness, test_policy};
+use common::harness::{Harness, default_settings, fast_mock, test_policy};
 use common::*;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use livetalk::app::{App, AppInit, Effect, Msg, NoticeLevel, Popup, ToolRow, ToolState};
-use livetalk::config::{FlagOverrides, Settings};
 use livetalk::engine::{Engine, build_setup};
 use livetalk::live::{ApiVersion, Auth, SessionOptions};
-use livetalk::mock::{Fault, FaultAction, MockOptions, MockServer, Moment, Scenario};
+use livetalk::mock::{Fault, FaultAction, Moment};
 use livetalk::tools::mcp::{McpEvent, McpHub, ServerSpec, ServerState};
 use livetalk::tools::{Approval, Decider, Gate, Origin, SmartHome, builtin_registry};
 use serde_json::{Value, json};
@@ -534,21 +533,8 @@ approval = "never"
 /// The engine and app of a session against the embedded mock running `faults`, with these
 /// MCP servers started first.
 async fn session(faults: Vec<Fault>, servers: Vec<ServerSpec>) -> Harness {
-    let scratch = tempfile::tempdir().unwrap();
-    let config = scratch.path().join("config.toml");
-    std::fs::write(&config, "").unwrap();
-    let flags = FlagOverrides {
-        config: Some(config),
-        ..FlagOverrides::default()
-    };
-    let settings = Settings::resolve(&flags, &|_| None).unwrap();
-    let mock = MockServer::start(MockOptions {
-        speed: 20.0,
-        scenario: Scenario::new(faults),
-        ..MockOptions::loopback()
-    })
-    .await
-    .unwrap();
+    let settings = default_settings();
+    let mock = fast_mock(faults).await;
     let home = SmartHome::new();
     let registry = Arc::new(
         builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap(),

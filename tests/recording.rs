@@ -14,10 +14,9 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::harness::test_policy;
+use common::harness::{default_settings, test_policy};
 use common::*;
 use livetalk::app::{App, AppInit, Connection, Msg, ToolState};
-use livetalk::config::{FlagOverrides, Settings};
 use livetalk::driver::{Source as _, apply};
 use livetalk::engine::{Engine, build_setup};
 use livetalk::live::{ApiVersion, Auth, SessionOptions};
@@ -524,13 +523,7 @@ async fn run_until(engine: &mut Engine, app: &mut App, what: &str, done: impl Fn
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
     let scratch = tempfile::tempdir().unwrap();
-    let config = scratch.path().join("config.toml");
-    std::fs::write(&config, "").unwrap();
-    let flags = FlagOverrides {
-        config: Some(config),
-        ..FlagOverrides::default()
-    };
-    let settings = Settings::resolve(&flags, &|_| None).unwrap();
+    let settings = default_settings();
     // The model calls `hang`, which the watchdog flags and the timeout answers; the
     // connection drops when that turn is over.
     let mock = MockServer::start(MockOptions {

@@ -24,6 +24,29 @@ pub fn test_policy(max_attempts: u32) -> ReconnectPolicy {
     }
 }
 
+/// The settings of a run with an empty config file and no environment: the defaults.
+pub fn default_settings() -> Settings {
+    let scratch = tempfile::tempdir().unwrap();
+    let config = scratch.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let flags = FlagOverrides {
+        config: Some(config),
+        ..FlagOverrides::default()
+    };
+    Settings::resolve(&flags, &|_| None).unwrap()
+}
+
+/// The embedded mock on loopback, speaking 20× faster than real time, running `faults`.
+pub async fn fast_mock(faults: Vec<Fault>) -> MockServer {
+    MockServer::start(MockOptions {
+        speed: 20.0,
+        scenario: Scenario::new(faults),
+        ..MockOptions::loopback()
+    })
+    .await
+    .unwrap()
+}
+
 pub struct Harness {
     pub mock: MockServer,
     pub engine: Engine,
@@ -41,21 +64,8 @@ impl Harness {
         policy: ReconnectPolicy,
         registry: Option<Registry>,
     ) -> Harness {
-        let scratch = tempfile::tempdir().unwrap();
-        let config = scratch.path().join("config.toml");
-        std::fs::write(&config, "").unwrap();
-        let flags = FlagOverrides {
-            config: Some(config),
-            ..FlagOverrides::default()
-        };
-        let settings = Settings::resolve(&flags, &|_| None).unwrap();
-        let mock = MockServer::start(MockOptions {
-            speed: 20.0,
-            scenario: Scenario::new(faults),
-            ..MockOptions::loopback()
-        })
-        .await
-        .unwrap();
+        let settings = default_settings();
+        let mock = fast_mock(faults).await;
         let home = SmartHome::new();
         let registry = Arc::new(registry.unwrap_or_else(|| {
             builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap()
