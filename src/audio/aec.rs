@@ -360,11 +360,17 @@ fn note_error(errors: &mut u64, error: &aec3::graph::GraphError) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mock::voice::synthesize as synthetic_speech;
+    use crate::mock::voice::{espeak_available, synthesize};
 
-    /// 24 kHz synthetic speech for `text`, as f32 at 16 kHz.
+    /// espeak-ng speech for `text`, as f32 at 16 kHz. Real speech, not the mock's synthetic
+    /// fallback voice: that is a steady buzz, and no echo canceller can tell one period of it
+    /// from the next.
     fn voice(text: &str) -> Vec<f32> {
-        let pcm: Vec<f32> = synthetic_speech(text)
+        assert!(
+            espeak_available(),
+            "espeak-ng is needed (scripts/test.sh installs it)"
+        );
+        let pcm: Vec<f32> = synthesize(text)
             .iter()
             .map(|&s| f32::from(s) / 32_768.0)
             .collect();
