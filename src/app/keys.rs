@@ -304,7 +304,7 @@ pub const KEY_MAP: &[KeyRow] = &[
     },
     KeyRow {
         keys: "F4",
-        help: "audio details: devices, resampling, drops, underruns, latencies",
+        help: "audio details: devices, echo canceller, drops, underruns, latencies",
         footer: None,
         bindings: &[(S::Anywhere, key(KeyCode::F(4)), A::AudioDetails)],
     },

@@ -1,5 +1,5 @@
 //! Audio on screen: the status line's mic state and level meters, and the audio details popup
-//! (devices, resampling paths, counters and latencies).
+//! (devices, resampling paths, the echo canceller's state, counters and latencies).
 
 use std::time::Duration;
 
