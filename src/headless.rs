@@ -275,6 +275,11 @@ impl Printer {
         self.printed_notices = app.notices().len();
 
         while let Some(entry) = app.transcript().get(self.printed_entries) {
+            // An interrupted reply waits for the echo verdict on it (moments, from the audio
+            // worker), so the line printed once is the right one.
+            if app.echo_check_pending(self.printed_entries) && !app.is_finished() {
+                break;
+            }
             if !self.print_entry(app, entry) {
                 break;
             }

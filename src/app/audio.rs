@@ -148,6 +148,8 @@ impl App {
         match event {
             AudioEvent::Opened(setup) => self.audio_opened(setup),
             AudioEvent::DeviceFailed { direction, message } => {
+                // No verdict will come from a closed device.
+                self.echo_verdict(false);
                 let what = match direction {
                     Direction::Input => {
                         self.audio.input = None;
@@ -183,6 +185,10 @@ impl App {
                         Floor::Listening
                     };
                 }
+                Vec::new()
+            }
+            AudioEvent::Silenced { echo_heard } => {
+                self.echo_verdict(echo_heard);
                 Vec::new()
             }
             AudioEvent::Echo(figures) => {

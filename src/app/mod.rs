@@ -410,6 +410,9 @@ pub struct App {
     connection: Connection,
     floor: Floor,
     transcript: Vec<Entry>,
+    /// The model entry the service interrupted while Gemini was heard, until the audio worker
+    /// says whether its mic had been carrying the speaker's echo (`AudioEvent::Silenced`).
+    echo_check: Option<usize>,
     tool_calls: Vec<ToolCallRecord>,
     devices: Vec<Device>,
     notices: Vec<Notice>,
@@ -493,6 +496,7 @@ impl App {
             connection: Connection::Connecting,
             floor: Floor::Listening,
             transcript: Vec::new(),
+            echo_check: None,
             tool_calls: Vec::new(),
             devices: init.devices,
             notices,
@@ -580,6 +584,12 @@ impl App {
 
     pub fn transcript(&self) -> &[Entry] {
         &self.transcript
+    }
+
+    /// Whether the transcript entry at `index` waits for the echo verdict on its interruption
+    /// (a presenter that prints each entry once holds it back until then).
+    pub fn echo_check_pending(&self, index: usize) -> bool {
+        self.echo_check == Some(index)
     }
 
     pub fn tool_calls(&self) -> &[ToolCallRecord] {
@@ -927,13 +937,18 @@ impl App {
             SessionEvent::GenerationComplete => Vec::new(),
             SessionEvent::Interrupted => {
                 // Only the service's interruption can be Gemini hearing itself: a local
-                // barge-in has already finished the entry (and silenced the speaker).
+                // barge-in has already finished the entry (and silenced the speaker). The
+                // verdict comes from the audio worker once it has silenced the speaker: by
+                // then it has seen every mic frame that could have made the service interrupt.
+                let heard = self.audio.audible;
                 let echo = self.audio.echo_suspected();
+                let index = self.streaming_model_entry();
                 if let Some(Entry::Model { echo_suspected, .. }) =
                     self.finish_model_entry(ModelTurnStatus::Interrupted)
                 {
                     *echo_suspected = echo;
                 }
+                self.echo_check = index.filter(|_| heard && !echo);
                 self.floor = Floor::Listening;
                 self.end_model_audio(true)
             }
@@ -1362,6 +1377,29 @@ impl App {
     }
 
     /// Ends the streaming model entry this way; returns it (none was streaming: `None`).
+    /// The index of the model entry still streaming, if any.
+    fn streaming_model_entry(&self) -> Option<usize> {
+        self.transcript.iter().rposition(|entry| {
+            matches!(
+                entry,
+                Entry::Model {
+                    status: ModelTurnStatus::Streaming,
+                    ..
+                }
+            )
+        })
+    }
+
+    /// The audio worker's verdict on the interruption waiting for one.
+    pub(super) fn echo_verdict(&mut self, echo_heard: bool) {
+        let Some(index) = self.echo_check.take() else {
+            return;
+        };
+        if let Some(Entry::Model { echo_suspected, .. }) = self.transcript.get_mut(index) {
+            *echo_suspected = echo_heard;
+        }
+    }
+
     fn finish_model_entry(&mut self, how: ModelTurnStatus) -> Option<&mut Entry> {
         let entry = self.transcript.iter_mut().rev().find(|entry| {
             matches!(

@@ -1066,6 +1066,40 @@ fn an_interruption_after_real_speech_is_not_flagged() {
 }
 
 #[test]
+fn the_audio_workers_verdict_at_the_moment_it_silences_the_speaker_decides() {
+    use crate::audio::AudioEvent;
+    // The last report said nothing yet (the echo began a moment ago): the worker's verdict,
+    // given once it has silenced the speaker, flags the interrupted reply.
+    for (verdict, flagged) in [(true, true), (false, false)] {
+        let mut app = heard_mid_reply();
+        echo_heard(&mut app, false);
+        app.update(Msg::Session(SessionEvent::Interrupted));
+        let index = app.transcript.len() - 1;
+        assert!(
+            app.echo_check_pending(index),
+            "the reply waits for the verdict"
+        );
+        app.update(Msg::Audio(AudioEvent::Silenced {
+            echo_heard: verdict,
+        }));
+        assert!(!app.echo_check_pending(index));
+        assert_eq!(last_interruption(&app), Some(flagged));
+        // A later flush (a barge-in) changes nothing.
+        app.update(Msg::Audio(AudioEvent::Silenced { echo_heard: true }));
+        assert_eq!(last_interruption(&app), Some(flagged));
+    }
+    // A speaker that fails before the verdict: the reply is not held back for ever.
+    let mut app = heard_mid_reply();
+    app.update(Msg::Session(SessionEvent::Interrupted));
+    app.update(Msg::Audio(AudioEvent::DeviceFailed {
+        direction: crate::audio::Direction::Output,
+        message: "unplugged".into(),
+    }));
+    assert!(!app.echo_check_pending(app.transcript.len() - 1));
+    assert_eq!(last_interruption(&app), Some(false));
+}
+
+#[test]
 fn a_local_barge_in_is_not_flagged_when_the_service_confirms_it() {
     let mut app = heard_mid_reply();
     echo_heard(&mut app, true);

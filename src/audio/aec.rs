@@ -330,6 +330,17 @@ impl EchoPath {
         });
     }
 
+    /// Whether the mic has been carrying the speaker's echo, judged on everything up to now.
+    pub fn echo_heard_now(&mut self) -> bool {
+        let heard = self.watch.echo_heard_now();
+        tracing::debug!(
+            heard,
+            tracking = self.watch.tracking(),
+            "self-interruption check"
+        );
+        heard
+    }
+
     /// The figures now.
     pub fn figures(&self) -> EchoFigures {
         let heard = self.far_end_frames > 0;

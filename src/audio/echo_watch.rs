@@ -12,13 +12,15 @@ const WINDOW: usize = 150;
 /// Echo paths up to 400 ms: device buffers, the room, a Bluetooth speaker.
 const MAX_LAG: usize = 40;
 /// How often the comparison runs, in microphone frames.
-const EVERY: u64 = 10;
-/// The speaker counts as loud when this share of the window is above [`LOUD_DBFS`].
-const LOUD_SHARE: f32 = 0.3;
+const EVERY: u64 = 5;
+/// The speaker counts as loud when this share of the window (150 ms) is above [`LOUD_DBFS`]:
+/// a model that hears itself interrupts itself a quarter of a second into its reply.
+const LOUD_SHARE: f32 = 0.1;
 const LOUD_DBFS: f32 = -40.0;
-/// Below this the microphone sends nothing worth comparing.
+/// Below this the microphone sends nothing worth comparing; it must send something for at
+/// least this share of the window (75 ms).
 const SOUND_DBFS: f32 = -55.0;
-const SOUND_SHARE: f32 = 0.2;
+const SOUND_SHARE: f32 = 0.05;
 /// Envelope correlation at and above which the microphone is taken to carry the speaker. An
 /// echo alone scores about 1; a person talking over a cancelled echo stayed under 0.65, and
 /// over an uncancelled one of equal level, about 0.8 (see the canceller's tests).
@@ -82,6 +84,15 @@ impl EchoWatch {
     /// The speaker was loud and the microphone followed it, lately.
     pub fn echo_heard(&self) -> bool {
         self.mic_frames < self.heard_until
+    }
+
+    /// [`EchoWatch::echo_heard`], judged again on everything seen up to now: for the moment
+    /// the service interrupts, when every mic frame that could have caused it has been seen.
+    pub fn echo_heard_now(&mut self) -> bool {
+        if self.judge() {
+            self.heard_until = self.mic_frames + HOLD;
+        }
+        self.echo_heard()
     }
 
     /// The best envelope correlation of the latest comparison (−1…1).

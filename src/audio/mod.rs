@@ -232,6 +232,12 @@ pub enum AudioEvent {
     Figures(AudioFigures),
     /// The echo canceller's state (sent when it changes, a few times a second at most).
     Echo(EchoFigures),
+    /// The speaker was silenced (an interruption or a barge-in). `echo_heard`: the mic had been
+    /// carrying the speaker's echo, judged at that moment, when every mic frame that could
+    /// have made the service interrupt had already been seen.
+    Silenced {
+        echo_heard: bool,
+    },
     /// The `--input-wav` clip has been streamed to its end.
     InputClipEnded,
     /// The `--output-wav` file reached its size cap: it is finished, and the rest of the
@@ -518,7 +524,15 @@ impl Worker {
                 }
             }
             Command::EndTurn => self.playback.end_turn(),
-            Command::Flush { requested_at } => self.playback.flush(requested_at),
+            Command::Flush { requested_at } => {
+                self.playback.flush(requested_at);
+                let echo_heard = self
+                    .capture
+                    .as_mut()
+                    .and_then(|c| c.echo.as_mut())
+                    .is_some_and(|e| e.echo_heard_now());
+                self.emit(AudioEvent::Silenced { echo_heard });
+            }
             Command::MicOpen(open) => {
                 self.mic_open = open;
                 if let Some(capture) = &mut self.capture {
