@@ -1,7 +1,8 @@
 //! Criterion benches of the audio paths: the capture path per 20 ms (48 kHz stereo f32 from
-//! the device → downmix into the ring → 16 kHz → PCM16 → `realtimeInput` JSON frame) and the
+//! the device → downmix into the ring → 16 kHz → PCM16 → `realtimeInput` JSON frame), the
 //! playback path per 40 ms model chunk (PCM16 24 kHz → f32 → 48 kHz → ring → the output
-//! callback filling 48 kHz stereo periods).
+//! callback filling 48 kHz stereo periods), and the mic's voice processing per 10 ms frame
+//! (the speaker reference at 48 kHz → 16 kHz, then AEC3 and noise suppression on the mic).
 
 // A bench prints its own figures; it holds no secrets.
 #![allow(clippy::disallowed_macros)]
@@ -11,6 +12,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use livetalk::audio::EchoMode;
+use livetalk::audio::aec::{EchoPath, FRAME};
 use livetalk::audio::callbacks::{CaptureCallback, OutputCallback};
 use livetalk::audio::pcm::{Framer, extend_f32_from_pcm16_le, extend_pcm16_le_from_f32};
 use livetalk::audio::resample::StreamResampler;
@@ -48,7 +51,7 @@ fn capture_path(c: &mut Criterion) {
         "capture 20 ms (48 kHz stereo f32 -> 16 kHz PCM16 -> JSON frame)",
         |b| {
             b.iter(|| {
-                callback.process(black_box(&device[..]));
+                callback.process(black_box(&device[..]), None);
                 mono.clear();
                 let n = consumer.slots();
                 let chunk = consumer.read_chunk(n).unwrap();
@@ -80,7 +83,13 @@ fn playback_path(c: &mut Criterion) {
         .collect(); // 40 ms at 24 kHz
     let (mut producer, consumer) = rtrb::RingBuffer::new(48_000);
     let shared = Arc::new(PlaybackShared::default());
-    let mut callback = OutputCallback::new(consumer, 2, 0, shared, Clock::new());
+    let (reference, mut played) = rtrb::RingBuffer::new(48_000);
+    let mut callback = OutputCallback::new(consumer, reference, 2, 0, shared, Clock::new());
+    // The worker's side of the echo reference: taken out as it would be.
+    let mut drain = move || {
+        let n = played.slots();
+        played.read_chunk(n).unwrap().commit_all();
+    };
     let mut resampler = StreamResampler::new(24_000, 48_000).unwrap();
     let mut decoded = Vec::with_capacity(960);
     let mut resampled = Vec::with_capacity(2000);
@@ -100,8 +109,9 @@ fn playback_path(c: &mut Criterion) {
                 chunk.fill_from_iter(resampled.iter().copied());
                 // Four 10 ms device periods play it out.
                 for _ in 0..4 {
-                    callback.process(&mut period[..]);
+                    callback.process(&mut period[..], None);
                 }
+                drain();
                 black_box(&period);
             })
         },
@@ -112,11 +122,63 @@ fn playback_path(c: &mut Criterion) {
                 let chunk = producer.write_chunk_uninit(480).unwrap();
                 chunk.fill_from_iter(std::iter::repeat_n(0.25f32, 480));
             }
-            callback.process(black_box(&mut period[..]));
+            callback.process(black_box(&mut period[..]), None);
+            drain();
         })
     });
     group.finish();
 }
 
-criterion_group!(benches, capture_path, playback_path);
+/// One 10 ms frame of the mic's voice processing with the speaker playing and its echo in the
+/// mic (a quieter copy 60 ms later), after a second to let the canceller lock on.
+fn voice_processing(c: &mut Criterion) {
+    let speaker = speech_like(48_000 * 3, 48_000.0, 1);
+    let far_16k = speech_like(16_000 * 3, 16_000.0, 1);
+    let mic: Vec<f32> = (0..far_16k.len())
+        .map(|i| i.checked_sub(960).map_or(0.0, |j| far_16k[j] * 0.3))
+        .collect();
+    let mut group = c.benchmark_group("audio");
+    group.throughput(Throughput::Elements(FRAME as u64));
+    for (name, mode, noise_suppression) in [
+        (
+            "voice processing, one 10 ms frame (AEC3 + noise suppression)",
+            EchoMode::Aec,
+            true,
+        ),
+        (
+            "voice processing, one 10 ms frame (AEC3 only)",
+            EchoMode::Aec,
+            false,
+        ),
+        (
+            "voice processing, one 10 ms frame (noise suppression only)",
+            EchoMode::Off,
+            true,
+        ),
+    ] {
+        let mut path = EchoPath::new(mode, noise_suppression, Some(48_000)).unwrap();
+        let mut out = Vec::with_capacity(FRAME * 2);
+        let mut frame = 0usize;
+        let frames = far_16k.len() / FRAME;
+        let mut step = |path: &mut EchoPath, out: &mut Vec<f32>| {
+            let i = frame % frames;
+            frame += 1;
+            path.played(&speaker[i * 480..(i + 1) * 480]);
+            out.clear();
+            path.process(&mic[i * FRAME..(i + 1) * FRAME], out);
+        };
+        for _ in 0..100 {
+            step(&mut path, &mut out);
+        }
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                step(&mut path, &mut out);
+                black_box(&out);
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, capture_path, playback_path, voice_processing);
 criterion_main!(benches);

@@ -128,9 +128,15 @@ pub struct SessionFlags {
     /// --input-wav, the whole clip is one utterance).
     #[arg(long)]
     pub push_to_talk: bool,
-    /// What the mic sends while Gemini is heard: gate (silence; default) or off (headphones).
-    #[arg(long, value_name = "MODE", value_parser = ["gate", "off"])]
+    /// How Gemini's voice is kept out of the mic: aec (cancel the speaker's echo, so you can
+    /// talk over Gemini; default), gate (send silence while Gemini is heard) or off
+    /// (headphones).
+    #[arg(long, value_name = "MODE", value_parser = ["aec", "gate", "off"])]
     pub echo: Option<String>,
+    /// Leave the mic's noise unsuppressed (suppression is on by default, or
+    /// audio.noise_suppression).
+    #[arg(long)]
+    pub no_noise_suppression: bool,
     /// Add an MCP server for this run: 'NAME=COMMAND ARGS…', split like a shell (repeatable;
     /// replaces a configured server of the same name).
     #[arg(long, value_name = "NAME=COMMAND ARGS…")]
@@ -179,6 +185,7 @@ impl SessionFlags {
             output_wav_max_mb: self.output_wav_max_mb,
             push_to_talk: self.push_to_talk,
             echo: self.echo.clone(),
+            no_noise_suppression: self.no_noise_suppression,
             mcp: self.mcp.clone(),
         }
     }

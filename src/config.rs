@@ -148,6 +148,7 @@ struct AudioLayer {
     frame_ms: Option<u64>,
     startup_buffer_ms: Option<u64>,
     echo: Option<String>,
+    noise_suppression: Option<bool>,
     push_to_talk: Option<bool>,
     output_wav_max_mb: Option<u64>,
 }
@@ -218,6 +219,8 @@ pub struct FlagOverrides {
     pub output_wav_max_mb: Option<u64>,
     pub push_to_talk: bool,
     pub echo: Option<String>,
+    /// `--no-noise-suppression`.
+    pub no_noise_suppression: bool,
     /// `--mcp 'NAME=COMMAND ARGS…'`, as given.
     pub mcp: Vec<String>,
 }
@@ -448,6 +451,9 @@ impl Settings {
         }
         if flags.no_audio {
             merged.audio.devices = false;
+        }
+        if flags.no_noise_suppression {
+            merged.audio.noise_suppression = false;
         }
         if flags.push_to_talk {
             merged.audio.push_to_talk = true;
@@ -721,6 +727,7 @@ impl Merged {
             let audio = &mut self.audio;
             audio.devices = a.enabled.unwrap_or(audio.devices);
             audio.push_to_talk = a.push_to_talk.unwrap_or(audio.push_to_talk);
+            audio.noise_suppression = a.noise_suppression.unwrap_or(audio.noise_suppression);
             if let Some(host) = a.host {
                 audio.host = audio_host(&host, source)?;
             }
@@ -991,7 +998,7 @@ fn echo_mode(value: &str, source: &str) -> Result<EchoMode, ConfigError> {
         ConfigError::new(
             source,
             "audio.echo",
-            format!("{value:?} is not one of gate, off"),
+            format!("{value:?} is not one of aec, gate, off"),
         )
     })
 }

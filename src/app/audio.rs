@@ -4,7 +4,8 @@
 //! open; without one, the wire does.
 
 use crate::audio::{
-    AudioEvent, AudioFigures, AudioOptions, AudioSetup, Direction, EchoMode, StreamInfo,
+    AudioEvent, AudioFigures, AudioOptions, AudioSetup, Direction, EchoFigures, EchoMode,
+    StreamInfo,
 };
 
 use super::{App, Effect, Floor, ModelTurnStatus, NoticeLevel};
@@ -66,6 +67,8 @@ pub struct AudioState {
     pub mic_level: f32,
     pub output_level: f32,
     pub figures: AudioFigures,
+    /// The device mic's voice processing: the echo canceller's state (none without one).
+    pub echo_figures: Option<EchoFigures>,
     /// After a local barge-in the rest of that model turn is not played or shown.
     pub discard_turn: bool,
     /// Model audio was handed to the speaker and has not finished playing: a headless run
@@ -165,6 +168,11 @@ impl App {
                         Floor::Listening
                     };
                 }
+                Vec::new()
+            }
+            AudioEvent::Echo(figures) => {
+                self.audio.echo = figures.mode;
+                self.audio.echo_figures = Some(figures);
                 Vec::new()
             }
             AudioEvent::Levels { mic, output } => {

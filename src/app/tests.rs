@@ -790,9 +790,14 @@ fn with_a_speaker_gemini_speaks_while_audible_not_while_bytes_arrive() {
     assert_eq!(app.floor, Floor::Speaking);
     assert_eq!(
         app.audio.mic_state(),
-        MicState::Gated,
-        "the echo gate is on by default"
+        MicState::Live,
+        "the echo canceller is on by default: the mic stays live to talk over Gemini"
     );
+    app.update(Msg::Audio(AudioEvent::Echo(crate::audio::EchoFigures {
+        mode: crate::audio::EchoMode::Gate,
+        ..Default::default()
+    })));
+    assert_eq!(app.audio.mic_state(), MicState::Gated, "the echo gate");
     assert_eq!(turn_complete(&mut app), vec![Effect::EndPlaybackTurn]);
     assert_eq!(app.floor, Floor::Speaking, "the tail is still playing");
     assert!(

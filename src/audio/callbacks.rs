@@ -1,7 +1,8 @@
 //! The two real-time callbacks' work, independent of cpal so it can be tested and benched:
 //! capture downmixes into the capture ring; output plays the playback ring with a start-up
-//! buffer, silence on underrun and an immediate flush when the epoch changes. Neither
-//! allocates, locks, logs nor touches tokio.
+//! buffer, silence on underrun and an immediate flush when the epoch changes, and copies
+//! exactly what it wrote to the device into the echo reference ring. Neither allocates,
+//! locks, logs nor touches tokio.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -19,11 +20,18 @@ pub struct CaptureCallback {
 }
 
 impl CaptureCallback {
-    pub fn process<T>(&mut self, interleaved: &[T])
+    /// Takes one device buffer; `latency` is how long ago its first sample was captured,
+    /// when the host says.
+    pub fn process<T>(&mut self, interleaved: &[T], latency: Option<std::time::Duration>)
     where
         T: Sample,
         f32: FromSample<T>,
     {
+        if let Some(latency) = latency {
+            self.shared
+                .latency_ns
+                .store(latency.as_nanos() as u64, Ordering::Relaxed);
+        }
         let channels = self.channels.max(1);
         let frames = interleaved.len() / channels;
         let room = self.producer.slots();
@@ -59,6 +67,10 @@ enum OutputState {
 /// The output callback: mono samples from the ring to every device channel.
 pub struct OutputCallback {
     pub consumer: rtrb::Consumer<f32>,
+    /// What was written to the device, mono, silence included: the echo canceller's far end.
+    /// Taken here, where samples leave for the speaker, so it holds exactly what was played
+    /// (a barge-in's flushed audio never enters it).
+    reference: rtrb::Producer<f32>,
     pub channels: usize,
     /// Frames the ring must hold before playback starts (or restarts after an underrun).
     pub startup_frames: usize,
@@ -71,6 +83,7 @@ pub struct OutputCallback {
 impl OutputCallback {
     pub fn new(
         consumer: rtrb::Consumer<f32>,
+        reference: rtrb::Producer<f32>,
         channels: usize,
         startup_frames: usize,
         shared: Arc<PlaybackShared>,
@@ -78,6 +91,7 @@ impl OutputCallback {
     ) -> Self {
         OutputCallback {
             consumer,
+            reference,
             channels: channels.max(1),
             startup_frames,
             epoch: shared.epoch.load(Ordering::Acquire),
@@ -87,8 +101,51 @@ impl OutputCallback {
         }
     }
 
-    /// Fills one device buffer (interleaved).
-    pub fn process<T>(&mut self, out: &mut [T])
+    /// Fills one device buffer (interleaved); `latency` is how long until its first sample
+    /// is heard, when the host says.
+    pub fn process<T>(&mut self, out: &mut [T], latency: Option<std::time::Duration>)
+    where
+        T: Sample + FromSample<f32>,
+        f32: FromSample<T>,
+    {
+        if let Some(latency) = latency {
+            self.shared
+                .latency_ns
+                .store(latency.as_nanos() as u64, Ordering::Relaxed);
+        }
+        let frames = out.len() / self.channels;
+        let played = self.fill(out);
+        self.write_reference(out, played, frames);
+    }
+
+    /// Copies the buffer just written (its first `played` frames carry ring audio, the rest
+    /// is silence) into the reference ring; what does not fit is counted, never waited for.
+    fn write_reference<T>(&mut self, out: &[T], played: usize, frames: usize)
+    where
+        T: Sample,
+        f32: FromSample<T>,
+    {
+        let room = self.reference.slots();
+        let take = frames.min(room);
+        if take < frames {
+            self.shared
+                .reference_overflow
+                .fetch_add((frames - take) as u64, Ordering::Relaxed);
+        }
+        if let Ok(chunk) = self.reference.write_chunk_uninit(take) {
+            let channels = self.channels;
+            chunk.fill_from_iter(out.chunks_exact(channels).enumerate().map(|(i, frame)| {
+                if i < played {
+                    frame[0].to_sample::<f32>()
+                } else {
+                    0.0
+                }
+            }));
+        }
+    }
+
+    /// Writes the device buffer; returns how many frames came from the ring.
+    fn fill<T>(&mut self, out: &mut [T]) -> usize
     where
         T: Sample + FromSample<f32>,
     {
@@ -113,7 +170,7 @@ impl OutputCallback {
                 }
             }
             self.shared.epoch_seen.store(epoch, Ordering::Release);
-            return;
+            return 0;
         }
 
         let frames = out.len() / self.channels;
@@ -124,7 +181,7 @@ impl OutputCallback {
                 self.state = OutputState::Playing;
             } else {
                 out.fill(silence);
-                return;
+                return 0;
             }
         }
 
@@ -163,6 +220,7 @@ impl OutputCallback {
                 self.shared.underruns.fetch_add(1, Ordering::Relaxed);
             }
         }
+        take
     }
 }
 
@@ -172,10 +230,11 @@ mod tests {
 
     fn output(startup: usize, capacity: usize) -> (rtrb::Producer<f32>, OutputCallback) {
         let (producer, consumer) = rtrb::RingBuffer::new(capacity);
+        let (reference, _) = rtrb::RingBuffer::new(capacity);
         let shared = Arc::new(PlaybackShared::default());
         (
             producer,
-            OutputCallback::new(consumer, 2, startup, shared, Clock::new()),
+            OutputCallback::new(consumer, reference, 2, startup, shared, Clock::new()),
         )
     }
 
@@ -195,11 +254,11 @@ mod tests {
             shared: shared.clone(),
             clock: Clock::new(),
         };
-        callback.process(&[0.2, 0.4, -0.2, -0.4, 1.0, 0.0]);
+        callback.process(&[0.2, 0.4, -0.2, -0.4, 1.0, 0.0], None);
         assert_eq!(consumer.pop().unwrap(), 0.3f32);
         assert!((consumer.pop().unwrap() + 0.3).abs() < 1e-6);
         assert_eq!(consumer.pop().unwrap(), 0.5);
-        callback.process(&[0.1; 12]);
+        callback.process(&[0.1; 12], None);
         assert_eq!(consumer.slots(), 4);
         assert_eq!(shared.overflow_samples.load(Ordering::Relaxed), 2);
         assert!((shared.level.take() - 0.5).abs() < 1e-6);
@@ -211,10 +270,10 @@ mod tests {
         let (mut producer, mut callback) = output(4, 64);
         push(&mut producer, 0.5, 3);
         let mut out = [1.0f32; 8];
-        callback.process(&mut out);
+        callback.process(&mut out, None);
         assert_eq!(out, [0.0; 8], "3 of 4 start-up frames: still silent");
         push(&mut producer, 0.5, 1);
-        callback.process(&mut out);
+        callback.process(&mut out, None);
         assert_eq!(out, [0.5; 8]);
         assert!(callback.shared.audible.load(Ordering::Relaxed));
         assert_eq!(callback.shared.frames_played.load(Ordering::Relaxed), 4);
@@ -225,7 +284,7 @@ mod tests {
         let (mut producer, mut callback) = output(2, 64);
         push(&mut producer, 0.25, 3);
         let mut out = [1.0f32; 8];
-        callback.process(&mut out);
+        callback.process(&mut out, None);
         assert_eq!(out, [0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.0, 0.0]);
         assert_eq!(callback.shared.underruns.load(Ordering::Relaxed), 1);
         assert!(
@@ -240,7 +299,7 @@ mod tests {
         push(&mut producer, 0.5, 3);
         callback.shared.draining.store(true, Ordering::Relaxed);
         let mut out = [1.0f32; 8];
-        callback.process(&mut out);
+        callback.process(&mut out, None);
         assert_eq!(&out[..6], &[0.5; 6]);
         assert_eq!(callback.shared.underruns.load(Ordering::Relaxed), 0);
         assert!(!callback.shared.audible.load(Ordering::Relaxed));
@@ -251,14 +310,14 @@ mod tests {
         let (mut producer, mut callback) = output(1, 64);
         push(&mut producer, 0.5, 40);
         let mut out = [0.0f32; 8];
-        callback.process(&mut out);
+        callback.process(&mut out, None);
         assert_eq!(out, [0.5; 8]);
         callback
             .shared
             .flush_requested_at
             .store(callback.clock.now(), Ordering::Relaxed);
         callback.shared.epoch.fetch_add(1, Ordering::Release);
-        callback.process(&mut out);
+        callback.process(&mut out, None);
         assert_eq!(
             out, [0.0; 8],
             "silent in the first callback after the flush"
@@ -267,5 +326,44 @@ mod tests {
         assert!(!callback.shared.audible.load(Ordering::Relaxed));
         assert_eq!(callback.shared.epoch_seen.load(Ordering::Relaxed), 1);
         assert!(callback.shared.flush_to_silence_ns.load(Ordering::Relaxed) > 0);
+    }
+
+    #[test]
+    fn the_reference_holds_exactly_what_the_device_played_silence_and_flushes_included() {
+        let (mut producer, consumer) = rtrb::RingBuffer::new(64);
+        let (reference, mut played) = rtrb::RingBuffer::new(12);
+        let shared = Arc::new(PlaybackShared::default());
+        let mut callback = OutputCallback::new(consumer, reference, 2, 2, shared, Clock::new());
+        let mut out = [0.0f32; 8];
+        // Priming: silence out, silence in the reference.
+        producer.push(0.5).unwrap();
+        callback.process(&mut out, Some(std::time::Duration::from_millis(30)));
+        // Playing 3 frames then an underrun's silence.
+        producer.push(0.25).unwrap();
+        producer.push(-0.25).unwrap();
+        callback.process(&mut out, None);
+        // Queued audio flushed by a barge-in never reaches the reference.
+        for _ in 0..10 {
+            producer.push(0.9).unwrap();
+        }
+        callback.shared.epoch.fetch_add(1, Ordering::Release);
+        callback.process(&mut out, None);
+        // The ring is full now: the next buffer is counted as lost, and nothing blocks.
+        callback.process(&mut out, None);
+        assert_eq!(
+            callback.shared.reference_overflow.load(Ordering::Relaxed),
+            4
+        );
+        let got: Vec<f32> = std::iter::from_fn(|| played.pop().ok()).collect();
+        assert_eq!(
+            got,
+            [
+                0.0, 0.0, 0.0, 0.0, 0.5, 0.25, -0.25, 0.0, 0.0, 0.0, 0.0, 0.0
+            ]
+        );
+        assert_eq!(
+            callback.shared.latency_ns.load(Ordering::Relaxed),
+            30_000_000
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! The capture pipeline, off the real-time thread: takes mono samples from the microphone's
-//! ring (or a WAV file at real-time pace), resamples them to 16 kHz, cuts them into frames,
-//! applies the mute / push-to-talk / echo gates and hands PCM16 frames to the session
-//! through a drop-oldest queue.
+//! ring (or a WAV file at real-time pace), resamples them to 16 kHz, runs a device mic through
+//! its voice processing (echo canceller, noise suppression), cuts them into frames, applies
+//! the mute / push-to-talk / echo gates and hands PCM16 frames to the session through a
+//! drop-oldest queue.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -9,6 +10,7 @@ use std::time::Instant;
 
 use tokio::sync::broadcast;
 
+use super::aec::EchoPath;
 use super::pcm::extend_pcm16_le_from_f32;
 use super::resample::StreamResampler;
 use super::shared::{CaptureShared, Clock, PlaybackShared};
@@ -58,8 +60,11 @@ pub struct Capture {
     pub open: bool,
     /// Echo gate: send silence while the model is audible (device mics only).
     pub gate: Option<Arc<PlaybackShared>>,
+    /// Voice processing (device mics only; a WAV file is sent as it is).
+    pub echo: Option<EchoPath>,
     input: Vec<f32>,
     resampled: Vec<f32>,
+    processed: Vec<f32>,
     /// Frames made and frames replaced by silence by the echo gate.
     pub frames_made: u64,
     pub frames_gated: u64,
@@ -83,8 +88,10 @@ impl Capture {
             clock,
             open: true,
             gate: None,
+            echo: None,
             input: Vec::with_capacity(rate as usize / 10),
             resampled: Vec::with_capacity(INPUT_RATE as usize / 10),
+            processed: Vec::with_capacity(INPUT_RATE as usize / 10),
             frames_made: 0,
             frames_gated: 0,
             clip_done: false,
@@ -142,6 +149,11 @@ impl Capture {
         }
         self.resampled.clear();
         self.resampler.push(&self.input, &mut self.resampled);
+        if let Some(echo) = &mut self.echo {
+            self.processed.clear();
+            echo.process(&self.resampled, &mut self.processed);
+            std::mem::swap(&mut self.processed, &mut self.resampled);
+        }
         let gated = self
             .gate
             .as_ref()

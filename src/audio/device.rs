@@ -408,7 +408,10 @@ where
 {
     device.build_input_stream(
         config,
-        move |data: &[T], _: &cpal::InputCallbackInfo| callback.process(data),
+        move |data: &[T], info: &cpal::InputCallbackInfo| {
+            let at = info.timestamp();
+            callback.process(data, at.callback.checked_duration_since(at.capture));
+        },
         move |e| on_error(e.to_string()),
         None,
     )
@@ -417,6 +420,8 @@ where
 /// What the output stream needs besides the device.
 pub struct OutputParts {
     pub consumer: rtrb::Consumer<f32>,
+    /// Where the callback copies what it played (the echo canceller's far end).
+    pub reference: rtrb::Producer<f32>,
     pub startup_frames: usize,
     pub shared: Arc<PlaybackShared>,
     pub clock: Clock,
@@ -437,6 +442,7 @@ pub fn open_output(
     let (config, format) = stream_config(device, Direction::Output)?;
     let callback = OutputCallback::new(
         parts.consumer,
+        parts.reference,
         usize::from(config.channels),
         parts.startup_frames,
         parts.shared,
@@ -461,10 +467,14 @@ fn build_output<T>(
 ) -> Result<cpal::Stream, cpal::Error>
 where
     T: SizedSample + cpal::FromSample<f32>,
+    f32: cpal::FromSample<T>,
 {
     device.build_output_stream(
         config,
-        move |data: &mut [T], _: &cpal::OutputCallbackInfo| callback.process(data),
+        move |data: &mut [T], info: &cpal::OutputCallbackInfo| {
+            let at = info.timestamp();
+            callback.process(data, at.playback.checked_duration_since(at.callback));
+        },
         move |e| on_error(e.to_string()),
         None,
     )

@@ -1,11 +1,13 @@
 //! Audio I/O: the microphone at 16 kHz mono PCM16 for the Live API, model audio (24 kHz) out
-//! through the speaker, barge-in, the echo gate, push-to-talk, and WAV files standing in for
-//! either device. One worker thread owns the devices and the non-real-time processing; the
+//! through the speaker, barge-in, echo cancellation (or the echo gate), noise suppression,
+//! push-to-talk, and WAV files standing in for either device. One worker thread owns the devices and the non-real-time processing; the
 //! cpal callbacks only move samples through lock-free rings (see [`callbacks`]).
 
+pub mod aec;
 pub mod callbacks;
 pub mod capture;
 pub mod device;
+pub mod echo_watch;
 pub mod link;
 pub mod pcm;
 pub mod playback;
@@ -23,6 +25,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use tokio::sync::{broadcast, mpsc};
 
+pub use aec::EchoFigures;
 pub use capture::{INPUT_RATE, MicFrame};
 pub use device::{AudioHost, DeviceListing, Direction};
 pub use link::{AudioLink, AudioOutput};
@@ -34,24 +37,45 @@ use playback::{OutputDevice, Playback};
 use shared::{CaptureShared, Clock, PlaybackShared};
 use wav::{MonoClip, WavSink};
 
-/// What the mic does while the model is audible.
+/// How the model's voice is kept out of the microphone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum EchoMode {
+    /// Cancel the speaker's echo from the mic (WebRTC's AEC3), so the model does not hear
+    /// itself and a person can still talk over it: barge-in by voice on laptop speakers.
+    #[default]
+    Aec,
     /// Send silence while the model is heard, so it does not hear (and interrupt) itself
     /// through the speakers; barge in with the key or by typing.
-    #[default]
     Gate,
-    /// Always send the mic (headphones, or a system echo canceller).
+    /// Always send the mic as it is (headphones, or a system echo canceller).
     Off,
 }
 
 impl EchoMode {
     pub fn parse(text: &str) -> Option<EchoMode> {
         match text.trim().to_ascii_lowercase().as_str() {
+            "aec" => Some(EchoMode::Aec),
             "gate" => Some(EchoMode::Gate),
             "off" => Some(EchoMode::Off),
             _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EchoMode::Aec => "aec",
+            EchoMode::Gate => "gate",
+            EchoMode::Off => "off",
+        }
+    }
+
+    /// The next mode in the order the echo key steps through them.
+    pub fn next(self) -> EchoMode {
+        match self {
+            EchoMode::Aec => EchoMode::Gate,
+            EchoMode::Gate => EchoMode::Off,
+            EchoMode::Off => EchoMode::Aec,
         }
     }
 }
@@ -71,6 +95,8 @@ pub struct AudioOptions {
     /// Audio buffered before playback starts, so bursts do not stutter.
     pub startup_buffer: Duration,
     pub echo: EchoMode,
+    /// Noise suppression on a device microphone.
+    pub noise_suppression: bool,
     /// Server VAD off; a key brackets speech with activityStart / activityEnd.
     pub push_to_talk: bool,
     /// Stream this WAV as the microphone, in real time, then silence.
@@ -92,6 +118,7 @@ impl Default for AudioOptions {
             frame: Duration::from_millis(20),
             startup_buffer: Duration::from_millis(40),
             echo: EchoMode::default(),
+            noise_suppression: true,
             push_to_talk: false,
             input_wav: None,
             output_wav: None,
@@ -203,6 +230,8 @@ pub enum AudioEvent {
         output: f32,
     },
     Figures(AudioFigures),
+    /// The echo canceller's state (sent when it changes, a few times a second at most).
+    Echo(EchoFigures),
     /// The `--input-wav` clip has been streamed to its end.
     InputClipEnded,
     /// The `--output-wav` file reached its size cap: it is finished, and the rest of the
@@ -223,6 +252,7 @@ enum Command {
         requested_at: u64,
     },
     MicOpen(bool),
+    SetEcho(EchoMode),
     Reopen,
     /// Send the figures now, changed or not.
     ReportFigures,
@@ -248,6 +278,7 @@ const FRAME_QUEUE: usize = 100;
 const PUMP_EVERY: Duration = Duration::from_millis(5);
 const LEVELS_EVERY: Duration = Duration::from_millis(80);
 const FIGURES_EVERY: Duration = Duration::from_millis(500);
+const ECHO_EVERY: Duration = Duration::from_millis(250);
 /// Seconds of device-rate audio the output ring holds (the model bursts faster than real time).
 const OUTPUT_RING_SECONDS: usize = 10;
 
@@ -320,6 +351,11 @@ impl Audio {
         self.send(Command::MicOpen(open));
     }
 
+    /// Switches how the model's voice is kept out of the mic, now.
+    pub fn set_echo(&self, mode: EchoMode) {
+        self.send(Command::SetEcho(mode));
+    }
+
     /// Closes and re-opens the devices (after a failure, or to pick up a new default).
     pub fn reopen(&self) {
         self.send(Command::Reopen);
@@ -354,6 +390,9 @@ struct Worker {
     playback_shared: Arc<PlaybackShared>,
     device_errors: std_mpsc::Receiver<(Direction, String)>,
     device_errors_tx: std_mpsc::Sender<(Direction, String)>,
+    /// Scratch for the speaker reference on its way to the echo canceller.
+    played: Vec<f32>,
+    reported_echo: Option<EchoFigures>,
     mic_open: bool,
     figures: AudioFigures,
     reported_figures: AudioFigures,
@@ -389,6 +428,8 @@ impl Worker {
             playback_shared: Arc::new(PlaybackShared::default()),
             device_errors,
             device_errors_tx,
+            played: Vec::new(),
+            reported_echo: None,
             figures: AudioFigures::default(),
             reported_figures: AudioFigures::default(),
             levels: (0, 0),
@@ -405,6 +446,7 @@ impl Worker {
         self.log_alsa(alsa_errors.as_ref());
         let mut next_levels = Instant::now();
         let mut next_figures = Instant::now();
+        let mut next_echo = Instant::now();
         loop {
             let active = self.capture.is_some() || self.playback.output.is_some();
             let first = if active {
@@ -435,6 +477,10 @@ impl Worker {
             if now >= next_figures {
                 next_figures = now + FIGURES_EVERY;
                 self.report_figures();
+            }
+            if now >= next_echo {
+                next_echo = now + ECHO_EVERY;
+                self.report_echo();
             }
         }
         self.capture = None;
@@ -478,6 +524,15 @@ impl Worker {
                 if let Some(capture) = &mut self.capture {
                     capture.open = open;
                 }
+            }
+            Command::SetEcho(mode) => {
+                self.options.echo = mode;
+                if let Some(capture) = &mut self.capture
+                    && capture.echo.is_some()
+                {
+                    self.arm_echo(mode);
+                }
+                self.report_echo();
             }
             Command::Reopen => {
                 self.capture = None;
@@ -571,22 +626,16 @@ impl Worker {
         } else {
             None
         };
-        self.capture = source.and_then(|(source, rate, name)| {
+        let opened = source.and_then(|(source, rate, name)| {
             let is_device = matches!(source, Source::Device { .. });
             match Capture::new(source, rate, frame_samples, self.frames.clone(), self.clock) {
                 Ok(mut capture) => {
                     capture.open = self.mic_open;
-                    if is_device
-                        && self.options.echo == EchoMode::Gate
-                        && self.playback.output.is_some()
-                    {
-                        capture.gate = Some(self.playback_shared.clone());
-                    }
                     setup.input = Some(StreamInfo {
                         name,
                         path: capture.path(),
                     });
-                    Some(capture)
+                    Some((capture, is_device))
                 }
                 Err(e) => {
                     setup.problems.push(format!("microphone: {e:#}"));
@@ -594,7 +643,44 @@ impl Worker {
                 }
             }
         });
+        if let Some((capture, is_device)) = opened {
+            self.capture = Some(capture);
+            if is_device {
+                self.arm_echo(self.options.echo);
+            }
+        }
         self.emit(AudioEvent::Opened(setup));
+        self.reported_echo = None;
+        self.report_echo();
+    }
+
+    /// Sets up the device mic's voice processing for `mode`: the canceller (with a speaker
+    /// open) or the gate, and noise suppression. A canceller that cannot start leaves the gate
+    /// in its place, with a warning: the model must not hear itself.
+    fn arm_echo(&mut self, mode: EchoMode) {
+        let Some(capture) = &mut self.capture else {
+            return;
+        };
+        let speaker_rate = self.playback.output.as_ref().map(|o| o.rate);
+        let mut mode = mode;
+        let path = match aec::EchoPath::new(mode, self.options.noise_suppression, speaker_rate) {
+            Ok(path) => Some(path),
+            Err(e) => {
+                tracing::warn!("{e:#}; the echo gate stands in");
+                mode = EchoMode::Gate;
+                None
+            }
+        };
+        capture.echo = path;
+        capture.gate = (mode == EchoMode::Gate && speaker_rate.is_some())
+            .then(|| self.playback_shared.clone());
+        // Only what is played from now on is the canceller's far end.
+        if let Some(output) = &mut self.playback.output {
+            let queued = output.reference.slots();
+            if let Ok(chunk) = output.reference.read_chunk(queued) {
+                chunk.commit_all();
+            }
+        }
     }
 
     fn open_input(&self, host: &cpal::Host) -> Result<(Source, u32, String), DeviceError> {
@@ -631,12 +717,15 @@ impl Worker {
         )?;
         let (rate, _) = device::output_format(&device)?;
         let (producer, consumer) = rtrb::RingBuffer::new(rate as usize * OUTPUT_RING_SECONDS);
+        // The worker drains the reference every few milliseconds; a second is plenty.
+        let (reference, reference_out) = rtrb::RingBuffer::new(rate as usize);
         let startup_frames =
             (f64::from(rate) * self.options.startup_buffer.as_secs_f64()).round() as usize;
         let stream = device::open_output(
             &device,
             OutputParts {
                 consumer,
+                reference,
                 startup_frames,
                 shared: self.playback_shared.clone(),
                 clock: self.clock,
@@ -646,6 +735,7 @@ impl Worker {
         Ok((
             OutputDevice {
                 producer,
+                reference: reference_out,
                 shared: self.playback_shared.clone(),
                 rate: stream.rate,
                 _stream: stream.stream,
@@ -666,6 +756,7 @@ impl Worker {
             }
             self.emit(AudioEvent::DeviceFailed { direction, message });
         }
+        self.feed_reference();
         if let Some(capture) = &mut self.capture {
             if capture.pump() {
                 let _ = self.events.send(AudioEvent::InputClipEnded);
@@ -690,6 +781,60 @@ impl Worker {
             );
         }
         self.figures.mic_overflow = self.capture_shared.overflow_samples.load(Ordering::Relaxed);
+    }
+
+    /// Hands what the speaker played since the last pump to the mic's echo path (before the
+    /// mic's own samples, so the canceller always has the far end first), with the delay the
+    /// device clocks report. Without an echo path it is dropped.
+    fn feed_reference(&mut self) {
+        let Some(output) = &mut self.playback.output else {
+            return;
+        };
+        self.played.clear();
+        let queued = output.reference.slots();
+        if let Ok(chunk) = output.reference.read_chunk(queued) {
+            let (a, b) = chunk.as_slices();
+            self.played.extend_from_slice(a);
+            self.played.extend_from_slice(b);
+            chunk.commit_all();
+        }
+        if let Some(echo) = self.capture.as_mut().and_then(|c| c.echo.as_mut()) {
+            echo.played(&self.played);
+            let latency = self.capture_shared.latency_ns.load(Ordering::Relaxed)
+                + output.shared.latency_ns.load(Ordering::Relaxed);
+            if latency > 0 {
+                echo.set_device_delay((latency / 1_000_000) as u32);
+            }
+        }
+    }
+
+    /// Sends the echo canceller's figures when they changed enough to show.
+    fn report_echo(&mut self) {
+        let Some(figures) = self
+            .capture
+            .as_ref()
+            .and_then(|c| c.echo.as_ref())
+            .map(|e| e.figures())
+        else {
+            return;
+        };
+        let shown = |f: &EchoFigures| {
+            (
+                f.mode,
+                f.cancelling,
+                f.noise_suppression,
+                f.delay_ms,
+                f.device_delay_ms,
+                f.erle_db.map(|v| v.round() as i32),
+                f.erl_db.map(|v| v.round() as i32),
+                f.converged,
+                f.echo_heard,
+            )
+        };
+        if self.reported_echo.as_ref().map(shown) != Some(shown(&figures)) {
+            self.reported_echo = Some(figures);
+            self.emit(AudioEvent::Echo(figures));
+        }
     }
 
     fn report_levels(&mut self) {

@@ -19,6 +19,8 @@ pub const OUTPUT_RATE: u32 = 24_000;
 /// The speaker side of the feeder.
 pub struct OutputDevice {
     pub producer: rtrb::Producer<f32>,
+    /// What the callback played, for the echo canceller.
+    pub reference: rtrb::Consumer<f32>,
     pub shared: Arc<PlaybackShared>,
     pub rate: u32,
     /// Kept open as long as the output lives.

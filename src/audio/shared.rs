@@ -71,6 +71,9 @@ pub struct CaptureShared {
     pub overflow_samples: AtomicU64,
     /// When the newest samples entered the ring.
     pub last_callback_at: AtomicU64,
+    /// The device's capture latency as cpal's timestamps tell it (callback − capture), in ns:
+    /// half of the delay hint the echo canceller starts from.
+    pub latency_ns: AtomicU64,
 }
 
 /// What the output callback and the playback feeder share.
@@ -95,4 +98,8 @@ pub struct PlaybackShared {
     pub underruns: AtomicU64,
     /// Device frames taken from the ring and played.
     pub frames_played: AtomicU64,
+    /// The device's playback latency as cpal's timestamps tell it (playback − callback), in ns.
+    pub latency_ns: AtomicU64,
+    /// Samples of the echo reference lost because its ring was full (the worker fell behind).
+    pub reference_overflow: AtomicU64,
 }

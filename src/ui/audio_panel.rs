@@ -103,6 +103,7 @@ pub fn detail_lines(app: &App, theme: Theme) -> Vec<Line<'static>> {
     lines.push(row(
         "Echo handling",
         match audio.echo {
+            EchoMode::Aec => "aec: the speaker's echo is cancelled; talk over Gemini".to_owned(),
             EchoMode::Gate => "gate: the mic sends silence while Gemini is heard".to_owned(),
             EchoMode::Off => "off: the mic is always sent".to_owned(),
         },

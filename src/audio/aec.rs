@@ -1,0 +1,506 @@
+//! The microphone's voice processing between the 16 kHz resampler and the framer: WebRTC's
+//! echo canceller (AEC3), high-pass filter and noise suppressor from the `aec3` crate, fed
+//! with what the speaker really played; and the canceller's figures (the delay it found,
+//! echo return loss enhancement, whether it has converged) for the audio popup.
+
+use aec3::graph::{GraphBuilder, Packet, PacketMeta, QueueConfig, Runtime, Sink, Source};
+use aec3::nodes::audio::{AudioChunk, AudioFormat};
+use aec3::nodes::{hpf, ns};
+use aec3::pipelines::linear::{self, LinearPipeline};
+
+use super::EchoMode;
+use super::capture::INPUT_RATE;
+use super::echo_watch::EchoWatch;
+use super::pcm::Framer;
+use super::resample::StreamResampler;
+
+/// One 10 ms frame at 16 kHz: the unit every processing stage works in.
+pub const FRAME: usize = (INPUT_RATE / 100) as usize;
+
+/// Far-end frames quieter than this (dBFS) teach the canceller nothing and are left out of
+/// the ERLE figure.
+const FAR_END_ACTIVE_DBFS: f32 = -45.0;
+/// Render frames (10 ms each) whose loudest counts as "the far end now": longer than the
+/// echo paths of laptops and rooms.
+const FAR_END_WINDOW: usize = 30;
+/// Time constant of the ERLE and ERL figures, in far-end-active frames (about a second).
+const FIGURE_FRAMES: f32 = 100.0;
+/// ERLE at and above which a canceller that has locked on to a delay counts as converged.
+const CONVERGED_ERLE_DB: f32 = 10.0;
+
+/// The echo canceller's state, as the audio popup shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct EchoFigures {
+    /// The mode in effect.
+    pub mode: EchoMode,
+    /// Whether the canceller runs: `aec` with a speaker and a device microphone open.
+    pub cancelling: bool,
+    /// Noise suppression on the microphone.
+    pub noise_suppression: bool,
+    /// Capture plus playback latency as the devices' clocks report it (ms).
+    pub device_delay_ms: Option<u32>,
+    /// The echo path delay the canceller locked on to (ms).
+    pub delay_ms: Option<u32>,
+    /// Echo return loss enhancement: how much quieter the echo leaves than it came in (dB),
+    /// over the last second or so of far-end audio.
+    pub erle_db: Option<f32>,
+    /// Echo return loss: how much quieter the echo reaches the mic than the speaker played
+    /// it (dB). Large with headphones: there is no echo to cancel.
+    pub erl_db: Option<f32>,
+    /// The canceller has found the echo path and removes at least 10 dB of it.
+    pub converged: bool,
+    /// Seconds of far-end audio the canceller has heard since it started.
+    pub far_end_secs: f32,
+    /// The self-interruption detector: the speaker was loud and what the microphone sends
+    /// followed it, within the last second.
+    pub echo_heard: bool,
+}
+
+/// What runs on each 10 ms capture frame.
+enum Chain {
+    /// High-pass, AEC3, then (optionally) noise suppression.
+    Cancel(Box<LinearPipeline>),
+    /// High-pass and noise suppression without a canceller (no speaker, `gate` or `off`).
+    Clean {
+        runtime: Box<Runtime>,
+        capture: Source<AudioChunk>,
+        output: Sink<AudioChunk>,
+    },
+    /// Nothing: the microphone as it is.
+    Raw,
+}
+
+/// A running mean that forgets with a time constant of [`FIGURE_FRAMES`].
+#[derive(Debug, Default, Clone, Copy)]
+struct Decaying(f32);
+
+impl Decaying {
+    fn add(&mut self, value: f32) {
+        self.0 += (value - self.0) / FIGURE_FRAMES;
+    }
+}
+
+/// Per-frame ratios in dB are capped here: a frame cancelled to digital silence would
+/// otherwise swamp the mean.
+const RATIO_CAP_DB: f32 = 60.0;
+
+fn ratio_db(numerator: f32, denominator: f32) -> f32 {
+    (energy_dbfs(numerator) - energy_dbfs(denominator)).clamp(0.0, RATIO_CAP_DB)
+}
+
+/// The microphone's processing and the speaker reference feeding it.
+pub struct EchoPath {
+    mode: EchoMode,
+    noise_suppression: bool,
+    chain: Chain,
+    /// The speaker's rate → 16 kHz, for the canceller and the watch.
+    reference: Option<StreamResampler>,
+    reference_16k: Vec<f32>,
+    render_framer: Framer,
+    capture_framer: Framer,
+    /// The far end's energies over the last [`FAR_END_WINDOW`] frames (newest last), so the
+    /// ERLE figure counts only frames with echo to remove.
+    far_end_recent: std::collections::VecDeque<f32>,
+    watch: EchoWatch,
+    /// Mean per-frame ERLE and ERL (dB) over far-end-active frames.
+    erle: Decaying,
+    erl: Decaying,
+    far_end_frames: u64,
+    delay_ms: Option<u32>,
+    device_delay_ms: Option<u32>,
+    out_frame: Vec<f32>,
+    /// Pipeline errors seen (logged once): the frame goes through unprocessed.
+    errors: u64,
+}
+
+fn energy(frame: &[f32]) -> f32 {
+    frame.iter().map(|s| s * s).sum::<f32>() / frame.len().max(1) as f32
+}
+
+/// Mean-square energy as dBFS (a full-scale sine is −3 dBFS), floored at −100.
+pub fn energy_dbfs(energy: f32) -> f32 {
+    10.0 * energy.max(1e-10).log10()
+}
+
+impl EchoPath {
+    /// The processing for `mode`; `speaker_rate` is the output device's rate when one is open
+    /// (without it there is nothing to cancel, and `aec` runs as noise suppression alone).
+    pub fn new(
+        mode: EchoMode,
+        noise_suppression: bool,
+        speaker_rate: Option<u32>,
+    ) -> anyhow::Result<EchoPath> {
+        let format = AudioFormat::ten_ms(INPUT_RATE, 1);
+        let chain = if mode == EchoMode::Aec && speaker_rate.is_some() {
+            let pipeline = linear::builder(format, format)
+                .enable_noise_suppression(noise_suppression)
+                .enable_high_pass_filter(true)
+                // The service levels speech itself; a gain stage here would also make the
+                // "is it echo?" comparisons meaningless.
+                .enable_gain_controller2(false)
+                .enable_post_filter(false)
+                .export_metrics(true)
+                .build()
+                .map_err(|e| anyhow::anyhow!("cannot start the echo canceller: {e}"))?;
+            Chain::Cancel(Box::new(pipeline))
+        } else if noise_suppression {
+            let mut graph = GraphBuilder::new();
+            let capture = graph.source::<AudioChunk>("capture");
+            let output = graph.sink::<AudioChunk>("output", QueueConfig::audio_default());
+            let build = |graph: &mut GraphBuilder| -> aec3::graph::GraphResult<()> {
+                let filter = hpf::builder(format).add_to(graph)?;
+                let suppressor = ns::builder(format).add_to(graph)?;
+                graph.connect(capture, filter.audio_in)?;
+                graph.connect(filter.audio_out, suppressor.audio_in)?;
+                graph.connect(suppressor.audio_out, output)?;
+                Ok(())
+            };
+            build(&mut graph)
+                .and_then(|()| graph.build())
+                .and_then(Runtime::new)
+                .map(|runtime| Chain::Clean {
+                    runtime: Box::new(runtime),
+                    capture,
+                    output,
+                })
+                .map_err(|e| anyhow::anyhow!("cannot start noise suppression: {e}"))?
+        } else {
+            Chain::Raw
+        };
+        let reference = match speaker_rate {
+            Some(rate) => Some(StreamResampler::new(rate, INPUT_RATE)?),
+            None => None,
+        };
+        Ok(EchoPath {
+            mode,
+            noise_suppression,
+            chain,
+            reference,
+            reference_16k: Vec::with_capacity(FRAME * 10),
+            render_framer: Framer::new(FRAME),
+            capture_framer: Framer::new(FRAME),
+            far_end_recent: std::collections::VecDeque::with_capacity(FAR_END_WINDOW),
+            watch: EchoWatch::new(),
+            erle: Decaying::default(),
+            erl: Decaying::default(),
+            far_end_frames: 0,
+            delay_ms: None,
+            device_delay_ms: None,
+            out_frame: vec![0.0; FRAME],
+            errors: 0,
+        })
+    }
+
+    pub fn mode(&self) -> EchoMode {
+        self.mode
+    }
+
+    /// Whether the canceller runs.
+    pub fn cancelling(&self) -> bool {
+        matches!(self.chain, Chain::Cancel(_))
+    }
+
+    /// Takes what the speaker played (mono, at the speaker's rate): the canceller's far end.
+    pub fn played(&mut self, samples: &[f32]) {
+        let Some(resampler) = &mut self.reference else {
+            return;
+        };
+        self.reference_16k.clear();
+        resampler.push(samples, &mut self.reference_16k);
+        let Self {
+            chain,
+            render_framer,
+            far_end_recent,
+            watch,
+            errors,
+            reference_16k,
+            ..
+        } = self;
+        render_framer.push(reference_16k, |frame| {
+            let far = energy(frame);
+            watch.reference(far);
+            if far_end_recent.len() >= FAR_END_WINDOW {
+                far_end_recent.pop_front();
+            }
+            far_end_recent.push_back(far);
+            if let Chain::Cancel(pipeline) = chain
+                && let Err(e) = pipeline.handle_render_frame(frame)
+            {
+                note_error(errors, &e);
+            }
+        });
+    }
+
+    /// Tells the canceller the delay the device clocks report (a hint: AEC3 finds the real
+    /// one itself).
+    pub fn set_device_delay(&mut self, delay_ms: u32) {
+        if self
+            .device_delay_ms
+            .is_some_and(|d| d.abs_diff(delay_ms) < 10)
+        {
+            return;
+        }
+        self.device_delay_ms = Some(delay_ms);
+        if let Chain::Cancel(pipeline) = &mut self.chain
+            && let Err(e) = pipeline.set_delay_ms(delay_ms as i32)
+        {
+            note_error(&mut self.errors, &e);
+        }
+    }
+
+    /// Processes 16 kHz microphone samples into `out` (10 ms frames; the remainder waits
+    /// for the next call).
+    pub fn process(&mut self, captured: &[f32], out: &mut Vec<f32>) {
+        let Self {
+            chain,
+            capture_framer,
+            far_end_recent,
+            watch,
+            erle,
+            erl,
+            far_end_frames,
+            delay_ms,
+            out_frame,
+            errors,
+            ..
+        } = self;
+        capture_framer.push(captured, |frame| {
+            let processed = match chain {
+                Chain::Cancel(pipeline) => match pipeline.process_capture_frame(frame, out_frame) {
+                    Ok(_) => {
+                        while let Ok(Some(metrics)) = pipeline.try_pull_metrics() {
+                            let found = metrics.payload().delay_ms;
+                            *delay_ms = (found > 0).then_some(found as u32);
+                        }
+                        true
+                    }
+                    Err(e) => {
+                        note_error(errors, &e);
+                        false
+                    }
+                },
+                Chain::Clean {
+                    runtime,
+                    capture,
+                    output,
+                } => {
+                    let packet = Packet {
+                        meta: PacketMeta::default(),
+                        payload: AudioChunk::from_interleaved(
+                            AudioFormat::ten_ms(INPUT_RATE, 1),
+                            frame,
+                        ),
+                    };
+                    let pulled = runtime
+                        .push(*capture, packet)
+                        .and_then(|()| runtime.run_until_stalled())
+                        .and_then(|_| runtime.try_pull(*output));
+                    match pulled {
+                        Ok(Some(packet)) => {
+                            out_frame.copy_from_slice(packet.payload().samples());
+                            true
+                        }
+                        // The suppressor holds its first frame back; silence stands in.
+                        Ok(None) => {
+                            out_frame.fill(0.0);
+                            true
+                        }
+                        Err(e) => {
+                            note_error(errors, &e);
+                            false
+                        }
+                    }
+                }
+                Chain::Raw => false,
+            };
+            if !processed {
+                out_frame.copy_from_slice(frame);
+            }
+            let sent = energy(out_frame);
+            watch.microphone(sent);
+            // The far end heard over the last 300 ms: enough to cover the echo path.
+            let far = far_end_recent.iter().copied().fold(0.0f32, f32::max);
+            if energy_dbfs(far) > FAR_END_ACTIVE_DBFS {
+                *far_end_frames += 1;
+                let heard = energy(frame);
+                erle.add(ratio_db(heard, sent));
+                erl.add(ratio_db(far, heard));
+            }
+            out.extend_from_slice(out_frame);
+        });
+    }
+
+    /// The figures now.
+    pub fn figures(&self) -> EchoFigures {
+        let heard = self.far_end_frames > 0;
+        let erle_db = (heard && self.cancelling()).then_some(self.erle.0);
+        EchoFigures {
+            mode: self.mode,
+            cancelling: self.cancelling(),
+            noise_suppression: self.noise_suppression,
+            device_delay_ms: self.device_delay_ms,
+            delay_ms: self.delay_ms.filter(|_| self.cancelling()),
+            erle_db,
+            erl_db: heard.then_some(self.erl.0),
+            converged: self.delay_ms.is_some()
+                && erle_db.is_some_and(|erle| erle >= CONVERGED_ERLE_DB),
+            far_end_secs: self.far_end_frames as f32 / 100.0,
+            echo_heard: self.watch.echo_heard(),
+        }
+    }
+}
+
+fn note_error(errors: &mut u64, error: &aec3::graph::GraphError) {
+    if *errors == 0 {
+        tracing::warn!("voice processing failed, the microphone goes through unprocessed: {error}");
+    }
+    *errors += 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mock::voice::{espeak_available, synthesize};
+
+    /// espeak-ng speech for `text`, as f32 at 16 kHz. Real speech, not the mock's synthetic
+    /// fallback voice: that is a steady buzz, and no echo canceller can tell one period of it
+    /// from the next.
+    fn voice(text: &str) -> Vec<f32> {
+        assert!(
+            espeak_available(),
+            "espeak-ng is needed (scripts/test.sh installs it)"
+        );
+        let pcm: Vec<f32> = synthesize(text)
+            .iter()
+            .map(|&s| f32::from(s) / 32_768.0)
+            .collect();
+        let mut resampler = StreamResampler::new(24_000, INPUT_RATE).unwrap();
+        let mut out = Vec::new();
+        resampler.push(&pcm, &mut out);
+        resampler.flush(&mut out);
+        out
+    }
+
+    fn mean_square(x: &[f32]) -> f64 {
+        x.iter().map(|v| f64::from(*v) * f64::from(*v)).sum::<f64>() / x.len().max(1) as f64
+    }
+
+    /// The best normalised cross-correlation of `reference` in `signal` near `at`.
+    fn ncc(signal: &[f32], reference: &[f32], at: usize) -> f64 {
+        (at.saturating_sub(400)..at + 400)
+            .filter(|lag| lag + reference.len() <= signal.len())
+            .map(|lag| {
+                let window = &signal[lag..lag + reference.len()];
+                let dot: f64 = window
+                    .iter()
+                    .zip(reference)
+                    .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                    .sum();
+                dot / (mean_square(window) * mean_square(reference)).sqrt() / reference.len() as f64
+            })
+            .fold(0.0, f64::max)
+    }
+
+    /// Runs `mic` through a path that plays `speaker`, 10 ms at a time, render first; also
+    /// returns the times (s) at which the self-interruption detector said "echo".
+    fn run(path: &mut EchoPath, speaker: &[f32], mic: &[f32]) -> (Vec<f32>, Vec<f32>) {
+        let mut out = Vec::with_capacity(mic.len());
+        let mut echo_at = Vec::new();
+        for (i, (far, near)) in speaker.chunks(FRAME).zip(mic.chunks(FRAME)).enumerate() {
+            path.played(far);
+            path.process(near, &mut out);
+            if path.figures().echo_heard {
+                echo_at.push(i as f32 / 100.0);
+            }
+        }
+        (out, echo_at)
+    }
+
+    /// The speaker plays the model; the mic hears it 80 ms later, 6 dB down, and from 4 s
+    /// a person talks over it, 3 dB louder than the echo.
+    #[test]
+    fn the_canceller_removes_the_echo_from_the_start_and_keeps_a_person_talking_over_it() {
+        let model = voice(
+            "The living room lamp is on, the kitchen lights are off, and the thermostat is \
+             set to twenty one degrees. Would you like me to change anything else in the house?",
+        );
+        let person = voice("Stop, turn the lamp off please.");
+        let len = model.len().min(7 * 16_000);
+        let delay = 1280; // 80 ms
+        let echo: Vec<f32> = (0..len)
+            .map(|i| i.checked_sub(delay).map_or(0.0, |j| model[j] * 0.5))
+            .collect();
+        let start = 4 * 16_000;
+        let gain = ((mean_square(&echo[..start]) / mean_square(&person)) * 2.0).sqrt() as f32;
+        let near: Vec<f32> = person.iter().map(|s| s * gain).collect();
+        let mut mic = echo.clone();
+        for (i, s) in near.iter().enumerate() {
+            if let Some(m) = mic.get_mut(start + i) {
+                *m += s;
+            }
+        }
+        let mut path = EchoPath::new(EchoMode::Aec, false, Some(INPUT_RATE)).unwrap();
+        let (out, echo_at) = run(&mut path, &model[..len], &mic);
+
+        // Model-only playback from the first sample: the echo suppressed ≥ 25 dB.
+        let window = delay..start;
+        let erle = 10.0 * (mean_square(&mic[window.clone()]) / mean_square(&out[window])).log10();
+        assert!(erle >= 25.0, "echo suppressed by only {erle:.1} dB");
+        // The person comes through: NCC ≥ 0.65, level no more than 8 dB down.
+        let heard = ncc(&out, &near, start);
+        let span = start..(start + near.len()).min(len);
+        let level = 10.0 * (mean_square(&out[span.clone()]) / mean_square(&mic[span])).log10();
+        assert!(heard >= 0.65, "the person correlates {heard:.2}");
+        assert!(level >= -8.0, "the person is {level:.1} dB down");
+
+        // The person is not taken for echo at any moment; the uncancelled echo alone is.
+        assert!(echo_at.is_empty(), "echo detected at {echo_at:?}");
+        let mut off = EchoPath::new(EchoMode::Off, false, Some(INPUT_RATE)).unwrap();
+        let (_, off_echo_at) = run(&mut off, &model[..start], &mic[..start]);
+        assert!(
+            off_echo_at.first().is_some_and(|&t| t < 2.0),
+            "the echo alone was not detected: {off_echo_at:?}"
+        );
+
+        let figures = path.figures();
+        assert!(figures.cancelling);
+        assert!(figures.converged, "{figures:?}");
+        assert!(figures.far_end_secs > 3.0, "{figures:?}");
+        assert!(
+            figures.delay_ms.is_some_and(|d| d.abs_diff(80) <= 16),
+            "{figures:?}"
+        );
+    }
+
+    #[test]
+    fn without_echo_the_mic_passes_through_and_nothing_converges() {
+        let person = voice("Is the living room lamp on?");
+        let silence = vec![0.0; person.len()];
+        let mut path = EchoPath::new(EchoMode::Aec, false, Some(INPUT_RATE)).unwrap();
+        let (out, _) = run(&mut path, &silence, &person);
+        // The last few milliseconds wait in the framer and the canceller.
+        let heard = ncc(&out, &person[..person.len() - 800], 0);
+        assert!(heard > 0.9, "the mic alone correlates {heard:.2}");
+        let figures = path.figures();
+        assert!(
+            !figures.converged && figures.erle_db.is_none(),
+            "{figures:?}"
+        );
+    }
+
+    #[test]
+    fn off_and_gate_cancel_nothing_and_noise_suppression_is_optional() {
+        for mode in [EchoMode::Off, EchoMode::Gate] {
+            let path = EchoPath::new(mode, true, Some(48_000)).unwrap();
+            assert!(!path.cancelling());
+            assert_eq!(path.figures().mode, mode);
+        }
+        let raw = EchoPath::new(EchoMode::Off, false, None).unwrap();
+        assert!(matches!(raw.chain, Chain::Raw));
+        let no_speaker = EchoPath::new(EchoMode::Aec, true, None).unwrap();
+        assert!(
+            !no_speaker.cancelling(),
+            "nothing to cancel without a speaker"
+        );
+    }
+}
