@@ -16,6 +16,8 @@ pub struct PulseRig {
     pub address: String,
     /// Whether clients are given a cookie (see [`PulseRig::start_without_cookie`]).
     cookie: bool,
+    /// The null sinks' sample rate.
+    pub rate: u32,
 }
 
 /// What a rig's server is started with.
@@ -126,6 +128,7 @@ impl PulseRig {
             dir,
             server,
             cookie,
+            rate,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -181,8 +184,15 @@ impl PulseRig {
 
     /// Plays a WAV into the virtual microphone, in real time; wait on the child for its end.
     pub fn play_into_mic(&self, wav: &Path) -> Child {
+        self.play_into_mic_buffered(wav, Duration::from_millis(20))
+    }
+
+    /// As [`PulseRig::play_into_mic`], with `latency` of buffer: more than 20 ms keeps the
+    /// sound whole on a busy machine.
+    pub fn play_into_mic_buffered(&self, wav: &Path, latency: Duration) -> Child {
         self.command("paplay")
-            .args(["--device=mic", "--latency-msec=20"])
+            .arg("--device=mic")
+            .arg(format!("--latency-msec={}", latency.as_millis()))
             .arg(wav)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -404,14 +414,25 @@ pub struct Found {
 }
 
 /// Finds `reference` in `signal` starting between samples `from` and `to`: the best
-/// normalised cross-correlation. Searched at half the rate first (the pairs averaged: a
-/// low-pass enough for speech), then refined around the best lag at the full rate, so a
-/// test build scans seconds of lags in a fraction of a second.
+/// normalised cross-correlation. Searched at a quarter of the rate first (groups of four
+/// averaged: low-pass enough for speech), then refined around the best lag at half and at the
+/// full rate, so that an unoptimised test build scans a second of lags in a fraction of one.
 pub fn find(signal: &[f32], reference: &[f32], from: usize, to: usize) -> Found {
-    let half = |x: &[f32]| -> Vec<f32> { x.chunks_exact(2).map(|p| (p[0] + p[1]) / 2.0).collect() };
-    let coarse = best_lag(&half(signal), &half(reference), from / 2, to / 2);
-    let centre = coarse.map_or(from, |(lag, _)| lag * 2);
-    match best_lag(signal, reference, centre.saturating_sub(3), centre + 3) {
+    let shrink = |x: &[f32], by: usize| -> Vec<f32> {
+        x.chunks_exact(by)
+            .map(|g| g.iter().sum::<f32>() / by as f32)
+            .collect()
+    };
+    let coarse = best_lag(&shrink(signal, 4), &shrink(reference, 4), from / 4, to / 4);
+    let centre = coarse.map_or(from / 2, |(lag, _)| lag * 2);
+    let half = best_lag(
+        &shrink(signal, 2),
+        &shrink(reference, 2),
+        centre.saturating_sub(6),
+        centre + 6,
+    );
+    let centre = half.map_or(from, |(lag, _)| lag * 2);
+    match best_lag(signal, reference, centre.saturating_sub(4), centre + 4) {
         Some((at, correlation)) => {
             let window = &signal[at..at + reference.len()];
             let dot: f64 = window
