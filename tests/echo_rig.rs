@@ -21,7 +21,6 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
-use common::livetalk;
 use common::rig::{self, PulseRig, RECORD_RATE, RigSetup};
 use livetalk::audio::resample::StreamResampler;
 
@@ -58,17 +57,6 @@ const MAX_PHRASE_LOSS_DB: f64 = 8.0;
 const MIN_GATE_PHRASE_CUT_DB: f64 = 20.0;
 const MAX_GATE_PHRASE_CORRELATION: f64 = 0.3;
 
-/// A scratch folder whose config turns audio on (the shared test config turns it off).
-fn audio_scratch() -> tempfile::TempDir {
-    let scratch = tempfile::tempdir().unwrap();
-    std::fs::write(
-        scratch.path().join("config.toml"),
-        "[audio]\nenabled = true\n",
-    )
-    .unwrap();
-    scratch
-}
-
 /// Audio resampled whole from `from` to `to` Hz.
 fn resample(samples: &[f32], from: u32, to: u32) -> Vec<f32> {
     let mut resampler = StreamResampler::new(from, to).unwrap();
@@ -78,6 +66,8 @@ fn resample(samples: &[f32], from: u32, to: u32) -> Vec<f32> {
     out
 }
 
+/// `samples` at `speech_dbfs` of speech level; under half of full scale, so that the echo and
+/// the phrase add up in the mic without clipping (a clipped echo is not linear).
 fn scaled(samples: &[f32], rate: u32, speech_dbfs: f64) -> Vec<f32> {
     let gain = 10f64.powf((speech_dbfs - rig::speech_level_dbfs(samples, rate)) / 20.0) as f32;
     let out: Vec<f32> = samples.iter().map(|s| s * gain).collect();
@@ -293,16 +283,13 @@ async fn stream_reply(
 /// `livetalk --headless` with `--echo mode` on the rig's virtual mic and speaker, all pipes
 /// open; against `endpoint`, or the offline demo model.
 fn headless_on_rig(rig: &PulseRig, scratch: &Path, endpoint: Option<&str>, echo: &str) -> Child {
-    let mut command = livetalk(scratch);
-    rig.apply(&mut command);
+    let mut command = rig.livetalk(scratch);
     match endpoint {
         Some(url) => command.args(["--endpoint", url]),
         None => command.arg("--offline"),
     };
     command
         .args(["--headless", "--json", "--echo", echo])
-        .args(["--audio-host", "pulseaudio"])
-        .args(["--input-device", "mic.monitor", "--output-device", "spk"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -345,7 +332,7 @@ fn converse(
     script: &Script,
     echo: &str,
 ) -> Conversation {
-    let scratch = audio_scratch();
+    let scratch = rig::audio_scratch();
     let heard = Arc::new(Mutex::new(Heard::default()));
     let url = runtime.block_on(fake_live(script.reply.clone(), heard.clone()));
     let recording = rig.record_speaker();
@@ -675,7 +662,7 @@ struct DemoTurn {
 /// Asks the offline demo model for help (a long spoken reply) on the rig; with `phrase`, speaks
 /// it into the mic 3 s after the reply is first heard.
 fn demo_turn(rig: &PulseRig, echo: &str, phrase: Option<&Path>) -> DemoTurn {
-    let scratch = audio_scratch();
+    let scratch = rig::audio_scratch();
     let recording = rig.record_speaker();
     recording.wait_for_more(0.2);
     let mut client = headless_on_rig(rig, scratch.path(), None, echo);

@@ -178,6 +178,20 @@ impl PulseRig {
         }
     }
 
+    /// `livetalk` talking through this rig's virtual mic and speaker on the PulseAudio host,
+    /// with `scratch`'s config (see [`audio_scratch`]); the caller adds the rest.
+    pub fn livetalk(&self, scratch: &Path) -> Command {
+        let mut command = super::livetalk(scratch);
+        self.apply(&mut command);
+        command.args(["--audio-host", "pulseaudio"]).args([
+            "--input-device",
+            "mic.monitor",
+            "--output-device",
+            "spk",
+        ]);
+        command
+    }
+
     pub fn scratch(&self) -> &Path {
         self.dir.path()
     }
@@ -325,6 +339,17 @@ impl SpeakerRecording {
             .map(|&s| f32::from(s) / 32_768.0)
             .collect()
     }
+}
+
+/// A scratch folder whose config turns audio on (the shared test config turns it off).
+pub fn audio_scratch() -> tempfile::TempDir {
+    let scratch = tempfile::tempdir().expect("scratch dir");
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        "[audio]\nenabled = true\n",
+    )
+    .expect("write the audio config");
+    scratch
 }
 
 /// Speech synthesised by espeak-ng into a WAV file.
