@@ -34,9 +34,9 @@ const PHRASE_OVER_ECHO_DB: f64 = 3.0;
 const PHRASE_AFTER: f64 = 3.0;
 /// The mic's rate on the wire.
 const WIRE_RATE: u32 = 16_000;
-/// Mic audio reaching the fake server later than this (seconds) after it was captured, or
-/// not at all, makes the run void: the figures place the reply and the phrase by the clock.
-const MAX_BEHIND: f64 = 0.15;
+/// Mic audio lost on the way to the fake server (seconds; a frame's jitter is not loss) makes
+/// a run void: the figures place the reply and the phrase in it by the capture clock.
+const MAX_LOST: f64 = 0.03;
 /// What the fake server's model says: about 9 s of espeak-ng speech.
 const REPLY_TEXT: &str = "Well, it has been a busy day. In the morning I read about the weather in \
     the mountains, and after lunch I helped a friend plan a long walk along the river to the old \
@@ -109,6 +109,8 @@ fn db(ratio: f64) -> f64 {
 struct Script {
     /// The model's reply, 24 kHz PCM16, at [`REPLY_DBFS`].
     reply: Arc<Vec<i16>>,
+    /// The reply at the wire's rate: what its echo looks like in the mic.
+    reply_wire: Vec<f32>,
     /// The user's phrase at [`PHRASE_OVER_ECHO_DB`] over the echo, for paplay.
     phrase_wav: PathBuf,
     /// The phrase at the wire's rate, its leading and trailing silence cut.
@@ -148,6 +150,7 @@ impl Script {
             ((end * f64::from(WIRE_RATE)) as usize).min(wire.len()),
         );
         Script {
+            reply_wire: resample(&reply, 24_000, WIRE_RATE),
             reply: Arc::new(to_pcm16(&reply)),
             phrase_wav,
             phrase_reference: wire[start..end].to_vec(),
@@ -195,16 +198,36 @@ impl Heard {
         (at.saturating_duration_since(clock).as_secs_f64() * f64::from(WIRE_RATE)) as usize
     }
 
-    /// The most the mic audio that had arrived by then lagged the capture clock, until
-    /// `until` (seconds): one frame and the client's processing, or audio lost on the way.
-    fn worst_behind(&self, until: Instant) -> f64 {
+    /// How far behind the capture clock each chunk arrived, until `until` (seconds): one
+    /// frame and the client's processing, a backlog being caught up, or audio that was lost.
+    fn lateness(&self, until: Instant) -> Vec<(Instant, f64)> {
         self.arrivals
             .iter()
             .take_while(|(at, _)| *at <= until)
-            .map(|&(at, received)| self.sample_at(at).saturating_sub(received))
-            .max()
-            .unwrap_or(0) as f64
-            / f64::from(WIRE_RATE)
+            .map(|&(at, received)| {
+                let behind = self.sample_at(at).saturating_sub(received);
+                (at, behind as f64 / f64::from(WIRE_RATE))
+            })
+            .collect()
+    }
+
+    /// Mic audio that never reached the server until `until` (seconds): a backlog is caught
+    /// up, lost audio leaves every later chunk that much further behind, even the quickest.
+    fn lost(&self, until: Instant) -> f64 {
+        let lateness = self.lateness(until);
+        let (Some(&(first, _)), Some(&(last, _))) = (lateness.first(), lateness.last()) else {
+            return 0.0;
+        };
+        let quickest = |from: Instant, to: Instant| {
+            lateness
+                .iter()
+                .filter(|(at, _)| (from..=to).contains(at))
+                .map(|&(_, behind)| behind)
+                .fold(f64::INFINITY, f64::min)
+        };
+        let second = Duration::from_secs(1);
+        let last_second = last.checked_sub(second).unwrap_or(first);
+        (quickest(last_second, last) - quickest(first, first + second)).max(0.0)
     }
 }
 
@@ -318,8 +341,10 @@ struct Conversation {
     reply_at: usize,
     phrase_at: usize,
     /// How far behind the room the mic audio reached the server, at worst until the reply was
-    /// over, in seconds: a frame and the client's processing, or mic audio lost on the way.
+    /// over, in seconds: a frame and the client's processing, or a backlog.
     behind: f64,
+    /// Seconds of mic audio that never reached it.
+    lost: f64,
     /// The client's own audio figures (its `audio` event).
     summary: serde_json::Value,
 }
@@ -385,15 +410,21 @@ fn converse(
     Conversation {
         reply_at: heard.sample_at(heard.turn_at.expect("the fake server streamed the reply")),
         phrase_at,
-        behind: heard.worst_behind(ended),
+        behind: heard
+            .lateness(ended)
+            .iter()
+            .map(|&(_, behind)| behind)
+            .fold(0.0, f64::max),
+        lost: heard.lost(ended),
         received: from_pcm16(&heard.samples),
         summary,
     }
 }
 
-/// [`converse`], again (up to three times in all) while the mic audio reaches the server late
-/// or not at all: every figure places the reply and the phrase in it by the capture clock, and
-/// such a run would measure the machine, not livetalk.
+/// [`converse`], again (up to three times in all) while some of the mic audio never reaches
+/// the server (a client starved of CPU, whose device overran): every figure places the reply
+/// and the phrase in it by the capture clock, and such a run would measure the machine, not
+/// livetalk.
 fn valid_conversation(
     rig: &PulseRig,
     runtime: &tokio::runtime::Runtime,
@@ -405,19 +436,20 @@ fn valid_conversation(
         let conversation = converse(rig, runtime, script, echo);
         let summary = &conversation.summary;
         eprintln!(
-            "{rate} Hz, --echo {echo}: mic audio at worst {:.2} s behind the room; client: {} \
-             frames dropped, {} mic samples overflowed, {} underruns",
+            "{rate} Hz, --echo {echo}: mic audio at worst {:.2} s behind the room, {:.3} s of it \
+             lost; client: {} frames dropped, {} mic samples overflowed, {} underruns",
             conversation.behind,
+            conversation.lost,
             summary["frames_dropped"],
             summary["mic_overflow_samples"],
             summary["underruns"]
         );
-        if conversation.behind < MAX_BEHIND {
+        if conversation.lost < MAX_LOST {
             return conversation;
         }
         eprintln!(
-            "{rate} Hz, --echo {echo}: run {attempt} void (mic audio over {MAX_BEHIND} s late or \
-             lost: a machine too busy for the rig?)"
+            "{rate} Hz, --echo {echo}: run {attempt} void (mic audio lost: a machine too busy for \
+             the rig?)"
         );
     }
     panic!("{rate} Hz, --echo {echo}: three void runs: the machine is too busy for this rig");
@@ -474,6 +506,26 @@ fn measure(conversation: &Conversation, script: &Script) -> Measured {
         echo_after_dbfs,
         phrase,
     }
+}
+
+/// Where each second of the reply's echo is in the mic audio of an `off` run, in ms after the
+/// reply began to stream, with its correlation: a room is one fixed delay, and a canceller
+/// cannot be asked to follow a rig whose delay moves.
+fn echo_delays(conversation: &Conversation, script: &Script) -> Vec<(f64, f64)> {
+    let second = WIRE_RATE as usize;
+    script
+        .reply_wire
+        .chunks_exact(second)
+        .enumerate()
+        .map(|(n, block)| {
+            let from = conversation.reply_at + n * second;
+            let found = rig::find(&conversation.received, block, from, from + second / 2);
+            (
+                (found.at - from) as f64 * 1000.0 / f64::from(WIRE_RATE),
+                found.correlation,
+            )
+        })
+        .collect()
 }
 
 fn profile(values: &[f64]) -> String {
@@ -546,6 +598,16 @@ fn echo_figures_at(rate: u32, modes: &[&str]) {
                 measured.phrase.correlation > 0.5,
                 "with the mic open the phrase correlates only {:.3}",
                 measured.phrase.correlation
+            );
+            let delays = echo_delays(&conversation, &script);
+            eprintln!(
+                "{rate} Hz, --echo off: the echo of each second of the reply, ms after it began \
+                 to stream (correlation): {}",
+                delays
+                    .iter()
+                    .map(|(ms, c)| format!("{ms:.1} ({c:.2})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
             baseline = Some(measured);
             continue;
