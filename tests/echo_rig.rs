@@ -180,7 +180,8 @@ struct Heard {
 impl Heard {
     /// Takes a chunk of mic audio that arrived now. A chunk arrives after its last sample was
     /// captured, so `now - (samples so far) / rate` is never earlier than when sample 0 was
-    /// captured; the latest such bound (the chunk that came quickest) dates the capture clock.
+    /// captured; the earliest such bound (from the chunk that came quickest) dates the capture
+    /// clock.
     /// Counting what has arrived would not do: a client whose processing falls behind sends
     /// the same audio later, and the count would lag the room by that much.
     fn arrived(&mut self, chunk: impl Iterator<Item = i16>, now: Instant) {
@@ -192,7 +193,8 @@ impl Heard {
         }
     }
 
-    /// The sample the mic was capturing at `at` (no later than it: the clock's bound errs early).
+    /// The sample the mic was capturing at `at`, or a little earlier (the clock is dated late
+    /// by the quickest chunk's trip).
     fn sample_at(&self, at: Instant) -> usize {
         let clock = self.clock.expect("mic audio arrived");
         (at.saturating_duration_since(clock).as_secs_f64() * f64::from(WIRE_RATE)) as usize
