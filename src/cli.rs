@@ -130,7 +130,7 @@ pub struct SessionFlags {
     pub push_to_talk: bool,
     /// How Gemini's voice is kept out of the mic: aec (cancel the speaker's echo, so you can
     /// talk over Gemini; default), gate (send silence while Gemini is heard) or off
-    /// (headphones).
+    /// (headphones). F9 switches it while the session runs.
     #[arg(long, value_name = "MODE", value_parser = ["aec", "gate", "off"])]
     pub echo: Option<String>,
     /// Leave the mic's noise unsuppressed (suppression is on by default, or

@@ -12,7 +12,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::app::{App, Entry, ModelTurnStatus, Msg, NoticeLevel, UserInput};
+use crate::app::{App, ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, NoticeLevel, UserInput};
 use crate::config::Settings;
 use crate::driver::{Presenter, Source, drive};
 use crate::echo::{SUMMARY, bounded, bounded_json};
@@ -317,6 +317,7 @@ impl Printer {
                 text_parts,
                 transcript,
                 status,
+                echo_suspected,
             } => {
                 if *status == ModelTurnStatus::Streaming && !app.is_finished() {
                     return false;
@@ -330,13 +331,18 @@ impl Printer {
                         } else {
                             &text
                         };
-                        let mark = if interrupted { " [interrupted]" } else { "" };
+                        let mark = match (interrupted, echo_suspected) {
+                            (true, true) => format!(" [interrupted — {ECHO_INTERRUPTION}]"),
+                            (true, false) => " [interrupted]".to_owned(),
+                            (false, _) => String::new(),
+                        };
                         self.line(&format!("Gemini: {shown}{mark}"));
                     }
                     OutputFormat::Json => self.json(json!({
                         "type": "model",
                         "text": text,
                         "status": if interrupted { "interrupted" } else { "complete" },
+                        "echo_suspected": echo_suspected,
                     })),
                 }
                 true

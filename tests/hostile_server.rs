@@ -484,6 +484,7 @@ fn cases() -> Vec<Case> {
                         text_parts,
                         transcript,
                         status,
+                        ..
                     } = entry
                     {
                         let text = livetalk::app::Entry::model_text(text_parts, transcript);

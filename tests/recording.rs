@@ -797,3 +797,134 @@ async fn an_asynchronous_3_8_turn_replays_ending_at_idle() {
     }
     assert!(app.ended_cleanly());
 }
+
+/// A recording of a reply the service interrupted while Gemini's own voice came back through
+/// the mic (the canceller's self-interruption detector heard it), then one the user's speech
+/// interrupted: replay prints the first flagged and the second not, as the run showed them.
+#[test]
+fn a_self_interruption_replays_flagged_in_text_json_and_markdown() {
+    use livetalk::audio::{AudioEvent, AudioSetup, EchoFigures, EchoMode, StreamInfo};
+    use livetalk::live::SessionEvent;
+    use livetalk::record::{FORMAT_VERSION, LOG_FILE, Line, Meta, Record};
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("echo");
+    std::fs::create_dir_all(&dir).unwrap();
+    let device = |name: &str| StreamInfo {
+        name: name.into(),
+        path: "48 kHz".into(),
+    };
+    let echo = |heard: bool| {
+        Msg::Audio(AudioEvent::Echo(EchoFigures {
+            mode: EchoMode::Aec,
+            cancelling: true,
+            echo_heard: heard,
+            ..EchoFigures::default()
+        }))
+    };
+    let reply = |text: &str| {
+        Msg::Session(SessionEvent::OutputTranscription {
+            text: text.into(),
+            finished: false,
+        })
+    };
+    let audible = |on: bool| Msg::Audio(AudioEvent::Audible(on));
+    let msgs = [
+        Msg::Session(SessionEvent::SetupComplete { session_id: None }),
+        Msg::Audio(AudioEvent::Opened(AudioSetup {
+            input: Some(device("mic")),
+            output: Some(device("speaker")),
+            problems: Vec::new(),
+        })),
+        reply("Once upon a time"),
+        audible(true),
+        echo(true),
+        Msg::Session(SessionEvent::Interrupted),
+        echo(false),
+        reply("As I was saying"),
+        audible(true),
+        Msg::Session(SessionEvent::Interrupted),
+        Msg::EndSession,
+    ];
+    let meta = Record::Meta(Box::new(Meta {
+        format: FORMAT_VERSION,
+        livetalk_version: "test".into(),
+        started_at: "2020-01-02T03:04:05+02:00[+02:00]".into(),
+        model: "models/test".into(),
+        voice: "Puck".into(),
+        endpoint_host: "127.0.0.1".into(),
+        offline: false,
+        devices: Vec::new(),
+        config: json!({}),
+    }));
+    let records = std::iter::once(meta).chain(
+        msgs.into_iter()
+            .map(|msg| Record::Applied { msg, audio: None }),
+    );
+    let log: String = records
+        .enumerate()
+        .map(|(i, record)| {
+            serde_json::to_string(&Line {
+                t: i as f64 * 0.1,
+                record,
+            })
+            .unwrap()
+                + "\n"
+        })
+        .collect();
+    std::fs::write(dir.join(LOG_FILE), log).unwrap();
+    let dir_arg = dir.to_str().unwrap();
+
+    let text = run_livetalk(
+        scratch.path(),
+        &["replay", dir_arg, "--headless", "--instant"],
+        &[],
+        &[],
+    );
+    let replies: Vec<&str> = text
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("Gemini: "))
+        .collect();
+    assert_eq!(
+        replies,
+        [
+            "Gemini: Once upon a time [interrupted — echo may have interrupted Gemini]",
+            "Gemini: As I was saying [interrupted]",
+        ],
+        "{}",
+        text.stderr
+    );
+
+    let json_run = run_livetalk(
+        scratch.path(),
+        &["replay", dir_arg, "--headless", "--instant", "--json"],
+        &[],
+        &[],
+    );
+    let models: Vec<Value> = json_run
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "model")
+        .collect();
+    assert_eq!(models.len(), 2, "{}", json_run.stdout);
+    assert_eq!(models[0]["status"], "interrupted");
+    assert_eq!(models[0]["echo_suspected"], true);
+    assert_eq!(models[1]["status"], "interrupted");
+    assert_eq!(models[1]["echo_suspected"], false);
+
+    let markdown = run_livetalk(
+        scratch.path(),
+        &["inspect", dir_arg, "--markdown"],
+        &[],
+        &[],
+    );
+    assert!(
+        markdown
+            .stdout
+            .contains("Once upon a time _[interrupted — echo may have interrupted Gemini]_"),
+        "{}",
+        markdown.stdout
+    );
+    assert_eq!(markdown.stdout.matches(" _[interrupted]_").count(), 1);
+}

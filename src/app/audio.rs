@@ -8,7 +8,7 @@ use crate::audio::{
     StreamInfo,
 };
 
-use super::{App, Effect, Floor, ModelTurnStatus, NoticeLevel};
+use super::{App, Effect, Floor, ModelTurnStatus, Msg, NoticeLevel};
 
 /// What the microphone is doing, as the status line says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +36,15 @@ impl MicState {
             MicState::PushToTalk => "push-to-talk",
             MicState::Talking => "talking",
         }
+    }
+}
+
+/// What an echo mode does, as the notice and the audio popup say it.
+pub fn echo_meaning(mode: EchoMode) -> &'static str {
+    match mode {
+        EchoMode::Aec => "echo is cancelled, so you can talk over Gemini",
+        EchoMode::Gate => "the mic sends silence while Gemini is heard",
+        EchoMode::Off => "the mic is always sent (for headphones)",
     }
 }
 
@@ -121,6 +130,12 @@ impl AudioState {
     /// A speaker is open, so audible playback (not the wire) says when Gemini speaks.
     pub fn playback_drives_speaking(&self) -> bool {
         self.output.is_some()
+    }
+
+    /// An interruption by the service now may be Gemini hearing itself: its voice is heard on
+    /// the speaker, and the self-interruption detector says what the mic sends followed it.
+    pub fn echo_suspected(&self) -> bool {
+        self.audible && self.echo_figures.is_some_and(|f| f.echo_heard)
     }
 
     fn mic_open(&self) -> bool {
@@ -324,16 +339,40 @@ impl App {
         effects
     }
 
-    /// F6 with audio off explains why nothing happens.
-    pub(super) fn reopen_audio(&mut self) -> Vec<Effect> {
+    /// True when audio is on; otherwise an audio key explains why it does nothing.
+    fn audio_is_on(&mut self) -> bool {
         if !self.audio.enabled {
             self.notice(
                 NoticeLevel::Info,
                 "Audio is off (--no-audio or audio.enabled = false).".to_owned(),
             );
+        }
+        self.audio.enabled
+    }
+
+    pub(super) fn reopen_audio(&mut self) -> Vec<Effect> {
+        if !self.audio_is_on() {
             return Vec::new();
         }
         vec![Effect::ReopenAudio]
+    }
+
+    /// The echo key: the next mode, as an intent (a replay only shows what was switched).
+    pub(super) fn switch_echo(&mut self) -> Vec<Effect> {
+        if self.is_replay() || !self.audio_is_on() {
+            return Vec::new();
+        }
+        self.intent(Msg::SetEcho(self.audio.echo.next()))
+    }
+
+    /// The mode changes now (the worker's figures confirm it), and is said.
+    pub(super) fn set_echo(&mut self, mode: EchoMode) -> Vec<Effect> {
+        self.audio.echo = mode;
+        self.notice(
+            NoticeLevel::Info,
+            format!("Echo handling: {} — {}", mode.name(), echo_meaning(mode)),
+        );
+        vec![Effect::SetEcho(mode)]
     }
 
     pub(super) fn toggle_talk(&mut self) -> Vec<Effect> {

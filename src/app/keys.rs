@@ -66,6 +66,8 @@ pub enum Action {
     ToggleMute,
     PushToTalk,
     ReopenAudio,
+    /// Step echo handling to the next mode (aec → gate → off).
+    SwitchEcho,
     Retry,
     Quit,
     /// Turn the selected tool of the tool list on or off.
@@ -174,6 +176,9 @@ use Scope as S;
 
 /// The key that goes to the call waiting for the user (notices name it).
 pub const GO_TO_WAITING: &str = "F7";
+
+/// The key that switches echo handling (the transcript's echo hint names it).
+pub const ECHO_KEY: &str = "F9";
 
 /// Every key binding, in the order the help lists them.
 pub const KEY_MAP: &[KeyRow] = &[
@@ -299,7 +304,7 @@ pub const KEY_MAP: &[KeyRow] = &[
     },
     KeyRow {
         keys: "F4",
-        help: "audio details: devices, resampling, drops, underruns, latencies",
+        help: "audio details: devices, echo canceller, drops, underruns, latencies",
         footer: None,
         bindings: &[(S::Anywhere, key(KeyCode::F(4)), A::AudioDetails)],
     },
@@ -314,6 +319,12 @@ pub const KEY_MAP: &[KeyRow] = &[
         help: "open the audio devices again (after one failed or was plugged in)",
         footer: None,
         bindings: &[(S::Anywhere, key(KeyCode::F(6)), A::ReopenAudio)],
+    },
+    KeyRow {
+        keys: ECHO_KEY,
+        help: "echo handling: aec → gate → off (when Gemini interrupts itself)",
+        footer: None,
+        bindings: &[(S::Anywhere, key(KeyCode::F(9)), A::SwitchEcho)],
     },
     KeyRow {
         keys: "F8; Space r",
@@ -494,6 +505,7 @@ impl App {
             Action::ToggleMute => return self.intent(Msg::ToggleMute),
             Action::PushToTalk => return self.intent(Msg::ToggleTalk),
             Action::ReopenAudio => return self.intent(Msg::ReopenAudio),
+            Action::SwitchEcho => return self.switch_echo(),
             Action::Retry => return self.intent(Msg::Retry),
             Action::Quit => return self.quit(),
             Action::Help => self.toggle_help(),

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::audio::AudioOptions;
+use crate::audio::{AudioOptions, EchoMode};
 use crate::echo::{self, bounded};
 use crate::live::SessionEvent;
 use crate::live::models;
@@ -25,10 +25,10 @@ mod editor;
 mod keys;
 pub mod view;
 
-pub use audio::{AudioState, MicState};
+pub use audio::{AudioState, MicState, echo_meaning};
 
 pub use editor::{ERROR_PREFIX, typed_arguments, typed_result};
-pub use keys::{Action, Footer, KEY_MAP, KeyRow, footer_keys};
+pub use keys::{Action, ECHO_KEY, Footer, KEY_MAP, KeyRow, footer_keys};
 pub use view::{Area, Editor, EditorPurpose, Focus, InputLine, Popup, ScreenLayout, View};
 
 /// Connection state shown in the status line.
@@ -77,6 +77,9 @@ pub enum Entry {
         /// Output transcription, when the model speaks.
         transcript: String,
         status: ModelTurnStatus,
+        /// The service interrupted this turn while Gemini was loud on the speaker and what the
+        /// mic sent followed it: Gemini may have heard itself (see [`ECHO_INTERRUPTION`]).
+        echo_suspected: bool,
     },
     /// Index into [`App::tool_calls`].
     Tool(usize),
@@ -94,6 +97,9 @@ impl Entry {
         fold_whitespace(raw)
     }
 }
+
+/// How the transcript explains an entry's `echo_suspected`.
+pub const ECHO_INTERRUPTION: &str = "echo may have interrupted Gemini";
 
 /// Joins streamed fragments into readable text: single spaces, no leading or trailing ones.
 fn fold_whitespace(text: &str) -> String {
@@ -226,6 +232,8 @@ pub enum Msg {
     ToggleTalk,
     /// The user asks to open the audio devices again.
     ReopenAudio,
+    /// The user switches how Gemini's voice is kept out of the mic.
+    SetEcho(EchoMode),
     /// The user asks to try connecting again after the link gave up.
     Retry,
     /// The user (or the end of input) ends the session.
@@ -326,6 +334,8 @@ pub enum Effect {
     SendAudioStreamEnd,
     /// Close and re-open the audio devices.
     ReopenAudio,
+    /// Switch how Gemini's voice is kept out of the mic, now.
+    SetEcho(EchoMode),
     /// Replay: pause or resume.
     PauseReplay,
     /// Replay: apply the next message while paused.
@@ -812,6 +822,7 @@ impl App {
             Msg::ToggleMute => self.toggle_mute(),
             Msg::ToggleTalk => self.toggle_talk(),
             Msg::ReopenAudio => self.reopen_audio(),
+            Msg::SetEcho(mode) => self.set_echo(mode),
             Msg::GaveUp(message) => {
                 if self.is_finished() {
                     return Vec::new();
@@ -915,7 +926,14 @@ impl App {
             }
             SessionEvent::GenerationComplete => Vec::new(),
             SessionEvent::Interrupted => {
-                self.finish_model_entry(ModelTurnStatus::Interrupted);
+                // Only the service's interruption can be Gemini hearing itself: a local
+                // barge-in has already finished the entry (and silenced the speaker).
+                let echo = self.audio.echo_suspected();
+                if let Some(Entry::Model { echo_suspected, .. }) =
+                    self.finish_model_entry(ModelTurnStatus::Interrupted)
+                {
+                    *echo_suspected = echo;
+                }
                 self.floor = Floor::Listening;
                 self.end_model_audio(true)
             }
@@ -1330,6 +1348,7 @@ impl App {
                 text_parts: String::new(),
                 transcript: String::new(),
                 status: ModelTurnStatus::Streaming,
+                echo_suspected: false,
             });
         }
         match self.transcript.last_mut() {
@@ -1342,15 +1361,21 @@ impl App {
         }
     }
 
-    fn finish_model_entry(&mut self, how: ModelTurnStatus) {
-        for entry in self.transcript.iter_mut().rev() {
-            if let Entry::Model { status, .. } = entry
-                && *status == ModelTurnStatus::Streaming
-            {
-                *status = how;
-                return;
-            }
+    /// Ends the streaming model entry this way; returns it (none was streaming: `None`).
+    fn finish_model_entry(&mut self, how: ModelTurnStatus) -> Option<&mut Entry> {
+        let entry = self.transcript.iter_mut().rev().find(|entry| {
+            matches!(
+                entry,
+                Entry::Model {
+                    status: ModelTurnStatus::Streaming,
+                    ..
+                }
+            )
+        })?;
+        if let Entry::Model { status, .. } = entry {
+            *status = how;
         }
+        Some(entry)
     }
 
     fn append_user_speech(&mut self, fragment: &str) {

@@ -121,6 +121,7 @@ fn speaking_while_output_streams_listening_after_turn_complete() {
             text_parts,
             transcript,
             status,
+            ..
         } => {
             assert_eq!(Entry::model_text(text_parts, transcript), "Hi there.");
             assert_eq!(*status, ModelTurnStatus::Complete);
@@ -875,6 +876,7 @@ fn barge_in_key_silences_and_drops_the_rest_of_the_turn() {
             text_parts: String::new(),
             transcript: "Here is a long".into(),
             status: ModelTurnStatus::Interrupted,
+            echo_suspected: false,
         })
     );
     // The next turn is heard again.
@@ -995,6 +997,140 @@ fn a_full_output_wav_is_one_warning() {
     );
 }
 
+/// The self-interruption detector's verdict, as the audio worker reports it.
+fn echo_heard(app: &mut App, heard: bool) {
+    use crate::audio::{AudioEvent, EchoFigures, EchoMode};
+    app.update(Msg::Audio(AudioEvent::Echo(EchoFigures {
+        mode: EchoMode::Aec,
+        cancelling: true,
+        far_end_secs: 2.0,
+        echo_heard: heard,
+        ..EchoFigures::default()
+    })));
+}
+
+/// Whether the latest model entry ended interrupted, and flagged as possibly Gemini's echo.
+fn last_interruption(app: &App) -> Option<bool> {
+    match app.transcript.last() {
+        Some(Entry::Model {
+            status: ModelTurnStatus::Interrupted,
+            echo_suspected,
+            ..
+        }) => Some(*echo_suspected),
+        _ => None,
+    }
+}
+
+#[test]
+fn the_services_interruption_while_gemini_is_loud_and_echoed_is_flagged() {
+    let mut app = heard_mid_reply();
+    echo_heard(&mut app, true);
+    let effects = app.update(Msg::Session(SessionEvent::Interrupted));
+    assert_eq!(effects, vec![Effect::StopPlayback]);
+    assert_eq!(last_interruption(&app), Some(true));
+    // The next reply starts unflagged, and a later interruption is judged on its own.
+    echo_heard(&mut app, false);
+    model_audio(&mut app);
+    app.update(Msg::Audio(crate::audio::AudioEvent::Audible(true)));
+    app.update(Msg::Session(SessionEvent::Interrupted));
+    assert_eq!(last_interruption(&app), Some(false));
+    assert_eq!(
+        app.transcript
+            .iter()
+            .filter(|e| matches!(
+                e,
+                Entry::Model {
+                    echo_suspected: true,
+                    ..
+                }
+            ))
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn an_interruption_after_real_speech_is_not_flagged() {
+    // The detector heard no echo: the user spoke over Gemini.
+    let mut app = heard_mid_reply();
+    echo_heard(&mut app, false);
+    app.update(Msg::Session(SessionEvent::Interrupted));
+    assert_eq!(last_interruption(&app), Some(false));
+
+    // Echo heard a moment ago, but Gemini was not being heard when the service cut in.
+    let mut app = with_audio(false);
+    model_audio(&mut app);
+    echo_heard(&mut app, true);
+    app.update(Msg::Session(SessionEvent::Interrupted));
+    assert_eq!(last_interruption(&app), Some(false));
+}
+
+#[test]
+fn a_local_barge_in_is_not_flagged_when_the_service_confirms_it() {
+    let mut app = heard_mid_reply();
+    echo_heard(&mut app, true);
+    assert_eq!(app.update(Msg::BargeIn), vec![Effect::StopPlayback]);
+    assert_eq!(last_interruption(&app), Some(false));
+    app.update(Msg::Session(SessionEvent::Interrupted));
+    assert_eq!(last_interruption(&app), Some(false));
+}
+
+#[test]
+fn the_echo_key_steps_through_the_modes_and_switches_the_worker() {
+    use crate::audio::{AudioEvent, EchoMode};
+    use crossterm::event::KeyCode;
+    let mut app = heard_mid_reply();
+    assert_eq!(app.audio.echo, EchoMode::Aec);
+    assert_eq!(app.audio.mic_state(), MicState::Live);
+    // The key is an intent carrying the mode, so a recording holds the switch.
+    let key = crossterm::event::KeyEvent::new(KeyCode::F(9), crossterm::event::KeyModifiers::NONE);
+    assert_eq!(
+        app.update(Msg::Key(key)),
+        vec![Effect::Intent(Msg::SetEcho(EchoMode::Gate))]
+    );
+    assert_eq!(
+        app.update(Msg::SetEcho(EchoMode::Gate)),
+        vec![Effect::SetEcho(EchoMode::Gate)]
+    );
+    assert_eq!(app.audio.echo, EchoMode::Gate);
+    assert_eq!(app.audio.mic_state(), MicState::Gated, "shown at once");
+    assert_eq!(
+        app.notices.last().map(|n| n.text.as_str()),
+        Some("Echo handling: gate — the mic sends silence while Gemini is heard")
+    );
+    assert_eq!(
+        press(&mut app, KeyCode::F(9)),
+        vec![Effect::SetEcho(EchoMode::Off)]
+    );
+    assert_eq!(app.audio.mic_state(), MicState::Live);
+    assert_eq!(
+        press(&mut app, KeyCode::F(9)),
+        vec![Effect::SetEcho(EchoMode::Aec)]
+    );
+    // The worker's figures have the last word on the mode.
+    app.update(Msg::Audio(AudioEvent::Echo(crate::audio::EchoFigures {
+        mode: EchoMode::Gate,
+        ..Default::default()
+    })));
+    assert_eq!(
+        press(&mut app, KeyCode::F(9)),
+        vec![Effect::SetEcho(EchoMode::Off)]
+    );
+    // The help lists the key the binding uses.
+    let row = KEY_MAP
+        .iter()
+        .find(|row| row.keys == ECHO_KEY)
+        .expect("the echo key's row");
+    assert!(row.bindings.iter().any(|(_, chord, action)| {
+        *action == Action::SwitchEcho && chord.code == KeyCode::F(9)
+    }));
+
+    // With audio off there is nothing to switch: the key says why.
+    let mut app = connected_app();
+    assert_eq!(press(&mut app, KeyCode::F(9)), Vec::new());
+    assert!(app.notices.last().unwrap().text.starts_with("Audio is off"));
+}
+
 #[test]
 fn a_replayed_call_shows_the_time_it_arrived_not_the_clock() {
     let mut app = connected_app();
@@ -1045,6 +1181,7 @@ fn ending_mid_reply_cuts_the_reply_where_it_is_and_silences_it() {
             text_parts: String::new(),
             transcript: "Here is a long".into(),
             status: ModelTurnStatus::Interrupted,
+            echo_suspected: false,
         }]
     );
     assert!(app.ended_cleanly());

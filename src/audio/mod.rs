@@ -662,12 +662,17 @@ impl Worker {
             return;
         };
         let speaker_rate = self.playback.output.as_ref().map(|o| o.rate);
+        let ns = self.options.noise_suppression;
         let mut mode = mode;
-        let path = match aec::EchoPath::new(mode, self.options.noise_suppression, speaker_rate) {
+        let path = aec::EchoPath::new(mode, ns, speaker_rate).or_else(|e| {
+            tracing::warn!("{e:#}; the echo gate stands in");
+            mode = EchoMode::Gate;
+            aec::EchoPath::new(mode, ns, speaker_rate)
+        });
+        let path = match path {
             Ok(path) => Some(path),
             Err(e) => {
-                tracing::warn!("{e:#}; the echo gate stands in");
-                mode = EchoMode::Gate;
+                tracing::warn!("{e:#}; the mic goes unprocessed");
                 None
             }
         };

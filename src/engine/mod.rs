@@ -482,6 +482,11 @@ impl Source for Engine {
                     audio.reopen();
                 }
             }
+            Effect::SetEcho(mode) => {
+                if let Some(audio) = audio {
+                    audio.set_echo(mode);
+                }
+            }
             Effect::SendActivityStart | Effect::SendActivityEnd | Effect::SendAudioStreamEnd => {
                 let mut input = RealtimeInput::default();
                 match effect {

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::replay::initial_app;
 use super::{LOG_FILE, MIC_WAV, MODEL_WAV, Record, Recording, read_wav};
-use crate::app::{Entry, ModelTurnStatus, Msg, ToolState, UserInput};
+use crate::app::{ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, ToolState, UserInput};
 use crate::live::SessionEvent;
 use crate::live::reconnect::LinkEvent;
 use crate::tools::{ToolEvent, ToolStatus};
@@ -342,6 +342,7 @@ pub fn markdown(recording: &Recording) -> String {
                 text_parts,
                 transcript,
                 status,
+                echo_suspected,
             } => {
                 let text = Entry::model_text(text_parts, transcript);
                 let shown = if text.is_empty() {
@@ -350,9 +351,14 @@ pub fn markdown(recording: &Recording) -> String {
                     text
                 };
                 let mark = match status {
-                    ModelTurnStatus::Complete => "",
-                    ModelTurnStatus::Interrupted => " _[interrupted]_",
-                    ModelTurnStatus::Streaming => " _[cut off: the recording ends here]_",
+                    ModelTurnStatus::Complete => String::new(),
+                    ModelTurnStatus::Interrupted if *echo_suspected => {
+                        format!(" _[interrupted — {ECHO_INTERRUPTION}]_")
+                    }
+                    ModelTurnStatus::Interrupted => " _[interrupted]_".to_owned(),
+                    ModelTurnStatus::Streaming => {
+                        " _[cut off: the recording ends here]_".to_owned()
+                    }
                 };
                 let _ = writeln!(out, "**Gemini:** {shown}{mark}\n");
             }

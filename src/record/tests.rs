@@ -397,6 +397,7 @@ async fn a_reconnect_replays_as_the_app_saw_it() {
             text_parts: String::new(),
             transcript: "It is off".into(),
             status: ModelTurnStatus::Interrupted,
+            echo_suspected: false,
         })
     );
 }
@@ -569,5 +570,71 @@ async fn the_users_verdicts_replay_as_the_screen_showed_them() {
     assert_eq!(
         call.edited_from,
         Some(json!({"device_name": "living room lamp", "new_status": "on"}))
+    );
+}
+
+#[tokio::test]
+async fn an_interruption_flagged_as_echo_replays_flagged() {
+    use crate::audio::{AudioEvent, AudioSetup, EchoFigures, EchoMode, StreamInfo};
+    let applied = |msg: Msg| Record::Applied { msg, audio: None };
+    let device = |name: &str| StreamInfo {
+        name: name.into(),
+        path: "48 kHz".into(),
+    };
+    let echo = |heard: bool| {
+        applied(Msg::Audio(AudioEvent::Echo(EchoFigures {
+            mode: EchoMode::Aec,
+            cancelling: true,
+            echo_heard: heard,
+            ..EchoFigures::default()
+        })))
+    };
+    let lines = vec![
+        (
+            0.1,
+            applied(Msg::Session(SessionEvent::SetupComplete {
+                session_id: None,
+            })),
+        ),
+        (
+            0.2,
+            applied(Msg::Audio(AudioEvent::Opened(AudioSetup {
+                input: Some(device("mic")),
+                output: Some(device("speaker")),
+                problems: Vec::new(),
+            }))),
+        ),
+        (0.3, applied(Msg::UserText("tell me a story".into()))),
+        (
+            0.5,
+            applied(Msg::Session(SessionEvent::OutputTranscription {
+                text: "Once upon a time".into(),
+                finished: false,
+            })),
+        ),
+        (0.6, applied(Msg::Audio(AudioEvent::Audible(true)))),
+        (1.0, echo(true)),
+        (1.1, applied(Msg::Session(SessionEvent::Interrupted))),
+        (1.2, echo(false)),
+        (1.3, applied(Msg::SetEcho(EchoMode::Gate))),
+    ];
+    let (_dir, recording) = load(meta(FORMAT_VERSION, STARTED_AT), lines);
+    let app = replayed(&recording).await;
+    assert!(
+        matches!(
+            app.transcript().last(),
+            Some(Entry::Model {
+                status: ModelTurnStatus::Interrupted,
+                echo_suspected: true,
+                ..
+            })
+        ),
+        "{:?}",
+        app.transcript()
+    );
+    assert_eq!(
+        app.audio().echo,
+        EchoMode::Gate,
+        "the user's switch replays"
     );
 }

@@ -1,12 +1,12 @@
 //! Audio on screen: the status line's mic state and level meters, and the audio details popup
-//! (devices, resampling paths, counters and latencies).
+//! (devices, resampling paths, the echo canceller's state, counters and latencies).
 
 use std::time::Duration;
 
 use ratatui::text::{Line, Span};
 
 use super::Theme;
-use crate::app::{App, MicState};
+use crate::app::{App, AudioState, ECHO_KEY, MicState, echo_meaning};
 use crate::audio::{EchoMode, Latency};
 
 /// Cells of a level meter.
@@ -74,6 +74,61 @@ fn latency(value: &Latency) -> String {
     }
 }
 
+fn db(value: Option<f32>) -> String {
+    match value {
+        Some(value) => format!("{value:.0} dB"),
+        None => "not measured yet".to_owned(),
+    }
+}
+
+/// The echo canceller's state, as rows (each value short enough for an 80-column screen).
+fn echo_rows(audio: &AudioState) -> Vec<(&'static str, String)> {
+    // Figures of the mode before a switch say nothing about this one.
+    let figures = audio.echo_figures.filter(|f| f.mode == audio.echo);
+    let mut rows = Vec::new();
+    let canceller = match (audio.echo, figures) {
+        (EchoMode::Aec, Some(f)) if f.cancelling => {
+            let heard = if f.far_end_secs <= 0.0 {
+                "waiting for the speaker: Gemini not heard yet".to_owned()
+            } else {
+                let state = if f.converged {
+                    "converged"
+                } else {
+                    "converging"
+                };
+                format!("{state} ({:.1} s of Gemini heard)", f.far_end_secs)
+            };
+            let estimated = match f.delay_ms {
+                Some(ms) => format!("{ms} ms estimated"),
+                None => "not found yet".to_owned(),
+            };
+            let device = match f.device_delay_ms {
+                Some(ms) => format!("{ms} ms"),
+                None => "unknown".to_owned(),
+            };
+            rows.push((
+                "Echo delay",
+                format!("{estimated} · device clocks {device}"),
+            ));
+            rows.push(("Echo removed (ERLE)", db(f.erle_db)));
+            rows.push(("Echo path loss (ERL)", db(f.erl_db)));
+            heard
+        }
+        (EchoMode::Aec, _) if audio.input.is_none() || audio.output.is_none() => {
+            "not running: needs a microphone and a speaker".to_owned()
+        }
+        (EchoMode::Aec, Some(_)) => "not running: needs a device microphone".to_owned(),
+        (EchoMode::Aec, None) => "starting: no echo heard yet".to_owned(),
+        (mode, _) => format!("not running (echo handling is {})", mode.name()),
+    };
+    rows.insert(0, ("Echo canceller", canceller));
+    if let Some(f) = figures {
+        let suppression = if f.noise_suppression { "on" } else { "off" };
+        rows.push(("Noise suppression", suppression.to_owned()));
+    }
+    rows
+}
+
 /// The audio details popup's lines.
 pub fn detail_lines(app: &App, theme: Theme) -> Vec<Line<'static>> {
     let audio = &app.audio();
@@ -101,13 +156,12 @@ pub fn detail_lines(app: &App, theme: Theme) -> Vec<Line<'static>> {
     }
     lines.push(row("Mic state", audio.mic_state().label().to_owned()));
     lines.push(row(
-        "Echo handling",
-        match audio.echo {
-            EchoMode::Aec => "aec: the speaker's echo is cancelled; talk over Gemini".to_owned(),
-            EchoMode::Gate => "gate: the mic sends silence while Gemini is heard".to_owned(),
-            EchoMode::Off => "off: the mic is always sent".to_owned(),
-        },
+        &format!("Echo handling ({ECHO_KEY})"),
+        format!("{}: {}", audio.echo.name(), echo_meaning(audio.echo)),
     ));
+    for (label, value) in echo_rows(audio) {
+        lines.push(row(label, value));
+    }
     lines.push(row(
         "Turn-taking",
         if audio.push_to_talk {

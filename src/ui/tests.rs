@@ -390,6 +390,126 @@ fn audio_popup_shows_devices_counters_and_latencies() {
     insta::assert_snapshot!("audio_popup_120x40", terminal.backend());
 }
 
+/// The audio popup at 80×24 (where lines must not wrap), with these canceller figures.
+fn audio_popup_with_echo(name: &str, figures: crate::audio::EchoFigures) {
+    use crate::audio::AudioEvent;
+    let mut app = speaking_with_audio();
+    app.update(Msg::Audio(AudioEvent::Echo(figures)));
+    key(&mut app, KeyCode::F(4));
+    let terminal = render(&mut app, 80, 24);
+    insta::assert_snapshot!(name, terminal.backend());
+}
+
+#[test]
+fn audio_popup_shows_a_converged_echo_canceller() {
+    audio_popup_with_echo(
+        "audio_popup_echo_converged_80x24",
+        crate::audio::EchoFigures {
+            mode: crate::audio::EchoMode::Aec,
+            cancelling: true,
+            noise_suppression: true,
+            device_delay_ms: Some(72),
+            delay_ms: Some(84),
+            erle_db: Some(31.6),
+            erl_db: Some(12.2),
+            converged: true,
+            far_end_secs: 12.4,
+            echo_heard: false,
+        },
+    );
+}
+
+#[test]
+fn audio_popup_shows_a_cold_start_echo_canceller() {
+    audio_popup_with_echo(
+        "audio_popup_echo_cold_start_80x24",
+        crate::audio::EchoFigures {
+            mode: crate::audio::EchoMode::Aec,
+            cancelling: true,
+            noise_suppression: true,
+            device_delay_ms: Some(72),
+            delay_ms: None,
+            erle_db: Some(2.4),
+            erl_db: Some(11.0),
+            converged: false,
+            far_end_secs: 0.4,
+            echo_heard: false,
+        },
+    );
+}
+
+#[test]
+fn audio_popup_shows_the_echo_gate_without_canceller_figures() {
+    use crate::audio::{EchoFigures, EchoMode};
+    audio_popup_with_echo(
+        "audio_popup_echo_gate_80x24",
+        EchoFigures {
+            mode: EchoMode::Gate,
+            noise_suppression: false,
+            device_delay_ms: Some(72),
+            ..EchoFigures::default()
+        },
+    );
+}
+
+#[test]
+fn the_echo_canceller_says_when_it_has_heard_nothing_yet() {
+    use crate::audio::{AudioEvent, EchoFigures, EchoMode};
+    let text = |app: &App| {
+        super::audio_panel::detail_lines(app, super::Theme::new(true))
+            .iter()
+            .map(|line| line.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let mut app = speaking_with_audio();
+    let shown = text(&app);
+    assert!(shown.contains("starting: no echo heard yet"), "{shown}");
+    app.update(Msg::Audio(AudioEvent::Echo(EchoFigures {
+        mode: EchoMode::Aec,
+        cancelling: true,
+        noise_suppression: true,
+        ..EchoFigures::default()
+    })));
+    let shown = text(&app);
+    assert!(
+        shown.contains("waiting for the speaker: Gemini not heard yet"),
+        "{shown}"
+    );
+    assert!(shown.contains("(ERLE)   not measured yet"), "{shown}");
+    assert!(
+        shown.contains("not found yet · device clocks unknown"),
+        "{shown}"
+    );
+    // Off: nothing to cancel, and no canceller figures.
+    app.update(Msg::SetEcho(EchoMode::Off));
+    let shown = text(&app);
+    assert!(
+        shown.contains("not running (echo handling is off)"),
+        "{shown}"
+    );
+    assert!(!shown.contains("ERLE"), "{shown}");
+}
+
+/// Gemini cut off by the service while its own voice came back through the mic.
+fn interrupted_by_echo() -> App {
+    use crate::audio::{AudioEvent, EchoFigures, EchoMode};
+    let mut app = speaking_with_audio();
+    app.update(Msg::Audio(AudioEvent::Echo(EchoFigures {
+        mode: EchoMode::Aec,
+        cancelling: true,
+        echo_heard: true,
+        ..EchoFigures::default()
+    })));
+    session(&mut app, SessionEvent::Interrupted);
+    app
+}
+
+#[test]
+fn an_interruption_by_echo_is_marked_with_the_key_that_switches_echo_handling() {
+    snapshot_both_sizes("interrupted_by_echo", interrupted_by_echo);
+}
+
 fn with_mcp_tools() -> App {
     use crate::tools::ToolEntry;
     use crate::tools::mcp::{Catalog, ServerEntry, ServerState};

@@ -9,7 +9,7 @@ use ratatui::widgets::{Block, Paragraph, Scrollbar, ScrollbarOrientation, Scroll
 use super::Theme;
 use super::tool_log::{args_values, outcome_summary, state_style};
 use super::wrap::{truncate, wrap};
-use crate::app::{App, Entry, Focus, ModelTurnStatus, UserInput};
+use crate::app::{App, ECHO_INTERRUPTION, ECHO_KEY, Entry, Focus, ModelTurnStatus, UserInput};
 use crate::echo::{SUMMARY, bounded};
 use unicode_width::UnicodeWidthStr;
 
@@ -34,6 +34,7 @@ pub fn lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
                 text_parts,
                 transcript,
                 status,
+                echo_suspected,
             } => {
                 let text = Entry::model_text(text_parts, transcript);
                 let mut body = Vec::new();
@@ -48,6 +49,19 @@ pub fn lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
                 }
                 match status {
                     ModelTurnStatus::Streaming => body.push(("▍".to_owned(), theme.model())),
+                    ModelTurnStatus::Interrupted if *echo_suspected => {
+                        body.push((
+                            format!("[interrupted — {ECHO_INTERRUPTION}]"),
+                            theme.warning(),
+                        ));
+                        body.push((
+                            format!(
+                                "({ECHO_KEY} switches echo handling; now {})",
+                                app.audio().echo.name()
+                            ),
+                            theme.dim(),
+                        ));
+                    }
                     ModelTurnStatus::Interrupted => {
                         body.push(("[interrupted]".to_owned(), theme.warning()))
                     }

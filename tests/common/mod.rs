@@ -326,6 +326,7 @@ pub fn replies(app: &livetalk::app::App) -> Vec<(String, livetalk::app::ModelTur
                 text_parts,
                 transcript,
                 status,
+                ..
             } => Some((Entry::model_text(text_parts, transcript), *status)),
             _ => None,
         })

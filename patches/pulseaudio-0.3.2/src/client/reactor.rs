@@ -271,6 +271,8 @@ pub(super) struct Reactor {
 
     write_buf: Vec<u8>,
     read_buf: Vec<u8>,
+    /// Where the socket is read into: zeroed once, not on every read.
+    read_scratch: Box<[u8]>,
     in_progress_read: Option<protocol::Descriptor>,
 }
 
@@ -300,6 +302,7 @@ impl Reactor {
 
             write_buf: Vec::new(),
             read_buf: Vec::new(),
+            read_scratch: vec![0; 1024 * 1024].into_boxed_slice(),
             in_progress_read: None,
         };
 
@@ -340,16 +343,10 @@ impl Reactor {
         use io::Read;
 
         'read: loop {
-            let off = self.read_buf.len();
-            self.read_buf.resize(off + 1024 * 1024, 0);
-
-            match self.socket.read(&mut self.read_buf[off..]) {
+            match self.socket.read(&mut self.read_scratch) {
                 Ok(0) => return Err(ClientError::Disconnected),
-                Ok(n) => self.read_buf.truncate(off + n),
-                Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                    self.read_buf.truncate(off);
-                    return Ok(());
-                }
+                Ok(n) => self.read_buf.extend_from_slice(&self.read_scratch[..n]),
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(err) => return Err(err.into()),
             };
 
