@@ -36,7 +36,7 @@ const PHRASE_AFTER: f64 = 3.0;
 const WIRE_RATE: u32 = 16_000;
 /// Mic audio lost on the way to the fake server (seconds; a frame's jitter is not loss) makes
 /// a run void: the figures place the reply and the phrase in it by the capture clock.
-const MAX_LOST: f64 = 0.03;
+const MAX_LOST: f64 = 0.015;
 /// What the fake server's model says: about 9 s of espeak-ng speech.
 const REPLY_TEXT: &str = "Well, it has been a busy day. In the morning I read about the weather in \
     the mountains, and after lunch I helped a friend plan a long walk along the river to the old \
@@ -687,8 +687,11 @@ fn timed_lines(stdout: std::process::ChildStdout) -> mpsc::Receiver<(Instant, St
     rx
 }
 
-/// The first `model` event: when it arrived and its status.
-fn model_turn(lines: &mpsc::Receiver<(Instant, String)>, timeout: Duration) -> (Instant, String) {
+/// The first `model` event: when it arrived, its status and whether echo was suspected.
+fn model_turn(
+    lines: &mpsc::Receiver<(Instant, String)>,
+    timeout: Duration,
+) -> (Instant, (String, bool)) {
     let deadline = Instant::now() + timeout;
     let mut seen = Vec::new();
     loop {
@@ -703,16 +706,24 @@ fn model_turn(lines: &mpsc::Receiver<(Instant, String)>, timeout: Duration) -> (
     }
 }
 
-/// The status of a `model` event (how the turn ended); `None` for other events.
-fn model_status(line: &str) -> Option<String> {
+/// How a turn ended, from a `model` event: its status and whether livetalk suspected its
+/// own echo of the interruption; `None` for other events.
+fn model_status(line: &str) -> Option<(String, bool)> {
     let event: serde_json::Value =
         serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}"));
-    (event["type"] == "model").then(|| event["status"].as_str().unwrap_or_default().to_owned())
+    (event["type"] == "model").then(|| {
+        (
+            event["status"].as_str().unwrap_or_default().to_owned(),
+            event["echo_suspected"] == true,
+        )
+    })
 }
 
 /// How the offline demo model's first reply went.
 struct DemoTurn {
     status: String,
+    /// livetalk flagged the interruption as its own echo's doing.
+    echo_suspected: bool,
     /// From the reply first heard until its turn ended (the status arrived).
     turn: Duration,
     /// From the phrase beginning to play until the turn ended.
@@ -750,7 +761,7 @@ fn demo_turn(rig: &PulseRig, echo: &str, phrase: Option<&Path>) -> DemoTurn {
         ));
     }
     // The help reply is long (about 25 s); its turn ends early only if it is interrupted.
-    let (ended, status) = model_turn(&lines, Duration::from_secs(60));
+    let (ended, (status, echo_suspected)) = model_turn(&lines, Duration::from_secs(60));
     let mut phrase_over = None;
     if let Some((_, _, paplay)) = &mut phrase_play {
         assert!(paplay.wait().unwrap().success(), "paplay failed");
@@ -784,6 +795,7 @@ fn demo_turn(rig: &PulseRig, echo: &str, phrase: Option<&Path>) -> DemoTurn {
     });
     DemoTurn {
         status,
+        echo_suspected,
         turn: ended.duration_since(heard_at),
         after_phrase: phrase_play.map(|(_, at, _)| ended.saturating_duration_since(at)),
         playing_before_phrase,
@@ -805,19 +817,25 @@ fn speaking_over_the_offline_demo_model_interrupts_it_with_aec_only() {
     // With the mic open the model hears itself through the room and stops at once.
     let off = demo_turn(&rig, "off", None);
     eprintln!(
-        "--echo off: the demo model's turn ended {} {:.2} s after its reply was heard",
+        "--echo off: the demo model's turn ended {} {:.2} s after its reply was heard (echo \
+         suspected: {})",
         off.status,
-        off.turn.as_secs_f64()
+        off.turn.as_secs_f64(),
+        off.echo_suspected
     );
     assert_eq!(off.status, "interrupted", "the model did not hear itself");
     assert!(off.turn < Duration::from_secs(3), "{:?}", off.turn);
+    // (Whether livetalk suspected its echo is printed, not asserted: the demo model stops
+    // 0.2 s into its reply, sooner than the self-interruption detector can tell an echo.)
 
     let aec = demo_turn(&rig, "aec", Some(&phrase));
     let after = aec.after_phrase.unwrap();
     eprintln!(
-        "--echo aec: the demo model's turn ended {} {:.2} s after the phrase began",
+        "--echo aec: the demo model's turn ended {} {:.2} s after the phrase began (echo \
+         suspected: {})",
         aec.status,
-        after.as_secs_f64()
+        after.as_secs_f64(),
+        aec.echo_suspected
     );
     assert!(
         aec.playing_before_phrase,
@@ -830,6 +848,10 @@ fn speaking_over_the_offline_demo_model_interrupts_it_with_aec_only() {
     assert!(
         after > Duration::from_millis(100) && after < Duration::from_secs(3),
         "interrupted {after:?} after the phrase began: not by the phrase"
+    );
+    assert!(
+        !aec.echo_suspected,
+        "the user's phrase interrupted the model, and livetalk blamed the echo"
     );
 
     let gate = demo_turn(&rig, "gate", Some(&phrase));
