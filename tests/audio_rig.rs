@@ -48,17 +48,6 @@ fn wait_line(
     }
 }
 
-/// A scratch folder whose config turns audio on (the shared test config turns it off).
-fn audio_scratch() -> tempfile::TempDir {
-    let scratch = tempfile::tempdir().unwrap();
-    std::fs::write(
-        scratch.path().join("config.toml"),
-        "[audio]\nenabled = true\n",
-    )
-    .unwrap();
-    scratch
-}
-
 /// `livetalk --headless` against `url` with the rig's virtual mic and speaker, all pipes open.
 fn headless_on_rig(
     rig: &PulseRig,
@@ -66,20 +55,12 @@ fn headless_on_rig(
     url: &str,
     json: bool,
 ) -> std::process::Child {
-    let mut command = livetalk(scratch);
-    rig.apply(&mut command);
+    let mut command = rig.livetalk(scratch);
     if json {
         command.arg("--json");
     }
     command
-        .args([
-            "--headless",
-            "--endpoint",
-            url,
-            "--audio-host",
-            "pulseaudio",
-        ])
-        .args(["--input-device", "mic.monitor", "--output-device", "spk"])
+        .args(["--headless", "--endpoint", url])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -102,7 +83,7 @@ fn line_reader(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
 #[test]
 fn a_spoken_phrase_in_the_virtual_mic_reaches_the_mock_as_16khz_speech() {
     let rig = PulseRig::start();
-    let scratch = audio_scratch();
+    let scratch = rig::audio_scratch();
     let saved = scratch.path().join("received");
     let phrase = rig::spoken_phrase(scratch.path(), "Is the living room lamp on?");
     let mut mock = MockProcess::start(scratch.path(), &["--save-input", saved.to_str().unwrap()]);
@@ -243,7 +224,7 @@ fn talk_to_tone_server(
     url: &str,
     wait_for_interrupt: bool,
 ) -> (Vec<serde_json::Value>, Vec<f32>) {
-    let scratch = audio_scratch();
+    let scratch = rig::audio_scratch();
     let recording = rig.record_speaker();
     recording.wait_for_more(0.2);
     let mut client = headless_on_rig(rig, scratch.path(), url, true);
@@ -360,7 +341,7 @@ async fn barge_in_silences_the_speaker_within_30ms_of_interrupted() {
 /// configuration): livetalk says so once and the typed conversation works.
 #[test]
 fn with_no_audio_device_livetalk_says_so_once_and_text_chat_works() {
-    let scratch = audio_scratch();
+    let scratch = rig::audio_scratch();
     let empty_alsa = scratch.path().join("empty-alsa.conf");
     std::fs::write(&empty_alsa, "").unwrap();
     let nowhere = format!("unix:{}", scratch.path().join("no-such-socket").display());
@@ -394,7 +375,7 @@ fn with_no_audio_device_livetalk_says_so_once_and_text_chat_works() {
 #[test]
 fn tui_replay_plays_the_recorded_model_audio_and_mute_silences_it() {
     let rig = PulseRig::start();
-    let scratch = audio_scratch();
+    let scratch = rig::audio_scratch();
     let dir = scratch.path().join("rec");
     let original = common::run_livetalk(
         scratch.path(),
@@ -489,7 +470,7 @@ fn tui_replay_plays_the_recorded_model_audio_and_mute_silences_it() {
 #[test]
 fn offline_headless_with_a_spoken_wav_answers_out_of_the_virtual_speaker() {
     let rig = PulseRig::start();
-    let scratch = audio_scratch();
+    let scratch = rig::audio_scratch();
     let phrase = rig::spoken_phrase(scratch.path(), "Is the living room lamp on?");
     let output = scratch.path().join("answer.wav");
     let recording = rig.record_speaker();
@@ -539,7 +520,7 @@ fn offline_headless_with_a_spoken_wav_answers_out_of_the_virtual_speaker() {
 #[test]
 fn without_a_pulseaudio_cookie_livetalk_works_wherever_paplay_does() {
     let rig = PulseRig::start_without_cookie();
-    let scratch = audio_scratch();
+    let scratch = rig::audio_scratch();
     let phrase = rig::spoken_phrase(scratch.path(), "Is the living room lamp on?");
     let mut paplay = rig.play_into_mic(&phrase);
     assert!(paplay.wait().unwrap().success(), "paplay failed");
@@ -600,7 +581,7 @@ fn marked_defaults<'a>(table: &'a str, title: &str) -> Vec<&'a str> {
 #[test]
 fn devices_prints_no_library_noise_and_marks_one_default_each_way() {
     let rig = PulseRig::start();
-    let scratch = audio_scratch();
+    let scratch = rig::audio_scratch();
     // Not the server's first sink and its monitor, which it picks when told nothing.
     for (what, name) in [
         ("set-default-sink", "mic"),

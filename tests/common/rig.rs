@@ -1,6 +1,7 @@
 //! The headless real-time audio rig: a private PulseAudio server per test with two null sinks,
 //! `spk` (the virtual speaker, recorded from its monitor) and `mic` (played into; its monitor
-//! is the virtual microphone). Real-time pacing comes from the null sinks' clocks.
+//! is the virtual microphone), optionally joined by an acoustic path from the speaker into the
+//! microphone. Real-time pacing comes from the null sinks' clocks.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,30 @@ pub struct PulseRig {
     pub address: String,
     /// Whether clients are given a cookie (see [`PulseRig::start_without_cookie`]).
     cookie: bool,
+    /// The null sinks' sample rate.
+    pub rate: u32,
+}
+
+/// What a rig's server is started with.
+#[derive(Debug, Clone, Copy)]
+pub struct RigSetup {
+    /// Sample rate of both null sinks.
+    pub rate: u32,
+    /// Whether clients are given a cookie.
+    pub cookie: bool,
+    /// A room between speaker and microphone: what the speaker plays reaches the microphone
+    /// this much later, at unity gain, mixed with whatever is played into `mic`.
+    pub acoustic_delay: Option<Duration>,
+}
+
+impl Default for RigSetup {
+    fn default() -> RigSetup {
+        RigSetup {
+            rate: 48_000,
+            cookie: true,
+            acoustic_delay: None,
+        }
+    }
 }
 
 /// Rate the speaker is recorded at.
@@ -23,17 +48,26 @@ pub const RECORD_RATE: u32 = 24_000;
 impl PulseRig {
     /// Starts the server and waits (up to 20 s) until it answers; clients get a cookie.
     pub fn start() -> PulseRig {
-        PulseRig::launch(true)
+        PulseRig::launch(RigSetup::default())
     }
 
     /// As [`PulseRig::start`], but no client finds a cookie anywhere it looks, nor can create
     /// one (libpulse writes a fresh one where it is missing): the containers and WSLg case,
     /// where the server lets clients in anonymously.
     pub fn start_without_cookie() -> PulseRig {
-        PulseRig::launch(false)
+        PulseRig::launch(RigSetup {
+            cookie: false,
+            ..RigSetup::default()
+        })
     }
 
-    fn launch(cookie: bool) -> PulseRig {
+    /// Starts the server as `setup` says and waits (up to 20 s) until it answers.
+    pub fn launch(setup: RigSetup) -> PulseRig {
+        let RigSetup {
+            rate,
+            cookie,
+            acoustic_delay,
+        } = setup;
         for tool in ["pulseaudio", "pactl", "paplay", "parec"] {
             assert!(
                 Command::new("sh")
@@ -55,6 +89,23 @@ impl PulseRig {
             // A file, so that nothing can be created under it.
             std::fs::write(dir.path().join("not-a-dir"), "").unwrap();
         }
+        let mut modules = vec![
+            format!(
+                "module-native-protocol-unix socket={} auth-anonymous=1",
+                socket.display()
+            ),
+            format!("module-null-sink sink_name=spk rate={rate} channels=2"),
+            format!("module-null-sink sink_name=mic rate={rate} channels=1"),
+        ];
+        if let Some(delay) = acoustic_delay {
+            // adjust_time=0: the loopback never re-tunes its resampler, so the path from speaker
+            // to microphone stays one fixed delay, as a room's does (a drifting path would
+            // measure the rig, not an echo canceller).
+            modules.push(format!(
+                "module-loopback source=spk.monitor sink=mic latency_msec={} adjust_time=0",
+                delay.as_millis()
+            ));
+        }
         let server = Command::new("pulseaudio")
             .args([
                 "-n",
@@ -63,16 +114,8 @@ impl PulseRig {
                 "--use-pid-file=no",
                 "--system=false",
                 "--log-target=stderr",
-                "-L",
-                &format!(
-                    "module-native-protocol-unix socket={} auth-anonymous=1",
-                    socket.display()
-                ),
-                "-L",
-                "module-null-sink sink_name=spk rate=48000 channels=2",
-                "-L",
-                "module-null-sink sink_name=mic rate=48000 channels=1",
             ])
+            .args(modules.iter().flat_map(|m| ["-L", m.as_str()]))
             .env("HOME", dir.path().join("home"))
             .env("PULSE_RUNTIME_PATH", &runtime)
             .env("PULSE_STATE_PATH", dir.path().join("state"))
@@ -80,11 +123,12 @@ impl PulseRig {
             .stderr(Stdio::null())
             .spawn()
             .expect("start pulseaudio");
-        let rig = PulseRig {
+        let mut rig = PulseRig {
             address: format!("unix:{}", socket.display()),
             dir,
             server,
             cookie,
+            rate,
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -97,6 +141,9 @@ impl PulseRig {
                 .is_ok_and(|s| s.success());
             if ready {
                 break;
+            }
+            if let Ok(Some(status)) = rig.server.try_wait() {
+                panic!("PulseAudio exited ({status}) at start with the modules {modules:?}");
             }
             assert!(
                 Instant::now() < deadline,
@@ -131,14 +178,35 @@ impl PulseRig {
         }
     }
 
+    /// `livetalk` talking through this rig's virtual mic and speaker on the PulseAudio host,
+    /// with `scratch`'s config (see [`audio_scratch`]); the caller adds the rest.
+    pub fn livetalk(&self, scratch: &Path) -> Command {
+        let mut command = super::livetalk(scratch);
+        self.apply(&mut command);
+        command.args(["--audio-host", "pulseaudio"]).args([
+            "--input-device",
+            "mic.monitor",
+            "--output-device",
+            "spk",
+        ]);
+        command
+    }
+
     pub fn scratch(&self) -> &Path {
         self.dir.path()
     }
 
     /// Plays a WAV into the virtual microphone, in real time; wait on the child for its end.
     pub fn play_into_mic(&self, wav: &Path) -> Child {
+        self.play_into_mic_buffered(wav, Duration::from_millis(20))
+    }
+
+    /// As [`PulseRig::play_into_mic`], with `latency` of buffer: more than 20 ms keeps the
+    /// sound whole on a busy machine.
+    pub fn play_into_mic_buffered(&self, wav: &Path, latency: Duration) -> Child {
         self.command("paplay")
-            .args(["--device=mic", "--latency-msec=20"])
+            .arg("--device=mic")
+            .arg(format!("--latency-msec={}", latency.as_millis()))
             .arg(wav)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -214,11 +282,46 @@ impl SpeakerRecording {
 
     /// Waits until at least `seconds` more of audio has been recorded (real time passes).
     pub fn wait_for_more(&self, seconds: f64) {
-        let target = self.len() + (seconds * f64::from(RECORD_RATE)) as usize;
+        self.wait_for_len(self.len() + (seconds * f64::from(RECORD_RATE)) as usize);
+    }
+
+    /// Waits until `samples` have been recorded in all (real time passes).
+    pub fn wait_for_len(&self, samples: usize) {
+        let seconds = samples.saturating_sub(self.len()) as f64 / f64::from(RECORD_RATE);
         let deadline = Instant::now() + Duration::from_secs_f64(seconds * 3.0 + 5.0);
-        while self.len() < target {
+        while self.len() < samples {
             assert!(Instant::now() < deadline, "the speaker recording stalled");
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits (up to `timeout`) until a 10 ms window louder than `threshold` (RMS) has been
+    /// recorded; returns the index of its first sample.
+    pub fn wait_for_sound(&self, threshold: f32, timeout: Duration) -> usize {
+        let window = (RECORD_RATE / 100) as usize;
+        let deadline = Instant::now() + timeout;
+        let mut checked = 0;
+        loop {
+            {
+                let samples = self.samples.lock().unwrap();
+                let whole = samples.len() / window * window;
+                let found = samples[checked..whole].chunks(window).position(|w| {
+                    let power = w
+                        .iter()
+                        .map(|&s| (f32::from(s) / 32_768.0).powi(2))
+                        .sum::<f32>();
+                    (power / window as f32).sqrt() > threshold
+                });
+                if let Some(at) = found {
+                    return checked + at * window;
+                }
+                checked = whole;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no sound from the speaker within {timeout:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
@@ -238,12 +341,34 @@ impl SpeakerRecording {
     }
 }
 
+/// A scratch folder whose config turns audio on (the shared test config turns it off).
+pub fn audio_scratch() -> tempfile::TempDir {
+    let scratch = tempfile::tempdir().expect("scratch dir");
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        "[audio]\nenabled = true\n",
+    )
+    .expect("write the audio config");
+    scratch
+}
+
 /// Speech synthesised by espeak-ng into a WAV file.
 pub fn spoken_phrase(dir: &Path, text: &str) -> PathBuf {
-    let path = dir.join("phrase.wav");
-    let status = Command::new("espeak-ng")
-        .args(["-w"])
+    spoken_wav(dir, "phrase", None, text)
+}
+
+/// Speech synthesised by espeak-ng into `dir/<name>.wav`, in `voice` (e.g. `en-us+f3`) or
+/// espeak-ng's default one.
+pub fn spoken_wav(dir: &Path, name: &str, voice: Option<&str>, text: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.wav"));
+    let mut command = Command::new("espeak-ng");
+    if let Some(voice) = voice {
+        command.args(["-v", voice]);
+    }
+    let status = command
+        .arg("-w")
         .arg(&path)
+        .arg("--")
         .arg(text)
         .status()
         .expect("espeak-ng (scripts/test.sh installs it)");
@@ -299,4 +424,112 @@ pub fn best_correlation(signal: &[f32], reference: &[f32], near: usize, span: us
         }
     }
     best
+}
+
+/// Where a reference sound was found inside a longer signal.
+#[derive(Debug, Clone, Copy)]
+pub struct Found {
+    /// Normalised cross-correlation there (1 = the same waveform, whatever its level).
+    pub correlation: f64,
+    /// Sample of `signal` where the reference starts.
+    pub at: usize,
+    /// Least-squares level of the reference in the signal there (1 = as loud as the reference;
+    /// what else the signal holds, uncorrelated with it, does not count).
+    pub gain: f64,
+}
+
+/// Finds `reference` in `signal` starting between samples `from` and `to`: the best
+/// normalised cross-correlation. Searched at a quarter of the rate first (groups of four
+/// averaged: low-pass enough for speech), then refined around the best lag at half and at the
+/// full rate, so that an unoptimised test build scans a second of lags in a fraction of one.
+pub fn find(signal: &[f32], reference: &[f32], from: usize, to: usize) -> Found {
+    let shrink = |x: &[f32], by: usize| -> Vec<f32> {
+        x.chunks_exact(by)
+            .map(|g| g.iter().sum::<f32>() / by as f32)
+            .collect()
+    };
+    let coarse = best_lag(&shrink(signal, 4), &shrink(reference, 4), from / 4, to / 4);
+    let centre = coarse.map_or(from / 2, |(lag, _)| lag * 2);
+    let half = best_lag(
+        &shrink(signal, 2),
+        &shrink(reference, 2),
+        centre.saturating_sub(6),
+        centre + 6,
+    );
+    let centre = half.map_or(from, |(lag, _)| lag * 2);
+    match best_lag(signal, reference, centre.saturating_sub(4), centre + 4) {
+        Some((at, correlation)) => {
+            let window = &signal[at..at + reference.len()];
+            let dot: f64 = window
+                .iter()
+                .zip(reference)
+                .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                .sum();
+            let energy: f64 = reference.iter().map(|v| f64::from(*v).powi(2)).sum();
+            Found {
+                correlation,
+                at,
+                gain: if energy > 0.0 { dot / energy } else { 0.0 },
+            }
+        }
+        None => Found {
+            correlation: 0.0,
+            at: from,
+            gain: 0.0,
+        },
+    }
+}
+
+/// The lag in `from..=to` with the best normalised cross-correlation, and that correlation;
+/// `None` if no lag fits the reference inside the signal.
+fn best_lag(signal: &[f32], reference: &[f32], from: usize, to: usize) -> Option<(usize, f64)> {
+    let ref_energy: f64 = reference.iter().map(|v| f64::from(*v).powi(2)).sum();
+    // Window energies from running sums: one pass instead of one per lag.
+    let mut prefix = Vec::with_capacity(signal.len() + 1);
+    prefix.push(0.0f64);
+    for v in signal {
+        prefix.push(prefix[prefix.len() - 1] + f64::from(*v).powi(2));
+    }
+    let mut best: Option<(usize, f64)> = None;
+    for lag in from..=to {
+        let end = lag + reference.len();
+        if end > signal.len() {
+            break;
+        }
+        let dot: f32 = signal[lag..end]
+            .iter()
+            .zip(reference)
+            .map(|(a, b)| a * b)
+            .sum();
+        let norm = ((prefix[end] - prefix[lag]).max(0.0) * ref_energy).sqrt();
+        let correlation = if norm > 0.0 {
+            f64::from(dot) / norm
+        } else {
+            0.0
+        };
+        if best.is_none_or(|(_, c)| correlation > c) {
+            best = Some((lag, correlation));
+        }
+    }
+    best
+}
+
+/// Mean power of the 10 ms windows louder than -40 dBFS, in dBFS: the level of speech
+/// while it sounds, not diluted by its pauses.
+pub fn speech_level_dbfs(samples: &[f32], rate: u32) -> f64 {
+    let window = (rate / 100) as usize;
+    let powers: Vec<f64> = samples
+        .chunks_exact(window)
+        .map(|w| w.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>() / window as f64)
+        .filter(|p| *p > 1e-4)
+        .collect();
+    assert!(!powers.is_empty(), "no speech to measure");
+    10.0 * (powers.iter().sum::<f64>() / powers.len() as f64).log10()
+}
+
+/// Mean power in dBFS (-inf for digital silence).
+pub fn power_dbfs(samples: &[f32]) -> f64 {
+    let power =
+        samples.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>() / samples.len().max(1) as f64;
+    10.0 * power.log10()
 }
