@@ -241,6 +241,7 @@ impl EchoPath {
             return;
         }
         self.device_delay_ms = Some(delay_ms);
+        tracing::debug!(delay_ms, "capture + playback delay from the device clocks");
         if let Chain::Cancel(pipeline) = &mut self.chain
             && let Err(e) = pipeline.set_delay_ms(delay_ms as i32)
         {
