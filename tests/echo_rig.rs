@@ -34,9 +34,11 @@ const PHRASE_OVER_ECHO_DB: f64 = 3.0;
 const PHRASE_AFTER: f64 = 3.0;
 /// The mic's rate on the wire.
 const WIRE_RATE: u32 = 16_000;
-/// Mic audio lost on the way to the fake server (seconds; a frame's jitter is not loss) makes
-/// a run void: the figures place the reply and the phrase in it by the capture clock.
-const MAX_LOST: f64 = 0.015;
+/// Mic audio lost on the way to the fake server (seconds) makes a run void: the figures place
+/// the reply and the phrase in it by the capture clock. Below this it is framing, not loss: the
+/// quickest chunk's lateness moves with the phase between the device's buffers and the
+/// client's 10 ms processing and 20 ms wire frames.
+const MAX_LOST: f64 = 0.035;
 /// What the fake server's model says: about 9 s of espeak-ng speech.
 const REPLY_TEXT: &str = "Well, it has been a busy day. In the morning I read about the weather in \
     the mountains, and after lunch I helped a friend plan a long walk along the river to the old \
@@ -825,8 +827,11 @@ fn speaking_over_the_offline_demo_model_interrupts_it_with_aec_only() {
     );
     assert_eq!(off.status, "interrupted", "the model did not hear itself");
     assert!(off.turn < Duration::from_secs(3), "{:?}", off.turn);
-    // (Whether livetalk suspected its echo is printed, not asserted: the demo model stops
-    // 0.2 s into its reply, sooner than the self-interruption detector can tell an echo.)
+    // The self-interruption detector tells: the model heard its own voice.
+    assert!(
+        off.echo_suspected,
+        "the echo's interruption was not flagged as such"
+    );
 
     let aec = demo_turn(&rig, "aec", Some(&phrase));
     let after = aec.after_phrase.unwrap();
