@@ -340,9 +340,12 @@ impl EchoPath {
     /// Whether the mic has been carrying the speaker's echo, judged on everything up to now.
     pub fn echo_heard_now(&mut self) -> bool {
         let heard = self.watch.echo_heard_now();
+        let (loud, sound) = self.watch.shares();
         tracing::debug!(
             heard,
             tracking = self.watch.tracking(),
+            loud,
+            sound,
             "self-interruption check"
         );
         heard
@@ -498,8 +501,8 @@ mod tests {
         let person = voice("Is the living room lamp on?");
         let silence = vec![0.0; person.len()];
         for noise_suppression in [false, true] {
-            let mut path = EchoPath::new(EchoMode::Aec, noise_suppression, Some(INPUT_RATE))
-                .unwrap();
+            let mut path =
+                EchoPath::new(EchoMode::Aec, noise_suppression, Some(INPUT_RATE)).unwrap();
             let mut out = Vec::new();
             for (i, near) in person.chunks(FRAME).enumerate() {
                 path.process(near, &mut out);

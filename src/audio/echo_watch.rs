@@ -9,16 +9,19 @@ use super::aec::energy_dbfs;
 
 /// Frames compared (10 ms each).
 const WINDOW: usize = 150;
+/// The shortest window judged (just after the devices open).
+const MIN_WINDOW: usize = 40;
 /// Echo paths up to 400 ms: device buffers, the room, a Bluetooth speaker.
 const MAX_LAG: usize = 40;
 /// How often the comparison runs, in microphone frames.
 const EVERY: u64 = 5;
-/// The speaker counts as loud when this share of the window (150 ms) is above [`LOUD_DBFS`]:
-/// a model that hears itself interrupts itself a quarter of a second into its reply.
+/// The speaker counts as loud when it was above [`LOUD_DBFS`] for this share of a full window
+/// (150 ms, however long the window is so far): a model that hears itself interrupts itself a
+/// quarter of a second into its reply.
 const LOUD_SHARE: f32 = 0.1;
 const LOUD_DBFS: f32 = -40.0;
 /// Below this the microphone sends nothing worth comparing; it must send something for at
-/// least this share of the window (75 ms).
+/// least this share of a full window (75 ms).
 const SOUND_DBFS: f32 = -55.0;
 const SOUND_SHARE: f32 = 0.05;
 /// Envelope correlation at and above which the microphone is taken to carry the speaker. An
@@ -41,6 +44,8 @@ pub struct EchoWatch {
     heard_until: u64,
     /// The best envelope correlation of the latest comparison.
     tracking: f32,
+    /// The latest comparison's shares of loud speaker and of mic sound, for the log.
+    shares: (f32, f32),
 }
 
 impl Default for EchoWatch {
@@ -57,6 +62,7 @@ impl EchoWatch {
             mic_frames: 0,
             heard_until: 0,
             tracking: 0.0,
+            shares: (0.0, 0.0),
         }
     }
 
@@ -100,41 +106,58 @@ impl EchoWatch {
         self.tracking
     }
 
+    /// The latest comparison's shares of the window with a loud speaker and with mic sound.
+    pub fn shares(&self) -> (f32, f32) {
+        self.shares
+    }
+
     /// Compares the envelopes now.
     fn judge(&mut self) -> bool {
         self.tracking = 0.0;
-        let n = self.microphone.len();
-        if n < WINDOW || self.speaker.len() < WINDOW {
+        self.shares = (0.0, 0.0);
+        // Right after the devices open the window is shorter: a model can hear itself in its
+        // first reply.
+        let n = self.microphone.len().min(self.speaker.len());
+        if n < MIN_WINDOW {
             return false;
         }
         let share = |values: &mut dyn Iterator<Item = f32>, above: f32| {
-            values.filter(|&v| v > above).count() as f32 / WINDOW as f32
+            values.filter(|&v| v > above).count() as f32 / n as f32
         };
-        let recent_speaker = self.speaker.len().saturating_sub(WINDOW);
         let loud = share(
-            &mut self.speaker.iter().skip(recent_speaker).copied(),
+            &mut self.speaker.iter().skip(self.speaker.len() - n).copied(),
             LOUD_DBFS,
         );
-        let sound = share(&mut self.microphone.iter().copied(), SOUND_DBFS);
-        if loud < LOUD_SHARE || sound < SOUND_SHARE {
+        let sound = share(
+            &mut self
+                .microphone
+                .iter()
+                .skip(self.microphone.len() - n)
+                .copied(),
+            SOUND_DBFS,
+        );
+        self.shares = (loud, sound);
+        if loud * (n as f32) < LOUD_SHARE * WINDOW as f32
+            || sound * (n as f32) < SOUND_SHARE * WINDOW as f32
+        {
             return false;
         }
-        // The mic frame i (of the window) lines up with speaker frame i - lag, counted from the
-        // newest end of both.
-        // Compared as linear RMS envelopes: a person's voice added to an echo weighs as much as
-        // it is loud, where in dB a quiet echo under it would still line up.
+        // Mic frame i (of the window) lines up with speaker frame i - lag, counted from the
+        // newest end of both. Compared as linear RMS envelopes: a person's voice added to an
+        // echo weighs as much as it is loud, where in dB a quiet echo under it would still
+        // line up.
         let rms = |db: &f32| 10f32.powf(db / 20.0);
         let mic: Vec<f32> = self.microphone.iter().map(rms).collect();
         let speaker: Vec<f32> = self.speaker.iter().map(rms).collect();
         let mut best = f32::MIN;
         for lag in 0..=MAX_LAG {
-            let Some(end) = speaker.len().checked_sub(lag) else {
+            // While the history is short, a longer lag compares fewer frames.
+            let end = speaker.len().saturating_sub(lag);
+            let m = n.min(end);
+            if m < MIN_WINDOW {
                 break;
-            };
-            let Some(start) = end.checked_sub(WINDOW) else {
-                break;
-            };
-            best = best.max(correlation(&mic, &speaker[start..end]));
+            }
+            best = best.max(correlation(&mic[mic.len() - m..], &speaker[end - m..end]));
         }
         self.tracking = best;
         best >= TRACKING
@@ -209,6 +232,24 @@ mod tests {
         let watch = run(&speaker, &microphone);
         assert!(watch.echo_heard(), "tracking {:.2}", watch.tracking());
         assert!(watch.tracking() > 0.9);
+    }
+
+    /// A model that hears itself in its first reply, under a second after the devices opened:
+    /// the history is short, and the echo lags by more frames than it has of overlap to spare.
+    #[test]
+    fn an_echo_right_after_the_devices_open_is_echo() {
+        let mut speaker = vec![0.0; 30];
+        speaker.extend(syllables(3, 25));
+        speaker.extend(vec![0.0; 28]);
+        let microphone: Vec<f32> = (0..speaker.len())
+            .map(|i| i.checked_sub(16).map_or(0.0, |j| speaker[j] * 0.1))
+            .collect();
+        let mut watch = EchoWatch::new();
+        for (s, m) in speaker.iter().zip(&microphone) {
+            watch.reference(*s);
+            watch.microphone(*m);
+        }
+        assert!(watch.echo_heard_now(), "tracking {:.2}", watch.tracking());
     }
 
     #[test]

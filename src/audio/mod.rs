@@ -233,8 +233,8 @@ pub enum AudioEvent {
     /// The echo canceller's state (sent when it changes, a few times a second at most).
     Echo(EchoFigures),
     /// The speaker was silenced (an interruption or a barge-in). `echo_heard`: the mic had been
-    /// carrying the speaker's echo, judged at that moment, when every mic frame that could
-    /// have made the service interrupt had already been seen.
+    /// carrying the speaker's echo, judged 300 ms later, once every mic frame that could have
+    /// made the service interrupt, and the echo of the last audio played, had been seen.
     Silenced {
         echo_heard: bool,
     },
@@ -285,6 +285,9 @@ const PUMP_EVERY: Duration = Duration::from_millis(5);
 const LEVELS_EVERY: Duration = Duration::from_millis(80);
 const FIGURES_EVERY: Duration = Duration::from_millis(500);
 const ECHO_EVERY: Duration = Duration::from_millis(250);
+/// How long after silencing the speaker the self-interruption verdict is given: longer than
+/// the echo paths of rooms and devices, so the echo of the last audio played is in.
+const ECHO_VERDICT_AFTER: Duration = Duration::from_millis(300);
 /// Seconds of device-rate audio the output ring holds (the model bursts faster than real time).
 const OUTPUT_RING_SECONDS: usize = 10;
 
@@ -399,6 +402,8 @@ struct Worker {
     /// Scratch for the speaker reference on its way to the echo canceller.
     played: Vec<f32>,
     reported_echo: Option<EchoFigures>,
+    /// When the self-interruption verdict on the last flush is due.
+    verdict_due: Option<Instant>,
     mic_open: bool,
     figures: AudioFigures,
     reported_figures: AudioFigures,
@@ -436,6 +441,7 @@ impl Worker {
             device_errors_tx,
             played: Vec::new(),
             reported_echo: None,
+            verdict_due: None,
             figures: AudioFigures::default(),
             reported_figures: AudioFigures::default(),
             levels: (0, 0),
@@ -488,6 +494,15 @@ impl Worker {
                 next_echo = now + ECHO_EVERY;
                 self.report_echo();
             }
+            if self.verdict_due.is_some_and(|due| now >= due) {
+                self.verdict_due = None;
+                let echo_heard = self
+                    .capture
+                    .as_mut()
+                    .and_then(|c| c.echo.as_mut())
+                    .is_some_and(|e| e.echo_heard_now());
+                self.emit(AudioEvent::Silenced { echo_heard });
+            }
         }
         self.capture = None;
         self.playback.output = None;
@@ -526,12 +541,16 @@ impl Worker {
             Command::EndTurn => self.playback.end_turn(),
             Command::Flush { requested_at } => {
                 self.playback.flush(requested_at);
-                let echo_heard = self
-                    .capture
-                    .as_mut()
-                    .and_then(|c| c.echo.as_mut())
-                    .is_some_and(|e| e.echo_heard_now());
-                self.emit(AudioEvent::Silenced { echo_heard });
+                // The verdict waits for the echo of what was played up to now to reach the
+                // mic: the service can cut in within a quarter second of the echo starting,
+                // on less of it than tells echo from speech.
+                let judging = self.capture.as_ref().is_some_and(|c| c.echo.is_some());
+                if judging {
+                    self.verdict_due
+                        .get_or_insert(Instant::now() + ECHO_VERDICT_AFTER);
+                } else {
+                    self.emit(AudioEvent::Silenced { echo_heard: false });
+                }
             }
             Command::MicOpen(open) => {
                 self.mic_open = open;
