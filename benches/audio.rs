@@ -40,6 +40,7 @@ fn capture_path(c: &mut Criterion) {
         channels: 2,
         shared: Arc::new(CaptureShared::default()),
         clock: Clock::new(),
+        written: 0,
     };
     let mut resampler = StreamResampler::new(48_000, 16_000).unwrap();
     let mut framer = Framer::new(320);
@@ -162,10 +163,13 @@ fn voice_processing(c: &mut Criterion) {
         let frames = far_16k.len() / FRAME;
         let mut step = |path: &mut EchoPath, out: &mut Vec<f32>| {
             let i = frame % frames;
+            // Both streams stamped as the devices stamp them: heard and captured in step.
+            let at = frame as u64 * 10_000_000 + 1;
+            let first = frame as u64 * 480;
             frame += 1;
-            path.played(&speaker[i * 480..(i + 1) * 480]);
+            path.played(&speaker[i * 480..(i + 1) * 480], first, Some((first, at)));
             out.clear();
-            path.process(&mic[i * FRAME..(i + 1) * FRAME], out);
+            path.process(&mic[i * FRAME..(i + 1) * FRAME], Some(at), out);
         };
         for _ in 0..100 {
             step(&mut path, &mut out);

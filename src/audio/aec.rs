@@ -8,6 +8,8 @@ use aec3::nodes::audio::{AudioChunk, AudioFormat};
 use aec3::nodes::{hpf, ns};
 use aec3::pipelines::linear::{self, LinearPipeline};
 
+use std::collections::VecDeque;
+
 use super::EchoMode;
 use super::capture::INPUT_RATE;
 use super::echo_watch::EchoWatch;
@@ -16,6 +18,14 @@ use super::resample::StreamResampler;
 
 /// One 10 ms frame at 16 kHz: the unit every processing stage works in.
 pub const FRAME: usize = (INPUT_RATE / 100) as usize;
+
+/// Nanoseconds per 16 kHz sample.
+const NS_PER_SAMPLE: f64 = 1e9 / INPUT_RATE as f64;
+/// How far ahead of the mic the far end is handed to the canceller: it must see the far end
+/// before its echo, and a room adds only a little to this.
+const LEAD_NS: f64 = 10e6;
+/// Far-end frames held at most (two seconds): past this the oldest go in unaligned.
+const RENDER_QUEUE_MAX: usize = 200;
 
 /// Far-end frames quieter than this (dBFS) teach the canceller nothing and are left out of
 /// the ERLE figure.
@@ -97,10 +107,21 @@ pub struct EchoPath {
     reference: Option<StreamResampler>,
     reference_16k: Vec<f32>,
     render_framer: Framer,
+    /// Far-end frames waiting for the mic to reach the moment they are heard, with that
+    /// moment (ns on the audio clock; `None` when the host gives no timestamps).
+    render_queue: VecDeque<(Option<f64>, [f32; FRAME])>,
+    /// The speaker-stream frame this path's far end starts at.
+    render_first_frame: Option<u64>,
+    /// 16 kHz far-end samples framed so far.
+    render_made: u64,
+    /// When this path's first 16 kHz far-end sample is heard (ns), from the latest stamp.
+    render_base: Option<f64>,
     capture_framer: Framer,
+    /// 16 kHz mic samples taken so far.
+    capture_in: u64,
     /// The far end's energies over the last [`FAR_END_WINDOW`] frames (newest last), so the
     /// ERLE figure counts only frames with echo to remove.
-    far_end_recent: std::collections::VecDeque<f32>,
+    far_end_recent: VecDeque<f32>,
     watch: EchoWatch,
     /// Mean per-frame ERLE and ERL (dB) over far-end-active frames.
     erle: Decaying,
@@ -179,8 +200,13 @@ impl EchoPath {
             reference,
             reference_16k: Vec::with_capacity(FRAME * 10),
             render_framer: Framer::new(FRAME),
+            render_queue: VecDeque::with_capacity(RENDER_QUEUE_MAX + 1),
+            render_first_frame: None,
+            render_made: 0,
+            render_base: None,
             capture_framer: Framer::new(FRAME),
-            far_end_recent: std::collections::VecDeque::with_capacity(FAR_END_WINDOW),
+            capture_in: 0,
+            far_end_recent: VecDeque::with_capacity(FAR_END_WINDOW),
             watch: EchoWatch::new(),
             erle: Decaying::default(),
             erl: Decaying::default(),
@@ -202,38 +228,75 @@ impl EchoPath {
     }
 
     /// Takes what the speaker played (mono, at the speaker's rate): the canceller's far end.
-    pub fn played(&mut self, samples: &[f32]) {
+    /// `first_frame` is the index of the first of `samples` in the speaker's stream and
+    /// `heard` the stream's latest stamp (frame, when it is heard), when the host gives one.
+    pub fn played(&mut self, samples: &[f32], first_frame: u64, heard: Option<(u64, u64)>) {
         let Some(resampler) = &mut self.reference else {
             return;
         };
+        let rate = f64::from(resampler.rate_in());
+        let start = *self.render_first_frame.get_or_insert(first_frame);
+        // When this path's first 16 kHz far-end sample is heard (ns on the audio clock).
+        self.render_base =
+            heard.map(|(frame, at)| at as f64 + (start as f64 - frame as f64) / rate * 1e9);
         self.reference_16k.clear();
         resampler.push(samples, &mut self.reference_16k);
         let Self {
-            chain,
             render_framer,
-            far_end_recent,
-            watch,
-            errors,
+            render_queue,
+            render_made,
+            render_base,
             reference_16k,
             ..
         } = self;
         render_framer.push(reference_16k, |frame| {
-            let far = energy(frame);
+            let heard_at = render_base.map(|base| base + *render_made as f64 * NS_PER_SAMPLE);
+            *render_made += FRAME as u64;
+            let mut copy = [0.0; FRAME];
+            copy.copy_from_slice(frame);
+            render_queue.push_back((heard_at, copy));
+        });
+        // Timestamps gone wrong (or a mic that stopped) must not hold the far end for ever.
+        while self.render_queue.len() > RENDER_QUEUE_MAX {
+            self.release_render(f64::INFINITY, 1);
+        }
+    }
+
+    /// Hands the canceller (and the watch) the far-end frames heard up to `until` (ns on the
+    /// audio clock; infinity for all), at most `most` of them.
+    fn release_render(&mut self, until: f64, most: usize) {
+        let Self {
+            chain,
+            render_queue,
+            far_end_recent,
+            watch,
+            errors,
+            ..
+        } = self;
+        for _ in 0..most {
+            match render_queue.front() {
+                Some((heard_at, _)) if heard_at.is_none_or(|at| at <= until) => {}
+                _ => break,
+            }
+            let Some((_, frame)) = render_queue.pop_front() else {
+                break;
+            };
+            let far = energy(&frame);
             watch.reference(far);
             if far_end_recent.len() >= FAR_END_WINDOW {
                 far_end_recent.pop_front();
             }
             far_end_recent.push_back(far);
             if let Chain::Cancel(pipeline) = chain
-                && let Err(e) = pipeline.handle_render_frame(frame)
+                && let Err(e) = pipeline.handle_render_frame(&frame)
             {
                 note_error(errors, &e);
             }
-        });
+        }
     }
 
-    /// Tells the canceller the delay the device clocks report (a hint: AEC3 finds the real
-    /// one itself).
+    /// Notes the delay the device clocks report, for the audio popup. The canceller is not
+    /// told: the far end already reaches it lined up by the same clocks (see [`EchoPath::process`]).
     pub fn set_device_delay(&mut self, delay_ms: u32) {
         if self
             .device_delay_ms
@@ -243,19 +306,41 @@ impl EchoPath {
         }
         self.device_delay_ms = Some(delay_ms);
         tracing::debug!(delay_ms, "capture + playback delay from the device clocks");
-        if let Chain::Cancel(pipeline) = &mut self.chain
-            && let Err(e) = pipeline.set_delay_ms(delay_ms as i32)
-        {
-            note_error(&mut self.errors, &e);
-        }
     }
 
     /// Processes 16 kHz microphone samples into `out` (10 ms frames; the remainder waits
-    /// for the next call).
-    pub fn process(&mut self, captured: &[f32], out: &mut Vec<f32>) {
+    /// for the next call). `captured_at` is when the first of them was captured (ns on the
+    /// audio clock), when the host says: before each mic frame the canceller is handed the
+    /// far end heard up to that frame's end and [`LEAD_NS`] more, so what it sees is the room's
+    /// own delay, steady however the device buffers fill and drain. Without timestamps it
+    /// gets the far end as it arrives and finds the whole delay itself.
+    pub fn process(&mut self, captured: &[f32], captured_at: Option<u64>, out: &mut Vec<f32>) {
+        // When this path's first 16 kHz mic sample was captured.
+        let capture_base = captured_at.map(|at| {
+            at as f64
+                - (self.capture_in - self.capture_framer.pending() as u64) as f64 * NS_PER_SAMPLE
+        });
+        let mut frame_start = self.capture_in - self.capture_framer.pending() as u64;
+        self.capture_in += captured.len() as u64;
+        let mut frames = Vec::new();
+        self.capture_framer.push(captured, |frame| {
+            let mut copy = [0.0; FRAME];
+            copy.copy_from_slice(frame);
+            frames.push((frame_start, copy));
+            frame_start += FRAME as u64;
+        });
+        for (start, frame) in frames {
+            let until = capture_base.map_or(f64::INFINITY, |base| {
+                base + (start + FRAME as u64) as f64 * NS_PER_SAMPLE + LEAD_NS
+            });
+            self.release_render(until, usize::MAX);
+            self.process_frame(&frame, out);
+        }
+    }
+
+    fn process_frame(&mut self, frame: &[f32], out: &mut Vec<f32>) {
         let Self {
             chain,
-            capture_framer,
             far_end_recent,
             watch,
             erle,
@@ -266,7 +351,7 @@ impl EchoPath {
             errors,
             ..
         } = self;
-        capture_framer.push(captured, |frame| {
+        {
             // Every frame the chain lets out now: usually one, none while a stage fills up or
             // waits for the far end, then the ones it held back. Taking them all keeps what is
             // sent as long as what was captured, with no gap patched in and no delay growing.
@@ -334,7 +419,7 @@ impl EchoPath {
                     erl.add(ratio_db(far, heard));
                 }
             }
-        });
+        }
     }
 
     /// Whether the mic has been carrying the speaker's echo, judged on everything up to now.
@@ -428,8 +513,8 @@ mod tests {
         let mut out = Vec::with_capacity(mic.len());
         let mut echo_at = Vec::new();
         for (i, (far, near)) in speaker.chunks(FRAME).zip(mic.chunks(FRAME)).enumerate() {
-            path.played(far);
-            path.process(near, &mut out);
+            path.played(far, 0, None);
+            path.process(near, None, &mut out);
             if path.figures().echo_heard {
                 echo_at.push(i as f32 / 100.0);
             }
@@ -505,9 +590,9 @@ mod tests {
                 EchoPath::new(EchoMode::Aec, noise_suppression, Some(INPUT_RATE)).unwrap();
             let mut out = Vec::new();
             for (i, near) in person.chunks(FRAME).enumerate() {
-                path.process(near, &mut out);
+                path.process(near, None, &mut out);
                 if i % 4 == 3 {
-                    path.played(&silence[(i - 3) * FRAME..(i + 1) * FRAME]);
+                    path.played(&silence[(i - 3) * FRAME..(i + 1) * FRAME], 0, None);
                 }
             }
             assert!(
@@ -522,6 +607,51 @@ mod tests {
             assert!(
                 heard > 0.8,
                 "noise suppression {noise_suppression}: the mic alone correlates {heard:.2}"
+            );
+        }
+    }
+
+    /// With the devices' timestamps the far end reaches the canceller lined up with the mic:
+    /// the speaker's buffer going from 20 to 120 ms deep and back (its callback running that
+    /// much ahead of what is heard) does not throw it: the echo stays down throughout. (Fed
+    /// the far end as it arrives, it let the echo through at 14.7 dB while the buffer was deep.)
+    #[test]
+    fn timestamps_line_the_far_end_up_whatever_the_speakers_buffering() {
+        let model = voice(
+            "The living room lamp is on, the kitchen lights are off, and the thermostat is \
+             set to twenty one degrees. Would you like me to change anything else?",
+        );
+        let len = model.len().min(6 * 16_000);
+        let room = 320; // 20 ms
+        let mic: Vec<f32> = (0..len)
+            .map(|i| i.checked_sub(room).map_or(0.0, |j| model[j] * 0.5))
+            .collect();
+        let ns = |sample: usize| (sample as f64 * NS_PER_SAMPLE) as u64 + 1;
+        // The speaker's callback runs this many samples ahead of what is heard.
+        let ahead = |sample: usize| {
+            if (2 * 16_000..4 * 16_000).contains(&sample) {
+                1920
+            } else {
+                320
+            }
+        };
+        let mut path = EchoPath::new(EchoMode::Aec, false, Some(INPUT_RATE)).unwrap();
+        let mut out = Vec::new();
+        let mut given = 0;
+        for (i, near) in mic.chunks(FRAME).enumerate() {
+            let now = (i + 1) * FRAME;
+            while given < len && given < now + ahead(given) {
+                let chunk = &model[given..(given + FRAME).min(len)];
+                path.played(chunk, given as u64, Some((given as u64, ns(given))));
+                given += chunk.len();
+            }
+            path.process(near, Some(ns(i * FRAME)), &mut out);
+        }
+        for (from, to) in [(16_000, 32_000), (40_000, 64_000), (72_000, len)] {
+            let erle = 10.0 * (mean_square(&mic[from..to]) / mean_square(&out[from..to])).log10();
+            assert!(
+                erle >= 25.0,
+                "{from}..{to}: echo suppressed by only {erle:.1} dB"
             );
         }
     }

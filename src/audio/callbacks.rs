@@ -17,6 +17,8 @@ pub struct CaptureCallback {
     pub channels: usize,
     pub shared: Arc<CaptureShared>,
     pub clock: Clock,
+    /// Frames written to the ring since the stream started.
+    pub written: u64,
 }
 
 impl CaptureCallback {
@@ -28,9 +30,10 @@ impl CaptureCallback {
         f32: FromSample<T>,
     {
         if let Some(latency) = latency {
-            self.shared
-                .latency_ns
-                .store(latency.as_nanos() as u64, Ordering::Relaxed);
+            let latency = latency.as_nanos() as u64;
+            self.shared.latency_ns.store(latency, Ordering::Relaxed);
+            let captured = self.clock.now().saturating_sub(latency).max(1);
+            self.shared.stamp.store(self.written, captured);
         }
         let channels = self.channels.max(1);
         let frames = interleaved.len() / channels;
@@ -49,6 +52,7 @@ impl CaptureCallback {
                 peak = peak.max(mono.abs());
                 mono
             }));
+            self.written += take as u64;
         }
         self.shared.level.raise(peak);
         self.shared
@@ -71,6 +75,8 @@ pub struct OutputCallback {
     /// Taken here, where samples leave for the speaker, so it holds exactly what was played
     /// (a barge-in's flushed audio never enters it).
     reference: rtrb::Producer<f32>,
+    /// Frames written to the reference ring since the stream started.
+    reference_written: u64,
     pub channels: usize,
     /// Frames the ring must hold before playback starts (or restarts after an underrun).
     pub startup_frames: usize,
@@ -92,6 +98,7 @@ impl OutputCallback {
         OutputCallback {
             consumer,
             reference,
+            reference_written: 0,
             channels: channels.max(1),
             startup_frames,
             epoch: shared.epoch.load(Ordering::Acquire),
@@ -108,13 +115,14 @@ impl OutputCallback {
         T: Sample + FromSample<f32>,
         f32: FromSample<T>,
     {
-        if let Some(latency) = latency {
-            self.shared
-                .latency_ns
-                .store(latency.as_nanos() as u64, Ordering::Relaxed);
-        }
         let frames = out.len() / self.channels;
         let played = self.fill(out);
+        if let Some(latency) = latency {
+            let latency = latency.as_nanos() as u64;
+            self.shared.latency_ns.store(latency, Ordering::Relaxed);
+            let heard = self.clock.now() + latency;
+            self.shared.stamp.store(self.reference_written, heard);
+        }
         self.write_reference(out, played, frames);
     }
 
@@ -133,6 +141,7 @@ impl OutputCallback {
                 .fetch_add((frames - take) as u64, Ordering::Relaxed);
         }
         if let Ok(chunk) = self.reference.write_chunk_uninit(take) {
+            self.reference_written += take as u64;
             let channels = self.channels;
             chunk.fill_from_iter(out.chunks_exact(channels).enumerate().map(|(i, frame)| {
                 if i < played {
@@ -253,6 +262,7 @@ mod tests {
             channels: 2,
             shared: shared.clone(),
             clock: Clock::new(),
+            written: 0,
         };
         callback.process(&[0.2, 0.4, -0.2, -0.4, 1.0, 0.0], None);
         assert_eq!(consumer.pop().unwrap(), 0.3f32);

@@ -65,6 +65,8 @@ pub struct Capture {
     input: Vec<f32>,
     resampled: Vec<f32>,
     processed: Vec<f32>,
+    /// 16 kHz samples the resampler has made since the source opened.
+    resampled_total: u64,
     /// Frames made and frames replaced by silence by the echo gate.
     pub frames_made: u64,
     pub frames_gated: u64,
@@ -92,6 +94,7 @@ impl Capture {
             input: Vec::with_capacity(rate as usize / 10),
             resampled: Vec::with_capacity(INPUT_RATE as usize / 10),
             processed: Vec::with_capacity(INPUT_RATE as usize / 10),
+            resampled_total: 0,
             frames_made: 0,
             frames_gated: 0,
             clip_done: false,
@@ -108,6 +111,7 @@ impl Capture {
     pub fn pump(&mut self) -> bool {
         self.input.clear();
         let mut captured_at = self.clock.now();
+        let mut stamp = None;
         let mut clip_ended_now = false;
         match &mut self.source {
             Source::Device {
@@ -124,6 +128,7 @@ impl Capture {
                 if at != 0 {
                     captured_at = at;
                 }
+                stamp = shared.stamp.load();
             }
             Source::Wav {
                 clip,
@@ -149,9 +154,18 @@ impl Capture {
         }
         self.resampled.clear();
         self.resampler.push(&self.input, &mut self.resampled);
+        let first = self.resampled_total;
+        self.resampled_total += self.resampled.len() as u64;
         if let Some(echo) = &mut self.echo {
+            // When the first of these 16 kHz samples was captured, from the device's stamp
+            // (16 kHz sample p is device frame p·rate/16 000: the resampler keeps them aligned).
+            let rate = f64::from(self.resampler.rate_in());
+            let first_at = stamp.map(|(frame, at)| {
+                (at as f64 + (first as f64 / f64::from(INPUT_RATE) - frame as f64 / rate) * 1e9)
+                    .max(0.0) as u64
+            });
             self.processed.clear();
-            echo.process(&self.resampled, &mut self.processed);
+            echo.process(&self.resampled, first_at, &mut self.processed);
             std::mem::swap(&mut self.processed, &mut self.resampled);
         }
         let gated = self

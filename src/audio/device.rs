@@ -381,6 +381,7 @@ pub fn open_input(
         channels: usize::from(config.channels),
         shared,
         clock,
+        written: 0,
     };
     let stream = for_sample_format!(format, device, build_input, config, callback, on_error)?
         .map_err(|e| open_error(device, e))?;

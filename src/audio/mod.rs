@@ -717,6 +717,7 @@ impl Worker {
             let queued = output.reference.slots();
             if let Ok(chunk) = output.reference.read_chunk(queued) {
                 chunk.commit_all();
+                output.reference_read += queued as u64;
             }
         }
     }
@@ -774,6 +775,7 @@ impl Worker {
             OutputDevice {
                 producer,
                 reference: reference_out,
+                reference_read: 0,
                 shared: self.playback_shared.clone(),
                 rate: stream.rate,
                 _stream: stream.stream,
@@ -829,6 +831,7 @@ impl Worker {
             return;
         };
         self.played.clear();
+        let first = output.reference_read;
         let queued = output.reference.slots();
         if let Ok(chunk) = output.reference.read_chunk(queued) {
             let (a, b) = chunk.as_slices();
@@ -836,8 +839,9 @@ impl Worker {
             self.played.extend_from_slice(b);
             chunk.commit_all();
         }
+        output.reference_read += self.played.len() as u64;
         if let Some(echo) = self.capture.as_mut().and_then(|c| c.echo.as_mut()) {
-            echo.played(&self.played);
+            echo.played(&self.played, first, output.shared.stamp.load());
             let latency = self.capture_shared.latency_ns.load(Ordering::Relaxed)
                 + output.shared.latency_ns.load(Ordering::Relaxed);
             if latency > 0 {

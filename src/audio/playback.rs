@@ -21,6 +21,8 @@ pub struct OutputDevice {
     pub producer: rtrb::Producer<f32>,
     /// What the callback played, for the echo canceller.
     pub reference: rtrb::Consumer<f32>,
+    /// Frames taken from `reference` so far (the index of the next one in the stream).
+    pub reference_read: u64,
     pub shared: Arc<PlaybackShared>,
     pub rate: u32,
     /// Kept open as long as the output lives.

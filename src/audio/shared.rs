@@ -63,6 +63,48 @@ impl PeakMeter {
     }
 }
 
+/// Where a stream's timeline stands: device frame `frame` (counted from the stream's start)
+/// is heard, or was captured, at `at` on the audio [`Clock`]. Written by one callback and read
+/// by the worker without locks (a sequence lock: the reader retries while a write is under
+/// way, and gives up after a few tries rather than spin).
+#[derive(Debug, Default)]
+pub struct Stamp {
+    seq: AtomicU64,
+    frame: AtomicU64,
+    at: AtomicU64,
+}
+
+impl Stamp {
+    /// Called by the stream's one callback only.
+    #[inline]
+    pub fn store(&self, frame: u64, at: u64) {
+        let seq = self.seq.load(Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::Release);
+        self.frame.store(frame, Ordering::Relaxed);
+        self.at.store(at, Ordering::Relaxed);
+        self.seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+
+    /// (frame, at), once a callback has stored one.
+    pub fn load(&self) -> Option<(u64, u64)> {
+        for _ in 0..8 {
+            let before = self.seq.load(Ordering::Acquire);
+            if before % 2 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let frame = self.frame.load(Ordering::Relaxed);
+            let at = self.at.load(Ordering::Relaxed);
+            std::sync::atomic::fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) == before {
+                return (at != 0).then_some((frame, at));
+            }
+        }
+        None
+    }
+}
+
 /// What the capture callback reports.
 #[derive(Debug, Default)]
 pub struct CaptureShared {
@@ -72,8 +114,11 @@ pub struct CaptureShared {
     /// When the newest samples entered the ring.
     pub last_callback_at: AtomicU64,
     /// The device's capture latency as cpal's timestamps tell it (callback − capture), in ns:
-    /// half of the delay hint the echo canceller starts from.
+    /// half of the device delay the audio popup shows.
     pub latency_ns: AtomicU64,
+    /// When the ring's frames were captured: the echo canceller lines the speaker's reference
+    /// up with the mic by it.
+    pub stamp: Stamp,
 }
 
 /// What the output callback and the playback feeder share.
@@ -100,6 +145,8 @@ pub struct PlaybackShared {
     pub frames_played: AtomicU64,
     /// The device's playback latency as cpal's timestamps tell it (playback − callback), in ns.
     pub latency_ns: AtomicU64,
+    /// When the reference ring's frames are heard.
+    pub stamp: Stamp,
     /// Samples of the echo reference lost because its ring was full (the worker fell behind).
     pub reference_overflow: AtomicU64,
 }
