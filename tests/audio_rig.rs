@@ -138,7 +138,7 @@ fn a_spoken_phrase_in_the_virtual_mic_reaches_the_mock_as_16khz_speech() {
         "the mock got {heard:.2} s of speech for a {spoken:.2} s phrase"
     );
     let onset = ((start - ref_start).max(0.0) * 16_000.0) as usize;
-    let correlation = rig::best_correlation(&received, &reference, onset, 1600);
+    let correlation = livetalk::audio::pcm::best_correlation(&received, &reference, onset, 1600);
     assert!(
         correlation > 0.8,
         "normalised cross-correlation with the phrase is only {correlation:.3}"

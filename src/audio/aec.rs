@@ -493,18 +493,7 @@ mod tests {
 
     /// The best normalised cross-correlation of `reference` in `signal` near `at`.
     fn ncc(signal: &[f32], reference: &[f32], at: usize) -> f64 {
-        (at.saturating_sub(400)..at + 400)
-            .filter(|lag| lag + reference.len() <= signal.len())
-            .map(|lag| {
-                let window = &signal[lag..lag + reference.len()];
-                let dot: f64 = window
-                    .iter()
-                    .zip(reference)
-                    .map(|(a, b)| f64::from(*a) * f64::from(*b))
-                    .sum();
-                dot / (mean_square(window) * mean_square(reference)).sqrt() / reference.len() as f64
-            })
-            .fold(0.0, f64::max)
+        crate::audio::pcm::best_correlation(signal, reference, at, 400)
     }
 
     /// Runs `mic` through a path that plays `speaker`, 10 ms at a time, render first; also

@@ -402,30 +402,6 @@ pub fn tone_frequency(samples: &[f32], rate: u32) -> f64 {
     crossings as f64 * f64::from(rate) / samples.len() as f64
 }
 
-/// The best normalised cross-correlation of `reference` inside `signal`, searching lags
-/// around `near` (± `span` samples).
-pub fn best_correlation(signal: &[f32], reference: &[f32], near: usize, span: usize) -> f64 {
-    let energy = |x: &[f32]| x.iter().map(|v| f64::from(*v) * f64::from(*v)).sum::<f64>();
-    let ref_energy = energy(reference);
-    let mut best = 0.0f64;
-    for lag in near.saturating_sub(span)..=near + span {
-        if lag + reference.len() > signal.len() {
-            break;
-        }
-        let window = &signal[lag..lag + reference.len()];
-        let dot: f64 = window
-            .iter()
-            .zip(reference)
-            .map(|(a, b)| f64::from(*a) * f64::from(*b))
-            .sum();
-        let norm = (energy(window) * ref_energy).sqrt();
-        if norm > 0.0 {
-            best = best.max(dot / norm);
-        }
-    }
-    best
-}
-
 /// Where a reference sound was found inside a longer signal.
 #[derive(Debug, Clone, Copy)]
 pub struct Found {
