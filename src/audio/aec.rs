@@ -24,8 +24,20 @@ const NS_PER_SAMPLE: f64 = 1e9 / INPUT_RATE as f64;
 /// How far ahead of the mic the far end is handed to the canceller: it must see the far end
 /// before its echo, and a room adds only a little to this.
 const LEAD_NS: f64 = 10e6;
-/// Far-end frames held at most (two seconds): past this the oldest go in unaligned.
-const RENDER_QUEUE_MAX: usize = 200;
+/// Far-end frames held at most: past this the oldest go in unaligned.
+const RENDER_QUEUE_MAX: usize = 300;
+/// AEC3 looks for the echo up to about this far behind the far end (10 ms frames). A device
+/// whose timestamps understate its buffering by more (ALSA's PulseAudio plugin reports 20 ms
+/// for half a second) leaves the echo out of its reach: the coarse search below finds it and
+/// holds the far end back by the difference.
+const CANCELLER_REACH: usize = 30;
+/// The coarse search: loudness envelopes of the far end and the raw mic over 3 s, lags up
+/// to 1.5 s, every second.
+const COARSE_HISTORY: usize = 300;
+const COARSE_MAX_LAG: usize = 150;
+const COARSE_EVERY: u64 = 100;
+/// Envelope correlation that counts as having found the echo.
+const COARSE_FOUND: f32 = 0.6;
 
 /// Far-end frames quieter than this (dBFS) teach the canceller nothing and are left out of
 /// the ERLE figure.
@@ -119,6 +131,14 @@ pub struct EchoPath {
     capture_framer: Framer,
     /// 16 kHz mic samples taken so far.
     capture_in: u64,
+    /// Loudness envelopes (RMS per 10 ms frame) of the far end as handed to the canceller and
+    /// of the raw mic, for the coarse delay search.
+    far_history: VecDeque<f32>,
+    mic_history: VecDeque<f32>,
+    /// How much longer the far end is held for an echo beyond the canceller's reach (ns), and
+    /// the lag last found (frames), which must be found twice before it is acted on.
+    extra_hold_ns: f64,
+    coarse_seen: Option<usize>,
     /// The far end's energies over the last [`FAR_END_WINDOW`] frames (newest last), so the
     /// ERLE figure counts only frames with echo to remove.
     far_end_recent: VecDeque<f32>,
@@ -206,6 +226,10 @@ impl EchoPath {
             render_base: None,
             capture_framer: Framer::new(FRAME),
             capture_in: 0,
+            far_history: VecDeque::with_capacity(COARSE_HISTORY + 1),
+            mic_history: VecDeque::with_capacity(COARSE_HISTORY + 1),
+            extra_hold_ns: 0.0,
+            coarse_seen: None,
             far_end_recent: VecDeque::with_capacity(FAR_END_WINDOW),
             watch: EchoWatch::new(),
             erle: Decaying::default(),
@@ -269,6 +293,7 @@ impl EchoPath {
             chain,
             render_queue,
             far_end_recent,
+            far_history,
             watch,
             errors,
             ..
@@ -283,6 +308,10 @@ impl EchoPath {
             };
             let far = energy(&frame);
             watch.reference(far);
+            if far_history.len() >= COARSE_HISTORY {
+                far_history.pop_front();
+            }
+            far_history.push_back(far.sqrt());
             if far_end_recent.len() >= FAR_END_WINDOW {
                 far_end_recent.pop_front();
             }
@@ -332,10 +361,61 @@ impl EchoPath {
         for (start, frame) in frames {
             let until = capture_base.map_or(f64::INFINITY, |base| {
                 base + (start + FRAME as u64) as f64 * NS_PER_SAMPLE + LEAD_NS
-            });
+            }) - self.extra_hold_ns;
             self.release_render(until, usize::MAX);
+            if self.mic_history.len() >= COARSE_HISTORY {
+                self.mic_history.pop_front();
+            }
+            self.mic_history.push_back(energy(&frame).sqrt());
+            if self.cancelling() && (start / FRAME as u64).is_multiple_of(COARSE_EVERY) {
+                self.coarse_search();
+            }
             self.process_frame(&frame, out);
         }
+    }
+
+    /// Looks for the echo beyond the canceller's reach: the lag at which the raw mic's loudness
+    /// follows the far end's. Found at the same lag twice in a row, the far end is held back
+    /// by that much (less a margin), once; the canceller finds the rest.
+    fn coarse_search(&mut self) {
+        let n = COARSE_HISTORY - COARSE_MAX_LAG;
+        if self.extra_hold_ns > 0.0
+            || self.far_history.len() < COARSE_HISTORY
+            || self.mic_history.len() < COARSE_HISTORY
+        {
+            return;
+        }
+        let loud = self
+            .far_history
+            .iter()
+            .filter(|rms| energy_dbfs(**rms * **rms) > FAR_END_ACTIVE_DBFS)
+            .count();
+        if loud < COARSE_HISTORY / 5 {
+            return;
+        }
+        let far: Vec<f32> = self.far_history.iter().copied().collect();
+        let mic: Vec<f32> = self.mic_history.iter().copied().collect();
+        let recent = &mic[COARSE_HISTORY - n..];
+        let (lag, best) = (0..=COARSE_MAX_LAG)
+            .map(|lag| {
+                let end = COARSE_HISTORY - lag;
+                (
+                    lag,
+                    super::echo_watch::correlation(recent, &far[end - n..end]),
+                )
+            })
+            .fold((0, f32::MIN), |a, b| if b.1 > a.1 { b } else { a });
+        let found = (best >= COARSE_FOUND && lag > CANCELLER_REACH).then_some(lag);
+        if found.is_some() && found == self.coarse_seen {
+            let hold = lag - CANCELLER_REACH / 2;
+            self.extra_hold_ns = hold as f64 * 10e6;
+            tracing::debug!(
+                lag_ms = lag * 10,
+                hold_ms = hold * 10,
+                "the echo lies beyond the canceller's reach: the far end is held back"
+            );
+        }
+        self.coarse_seen = found;
     }
 
     fn process_frame(&mut self, frame: &[f32], out: &mut Vec<f32>) {
@@ -643,6 +723,42 @@ mod tests {
                 "{from}..{to}: echo suppressed by only {erle:.1} dB"
             );
         }
+    }
+
+    /// A device whose timestamps understate its buffering by far (ALSA's PulseAudio plugin):
+    /// the echo comes 700 ms after the moment the speaker's stamps say, beyond AEC3's reach.
+    /// The coarse search finds it and holds the far end back; the echo is then removed.
+    #[test]
+    fn an_echo_beyond_the_cancellers_reach_is_found_and_removed() {
+        let sentence = voice(
+            "The living room lamp is on, the kitchen lights are off, and the thermostat is \
+             set to twenty one degrees. Would you like me to change anything else?",
+        );
+        let model: Vec<f32> = sentence.iter().chain(&sentence).copied().collect();
+        let len = model.len().min(12 * 16_000);
+        let late = 11_200; // 700 ms
+        let mic: Vec<f32> = (0..len)
+            .map(|i| i.checked_sub(late).map_or(0.0, |j| model[j] * 0.5))
+            .collect();
+        let ns = |sample: usize| (sample as f64 * NS_PER_SAMPLE) as u64 + 1;
+        let mut path = EchoPath::new(EchoMode::Aec, false, Some(INPUT_RATE)).unwrap();
+        let mut out = Vec::new();
+        for (i, (far, near)) in model[..len]
+            .chunks(FRAME)
+            .zip(mic.chunks(FRAME))
+            .enumerate()
+        {
+            let at = i * FRAME;
+            path.played(far, at as u64, Some((at as u64, ns(at))));
+            path.process(near, Some(ns(at)), &mut out);
+        }
+        assert!(path.extra_hold_ns > 0.0, "the echo was not found");
+        let last = len - 2 * 16_000..len - FRAME * 4;
+        let erle = 10.0 * (mean_square(&mic[last.clone()]) / mean_square(&out[last])).log10();
+        assert!(
+            erle >= 25.0,
+            "echo suppressed by only {erle:.1} dB in the last 2 s"
+        );
     }
 
     #[test]

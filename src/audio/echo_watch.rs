@@ -165,7 +165,7 @@ impl EchoWatch {
 }
 
 /// Pearson correlation of two equal-length series (0 when either is flat).
-fn correlation(a: &[f32], b: &[f32]) -> f32 {
+pub(super) fn correlation(a: &[f32], b: &[f32]) -> f32 {
     let n = a.len().min(b.len()) as f32;
     if n == 0.0 {
         return 0.0;
