@@ -589,7 +589,12 @@ impl App {
     /// Whether the transcript entry at `index` waits for the echo verdict on its interruption
     /// (a presenter that prints each entry once holds it back until then).
     pub fn echo_check_pending(&self, index: usize) -> bool {
+        // Only a live device mic has the audio worker judge. A replay waits for nothing (a
+        // recorded verdict still flags the reply when it comes), nor does a WAV file as the mic.
         self.echo_check == Some(index)
+            && self.replay.is_none()
+            && self.audio.input.is_some()
+            && !self.audio.input_is_clip
     }
 
     pub fn tool_calls(&self) -> &[ToolCallRecord] {

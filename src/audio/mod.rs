@@ -544,12 +544,10 @@ impl Worker {
                 // The verdict waits for the echo of what was played up to now to reach the
                 // mic: the service can cut in within a quarter second of the echo starting,
                 // on less of it than tells echo from speech.
-                let judging = self.capture.as_ref().is_some_and(|c| c.echo.is_some());
-                if judging {
+                // Only a device mic has an echo path to judge; without one no verdict comes.
+                if self.capture.as_ref().is_some_and(|c| c.echo.is_some()) {
                     self.verdict_due
                         .get_or_insert(Instant::now() + ECHO_VERDICT_AFTER);
-                } else {
-                    self.emit(AudioEvent::Silenced { echo_heard: false });
                 }
             }
             Command::MicOpen(open) => {
