@@ -126,8 +126,10 @@ pub struct EchoPath {
     render_first_frame: Option<u64>,
     /// 16 kHz far-end samples framed so far.
     render_made: u64,
-    /// When this path's first 16 kHz far-end sample is heard (ns), from the latest stamp.
+    /// When this path's first 16 kHz far-end sample is heard (ns), from the stamps.
     render_base: Option<f64>,
+    /// When this path's first 16 kHz mic sample was captured (ns), from the stamps.
+    capture_base: Option<f64>,
     capture_framer: Framer,
     /// 16 kHz mic samples taken so far.
     capture_in: u64,
@@ -224,6 +226,7 @@ impl EchoPath {
             render_first_frame: None,
             render_made: 0,
             render_base: None,
+            capture_base: None,
             capture_framer: Framer::new(FRAME),
             capture_in: 0,
             far_history: VecDeque::with_capacity(COARSE_HISTORY + 1),
@@ -261,8 +264,8 @@ impl EchoPath {
         let rate = f64::from(resampler.rate_in());
         let start = *self.render_first_frame.get_or_insert(first_frame);
         // When this path's first 16 kHz far-end sample is heard (ns on the audio clock).
-        self.render_base =
-            heard.map(|(frame, at)| at as f64 + (start as f64 - frame as f64) / rate * 1e9);
+        let base = heard.map(|(frame, at)| at as f64 + (start as f64 - frame as f64) / rate * 1e9);
+        self.render_base = steady(self.render_base, base);
         self.reference_16k.clear();
         resampler.push(samples, &mut self.reference_16k);
         let Self {
@@ -345,10 +348,12 @@ impl EchoPath {
     /// gets the far end as it arrives and finds the whole delay itself.
     pub fn process(&mut self, captured: &[f32], captured_at: Option<u64>, out: &mut Vec<f32>) {
         // When this path's first 16 kHz mic sample was captured.
-        let capture_base = captured_at.map(|at| {
+        let base = captured_at.map(|at| {
             at as f64
                 - (self.capture_in - self.capture_framer.pending() as u64) as f64 * NS_PER_SAMPLE
         });
+        self.capture_base = steady(self.capture_base, base);
+        let capture_base = self.capture_base;
         let mut frame_start = self.capture_in - self.capture_framer.pending() as u64;
         self.capture_in += captured.len() as u64;
         let mut frames = Vec::new();
@@ -533,6 +538,17 @@ impl EchoPath {
             far_end_secs: self.far_end_frames as f32 / 100.0,
             echo_heard: self.watch.echo_heard(),
         }
+    }
+}
+
+/// A stream's timeline from its latest stamp, steadied: hosts interpolate their latency between
+/// polls, so each stamp wobbles by a few milliseconds, and a canceller fed by a wobbling clock
+/// sees its echo path move. Small differences are followed slowly; a jump of more than 20 ms
+/// (an underrun, a device that changed its buffering) is taken at once.
+fn steady(old: Option<f64>, new: Option<f64>) -> Option<f64> {
+    match (old, new) {
+        (Some(old), Some(new)) if (new - old).abs() <= 20e6 => Some(old + (new - old) * 0.02),
+        (_, new) => new,
     }
 }
 
