@@ -592,6 +592,26 @@ mod tests {
         crate::audio::pcm::best_correlation(signal, reference, at, 400)
     }
 
+    /// The model's sentence in the tests where its echo has to be found.
+    fn model_sentence() -> Vec<f32> {
+        voice(
+            "The living room lamp is on, the kitchen lights are off, and the thermostat is \
+             set to twenty one degrees. Would you like me to change anything else?",
+        )
+    }
+
+    /// What a mic hears of `model`: `delay` samples later, 6 dB down, nothing else.
+    fn echo_of(model: &[f32], delay: usize) -> Vec<f32> {
+        (0..model.len())
+            .map(|i| i.checked_sub(delay).map_or(0.0, |j| model[j] * 0.5))
+            .collect()
+    }
+
+    /// A 16 kHz sample index as a time on the audio clock (never 0: that means "not stamped").
+    fn ns(sample: usize) -> u64 {
+        (sample as f64 * NS_PER_SAMPLE) as u64 + 1
+    }
+
     /// Runs `mic` through a path that plays `speaker`, 10 ms at a time, render first; also
     /// returns the times (s) at which the self-interruption detector said "echo".
     fn run(path: &mut EchoPath, speaker: &[f32], mic: &[f32]) -> (Vec<f32>, Vec<f32>) {
@@ -702,16 +722,9 @@ mod tests {
     /// the far end as it arrives, it let the echo through at 14.7 dB while the buffer was deep.)
     #[test]
     fn timestamps_line_the_far_end_up_whatever_the_speakers_buffering() {
-        let model = voice(
-            "The living room lamp is on, the kitchen lights are off, and the thermostat is \
-             set to twenty one degrees. Would you like me to change anything else?",
-        );
+        let model = model_sentence();
         let len = model.len().min(6 * 16_000);
-        let room = 320; // 20 ms
-        let mic: Vec<f32> = (0..len)
-            .map(|i| i.checked_sub(room).map_or(0.0, |j| model[j] * 0.5))
-            .collect();
-        let ns = |sample: usize| (sample as f64 * NS_PER_SAMPLE) as u64 + 1;
+        let mic = echo_of(&model[..len], 320); // the room: 20 ms
         // The speaker's callback runs this many samples ahead of what is heard.
         let ahead = |sample: usize| {
             if (2 * 16_000..4 * 16_000).contains(&sample) {
@@ -746,17 +759,10 @@ mod tests {
     /// The coarse search finds it and holds the far end back; the echo is then removed.
     #[test]
     fn an_echo_beyond_the_cancellers_reach_is_found_and_removed() {
-        let sentence = voice(
-            "The living room lamp is on, the kitchen lights are off, and the thermostat is \
-             set to twenty one degrees. Would you like me to change anything else?",
-        );
+        let sentence = model_sentence();
         let model: Vec<f32> = sentence.iter().chain(&sentence).copied().collect();
         let len = model.len().min(12 * 16_000);
-        let late = 11_200; // 700 ms
-        let mic: Vec<f32> = (0..len)
-            .map(|i| i.checked_sub(late).map_or(0.0, |j| model[j] * 0.5))
-            .collect();
-        let ns = |sample: usize| (sample as f64 * NS_PER_SAMPLE) as u64 + 1;
+        let mic = echo_of(&model[..len], 11_200); // 700 ms
         let mut path = EchoPath::new(EchoMode::Aec, false, Some(INPUT_RATE)).unwrap();
         let mut out = Vec::new();
         for (i, (far, near)) in model[..len]

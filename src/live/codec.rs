@@ -740,9 +740,10 @@ mod tests {
                     Ok(())
                 })
                 .unwrap();
-            // Both sides of the edge were walked, or the property says little.
-            assert!(fast.get() > 800, "fast path taken {} times", fast.get());
-            assert!(lenient.get() > 400, "lenient only {} times", lenient.get());
+            // Both sides of the edge were walked, or the property says little. The counts vary
+            // with the random cases: a CI run once drew 795 fast ones against a floor of 800.
+            assert!(fast.get() > 600, "fast path taken {} times", fast.get());
+            assert!(lenient.get() > 300, "lenient only {} times", lenient.get());
         }
 
         #[test]
