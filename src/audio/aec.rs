@@ -245,10 +245,6 @@ impl EchoPath {
         })
     }
 
-    pub fn mode(&self) -> EchoMode {
-        self.mode
-    }
-
     /// Whether the canceller runs.
     pub fn cancelling(&self) -> bool {
         matches!(self.chain, Chain::Cancel(_))
