@@ -163,13 +163,15 @@ fn voice_processing(c: &mut Criterion) {
         let frames = far_16k.len() / FRAME;
         let mut step = |path: &mut EchoPath, out: &mut Vec<f32>| {
             let i = frame % frames;
-            // Both streams stamped as the devices stamp them: heard and captured in step.
+            // Both streams stamped as the devices stamp them: heard and captured in step, the
+            // mic's samples arriving 10 ms after capture.
             let at = frame as u64 * 10_000_000 + 1;
             let first = frame as u64 * 480;
             frame += 1;
             path.played(&speaker[i * 480..(i + 1) * 480], first, Some((first, at)));
             out.clear();
-            path.process(&mic[i * FRAME..(i + 1) * FRAME], Some(at), out);
+            let mic_frame = &mic[i * FRAME..(i + 1) * FRAME];
+            path.process(mic_frame, Some(at), Some(at + 20_000_000), out);
         };
         for _ in 0..100 {
             step(&mut path, &mut out);

@@ -26,10 +26,9 @@ const NS_PER_SAMPLE: f64 = 1e9 / INPUT_RATE as f64;
 const LEAD_NS: f64 = 10e6;
 /// Far-end frames held at most: past this the oldest go in unaligned.
 const RENDER_QUEUE_MAX: usize = 300;
-/// AEC3 looks for the echo up to about this far behind the far end (10 ms frames). A device
-/// whose timestamps understate its buffering by more (ALSA's PulseAudio plugin reports 20 ms
-/// for half a second) leaves the echo out of its reach: the coarse search below finds it and
-/// holds the far end back by the difference.
+/// AEC3 looks for the echo up to about this far behind the far end (10 ms frames). A speaker
+/// whose timestamps understate its buffering by more leaves the echo out of its reach: the
+/// coarse search below finds it and holds the far end back by the difference.
 const CANCELLER_REACH: usize = 30;
 /// The coarse search: loudness envelopes of the far end and the raw mic over 3 s, lags up
 /// to 1.5 s, every second.
@@ -127,9 +126,13 @@ pub struct EchoPath {
     /// 16 kHz far-end samples framed so far.
     render_made: u64,
     /// When this path's first 16 kHz far-end sample is heard (ns), from the stamps.
-    render_base: Option<f64>,
+    render_timeline: Timeline,
     /// When this path's first 16 kHz mic sample was captured (ns), from the stamps.
-    capture_base: Option<f64>,
+    capture_timeline: Timeline,
+    /// When it had arrived at the latest (ns): the earliest arrival seen, as a timeline.
+    delivery_base: Option<f64>,
+    /// The stamps have claimed more latency than the samples' arrival allows (logged once).
+    capture_stamps_doubted: bool,
     capture_framer: Framer,
     /// 16 kHz mic samples taken so far.
     capture_in: u64,
@@ -225,8 +228,10 @@ impl EchoPath {
             render_queue: VecDeque::with_capacity(RENDER_QUEUE_MAX + 1),
             render_first_frame: None,
             render_made: 0,
-            render_base: None,
-            capture_base: None,
+            render_timeline: Timeline::default(),
+            capture_timeline: Timeline::default(),
+            delivery_base: None,
+            capture_stamps_doubted: false,
             capture_framer: Framer::new(FRAME),
             capture_in: 0,
             far_history: VecDeque::with_capacity(COARSE_HISTORY + 1),
@@ -261,14 +266,13 @@ impl EchoPath {
         let start = *self.render_first_frame.get_or_insert(first_frame);
         // When this path's first 16 kHz far-end sample is heard (ns on the audio clock).
         let base = heard.map(|(frame, at)| at as f64 + (start as f64 - frame as f64) / rate * 1e9);
-        self.render_base = steady(self.render_base, base);
+        let render_base = self.render_timeline.update(base);
         self.reference_16k.clear();
         resampler.push(samples, &mut self.reference_16k);
         let Self {
             render_framer,
             render_queue,
             render_made,
-            render_base,
             reference_16k,
             ..
         } = self;
@@ -337,19 +341,49 @@ impl EchoPath {
     }
 
     /// Processes 16 kHz microphone samples into `out` (10 ms frames; the remainder waits
-    /// for the next call). `captured_at` is when the first of them was captured (ns on the
-    /// audio clock), when the host says: before each mic frame the canceller is handed the
-    /// far end heard up to that frame's end and [`LEAD_NS`] more, so what it sees is the room's
-    /// own delay, steady however the device buffers fill and drain. Without timestamps it
-    /// gets the far end as it arrives and finds the whole delay itself.
-    pub fn process(&mut self, captured: &[f32], captured_at: Option<u64>, out: &mut Vec<f32>) {
-        // When this path's first 16 kHz mic sample was captured.
+    /// for the next call). `captured_at` is when the first of them was captured and
+    /// `delivered_at` when the last of them had reached the app (ns on the audio clock), when
+    /// known: before each mic frame the canceller is handed the far end heard up to that
+    /// frame's end and [`LEAD_NS`] more, so what it sees is the room's own delay, steady however
+    /// the device buffers fill and drain. Without timestamps it gets the far end as it arrives
+    /// and finds the whole delay itself.
+    pub fn process(
+        &mut self,
+        captured: &[f32],
+        captured_at: Option<u64>,
+        delivered_at: Option<u64>,
+        out: &mut Vec<f32>,
+    ) {
+        if let Some(at) = delivered_at {
+            // The earliest the mic's samples have arrived, as a timeline: late callbacks
+            // only make it later, so the least is the truest.
+            let base = at as f64 - (self.capture_in + captured.len() as u64) as f64 * NS_PER_SAMPLE;
+            self.delivery_base = Some(self.delivery_base.map_or(base, |old: f64| old.min(base)));
+        }
+        // When this path's first 16 kHz mic sample was captured: as the stamps say, but no
+        // earlier than [`CAPTURE_LATENCY_MAX`] before it arrived. Stamps that claim more (ALSA's
+        // PulseAudio plugin claims over half a second for its first second) would hold the far
+        // end back past its echo, where no canceller can reach it; a sample taken as captured
+        // later than it was only adds to the delay the canceller finds.
         let base = captured_at.map(|at| {
-            at as f64
-                - (self.capture_in - self.capture_framer.pending() as u64) as f64 * NS_PER_SAMPLE
+            let stamped = at as f64 - self.capture_in as f64 * NS_PER_SAMPLE;
+            match self.delivery_base {
+                Some(delivered) => {
+                    let claimed = delivered - stamped;
+                    if claimed > LEAD_NS && !self.capture_stamps_doubted {
+                        self.capture_stamps_doubted = true;
+                        tracing::debug!(
+                            claimed_ms = claimed / 1e6,
+                            "the mic's timestamps claim more latency than its samples' arrival \
+                             allows: held to that"
+                        );
+                    }
+                    stamped.max(delivered - LEAD_NS)
+                }
+                None => stamped,
+            }
         });
-        self.capture_base = steady(self.capture_base, base);
-        let capture_base = self.capture_base;
+        let capture_base = self.capture_timeline.update(base);
         let mut frame_start = self.capture_in - self.capture_framer.pending() as u64;
         self.capture_in += captured.len() as u64;
         let mut frames = Vec::new();
@@ -537,14 +571,53 @@ impl EchoPath {
     }
 }
 
-/// A stream's timeline from its latest stamp, steadied: hosts interpolate their latency between
-/// polls, so each stamp wobbles by a few milliseconds, and a canceller fed by a wobbling clock
-/// sees its echo path move. Small differences are followed slowly; a jump of more than 20 ms
-/// (an underrun, a device that changed its buffering) is taken at once.
-fn steady(old: Option<f64>, new: Option<f64>) -> Option<f64> {
-    match (old, new) {
-        (Some(old), Some(new)) if (new - old).abs() <= 20e6 => Some(old + (new - old) * 0.02),
-        (_, new) => new,
+/// A stream's timeline (when its first sample is heard or was captured, ns), steadied from
+/// its stamps: hosts interpolate their latency between polls, so each stamp wobbles by a few
+/// milliseconds, and a canceller fed by a wobbling clock sees its echo path move. The wobble
+/// is followed slowly; a shift that holds (the median of the latest stamps moves by more than
+/// [`Timeline::SHIFT_NS`]: PulseAudio re-tuning its latency) is taken at once, as is a jump of
+/// more than 20 ms (an underrun, a device that changed its buffering).
+#[derive(Debug, Default)]
+struct Timeline {
+    base: Option<f64>,
+    recent: VecDeque<f64>,
+}
+
+impl Timeline {
+    const RECENT: usize = 16;
+    const SHIFT_NS: f64 = 2e6;
+    const JUMP_NS: f64 = 20e6;
+
+    fn update(&mut self, stamped: Option<f64>) -> Option<f64> {
+        let Some(new) = stamped else {
+            return self.base;
+        };
+        if self.recent.len() == Self::RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(new);
+        self.base = match self.base {
+            Some(old) if (new - old).abs() <= Self::JUMP_NS => {
+                let mut sorted = [0.0; Self::RECENT];
+                let sorted = &mut sorted[..self.recent.len()];
+                for (slot, stamp) in sorted.iter_mut().zip(&self.recent) {
+                    *slot = *stamp;
+                }
+                sorted.sort_by(f64::total_cmp);
+                let median = sorted[sorted.len() / 2];
+                if self.recent.len() == Self::RECENT && (median - old).abs() > Self::SHIFT_NS {
+                    Some(median)
+                } else {
+                    Some(old + (new - old) * 0.02)
+                }
+            }
+            _ => {
+                self.recent.clear();
+                self.recent.push_back(new);
+                Some(new)
+            }
+        };
+        self.base
     }
 }
 
@@ -615,7 +688,7 @@ mod tests {
         let mut echo_at = Vec::new();
         for (i, (far, near)) in speaker.chunks(FRAME).zip(mic.chunks(FRAME)).enumerate() {
             path.played(far, 0, None);
-            path.process(near, None, &mut out);
+            path.process(near, None, None, &mut out);
             if path.figures().echo_heard {
                 echo_at.push(i as f32 / 100.0);
             }
@@ -691,7 +764,7 @@ mod tests {
                 EchoPath::new(EchoMode::Aec, noise_suppression, Some(INPUT_RATE)).unwrap();
             let mut out = Vec::new();
             for (i, near) in person.chunks(FRAME).enumerate() {
-                path.process(near, None, &mut out);
+                path.process(near, None, None, &mut out);
                 if i % 4 == 3 {
                     path.played(&silence[(i - 3) * FRAME..(i + 1) * FRAME], 0, None);
                 }
@@ -739,7 +812,7 @@ mod tests {
                 path.played(chunk, given as u64, Some((given as u64, ns(given))));
                 given += chunk.len();
             }
-            path.process(near, Some(ns(i * FRAME)), &mut out);
+            path.process(near, Some(ns(i * FRAME)), None, &mut out);
         }
         for (from, to) in [(16_000, 32_000), (40_000, 64_000), (72_000, len)] {
             let erle = 10.0 * (mean_square(&mic[from..to]) / mean_square(&out[from..to])).log10();
@@ -750,8 +823,56 @@ mod tests {
         }
     }
 
-    /// A device whose timestamps understate its buffering by far (ALSA's PulseAudio plugin):
-    /// the echo comes 700 ms after the moment the speaker's stamps say, beyond AEC3's reach.
+    /// A mic whose timestamps overstate its latency (ALSA's PulseAudio plugin claims 560 ms
+    /// for its first 1.3 s, then sweeps down to the truth, 10 ms): taken at their word they
+    /// would hold the far end back past its echo. Bounded by when the samples arrived, the
+    /// canceller keeps the echo down through the lie, the sweep and after.
+    #[test]
+    fn mic_timestamps_that_overstate_the_latency_do_not_hold_the_far_end_past_its_echo() {
+        let sentence = model_sentence();
+        let model: Vec<f32> = sentence.iter().chain(&sentence).copied().collect();
+        let len = model.len().min(6 * 16_000);
+        let mic = echo_of(&model[..len], 320); // the room: 20 ms
+        let claimed_ms = |sample: usize| match sample as f64 / 16_000.0 {
+            t if t < 1.3 => 560.0,
+            t if t < 1.8 => 560.0 - (t - 1.3) / 0.5 * 550.0,
+            _ => 10.0,
+        };
+        // The audio clock's reading at the first sample: the lie reaches back before it.
+        const START: u64 = 1_000_000_000;
+        let mut path = EchoPath::new(EchoMode::Aec, false, Some(INPUT_RATE)).unwrap();
+        let mut out = Vec::new();
+        let mut given = 0;
+        for (i, near) in mic.chunks(FRAME).enumerate() {
+            let at = i * FRAME;
+            // The speaker's callback runs 20 ms ahead of what is heard, and its stamps are true.
+            while given < len && given < at + FRAME + 320 {
+                let chunk = &model[given..(given + FRAME).min(len)];
+                let heard = ns(given) + START;
+                path.played(chunk, given as u64, Some((given as u64, heard)));
+                given += chunk.len();
+            }
+            let captured = ns(at) + START - (claimed_ms(at) * 1e6) as u64;
+            // They arrive 10 ms after capture, some callbacks a few milliseconds later still.
+            let delivered = ns(at + FRAME) + START + 10_000_000 + (i % 7) as u64 * 700_000;
+            path.process(near, Some(captured), Some(delivered), &mut out);
+        }
+        for (from, to) in [
+            (4_800, 20_800),
+            (20_800, 28_800),
+            (28_800, 48_000),
+            (48_000, len),
+        ] {
+            let erle = 10.0 * (mean_square(&mic[from..to]) / mean_square(&out[from..to])).log10();
+            assert!(
+                erle >= 25.0,
+                "{from}..{to}: echo suppressed by only {erle:.1} dB"
+            );
+        }
+    }
+
+    /// A device whose timestamps understate its buffering by far: the echo comes 700 ms after
+    /// the moment the speaker's stamps say, beyond AEC3's reach.
     /// The coarse search finds it and holds the far end back; the echo is then removed.
     #[test]
     fn an_echo_beyond_the_cancellers_reach_is_found_and_removed() {
@@ -768,7 +889,7 @@ mod tests {
         {
             let at = i * FRAME;
             path.played(far, at as u64, Some((at as u64, ns(at))));
-            path.process(near, Some(ns(at)), &mut out);
+            path.process(near, Some(ns(at)), None, &mut out);
         }
         assert!(path.extra_hold_ns > 0.0, "the echo was not found");
         let last = len - 2 * 16_000..len - FRAME * 4;
@@ -777,6 +898,29 @@ mod tests {
             erle >= 25.0,
             "echo suppressed by only {erle:.1} dB in the last 2 s"
         );
+    }
+
+    /// The wobble of a host's stamps is smoothed, a shift that holds is taken within a few
+    /// stamps, and a jump at once.
+    #[test]
+    fn a_timeline_smooths_wobble_and_takes_shifts_that_hold() {
+        let mut timeline = Timeline::default();
+        let wobble = |i: usize| [0.0, 1.5e6, -1.5e6, 0.7e6][i % 4];
+        for i in 0..100 {
+            let base = timeline.update(Some(1e9 + wobble(i))).unwrap();
+            assert!((base - 1e9).abs() < 0.5e6, "stamp {i}: {base}");
+        }
+        // PulseAudio re-tunes its latency: the stamps move 10 ms and stay.
+        let mut taken = None;
+        for i in 0..100 {
+            let base = timeline.update(Some(1.01e9 + wobble(i))).unwrap();
+            if (base - 1.01e9).abs() < 2e6 {
+                taken.get_or_insert(i);
+            }
+        }
+        assert!(taken.is_some_and(|i| i < Timeline::RECENT), "{taken:?}");
+        assert_eq!(timeline.update(None), timeline.base);
+        assert_eq!(timeline.update(Some(1.2e9)), Some(1.2e9), "a jump is taken at once");
     }
 
     #[test]

@@ -112,6 +112,7 @@ impl Capture {
         self.input.clear();
         let mut captured_at = self.clock.now();
         let mut stamp = None;
+        let mut delivered_at = None;
         let mut clip_ended_now = false;
         match &mut self.source {
             Source::Device {
@@ -127,6 +128,7 @@ impl Capture {
                 let at = shared.last_callback_at.load(Ordering::Acquire);
                 if at != 0 {
                     captured_at = at;
+                    delivered_at = Some(at);
                 }
                 stamp = shared.stamp.load();
             }
@@ -165,7 +167,7 @@ impl Capture {
                     .max(0.0) as u64
             });
             self.processed.clear();
-            echo.process(&self.resampled, first_at, &mut self.processed);
+            echo.process(&self.resampled, first_at, delivered_at, &mut self.processed);
             std::mem::swap(&mut self.processed, &mut self.resampled);
         }
         let gated = self
