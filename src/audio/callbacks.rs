@@ -124,6 +124,9 @@ impl OutputCallback {
             self.shared.stamp.store(self.reference_written, heard);
         }
         self.write_reference(out, played, frames);
+        self.shared
+            .last_callback_at
+            .store(self.clock.now(), Ordering::Release);
     }
 
     /// Copies the buffer just written (its first `played` frames carry ring audio, the rest

@@ -317,8 +317,46 @@ pub struct OpenStream {
     pub channels: u16,
 }
 
+/// A stream error as the device's thread reports it (not the data callback).
+#[derive(Debug, Clone)]
+pub struct StreamFault {
+    pub message: String,
+    pub severity: Severity,
+}
+
+/// What a stream error means for the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// The stream goes on by the host's word: an overrun or underrun (a glitch), a refused
+    /// real-time priority, a default device followed to its replacement.
+    Passing,
+    /// The stream may or may not go on: the host could not say (ALSA's PulseAudio plugin
+    /// fails hundreds of calls while its stream connects, then plays on).
+    Doubtful,
+    /// The stream is gone: the device vanished, its configuration no longer holds, access
+    /// was taken away.
+    Fatal,
+}
+
+impl StreamFault {
+    fn new(error: &cpal::Error) -> StreamFault {
+        use cpal::ErrorKind::*;
+        let severity = match error.kind() {
+            Xrun | RealtimeDenied | DeviceChanged => Severity::Passing,
+            DeviceNotAvailable | StreamInvalidated | HostUnavailable | PermissionDenied => {
+                Severity::Fatal
+            }
+            _ => Severity::Doubtful,
+        };
+        StreamFault {
+            message: error.to_string(),
+            severity,
+        }
+    }
+}
+
 /// Reports a stream error from the device's thread (not the data callback).
-pub type ErrorSink = Arc<dyn Fn(String) + Send + Sync>;
+pub type ErrorSink = Arc<dyn Fn(StreamFault) + Send + Sync>;
 
 fn stream_config(
     device: &cpal::Device,
@@ -413,7 +451,7 @@ where
             let at = info.timestamp();
             callback.process(data, at.callback.checked_duration_since(at.capture));
         },
-        move |e| on_error(e.to_string()),
+        move |e| on_error(StreamFault::new(&e)),
         None,
     )
 }
@@ -476,7 +514,7 @@ where
             let at = info.timestamp();
             callback.process(data, at.playback.checked_duration_since(at.callback));
         },
-        move |e| on_error(e.to_string()),
+        move |e| on_error(StreamFault::new(&e)),
         None,
     )
 }

@@ -32,7 +32,7 @@ pub use link::{AudioLink, AudioOutput};
 pub use playback::OUTPUT_RATE;
 
 use capture::{Capture, Source};
-use device::{DeviceError, ErrorSink, OutputParts};
+use device::{DeviceError, ErrorSink, OutputParts, Severity, StreamFault};
 use playback::{OutputDevice, Playback};
 use shared::{CaptureShared, Clock, PlaybackShared};
 use wav::{MonoClip, WavSink};
@@ -397,8 +397,10 @@ struct Worker {
     playback: Playback,
     capture_shared: Arc<CaptureShared>,
     playback_shared: Arc<PlaybackShared>,
-    device_errors: std_mpsc::Receiver<(Direction, String)>,
-    device_errors_tx: std_mpsc::Sender<(Direction, String)>,
+    device_errors: std_mpsc::Receiver<(Direction, StreamFault)>,
+    device_errors_tx: std_mpsc::Sender<(Direction, StreamFault)>,
+    /// Doubtful errors each open stream (input, output) has reported and not yet outlived.
+    doubts: [Option<Doubt>; 2],
     /// Scratch for the speaker reference on its way to the echo canceller.
     played: Vec<f32>,
     reported_echo: Option<EchoFigures>,
@@ -408,6 +410,19 @@ struct Worker {
     figures: AudioFigures,
     reported_figures: AudioFigures,
     levels: (u8, u8),
+}
+
+/// How long a stream that reported a doubtful error has to run again before its device is
+/// taken for failed. ALSA's PulseAudio plugin can take two seconds after its start-up errors.
+const DOUBT_GRACE: Duration = Duration::from_secs(3);
+
+/// Doubtful errors from one stream since it last ran.
+struct Doubt {
+    /// The first and the latest (on the audio clock).
+    since: u64,
+    last: u64,
+    errors: u64,
+    message: String,
 }
 
 /// A level as one of a meter's steps (−60 dBFS to 0 in 6 dB steps), to report only changes.
@@ -439,6 +454,7 @@ impl Worker {
             playback_shared: Arc::new(PlaybackShared::default()),
             device_errors,
             device_errors_tx,
+            doubts: [None, None],
             played: Vec::new(),
             reported_echo: None,
             verdict_due: None,
@@ -586,13 +602,16 @@ impl Worker {
 
     fn error_sink(&self, direction: Direction) -> ErrorSink {
         let tx = self.device_errors_tx.clone();
-        Arc::new(move |message| {
-            let _ = tx.send((direction, message));
+        Arc::new(move |fault| {
+            let _ = tx.send((direction, fault));
         })
     }
 
     /// Opens the devices and files asked for; reports what opened and what did not.
     fn open(&mut self) {
+        // Errors of the streams this replaces are no longer anyone's.
+        while self.device_errors.try_recv().is_ok() {}
+        self.doubts = [None, None];
         let mut setup = AudioSetup::default();
         let host = if self.options.devices {
             match self.options.host.open() {
@@ -783,17 +802,7 @@ impl Worker {
     }
 
     fn pump(&mut self) {
-        while let Ok((direction, message)) = self.device_errors.try_recv() {
-            match direction {
-                Direction::Input if self.capture.is_some() => self.capture = None,
-                Direction::Output if self.playback.output.is_some() => {
-                    self.playback.output = None;
-                }
-                // Already closed: one report is enough.
-                _ => continue,
-            }
-            self.emit(AudioEvent::DeviceFailed { direction, message });
-        }
+        self.watch_devices();
         self.feed_reference();
         if let Some(capture) = &mut self.capture {
             if capture.pump() {
@@ -819,6 +828,76 @@ impl Worker {
             );
         }
         self.figures.mic_overflow = self.capture_shared.overflow_samples.load(Ordering::Relaxed);
+    }
+
+    /// Takes the streams' errors: a passing one is logged, a fatal one closes its device, and
+    /// a doubtful one does if its stream has not run again within [`DOUBT_GRACE`].
+    fn watch_devices(&mut self) {
+        let now = self.clock.now();
+        while let Ok((direction, fault)) = self.device_errors.try_recv() {
+            if !self.is_open(direction) {
+                // Already closed: one report is enough.
+                continue;
+            }
+            match fault.severity {
+                Severity::Passing => {
+                    tracing::debug!(?direction, "{}", fault.message);
+                }
+                Severity::Fatal => self.device_failed(direction, fault.message),
+                Severity::Doubtful => {
+                    let doubt = self.doubts[direction as usize].get_or_insert(Doubt {
+                        since: now,
+                        last: now,
+                        errors: 0,
+                        message: fault.message,
+                    });
+                    doubt.last = now;
+                    doubt.errors += 1;
+                }
+            }
+        }
+        for direction in [Direction::Input, Direction::Output] {
+            if !self.is_open(direction) {
+                self.doubts[direction as usize] = None;
+            }
+            let Some(doubt) = &self.doubts[direction as usize] else {
+                continue;
+            };
+            let ran_at = match direction {
+                Direction::Input => &self.capture_shared.last_callback_at,
+                Direction::Output => &self.playback_shared.last_callback_at,
+            }
+            .load(Ordering::Acquire);
+            if ran_at > doubt.last {
+                tracing::warn!(
+                    ?direction,
+                    errors = doubt.errors,
+                    "the device reported errors and plays on: {}",
+                    doubt.message
+                );
+                self.doubts[direction as usize] = None;
+            } else if now.saturating_sub(doubt.since) > DOUBT_GRACE.as_nanos() as u64 {
+                let message = doubt.message.clone();
+                self.device_failed(direction, message);
+            }
+        }
+    }
+
+    fn is_open(&self, direction: Direction) -> bool {
+        match direction {
+            Direction::Input => self.capture.is_some(),
+            Direction::Output => self.playback.output.is_some(),
+        }
+    }
+
+    /// Closes a device whose stream is gone, and says so.
+    fn device_failed(&mut self, direction: Direction, message: String) {
+        match direction {
+            Direction::Input => self.capture = None,
+            Direction::Output => self.playback.output = None,
+        }
+        self.doubts[direction as usize] = None;
+        self.emit(AudioEvent::DeviceFailed { direction, message });
     }
 
     /// Hands what the speaker played since the last pump to the mic's echo path (before the

@@ -145,6 +145,8 @@ pub struct PlaybackShared {
     pub frames_played: AtomicU64,
     /// The device's playback latency as cpal's timestamps tell it (playback − callback), in ns.
     pub latency_ns: AtomicU64,
+    /// When the callback last ran.
+    pub last_callback_at: AtomicU64,
     /// When the reference ring's frames are heard.
     pub stamp: Stamp,
     /// Samples of the echo reference lost because its ring was full (the worker fell behind).
