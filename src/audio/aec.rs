@@ -22,8 +22,10 @@ pub const FRAME: usize = (INPUT_RATE / 100) as usize;
 /// Nanoseconds per 16 kHz sample.
 const NS_PER_SAMPLE: f64 = 1e9 / INPUT_RATE as f64;
 /// How far ahead of the mic the far end is handed to the canceller: it must see the far end
-/// before its echo, and a room adds only a little to this.
-const LEAD_NS: f64 = 10e6;
+/// before its echo, whatever the few milliseconds by which a host's stamps are off (with
+/// 10 ms, rig runs at 44.1 kHz now and then lost the echo for a second), and a room adds only
+/// a little to this.
+const LEAD_NS: f64 = 20e6;
 /// Far-end frames held at most: past this the oldest go in unaligned.
 const RENDER_QUEUE_MAX: usize = 300;
 /// AEC3 looks for the echo up to about this far behind the far end (10 ms frames). A speaker
@@ -126,9 +128,9 @@ pub struct EchoPath {
     /// 16 kHz far-end samples framed so far.
     render_made: u64,
     /// When this path's first 16 kHz far-end sample is heard (ns), from the stamps.
-    render_timeline: Timeline,
+    render_base: Option<f64>,
     /// When this path's first 16 kHz mic sample was captured (ns), from the stamps.
-    capture_timeline: Timeline,
+    capture_base: Option<f64>,
     /// When it had arrived at the latest (ns): the earliest arrival seen, as a timeline.
     delivery_base: Option<f64>,
     /// The stamps have claimed more latency than the samples' arrival allows (logged once).
@@ -228,8 +230,8 @@ impl EchoPath {
             render_queue: VecDeque::with_capacity(RENDER_QUEUE_MAX + 1),
             render_first_frame: None,
             render_made: 0,
-            render_timeline: Timeline::default(),
-            capture_timeline: Timeline::default(),
+            render_base: None,
+            capture_base: None,
             delivery_base: None,
             capture_stamps_doubted: false,
             capture_framer: Framer::new(FRAME),
@@ -266,13 +268,14 @@ impl EchoPath {
         let start = *self.render_first_frame.get_or_insert(first_frame);
         // When this path's first 16 kHz far-end sample is heard (ns on the audio clock).
         let base = heard.map(|(frame, at)| at as f64 + (start as f64 - frame as f64) / rate * 1e9);
-        let render_base = self.render_timeline.update(base);
+        self.render_base = steady(self.render_base, base);
         self.reference_16k.clear();
         resampler.push(samples, &mut self.reference_16k);
         let Self {
             render_framer,
             render_queue,
             render_made,
+            render_base,
             reference_16k,
             ..
         } = self;
@@ -360,11 +363,13 @@ impl EchoPath {
             let base = at as f64 - (self.capture_in + captured.len() as u64) as f64 * NS_PER_SAMPLE;
             self.delivery_base = Some(self.delivery_base.map_or(base, |old: f64| old.min(base)));
         }
-        // When this path's first 16 kHz mic sample was captured: as the stamps say, but no
-        // earlier than [`CAPTURE_LATENCY_MAX`] before it arrived. Stamps that claim more (ALSA's
-        // PulseAudio plugin claims over half a second for its first second) would hold the far
-        // end back past its echo, where no canceller can reach it; a sample taken as captured
-        // later than it was only adds to the delay the canceller finds.
+        // When this path's first 16 kHz mic sample was captured: as the stamps say, within
+        // what arrival allows: not after the samples arrived, and no earlier than [`LEAD_NS`]
+        // before. A capture time earlier than the truth by more than the lead holds the far end
+        // back past its echo, where no canceller reaches it (ALSA's PulseAudio plugin claims
+        // over half a second of latency for its first second); a later one only adds to the
+        // delay the canceller finds (PulseAudio's stamps drift and jump by 10 ms, past the
+        // arrival).
         let base = captured_at.map(|at| {
             let stamped = at as f64 - self.capture_in as f64 * NS_PER_SAMPLE;
             match self.delivery_base {
@@ -378,12 +383,13 @@ impl EchoPath {
                              allows: held to that"
                         );
                     }
-                    stamped.max(delivered - LEAD_NS)
+                    stamped.clamp(delivered - LEAD_NS, delivered)
                 }
                 None => stamped,
             }
         });
-        let capture_base = self.capture_timeline.update(base);
+        self.capture_base = steady(self.capture_base, base);
+        let capture_base = self.capture_base;
         let mut frame_start = self.capture_in - self.capture_framer.pending() as u64;
         self.capture_in += captured.len() as u64;
         let mut frames = Vec::new();
@@ -571,53 +577,14 @@ impl EchoPath {
     }
 }
 
-/// A stream's timeline (when its first sample is heard or was captured, ns), steadied from
-/// its stamps: hosts interpolate their latency between polls, so each stamp wobbles by a few
-/// milliseconds, and a canceller fed by a wobbling clock sees its echo path move. The wobble
-/// is followed slowly; a shift that holds (the median of the latest stamps moves by more than
-/// [`Timeline::SHIFT_NS`]: PulseAudio re-tuning its latency) is taken at once, as is a jump of
-/// more than 20 ms (an underrun, a device that changed its buffering).
-#[derive(Debug, Default)]
-struct Timeline {
-    base: Option<f64>,
-    recent: VecDeque<f64>,
-}
-
-impl Timeline {
-    const RECENT: usize = 16;
-    const SHIFT_NS: f64 = 2e6;
-    const JUMP_NS: f64 = 20e6;
-
-    fn update(&mut self, stamped: Option<f64>) -> Option<f64> {
-        let Some(new) = stamped else {
-            return self.base;
-        };
-        if self.recent.len() == Self::RECENT {
-            self.recent.pop_front();
-        }
-        self.recent.push_back(new);
-        self.base = match self.base {
-            Some(old) if (new - old).abs() <= Self::JUMP_NS => {
-                let mut sorted = [0.0; Self::RECENT];
-                let sorted = &mut sorted[..self.recent.len()];
-                for (slot, stamp) in sorted.iter_mut().zip(&self.recent) {
-                    *slot = *stamp;
-                }
-                sorted.sort_by(f64::total_cmp);
-                let median = sorted[sorted.len() / 2];
-                if self.recent.len() == Self::RECENT && (median - old).abs() > Self::SHIFT_NS {
-                    Some(median)
-                } else {
-                    Some(old + (new - old) * 0.02)
-                }
-            }
-            _ => {
-                self.recent.clear();
-                self.recent.push_back(new);
-                Some(new)
-            }
-        };
-        self.base
+/// A stream's timeline from its latest stamp, steadied: hosts interpolate their latency between
+/// polls, so each stamp wobbles by a few milliseconds, and a canceller fed by a wobbling clock
+/// sees its echo path move. Small differences are followed slowly; a jump of more than 20 ms
+/// (an underrun, a device that changed its buffering) is taken at once.
+fn steady(old: Option<f64>, new: Option<f64>) -> Option<f64> {
+    match (old, new) {
+        (Some(old), Some(new)) if (new - old).abs() <= 20e6 => Some(old + (new - old) * 0.02),
+        (_, new) => new,
     }
 }
 
@@ -898,29 +865,6 @@ mod tests {
             erle >= 25.0,
             "echo suppressed by only {erle:.1} dB in the last 2 s"
         );
-    }
-
-    /// The wobble of a host's stamps is smoothed, a shift that holds is taken within a few
-    /// stamps, and a jump at once.
-    #[test]
-    fn a_timeline_smooths_wobble_and_takes_shifts_that_hold() {
-        let mut timeline = Timeline::default();
-        let wobble = |i: usize| [0.0, 1.5e6, -1.5e6, 0.7e6][i % 4];
-        for i in 0..100 {
-            let base = timeline.update(Some(1e9 + wobble(i))).unwrap();
-            assert!((base - 1e9).abs() < 0.5e6, "stamp {i}: {base}");
-        }
-        // PulseAudio re-tunes its latency: the stamps move 10 ms and stay.
-        let mut taken = None;
-        for i in 0..100 {
-            let base = timeline.update(Some(1.01e9 + wobble(i))).unwrap();
-            if (base - 1.01e9).abs() < 2e6 {
-                taken.get_or_insert(i);
-            }
-        }
-        assert!(taken.is_some_and(|i| i < Timeline::RECENT), "{taken:?}");
-        assert_eq!(timeline.update(None), timeline.base);
-        assert_eq!(timeline.update(Some(1.2e9)), Some(1.2e9), "a jump is taken at once");
     }
 
     #[test]
