@@ -269,7 +269,12 @@ pub struct Audio {
     commands: Option<std_mpsc::Sender<Command>>,
     clock: Clock,
     thread: Option<JoinHandle<()>>,
+    /// Says the worker has finished (or, disconnected, that it died).
+    done: std_mpsc::Receiver<()>,
 }
+
+/// How long closing waits for the audio worker to close its devices.
+const CLOSE_DEADLINE: Duration = Duration::from_secs(2);
 
 /// What the audio worker sends out: events for the app, mic frames for the session.
 pub struct AudioFeeds {
@@ -309,10 +314,12 @@ impl Audio {
         let (events_tx, events) = mpsc::unbounded_channel();
         let (frames_tx, frames) = broadcast::channel(FRAME_QUEUE);
         let clock = Clock::new();
+        let (done_tx, done) = std_mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("livetalk-audio".into())
             .spawn(move || {
-                Worker::new(options, clock, frames_tx, events_tx, clip, sink).run(commands_rx)
+                Worker::new(options, clock, frames_tx, events_tx, clip, sink).run(commands_rx);
+                let _ = done_tx.send(());
             })
             .context("starting the audio thread")?;
         Ok((
@@ -320,6 +327,7 @@ impl Audio {
                 commands: Some(commands),
                 clock,
                 thread: Some(thread),
+                done,
             },
             AudioFeeds { events, frames },
         ))
@@ -378,10 +386,20 @@ impl Audio {
 
 impl Drop for Audio {
     fn drop(&mut self) {
-        // Dropping the sender ends the worker's loop; it closes the streams and the WAV.
+        // Dropping the sender ends the worker's loop; it finishes the WAV, then closes the
+        // streams. A device that hangs while closing (ALSA's PulseAudio plugin has, after its
+        // speaker failed) must not hang livetalk: past the deadline the worker is left behind.
         self.commands = None;
         if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            match self.done.recv_timeout(CLOSE_DEADLINE) {
+                Err(std_mpsc::RecvTimeoutError::Timeout) => tracing::warn!(
+                    "the audio devices did not close within {} s: left behind",
+                    CLOSE_DEADLINE.as_secs()
+                ),
+                _ => {
+                    let _ = thread.join();
+                }
+            }
         }
     }
 }
@@ -520,13 +538,14 @@ impl Worker {
                 self.emit(AudioEvent::Silenced { echo_heard });
             }
         }
-        self.capture = None;
-        self.playback.output = None;
+        // The recording first: closing a device can hang.
         if let Some(wav) = &mut self.playback.wav
             && let Err(e) = wav.finish()
         {
             tracing::warn!("{e:#}");
         }
+        self.capture = None;
+        self.playback.output = None;
     }
 
     fn log_alsa(&self, errors: Option<&std::rc::Rc<std::cell::RefCell<alsa::Output>>>) {
