@@ -363,13 +363,13 @@ impl EchoPath {
             let base = at as f64 - (self.capture_in + captured.len() as u64) as f64 * NS_PER_SAMPLE;
             self.delivery_base = Some(self.delivery_base.map_or(base, |old: f64| old.min(base)));
         }
-        // When this path's first 16 kHz mic sample was captured: as the stamps say, within
-        // what arrival allows: not after the samples arrived, and no earlier than [`LEAD_NS`]
-        // before. A capture time earlier than the truth by more than the lead holds the far end
-        // back past its echo, where no canceller reaches it (ALSA's PulseAudio plugin claims
-        // over half a second of latency for its first second); a later one only adds to the
-        // delay the canceller finds (PulseAudio's stamps drift and jump by 10 ms, past the
-        // arrival).
+        // When this path's first 16 kHz mic sample was captured: as the stamps say, but no
+        // earlier than [`LEAD_NS`] before the samples arrived. A capture time earlier than the
+        // truth by more than the lead holds the far end back past its echo, where no canceller
+        // reaches it (ALSA's PulseAudio plugin claims over half a second of latency for its
+        // first second); a later one only adds to the delay the canceller finds. (PulseAudio's
+        // own stamps drift, and can jump 10 ms past the arrival: held to the arrival as well,
+        // the rig's 48 kHz runs lost the echo more often, so they are left as they are.)
         let base = captured_at.map(|at| {
             let stamped = at as f64 - self.capture_in as f64 * NS_PER_SAMPLE;
             match self.delivery_base {
@@ -383,7 +383,7 @@ impl EchoPath {
                              allows: held to that"
                         );
                     }
-                    stamped.clamp(delivered - LEAD_NS, delivered)
+                    stamped.max(delivered - LEAD_NS)
                 }
                 None => stamped,
             }
