@@ -643,6 +643,17 @@ mod tests {
             .collect()
     }
 
+    /// Asserts the echo in `mic` is at least 25 dB down in `out` over each window (samples).
+    fn assert_echo_down(mic: &[f32], out: &[f32], windows: &[(usize, usize)]) {
+        for &(from, to) in windows {
+            let erle = 10.0 * (mean_square(&mic[from..to]) / mean_square(&out[from..to])).log10();
+            assert!(
+                erle >= 25.0,
+                "{from}..{to}: echo suppressed by only {erle:.1} dB"
+            );
+        }
+    }
+
     /// A 16 kHz sample index as a time on the audio clock (never 0: that means "not stamped").
     fn ns(sample: usize) -> u64 {
         (sample as f64 * NS_PER_SAMPLE) as u64 + 1
@@ -781,13 +792,11 @@ mod tests {
             }
             path.process(near, Some(ns(i * FRAME)), None, &mut out);
         }
-        for (from, to) in [(16_000, 32_000), (40_000, 64_000), (72_000, len)] {
-            let erle = 10.0 * (mean_square(&mic[from..to]) / mean_square(&out[from..to])).log10();
-            assert!(
-                erle >= 25.0,
-                "{from}..{to}: echo suppressed by only {erle:.1} dB"
-            );
-        }
+        assert_echo_down(
+            &mic,
+            &out,
+            &[(16_000, 32_000), (40_000, 64_000), (72_000, len)],
+        );
     }
 
     /// A mic whose timestamps overstate its latency (ALSA's PulseAudio plugin claims 560 ms
@@ -824,18 +833,14 @@ mod tests {
             let delivered = ns(at + FRAME) + START + 10_000_000 + (i % 7) as u64 * 700_000;
             path.process(near, Some(captured), Some(delivered), &mut out);
         }
-        for (from, to) in [
+        // The lie, the sweep, and after.
+        let windows = [
             (4_800, 20_800),
             (20_800, 28_800),
             (28_800, 48_000),
             (48_000, len),
-        ] {
-            let erle = 10.0 * (mean_square(&mic[from..to]) / mean_square(&out[from..to])).log10();
-            assert!(
-                erle >= 25.0,
-                "{from}..{to}: echo suppressed by only {erle:.1} dB"
-            );
-        }
+        ];
+        assert_echo_down(&mic, &out, &windows);
     }
 
     /// A device whose timestamps understate its buffering by far: the echo comes 700 ms after
