@@ -358,9 +358,25 @@ impl StreamFault {
 /// Reports a stream error from the device's thread (not the data callback).
 pub type ErrorSink = Arc<dyn Fn(StreamFault) + Send + Sync>;
 
+/// The period (ms) asked of a stream: short periods keep barge-in and mic latency low.
+const PERIOD_MS: u32 = 10;
+
+/// The microphone's period on `host`. On the PulseAudio host it is 30 ms: cpal has the server
+/// hold at most one period of recorded audio, and the server silently drops what does not
+/// fit when the client reads a few milliseconds late. With 10 ms, about half the echo rig's
+/// starts lost 60–380 ms of mic audio (and the echo canceller its alignment); with 30 ms,
+/// none of nine did.
+fn input_period_ms(host: AudioHost) -> u32 {
+    match host {
+        AudioHost::Pulseaudio => 30,
+        AudioHost::Alsa => PERIOD_MS,
+    }
+}
+
 fn stream_config(
     device: &cpal::Device,
     direction: Direction,
+    period_ms: u32,
 ) -> Result<(StreamConfig, SampleFormat), DeviceError> {
     let supported = match direction {
         Direction::Input => device.default_input_config(),
@@ -368,8 +384,8 @@ fn stream_config(
     }
     .map_err(|e| DeviceError::new(format!("{}: {e}", device_name(device))))?;
     let mut config = supported.config();
-    // 10 ms periods keep barge-in and mic latency low; the host may round it.
-    let wanted = (config.sample_rate / 100).max(64);
+    // The host may round it.
+    let wanted = (config.sample_rate * period_ms / 1000).max(64);
     config.buffer_size = match supported.buffer_size() {
         cpal::SupportedBufferSize::Range { min, max } if (*min..=*max).contains(&wanted) => {
             cpal::BufferSize::Fixed(wanted)
@@ -407,11 +423,12 @@ fn open_error(device: &cpal::Device, e: cpal::Error) -> DeviceError {
 /// Opens the microphone; returns the stream and the ring the callback fills.
 pub fn open_input(
     device: &cpal::Device,
+    host: AudioHost,
     shared: Arc<CaptureShared>,
     clock: Clock,
     on_error: ErrorSink,
 ) -> Result<(OpenStream, rtrb::Consumer<f32>), DeviceError> {
-    let (config, format) = stream_config(device, Direction::Input)?;
+    let (config, format) = stream_config(device, Direction::Input, input_period_ms(host))?;
     // A second of audio: the worker drains it every few milliseconds.
     let (producer, consumer) = rtrb::RingBuffer::new(config.sample_rate as usize);
     let callback = CaptureCallback {
@@ -468,7 +485,7 @@ pub struct OutputParts {
 
 /// The config an output device will be opened with: (rate, channels).
 pub fn output_format(device: &cpal::Device) -> Result<(u32, u16), DeviceError> {
-    let (config, _) = stream_config(device, Direction::Output)?;
+    let (config, _) = stream_config(device, Direction::Output, PERIOD_MS)?;
     Ok((config.sample_rate, config.channels))
 }
 
@@ -478,7 +495,7 @@ pub fn open_output(
     parts: OutputParts,
     on_error: ErrorSink,
 ) -> Result<OpenStream, DeviceError> {
-    let (config, format) = stream_config(device, Direction::Output)?;
+    let (config, format) = stream_config(device, Direction::Output, PERIOD_MS)?;
     let callback = OutputCallback::new(
         parts.consumer,
         parts.reference,
