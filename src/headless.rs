@@ -457,6 +457,7 @@ impl Printer {
                     "frames_dropped": f.frames_dropped,
                     "frames_gated": f.frames_gated,
                     "mic_overflow_samples": f.mic_overflow,
+                    "mic_gaps_ms": f.mic_gaps.as_millis(),
                     "underruns": f.underruns,
                     "played_secs": f.played.as_secs_f64(),
                     "mic_to_socket": latency(&f.mic_to_socket),

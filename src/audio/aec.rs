@@ -26,6 +26,17 @@ const NS_PER_SAMPLE: f64 = 1e9 / INPUT_RATE as f64;
 /// 10 ms, rig runs at 44.1 kHz now and then lost the echo for a second), and a room adds only
 /// a little to this.
 const LEAD_NS: f64 = 20e6;
+/// The least gap in the mic's samples that is filled in (ns): more than the few milliseconds
+/// a host's stamps wobble by, less than the 10 ms fragment a server drops.
+const GAP_MIN_NS: f64 = 8e6;
+/// 16 kHz mic samples taken before gaps are looked for: until then the timelines are still
+/// being drawn from a few callbacks.
+const GAP_AFTER: u64 = INPUT_RATE as u64 / 2;
+/// How closely the stamps and the arrival must agree on a gap (ns): the arrival adds the
+/// callback's own lateness, a few milliseconds.
+const GAP_AGREE_NS: f64 = 5e6;
+/// Calls in a row that must show a gap before it is filled, when only the arrival shows it.
+const GAP_CONFIRM: u32 = 3;
 /// Far-end frames held at most: past this the oldest go in unaligned.
 const RENDER_QUEUE_MAX: usize = 300;
 /// AEC3 looks for the echo up to about this far behind the far end (10 ms frames). A speaker
@@ -160,6 +171,11 @@ pub struct EchoPath {
     out_frame: Vec<f32>,
     /// Pipeline errors seen (logged once): the frame goes through unprocessed.
     errors: u64,
+    /// Calls in a row whose samples both timelines say came after a gap, the least gap they
+    /// showed (ns), and the 16 kHz samples filled in for gaps so far.
+    gap_calls: u32,
+    gap_least: f64,
+    gap_samples: u64,
 }
 
 fn energy(frame: &[f32]) -> f32 {
@@ -249,7 +265,15 @@ impl EchoPath {
             device_delay_ms: None,
             out_frame: vec![0.0; FRAME],
             errors: 0,
+            gap_calls: 0,
+            gap_least: f64::INFINITY,
+            gap_samples: 0,
         })
+    }
+
+    /// 16 kHz samples of silence put in place of mic samples lost on the way, so far.
+    pub fn gap_samples(&self) -> u64 {
+        self.gap_samples
     }
 
     /// Whether the canceller runs.
@@ -357,38 +381,105 @@ impl EchoPath {
         delivered_at: Option<u64>,
         out: &mut Vec<f32>,
     ) {
+        if !captured.is_empty() && self.capture_in >= GAP_AFTER {
+            self.fill_gap(captured.len(), captured_at, delivered_at, out);
+        }
         if let Some(at) = delivered_at {
             // The earliest the mic's samples have arrived, as a timeline: late callbacks
             // only make it later, so the least is the truest.
             let base = at as f64 - (self.capture_in + captured.len() as u64) as f64 * NS_PER_SAMPLE;
             self.delivery_base = Some(self.delivery_base.map_or(base, |old: f64| old.min(base)));
         }
-        // When this path's first 16 kHz mic sample was captured: as the stamps say, but no
-        // earlier than [`LEAD_NS`] before the samples arrived. A capture time earlier than the
-        // truth by more than the lead holds the far end back past its echo, where no canceller
-        // reaches it (ALSA's PulseAudio plugin claims over half a second of latency for its
-        // first second); a later one only adds to the delay the canceller finds. (PulseAudio's
-        // own stamps drift, and can jump 10 ms past the arrival: held to the arrival as well,
-        // the rig's 48 kHz runs lost the echo more often, so they are left as they are.)
-        let base = captured_at.map(|at| {
-            let stamped = at as f64 - self.capture_in as f64 * NS_PER_SAMPLE;
-            match self.delivery_base {
-                Some(delivered) => {
-                    let claimed = delivered - stamped;
-                    if claimed > LEAD_NS && !self.capture_stamps_doubted {
-                        self.capture_stamps_doubted = true;
-                        tracing::debug!(
-                            claimed_ms = claimed / 1e6,
-                            "the mic's timestamps claim more latency than its samples' arrival \
-                             allows: held to that"
-                        );
-                    }
-                    stamped.max(delivered - LEAD_NS)
-                }
-                None => stamped,
-            }
-        });
+        let base = captured_at.map(|at| self.stamped_base(at));
         self.capture_base = steady(self.capture_base, base);
+        self.take(captured, out);
+    }
+
+    /// When this path's first 16 kHz mic sample was captured, from a stamp `at` of the sample
+    /// now due: as the stamps say, but no earlier than [`LEAD_NS`] before the samples arrived.
+    /// A capture time earlier than the truth by more than the lead holds the far end back
+    /// past its echo, where no canceller reaches it (ALSA's PulseAudio plugin claims over half
+    /// a second of latency for its first second); a later one only adds to the delay the
+    /// canceller finds. (PulseAudio's own stamps drift, and can jump 10 ms past the arrival:
+    /// held to the arrival as well, the rig's 48 kHz runs lost the echo more often, so they
+    /// are left as they are.)
+    fn stamped_base(&mut self, at: u64) -> f64 {
+        let stamped = at as f64 - self.capture_in as f64 * NS_PER_SAMPLE;
+        let Some(delivered) = self.delivery_base else {
+            return stamped;
+        };
+        let claimed = delivered - stamped;
+        if claimed > LEAD_NS && !self.capture_stamps_doubted {
+            self.capture_stamps_doubted = true;
+            tracing::debug!(
+                claimed_ms = claimed / 1e6,
+                "the mic's timestamps claim more latency than its samples' arrival allows: \
+                 held to that"
+            );
+        }
+        stamped.max(delivered - LEAD_NS)
+    }
+
+    /// Mic samples lost before they reached the app (a server that dropped a fragment the
+    /// client did not take in time, an overrun) would shift every later mic frame against
+    /// the far end, and the canceller would lose the echo until it found the new delay (a
+    /// second or more: 20 ms lost on the rig let the echo through at full strength). The gap
+    /// is filled with silence, so the canceller's two streams stay in step, and what is sent
+    /// keeps time with the room (a phrase spoken across the gap stays whole on either side of
+    /// it). A gap moves both timelines at once and alike: the stamps and the arrival both say
+    /// the samples now due were captured later than their count allows. A late callback moves
+    /// the arrival alone (or, where a host derives its stamps from the callback's time, the
+    /// stamps by another amount); a host's lying stamps move the stamps alone. Without stamps
+    /// the arrival must show the gap [`GAP_CONFIRM`] calls in a row.
+    fn fill_gap(
+        &mut self,
+        len: usize,
+        captured_at: Option<u64>,
+        delivered_at: Option<u64>,
+        out: &mut Vec<f32>,
+    ) {
+        let count = self.capture_in as f64 * NS_PER_SAMPLE;
+        // The arrival is of the last of this call's samples, the stamp of the first.
+        let arrival = delivered_at
+            .zip(self.delivery_base)
+            .map(|(at, base)| at as f64 - count - len as f64 * NS_PER_SAMPLE - base);
+        let stamps = captured_at
+            .zip(self.capture_base)
+            .map(|(at, base)| at as f64 - count - base);
+        let (gap, calls) = match (arrival, stamps) {
+            (Some(arrival), Some(stamps)) if (arrival - stamps).abs() <= GAP_AGREE_NS => {
+                (Some(arrival.min(stamps)), 1)
+            }
+            (Some(arrival), None) => (Some(arrival), GAP_CONFIRM),
+            _ => (None, 1),
+        };
+        match gap {
+            Some(gap) if gap >= GAP_MIN_NS => {
+                self.gap_calls += 1;
+                self.gap_least = self.gap_least.min(gap);
+            }
+            _ => {
+                self.gap_calls = 0;
+                self.gap_least = f64::INFINITY;
+            }
+        }
+        if self.gap_calls < calls {
+            return;
+        }
+        let samples = (self.gap_least / NS_PER_SAMPLE).round() as usize;
+        self.gap_calls = 0;
+        self.gap_least = f64::INFINITY;
+        self.gap_samples += samples as u64;
+        tracing::debug!(
+            gap_ms = samples as f64 / 16.0,
+            "mic samples were lost before they arrived: silence takes their place"
+        );
+        self.take(&vec![0.0; samples], out);
+    }
+
+    /// Runs 16 kHz mic samples through the chain 10 ms at a time, each frame after the far
+    /// end heard up to its end (and [`LEAD_NS`] more) has gone to the canceller.
+    fn take(&mut self, captured: &[f32], out: &mut Vec<f32>) {
         let capture_base = self.capture_base;
         let mut frame_start = self.capture_in - self.capture_framer.pending() as u64;
         self.capture_in += captured.len() as u64;
@@ -643,6 +734,64 @@ mod tests {
             .collect()
     }
 
+    /// 20 ms of mic samples lost on the way (a server that dropped a fragment): the stamps and
+    /// the arrivals of the samples after the gap say so, silence takes their place, and the
+    /// canceller keeps the echo down across it. Late callbacks, which the arrivals alone
+    /// show, are not taken for gaps.
+    #[test]
+    fn mic_samples_lost_on_the_way_do_not_cost_the_canceller_the_echo() {
+        let sentence = model_sentence();
+        let model: Vec<f32> = sentence.iter().chain(&sentence).copied().collect();
+        let len = model.len().min(6 * 16_000);
+        let heard = echo_of(&model[..len], 320); // the room: 20 ms
+        const LOST_AT: usize = 40_000; // 2.5 s: long after the canceller has converged
+        const LOST: usize = 320;
+        // What reaches the app, and when in the room each of its samples was heard.
+        let mic: Vec<f32> = heard[..LOST_AT]
+            .iter()
+            .chain(&heard[LOST_AT + LOST..])
+            .copied()
+            .collect();
+        let room = |sample: usize| {
+            if sample < LOST_AT {
+                sample
+            } else {
+                sample + LOST
+            }
+        };
+        const START: u64 = 1_000_000_000;
+        let mut path = EchoPath::new(EchoMode::Aec, false, Some(INPUT_RATE)).unwrap();
+        let mut out = Vec::new();
+        let mut given = 0;
+        for (i, near) in mic.chunks(FRAME).enumerate() {
+            let first = i * FRAME;
+            let last = room(first + near.len() - 1);
+            while given < len && given < last + 1 + 320 {
+                let chunk = &model[given..(given + FRAME).min(len)];
+                path.played(chunk, given as u64, Some((given as u64, ns(given) + START)));
+                given += chunk.len();
+            }
+            let captured = ns(room(first)) + START;
+            // Every 37th callback runs 25 ms late.
+            let late = if i % 37 == 5 { 25_000_000 } else { 0 };
+            let delivered = ns(last + 1) + START + 10_000_000 + late;
+            path.process(near, Some(captured), Some(delivered), &mut out);
+        }
+        assert!(
+            (300..=340).contains(&path.gap_samples),
+            "{} samples filled in for the 320 lost",
+            path.gap_samples
+        );
+        assert_eq!(out.len(), mic.len() + path.gap_samples as usize);
+        // What is sent keeps time with the room again.
+        let after = LOST_AT + LOST;
+        assert_echo_down(
+            &heard,
+            &out,
+            &[(after, after + 16_000), (after + 16_000, len)],
+        );
+    }
+
     /// Asserts the echo in `mic` is at least 25 dB down in `out` over each window (samples).
     fn assert_echo_down(mic: &[f32], out: &[f32], windows: &[(usize, usize)]) {
         for &(from, to) in windows {
@@ -833,6 +982,7 @@ mod tests {
             let delivered = ns(at + FRAME) + START + 10_000_000 + (i % 7) as u64 * 700_000;
             path.process(near, Some(captured), Some(delivered), &mut out);
         }
+        assert_eq!(path.gap_samples, 0, "lying stamps taken for lost samples");
         // The lie, the sweep, and after.
         let windows = [
             (4_800, 20_800),

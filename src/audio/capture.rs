@@ -167,7 +167,12 @@ impl Capture {
                     .max(0.0) as u64
             });
             self.processed.clear();
+            let filled = echo.gap_samples();
             echo.process(&self.resampled, first_at, delivered_at, &mut self.processed);
+            if let Source::Device { shared, .. } = &self.source {
+                let filled = echo.gap_samples() - filled;
+                shared.gap_samples.fetch_add(filled, Ordering::Relaxed);
+            }
             std::mem::swap(&mut self.processed, &mut self.resampled);
         }
         let gated = self

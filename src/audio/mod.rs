@@ -199,6 +199,9 @@ pub struct AudioFigures {
     pub frames_gated: u64,
     /// Mic samples lost because the capture worker fell behind the device.
     pub mic_overflow: u64,
+    /// Mic audio lost before it reached livetalk (the sound server or the device dropped it),
+    /// sent as silence in its place.
+    pub mic_gaps: Duration,
     /// Output callbacks that ran dry mid-turn.
     pub underruns: u64,
     /// Model audio heard, in device time.
@@ -767,6 +770,7 @@ impl Worker {
         )?;
         let (stream, consumer) = device::open_input(
             &device,
+            self.options.host,
             self.capture_shared.clone(),
             self.clock,
             self.error_sink(Direction::Input),
@@ -847,6 +851,10 @@ impl Worker {
             );
         }
         self.figures.mic_overflow = self.capture_shared.overflow_samples.load(Ordering::Relaxed);
+        self.figures.mic_gaps = Duration::from_secs_f64(
+            self.capture_shared.gap_samples.load(Ordering::Relaxed) as f64
+                / f64::from(capture::INPUT_RATE),
+        );
     }
 
     /// Takes the streams' errors: a passing one is logged, a fatal one closes its device, and

@@ -111,6 +111,9 @@ pub struct CaptureShared {
     pub level: PeakMeter,
     /// Samples lost because the capture ring was full (the worker fell behind).
     pub overflow_samples: AtomicU64,
+    /// 16 kHz samples of silence the worker put in place of mic audio lost before it reached
+    /// the callback (see `EchoPath`); not touched by the callback.
+    pub gap_samples: AtomicU64,
     /// When the newest samples entered the ring.
     pub last_callback_at: AtomicU64,
     /// The device's capture latency as cpal's timestamps tell it (callback − capture), in ns:

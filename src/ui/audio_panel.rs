@@ -185,6 +185,13 @@ pub fn detail_lines(app: &App, theme: Theme) -> Vec<Line<'static>> {
         "Mic samples lost",
         format!("{} (capture fell behind the device)", f.mic_overflow),
     ));
+    lines.push(row(
+        "Mic gaps filled",
+        format!(
+            "{} ms (lost before livetalk, sent as silence)",
+            f.mic_gaps.as_millis()
+        ),
+    ));
     lines.push(row("Output underruns", f.underruns.to_string()));
     lines.push(row(
         "Model audio heard",

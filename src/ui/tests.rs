@@ -371,6 +371,7 @@ fn audio_popup_shows_devices_counters_and_latencies() {
         frames_dropped: 3,
         frames_gated: 140,
         mic_overflow: 0,
+        mic_gaps: Duration::from_millis(20),
         underruns: 1,
         played: Duration::from_millis(6400),
         mic_to_socket: Latency {
