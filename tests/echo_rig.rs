@@ -460,11 +460,13 @@ fn valid_conversation(
         let summary = &conversation.summary;
         eprintln!(
             "{label}, --echo {echo}: mic audio at worst {:.2} s behind the room, {:.3} s of it \
-             lost; client: {} frames dropped, {} mic samples overflowed, {} underruns",
+             lost; client: {} frames dropped, {} mic samples overflowed, {} ms of mic gaps \
+             filled, {} underruns",
             conversation.behind,
             conversation.lost,
             summary["frames_dropped"],
             summary["mic_overflow_samples"],
+            summary["mic_gaps_ms"],
             summary["underruns"]
         );
         if conversation.lost < MAX_LOST {
