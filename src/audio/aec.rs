@@ -3,6 +3,7 @@
 //! with what the speaker really played; and the canceller's figures (the delay it found,
 //! echo return loss enhancement, whether it has converged) for the audio popup.
 
+use aec3::api::config::EchoCanceller3Config;
 use aec3::graph::{GraphBuilder, Packet, PacketMeta, QueueConfig, Runtime, Sink, Source};
 use aec3::nodes::audio::{AudioChunk, AudioFormat};
 use aec3::nodes::{hpf, ns};
@@ -197,7 +198,15 @@ impl EchoPath {
     ) -> anyhow::Result<EchoPath> {
         let format = AudioFormat::ten_ms(INPUT_RATE, 1);
         let chain = if mode == EchoMode::Aec && speaker_rate.is_some() {
+            let mut config = EchoCanceller3Config::default();
+            // Pre-echo detection realigns the canceller to a weak peak before the strongest
+            // one. The far end already reaches it lined up by the device clocks, with the
+            // lead as room, so it only moved the alignment: replayed on 24 recorded rig runs,
+            // without it two removed more echo (25.6 → 42.9 dB, 47.6 → 49.5) and none less,
+            // and the delay search costs less.
+            config.delay.detect_pre_echo = false;
             let pipeline = linear::builder(format, format)
+                .aec3_config(config)
                 .enable_noise_suppression(noise_suppression)
                 .enable_high_pass_filter(true)
                 // The service levels speech itself; a gain stage here would also make the
