@@ -743,16 +743,38 @@ mod tests {
             .collect()
     }
 
+    /// Up to 6 s of the model talking (its sentence twice) and what a mic hears of it in a
+    /// 20 ms room.
+    fn model_in_a_small_room() -> (Vec<f32>, Vec<f32>) {
+        let sentence = model_sentence();
+        let mut model: Vec<f32> = sentence.iter().chain(&sentence).copied().collect();
+        model.truncate(6 * 16_000);
+        let heard = echo_of(&model, 320);
+        (model, heard)
+    }
+
+    /// Plays `model` into `path` 10 ms at a time up to sample `until`, from `*given` on, with
+    /// true stamps: sample `n` is heard at `start` + n samples.
+    fn play_until(path: &mut EchoPath, model: &[f32], given: &mut usize, until: usize, start: u64) {
+        while *given < model.len() && *given < until {
+            let chunk = &model[*given..(*given + FRAME).min(model.len())];
+            path.played(
+                chunk,
+                *given as u64,
+                Some((*given as u64, ns(*given) + start)),
+            );
+            *given += chunk.len();
+        }
+    }
+
     /// 20 ms of mic samples lost on the way (a server that dropped a fragment): the stamps and
     /// the arrivals of the samples after the gap say so, silence takes their place, and the
     /// canceller keeps the echo down across it. Late callbacks, which the arrivals alone
     /// show, are not taken for gaps.
     #[test]
     fn mic_samples_lost_on_the_way_do_not_cost_the_canceller_the_echo() {
-        let sentence = model_sentence();
-        let model: Vec<f32> = sentence.iter().chain(&sentence).copied().collect();
-        let len = model.len().min(6 * 16_000);
-        let heard = echo_of(&model[..len], 320); // the room: 20 ms
+        let (model, heard) = model_in_a_small_room();
+        let len = model.len();
         const LOST_AT: usize = 40_000; // 2.5 s: long after the canceller has converged
         const LOST: usize = 320;
         // What reaches the app, and when in the room each of its samples was heard.
@@ -775,11 +797,7 @@ mod tests {
         for (i, near) in mic.chunks(FRAME).enumerate() {
             let first = i * FRAME;
             let last = room(first + near.len() - 1);
-            while given < len && given < last + 1 + 320 {
-                let chunk = &model[given..(given + FRAME).min(len)];
-                path.played(chunk, given as u64, Some((given as u64, ns(given) + START)));
-                given += chunk.len();
-            }
+            play_until(&mut path, &model, &mut given, last + 1 + 320, START);
             let captured = ns(room(first)) + START;
             // Every 37th callback runs 25 ms late.
             let late = if i % 37 == 5 { 25_000_000 } else { 0 };
@@ -963,10 +981,8 @@ mod tests {
     /// canceller keeps the echo down through the lie, the sweep and after.
     #[test]
     fn mic_timestamps_that_overstate_the_latency_do_not_hold_the_far_end_past_its_echo() {
-        let sentence = model_sentence();
-        let model: Vec<f32> = sentence.iter().chain(&sentence).copied().collect();
-        let len = model.len().min(6 * 16_000);
-        let mic = echo_of(&model[..len], 320); // the room: 20 ms
+        let (model, mic) = model_in_a_small_room();
+        let len = model.len();
         let claimed_ms = |sample: usize| match sample as f64 / 16_000.0 {
             t if t < 1.3 => 560.0,
             t if t < 1.8 => 560.0 - (t - 1.3) / 0.5 * 550.0,
@@ -980,12 +996,7 @@ mod tests {
         for (i, near) in mic.chunks(FRAME).enumerate() {
             let at = i * FRAME;
             // The speaker's callback runs 20 ms ahead of what is heard, and its stamps are true.
-            while given < len && given < at + FRAME + 320 {
-                let chunk = &model[given..(given + FRAME).min(len)];
-                let heard = ns(given) + START;
-                path.played(chunk, given as u64, Some((given as u64, heard)));
-                given += chunk.len();
-            }
+            play_until(&mut path, &model, &mut given, at + FRAME + 320, START);
             let captured = ns(at) + START - (claimed_ms(at) * 1e6) as u64;
             // They arrive 10 ms after capture, some callbacks a few milliseconds later still.
             let delivered = ns(at + FRAME) + START + 10_000_000 + (i % 7) as u64 * 700_000;
