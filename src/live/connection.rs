@@ -468,11 +468,21 @@ mod tests {
             Far,
             String,
         ) {
-            let (url, accepted) = listen().await;
-            let connecting = tokio::spawn(self.connect(url, connect_timeout));
-            let mut far = tokio::time::timeout(WAIT, accepted).await.unwrap().unwrap();
+            let (connecting, mut far) = self.upgraded(connect_timeout).await;
             let opening = next_text(&mut far).await;
             (connecting, far, opening)
+        }
+
+        /// Connects and hands back the far end once the WebSocket upgrade is done, before it
+        /// reads anything: a far end that keeps quiet.
+        async fn upgraded(
+            self,
+            connect_timeout: Duration,
+        ) -> (tokio::task::JoinHandle<Result<Session, SessionError>>, Far) {
+            let (url, accepted) = listen().await;
+            let connecting = tokio::spawn(self.connect(url, connect_timeout));
+            let far = tokio::time::timeout(WAIT, accepted).await.unwrap().unwrap();
+            (connecting, far)
         }
     }
 
@@ -508,15 +518,17 @@ mod tests {
     #[tokio::test]
     async fn a_setup_that_is_never_answered_times_out_naming_host_port_and_stage() {
         for peer in PEERS {
-            let timeout = Duration::from_millis(200);
-            let (connecting, far, _) = peer.open(timeout).await;
+            // Long enough for the upgrade on a loaded machine; the far end never reads (had it
+            // to read the setup first, a client already gone would reset it under the test).
+            let timeout = Duration::from_secs(1);
+            let (connecting, far) = peer.upgraded(timeout).await;
             let port = far.get_ref().local_addr().unwrap().port();
             let Err(SessionError::TimedOut(message)) = joined(connecting).await else {
                 panic!("{peer:?}: a silent far end must not set a session up");
             };
             assert!(
                 message.starts_with(&format!(
-                    "No answer from 127.0.0.1:{port} within 0.2 s (waiting for the session to be set up)."
+                    "No answer from 127.0.0.1:{port} within 1 s (waiting for the session to be set up)."
                 )),
                 "{peer:?}: {message}"
             );
