@@ -38,6 +38,15 @@ const GAP_AFTER: u64 = INPUT_RATE as u64 / 2;
 const GAP_AGREE_NS: f64 = 5e6;
 /// Calls in a row that must show a gap before it is filled, when only the arrival shows it.
 const GAP_CONFIRM: u32 = 3;
+/// The longest gap filled (ns). After a longer stall (a suspended laptop, a device that came
+/// back) the timelines start afresh instead: seconds of silence sent at once would be a burst
+/// the service does not expect; the far end heard meanwhile is dropped (see below).
+const GAP_MAX_NS: f64 = 200e6;
+/// After a stall, how much of the far end heard before the mic's next frame still goes to
+/// the canceller (ns): one frame, so it goes on getting one far-end frame per mic frame.
+/// Handed what was heard during the stall at once, even 100 ms of it, AEC3 lost the echo
+/// (3 dB removed after a 2 s stall in the unit test, 44 dB with one frame).
+const STALL_KEEP_NS: f64 = 10e6;
 /// Far-end frames held at most: past this the oldest go in unaligned.
 const RENDER_QUEUE_MAX: usize = 300;
 /// AEC3 looks for the echo up to about this far behind the far end (10 ms frames). A speaker
@@ -177,6 +186,9 @@ pub struct EchoPath {
     gap_calls: u32,
     gap_least: f64,
     gap_samples: u64,
+    /// The mic's timelines started afresh after a stall: the far end heard during it is
+    /// dropped rather than handed to the canceller in one burst.
+    stalled: bool,
 }
 
 fn energy(frame: &[f32]) -> f32 {
@@ -277,6 +289,7 @@ impl EchoPath {
             gap_calls: 0,
             gap_least: f64::INFINITY,
             gap_samples: 0,
+            stalled: false,
         })
     }
 
@@ -360,6 +373,17 @@ impl EchoPath {
             {
                 note_error(errors, &e);
             }
+        }
+    }
+
+    /// Drops the far-end frames heard before `until` (ns on the audio clock) unseen.
+    fn drop_render(&mut self, until: f64) {
+        while self
+            .render_queue
+            .front()
+            .is_some_and(|(heard_at, _)| heard_at.is_some_and(|at| at < until))
+        {
+            self.render_queue.pop_front();
         }
     }
 
@@ -475,9 +499,20 @@ impl EchoPath {
         if self.gap_calls < calls {
             return;
         }
-        let samples = (self.gap_least / NS_PER_SAMPLE).round() as usize;
+        let gap = self.gap_least;
         self.gap_calls = 0;
         self.gap_least = f64::INFINITY;
+        if gap > GAP_MAX_NS {
+            tracing::debug!(
+                gap_ms = gap / 1e6,
+                "the mic stalled: its timelines start afresh"
+            );
+            self.delivery_base = None;
+            self.capture_base = None;
+            self.stalled = true;
+            return;
+        }
+        let samples = (gap / NS_PER_SAMPLE).round() as usize;
         self.gap_samples += samples as u64;
         tracing::debug!(
             gap_ms = samples as f64 / 16.0,
@@ -503,6 +538,9 @@ impl EchoPath {
             let until = capture_base.map_or(f64::INFINITY, |base| {
                 base + (start + FRAME as u64) as f64 * NS_PER_SAMPLE + LEAD_NS
             }) - self.extra_hold_ns;
+            if std::mem::take(&mut self.stalled) && until.is_finite() {
+                self.drop_render(until - STALL_KEEP_NS);
+            }
             self.release_render(until, usize::MAX);
             if self.mic_history.len() >= COARSE_HISTORY {
                 self.mic_history.pop_front();
@@ -767,30 +805,27 @@ mod tests {
         }
     }
 
-    /// 20 ms of mic samples lost on the way (a server that dropped a fragment): the stamps and
-    /// the arrivals of the samples after the gap say so, silence takes their place, and the
-    /// canceller keeps the echo down across it. Late callbacks, which the arrivals alone
-    /// show, are not taken for gaps.
-    #[test]
-    fn mic_samples_lost_on_the_way_do_not_cost_the_canceller_the_echo() {
+    /// Runs the model in a small room through a path whose mic loses `lost` samples 2.5 s in
+    /// (long after the canceller has converged), with true stamps and arrivals, and every 37th
+    /// callback 25 ms late. Returns the path, what the room heard, what reached the app and
+    /// what the path sent.
+    fn lose_mic_samples(lost: usize) -> (EchoPath, Vec<f32>, Vec<f32>, Vec<f32>) {
+        const LOST_AT: usize = 40_000;
+        const START: u64 = 1_000_000_000;
         let (model, heard) = model_in_a_small_room();
-        let len = model.len();
-        const LOST_AT: usize = 40_000; // 2.5 s: long after the canceller has converged
-        const LOST: usize = 320;
-        // What reaches the app, and when in the room each of its samples was heard.
         let mic: Vec<f32> = heard[..LOST_AT]
             .iter()
-            .chain(&heard[LOST_AT + LOST..])
+            .chain(&heard[LOST_AT + lost..])
             .copied()
             .collect();
+        // When in the room each of the app's samples was heard.
         let room = |sample: usize| {
             if sample < LOST_AT {
                 sample
             } else {
-                sample + LOST
+                sample + lost
             }
         };
-        const START: u64 = 1_000_000_000;
         let mut path = EchoPath::new(EchoMode::Aec, false, Some(INPUT_RATE)).unwrap();
         let mut out = Vec::new();
         let mut given = 0;
@@ -799,11 +834,20 @@ mod tests {
             let last = room(first + near.len() - 1);
             play_until(&mut path, &model, &mut given, last + 1 + 320, START);
             let captured = ns(room(first)) + START;
-            // Every 37th callback runs 25 ms late.
             let late = if i % 37 == 5 { 25_000_000 } else { 0 };
             let delivered = ns(last + 1) + START + 10_000_000 + late;
             path.process(near, Some(captured), Some(delivered), &mut out);
         }
+        (path, heard, mic, out)
+    }
+
+    /// 20 ms of mic samples lost on the way (a server that dropped a fragment): the stamps and
+    /// the arrivals of the samples after the gap say so, silence takes their place, and the
+    /// canceller keeps the echo down across it. Late callbacks, which the arrivals alone
+    /// show, are not taken for gaps.
+    #[test]
+    fn mic_samples_lost_on_the_way_do_not_cost_the_canceller_the_echo() {
+        let (path, heard, mic, out) = lose_mic_samples(320);
         assert!(
             (300..=340).contains(&path.gap_samples),
             "{} samples filled in for the 320 lost",
@@ -811,12 +855,24 @@ mod tests {
         );
         assert_eq!(out.len(), mic.len() + path.gap_samples as usize);
         // What is sent keeps time with the room again.
-        let after = LOST_AT + LOST;
+        let after = 40_000 + 320;
+        let len = heard.len();
         assert_echo_down(
             &heard,
             &out,
             &[(after, after + 16_000), (after + 16_000, len)],
         );
+    }
+
+    /// A mic that stalls for two seconds is not sent two seconds of silence at once: its
+    /// timelines start afresh, from which the far end is lined up with it again.
+    #[test]
+    fn a_mic_that_stalls_for_seconds_is_not_padded_with_them() {
+        let (path, _, mic, out) = lose_mic_samples(32_000);
+        assert_eq!(path.gap_samples, 0);
+        assert_eq!(out.len(), mic.len());
+        // Half a second after the stall, to the end.
+        assert_echo_down(&mic, &out, &[(48_000, mic.len())]);
     }
 
     /// Asserts the echo in `mic` is at least 25 dB down in `out` over each window (samples).
