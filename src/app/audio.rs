@@ -235,13 +235,17 @@ impl App {
         self.audio.output = setup.output;
         let nothing_opened = self.audio.input.is_none() && self.audio.output.is_none();
         if !setup.problems.is_empty() {
+            // Device errors often end in their own full stop; the notice adds one.
+            let problems = setup
+                .problems
+                .iter()
+                .map(|p| p.trim_end_matches('.'))
+                .collect::<Vec<_>>()
+                .join("; ");
             let text = if nothing_opened {
-                format!(
-                    "No audio device ({}). Text chat works.",
-                    setup.problems.join("; ")
-                )
+                format!("No audio device ({problems}). Text chat works.")
             } else {
-                format!("Audio: {}.", setup.problems.join("; "))
+                format!("Audio: {problems}.")
             };
             self.notice(NoticeLevel::Warning, text);
         } else if !first {

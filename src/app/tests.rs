@@ -960,6 +960,21 @@ fn no_device_is_said_once_and_a_failing_device_can_be_reopened() {
     })));
     assert_eq!(app.notices.len(), 1);
     assert!(app.notices[0].text.starts_with("No audio device"));
+    // A device error's own full stop is not doubled.
+    let mut half = connected_app();
+    half.audio.enabled = true;
+    half.update(Msg::Audio(AudioEvent::Opened(AudioSetup {
+        input: Some(crate::audio::StreamInfo {
+            name: "mic".into(),
+            path: "48 kHz → 16 kHz".into(),
+        }),
+        output: None,
+        problems: vec!["speaker: default: The requested audio device is not available.".into()],
+    })));
+    assert_eq!(
+        half.notices[0].text,
+        "Audio: speaker: default: The requested audio device is not available."
+    );
     assert_eq!(app.audio.mic_state(), MicState::Off);
     // Text chat still works.
     assert_eq!(
