@@ -411,9 +411,15 @@ impl Printer {
         }
     }
 
-    /// What audio did, for people debugging a voice session: counters and latencies.
+    /// What audio did, for people debugging a voice session: counters, latencies and the
+    /// mic's voice processing as it last stood.
     pub(crate) fn audio_summary(&self, app: &App) {
         let f = &app.audio().figures;
+        // Figures of the mode before a live switch say nothing about this one.
+        let echo = app
+            .audio()
+            .echo_figures
+            .filter(|e| e.mode == app.audio().echo);
         let used = app.audio().input.is_some()
             || app.audio().output.is_some()
             || f.frames_sent > 0
@@ -435,7 +441,7 @@ impl Printer {
                         .unwrap_or_default()
                 };
                 self.info(&format!(
-                    "audio: {} mic frames sent, {} dropped; {:.1} s of model audio heard, {} underruns{}{}{}",
+                    "audio: {} mic frames sent, {} dropped; {:.1} s of model audio heard, {} underruns{}{}{}{}",
                     f.frames_sent,
                     f.frames_dropped,
                     f.played.as_secs_f64(),
@@ -443,6 +449,7 @@ impl Printer {
                     latency("mic → socket", &f.mic_to_socket),
                     latency("socket → speaker", &f.socket_to_speaker),
                     latency("interrupt → silence", &f.interrupt_to_silence),
+                    echo.map(echo_text).unwrap_or_default(),
                 ));
             }
             OutputFormat::Json => {
@@ -463,6 +470,16 @@ impl Printer {
                     "mic_to_socket": latency(&f.mic_to_socket),
                     "socket_to_speaker": latency(&f.socket_to_speaker),
                     "interrupt_to_silence": latency(&f.interrupt_to_silence),
+                    "echo": echo.map(|e| json!({
+                        "mode": e.mode.name(),
+                        "cancelling": e.cancelling,
+                        "noise_suppression": e.noise_suppression,
+                        "converged": e.converged,
+                        "erle_db": e.erle_db.map(tenths),
+                        "erl_db": e.erl_db.map(tenths),
+                        "delay_ms": e.delay_ms,
+                        "device_delay_ms": e.device_delay_ms,
+                    })),
                 }));
             }
         }
@@ -496,5 +513,69 @@ impl Printer {
     /// True once stdout's reader has gone away.
     pub fn stdout_closed(&self) -> bool {
         self.stdout_closed.get()
+    }
+}
+
+/// A figure to a tenth: more digits than that say nothing.
+fn tenths(value: f32) -> f64 {
+    (f64::from(value) * 10.0).round() / 10.0
+}
+
+/// The mic's voice processing for the text summary: the echo mode and, when the canceller
+/// runs, how it stood at the end.
+fn echo_text(e: crate::audio::EchoFigures) -> String {
+    let mut text = format!("; echo {}", e.mode.name());
+    if e.cancelling {
+        text += if e.converged {
+            ", converged"
+        } else {
+            ", converging"
+        };
+        if let Some(erle) = e.erle_db {
+            text += &format!(", {erle:.0} dB of echo removed");
+        }
+        if let Some(delay) = e.delay_ms {
+            text += &format!(", echo delay {delay} ms");
+        }
+    }
+    if !e.noise_suppression {
+        text += ", no noise suppression";
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::echo_text;
+    use crate::audio::{EchoFigures, EchoMode};
+
+    #[test]
+    fn the_text_summary_says_how_the_canceller_stood() {
+        let running = EchoFigures {
+            mode: EchoMode::Aec,
+            cancelling: true,
+            noise_suppression: true,
+            converged: true,
+            erle_db: Some(31.6),
+            delay_ms: Some(48),
+            ..EchoFigures::default()
+        };
+        assert_eq!(
+            echo_text(running),
+            "; echo aec, converged, 32 dB of echo removed, echo delay 48 ms"
+        );
+        let starting = EchoFigures {
+            converged: false,
+            erle_db: None,
+            delay_ms: None,
+            ..running
+        };
+        assert_eq!(echo_text(starting), "; echo aec, converging");
+        let gate = EchoFigures {
+            mode: EchoMode::Gate,
+            noise_suppression: false,
+            ..EchoFigures::default()
+        };
+        assert_eq!(echo_text(gate), "; echo gate, no noise suppression");
     }
 }

@@ -656,6 +656,11 @@ fn echo_figures_at(rate: u32, host: RigHost, modes: &[&str]) {
             measured.echo_dbfs,
             profile(&per_half_second),
         );
+        // The client's own account of its voice processing, in its closing summary.
+        let reported = &conversation.summary["echo"];
+        eprintln!("{label}, --echo {mode}: the client reported {reported}");
+        assert_eq!(reported["mode"], mode, "{reported}");
+        assert_eq!(reported["cancelling"], mode == "aec", "{reported}");
         match mode {
             "aec" => {
                 assert!(
