@@ -855,6 +855,7 @@ fn a_self_interruption_replays_flagged_in_text_json_and_markdown() {
         offline: false,
         devices: Vec::new(),
         config: json!({}),
+        audio: None,
     }));
     let records = std::iter::once(meta).chain(
         msgs.into_iter()

@@ -3,6 +3,8 @@
 //! push-to-talk into state and effects. Playback drives "Gemini is speaking…" when a speaker is
 //! open; without one, the wire does.
 
+use serde::{Deserialize, Serialize};
+
 use crate::audio::{
     AudioEvent, AudioFigures, AudioOptions, AudioSetup, Direction, EchoFigures, EchoMode,
     StreamInfo,
@@ -48,6 +50,35 @@ pub fn echo_meaning(mode: EchoMode) -> &'static str {
     }
 }
 
+/// The audio a session asked for, as far as the app's state depends on it. A recording keeps
+/// it, so a replay shows the mic as the original did and answers its recorded keys (a
+/// reopen, push-to-talk) as it did, rather than as if audio were off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AudioAsked {
+    /// A microphone (a device, or an input WAV).
+    pub microphone: bool,
+    /// The mic is a WAV file, not a device.
+    pub input_wav: bool,
+    /// Model audio also goes to a WAV file.
+    pub output_wav: bool,
+    pub push_to_talk: bool,
+    pub echo: EchoMode,
+}
+
+impl From<&AudioOptions> for AudioAsked {
+    fn from(options: &AudioOptions) -> AudioAsked {
+        let clip = options.input_wav.is_some();
+        AudioAsked {
+            microphone: options.microphone && (options.devices || clip),
+            input_wav: clip,
+            output_wav: options.output_wav.is_some(),
+            push_to_talk: options.push_to_talk,
+            echo: options.echo,
+        }
+    }
+}
+
 /// Audio as the app knows it.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct AudioState {
@@ -87,19 +118,15 @@ pub struct AudioState {
 
 impl AudioState {
     /// Audio as asked for, before any device has opened.
-    pub fn configured(options: &AudioOptions) -> AudioState {
-        if options.is_off() {
-            return AudioState::default();
-        }
-        let clip = options.input_wav.is_some();
+    pub fn configured(asked: AudioAsked) -> AudioState {
         AudioState {
-            enabled: !options.is_off(),
-            mic_wanted: options.microphone && (options.devices || clip),
-            push_to_talk: options.push_to_talk,
-            echo: options.echo,
-            input_is_clip: clip,
-            clip_streaming: clip,
-            output_wav: options.output_wav.is_some(),
+            enabled: true,
+            mic_wanted: asked.microphone,
+            push_to_talk: asked.push_to_talk,
+            echo: asked.echo,
+            input_is_clip: asked.input_wav,
+            clip_streaming: asked.input_wav,
+            output_wav: asked.output_wav,
             ..AudioState::default()
         }
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::audio::{AudioOptions, EchoMode};
+use crate::audio::EchoMode;
 use crate::echo::{self, bounded};
 use crate::live::SessionEvent;
 use crate::live::models;
@@ -25,7 +25,7 @@ mod editor;
 mod keys;
 pub mod view;
 
-pub use audio::{AudioState, MicState, echo_meaning};
+pub use audio::{AudioAsked, AudioState, MicState, echo_meaning};
 
 pub use editor::{ERROR_PREFIX, typed_arguments, typed_result};
 pub use keys::{Action, ECHO_KEY, Footer, KEY_MAP, KeyRow, footer_keys};
@@ -362,7 +362,7 @@ pub struct AppInit {
     pub offline: bool,
     pub devices: Vec<Device>,
     /// The audio asked for (`None`: no audio at all).
-    pub audio: Option<AudioOptions>,
+    pub audio: Option<AudioAsked>,
     /// Shown in the status line while recording: where to.
     pub recording: Option<String>,
     /// This app shows a recording of this many messages: nothing the user types is sent.
@@ -514,11 +514,7 @@ impl App {
                 ..ReplayProgress::default()
             }),
             view,
-            audio: init
-                .audio
-                .as_ref()
-                .map(AudioState::configured)
-                .unwrap_or_default(),
+            audio: init.audio.map(AudioState::configured).unwrap_or_default(),
             clock: init.clock,
             calls_before_reconnect: 0,
             withdrawn_calls: HashSet::new(),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use super::{Engine, Route};
-use crate::app::{App, AppInit};
+use crate::app::{App, AppInit, AudioAsked};
 use crate::audio::{Audio, AudioLink};
 use crate::config::{Settings, Target};
 use crate::live::adc::{Credentials, TokenSource};
@@ -200,7 +200,7 @@ pub async fn launch(
     let app = App::new(AppInit {
         voice: settings.voice.clone(),
         endpoint_label: settings.endpoint_label(),
-        audio,
+        audio: audio.as_ref().map(AudioAsked::from),
         recording: engine
             .recording_dir()
             .map(|dir| format!("REC {}", dir.display())),

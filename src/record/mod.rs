@@ -18,7 +18,7 @@ use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::app::Msg;
+use crate::app::{AudioAsked, Msg};
 use crate::live::wire::FunctionResponse;
 use crate::tools::Device;
 
@@ -171,6 +171,10 @@ pub struct Meta {
     pub devices: Vec<Device>,
     /// A summary of the settings, for people.
     pub config: Value,
+    /// The audio the session asked for (`None`: none, or a recording from before this was
+    /// kept), so a replay's app starts as the original's did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio: Option<AudioAsked>,
 }
 
 /// Where an audio payload went: samples `[sample_offset, sample_offset + sample_count)` of

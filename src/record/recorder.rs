@@ -16,7 +16,7 @@ use serde_json::Value;
 use tracing::warn;
 
 use super::{AudioRef, FORMAT_VERSION, LOG_FILE, Line, MIC_WAV, MODEL_WAV, Meta, Record};
-use crate::app::Msg;
+use crate::app::{AudioAsked, Msg};
 use crate::config::{RecordTo, Settings};
 use crate::live::CloseInfo;
 use crate::live::session::{TappedFrame, WireTap};
@@ -114,6 +114,7 @@ impl Recorder {
             endpoint_host: settings.endpoint_label(),
             offline: settings.is_offline(),
             devices,
+            audio: (!settings.audio.is_off()).then(|| AudioAsked::from(&settings.audio)),
             config: serde_json::json!({
                 "api_version": settings.api_version.as_str(),
                 "tools_enabled": settings.tools_enabled,

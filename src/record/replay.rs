@@ -249,6 +249,7 @@ pub fn initial_app(recording: &Recording, log_path: Option<&Path>, total: usize)
         endpoint_label: meta.endpoint_host.clone(),
         recording: Some(recording.dir.display().to_string()),
         replay: Some(total),
+        audio: meta.audio,
         no_color: crate::engine::launch::no_color(),
         log_path: log_path.map(|p| p.display().to_string()),
         ..AppInit::new(meta.model.clone(), meta.offline, meta.devices.clone())

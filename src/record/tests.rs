@@ -111,6 +111,7 @@ fn meta(format: u32, started_at: &str) -> Record {
         offline: false,
         devices: Vec::new(),
         config: json!({}),
+        audio: None,
     }))
 }
 
@@ -637,4 +638,105 @@ async fn an_interruption_flagged_as_echo_replays_flagged() {
         EchoMode::Gate,
         "the user's switch replays"
     );
+}
+
+/// A session with a push-to-talk mic: its replay starts with the same audio asked for, so
+/// the recorded reopen and push-to-talk keys show what they showed then (not "audio is off"),
+/// and the mic's state follows as it did.
+#[tokio::test]
+async fn a_replay_answers_recorded_audio_keys_as_the_original_did() {
+    use crate::app::{AudioAsked, MicState};
+    use crate::audio::{AudioEvent, AudioSetup, EchoMode, StreamInfo};
+    let asked = AudioAsked {
+        microphone: true,
+        push_to_talk: true,
+        echo: EchoMode::Gate,
+        ..AudioAsked::default()
+    };
+    let applied = |msg: Msg| Record::Applied { msg, audio: None };
+    let stream = |name: &str| {
+        Some(StreamInfo {
+            name: name.into(),
+            path: "48 kHz".into(),
+        })
+    };
+    let msgs = vec![
+        Msg::Session(SessionEvent::SetupComplete { session_id: None }),
+        Msg::Audio(AudioEvent::Opened(AudioSetup {
+            input: stream("mic"),
+            output: stream("spk"),
+            problems: Vec::new(),
+        })),
+        Msg::ReopenAudio,
+        Msg::ToggleTalk,
+    ];
+    let mut original = App::new(AppInit {
+        audio: Some(asked),
+        ..AppInit::new("models/test", false, Vec::new())
+    });
+    for msg in msgs.clone() {
+        let _ = original.update(msg);
+    }
+    assert_eq!(original.audio().mic_state(), MicState::Talking);
+
+    let Record::Meta(mut meta) = meta(FORMAT_VERSION, STARTED_AT) else {
+        unreachable!()
+    };
+    meta.audio = Some(asked);
+    let lines = msgs
+        .into_iter()
+        .enumerate()
+        .map(|(i, msg)| (0.1 * (i + 1) as f64, applied(msg)))
+        .collect();
+    let (_dir, recording) = load(Record::Meta(meta), lines);
+    assert_eq!(
+        recording.meta.audio,
+        Some(asked),
+        "kept in the metadata line"
+    );
+    let replay = replayed(&recording).await;
+    assert_eq!(replay.audio().mic_state(), MicState::Talking);
+    assert_eq!(replay.audio().echo, EchoMode::Gate);
+    let texts = |app: &App| {
+        app.notices()
+            .iter()
+            .map(|n| n.text.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(texts(&replay), texts(&original));
+}
+
+/// The recorder keeps the audio asked for in the metadata line (and nothing when there was
+/// none), for the replay above.
+#[test]
+fn the_metadata_line_keeps_the_audio_asked_for() {
+    use crate::app::AudioAsked;
+    use crate::audio::EchoMode;
+    let scratch = tempfile::tempdir().unwrap();
+    let config = scratch.path().join("config.toml");
+    std::fs::write(&config, "").unwrap();
+    let flags = crate::config::FlagOverrides {
+        config: Some(config),
+        ..Default::default()
+    };
+    let mut settings = crate::config::Settings::resolve(&flags, &|_| None).unwrap();
+    settings.audio.devices = true;
+    settings.audio.push_to_talk = true;
+    settings.audio.echo = EchoMode::Off;
+    let read_back = |settings: &crate::config::Settings, name: &str| {
+        let dir = scratch.path().join(name);
+        drop(super::Recorder::create(&dir, settings, Vec::new()).unwrap());
+        Recording::load(&dir).unwrap().meta.audio
+    };
+    assert_eq!(
+        read_back(&settings, "with"),
+        Some(AudioAsked {
+            microphone: true,
+            push_to_talk: true,
+            echo: EchoMode::Off,
+            ..AudioAsked::default()
+        })
+    );
+    settings.audio.devices = false;
+    assert_eq!(read_back(&settings, "without"), None);
 }

@@ -334,7 +334,9 @@ fn speaking_with_audio() -> App {
     use crate::audio::{AudioEvent, AudioSetup, StreamInfo};
     // Audio asked for: devices with a microphone.
     let mut app = speaking_from(App::new(AppInit {
-        audio: Some(crate::audio::AudioOptions::default()),
+        audio: Some(crate::app::AudioAsked::from(
+            &crate::audio::AudioOptions::default(),
+        )),
         ..init()
     }));
     app.update(Msg::Audio(AudioEvent::Opened(AudioSetup {
