@@ -10,11 +10,12 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::SMART_HOME_LINES;
 use common::harness::{default_settings, fast_mock};
 use livetalk::app::{App, AppInit, Msg, ToolState};
 use livetalk::driver::Source as _;
 use livetalk::engine::{Engine, build_setup};
-use livetalk::live::{ApiVersion, Auth, SessionOptions};
+use livetalk::live::{ApiVersion, Auth, SessionEvent, SessionOptions};
 use livetalk::tools::{SmartHome, builtin_registry};
 
 async fn drive(app: &mut App, engine: &mut Engine, msg: Msg) {
@@ -205,4 +206,101 @@ async fn the_demo_model_calls_a_users_tool_by_name_and_it_waits_for_approval() {
         replies.last().map(|(text, _)| text.as_str()),
         Some(r#"The echo tool answered: {"echo":"Hello there"}."#)
     );
+}
+
+/// A wire tap that answers every tool call the moment its frame is read, before the frame's
+/// events reach the link's supervisor: what a bridge's app does when it answers at once.
+struct AnswerAtOnce {
+    link: std::sync::OnceLock<livetalk::live::reconnect::LinkHandle>,
+}
+
+impl livetalk::live::session::WireTap for AnswerAtOnce {
+    fn connecting(&self, _host: &str) {}
+
+    fn sent(&self, _message: &livetalk::live::wire::ClientMessage) {}
+
+    fn received(&self, frame: livetalk::live::session::TappedFrame<'_>, during_setup: bool) {
+        use livetalk::live::wire::{ClientMessage, FunctionResponse, ToolResponse};
+        let livetalk::live::session::TappedFrame::Message(message) = frame else {
+            return;
+        };
+        let (Some(calls), false) = (&message.tool_call, during_setup) else {
+            return;
+        };
+        let answers = calls
+            .function_calls
+            .iter()
+            .map(|call| FunctionResponse {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                response: serde_json::json!({"status": "off", "temperature_celsius": 20}),
+                ..FunctionResponse::default()
+            })
+            .collect();
+        let link = self.link.get().expect("the link is up before any call");
+        let sent = link.try_send(ClientMessage::ToolResponse(ToolResponse {
+            function_responses: answers,
+        }));
+        assert_eq!(sent, Ok(true));
+    }
+
+    fn closed(&self, _close: &livetalk::live::CloseInfo) {}
+}
+
+/// The supervisor holds each call to one answer on its own connection. An answer that comes
+/// in (from a wire tap's listener) before the supervisor has taken in its `toolCall` is
+/// still that call's answer: it goes out, every time. On one thread, the answer and the
+/// call's events are both waiting when the supervisor next runs, which takes them in either
+/// order (its `select!` picks at random). Before the supervisor took in the waiting events first, four
+/// runs of four had one of the twelve answers withheld.
+#[tokio::test(flavor = "current_thread")]
+async fn an_answer_sent_from_the_wire_tap_ahead_of_its_call_event_still_goes_out() {
+    use livetalk::live::reconnect::{LinkEvent, ReconnectPolicy, SupervisorEvent, supervise};
+    use livetalk::live::session::{WireTap, connect_tapped};
+    let settings = default_settings();
+    let mock = fast_mock(Vec::new()).await;
+    let home = SmartHome::new();
+    let registry =
+        builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap();
+    let tap = Arc::new(AnswerAtOnce {
+        link: std::sync::OnceLock::new(),
+    });
+    let session = connect_tapped(
+        SessionOptions {
+            endpoint: mock.endpoint(ApiVersion::V1),
+            auth: Auth::None,
+            setup: build_setup(&settings, &registry),
+            connect_timeout: Duration::from_secs(10),
+        },
+        Some(tap.clone() as Arc<dyn WireTap>),
+    )
+    .await
+    .unwrap();
+    let mut link = supervise(
+        session,
+        None,
+        ReconnectPolicy::default(),
+        Some(tap.clone() as Arc<dyn WireTap>),
+    );
+    assert!(tap.link.set(link.handle.clone()).is_ok());
+    let lines = [SMART_HOME_LINES[0], SMART_HOME_LINES[2]];
+    for turn in 0..12 {
+        link.handle.send_user_text(lines[turn % 2]).await.unwrap();
+        let mut called = false;
+        loop {
+            let event = tokio::time::timeout(Duration::from_secs(20), link.events.recv())
+                .await
+                .unwrap_or_else(|_| panic!("turn {turn} did not end"))
+                .expect("the link is open");
+            match event {
+                SupervisorEvent::Link(LinkEvent::AnswerDropped { id, name }) => {
+                    panic!("turn {turn}: the answer to {name} ({id:?}) was withheld")
+                }
+                SupervisorEvent::Session(SessionEvent::ToolCall(_)) => called = true,
+                SupervisorEvent::Session(SessionEvent::TurnComplete { .. }) if called => break,
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(link.status.figures().answers_dropped, 0);
 }

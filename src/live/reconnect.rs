@@ -497,6 +497,14 @@ impl OpenWork {
         !self.turn_open && self.calls.is_empty() && self.idless_calls.is_empty()
     }
 
+    /// Whether this connection has an open call for this answer.
+    fn has_call(&self, response: &FunctionResponse) -> bool {
+        match &response.id {
+            Some(id) => self.calls.contains_key(id),
+            None => self.idless_calls.contains_key(&response.name),
+        }
+    }
+
     /// Takes the call an answer is for; false when this connection has no such open call.
     fn take_call(&mut self, response: &FunctionResponse) -> bool {
         let (map, key) = match &response.id {
@@ -616,21 +624,18 @@ impl Supervisor {
             let deadline = live.go_away_deadline;
             tokio::select! {
                 event = live.events.recv() => {
-                    let event = event.unwrap_or_else(|| {
-                        SessionEvent::Closed(CloseInfo::failed(
-                            None,
-                            "The connection ended without a close.".to_owned(),
-                        ))
-                    });
-                    if let SessionEvent::Closed(close) = event {
-                        return self.on_closed(close).await;
-                    }
-                    if let Some(next) = self.on_event(event).await {
+                    if let Some(next) = self.on_connection_event(event).await {
                         return next;
                     }
                 }
                 command = self.commands.recv(), if self.commands_open => match command {
-                    Some(Command::Send(message, at)) => self.deliver(*message, at).await,
+                    Some(Command::Send(message, at)) => {
+                        let next = self.catch_up_before(&message).await;
+                        self.deliver(*message, at).await;
+                        if let Some(next) = next {
+                            return next;
+                        }
+                    }
                     Some(Command::SetTools { tools, hand_over }) => {
                         self.set_tools(tools, hand_over);
                         if let Some(next) = self.tools_hand_over().await {
@@ -646,6 +651,52 @@ impl Supervisor {
                 _ = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {
                     return self.hand_over("The server's time limit for this connection is up.").await;
                 }
+            }
+        }
+    }
+
+    /// One event of the current connection (`None`: it ended without a close); returns what
+    /// to do next when the connection must be replaced.
+    async fn on_connection_event(&mut self, event: Option<SessionEvent>) -> Option<Next> {
+        let event = event.unwrap_or_else(|| {
+            SessionEvent::Closed(CloseInfo::failed(
+                None,
+                "The connection ended without a close.".to_owned(),
+            ))
+        });
+        if let SessionEvent::Closed(close) = event {
+            return Some(self.on_closed(close).await);
+        }
+        self.on_event(event).await
+    }
+
+    /// Before a tool answer whose call this connection has not seen open, takes in the events
+    /// that have already arrived. A wire tap hears each frame before its events reach this
+    /// loop (the bridge passes frames to its app from the tap), so an app that answers at once
+    /// can get its answer here ahead of the `toolCall` it answers, and the one-answer guard
+    /// would withhold it; the events are taken in first, in order, and the answer then goes
+    /// out. Returns what to do next if one of them ended the connection (the answer is still
+    /// delivered, and the guard then judges it).
+    async fn catch_up_before(&mut self, message: &ClientMessage) -> Option<Next> {
+        let ClientMessage::ToolResponse(response) = message else {
+            return None;
+        };
+        loop {
+            let live = self.live.as_mut()?;
+            if response
+                .function_responses
+                .iter()
+                .all(|answer| live.open.has_call(answer))
+            {
+                return None;
+            }
+            let event = match live.events.try_recv() {
+                Ok(event) => Some(event),
+                Err(mpsc::error::TryRecvError::Empty) => return None,
+                Err(mpsc::error::TryRecvError::Disconnected) => None,
+            };
+            if let Some(next) = self.on_connection_event(event).await {
+                return Some(next);
             }
         }
     }
