@@ -18,8 +18,8 @@ use livetalk::audio::callbacks::{CaptureCallback, OutputCallback};
 use livetalk::audio::pcm::{Framer, extend_f32_from_pcm16_le, extend_pcm16_le_from_f32};
 use livetalk::audio::resample::StreamResampler;
 use livetalk::audio::shared::{CaptureShared, Clock, PlaybackShared};
-use livetalk::live::codec::encode_client;
-use livetalk::live::wire::{ClientMessage, RealtimeInput};
+use livetalk_live::codec::encode_client;
+use livetalk_live::wire::{ClientMessage, RealtimeInput};
 
 fn speech_like(frames: usize, rate: f32, channels: usize) -> Vec<f32> {
     (0..frames)

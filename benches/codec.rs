@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
 use gemini_live::audio::AudioEncoder;
-use gemini_live::types::ServerEvent;
-use livetalk::live::codec::{DecodedServerFrame, decode_server, encode_client, encode_server};
-use livetalk::live::events::{SessionEvent, events_from, pcm16_to_le_bytes};
-use livetalk::live::wire::{
+use gemini_live::types::ServerEvent as PeerEvent;
+use livetalk_live::codec::{DecodedServerFrame, decode_server, encode_client, encode_server};
+use livetalk_live::events::{ServerEvent, events_from, pcm16_to_le_bytes};
+use livetalk_live::wire::{
     Blob, ClientMessage, Content, OUTPUT_AUDIO_MIME, Part, RealtimeInput, ServerContent,
     ServerMessage,
 };
@@ -120,7 +120,7 @@ fn livetalk_decode(frame: &[u8]) -> Vec<u8> {
         panic!("the bench frame decodes");
     };
     for event in events_from(message) {
-        if let SessionEvent::ModelAudio { pcm, .. } = event {
+        if let ServerEvent::ModelAudio { pcm, .. } = event {
             return pcm;
         }
     }
@@ -132,7 +132,7 @@ fn peer_decode(frame: &[u8]) -> impl AsRef<[u8]> {
     let text = std::str::from_utf8(frame).expect("the bench frame is UTF-8");
     let message = gemini_live::codec::decode(text).expect("the peer decodes");
     for event in gemini_live::codec::into_events(message) {
-        if let ServerEvent::ModelAudio(pcm) = event {
+        if let PeerEvent::ModelAudio(pcm) = event {
             return pcm;
         }
     }

@@ -36,14 +36,14 @@ fi
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets --quiet -- -D warnings
+echo "== cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 echo "== Rust tests"
 if cargo nextest --version >/dev/null 2>&1; then
-    cargo nextest run --all-targets --no-fail-fast
+    cargo nextest run --workspace --all-targets --no-fail-fast
 else
-    cargo test --all-targets --no-fail-fast
+    cargo test --workspace --all-targets --no-fail-fast
 fi
 
 echo "== Python SDK compatibility tests"

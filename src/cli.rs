@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::config::FlagOverrides;
-use crate::live::ApiVersion;
+use livetalk_live::ApiVersion;
 
 /// A terminal voice console for the Gemini Live API.
 ///
@@ -214,7 +214,7 @@ pub struct MockArgs {
     #[arg(long, value_name = "DIR")]
     pub save_input: Option<PathBuf>,
     /// Open connections held at once; past this, new clients get HTTP 503 with the reason.
-    #[arg(long, value_name = "N", default_value_t = crate::ws_server::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = livetalk_mock::ws_server::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 }
 
@@ -243,7 +243,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 4.0)]
     pub speed: f64,
     /// Open connections held at once; past this, new clients get HTTP 503 with the reason.
-    #[arg(long, value_name = "N", default_value_t = crate::ws_server::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = livetalk_mock::ws_server::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 }
 

@@ -10,9 +10,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::audio::{AudioHost, AudioOptions, EchoMode};
-use crate::live::{ApiKey, ApiVersion, Endpoint};
 use crate::tools::mcp::{self, ServerSpec};
 use crate::tools::{Approval, ApprovePolicy, BUILTIN_TOOLS, ToolLimits};
+use livetalk_live::{ApiKey, ApiVersion, Endpoint};
 
 /// The documented defaults, compiled in.
 pub const DEFAULT_CONFIG: &str = include_str!("../config.example.toml");
@@ -264,7 +264,7 @@ impl Vertex {
 
 /// Where the session goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
+pub enum Route {
     /// Google's service (a key is set, no endpoint given).
     Google(Endpoint),
     /// A user-given endpoint (key optional).
@@ -278,7 +278,7 @@ pub enum Target {
 /// Fully resolved settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub target: Target,
+    pub target: Route,
     pub api_key: Option<ApiKey>,
     /// Vertex AI instead of the Gemini API (`--vertex`, `vertex = true`).
     pub vertex: Option<Vertex>,
@@ -498,7 +498,7 @@ impl Settings {
         };
         let target = match (&merged.endpoint, flags.offline, bridge, &vertex) {
             // The flag beats an endpoint from the config file or environment.
-            (_, _, Some(url), _) => Target::Bridge(url),
+            (_, _, Some(url), _) => Route::Bridge(url),
             (Some((_, source)), true, None, _) => {
                 return Err(ConfigError::new(
                     source,
@@ -506,18 +506,18 @@ impl Settings {
                     "--offline uses the embedded demo model; drop one of --offline and the endpoint",
                 ));
             }
-            (None, true, None, _) => Target::OfflineMock,
-            (Some((url, source)), false, None, _) => Target::Custom(
+            (None, true, None, _) => Route::OfflineMock,
+            (Some((url, source)), false, None, _) => Route::Custom(
                 parse(url).map_err(|e| ConfigError::new(source, "endpoint", e.to_string()))?,
             ),
-            (None, false, None, Some(vertex)) => Target::Google(
+            (None, false, None, Some(vertex)) => Route::Google(
                 Endpoint::vertex(&vertex.location, merged.api_version)
                     .map_err(|e| ConfigError::new("--vertex", "location", e.to_string()))?,
             ),
             (None, false, None, None) if merged.api_key.is_some() => {
-                Target::Google(Endpoint::google_ai(merged.api_version))
+                Route::Google(Endpoint::google_ai(merged.api_version))
             }
-            (None, false, None, None) => Target::OfflineMock,
+            (None, false, None, None) => Route::OfflineMock,
         };
 
         for flag in &flags.mcp {
@@ -563,14 +563,14 @@ impl Settings {
     /// Where sessions go, for people to read: the host, or "offline demo model". Never a key.
     pub fn endpoint_label(&self) -> String {
         match &self.target {
-            Target::Google(e) | Target::Custom(e) => e.host().to_owned(),
-            Target::OfflineMock => "offline demo model".to_owned(),
-            Target::Bridge(url) => crate::bridge::client::bridge_host(url),
+            Route::Google(e) | Route::Custom(e) => e.host().to_owned(),
+            Route::OfflineMock => "offline demo model".to_owned(),
+            Route::Bridge(url) => crate::bridge::client::bridge_host(url),
         }
     }
 
     pub fn is_offline(&self) -> bool {
-        self.target == Target::OfflineMock
+        self.target == Route::OfflineMock
     }
 }
 
@@ -982,7 +982,7 @@ fn audio_host(value: &str, source: &str) -> Result<AudioHost, ConfigError> {
 
 /// The `--output-wav` cap in bytes: whole MiB, up to what a WAV file can hold.
 fn wav_megabytes(mb: u64, source: &str) -> Result<u64, ConfigError> {
-    let max_mb = crate::audio::wav::WAV_MAX_BYTES >> 20;
+    let max_mb = livetalk_live::wav::WAV_MAX_BYTES >> 20;
     if !(1..=max_mb).contains(&mb) {
         return Err(ConfigError::new(
             source,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::app::{App, Effect, Msg};
-use crate::live::{CloseInfo, SessionEvent};
+use livetalk_live::{CloseInfo, ServerEvent};
 
 /// How long leaving waits for the session to close cleanly before it stops waiting.
 pub const LEAVE_GRACE: Duration = Duration::from_secs(2);
@@ -95,7 +95,7 @@ pub async fn drive<S: Source, P: Presenter>(
             }
             () = sleep_until(leave_by), if leave_by.is_some() => {
                 // The server never confirmed the close: the session is over all the same.
-                let ended = Msg::Session(SessionEvent::Closed(CloseInfo::ended_by_client()));
+                let ended = Msg::Server(ServerEvent::Closed(CloseInfo::ended_by_client()));
                 apply(app, source, ended).await;
                 break;
             }
@@ -138,7 +138,7 @@ pub async fn apply<S: Source>(app: &mut App, source: &mut S, msg: Msg) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::app::{AppInit, Connection};
+    use crate::app::{AppInit, ConnectionState};
 
     /// A session that opens, is lost, and opens again when the app asks to reconnect.
     struct Flaky {
@@ -153,9 +153,7 @@ mod tests {
         async fn carry_out(&mut self, effect: Effect) {
             if effect == Effect::Reconnect {
                 self.queue
-                    .push_back(Msg::Session(SessionEvent::SetupComplete {
-                        session_id: None,
-                    }));
+                    .push_back(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
             }
         }
     }
@@ -186,7 +184,7 @@ mod tests {
         }
 
         fn finished(&self, app: &App, _source_open: bool) -> bool {
-            self.retried && *app.connection() == Connection::Connected
+            self.retried && *app.connection() == ConnectionState::Connected
         }
     }
 
@@ -201,8 +199,8 @@ mod tests {
         };
         let mut source = Flaky {
             queue: VecDeque::from([
-                Msg::Session(SessionEvent::SetupComplete { session_id: None }),
-                Msg::Session(SessionEvent::Closed(lost)),
+                Msg::Server(ServerEvent::SetupComplete { session_id: None }),
+                Msg::Server(ServerEvent::Closed(lost)),
             ]),
         };
         let mut presenter = Retrier {
@@ -218,6 +216,6 @@ mod tests {
         .expect("the retried session is heard")
         .unwrap();
         assert!(presenter.retried && presenter.shown > 2);
-        assert_eq!(*app.connection(), Connection::Connected);
+        assert_eq!(*app.connection(), ConnectionState::Connected);
     }
 }

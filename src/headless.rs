@@ -15,9 +15,9 @@ use tokio::time::Instant;
 use crate::app::{App, ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, NoticeLevel, UserInput};
 use crate::config::Settings;
 use crate::driver::{Presenter, Source, drive};
-use crate::echo::{SUMMARY, bounded, bounded_json};
 use crate::engine::launch;
 use crate::record::Meta;
+use livetalk_live::excerpt::{SUMMARY, bounded, bounded_json};
 
 /// How the conversation is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,7 +101,7 @@ pub async fn replay<S: Source>(
         return Ok(0);
     }
     if !app.is_finished() {
-        crate::secrets::err(
+        crate::output::err(
             "livetalk: warning: the recording ends before the session did (was livetalk killed?)",
         );
         return Ok(1);
@@ -262,12 +262,12 @@ impl Printer {
             };
             match self.format {
                 OutputFormat::Text => {
-                    crate::secrets::err(&format!("livetalk: {level}: {}", notice.text))
+                    crate::output::err(&format!("livetalk: {level}: {}", notice.text))
                 }
                 OutputFormat::Json => {
                     self.json(json!({"type": "notice", "level": level, "text": notice.text}));
                     if notice.level == NoticeLevel::Error {
-                        crate::secrets::err(&format!("livetalk: error: {}", notice.text));
+                        crate::output::err(&format!("livetalk: error: {}", notice.text));
                     }
                 }
             }
@@ -404,7 +404,7 @@ impl Printer {
     pub(crate) fn session_end(&self, app: &App) {
         if self.format == OutputFormat::Json {
             let reason = match &app.connection() {
-                crate::app::Connection::Disconnected { reason } => reason.clone(),
+                crate::app::ConnectionState::Disconnected { reason } => reason.clone(),
                 _ => String::new(),
             };
             self.json(json!({"type": "closed", "clean": app.ended_cleanly(), "reason": reason, "total_tokens": app.total_tokens()}));
@@ -486,7 +486,7 @@ impl Printer {
     }
 
     pub(crate) fn info(&self, text: &str) {
-        crate::secrets::err(&format!("livetalk: {text}"));
+        crate::output::err(&format!("livetalk: {text}"));
     }
 
     fn json(&self, value: serde_json::Value) {
@@ -499,7 +499,7 @@ impl Printer {
         if self.stdout_closed.get() {
             return;
         }
-        if let Err(e) = crate::secrets::out(text) {
+        if let Err(e) = crate::output::out(text) {
             self.lost_stdout(&e);
         }
     }

@@ -12,7 +12,7 @@ use tracing_appender::non_blocking::{ErrorCounter, WorkerGuard};
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::fmt::MakeWriter;
 
-use crate::{echo, secrets};
+use livetalk_live::{excerpt, redact};
 
 fn level() -> LevelFilter {
     std::env::var("LIVETALK_LOG")
@@ -126,13 +126,13 @@ pub fn catching_stderr<T>(what: &str, f: impl FnOnce() -> T) -> T {
             value
         }
         Err(panic) => {
-            crate::secrets::err(text.trim_end());
+            crate::output::err(text.trim_end());
             std::panic::resume_unwind(panic)
         }
     }
 }
 
-/// Writers whose lines are cut at [`echo::LOG_LINE`] and scrubbed of secrets: the fmt layer
+/// Writers whose lines are cut at [`excerpt::LOG_LINE`] and scrubbed of secrets: the fmt layer
 /// formats an event whole and writes it at once, so each write is one line. What a server sends is bounded where it
 /// is logged; this is the backstop for a path that forgot.
 struct BoundedLines<M>(M);
@@ -150,14 +150,14 @@ struct BoundedLine<W>(W);
 impl<W: Write> Write for BoundedLine<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let text = String::from_utf8_lossy(buf);
-        let line = if buf.len() <= echo::LOG_LINE {
+        let line = if buf.len() <= excerpt::LOG_LINE {
             text
         } else {
-            let cut = echo::bounded(text.trim_end_matches('\n'), echo::LOG_LINE);
+            let cut = excerpt::bounded(text.trim_end_matches('\n'), excerpt::LOG_LINE);
             format!("{cut}\n").into()
         };
         // Every log line passes here, so this is where secrets leave it.
-        self.0.write_all(secrets::scrub(&line).as_bytes())?;
+        self.0.write_all(redact::scrub(&line).as_bytes())?;
         Ok(buf.len())
     }
 

@@ -7,7 +7,7 @@ use livetalk::cli::{Cli, Command};
 use livetalk::config::Settings;
 use livetalk::headless::{self, OutputFormat};
 use livetalk::record::{inspect, replay};
-use livetalk::{bridge, logging, mock, tui};
+use livetalk::{logging, serve, tui};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -17,7 +17,7 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            livetalk::secrets::err(&format!(
+            livetalk::output::err(&format!(
                 "livetalk: error: cannot start the async runtime: {e}"
             ));
             return ExitCode::from(1);
@@ -26,20 +26,20 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Mock(args)) => {
             let _log = logging::to_stderr();
-            match runtime.block_on(mock::serve_until_signal(args)) {
+            match runtime.block_on(serve::mock(args)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    livetalk::secrets::err(&format!("livetalk: error: {e:#}"));
+                    livetalk::output::err(&format!("livetalk: error: {e:#}"));
                     ExitCode::from(1)
                 }
             }
         }
         Some(Command::Serve(args)) => {
             let _log = logging::to_stderr();
-            match runtime.block_on(bridge::serve_until_signal(args, cli.session.config.clone())) {
+            match runtime.block_on(serve::bridge(args, cli.session.config.clone())) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    livetalk::secrets::err(&format!("livetalk: error: {e:#}"));
+                    livetalk::output::err(&format!("livetalk: error: {e:#}"));
                     ExitCode::from(1)
                 }
             }
@@ -78,17 +78,17 @@ fn main() -> ExitCode {
         Some(Command::Inspect(args)) => match livetalk::record::Recording::load(&args.dir) {
             Ok(recording) => {
                 for warning in &recording.warnings {
-                    livetalk::secrets::err(&format!("livetalk: warning: {warning}"));
+                    livetalk::output::err(&format!("livetalk: warning: {warning}"));
                 }
                 if args.markdown {
-                    let _ = livetalk::secrets::out_raw(&inspect::markdown(&recording));
+                    let _ = livetalk::output::out_raw(&inspect::markdown(&recording));
                 } else {
-                    let _ = livetalk::secrets::out_raw(&inspect::report(&recording));
+                    let _ = livetalk::output::out_raw(&inspect::report(&recording));
                 }
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                livetalk::secrets::err(&format!("livetalk: error: {e:#}"));
+                livetalk::output::err(&format!("livetalk: error: {e:#}"));
                 ExitCode::from(1)
             }
         },
@@ -100,28 +100,27 @@ fn main() -> ExitCode {
             match Settings::load(&overrides) {
                 Ok(settings) => match livetalk::audio::device::listing_table(settings.audio.host) {
                     Ok(table) => {
-                        let _ = livetalk::secrets::out_raw(&table);
+                        let _ = livetalk::output::out_raw(&table);
                         ExitCode::SUCCESS
                     }
                     Err(e) => {
-                        livetalk::secrets::err(&format!("livetalk: {e}"));
+                        livetalk::output::err(&format!("livetalk: {e}"));
                         ExitCode::from(1)
                     }
                 },
                 Err(e) => {
-                    livetalk::secrets::err(&format!("livetalk: {e}"));
+                    livetalk::output::err(&format!("livetalk: {e}"));
                     ExitCode::from(2)
                 }
             }
         }
         Some(Command::Sessions) => match Settings::load(&cli.session.overrides()) {
             Ok(settings) => {
-                let _ =
-                    livetalk::secrets::out_raw(&inspect::sessions_table(&settings.sessions_dir));
+                let _ = livetalk::output::out_raw(&inspect::sessions_table(&settings.sessions_dir));
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                livetalk::secrets::err(&format!("livetalk: {e}"));
+                livetalk::output::err(&format!("livetalk: {e}"));
                 ExitCode::from(2)
             }
         },
@@ -129,7 +128,7 @@ fn main() -> ExitCode {
             let settings = match Settings::load(&cli.session.overrides()) {
                 Ok(settings) => settings,
                 Err(e) => {
-                    livetalk::secrets::err(&format!("livetalk: {e}"));
+                    livetalk::output::err(&format!("livetalk: {e}"));
                     return ExitCode::from(2);
                 }
             };
@@ -164,7 +163,7 @@ fn exit(result: anyhow::Result<u8>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            livetalk::secrets::err(&format!("livetalk: error: {e:#}"));
+            livetalk::output::err(&format!("livetalk: error: {e:#}"));
             ExitCode::from(1)
         }
     }

@@ -27,14 +27,14 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::error;
 
-use crate::app::{App, Connection, Msg};
-use crate::audio::{Audio, AudioLink, AudioOptions};
+use crate::app::{App, ConnectionState, Msg};
+use crate::audio::{Audio, AudioOptions, AudioWorker};
 use crate::config::Settings;
 use crate::driver::{Presenter, Source, drive};
 use crate::engine::launch;
 use crate::logging::StderrRedirect;
 use crate::record::Recording;
-use crate::record::replay::{Pacing, Playback, initial_app};
+use crate::record::replay::{Pacing, Replay, initial_app};
 use crate::ui;
 
 /// Frames are drawn at most this often; bursts of events are coalesced into one frame.
@@ -60,8 +60,8 @@ pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<
     let (mut app, mut engine) = launch(&settings, log_path, crate::tools::Decider::Person).await?;
     on_the_terminal(&mut app, &mut engine, log_path).await?;
     let lost = app.is_finished() && !app.ended_cleanly();
-    if lost && let Connection::Disconnected { reason } = app.connection() {
-        crate::secrets::err(&format!("livetalk: {reason}"));
+    if lost && let ConnectionState::Disconnected { reason } = app.connection() {
+        crate::output::err(&format!("livetalk: {reason}"));
     }
     Ok(if lost { 1 } else { 0 })
 }
@@ -76,15 +76,15 @@ pub async fn replay(
     audio: Option<AudioOptions>,
 ) -> anyhow::Result<u8> {
     let recording = Recording::load(dir)?;
-    let (mut playback, warnings) = Playback::new(&recording, pacing);
+    let (mut replay, warnings) = Replay::new(&recording, pacing);
     if let Some(options) = audio {
         let (speaker, feeds) = Audio::start(options)?;
-        playback.play_on(AudioLink::new(speaker, feeds));
+        replay.play_on(AudioWorker::new(speaker, feeds));
     }
-    let mut app = initial_app(&recording, log_path, playback.total());
-    on_the_terminal(&mut app, &mut playback, log_path).await?;
+    let mut app = initial_app(&recording, log_path, replay.total());
+    on_the_terminal(&mut app, &mut replay, log_path).await?;
     for warning in &warnings {
-        crate::secrets::err(&format!("livetalk: warning: {warning}"));
+        crate::output::err(&format!("livetalk: warning: {warning}"));
     }
     Ok(0)
 }
@@ -274,8 +274,8 @@ impl TerminalGuard {
     /// A ratatui terminal on stdout.
     fn terminal(
         &self,
-    ) -> anyhow::Result<Terminal<CrosstermBackend<crate::secrets::Screen<io::Stdout>>>> {
-        Terminal::new(CrosstermBackend::new(crate::secrets::Screen::new(
+    ) -> anyhow::Result<Terminal<CrosstermBackend<crate::output::Screen<io::Stdout>>>> {
+        Terminal::new(CrosstermBackend::new(crate::output::Screen::new(
             io::stdout(),
         )))
         .context("starting the terminal UI")

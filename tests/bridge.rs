@@ -28,9 +28,9 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use common::*;
 use livetalk::bridge::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES, Upstream};
-use livetalk::live::{ApiKey, ApiVersion, Endpoint};
-use livetalk::mock::{MockOptions, MockServer};
-use livetalk::ws_server::ConnectionLimits;
+use livetalk_live::{ApiKey, ApiVersion, Endpoint};
+use livetalk_mock::ws_server::ConnectionLimits;
+use livetalk_mock::{MockOptions, MockServer};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -947,8 +947,8 @@ async fn the_api_key_goes_upstream_but_never_to_the_client() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_session_errors() {
     use livetalk::bridge::client;
-    use livetalk::live::wire::Setup;
-    use livetalk::live::{SessionError, SessionEvent};
+    use livetalk_live::wire::Setup;
+    use livetalk_live::{ConnectError, ServerEvent};
 
     let mut fake = FakeLive::start().await;
     let mut options = options(fake.endpoint());
@@ -961,7 +961,7 @@ async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_sessi
     let timeout = Duration::from_secs(10);
 
     match client::connect(&server.url(), &setup, timeout).await {
-        Err(SessionError::Rejected { status, message }) => {
+        Err(ConnectError::Rejected { status, message }) => {
             assert_eq!(status, 401);
             assert!(message.contains("?token="), "{message}");
         }
@@ -976,7 +976,7 @@ async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_sessi
     let mut session = connecting.await.unwrap().unwrap();
     assert_eq!(
         session.events.recv().await,
-        Some(SessionEvent::SetupComplete { session_id: None })
+        Some(ServerEvent::SetupComplete { session_id: None })
     );
     // A user turn goes up as SEND_MESSAGE and arrives upstream as clientContent.
     session.handle.send_user_text("hello").await.unwrap();
@@ -995,7 +995,7 @@ async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_sessi
     {
         events.push(event);
     }
-    let Some(SessionEvent::Closed(close)) = events.last() else {
+    let Some(ServerEvent::Closed(close)) = events.last() else {
         panic!("{events:?}");
     };
     assert!(!close.initiated_by_client);
@@ -1456,7 +1456,7 @@ async fn the_android_apps_own_messages_hold_a_conversation_with_a_tool_call() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_goaway_moves_the_upstream_and_the_apps_next_turn_keeps_the_conversation() {
-    use livetalk::mock::{Fault, FaultAction, Moment, Scenario};
+    use livetalk_mock::{Fault, FaultAction, Moment, Scenario};
     let mock = MockServer::start(MockOptions {
         speed: 20.0,
         scenario: Scenario::new(vec![Fault::once(

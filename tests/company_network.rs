@@ -24,7 +24,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use common::*;
 use futures_util::{SinkExt, StreamExt};
-use livetalk::live::{ApiVersion, Endpoint};
+use livetalk_live::{ApiVersion, Endpoint};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 

@@ -12,10 +12,10 @@
 #![allow(clippy::disallowed_macros)]
 #![allow(clippy::unwrap_used)]
 
-use livetalk::live::codec::{
+use livetalk_live::codec::{
     DecodedServerFrame, decode_client, decode_server, encode_client, encode_server,
 };
-use livetalk::live::events::events_from;
+use livetalk_live::events::events_from;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Map, Value};

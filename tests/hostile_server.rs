@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex};
 use common::harness::Harness;
 use common::*;
 use futures_util::{SinkExt, StreamExt};
-use livetalk::app::{App, Connection, ModelTurnStatus, NoticeLevel, ToolState};
+use livetalk::app::{App, ConnectionState, ModelTurnStatus, NoticeLevel, ToolState};
 use livetalk::driver::Source as _;
-use livetalk::mock::{Fault, FaultAction, Moment};
+use livetalk_mock::{Fault, FaultAction, Moment};
 use serde_json::json;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -614,7 +614,12 @@ async fn every_hostile_input_is_skipped_recovered_or_ends_with_one_clear_message
                     h.app.transcript(),
                     h.app.notices()
                 );
-                assert_eq!(*h.app.connection(), Connection::Connected, "{}", case.name);
+                assert_eq!(
+                    *h.app.connection(),
+                    ConnectionState::Connected,
+                    "{}",
+                    case.name
+                );
                 let shown = h.notices(NoticeLevel::Warning).join("\n");
                 for expected in warnings {
                     assert!(

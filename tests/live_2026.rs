@@ -14,8 +14,8 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-use livetalk::live::ApiVersion;
-use livetalk::mock::{MockOptions, MockServer};
+use livetalk_live::ApiVersion;
+use livetalk_mock::{MockOptions, MockServer};
 
 const WAIT: Duration = Duration::from_secs(20);
 

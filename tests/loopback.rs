@@ -15,8 +15,8 @@ use common::harness::{default_settings, fast_mock};
 use livetalk::app::{App, AppInit, Msg, ToolState};
 use livetalk::driver::Source as _;
 use livetalk::engine::{Engine, build_setup};
-use livetalk::live::{ApiVersion, Auth, SessionEvent, SessionOptions};
 use livetalk::tools::{SmartHome, builtin_registry};
+use livetalk_live::{ApiVersion, Auth, ConnectOptions, ServerEvent};
 
 async fn drive(app: &mut App, engine: &mut Engine, msg: Msg) {
     livetalk::driver::apply(app, engine, msg).await;
@@ -45,7 +45,7 @@ async fn smart_home_dialogue_over_loopback_changes_the_devices() {
     let mut engine = Engine::new(registry.clone(), &home, livetalk::tools::Decider::Person);
     let mut app = App::new(AppInit::new(settings.model.clone(), true, home.snapshot()));
     engine
-        .connect(SessionOptions {
+        .connect(ConnectOptions {
             endpoint: mock.endpoint(ApiVersion::V1),
             auth: Auth::None,
             setup: build_setup(&settings, &registry),
@@ -156,7 +156,7 @@ async fn the_demo_model_calls_a_users_tool_by_name_and_it_waits_for_approval() {
     let mut engine = Engine::new(registry.clone(), &home, Decider::Person);
     let mut app = App::new(AppInit::new(settings.model.clone(), true, home.snapshot()));
     engine
-        .connect(SessionOptions {
+        .connect(ConnectOptions {
             endpoint: mock.endpoint(ApiVersion::V1),
             auth: Auth::None,
             setup: build_setup(&settings, &registry),
@@ -211,17 +211,17 @@ async fn the_demo_model_calls_a_users_tool_by_name_and_it_waits_for_approval() {
 /// A wire tap that answers every tool call the moment its frame is read, before the frame's
 /// events reach the link's supervisor: what a bridge's app does when it answers at once.
 struct AnswerAtOnce {
-    link: std::sync::OnceLock<livetalk::live::reconnect::LinkHandle>,
+    link: std::sync::OnceLock<livetalk_live::session::SessionHandle>,
 }
 
-impl livetalk::live::session::WireTap for AnswerAtOnce {
+impl livetalk_live::client::WireTap for AnswerAtOnce {
     fn connecting(&self, _host: &str) {}
 
-    fn sent(&self, _message: &livetalk::live::wire::ClientMessage) {}
+    fn sent(&self, _message: &livetalk_live::wire::ClientMessage) {}
 
-    fn received(&self, frame: livetalk::live::session::TappedFrame<'_>, during_setup: bool) {
-        use livetalk::live::wire::{ClientMessage, FunctionResponse, ToolResponse};
-        let livetalk::live::session::TappedFrame::Message(message) = frame else {
+    fn received(&self, frame: livetalk_live::client::TappedFrame<'_>, during_setup: bool) {
+        use livetalk_live::wire::{ClientMessage, FunctionResponse, ToolResponse};
+        let livetalk_live::client::TappedFrame::Message(message) = frame else {
             return;
         };
         let (Some(calls), false) = (&message.tool_call, during_setup) else {
@@ -244,7 +244,7 @@ impl livetalk::live::session::WireTap for AnswerAtOnce {
         assert_eq!(sent, Ok(true));
     }
 
-    fn closed(&self, _close: &livetalk::live::CloseInfo) {}
+    fn closed(&self, _close: &livetalk_live::CloseInfo) {}
 }
 
 /// The supervisor holds each call to one answer on its own connection. An answer that comes
@@ -255,8 +255,8 @@ impl livetalk::live::session::WireTap for AnswerAtOnce {
 /// runs of four had one of the twelve answers withheld.
 #[tokio::test(flavor = "current_thread")]
 async fn an_answer_sent_from_the_wire_tap_ahead_of_its_call_event_still_goes_out() {
-    use livetalk::live::reconnect::{LinkEvent, ReconnectPolicy, SupervisorEvent, supervise};
-    use livetalk::live::session::{WireTap, connect_tapped};
+    use livetalk_live::client::{WireTap, connect_tapped};
+    use livetalk_live::session::{ReconnectPolicy, SessionChange, SessionEvent, supervise};
     let settings = default_settings();
     let mock = fast_mock(Vec::new()).await;
     let home = SmartHome::new();
@@ -266,7 +266,7 @@ async fn an_answer_sent_from_the_wire_tap_ahead_of_its_call_event_still_goes_out
         link: std::sync::OnceLock::new(),
     });
     let session = connect_tapped(
-        SessionOptions {
+        ConnectOptions {
             endpoint: mock.endpoint(ApiVersion::V1),
             auth: Auth::None,
             setup: build_setup(&settings, &registry),
@@ -293,11 +293,11 @@ async fn an_answer_sent_from_the_wire_tap_ahead_of_its_call_event_still_goes_out
                 .unwrap_or_else(|_| panic!("turn {turn} did not end"))
                 .expect("the link is open");
             match event {
-                SupervisorEvent::Link(LinkEvent::AnswerDropped { id, name }) => {
+                SessionEvent::Change(SessionChange::AnswerDropped { id, name }) => {
                     panic!("turn {turn}: the answer to {name} ({id:?}) was withheld")
                 }
-                SupervisorEvent::Session(SessionEvent::ToolCall(_)) => called = true,
-                SupervisorEvent::Session(SessionEvent::TurnComplete { .. }) if called => break,
+                SessionEvent::Server(ServerEvent::ToolCall(_)) => called = true,
+                SessionEvent::Server(ServerEvent::TurnComplete { .. }) if called => break,
                 _ => {}
             }
         }

@@ -21,10 +21,10 @@ use common::*;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use livetalk::app::{App, AppInit, Effect, Msg, NoticeLevel, Popup, ToolRow, ToolState};
 use livetalk::engine::{Engine, build_setup};
-use livetalk::live::{ApiVersion, Auth, SessionOptions};
-use livetalk::mock::{Fault, FaultAction, Moment};
 use livetalk::tools::mcp::{McpEvent, McpHub, ServerSpec, ServerState};
 use livetalk::tools::{Approval, Decider, Gate, Origin, SmartHome, builtin_registry};
+use livetalk_live::{ApiVersion, Auth, ConnectOptions};
+use livetalk_mock::{Fault, FaultAction, Moment};
 use serde_json::{Value, json};
 
 fn root() -> PathBuf {
@@ -548,7 +548,7 @@ async fn session(faults: Vec<Fault>, servers: Vec<ServerSpec>) -> Harness {
         ..AppInit::new(settings.model.clone(), true, home.snapshot())
     });
     engine
-        .connect(SessionOptions {
+        .connect(ConnectOptions {
             endpoint: mock.endpoint(ApiVersion::V1),
             auth: Auth::None,
             setup: build_setup(&settings, &engine.registry()),

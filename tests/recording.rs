@@ -16,14 +16,14 @@ use std::time::{Duration, Instant};
 
 use common::harness::{default_settings, test_policy};
 use common::*;
-use livetalk::app::{App, AppInit, Connection, Msg, ToolState};
+use livetalk::app::{App, AppInit, ConnectionState, Msg, ToolState};
 use livetalk::driver::{Source as _, apply};
 use livetalk::engine::{Engine, build_setup};
-use livetalk::live::{ApiVersion, Auth, SessionOptions};
-use livetalk::mock::{Fault, FaultAction, MockOptions, MockServer, Moment, Scenario};
-use livetalk::record::replay::{self, Pacing, Playback};
+use livetalk::record::replay::{self, Pacing, Replay};
 use livetalk::record::{Recorder, Recording};
 use livetalk::tools::{NoArgs, Registry, SmartHome, Tool, ToolError, ToolLimits};
+use livetalk_live::{ApiVersion, Auth, ConnectOptions};
+use livetalk_mock::{Fault, FaultAction, MockOptions, MockServer, Moment, Scenario};
 use serde_json::{Value, json};
 
 const FAKE_KEY: &str = "fake-test-key-recording-0123456789";
@@ -561,7 +561,7 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
         home.snapshot(),
     ));
     engine
-        .connect(SessionOptions {
+        .connect(ConnectOptions {
             endpoint: mock.endpoint(ApiVersion::V1),
             auth: Auth::None,
             setup: build_setup(&settings, &registry),
@@ -585,7 +585,7 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
                 .first()
                 .is_some_and(|c| c.slow && c.state == ToolState::TimedOut)
                 && app.reconnects() == 1
-                && *app.connection() == Connection::Connected
+                && *app.connection() == ConnectionState::Connected
                 && app.ready_for_user()
         },
     )
@@ -621,7 +621,7 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
     ] {
         assert!(report.contains(expected), "{expected:?} in:\n{report}");
     }
-    let (mut playback, warnings) = Playback::new(&recording, Pacing::Instant);
+    let (mut playback, warnings) = Replay::new(&recording, Pacing::Instant);
     assert!(warnings.is_empty(), "{warnings:?}");
     let mut replayed = replay::initial_app(&recording, None, 0);
     while let Some(msg) = playback.next().await {
@@ -762,7 +762,7 @@ async fn an_asynchronous_3_8_turn_replays_ending_at_idle() {
     // In process: the replayed app is working exactly between each acknowledgement and the
     // IDLE that ends its interaction, and no line is sent while it is.
     let recording = Recording::load(&dir).unwrap();
-    let (mut playback, warnings) = Playback::new(&recording, Pacing::Instant);
+    let (mut playback, warnings) = Replay::new(&recording, Pacing::Instant);
     assert!(warnings.is_empty(), "{warnings:?}");
     let mut app = replay::initial_app(&recording, None, 0);
     let mut trace = String::new();
@@ -804,8 +804,8 @@ async fn an_asynchronous_3_8_turn_replays_ending_at_idle() {
 #[test]
 fn a_self_interruption_replays_flagged_in_text_json_and_markdown() {
     use livetalk::audio::{AudioEvent, AudioSetup, EchoFigures, EchoMode, StreamInfo};
-    use livetalk::live::SessionEvent;
     use livetalk::record::{FORMAT_VERSION, LOG_FILE, Line, Meta, Record};
+    use livetalk_live::ServerEvent;
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch.path().join("echo");
     std::fs::create_dir_all(&dir).unwrap();
@@ -822,14 +822,14 @@ fn a_self_interruption_replays_flagged_in_text_json_and_markdown() {
         }))
     };
     let reply = |text: &str| {
-        Msg::Session(SessionEvent::OutputTranscription {
+        Msg::Server(ServerEvent::OutputTranscription {
             text: text.into(),
             finished: false,
         })
     };
     let audible = |on: bool| Msg::Audio(AudioEvent::Audible(on));
     let msgs = [
-        Msg::Session(SessionEvent::SetupComplete { session_id: None }),
+        Msg::Server(ServerEvent::SetupComplete { session_id: None }),
         Msg::Audio(AudioEvent::Opened(AudioSetup {
             input: Some(device("mic")),
             output: Some(device("speaker")),
@@ -838,11 +838,11 @@ fn a_self_interruption_replays_flagged_in_text_json_and_markdown() {
         reply("Once upon a time"),
         audible(true),
         echo(true),
-        Msg::Session(SessionEvent::Interrupted),
+        Msg::Server(ServerEvent::Interrupted),
         echo(false),
         reply("As I was saying"),
         audible(true),
-        Msg::Session(SessionEvent::Interrupted),
+        Msg::Server(ServerEvent::Interrupted),
         Msg::EndSession,
     ];
     let meta = Record::Meta(Box::new(Meta {

@@ -14,12 +14,12 @@ use std::time::Duration;
 
 use common::harness::{Harness, test_policy};
 use futures_util::{SinkExt, StreamExt};
-use livetalk::app::{App, Connection, ModelTurnStatus, Msg, NoticeLevel, ToolState};
+use livetalk::app::{App, ConnectionState, ModelTurnStatus, Msg, NoticeLevel, ToolState};
 use livetalk::driver::Source as _;
-use livetalk::live::ApiVersion;
-use livetalk::live::endpoint::standard_path;
-use livetalk::mock::{Fault, FaultAction, MockOptions, MockServer, Moment};
 use livetalk::tools::{NoArgs, Registry, Tool, ToolError, ToolLimits};
+use livetalk_live::ApiVersion;
+use livetalk_live::endpoint::standard_path;
+use livetalk_mock::{Fault, FaultAction, MockOptions, MockServer, Moment};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -41,7 +41,7 @@ async fn go_away_resumes_seamlessly_and_the_model_still_knows_earlier_tool_resul
 
     // The goAway came with the turn's end: the hand-over happens at once.
     h.until("the hand-over", |app| {
-        app.reconnects() == 1 && *app.connection() == Connection::Connected
+        app.reconnects() == 1 && *app.connection() == ConnectionState::Connected
     })
     .await;
     assert_eq!(h.mock.connections(), 2);
@@ -75,7 +75,7 @@ async fn go_away_resumes_seamlessly_and_the_model_still_knows_earlier_tool_resul
         h.notices(NoticeLevel::Info)
             .contains(&"Reconnected; the conversation continues.".to_owned())
     );
-    let figures = h.engine.link_status().figures();
+    let figures = h.engine.session_status().figures();
     assert_eq!((figures.connections, figures.resumed), (2, 1));
     assert_eq!(figures.queued, 0, "nothing left unsent");
     assert_eq!(h.mock.stray_tool_responses(), 0);
@@ -86,7 +86,7 @@ async fn a_go_away_mid_reply_waits_for_the_turn_boundary() {
     let mut h = Harness::start(vec![Fault::once(Moment::MidReply, 1, go_away(20.0))]).await;
     h.say("What's the kitchen thermostat set to?").await;
     h.until("the hand-over", |app| {
-        app.reconnects() == 1 && *app.connection() == Connection::Connected
+        app.reconnects() == 1 && *app.connection() == ConnectionState::Connected
     })
     .await;
     let replies = h.replies();
@@ -114,7 +114,7 @@ async fn when_a_turn_outlasts_the_go_away_the_deadline_moves_anyway() {
     ))
     .await;
     h.until("the forced hand-over", |app| {
-        app.reconnects() == 1 && *app.connection() == Connection::Connected
+        app.reconnects() == 1 && *app.connection() == ConnectionState::Connected
     })
     .await;
     h.until_ready().await;
@@ -143,7 +143,7 @@ async fn a_network_drop_recovers_and_the_unanswered_turn_is_answered() {
     h.say("Make it warmer.").await;
 
     assert_eq!(h.app.reconnects(), 1);
-    assert_eq!(*h.app.connection(), Connection::Connected);
+    assert_eq!(*h.app.connection(), ConnectionState::Connected);
     assert_eq!((h.mock.connections(), h.mock.resumptions()), (2, 1));
     assert!(h.last_reply().contains("22"), "{:?}", h.replies());
     let warnings = h.notices(NoticeLevel::Warning);
@@ -209,7 +209,7 @@ async fn a_stale_handle_falls_back_to_a_fresh_session_with_a_notice() {
     .await;
     h.say("What's the kitchen thermostat set to?").await;
     h.until("a fresh session", |app| {
-        *app.connection() == Connection::Connected && app.reconnects() == 1
+        *app.connection() == ConnectionState::Connected && app.reconnects() == 1
     })
     .await;
     let warnings = h.notices(NoticeLevel::Warning);
@@ -221,7 +221,7 @@ async fn a_stale_handle_falls_back_to_a_fresh_session_with_a_notice() {
     );
     assert_eq!(h.mock.connections(), 3, "refused resume, then fresh");
     assert_eq!(h.mock.resumptions(), 0);
-    assert_eq!(h.engine.link_status().figures().fresh_fallbacks, 1);
+    assert_eq!(h.engine.session_status().figures().fresh_fallbacks, 1);
     // The fresh model has forgotten the 20 °C it read, so it reads the thermostat again:
     // proof the fallback was really fresh.
     h.say("Make it warmer.").await;
@@ -269,7 +269,7 @@ async fn when_the_budget_is_spent_the_reason_shows_and_retry_reconnects() {
     assert!(h.app.can_retry());
     h.apply(Msg::Retry).await;
     h.until("connected again", |app| {
-        *app.connection() == Connection::Connected
+        *app.connection() == ConnectionState::Connected
     })
     .await;
     assert_eq!(h.mock.resumptions(), 1);
@@ -369,7 +369,7 @@ async fn a_call_running_when_its_connection_drops_is_stopped_and_never_answered_
         .await;
     h.until("the call stopped and the link back", |app| {
         app.tool_calls().first().map(|c| &c.state) == Some(&ToolState::Cancelled)
-            && *app.connection() == Connection::Connected
+            && *app.connection() == ConnectionState::Connected
     })
     .await;
     h.until_ready().await;

@@ -29,9 +29,9 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use common::*;
 use livetalk::bridge::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES, Upstream};
-use livetalk::live::ApiVersion;
-use livetalk::mock::{MockOptions, MockServer};
-use livetalk::ws_server::ConnectionLimits;
+use livetalk_live::ApiVersion;
+use livetalk_mock::ws_server::ConnectionLimits;
+use livetalk_mock::{MockOptions, MockServer};
 
 const WAIT: Duration = Duration::from_secs(20);
 const LIVE_PATH: &str =

@@ -15,7 +15,7 @@ use std::time::Duration;
 use common::harness::Harness;
 use livetalk::app::{Entry, ModelTurnStatus};
 use livetalk::driver::Source as _;
-use livetalk::mock::{Fault, FaultAction, Moment};
+use livetalk_mock::{Fault, FaultAction, Moment};
 use tokio::time::Instant;
 
 /// 20 ms of 16 kHz mono PCM16.
@@ -144,7 +144,7 @@ async fn soak_with_continuous_audio_and_periodic_go_aways() {
     // The last frames may still be on their way through the link: wait until it has handled
     // every one (sent, or dropped as stale while no connection was up), or time out.
     let handled = |h: &Harness| {
-        let f = h.engine.link_status().figures();
+        let f = h.engine.session_status().figures();
         f.sent + f.stale_audio_dropped
     };
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -152,7 +152,7 @@ async fn soak_with_continuous_audio_and_periodic_go_aways() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let (complete, interrupted) = complete_replies(&h);
-    let figures = h.engine.link_status().figures();
+    let figures = h.engine.session_status().figures();
     let rss_end = rss_bytes();
     let rss_start = rss_start.unwrap_or(rss_end);
     eprintln!(

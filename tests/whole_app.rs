@@ -20,9 +20,9 @@ use futures_util::Stream;
 use livetalk::app::{App, ModelTurnStatus, ToolCallRecord};
 use livetalk::config::{FlagOverrides, Settings};
 use livetalk::engine::launch;
-use livetalk::mock::{Fault, FaultAction, MockOptions, MockServer, Moment, Scenario};
 use livetalk::record::Recording;
-use livetalk::record::replay::{Pacing, Playback, initial_app};
+use livetalk::record::replay::{Pacing, Replay, initial_app};
+use livetalk_mock::{Fault, FaultAction, MockOptions, MockServer, Moment, Scenario};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
@@ -275,7 +275,7 @@ async fn a_conversation_with_a_tool_call_a_barge_in_and_a_reconnect_keys_in_fram
 
     // Replayed in the same TUI: the same conversation, tool log and notices.
     let recording = Recording::load(&dir).unwrap();
-    let (mut playback, warnings) = Playback::new(&recording, Pacing::Instant);
+    let (mut playback, warnings) = Replay::new(&recording, Pacing::Instant);
     assert!(warnings.is_empty(), "{warnings:?}");
     let mut replayed = initial_app(&recording, None, playback.total());
     let (mut viewer, terminal, events, frames) = User::at_a_terminal();

@@ -237,7 +237,7 @@ impl App {
                     NoticeLevel::Warning,
                     format!(
                         "{path} reached its size cap of {}; the rest of the model's audio is not written to it (--output-wav-max-mb, audio.output_wav_max_mb).",
-                        crate::echo::human_size(max_bytes)
+                        livetalk_live::excerpt::human_size(max_bytes)
                     ),
                 );
                 Vec::new()
@@ -291,7 +291,7 @@ impl App {
     fn connection_open(&self) -> bool {
         matches!(
             self.connection,
-            super::Connection::Connected | super::Connection::Reconnecting
+            super::ConnectionState::Connected | super::ConnectionState::Reconnecting
         )
     }
 

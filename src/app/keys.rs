@@ -9,7 +9,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind};
 
 use super::view::{Focus, Popup};
-use super::{App, Connection, Effect, Msg, ToolRow};
+use super::{App, ConnectionState, Effect, Msg, ToolRow};
 
 /// Where a binding applies. Earlier scopes in [`Scope::PRIORITY`] win.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -493,7 +493,9 @@ impl App {
         };
         match action {
             // Until the session is ready the line stays in the box rather than being lost.
-            Action::Send if self.connection == Connection::Connected && self.replay.is_none() => {
+            Action::Send
+                if self.connection == ConnectionState::Connected && self.replay.is_none() =>
+            {
                 let text = input.take();
                 if text.trim().is_empty() {
                     return Vec::new();

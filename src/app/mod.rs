@@ -8,17 +8,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::audio::EchoMode;
-use crate::echo::{self, bounded};
-use crate::live::SessionEvent;
-use crate::live::models;
-use crate::live::reconnect::LinkEvent;
-use crate::live::reply::ReplyWatch;
-use crate::live::wire::{FunctionResponse, Scheduling, UsageMetadata};
 use crate::tools::mcp::{Catalog, McpEvent, ServerEntry, ServerState};
 use crate::tools::{
     CallKey, Device, KeyedCall, ProgressReport, SlowCall, ToolEntry, ToolEvent, ToolStatus,
     Verdict, WaitingCall,
 };
+use livetalk_live::ServerEvent;
+use livetalk_live::excerpt::{self, bounded};
+use livetalk_live::models;
+use livetalk_live::reply::ReplyWatch;
+use livetalk_live::session::SessionChange;
+use livetalk_live::wire::{FunctionResponse, Scheduling, UsageMetadata};
 
 mod audio;
 mod editor;
@@ -31,9 +31,9 @@ pub use editor::{ERROR_PREFIX, typed_arguments, typed_result};
 pub use keys::{Action, ECHO_KEY, Footer, KEY_MAP, KeyRow, footer_keys};
 pub use view::{Area, Editor, EditorPurpose, Focus, InputLine, Popup, ScreenLayout, View};
 
-/// Connection state shown in the status line.
+/// Whether the session has a connection, as the status line shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Connection {
+pub enum ConnectionState {
     Connecting,
     Connected,
     Reconnecting,
@@ -185,7 +185,7 @@ pub struct Notice {
 }
 
 /// Everything that can change the app. What comes from the session, the tools, the devices,
-/// the audio system and the link, and what the user means (a turn sent, a barge-in, the end),
+/// the audio system and the session, and what the user means (a turn sent, a barge-in, the end),
 /// is recorded as it is applied and replayed as it was; raw input (keys, mouse, paste), the
 /// layout and the tick only move the view and are never recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -193,17 +193,20 @@ pub struct Notice {
 pub enum Msg {
     /// The connection attempt failed before the session started.
     ConnectFailed(String),
-    /// An event from the live session.
-    Session(SessionEvent),
-    /// A session event from a recording, with the local time of day it arrived in the
-    /// original run: applied like `Session`, but the tool log shows that time, not the clock.
+    /// What the server said, as the session passed it on. (Recordings name it `session`.)
+    #[serde(rename = "session")]
+    Server(ServerEvent),
+    /// A server event from a recording, with the local time of day it arrived in the
+    /// original run: applied like `Server`, but the tool log shows that time, not the clock.
     #[serde(skip)]
     Replayed {
-        event: SessionEvent,
+        event: ServerEvent,
         arrived_at: jiff::civil::Time,
     },
-    /// The link moved to a new connection, lost one, or withheld an answer.
-    Link(LinkEvent),
+    /// The session moved to a new connection, lost one, or withheld an answer. (Recordings
+    /// name it `link`.)
+    #[serde(rename = "link")]
+    SessionChange(SessionChange),
     /// A tool call finished, was cancelled, is running long, waits for the user, or reported
     /// progress.
     Tool(ToolEvent),
@@ -234,7 +237,7 @@ pub enum Msg {
     ReopenAudio,
     /// The user switches how Gemini's voice is kept out of the mic.
     SetEcho(EchoMode),
-    /// The user asks to try connecting again after the link gave up.
+    /// The user asks to try connecting again after the session gave up.
     Retry,
     /// The user (or the end of input) ends the session.
     EndSession,
@@ -283,7 +286,7 @@ impl Msg {
     /// The model audio this message carries, for a recorder that keeps audio in a WAV file.
     pub fn model_audio_mut(&mut self) -> Option<&mut Vec<u8>> {
         match self {
-            Msg::Session(SessionEvent::ModelAudio { pcm, .. }) => Some(pcm),
+            Msg::Server(ServerEvent::ModelAudio { pcm, .. }) => Some(pcm),
             _ => None,
         }
     }
@@ -316,7 +319,7 @@ pub enum Effect {
     },
     SendToolResponse(FunctionResponse),
     CloseSession,
-    /// Start connecting again (after the link gave up).
+    /// Start connecting again (after the session gave up).
     Reconnect,
     /// Play model audio (24 kHz PCM16 LE).
     PlayAudio(Vec<u8>),
@@ -407,7 +410,7 @@ pub struct App {
     voice: String,
     endpoint_label: String,
     offline: bool,
-    connection: Connection,
+    connection: ConnectionState,
     floor: Floor,
     transcript: Vec<Entry>,
     /// The model entry the service interrupted while Gemini was heard, until the audio worker
@@ -493,7 +496,7 @@ impl App {
             voice: init.voice,
             endpoint_label: init.endpoint_label,
             offline: init.offline,
-            connection: Connection::Connecting,
+            connection: ConnectionState::Connecting,
             floor: Floor::Listening,
             transcript: Vec::new(),
             echo_check: None,
@@ -570,7 +573,7 @@ impl App {
         self.offline
     }
 
-    pub fn connection(&self) -> &Connection {
+    pub fn connection(&self) -> &ConnectionState {
         &self.connection
     }
 
@@ -681,8 +684,8 @@ impl App {
     /// True while something on screen animates (a spinner or a highlight), so the loop
     /// ticks only then and idles otherwise.
     pub fn animating(&self) -> bool {
-        self.connection == Connection::Connecting
-            || self.connection == Connection::Reconnecting
+        self.connection == ConnectionState::Connecting
+            || self.connection == ConnectionState::Reconnecting
             || self.running_tools() > 0
             || self.model_working()
             || self.view.device_highlight.iter().any(|&t| t > 0)
@@ -690,7 +693,7 @@ impl App {
 
     /// True when the model has finished with the last input and no tool call is running.
     pub fn ready_for_user(&self) -> bool {
-        self.connection == Connection::Connected
+        self.connection == ConnectionState::Connected
             && !self.reply.awaited()
             && self.running_tools() == 0
             && !self.audio.playing_out
@@ -722,7 +725,7 @@ impl App {
 
     /// True once the session is over (closed by us or lost).
     pub fn is_finished(&self) -> bool {
-        matches!(self.connection, Connection::Disconnected { .. })
+        matches!(self.connection, ConnectionState::Disconnected { .. })
     }
 
     /// True when the session ended because we closed it (end of input or `end_session`).
@@ -738,7 +741,7 @@ impl App {
     /// The model said `IN_PROGRESS` after its `turnComplete` and has not said `IDLE` yet: it
     /// is still working on the interaction (3.8 Live), though nothing streams right now.
     pub fn model_working(&self) -> bool {
-        self.reply.model_busy() && self.connection == Connection::Connected
+        self.reply.model_busy() && self.connection == ConnectionState::Connected
     }
 
     /// After `end_session`, the session closes once the goodbye turn is over: its
@@ -764,14 +767,14 @@ impl App {
                 self.floor = Floor::Listening;
                 Vec::new()
             }
-            Msg::Session(event) => self.on_session(event, None),
+            Msg::Server(event) => self.on_session(event, None),
             Msg::Replayed { event, arrived_at } => self.on_session(event, Some(arrived_at)),
-            Msg::Link(event) => self.on_link(event),
+            Msg::SessionChange(event) => self.on_session_change(event),
             Msg::Retry => {
                 if !self.can_retry() {
                     return Vec::new();
                 }
-                self.connection = Connection::Connecting;
+                self.connection = ConnectionState::Connecting;
                 vec![Effect::Reconnect]
             }
             Msg::Tool(event) => self.on_tool(event),
@@ -857,7 +860,7 @@ impl App {
                 // While reconnecting the turn is queued and sent after setupComplete.
                 let open = matches!(
                     self.connection,
-                    Connection::Connected | Connection::Reconnecting
+                    ConnectionState::Connected | ConnectionState::Reconnecting
                 );
                 if text.is_empty() || !open || self.closing {
                     return Vec::new();
@@ -900,43 +903,43 @@ impl App {
     /// `arrived_at`: when a replayed event arrived in the original run (else it is now).
     fn on_session(
         &mut self,
-        event: SessionEvent,
+        event: ServerEvent,
         arrived_at: Option<jiff::civil::Time>,
     ) -> Vec<Effect> {
         self.reply.observe(&event);
         match event {
-            SessionEvent::SetupComplete { .. } => {
-                self.connection = Connection::Connected;
+            ServerEvent::SetupComplete { .. } => {
+                self.connection = ConnectionState::Connected;
                 self.floor = Floor::Listening;
                 Vec::new()
             }
-            // Normal replies come in parts of a few words; a part past `echo::TEXT` is not
+            // Normal replies come in parts of a few words; a part past `excerpt::TEXT` is not
             // a reply, and is cut so no screen or line has to hold it.
-            SessionEvent::ModelText(text) => {
+            ServerEvent::ModelText(text) => {
                 if !self.audio.discard_turn && !self.closing {
                     self.wire_speaking();
                     self.open_model_entry()
                         .0
-                        .push_str(&bounded(&text, echo::TEXT));
+                        .push_str(&bounded(&text, excerpt::TEXT));
                 }
                 Vec::new()
             }
-            SessionEvent::OutputTranscription { text, .. } => {
+            ServerEvent::OutputTranscription { text, .. } => {
                 if !self.audio.discard_turn && !self.closing {
                     self.wire_speaking();
                     self.open_model_entry()
                         .1
-                        .push_str(&bounded(&text, echo::TEXT));
+                        .push_str(&bounded(&text, excerpt::TEXT));
                 }
                 Vec::new()
             }
-            SessionEvent::ModelAudio { pcm, .. } => self.on_model_audio(pcm),
-            SessionEvent::InputTranscription { text, .. } => {
-                self.append_user_speech(&bounded(&text, echo::TEXT));
+            ServerEvent::ModelAudio { pcm, .. } => self.on_model_audio(pcm),
+            ServerEvent::InputTranscription { text, .. } => {
+                self.append_user_speech(&bounded(&text, excerpt::TEXT));
                 Vec::new()
             }
-            SessionEvent::GenerationComplete => Vec::new(),
-            SessionEvent::Interrupted => {
+            ServerEvent::GenerationComplete => Vec::new(),
+            ServerEvent::Interrupted => {
                 // Only the service's interruption can be Gemini hearing itself: a local
                 // barge-in has already finished the entry (and silenced the speaker). The
                 // verdict comes from the audio worker once it has silenced the speaker: by
@@ -953,7 +956,7 @@ impl App {
                 self.floor = Floor::Listening;
                 self.end_model_audio(true)
             }
-            SessionEvent::TurnComplete { .. } => {
+            ServerEvent::TurnComplete { .. } => {
                 self.finish_model_entry(ModelTurnStatus::Complete);
                 // With a speaker, Gemini speaks until the last sample has been heard.
                 if !(self.audio.playback_drives_speaking() && self.audio.audible) {
@@ -964,8 +967,8 @@ impl App {
                 effects
             }
             // The reply watch has it; a goodbye turn may have been waiting for it.
-            SessionEvent::Interaction { .. } => self.end_if_asked(),
-            SessionEvent::ToolCall(calls) => {
+            ServerEvent::Interaction { .. } => self.end_if_asked(),
+            ServerEvent::ToolCall(calls) => {
                 self.fold_user_speech();
                 let started_at = arrived_at.unwrap_or_else(self.clock);
                 let mut keyed = Vec::with_capacity(calls.len());
@@ -992,12 +995,12 @@ impl App {
                 }
                 vec![Effect::RunTools(keyed)]
             }
-            SessionEvent::ToolCallCancelled(ids) => {
+            ServerEvent::ToolCallCancelled(ids) => {
                 // Remembered because the call may finish before the cancel reaches it.
                 self.withdrawn_calls.extend(ids.iter().cloned());
                 vec![Effect::CancelTools(ids)]
             }
-            SessionEvent::GoAway { time_left } => {
+            ServerEvent::GoAway { time_left } => {
                 let when = time_left
                     .map(|t| format!(" in {:.0} s", t.as_secs_f64()))
                     .unwrap_or_default();
@@ -1007,19 +1010,19 @@ impl App {
                 );
                 Vec::new()
             }
-            SessionEvent::ResumptionUpdate { .. } => Vec::new(),
-            SessionEvent::Usage(usage) => {
+            ServerEvent::ResumptionUpdate { .. } => Vec::new(),
+            ServerEvent::Usage(usage) => {
                 self.total_tokens += usage.total_token_count.unwrap_or(0);
                 self.last_usage = Some(usage);
                 Vec::new()
             }
-            SessionEvent::VoiceActivity { .. } | SessionEvent::Grounding(_) => Vec::new(),
-            SessionEvent::FrameSkipped { reason } => {
+            ServerEvent::VoiceActivity { .. } | ServerEvent::Grounding(_) => Vec::new(),
+            ServerEvent::FrameSkipped { reason } => {
                 self.notice(NoticeLevel::Warning, reason);
                 Vec::new()
             }
-            SessionEvent::Closed(_) if self.gave_up => Vec::new(),
-            SessionEvent::Closed(close) => {
+            ServerEvent::Closed(_) if self.gave_up => Vec::new(),
+            ServerEvent::Closed(close) => {
                 self.finish_model_entry(ModelTurnStatus::Interrupted);
                 self.floor = Floor::Listening;
                 // Audio of a reply cut off by the close is still heard to its end, like text
@@ -1034,15 +1037,15 @@ impl App {
         }
     }
 
-    fn on_link(&mut self, event: LinkEvent) -> Vec<Effect> {
+    fn on_session_change(&mut self, event: SessionChange) -> Vec<Effect> {
         match event {
-            LinkEvent::Reconnecting {
+            SessionChange::Reconnecting {
                 planned,
                 attempt,
                 reason,
                 retry_in,
             } => {
-                if self.connection != Connection::Reconnecting {
+                if self.connection != ConnectionState::Reconnecting {
                     self.reconnects += 1;
                     self.calls_before_reconnect = self.tool_calls.len();
                     self.reply.connection_replaced();
@@ -1050,7 +1053,7 @@ impl App {
                     self.finish_model_entry(ModelTurnStatus::Interrupted);
                     self.floor = Floor::Listening;
                 }
-                self.connection = Connection::Reconnecting;
+                self.connection = ConnectionState::Reconnecting;
                 // A planned hand-over only shows in the status line; losses are explained.
                 if !planned {
                     let when = if retry_in.is_zero() {
@@ -1067,7 +1070,7 @@ impl App {
                 }
                 Vec::new()
             }
-            LinkEvent::Reconnected { resumed } => {
+            SessionChange::Reconnected { resumed } => {
                 // The new connection declared the tools as they are now.
                 self.tools_pending = false;
                 let text = if resumed {
@@ -1078,7 +1081,7 @@ impl App {
                 self.notice(NoticeLevel::Info, text.to_owned());
                 Vec::new()
             }
-            LinkEvent::ResumeRejected { message } => {
+            SessionChange::ResumeRejected { message } => {
                 self.notice(
                     NoticeLevel::Warning,
                     format!(
@@ -1087,7 +1090,7 @@ impl App {
                 );
                 Vec::new()
             }
-            LinkEvent::AnswerDropped { id, name } => {
+            SessionChange::AnswerDropped { id, name } => {
                 let id = id.map(|id| format!(" ({id})")).unwrap_or_default();
                 self.notice(
                     NoticeLevel::Warning,
@@ -1167,7 +1170,7 @@ impl App {
                     return Vec::new();
                 }
                 // A SILENT result starts no generation, so nothing is awaited for it; nor is
-                // anything for a call of a lost connection (the link withholds its answer).
+                // anything for a call of a lost connection (the session withholds its answer).
                 let orphaned = index.is_some_and(|i| i < self.calls_before_reconnect);
                 if outcome.response.scheduling != Some(Scheduling::Silent) && !orphaned {
                     self.reply.continued();
@@ -1335,8 +1338,8 @@ impl App {
 
     /// The session is over, for this reason (which may quote the server, so it is bounded).
     fn disconnect(&mut self, reason: String) {
-        self.connection = Connection::Disconnected {
-            reason: echo::into_bounded(reason, echo::SUMMARY),
+        self.connection = ConnectionState::Disconnected {
+            reason: excerpt::into_bounded(reason, excerpt::SUMMARY),
         };
     }
 
@@ -1345,7 +1348,7 @@ impl App {
     fn notice(&mut self, level: NoticeLevel, text: String) {
         self.notices.push(Notice {
             level,
-            text: echo::into_bounded(text, echo::SUMMARY),
+            text: excerpt::into_bounded(text, excerpt::SUMMARY),
         });
     }
 

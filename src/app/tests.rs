@@ -5,17 +5,15 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
-use crate::live::CloseInfo;
-use crate::live::reconnect::LinkEvent;
-use crate::live::wire::{FunctionCall, FunctionResponse};
 use crate::tools::SlowCall;
 use crate::tools::{END_SESSION, ToolOutcome};
+use livetalk_live::CloseInfo;
+use livetalk_live::session::SessionChange;
+use livetalk_live::wire::{FunctionCall, FunctionResponse};
 
 fn connected_app() -> App {
     let mut app = App::new(AppInit::new("models/test", true, Vec::new()));
-    app.update(Msg::Session(SessionEvent::SetupComplete {
-        session_id: None,
-    }));
+    app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
     app
 }
 
@@ -61,11 +59,9 @@ fn finished(id: &str, name: &str, status: ToolStatus) -> Msg {
 #[test]
 fn connect_then_listen() {
     let mut app = App::new(AppInit::new("models/test", true, Vec::new()));
-    assert_eq!(app.connection, Connection::Connecting);
-    app.update(Msg::Session(SessionEvent::SetupComplete {
-        session_id: None,
-    }));
-    assert_eq!(app.connection, Connection::Connected);
+    assert_eq!(app.connection, ConnectionState::Connecting);
+    app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
+    assert_eq!(app.connection, ConnectionState::Connected);
     assert_eq!(app.floor, Floor::Listening);
     assert!(app.ready_for_user());
 }
@@ -95,22 +91,22 @@ fn user_turn_is_sent_and_awaits_the_model() {
 fn speaking_while_output_streams_listening_after_turn_complete() {
     let mut app = connected_app();
     app.update(Msg::UserText("hello".into()));
-    app.update(Msg::Session(SessionEvent::ModelAudio {
+    app.update(Msg::Server(ServerEvent::ModelAudio {
         pcm: vec![0; 4],
         sample_rate: 24_000,
     }));
     assert_eq!(app.floor, Floor::Speaking);
-    app.update(Msg::Session(SessionEvent::OutputTranscription {
+    app.update(Msg::Server(ServerEvent::OutputTranscription {
         text: "Hi ".into(),
         finished: false,
     }));
-    app.update(Msg::Session(SessionEvent::OutputTranscription {
+    app.update(Msg::Server(ServerEvent::OutputTranscription {
         text: "there.".into(),
         finished: false,
     }));
-    app.update(Msg::Session(SessionEvent::GenerationComplete));
+    app.update(Msg::Server(ServerEvent::GenerationComplete));
     assert_eq!(app.floor, Floor::Speaking);
-    app.update(Msg::Session(SessionEvent::TurnComplete {
+    app.update(Msg::Server(ServerEvent::TurnComplete {
         reason: None,
         waiting_for_input: false,
     }));
@@ -134,12 +130,12 @@ fn speaking_while_output_streams_listening_after_turn_complete() {
 fn interrupted_turn_is_marked_and_returns_to_listening() {
     let mut app = connected_app();
     app.update(Msg::UserText("tell me a story".into()));
-    app.update(Msg::Session(SessionEvent::OutputTranscription {
+    app.update(Msg::Server(ServerEvent::OutputTranscription {
         text: "Once upon".into(),
         finished: false,
     }));
     app.update(Msg::UserText("stop".into()));
-    app.update(Msg::Session(SessionEvent::Interrupted));
+    app.update(Msg::Server(ServerEvent::Interrupted));
     assert_eq!(app.floor, Floor::Listening);
     assert!(app.transcript.iter().any(|e| matches!(
         e,
@@ -160,7 +156,7 @@ fn tool_call_lifecycle_ok_error_and_cancelled() {
         call("c3", "get_device_status"),
     ];
     assert_eq!(
-        app.update(Msg::Session(SessionEvent::ToolCall(calls.clone()))),
+        app.update(Msg::Server(ServerEvent::ToolCall(calls.clone()))),
         vec![Effect::RunTools(keyed(calls))]
     );
     assert_eq!(app.running_tools(), 3);
@@ -189,7 +185,7 @@ fn tool_call_lifecycle_ok_error_and_cancelled() {
     );
 
     assert_eq!(
-        app.update(Msg::Session(SessionEvent::ToolCallCancelled(vec![
+        app.update(Msg::Server(ServerEvent::ToolCallCancelled(vec![
             "c3".into()
         ]))),
         vec![Effect::CancelTools(vec!["c3".into()])]
@@ -209,21 +205,21 @@ fn tool_call_lifecycle_ok_error_and_cancelled() {
 fn end_session_closes_after_the_goodbye_turn() {
     let mut app = connected_app();
     app.update(Msg::UserText("bye".into()));
-    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+    app.update(Msg::Server(ServerEvent::ToolCall(vec![call(
         "e1",
         END_SESSION,
     )])));
     app.update(finished("e1", END_SESSION, ToolStatus::Ok));
-    app.update(Msg::Session(SessionEvent::OutputTranscription {
+    app.update(Msg::Server(ServerEvent::OutputTranscription {
         text: "Goodbye!".into(),
         finished: true,
     }));
-    let effects = app.update(Msg::Session(SessionEvent::TurnComplete {
+    let effects = app.update(Msg::Server(ServerEvent::TurnComplete {
         reason: None,
         waiting_for_input: false,
     }));
     assert_eq!(effects, vec![Effect::CloseSession]);
-    app.update(Msg::Session(SessionEvent::Closed(CloseInfo {
+    app.update(Msg::Server(ServerEvent::Closed(CloseInfo {
         code: Some(1000),
         reason: String::new(),
         message: "Session ended.".into(),
@@ -237,14 +233,14 @@ fn end_session_closes_after_the_goodbye_turn() {
 fn unexpected_close_shows_the_reason() {
     let mut app = connected_app();
     app.update(Msg::UserText("hi".into()));
-    app.update(Msg::Session(SessionEvent::Closed(CloseInfo {
+    app.update(Msg::Server(ServerEvent::Closed(CloseInfo {
         code: Some(1011),
         reason: "Internal error encountered.".into(),
         message: "The Live API had an internal error (1011): Internal error encountered.".into(),
         initiated_by_client: false,
     })));
     assert!(
-        matches!(&app.connection, Connection::Disconnected { reason } if reason.contains("1011"))
+        matches!(&app.connection, ConnectionState::Disconnected { reason } if reason.contains("1011"))
     );
     assert!(!app.ended_cleanly());
     assert_eq!(
@@ -260,27 +256,25 @@ fn unexpected_close_shows_the_reason() {
 #[test]
 fn skipped_frames_become_warnings_and_the_session_goes_on() {
     let mut app = connected_app();
-    app.update(Msg::Session(SessionEvent::FrameSkipped {
+    app.update(Msg::Server(ServerEvent::FrameSkipped {
         reason: "skipped a malformed server frame".into(),
     }));
     assert_eq!(app.notices[0].level, NoticeLevel::Warning);
-    assert_eq!(app.connection, Connection::Connected);
+    assert_eq!(app.connection, ConnectionState::Connected);
 }
 
 #[test]
 fn what_the_server_says_is_shown_bounded_and_a_long_reply_whole() {
-    use crate::echo;
+    use livetalk_live::excerpt;
     let mut app = connected_app();
     app.update(Msg::UserText("hi".into()));
     // A long reply in normal parts is the conversation: all of it is kept.
     let sentence = "This sentence is part of a long but honest answer. ";
     for _ in 0..2_000 {
-        app.update(Msg::Session(SessionEvent::ModelText(sentence.into())));
+        app.update(Msg::Server(ServerEvent::ModelText(sentence.into())));
     }
     // One absurd part is cut, and says how big it was.
-    app.update(Msg::Session(SessionEvent::ModelText(
-        "y".repeat(10_000_000),
-    )));
+    app.update(Msg::Server(ServerEvent::ModelText("y".repeat(10_000_000))));
     let Some(Entry::Model { text_parts, .. }) = app.transcript.last() else {
         panic!("{:?}", app.transcript.last());
     };
@@ -290,13 +284,13 @@ fn what_the_server_says_is_shown_bounded_and_a_long_reply_whole() {
         "{}",
         &text_parts[text_parts.len() - 40..]
     );
-    assert!(text_parts.len() < 2_000 * sentence.len() + echo::TEXT + 40);
+    assert!(text_parts.len() < 2_000 * sentence.len() + excerpt::TEXT + 40);
 
     // Notices and the close reason quote the server: a summary each.
-    app.update(Msg::Session(SessionEvent::FrameSkipped {
+    app.update(Msg::Server(ServerEvent::FrameSkipped {
         reason: format!("skipped a malformed server frame: {}", "z".repeat(1 << 20)),
     }));
-    app.update(Msg::Session(SessionEvent::Closed(CloseInfo {
+    app.update(Msg::Server(ServerEvent::Closed(CloseInfo {
         code: None,
         reason: String::new(),
         message: format!("The bridge reported an error: {}", "w".repeat(1 << 20)),
@@ -305,7 +299,7 @@ fn what_the_server_says_is_shown_bounded_and_a_long_reply_whole() {
     assert_eq!(app.notices.len(), 2);
     for notice in &app.notices {
         assert!(
-            notice.text.len() < echo::SUMMARY + 40,
+            notice.text.len() < excerpt::SUMMARY + 40,
             "{}",
             notice.text.len()
         );
@@ -315,7 +309,7 @@ fn what_the_server_says_is_shown_bounded_and_a_long_reply_whole() {
             notice.text
         );
     }
-    let Connection::Disconnected { reason } = &app.connection else {
+    let ConnectionState::Disconnected { reason } = &app.connection else {
         panic!("{:?}", app.connection);
     };
     assert_eq!(reason, &app.notices[1].text);
@@ -364,9 +358,7 @@ fn typed_line_is_sent_on_enter_and_kept_while_connecting() {
         "quick question?",
         "not lost before connecting"
     );
-    app.update(Msg::Session(SessionEvent::SetupComplete {
-        session_id: None,
-    }));
+    app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
     assert_eq!(
         press(&mut app, KeyCode::Enter),
         vec![Effect::SendText("quick question?".into())]
@@ -385,7 +377,7 @@ fn typing_while_the_model_speaks_sends_and_the_server_interrupts() {
     use crossterm::event::KeyCode;
     let mut app = connected_app();
     app.update(Msg::UserText("tell me a story".into()));
-    app.update(Msg::Session(SessionEvent::OutputTranscription {
+    app.update(Msg::Server(ServerEvent::OutputTranscription {
         text: "Once upon".into(),
         finished: false,
     }));
@@ -395,7 +387,7 @@ fn typing_while_the_model_speaks_sends_and_the_server_interrupts() {
         press(&mut app, KeyCode::Enter),
         vec![Effect::SendText("stop".into())]
     );
-    app.update(Msg::Session(SessionEvent::Interrupted));
+    app.update(Msg::Server(ServerEvent::Interrupted));
     assert_eq!(app.floor, Floor::Listening);
     assert!(matches!(
         app.transcript[1],
@@ -446,7 +438,7 @@ fn q_quits_from_a_pane_and_other_keys_start_typing() {
 fn tool_failures_become_dismissable_notices() {
     use crossterm::event::KeyCode;
     let mut app = connected_app();
-    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+    app.update(Msg::Server(ServerEvent::ToolCall(vec![call(
         "c1",
         "set_device_status",
     )])));
@@ -484,7 +476,7 @@ fn changed_devices_are_highlighted_briefly() {
 }
 
 fn reconnecting(planned: bool, attempt: u32) -> Msg {
-    Msg::Link(LinkEvent::Reconnecting {
+    Msg::SessionChange(SessionChange::Reconnecting {
         planned,
         attempt,
         reason: "The connection was lost.".into(),
@@ -496,9 +488,9 @@ fn reconnecting(planned: bool, attempt: u32) -> Msg {
 fn a_lost_connection_interrupts_the_reply_and_typed_input_is_queued_for_the_next() {
     let mut app = connected_app();
     app.update(Msg::UserText("hello".into()));
-    app.update(Msg::Session(SessionEvent::ModelText("Hi th".into())));
+    app.update(Msg::Server(ServerEvent::ModelText("Hi th".into())));
     assert!(app.update(reconnecting(false, 1)).is_empty());
-    assert_eq!(app.connection, Connection::Reconnecting);
+    assert_eq!(app.connection, ConnectionState::Reconnecting);
     assert_eq!(app.reconnects, 1);
     assert!(matches!(
         app.transcript.last(),
@@ -530,11 +522,11 @@ fn a_lost_connection_interrupts_the_reply_and_typed_input_is_queued_for_the_next
         app.update(Msg::UserText("still there?".into())),
         vec![Effect::SendText("still there?".into())]
     );
-    app.update(Msg::Link(LinkEvent::Reconnected { resumed: true }));
-    app.update(Msg::Session(SessionEvent::SetupComplete {
-        session_id: None,
+    app.update(Msg::SessionChange(SessionChange::Reconnected {
+        resumed: true,
     }));
-    assert_eq!(app.connection, Connection::Connected);
+    app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
+    assert_eq!(app.connection, ConnectionState::Connected);
     assert_eq!(
         app.notices.last().map(|n| n.text.as_str()),
         Some("Reconnected; the conversation continues.")
@@ -546,7 +538,7 @@ fn a_planned_hand_over_only_shows_in_the_status_line() {
     let mut app = connected_app();
     let before = app.notices.len();
     app.update(reconnecting(true, 0));
-    assert_eq!(app.connection, Connection::Reconnecting);
+    assert_eq!(app.connection, ConnectionState::Reconnecting);
     assert_eq!(
         app.notices.len(),
         before,
@@ -558,10 +550,10 @@ fn a_planned_hand_over_only_shows_in_the_status_line() {
 fn a_resent_turn_is_still_awaited_and_a_cut_off_reply_is_not() {
     let mut app = connected_app();
     let reconnected = |app: &mut App| {
-        app.update(Msg::Link(LinkEvent::Reconnected { resumed: true }));
-        app.update(Msg::Session(SessionEvent::SetupComplete {
-            session_id: None,
+        app.update(Msg::SessionChange(SessionChange::Reconnected {
+            resumed: true,
         }));
+        app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
     };
     app.update(Msg::UserText("hello".into()));
     app.update(reconnecting(false, 1));
@@ -572,7 +564,7 @@ fn a_resent_turn_is_still_awaited_and_a_cut_off_reply_is_not() {
     );
 
     // The reply starts, then its connection is lost: that reply is over.
-    app.update(Msg::Session(SessionEvent::ModelText("Hel".into())));
+    app.update(Msg::Server(ServerEvent::ModelText("Hel".into())));
     app.update(reconnecting(false, 1));
     reconnected(&mut app);
     assert!(app.ready_for_user());
@@ -583,24 +575,24 @@ fn a_turn_typed_just_before_a_hand_over_is_awaited_across_it() {
     // The link may already have moved to the new connection (and reported it) when the turn
     // reaches it; the turn then goes out there, and its reply is still coming.
     let mut app = connected_app();
-    app.update(Msg::Session(SessionEvent::ModelText("Done.".into())));
-    app.update(Msg::Session(SessionEvent::TurnComplete {
+    app.update(Msg::Server(ServerEvent::ModelText("Done.".into())));
+    app.update(Msg::Server(ServerEvent::TurnComplete {
         reason: None,
         waiting_for_input: false,
     }));
     assert!(app.ready_for_user());
     app.update(Msg::UserText("and the door?".into()));
     app.update(reconnecting(true, 0));
-    app.update(Msg::Link(LinkEvent::Reconnected { resumed: true }));
-    app.update(Msg::Session(SessionEvent::SetupComplete {
-        session_id: None,
+    app.update(Msg::SessionChange(SessionChange::Reconnected {
+        resumed: true,
     }));
+    app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
     assert!(
         !app.ready_for_user(),
         "the reply to the typed turn is coming"
     );
-    app.update(Msg::Session(SessionEvent::ModelText("Locked.".into())));
-    app.update(Msg::Session(SessionEvent::TurnComplete {
+    app.update(Msg::Server(ServerEvent::ModelText("Locked.".into())));
+    app.update(Msg::Server(ServerEvent::TurnComplete {
         reason: None,
         waiting_for_input: false,
     }));
@@ -610,18 +602,18 @@ fn a_turn_typed_just_before_a_hand_over_is_awaited_across_it() {
 #[test]
 fn the_end_of_a_cut_off_turn_is_not_taken_for_the_reply_to_the_turn_that_cut_it() {
     let mut app = connected_app();
-    app.update(Msg::Session(SessionEvent::ModelText("A long story".into())));
+    app.update(Msg::Server(ServerEvent::ModelText("A long story".into())));
     app.update(Msg::UserText("stop, what time is it?".into()));
     // The rest of the old turn, then its interruption and end.
-    app.update(Msg::Session(SessionEvent::ModelText(" goes on".into())));
-    app.update(Msg::Session(SessionEvent::Interrupted));
-    app.update(Msg::Session(SessionEvent::TurnComplete {
+    app.update(Msg::Server(ServerEvent::ModelText(" goes on".into())));
+    app.update(Msg::Server(ServerEvent::Interrupted));
+    app.update(Msg::Server(ServerEvent::TurnComplete {
         reason: None,
         waiting_for_input: false,
     }));
     assert!(!app.ready_for_user(), "the reply to the new turn is coming");
-    app.update(Msg::Session(SessionEvent::ModelText("Noon.".into())));
-    app.update(Msg::Session(SessionEvent::TurnComplete {
+    app.update(Msg::Server(ServerEvent::ModelText("Noon.".into())));
+    app.update(Msg::Server(ServerEvent::TurnComplete {
         reason: None,
         waiting_for_input: false,
     }));
@@ -631,19 +623,19 @@ fn the_end_of_a_cut_off_turn_is_not_taken_for_the_reply_to_the_turn_that_cut_it(
 #[test]
 fn a_call_of_a_lost_connection_is_not_awaited_after_its_answer_is_withheld() {
     let mut app = connected_app();
-    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+    app.update(Msg::Server(ServerEvent::ToolCall(vec![call(
         "c1",
         "get_device_status",
     )])));
     app.update(reconnecting(false, 1));
-    app.update(Msg::Link(LinkEvent::Reconnected { resumed: true }));
-    app.update(Msg::Session(SessionEvent::SetupComplete {
-        session_id: None,
+    app.update(Msg::SessionChange(SessionChange::Reconnected {
+        resumed: true,
     }));
+    app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
     // The answer is still handed to the link (which withholds it), but nothing is awaited.
     let effects = app.update(finished("c1", "get_device_status", ToolStatus::Ok));
     assert!(matches!(effects.as_slice(), [Effect::SendToolResponse(_)]));
-    app.update(Msg::Link(LinkEvent::AnswerDropped {
+    app.update(Msg::SessionChange(SessionChange::AnswerDropped {
         id: Some("c1".into()),
         name: "get_device_status".into(),
     }));
@@ -660,7 +652,7 @@ fn a_call_of_a_lost_connection_is_not_awaited_after_its_answer_is_withheld() {
 #[test]
 fn a_running_call_is_flagged_once_it_is_slow() {
     let mut app = connected_app();
-    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+    app.update(Msg::Server(ServerEvent::ToolCall(vec![call(
         "c1",
         "get_device_status",
     )])));
@@ -693,7 +685,7 @@ fn retry_is_offered_only_after_the_link_gave_up() {
         app.update(Msg::Retry).is_empty(),
         "connected: nothing to retry"
     );
-    app.update(Msg::Session(SessionEvent::Closed(CloseInfo {
+    app.update(Msg::Server(ServerEvent::Closed(CloseInfo {
         code: None,
         reason: String::new(),
         message: "Gave up reconnecting after 6 attempts. Last error: refused".into(),
@@ -701,11 +693,11 @@ fn retry_is_offered_only_after_the_link_gave_up() {
     })));
     assert!(app.can_retry());
     assert_eq!(app.update(Msg::Retry), vec![Effect::Reconnect]);
-    assert_eq!(app.connection, Connection::Connecting);
+    assert_eq!(app.connection, ConnectionState::Connecting);
 
     let mut ended = connected_app();
     ended.update(Msg::EndSession);
-    ended.update(Msg::Session(SessionEvent::Closed(CloseInfo {
+    ended.update(Msg::Server(ServerEvent::Closed(CloseInfo {
         code: Some(1000),
         reason: String::new(),
         message: "Session ended.".into(),
@@ -718,17 +710,17 @@ fn retry_is_offered_only_after_the_link_gave_up() {
 #[test]
 fn a_call_the_server_cancelled_is_not_answered_even_if_it_finished_first() {
     let mut app = connected_app();
-    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+    app.update(Msg::Server(ServerEvent::ToolCall(vec![call(
         "c1",
         "get_device_status",
     )])));
     assert_eq!(
-        app.update(Msg::Session(SessionEvent::ToolCallCancelled(vec![
+        app.update(Msg::Server(ServerEvent::ToolCallCancelled(vec![
             "c1".into()
         ]))),
         vec![Effect::CancelTools(vec!["c1".into()])]
     );
-    app.update(Msg::Session(SessionEvent::TurnComplete {
+    app.update(Msg::Server(ServerEvent::TurnComplete {
         reason: None,
         waiting_for_input: false,
     }));
@@ -765,14 +757,14 @@ fn with_audio(push_to_talk: bool) -> App {
 }
 
 fn model_audio(app: &mut App) -> Vec<Effect> {
-    app.update(Msg::Session(SessionEvent::ModelAudio {
+    app.update(Msg::Server(ServerEvent::ModelAudio {
         pcm: vec![1, 0, 2, 0],
         sample_rate: 24_000,
     }))
 }
 
 fn turn_complete(app: &mut App) -> Vec<Effect> {
-    app.update(Msg::Session(SessionEvent::TurnComplete {
+    app.update(Msg::Server(ServerEvent::TurnComplete {
         reason: None,
         waiting_for_input: false,
     }))
@@ -826,7 +818,7 @@ fn server_interrupt_stops_playback_at_once() {
     let mut app = with_audio(false);
     model_audio(&mut app);
     app.update(Msg::Audio(AudioEvent::Audible(true)));
-    let effects = app.update(Msg::Session(SessionEvent::Interrupted));
+    let effects = app.update(Msg::Server(ServerEvent::Interrupted));
     assert_eq!(effects, vec![Effect::StopPlayback]);
     assert_eq!(app.floor, Floor::Listening);
     assert!(matches!(
@@ -842,7 +834,7 @@ fn server_interrupt_stops_playback_at_once() {
 fn heard_mid_reply() -> App {
     use crate::audio::AudioEvent;
     let mut app = with_audio(false);
-    app.update(Msg::Session(SessionEvent::OutputTranscription {
+    app.update(Msg::Server(ServerEvent::OutputTranscription {
         text: "Here is a long".into(),
         finished: false,
     }));
@@ -866,7 +858,7 @@ fn barge_in_key_silences_and_drops_the_rest_of_the_turn() {
     assert_eq!(app.floor, Floor::Listening);
     // The rest of that turn is neither played nor shown.
     assert_eq!(model_audio(&mut app), Vec::new());
-    app.update(Msg::Session(SessionEvent::OutputTranscription {
+    app.update(Msg::Server(ServerEvent::OutputTranscription {
         text: " answer nobody hears".into(),
         finished: false,
     }));
@@ -1040,14 +1032,14 @@ fn last_interruption(app: &App) -> Option<bool> {
 fn the_services_interruption_while_gemini_is_loud_and_echoed_is_flagged() {
     let mut app = heard_mid_reply();
     echo_heard(&mut app, true);
-    let effects = app.update(Msg::Session(SessionEvent::Interrupted));
+    let effects = app.update(Msg::Server(ServerEvent::Interrupted));
     assert_eq!(effects, vec![Effect::StopPlayback]);
     assert_eq!(last_interruption(&app), Some(true));
     // The next reply starts unflagged, and a later interruption is judged on its own.
     echo_heard(&mut app, false);
     model_audio(&mut app);
     app.update(Msg::Audio(crate::audio::AudioEvent::Audible(true)));
-    app.update(Msg::Session(SessionEvent::Interrupted));
+    app.update(Msg::Server(ServerEvent::Interrupted));
     assert_eq!(last_interruption(&app), Some(false));
     assert_eq!(
         app.transcript
@@ -1069,14 +1061,14 @@ fn an_interruption_after_real_speech_is_not_flagged() {
     // The detector heard no echo: the user spoke over Gemini.
     let mut app = heard_mid_reply();
     echo_heard(&mut app, false);
-    app.update(Msg::Session(SessionEvent::Interrupted));
+    app.update(Msg::Server(ServerEvent::Interrupted));
     assert_eq!(last_interruption(&app), Some(false));
 
     // Echo heard a moment ago, but Gemini was not being heard when the service cut in.
     let mut app = with_audio(false);
     model_audio(&mut app);
     echo_heard(&mut app, true);
-    app.update(Msg::Session(SessionEvent::Interrupted));
+    app.update(Msg::Server(ServerEvent::Interrupted));
     assert_eq!(last_interruption(&app), Some(false));
 }
 
@@ -1088,7 +1080,7 @@ fn the_audio_workers_verdict_at_the_moment_it_silences_the_speaker_decides() {
     for (verdict, flagged) in [(true, true), (false, false)] {
         let mut app = heard_mid_reply();
         echo_heard(&mut app, false);
-        app.update(Msg::Session(SessionEvent::Interrupted));
+        app.update(Msg::Server(ServerEvent::Interrupted));
         let index = app.transcript.len() - 1;
         assert!(
             app.echo_check_pending(index),
@@ -1105,7 +1097,7 @@ fn the_audio_workers_verdict_at_the_moment_it_silences_the_speaker_decides() {
     }
     // A speaker that fails before the verdict: the reply is not held back for ever.
     let mut app = heard_mid_reply();
-    app.update(Msg::Session(SessionEvent::Interrupted));
+    app.update(Msg::Server(ServerEvent::Interrupted));
     app.update(Msg::Audio(AudioEvent::DeviceFailed {
         direction: crate::audio::Direction::Output,
         message: "unplugged".into(),
@@ -1120,7 +1112,7 @@ fn a_local_barge_in_is_not_flagged_when_the_service_confirms_it() {
     echo_heard(&mut app, true);
     assert_eq!(app.update(Msg::BargeIn), vec![Effect::StopPlayback]);
     assert_eq!(last_interruption(&app), Some(false));
-    app.update(Msg::Session(SessionEvent::Interrupted));
+    app.update(Msg::Server(ServerEvent::Interrupted));
     assert_eq!(last_interruption(&app), Some(false));
 }
 
@@ -1186,7 +1178,7 @@ fn a_replayed_call_shows_the_time_it_arrived_not_the_clock() {
     app.clock = || jiff::civil::time(23, 59, 0, 0);
     let then = jiff::civil::time(3, 4, 5, 0);
     let effects = app.update(Msg::Replayed {
-        event: SessionEvent::ToolCall(vec![call("c1", "get_device_status")]),
+        event: ServerEvent::ToolCall(vec![call("c1", "get_device_status")]),
         arrived_at: then,
     });
     // Applied like a live event otherwise.
@@ -1197,7 +1189,7 @@ fn a_replayed_call_shows_the_time_it_arrived_not_the_clock() {
             "get_device_status"
         )]))]
     );
-    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+    app.update(Msg::Server(ServerEvent::ToolCall(vec![call(
         "c2",
         "get_device_status",
     )])));
@@ -1212,11 +1204,11 @@ fn ending_mid_reply_cuts_the_reply_where_it_is_and_silences_it() {
     assert_eq!(effects, vec![Effect::StopPlayback, Effect::CloseSession]);
     // What streams in before the server closes is neither shown nor played.
     assert_eq!(model_audio(&mut app), Vec::new());
-    app.update(Msg::Session(SessionEvent::OutputTranscription {
+    app.update(Msg::Server(ServerEvent::OutputTranscription {
         text: " answer".into(),
         finished: false,
     }));
-    app.update(Msg::Session(SessionEvent::Closed(
+    app.update(Msg::Server(ServerEvent::Closed(
         CloseInfo::ended_by_client(),
     )));
     let models: Vec<&Entry> = app
@@ -1243,24 +1235,24 @@ fn on_asynchronous_turns_the_model_is_done_only_at_idle() {
     let mut app = connected_app();
     app.update(Msg::UserText("Is the lamp on?".into()));
     let turn_complete = || {
-        Msg::Session(SessionEvent::TurnComplete {
+        Msg::Server(ServerEvent::TurnComplete {
             reason: None,
             waiting_for_input: false,
         })
     };
-    app.update(Msg::Session(SessionEvent::ModelText("One moment.".into())));
-    app.update(Msg::Session(SessionEvent::Interaction { idle: false }));
+    app.update(Msg::Server(ServerEvent::ModelText("One moment.".into())));
+    app.update(Msg::Server(ServerEvent::Interaction { idle: false }));
     app.update(turn_complete());
     assert!(app.model_working());
     assert!(!app.ready_for_user(), "the interaction is in progress");
-    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+    app.update(Msg::Server(ServerEvent::ToolCall(vec![call(
         "c1",
         "get_device_status",
     )])));
     app.update(finished("c1", "get_device_status", ToolStatus::Ok));
-    app.update(Msg::Session(SessionEvent::ModelText("It is off.".into())));
+    app.update(Msg::Server(ServerEvent::ModelText("It is off.".into())));
     assert!(!app.ready_for_user());
-    app.update(Msg::Session(SessionEvent::Interaction { idle: true }));
+    app.update(Msg::Server(ServerEvent::Interaction { idle: true }));
     app.update(turn_complete());
     assert!(!app.model_working());
     assert!(app.ready_for_user());
@@ -1287,7 +1279,7 @@ fn a_system_command_changes_the_instruction_in_place() {
 fn app_with_a_waiting_call() -> App {
     let mut app = connected_app();
     app.update(Msg::UserText("turn on the lamp and check it".into()));
-    app.update(Msg::Session(SessionEvent::ToolCall(vec![
+    app.update(Msg::Server(ServerEvent::ToolCall(vec![
         call("c1", "set_device_status"),
         call("c2", "get_device_status"),
     ])));
@@ -1479,7 +1471,7 @@ fn any_open_call_can_be_answered_by_hand_and_an_answered_one_cannot() {
 fn a_cancel_while_waiting_ends_the_wait_unanswered() {
     let mut app = app_with_a_waiting_call();
     assert_eq!(
-        app.update(Msg::Session(SessionEvent::ToolCallCancelled(vec![
+        app.update(Msg::Server(ServerEvent::ToolCallCancelled(vec![
             "c1".into()
         ]))),
         vec![Effect::CancelTools(vec!["c1".into()])]
@@ -1509,10 +1501,8 @@ fn a_replay_shows_verdicts_but_offers_no_editor() {
         replay: Some(10),
         ..AppInit::new("models/test", true, Vec::new())
     });
-    app.update(Msg::Session(SessionEvent::SetupComplete {
-        session_id: None,
-    }));
-    app.update(Msg::Session(SessionEvent::ToolCall(vec![call(
+    app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
+    app.update(Msg::Server(ServerEvent::ToolCall(vec![call(
         "c1",
         "set_device_status",
     )])));

@@ -736,7 +736,7 @@ fn note_error(errors: &mut u64, error: &aec3::graph::GraphError) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mock::voice::{espeak_available, synthesize};
+    use livetalk_mock::voice::{espeak_available, synthesize};
 
     /// espeak-ng speech for `text`, as f32 at 16 kHz. Real speech, not the mock's synthetic
     /// fallback voice: that is a steady buzz, and no echo canceller can tell one period of it

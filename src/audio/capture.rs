@@ -33,7 +33,7 @@ pub struct MicFrame {
 }
 
 /// Where the samples come from.
-pub enum Source {
+pub enum MicInput {
     Device {
         consumer: rtrb::Consumer<f32>,
         shared: Arc<CaptureShared>,
@@ -51,7 +51,7 @@ pub enum Source {
 
 /// Mic audio from a source to 16 kHz frames.
 pub struct Capture {
-    pub source: Source,
+    pub source: MicInput,
     resampler: StreamResampler,
     framer: super::pcm::Framer,
     frames: broadcast::Sender<MicFrame>,
@@ -76,7 +76,7 @@ pub struct Capture {
 
 impl Capture {
     pub fn new(
-        source: Source,
+        source: MicInput,
         rate: u32,
         frame_samples: usize,
         frames: broadcast::Sender<MicFrame>,
@@ -115,7 +115,7 @@ impl Capture {
         let mut delivered_at = None;
         let mut clip_ended_now = false;
         match &mut self.source {
-            Source::Device {
+            MicInput::Device {
                 consumer, shared, ..
             } => {
                 let n = consumer.slots();
@@ -132,7 +132,7 @@ impl Capture {
                 }
                 stamp = shared.stamp.load();
             }
-            Source::Wav {
+            MicInput::Wav {
                 clip,
                 started,
                 taken,
@@ -169,7 +169,7 @@ impl Capture {
             self.processed.clear();
             let filled = echo.gap_samples();
             echo.process(&self.resampled, first_at, delivered_at, &mut self.processed);
-            if let Source::Device { shared, .. } = &self.source {
+            if let MicInput::Device { shared, .. } = &self.source {
                 let filled = echo.gap_samples() - filled;
                 shared.gap_samples.fetch_add(filled, Ordering::Relaxed);
             }
@@ -214,7 +214,7 @@ mod tests {
     ) -> (Capture, broadcast::Receiver<MicFrame>) {
         let (tx, rx) = broadcast::channel(1024);
         let rate = clip.rate;
-        let source = Source::Wav {
+        let source = MicInput::Wav {
             clip,
             // Pretend it started long ago, so the whole clip is due at once.
             started: Instant::now() - std::time::Duration::from_secs(10),

@@ -8,12 +8,12 @@ pub mod callbacks;
 pub mod capture;
 pub mod device;
 pub mod echo_watch;
-pub mod link;
 pub mod pcm;
 pub mod playback;
 pub mod resample;
 pub mod shared;
 pub mod wav;
+pub mod worker;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -28,14 +28,15 @@ use tokio::sync::{broadcast, mpsc};
 pub use aec::EchoFigures;
 pub use capture::{INPUT_RATE, MicFrame};
 pub use device::{AudioHost, DeviceListing, Direction};
-pub use link::{AudioLink, AudioOutput};
 pub use playback::OUTPUT_RATE;
+pub use worker::{AudioOutput, AudioWorker};
 
-use capture::{Capture, Source};
+use capture::{Capture, MicInput};
 use device::{DeviceError, ErrorSink, OutputParts, Severity, StreamFault};
+use livetalk_live::wav::WavSink;
 use playback::{OutputDevice, Playback};
 use shared::{CaptureShared, Clock, PlaybackShared};
-use wav::{MonoClip, WavSink};
+use wav::MonoClip;
 
 /// How the model's voice is kept out of the microphone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
@@ -321,7 +322,8 @@ impl Audio {
         let thread = std::thread::Builder::new()
             .name("livetalk-audio".into())
             .spawn(move || {
-                Worker::new(options, clock, frames_tx, events_tx, clip, sink).run(commands_rx);
+                WorkerThread::new(options, clock, frames_tx, events_tx, clip, sink)
+                    .run(commands_rx);
                 let _ = done_tx.send(());
             })
             .context("starting the audio thread")?;
@@ -407,7 +409,7 @@ impl Drop for Audio {
     }
 }
 
-struct Worker {
+struct WorkerThread {
     options: AudioOptions,
     clock: Clock,
     frames: broadcast::Sender<MicFrame>,
@@ -451,7 +453,7 @@ fn meter_step(level: f32) -> u8 {
     ((pcm::dbfs(level) + 60.0) / 6.0).clamp(0.0, 10.0) as u8
 }
 
-impl Worker {
+impl WorkerThread {
     fn new(
         options: AudioOptions,
         clock: Clock,
@@ -459,10 +461,10 @@ impl Worker {
         events: mpsc::UnboundedSender<AudioEvent>,
         clip: Option<MonoClip>,
         sink: Option<WavSink>,
-    ) -> Worker {
+    ) -> WorkerThread {
         let (device_errors_tx, device_errors) = std_mpsc::channel();
         let (playback, _) = Playback::new(None, sink);
-        Worker {
+        WorkerThread {
             mic_open: !options.push_to_talk,
             options,
             clock,
@@ -679,7 +681,7 @@ impl Worker {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "input WAV".to_owned());
             Some((
-                Source::Wav {
+                MicInput::Wav {
                     started: Instant::now(),
                     taken: 0,
                     clip: clip.clone(),
@@ -699,7 +701,7 @@ impl Worker {
             None
         };
         let opened = source.and_then(|(source, rate, name)| {
-            let is_device = matches!(source, Source::Device { .. });
+            let is_device = matches!(source, MicInput::Device { .. });
             match Capture::new(source, rate, frame_samples, self.frames.clone(), self.clock) {
                 Ok(mut capture) => {
                     capture.open = self.mic_open;
@@ -761,7 +763,7 @@ impl Worker {
         }
     }
 
-    fn open_input(&self, host: &cpal::Host) -> Result<(Source, u32, String), DeviceError> {
+    fn open_input(&self, host: &cpal::Host) -> Result<(MicInput, u32, String), DeviceError> {
         let device = device::find(
             host,
             self.options.host,
@@ -777,7 +779,7 @@ impl Worker {
         )?;
         let (rate, name) = (stream.rate, stream.name.clone());
         Ok((
-            Source::Device {
+            MicInput::Device {
                 consumer,
                 shared: self.capture_shared.clone(),
                 _stream: stream.stream,

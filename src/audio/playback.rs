@@ -11,7 +11,7 @@ use std::time::Duration;
 use super::pcm::extend_f32_from_pcm16_le;
 use super::resample::StreamResampler;
 use super::shared::{PlaybackShared, span};
-use super::wav::{WavFull, WavSink};
+use livetalk_live::wav::{WavFull, WavSink};
 
 /// The Live API's output rate.
 pub const OUTPUT_RATE: u32 = 24_000;

@@ -1,4 +1,4 @@
-//! The `--bridge` client: a [`Session`] over a bridge (`livetalk serve`, or any server speaking
+//! The `--bridge` client: a [`Connection`] over a bridge (`livetalk serve`, or any server speaking
 //! the protocol of docs/bridge-protocol.md) instead of a direct Live connection, so the engine
 //! and the app run unchanged (tools still run locally). The connection runner does the rest;
 //! this is the bridge's side.
@@ -17,13 +17,13 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info, warn};
 
 use super::protocol::{AppMessage, BridgeMessage, LiveConfig, LogLevel, RealtimeInputPayload};
-use crate::echo::{SUMMARY, bounded};
-use crate::live::close::describe_http_status;
-use crate::live::connection::{self, Protocol, Read, SetupStep, close_info};
-use crate::live::events::events_from;
-use crate::live::session::WireTap;
-use crate::live::wire::{ClientMessage, OUTPUT_SAMPLE_RATE, ServerContent, ServerMessage, Setup};
-use crate::live::{CloseInfo, Session, SessionError, SessionEvent};
+use livetalk_live::client::WireTap;
+use livetalk_live::close::describe_http_status;
+use livetalk_live::connection::{self, Protocol, Read, SetupStep, close_info};
+use livetalk_live::events::events_from;
+use livetalk_live::excerpt::{SUMMARY, bounded};
+use livetalk_live::wire::{ClientMessage, OUTPUT_SAMPLE_RATE, ServerContent, ServerMessage, Setup};
+use livetalk_live::{CloseInfo, ConnectError, Connection, ServerEvent};
 
 /// Host of a bridge URL for messages (never the token in its query).
 pub fn bridge_host(url: &str) -> String {
@@ -56,12 +56,12 @@ pub async fn connect(
     url: &str,
     setup: &Setup,
     connect_timeout: Duration,
-) -> Result<Session, SessionError> {
+) -> Result<Connection, ConnectError> {
     // The token rides in the URL's query; nothing livetalk writes may show it.
     if let Ok(uri) = url.parse::<Uri>() {
         for pair in uri.query().unwrap_or_default().split('&') {
             if let Some(token) = pair.strip_prefix("token=") {
-                crate::secrets::remember(token);
+                livetalk_live::redact::remember(token);
             }
         }
     }
@@ -89,11 +89,11 @@ impl Protocol for Bridge {
         &self.host
     }
 
-    fn request(&self) -> Result<Request, SessionError> {
+    fn request(&self) -> Result<Request, ConnectError> {
         with_root_path(&self.url)
             .into_client_request()
             .map_err(|e| {
-                SessionError::Connect(format!("Invalid bridge URL for {}: {e}", self.host))
+                ConnectError::Connect(format!("Invalid bridge URL for {}: {e}", self.host))
             })
     }
 
@@ -165,7 +165,7 @@ impl Protocol for Bridge {
             Err(e) => {
                 let reason = format!("skipped a bad bridge message: {e}");
                 warn!("{}", bounded(&reason, SUMMARY));
-                return Read::Events(vec![SessionEvent::FrameSkipped { reason }]);
+                return Read::Events(vec![ServerEvent::FrameSkipped { reason }]);
             }
         };
         match message {
@@ -195,7 +195,7 @@ impl Protocol for Bridge {
                 let shown = format!("The bridge reported an error: {message}");
                 // Shown now; if GEMINI_DISCONNECTED follows it also becomes the close reason.
                 self.last_error = Some((message, code));
-                Read::Events(vec![SessionEvent::FrameSkipped { reason: shown }])
+                Read::Events(vec![ServerEvent::FrameSkipped { reason: shown }])
             }
             other => Read::Events(events_for(other)),
         }
@@ -235,7 +235,7 @@ impl Protocol for Bridge {
 }
 
 /// A bridge message as session events (errors and disconnects are handled by the reader).
-fn events_for(message: BridgeMessage) -> Vec<SessionEvent> {
+fn events_for(message: BridgeMessage) -> Vec<ServerEvent> {
     match message {
         BridgeMessage::ContentMessage { server_content } => {
             let content = *server_content;
@@ -260,7 +260,7 @@ fn events_for(message: BridgeMessage) -> Vec<SessionEvent> {
                 ..ServerMessage::default()
             })
         }
-        BridgeMessage::AudioChunk { data } => vec![SessionEvent::ModelAudio {
+        BridgeMessage::AudioChunk { data } => vec![ServerEvent::ModelAudio {
             pcm: data,
             sample_rate: OUTPUT_SAMPLE_RATE,
         }],
@@ -274,14 +274,14 @@ fn events_for(message: BridgeMessage) -> Vec<SessionEvent> {
             }),
             ..ServerMessage::default()
         }),
-        BridgeMessage::Interrupted {} => vec![SessionEvent::Interrupted],
+        BridgeMessage::Interrupted {} => vec![ServerEvent::Interrupted],
         BridgeMessage::ToolCall { tool_call } if !tool_call.function_calls.is_empty() => {
-            vec![SessionEvent::ToolCall(tool_call.function_calls)]
+            vec![ServerEvent::ToolCall(tool_call.function_calls)]
         }
         BridgeMessage::ToolCallCancellation {
             tool_call_cancellation,
         } if !tool_call_cancellation.ids.is_empty() => {
-            vec![SessionEvent::ToolCallCancelled(tool_call_cancellation.ids)]
+            vec![ServerEvent::ToolCallCancelled(tool_call_cancellation.ids)]
         }
         BridgeMessage::VoiceActivity {
             voice_activity,
@@ -293,7 +293,7 @@ fn events_for(message: BridgeMessage) -> Vec<SessionEvent> {
         }),
         // After an UPDATE_CONFIG the session is ready again.
         BridgeMessage::SetupComplete(details) if details.success => {
-            vec![SessionEvent::SetupComplete { session_id: None }]
+            vec![ServerEvent::SetupComplete { session_id: None }]
         }
         BridgeMessage::LogMessage { level, message, .. } => {
             log(level, &message);

@@ -5,7 +5,8 @@ pub mod client;
 pub mod protocol;
 pub mod server;
 
+#[cfg(test)]
+mod runner_tests;
+
 pub use protocol::{AppMessage, BridgeMessage, LiveConfig};
-pub use server::{
-    BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES, Upstream, serve_until_signal,
-};
+pub use server::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES, Upstream};

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::config::{ModelNameError, VOICES, model_name, voice_name};
-use crate::live::models;
-use crate::live::wire::{
+use livetalk_live::models;
+use livetalk_live::wire::{
     AudioTranscriptionConfig, Behavior, Blob, ContextUpdate, ContextWindowCompression,
     FunctionDeclaration, GenerationConfig, Modality, Part, RealtimeInput, RealtimeInputConfig,
     SafetySetting, Scheduling, ServerContent, Setup, ToolCall, ToolCallCancellation, ToolResponse,
@@ -53,7 +53,7 @@ pub struct LiveConfig {
         alias = "system_instruction",
         skip_serializing_if = "Option::is_none"
     )]
-    pub system_instruction: Option<crate::live::wire::Content>,
+    pub system_instruction: Option<livetalk_live::wire::Content>,
     #[serde(
         default,
         alias = "generation_config",
@@ -958,7 +958,7 @@ pub enum BridgeMessage {
     TurnComplete(TurnCompleteDetails),
     /// PCM16 24 kHz mono (base64 on the wire).
     AudioChunk {
-        #[serde(with = "crate::live::lenient::base64_bytes")]
+        #[serde(with = "livetalk_live::lenient::base64_bytes")]
         data: Vec<u8>,
     },
     LogMessage {

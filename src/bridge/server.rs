@@ -24,18 +24,15 @@ use super::protocol::{
     AppMessage, BridgeMessage, ImageGenerationResult, LogLevel, MappedConfig, RealtimeInputPayload,
     SetupCompleteDetails, SetupErrorDetails, TurnCompleteDetails,
 };
-use crate::cli::ServeArgs;
-use crate::config::{FlagOverrides, Settings, Target};
-use crate::live::events::CloseInfo;
-use crate::live::reconnect::{self, LinkEvent, LinkHandle, ReconnectPolicy, SupervisorEvent};
-use crate::live::session::{TappedFrame, WireTap};
-use crate::live::wire::{
+use livetalk_live::client::{TappedFrame, WireTap};
+use livetalk_live::events::CloseInfo;
+use livetalk_live::session::{self, ReconnectPolicy, SessionChange, SessionEvent, SessionHandle};
+use livetalk_live::wire::{
     ClientContent, ClientMessage, Content, RealtimeInput, Scheduling, ServerMessage,
     SessionResumptionConfig, Setup, ToolCallCancellation, ToolResponse,
 };
-use crate::live::{self, ApiKey, Endpoint, SessionError, SessionEvent, SessionOptions};
-use crate::mock::{MockOptions, MockServer};
-use crate::ws_server::{self, Admission, ConnectionLimits, Ending};
+use livetalk_live::{ApiKey, ConnectError, ConnectOptions, Endpoint, ServerEvent};
+use livetalk_mock::ws_server::{self, Admission, ConnectionLimits, Ending};
 
 /// Default largest client message: room for a large base64 image frame.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 << 20;
@@ -131,88 +128,6 @@ impl BridgeServer {
     pub fn url(&self) -> String {
         format!("ws://{}", self.local_addr)
     }
-}
-
-/// `livetalk serve`: resolve the upstream from the normal config (key from config or env),
-/// serve until Ctrl-C or SIGTERM. The first stdout line names the URL.
-pub async fn serve_until_signal(
-    args: ServeArgs,
-    config: Option<std::path::PathBuf>,
-) -> anyhow::Result<()> {
-    let settings = Settings::load(&FlagOverrides {
-        config,
-        endpoint: args.endpoint.clone(),
-        api_version: args.api_version.map(Into::into),
-        offline: args.offline,
-        ..FlagOverrides::default()
-    })?;
-    if settings.vertex.is_some() {
-        anyhow::bail!(
-            "livetalk serve does not reach Vertex AI yet; turn `vertex` off in the config for the bridge"
-        );
-    }
-    let token = args
-        .token
-        .clone()
-        .or_else(|| std::env::var("LIVETALK_BRIDGE_TOKEN").ok());
-    if let Some(token) = &token {
-        crate::secrets::remember(token);
-    }
-    let limits = ConnectionLimits {
-        max_connections: args.max_connections as usize,
-        ..ConnectionLimits::default()
-    };
-
-    let (endpoint, api_key, _mock, upstream_label) = match &settings.target {
-        Target::Google(endpoint) | Target::Custom(endpoint) => (
-            endpoint.clone(),
-            settings.api_key.clone(),
-            None,
-            endpoint.host().to_owned(),
-        ),
-        // The mock needs no key; don't hand it the real one.
-        _ => {
-            let mock = MockServer::start(MockOptions {
-                speed: args.speed,
-                // One upstream per client, and room for the old one still closing while a
-                // reconnect (UPDATE_CONFIG) opens the next.
-                limits: ConnectionLimits {
-                    max_connections: limits.max_connections.saturating_mul(2),
-                    ..ConnectionLimits::default()
-                },
-                ..MockOptions::loopback()
-            })
-            .await
-            .context("starting the embedded offline demo model")?;
-            (
-                mock.endpoint(settings.api_version),
-                None,
-                Some(mock),
-                "the offline demo model".to_owned(),
-            )
-        }
-    };
-    let server = BridgeServer::start(BridgeOptions {
-        listen: args.listen,
-        upstream: Upstream {
-            endpoint,
-            api_key,
-            connect_timeout: settings.connect_timeout,
-        },
-        token,
-        max_message_bytes: args.max_message_bytes,
-        limits,
-    })
-    .await?;
-    crate::secrets::out(&format!(
-        "livetalk bridge listening on {} (upstream: {upstream_label})",
-        server.url()
-    ))?;
-    use std::io::Write as _;
-    std::io::stdout().flush()?;
-    crate::mock::server::wait_for_signal().await;
-    info!("bridge stopping");
-    Ok(())
 }
 
 /// The WebSocket upgrade with the token check; the client's session when it succeeds.
@@ -358,15 +273,15 @@ type ClientSink = SplitSink<WebSocketStream<TcpStream>, Message>;
 /// The upstream Live session of one client, and what the bridge tracks about it. It runs on
 /// the reconnect supervisor, so a goAway or a dropped connection resumes the conversation on
 /// a new connection instead of ending it.
-struct LiveLink {
-    handle: LinkHandle,
-    events: mpsc::Receiver<SupervisorEvent>,
+struct UpstreamSession {
+    handle: SessionHandle,
+    events: mpsc::Receiver<SessionEvent>,
     /// Every server message as the service sent it (the supervisor's wire tap), which is what
-    /// the app gets; the events only tell the session's and the link's course.
+    /// the app gets; the events only tell the session's course.
     frames: mpsc::UnboundedReceiver<ServerMessage>,
     /// The tap may still send frames.
     tapped: bool,
-    status: reconnect::LinkStatus,
+    status: session::SessionStatus,
     /// The setup it was opened with (before the resumption handle), to compare models.
     setup: Setup,
     /// `defaultScheduling` of NON_BLOCKING functions.
@@ -389,7 +304,7 @@ impl WireTap for Frames {
 
     fn received(&self, frame: TappedFrame<'_>, during_setup: bool) {
         if let (TappedFrame::Message(message), false) = (frame, during_setup) {
-            // The receiver goes with the link; a frame after that has nowhere to go.
+            // The receiver goes with the upstream session; a frame after that has nowhere to go.
             let _ = self.0.send(message.clone());
         }
     }
@@ -405,14 +320,14 @@ enum Flow {
 
 enum Incoming {
     Client(Option<Result<Message, tungstenite::Error>>),
-    Upstream(Option<SupervisorEvent>),
+    Upstream(Option<SessionEvent>),
     Frame(Option<Box<ServerMessage>>),
 }
 
 struct ClientSession {
     shared: Arc<Shared>,
     peer: SocketAddr,
-    link: Option<LiveLink>,
+    upstream: Option<UpstreamSession>,
     sink: Option<ClientSink>,
 }
 
@@ -421,7 +336,7 @@ impl ClientSession {
         ClientSession {
             shared,
             peer,
-            link: None,
+            upstream: None,
             sink: None,
         }
     }
@@ -431,11 +346,11 @@ impl ClientSession {
         self.sink = Some(sink);
         let ending = loop {
             // Frames first: the tap hands a frame over before its events, so what the service
-            // sent reaches the app before the link's own news (a close, a reconnect).
-            let incoming = match self.link.as_mut() {
-                Some(link) => {
-                    let (frames, events) = (&mut link.frames, &mut link.events);
-                    let tapped = link.tapped;
+            // sent reaches the app before the session's own news (a close, a reconnect).
+            let incoming = match self.upstream.as_mut() {
+                Some(upstream) => {
+                    let (frames, events) = (&mut upstream.frames, &mut upstream.events);
+                    let tapped = upstream.tapped;
                     tokio::select! {
                         biased;
                         frame = frames.recv(), if tapped => Incoming::Frame(frame.map(Box::new)),
@@ -474,15 +389,15 @@ impl ClientSession {
                 }
                 // The supervisor is gone, and its tap with it: the events tell how it ended.
                 Incoming::Frame(None) => {
-                    if let Some(link) = &mut self.link {
-                        link.tapped = false;
+                    if let Some(upstream) = &mut self.upstream {
+                        upstream.tapped = false;
                     }
                     Flow::Continue
                 }
                 Incoming::Upstream(Some(event)) => self.on_upstream_event(event).await,
                 Incoming::Upstream(None) => {
                     // The reader ended without a Closed event (it always sends one; defensive).
-                    self.link = None;
+                    self.upstream = None;
                     Flow::Continue
                 }
             };
@@ -496,8 +411,8 @@ impl ClientSession {
         if let Some(sink) = self.sink.take() {
             ws_server::end(sink, stream, ending).await;
         }
-        if let Some(link) = self.link.take() {
-            link.handle.close().await;
+        if let Some(upstream) = self.upstream.take() {
+            upstream.handle.close().await;
         }
     }
 
@@ -508,7 +423,7 @@ impl ClientSession {
             return;
         };
         let text = message.encode();
-        let text = crate::secrets::scrub(&text).into_owned();
+        let text = livetalk_live::redact::scrub(&text).into_owned();
         if let Err(e) = sink.send(Message::text(text)).await {
             debug!(peer = %self.peer, "client send failed: {e}");
             self.sink = None;
@@ -570,18 +485,20 @@ impl ClientSession {
                 config,
                 ignored_keys,
             } => {
-                if self.link.is_some() {
+                if self.upstream.is_some() {
                     self.error("A Gemini session is already open on this connection. Use UPDATE_CONFIG to change its configuration, or DISCONNECT_GEMINI first.").await;
                     return Flow::Continue;
                 }
                 self.warn_ignored(&ignored_keys).await;
                 self.send(BridgeMessage::GeminiConnected {}).await;
                 match config.to_setup() {
-                    Ok(mapped) => self.open_link(mapped, None).await,
+                    Ok(mapped) => self.open_upstream(mapped, None).await,
                     Err(e) => {
                         self.setup_failed(
                             None,
-                            crate::echo::sentence(&format!("The LiveConfig cannot be used: {e}")),
+                            livetalk_live::excerpt::sentence(&format!(
+                                "The LiveConfig cannot be used: {e}"
+                            )),
                         )
                         .await
                     }
@@ -589,8 +506,8 @@ impl ClientSession {
                 Flow::Continue
             }
             AppMessage::DisconnectGemini => {
-                if let Some(link) = self.link.take() {
-                    link.handle.close().await;
+                if let Some(upstream) = self.upstream.take() {
+                    upstream.handle.close().await;
                 }
                 self.send(BridgeMessage::GeminiDisconnected {
                     reason: Some("Disconnected at the client's request.".into()),
@@ -600,7 +517,7 @@ impl ClientSession {
                 Flow::Close
             }
             other => {
-                if self.link.is_none() {
+                if self.upstream.is_none() {
                     let kind = match &other {
                         AppMessage::SendMessage { .. } => "SEND_MESSAGE",
                         AppMessage::SendRealtimeInput(_) => "SEND_REALTIME_INPUT",
@@ -649,7 +566,7 @@ impl ClientSession {
                                 self.update_config(mapped).await;
                             }
                             Err(e) => {
-                                self.error(crate::echo::sentence(&format!("UPDATE_CONFIG was refused and the session goes on unchanged: the LiveConfig cannot be used: {e}"))).await;
+                                self.error(livetalk_live::excerpt::sentence(&format!("UPDATE_CONFIG was refused and the session goes on unchanged: the LiveConfig cannot be used: {e}"))).await;
                             }
                         }
                     }
@@ -675,8 +592,8 @@ impl ClientSession {
     }
 
     async fn forward(&mut self, message: ClientMessage) {
-        if let Some(link) = &self.link
-            && link.handle.send(message).await.is_err()
+        if let Some(upstream) = &self.upstream
+            && upstream.handle.send(message).await.is_err()
         {
             // The reader reports the close with its reason; nothing to add here.
             debug!(peer = %self.peer, "upstream closed while forwarding");
@@ -766,7 +683,7 @@ impl ClientSession {
     }
 
     async fn tool_response(&mut self, mut response: ToolResponse) {
-        let Some(link) = &mut self.link else {
+        let Some(upstream) = &mut self.upstream else {
             return;
         };
         if response.function_responses.is_empty() {
@@ -778,7 +695,7 @@ impl ClientSession {
                 self.error(format!("SEND_TOOL_RESPONSE functionResponses[{index}] needs the `id` of the TOOL_CALL it answers; nothing was sent.")).await;
                 return;
             };
-            let known_name = link.pending_calls.get(&id).cloned();
+            let known_name = upstream.pending_calls.get(&id).cloned();
             if answer.name.trim().is_empty() {
                 match known_name.clone() {
                     Some(name) => answer.name = name,
@@ -793,14 +710,14 @@ impl ClientSession {
                 answer.response = json!({ "output": answer.response.take() });
             }
             if answer.scheduling.is_none() {
-                answer.scheduling = link.scheduling.get(&answer.name).copied();
+                answer.scheduling = upstream.scheduling.get(&answer.name).copied();
             }
         }
         for answer in &response.function_responses {
             if let Some(id) = &answer.id
                 && answer.will_continue != Some(true)
             {
-                link.pending_calls.remove(id);
+                upstream.pending_calls.remove(id);
             }
         }
         self.forward(ClientMessage::ToolResponse(response)).await;
@@ -809,7 +726,7 @@ impl ClientSession {
     /// Opens the upstream session for a checked config, resuming `resume` when given, and puts
     /// it under the reconnect supervisor. Reports the outcome with `SETUP_COMPLETE` (from the
     /// session's first event) or [`Self::setup_failed`].
-    async fn open_link(&mut self, mapped: MappedConfig, resume: Option<String>) {
+    async fn open_upstream(&mut self, mapped: MappedConfig, resume: Option<String>) {
         for warning in mapped.warnings {
             self.send(BridgeMessage::log(LogLevel::Warn, warning)).await;
         }
@@ -821,7 +738,7 @@ impl ClientSession {
             transparent: None,
         });
         let upstream = &self.shared.upstream;
-        let options = SessionOptions {
+        let options = ConnectOptions {
             endpoint: upstream.endpoint.clone(),
             auth: upstream.api_key.clone().into(),
             setup,
@@ -829,21 +746,21 @@ impl ClientSession {
         };
         let (frames_tx, frames) = mpsc::unbounded_channel();
         let tap: Arc<dyn WireTap> = Arc::new(Frames(frames_tx));
-        match live::session::connect_tapped(options.clone(), Some(tap.clone())).await {
-            Ok(session) => {
+        match livetalk_live::client::connect_tapped(options.clone(), Some(tap.clone())).await {
+            Ok(connection) => {
                 info!(peer = %self.peer, model = %mapped.setup.model, "upstream session open");
-                let link = reconnect::supervise(
-                    session,
+                let supervised = session::supervise(
+                    connection,
                     Some(options),
                     ReconnectPolicy::default(),
                     Some(tap),
                 );
-                self.link = Some(LiveLink {
-                    handle: link.handle,
-                    events: link.events,
+                self.upstream = Some(UpstreamSession {
+                    handle: supervised.handle,
+                    events: supervised.events,
                     frames,
                     tapped: true,
-                    status: link.status,
+                    status: supervised.status,
                     setup: mapped.setup,
                     scheduling: mapped.scheduling,
                     pending_calls: HashMap::new(),
@@ -853,8 +770,8 @@ impl ClientSession {
             }
             Err(e) => {
                 let code = match &e {
-                    SessionError::Closed(info) => info.code,
-                    SessionError::Rejected { status, .. } => Some(*status),
+                    ConnectError::Closed(info) => info.code,
+                    ConnectError::Rejected { status, .. } => Some(*status),
                     _ => None,
                 };
                 let message = e.to_string();
@@ -888,7 +805,7 @@ impl ClientSession {
     /// setup, so reconnect, resuming the conversation when a handle is known and the model is
     /// unchanged.
     async fn update_config(&mut self, mapped: MappedConfig) {
-        let Some(old) = self.link.take() else {
+        let Some(old) = self.upstream.take() else {
             return;
         };
         let same_model = mapped.setup.model == old.setup.model;
@@ -920,18 +837,18 @@ impl ClientSession {
         };
         old.handle.close().await;
         drop(old);
-        self.open_link(mapped, resume).await;
+        self.open_upstream(mapped, resume).await;
     }
 
-    /// The session's and the link's course. What the model said comes from the frames.
-    async fn on_upstream_event(&mut self, event: SupervisorEvent) -> Flow {
-        let Some(link) = &mut self.link else {
+    /// The session's course. What the model said comes from the frames.
+    async fn on_upstream_event(&mut self, event: SessionEvent) -> Flow {
+        let Some(upstream) = &mut self.upstream else {
             return Flow::Continue;
         };
         let message = match event {
-            SupervisorEvent::Session(SessionEvent::SetupComplete { .. }) => {
+            SessionEvent::Server(ServerEvent::SetupComplete { .. }) => {
                 // A new connection of the same session is news for the log, not for the app.
-                if std::mem::replace(&mut link.ready, true) {
+                if std::mem::replace(&mut upstream.ready, true) {
                     return Flow::Continue;
                 }
                 BridgeMessage::SetupComplete(SetupCompleteDetails {
@@ -939,11 +856,11 @@ impl ClientSession {
                     error: None,
                 })
             }
-            SupervisorEvent::Session(SessionEvent::FrameSkipped { reason }) => {
+            SessionEvent::Server(ServerEvent::FrameSkipped { reason }) => {
                 BridgeMessage::log(LogLevel::Warn, reason)
             }
-            SupervisorEvent::Session(SessionEvent::Closed(close)) => {
-                self.link = None;
+            SessionEvent::Server(ServerEvent::Closed(close)) => {
+                self.upstream = None;
                 info!(peer = %self.peer, code = ?close.code, "upstream closed: {}", close.message);
                 self.send(BridgeMessage::GeminiError {
                     message: close.message.clone(),
@@ -956,11 +873,11 @@ impl ClientSession {
                 .await;
                 return Flow::Continue;
             }
-            SupervisorEvent::Session(_) => return Flow::Continue,
-            SupervisorEvent::Link(LinkEvent::Reconnecting {
+            SessionEvent::Server(_) => return Flow::Continue,
+            SessionEvent::Change(SessionChange::Reconnecting {
                 planned, reason, ..
             }) => {
-                link.speaking = false;
+                upstream.speaking = false;
                 let what = if planned {
                     "Moving the Gemini session to a new connection"
                 } else {
@@ -972,31 +889,38 @@ impl ClientSession {
                     } else {
                         LogLevel::Warn
                     },
-                    crate::echo::sentence(&format!("{what} ({})", reason.trim_end_matches('.'))),
+                    livetalk_live::excerpt::sentence(&format!(
+                        "{what} ({})",
+                        reason.trim_end_matches('.')
+                    )),
                 )
             }
-            SupervisorEvent::Link(LinkEvent::Reconnected { resumed: true }) => BridgeMessage::log(
-                LogLevel::Info,
-                "Reconnected to the Live API; the conversation continues.",
-            ),
-            SupervisorEvent::Link(LinkEvent::Reconnected { resumed: false }) => BridgeMessage::log(
-                LogLevel::Warn,
-                "Reconnected to the Live API with a fresh session: the model does not know the conversation so far.",
-            ),
-            SupervisorEvent::Link(LinkEvent::ResumeRejected { message }) => {
+            SessionEvent::Change(SessionChange::Reconnected { resumed: true }) => {
+                BridgeMessage::log(
+                    LogLevel::Info,
+                    "Reconnected to the Live API; the conversation continues.",
+                )
+            }
+            SessionEvent::Change(SessionChange::Reconnected { resumed: false }) => {
+                BridgeMessage::log(
+                    LogLevel::Warn,
+                    "Reconnected to the Live API with a fresh session: the model does not know the conversation so far.",
+                )
+            }
+            SessionEvent::Change(SessionChange::ResumeRejected { message }) => {
                 BridgeMessage::log(LogLevel::Warn, message)
             }
-            SupervisorEvent::Link(LinkEvent::AnswerDropped { id, name }) => BridgeMessage::log(
+            SessionEvent::Change(SessionChange::AnswerDropped { id, name }) => BridgeMessage::log(
                 LogLevel::Warn,
                 format!(
                     "The answer to {name} (id {}) was not sent: its call belongs to a connection that has ended, or was answered already.",
                     id.as_deref().unwrap_or("none")
                 ),
             ),
-            SupervisorEvent::Abandoned(ids) => {
+            SessionEvent::Abandoned(ids) => {
                 // The calls' connection is gone: the app must stop them and not answer.
                 for id in &ids {
-                    link.pending_calls.remove(id);
+                    upstream.pending_calls.remove(id);
                 }
                 BridgeMessage::ToolCallCancellation {
                     tool_call_cancellation: ToolCallCancellation { ids },
@@ -1011,7 +935,7 @@ impl ClientSession {
     /// of `serverContent` (and the usage beside it) as `CONTENT_MESSAGE`, then the dedicated
     /// messages apps look for (`INTERRUPTED`, `TURN_COMPLETE`, `TOOL_CALL`, …).
     async fn on_server_message(&mut self, mut message: ServerMessage) {
-        let Some(link) = &mut self.link else {
+        let Some(upstream) = &mut self.upstream else {
             return;
         };
         let mut out: Vec<BridgeMessage> = Vec::new();
@@ -1027,7 +951,7 @@ impl ClientSession {
                     _ => true,
                 });
                 for data in audio {
-                    if !std::mem::replace(&mut link.speaking, true) {
+                    if !std::mem::replace(&mut upstream.speaking, true) {
                         out.push(BridgeMessage::AssistantSpeaking { speaking: true });
                     }
                     out.push(BridgeMessage::AudioChunk { data });
@@ -1054,11 +978,11 @@ impl ClientSession {
                 });
             }
             if interrupted {
-                link.speaking = false;
+                upstream.speaking = false;
                 out.push(BridgeMessage::Interrupted {});
             }
             if turn_complete {
-                link.speaking = false;
+                upstream.speaking = false;
                 out.push(BridgeMessage::TurnComplete(details));
             }
         }
@@ -1068,14 +992,14 @@ impl ClientSession {
         if let Some(call) = message.tool_call.take() {
             for call in &call.function_calls {
                 if let Some(id) = &call.id {
-                    link.pending_calls.insert(id.clone(), call.name.clone());
+                    upstream.pending_calls.insert(id.clone(), call.name.clone());
                 }
             }
             out.push(BridgeMessage::ToolCall { tool_call: call });
         }
         if let Some(cancel) = message.tool_call_cancellation.take() {
             for id in &cancel.ids {
-                link.pending_calls.remove(id);
+                upstream.pending_calls.remove(id);
             }
             out.push(BridgeMessage::ToolCallCancellation {
                 tool_call_cancellation: cancel,
@@ -1170,7 +1094,8 @@ mod tests {
         let options = BridgeOptions {
             listen: SocketAddr::from(([0, 0, 0, 0], 0)),
             upstream: Upstream {
-                endpoint: Endpoint::parse("ws://127.0.0.1:1", crate::live::ApiVersion::V1).unwrap(),
+                endpoint: Endpoint::parse("ws://127.0.0.1:1", livetalk_live::ApiVersion::V1)
+                    .unwrap(),
                 api_key: None,
                 connect_timeout: Duration::from_secs(1),
             },

@@ -39,7 +39,7 @@ fn documented_defaults_are_the_real_defaults() {
     assert_eq!(s.tool_limits.max_response_bytes, 16 * 1024);
     assert_eq!(
         s.target,
-        Target::OfflineMock,
+        Route::OfflineMock,
         "no key and no endpoint means the demo model"
     );
     assert!(s.api_key.is_none());
@@ -120,7 +120,7 @@ fn layers_apply_in_order_defaults_file_env_flags() {
 fn key_selects_google_and_endpoint_selects_custom() {
     let empty = config_file("");
     let s = Settings::resolve(&with_file(&empty), &env_of(&[("GOOGLE_API_KEY", "k1")])).unwrap();
-    assert!(matches!(&s.target, Target::Google(e) if e.url().contains(".v1.")));
+    assert!(matches!(&s.target, Route::Google(e) if e.url().contains(".v1.")));
     let s = Settings::resolve(
         &with_file(&empty),
         &env_of(&[("GOOGLE_API_KEY", "k1"), ("GEMINI_API_KEY", "k2")]),
@@ -135,7 +135,7 @@ fn key_selects_google_and_endpoint_selects_custom() {
     };
     let s = Settings::resolve(&flags, &env_of(&[])).unwrap();
     assert!(
-        matches!(&s.target, Target::Custom(e) if e.url() == "ws://127.0.0.1:9000/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent")
+        matches!(&s.target, Route::Custom(e) if e.url() == "ws://127.0.0.1:9000/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent")
     );
 
     let flags = FlagOverrides {
@@ -143,7 +143,7 @@ fn key_selects_google_and_endpoint_selects_custom() {
         ..with_file(&empty)
     };
     let s = Settings::resolve(&flags, &env_of(&[("GEMINI_API_KEY", "k")])).unwrap();
-    assert_eq!(s.target, Target::OfflineMock);
+    assert_eq!(s.target, Route::OfflineMock);
 }
 
 #[test]
@@ -203,7 +203,7 @@ fn api_key_in_config_file_is_used_but_env_wins() {
     let file = config_file("api_key = \"file-key\"\n");
     let s = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap();
     assert_eq!(s.api_key.as_ref().unwrap().expose(), "file-key");
-    assert!(matches!(s.target, Target::Google(_)));
+    assert!(matches!(s.target, Route::Google(_)));
     assert!(
         !format!("{s:?}").contains("file-key"),
         "Debug output must not show the key"
@@ -223,7 +223,7 @@ fn bridge_flag_wins_over_a_configured_endpoint_and_must_be_a_websocket_url() {
     let s = Settings::resolve(&flags, &env_of(&[("GEMINI_API_KEY", "k")])).unwrap();
     assert_eq!(
         s.target,
-        Target::Bridge("ws://10.0.0.5:3001/?token=abc".into())
+        Route::Bridge("ws://10.0.0.5:3001/?token=abc".into())
     );
     assert!(!s.is_offline(), "the bridge decides what it talks to");
 
@@ -420,7 +420,7 @@ fn vertex_takes_project_and_location_from_flags_file_or_environment() {
     let vertex = s.vertex.clone().unwrap();
     assert_eq!(vertex.project, "env-proj", "the environment beats the file");
     assert_eq!(vertex.location, "europe-west4");
-    assert!(matches!(&s.target, Target::Google(e) if e.is_vertex()
+    assert!(matches!(&s.target, Route::Google(e) if e.is_vertex()
         && e.url() == "wss://europe-west4-aiplatform.googleapis.com/ws/google.cloud.aiplatform.v1.LlmBidiService/BidiGenerateContent"));
     assert_eq!(
         vertex.model_name(&s.model),
@@ -453,7 +453,7 @@ fn vertex_takes_project_and_location_from_flags_file_or_environment() {
         &env_of(&[("GEMINI_API_KEY", "fake-key-vertex-config")]),
     )
     .unwrap();
-    assert!(matches!(&s.target, Target::Custom(e) if e.is_vertex()
+    assert!(matches!(&s.target, Route::Custom(e) if e.is_vertex()
         && e.url() == "ws://127.0.0.1:9000/ws/google.cloud.aiplatform.v1.LlmBidiService/BidiGenerateContent"));
     let offline = FlagOverrides {
         offline: true,
@@ -461,7 +461,7 @@ fn vertex_takes_project_and_location_from_flags_file_or_environment() {
         ..flags.clone()
     };
     let s = Settings::resolve(&offline, &env_of(&[])).unwrap();
-    assert!(s.vertex.is_none() && s.target == Target::OfflineMock);
+    assert!(s.vertex.is_none() && s.target == Route::OfflineMock);
 }
 
 #[test]

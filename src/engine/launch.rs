@@ -7,22 +7,22 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 
-use super::{Engine, Route};
+use super::{ConnectTo, Engine};
 use crate::app::{App, AppInit, AudioAsked};
-use crate::audio::{Audio, AudioLink};
-use crate::config::{Settings, Target};
-use crate::live::adc::{Credentials, TokenSource};
-use crate::live::reconnect::ReconnectPolicy;
-use crate::live::wire::{
+use crate::audio::{Audio, AudioWorker};
+use crate::config::{Route, Settings};
+use crate::record::Recorder;
+use crate::tools::mcp::McpHub;
+use crate::tools::{Decider, Registry, SmartHome, builtin_registry};
+use livetalk_live::adc::{Credentials, TokenSource};
+use livetalk_live::session::ReconnectPolicy;
+use livetalk_live::wire::{
     AudioTranscriptionConfig, AutomaticActivityDetection, Content, ContextWindowCompression,
     GenerationConfig, Modality, RealtimeInputConfig, SessionResumptionConfig, Setup, SlidingWindow,
     SpeechConfig, ToolSet,
 };
-use crate::live::{Auth, Endpoint, SessionOptions};
-use crate::mock::{MockOptions, MockServer};
-use crate::record::Recorder;
-use crate::tools::mcp::McpHub;
-use crate::tools::{Decider, Registry, SmartHome, builtin_registry};
+use livetalk_live::{Auth, ConnectOptions, Endpoint};
+use livetalk_mock::{MockOptions, MockServer};
 
 /// The `setup.tools` declaring the registry's tools (none when it has none on).
 pub fn tool_sets(registry: &Registry) -> Vec<ToolSet> {
@@ -78,7 +78,7 @@ pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
         ..Setup::default()
     };
     // Some models take functions only one way (the app tells the user so).
-    crate::live::models::fit_declarations(&mut setup);
+    livetalk_live::models::fit_declarations(&mut setup);
     setup
 }
 
@@ -88,14 +88,14 @@ pub async fn resolve_endpoint(
     settings: &Settings,
 ) -> anyhow::Result<(Endpoint, Option<MockServer>)> {
     match &settings.target {
-        Target::Google(endpoint) | Target::Custom(endpoint) => Ok((endpoint.clone(), None)),
-        Target::OfflineMock => {
+        Route::Google(endpoint) | Route::Custom(endpoint) => Ok((endpoint.clone(), None)),
+        Route::OfflineMock => {
             let mock = MockServer::start(MockOptions::loopback())
                 .await
                 .context("starting the embedded offline demo model")?;
             Ok((mock.endpoint(settings.api_version), Some(mock)))
         }
-        Target::Bridge(url) => anyhow::bail!(
+        Route::Bridge(url) => anyhow::bail!(
             "{} is a bridge, not a Live endpoint",
             crate::bridge::client::bridge_host(url)
         ),
@@ -163,7 +163,7 @@ pub async fn launch(
     let setup = build_setup(settings, &engine.registry());
     engine.set_reconnect_policy(reconnect_policy(settings));
     match &settings.record {
-        Some(_) if matches!(settings.target, Target::Bridge(_)) => anyhow::bail!(
+        Some(_) if matches!(settings.target, Route::Bridge(_)) => anyhow::bail!(
             "--record does not record a bridged session yet; record on the bridge's side or connect directly"
         ),
         Some(to) => engine.record_into(Recorder::create(
@@ -174,7 +174,7 @@ pub async fn launch(
         None => {}
     }
     let route = match &settings.target {
-        Target::Bridge(url) => Route::Bridge {
+        Route::Bridge(url) => ConnectTo::Bridge {
             url: url.clone(),
             setup,
             connect_timeout: settings.connect_timeout,
@@ -184,7 +184,7 @@ pub async fn launch(
             if let Some(mock) = mock {
                 engine.keep_mock(mock);
             }
-            Route::Live(SessionOptions {
+            ConnectTo::Live(ConnectOptions {
                 endpoint,
                 auth,
                 setup,
@@ -195,7 +195,7 @@ pub async fn launch(
     let audio = (!settings.audio.is_off()).then(|| settings.audio.clone());
     if let Some(options) = &audio {
         let (worker, feeds) = Audio::start(options.clone())?;
-        engine.attach_audio(AudioLink::new(worker, feeds));
+        engine.attach_audio(AudioWorker::new(worker, feeds));
     }
     let app = App::new(AppInit {
         voice: settings.voice.clone(),

@@ -1,5 +1,5 @@
 //! The live engine: the [`Source`] of a live session. It owns the parts a session runs on, each
-//! kept by the module that knows it: the link and its reconnects (`live::reconnect`), the tool
+//! kept by the module that knows it: the session and its reconnects (`livetalk_live::session`), the tool
 //! dispatcher (`tools`), the audio worker (`audio`), the device watch, the recorder (`record`)
 //! and, for the offline demo model, the embedded mock. [`launch`] builds it from the settings.
 
@@ -15,17 +15,19 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use crate::app::{Effect, Msg};
-use crate::audio::{AudioEvent, AudioLink, AudioOutput, MicFrame};
+use crate::audio::{AudioEvent, AudioOutput, AudioWorker, MicFrame};
 use crate::driver::Source;
-use crate::live::reconnect::{self, Link, LinkSlot, LinkStatus, ReconnectPolicy, SupervisorEvent};
-use crate::live::wire::{
-    ClientMessage, Content, ContextUpdate, Empty, RealtimeInput, Scheduling, Setup,
-};
-use crate::live::{CloseInfo, SessionEvent, SessionOptions};
-use crate::mock::MockServer;
 use crate::record::Recorder;
 use crate::tools::mcp::{Catalog, McpEvent, McpHub};
 use crate::tools::{Decider, Device, Registry, SmartHome, ToolDispatcher, ToolEvent};
+use livetalk_live::session::{
+    self, ReconnectPolicy, Session, SessionEvent, SessionSlot, SessionStatus,
+};
+use livetalk_live::wire::{
+    ClientMessage, Content, ContextUpdate, Empty, RealtimeInput, Scheduling, Setup,
+};
+use livetalk_live::{CloseInfo, ConnectOptions, ServerEvent};
+use livetalk_mock::MockServer;
 
 pub use launch::{auth, build_setup, launch, reconnect_policy, tool_sets};
 
@@ -34,9 +36,9 @@ const AUDIO_OPEN_WAIT: Duration = Duration::from_secs(5);
 
 /// Where a session connects.
 #[derive(Debug, Clone)]
-pub enum Route {
+pub enum ConnectTo {
     /// A Live API endpoint (Google, a custom URL or the embedded mock).
-    Live(SessionOptions),
+    Live(ConnectOptions),
     /// A livetalk bridge (`livetalk serve`), which holds the key and the Live session and
     /// reconnects on its own side.
     Bridge {
@@ -50,17 +52,17 @@ pub enum Route {
 enum Start {
     /// Devices open first, so the first reply is heard and the mic is live from the start.
     AwaitingAudio {
-        route: Box<Route>,
+        route: Box<ConnectTo>,
         until: Instant,
     },
-    Connecting(JoinHandle<Result<Link, String>>),
+    Connecting(JoinHandle<Result<Session, String>>),
     /// Connected, failed to, or never asked to connect (tests connect by hand).
     Done,
 }
 
 /// A live session's engine. See the module doc.
 pub struct Engine {
-    link: LinkSlot,
+    session: SessionSlot,
     dispatcher: ToolDispatcher,
     tool_events: mpsc::UnboundedReceiver<ToolEvent>,
     /// The built-in tools, which the MCP servers' tools are added to.
@@ -70,7 +72,7 @@ pub struct Engine {
     /// Tools the user turned off for this session.
     disabled: std::collections::BTreeSet<String>,
     devices: watch::Receiver<Vec<Device>>,
-    audio: Option<AudioLink>,
+    audio: Option<AudioWorker>,
     recorder: Option<Recorder>,
     start: Start,
     /// Messages to hand out before anything else (the end of a session closed while it was
@@ -90,7 +92,7 @@ impl Engine {
         let (dispatcher, tool_events) = ToolDispatcher::new(registry, decider);
         let (mcp, mcp_events) = McpHub::empty();
         Engine {
-            link: LinkSlot::new(ReconnectPolicy::default(), None),
+            session: SessionSlot::new(ReconnectPolicy::default(), None),
             dispatcher,
             tool_events,
             builtins,
@@ -147,16 +149,16 @@ impl Engine {
         let tools = launch::tool_sets(&registry);
         self.dispatcher.replace_registry(Arc::new(registry));
         if changed {
-            self.link.set_tools(tools, hand_over).await;
+            self.session.set_tools(tools, hand_over).await;
         }
         self.pending.push_back(Msg::ToolCatalog(self.catalog()));
     }
 
     /// Records the session from now on (before connecting, to have every frame).
     pub fn record_into(&mut self, recorder: Recorder) {
-        self.link = LinkSlot::new(
-            self.link.policy(),
-            Some(Arc::new(recorder.clone()) as Arc<dyn crate::live::session::WireTap>),
+        self.session = SessionSlot::new(
+            self.session.policy(),
+            Some(Arc::new(recorder.clone()) as Arc<dyn livetalk_live::client::WireTap>),
         );
         self.recorder = Some(recorder);
     }
@@ -168,11 +170,11 @@ impl Engine {
 
     /// Sets how lost connections are retried (before connecting).
     pub fn set_reconnect_policy(&mut self, policy: ReconnectPolicy) {
-        self.link.set_policy(policy);
+        self.session.set_policy(policy);
     }
 
     /// Uses this audio worker for the session's mic and model audio.
-    pub fn attach_audio(&mut self, audio: AudioLink) {
+    pub fn attach_audio(&mut self, audio: AudioWorker) {
         self.audio = Some(audio);
     }
 
@@ -183,11 +185,11 @@ impl Engine {
 
     /// Connects along `route` once the audio devices are open (or known missing, or after
     /// five seconds), from within [`Source::next`], so the presenter stays responsive.
-    pub fn start(&mut self, route: Route) {
-        if let Route::Live(options) = &route {
+    pub fn start(&mut self, route: ConnectTo) {
+        if let ConnectTo::Live(options) = &route {
             self.vertex = options.endpoint.is_vertex();
             // Kept even when the first attempt fails, so the user's retry has somewhere to go.
-            self.link.retry_with(options.clone());
+            self.session.retry_with(options.clone());
         }
         self.start = Start::AwaitingAudio {
             route: Box::new(route),
@@ -199,16 +201,21 @@ impl Engine {
     }
 
     /// Connects at once and waits for the session (tests drive the engine by hand).
-    pub async fn connect(&mut self, options: SessionOptions) -> Result<(), String> {
+    pub async fn connect(&mut self, options: ConnectOptions) -> Result<(), String> {
         self.vertex = options.endpoint.is_vertex();
-        self.link.retry_with(options.clone());
-        let link = open(Route::Live(options), self.link.policy(), self.link.tap()).await?;
-        self.link.adopt(link);
+        self.session.retry_with(options.clone());
+        let session = open(
+            ConnectTo::Live(options),
+            self.session.policy(),
+            self.session.tap(),
+        )
+        .await?;
+        self.session.adopt(session);
         Ok(())
     }
 
     /// Streams one chunk of 16 kHz PCM16 mic audio (`realtimeInput.audio`) without an audio
-    /// worker (tests stand in for the mic this way). While the link reconnects it is queued,
+    /// worker (tests stand in for the mic this way). While the session reconnects it is queued,
     /// and dropped if it waited longer than a second.
     pub async fn send_audio(&self, pcm: Vec<u8>) {
         self.send(
@@ -218,9 +225,9 @@ impl Engine {
         .await;
     }
 
-    /// Figures and the resumption handle of the current link.
-    pub fn link_status(&self) -> &LinkStatus {
-        self.link.status()
+    /// Figures and the resumption handle of the session.
+    pub fn session_status(&self) -> &SessionStatus {
+        self.session.status()
     }
 
     fn begin_connecting(&mut self) {
@@ -228,15 +235,15 @@ impl Engine {
         else {
             return;
         };
-        let policy = self.link.policy();
-        let tap = self.link.tap();
+        let policy = self.session.policy();
+        let tap = self.session.tap();
         self.start = Start::Connecting(tokio::spawn(open(*route, policy, tap)));
     }
 
-    /// Hands one mic frame to the session, or drops it when the link cannot take it now
+    /// Hands one mic frame to the session, or drops it when the session cannot take it now
     /// (late audio is worse than none).
     fn send_mic_frame(&mut self, frame: MicFrame) {
-        let (Some(handle), Some(audio)) = (self.link.handle(), &mut self.audio) else {
+        let (Some(handle), Some(audio)) = (self.session.handle(), &mut self.audio) else {
             return;
         };
         let captured_at = frame.captured_at;
@@ -249,7 +256,7 @@ impl Engine {
     }
 
     async fn send(&self, message: ClientMessage, what: &str) {
-        if let Some(handle) = self.link.handle()
+        if let Some(handle) = self.session.handle()
             && handle.send(message).await.is_err()
         {
             warn!("dropped {what}: the session is closed");
@@ -266,11 +273,11 @@ impl Engine {
         }
     }
 
-    /// True once nothing more can come: the link has ended and no tool is running.
+    /// True once nothing more can come: the session has ended and no tool is running.
     fn exhausted(&self) -> bool {
         matches!(self.start, Start::Done)
             && self.pending.is_empty()
-            && !self.link.is_open()
+            && !self.session.is_open()
             && self.dispatcher.in_flight() == 0
     }
 }
@@ -289,30 +296,30 @@ fn silent_as_when_idle(mut event: ToolEvent) -> ToolEvent {
 /// Connects along `route` and supervises the session: a Live session reconnects by the
 /// policy; a bridge connection's end is final here.
 async fn open(
-    route: Route,
+    route: ConnectTo,
     policy: ReconnectPolicy,
-    tap: Option<Arc<dyn crate::live::session::WireTap>>,
-) -> Result<Link, String> {
+    tap: Option<Arc<dyn livetalk_live::client::WireTap>>,
+) -> Result<Session, String> {
     match route {
-        Route::Live(options) => {
-            let session = crate::live::session::connect_tapped(options.clone(), tap.clone())
+        ConnectTo::Live(options) => {
+            let connection = livetalk_live::client::connect_tapped(options.clone(), tap.clone())
                 .await
                 .map_err(|e| e.to_string())?;
-            Ok(reconnect::supervise(session, Some(options), policy, tap))
+            Ok(session::supervise(connection, Some(options), policy, tap))
         }
-        Route::Bridge {
+        ConnectTo::Bridge {
             url,
             setup,
             connect_timeout,
         } => {
-            let session = crate::bridge::client::connect(&url, &setup, connect_timeout)
+            let connection = crate::bridge::client::connect(&url, &setup, connect_timeout)
                 .await
                 .map_err(|e| e.to_string())?;
             let policy = ReconnectPolicy {
                 max_attempts: 0,
                 ..policy
             };
-            Ok(reconnect::supervise(session, None, policy, None))
+            Ok(session::supervise(connection, None, policy, None))
         }
     }
 }
@@ -327,8 +334,8 @@ impl Source for Engine {
                 return None;
             }
             let audio_open = self.audio.is_some();
-            let link_open = self.link.is_open();
-            let frames_wanted = self.link.handle().is_some();
+            let session_open = self.session.is_open();
+            let frames_wanted = self.session.handle().is_some();
             let awaiting_until = match &self.start {
                 Start::AwaitingAudio { until, .. } => Some(*until),
                 _ => None,
@@ -343,7 +350,7 @@ impl Source for Engine {
                 }, if connecting => {
                     self.start = Start::Done;
                     match joined {
-                        Ok(Ok(link)) => self.link.adopt(link),
+                        Ok(Ok(session)) => self.session.adopt(session),
                         Ok(Err(message)) => return Some(Msg::ConnectFailed(message)),
                         Err(e) => return Some(Msg::ConnectFailed(format!("Connecting failed: {e}"))),
                     }
@@ -366,11 +373,11 @@ impl Source for Engine {
                         self.begin_connecting();
                     }
                 },
-                event = self.link.recv(), if link_open => match event {
-                    Some(SupervisorEvent::Session(event)) => return Some(Msg::Session(event)),
-                    Some(SupervisorEvent::Link(event)) => return Some(Msg::Link(event)),
+                event = self.session.recv(), if session_open => match event {
+                    Some(SessionEvent::Server(event)) => return Some(Msg::Server(event)),
+                    Some(SessionEvent::Change(event)) => return Some(Msg::SessionChange(event)),
                     // Their connection is gone: stop them; the app sees them cancelled.
-                    Some(SupervisorEvent::Abandoned(ids)) => {
+                    Some(SessionEvent::Abandoned(ids)) => {
                         self.dispatcher.cancel(&ids);
                     }
                     None => {}
@@ -398,10 +405,10 @@ impl Source for Engine {
     }
 
     async fn carry_out(&mut self, effect: Effect) {
-        let audio = self.audio.as_ref().map(AudioLink::audio);
+        let audio = self.audio.as_ref().map(AudioWorker::audio);
         match effect {
             Effect::SendText(text) => {
-                if let Some(handle) = self.link.handle()
+                if let Some(handle) = self.session.handle()
                     && handle.send_user_text(&text).await.is_err()
                 {
                     warn!("dropped a user turn: the session is closed");
@@ -412,7 +419,7 @@ impl Source for Engine {
                     system_instruction: Some(Content::text("user", text)),
                     tools: None,
                 };
-                if let Some(handle) = self.link.handle()
+                if let Some(handle) = self.session.handle()
                     && handle
                         .send(ClientMessage::ContextUpdate(update))
                         .await
@@ -434,7 +441,7 @@ impl Source for Engine {
                 }
             }
             Effect::SendToolResponse(response) => {
-                if let Some(handle) = self.link.handle()
+                if let Some(handle) = self.session.handle()
                     && handle.send_tool_responses(vec![response]).await.is_err()
                 {
                     warn!("dropped a tool response: the session is closed");
@@ -442,7 +449,7 @@ impl Source for Engine {
             }
             Effect::CloseSession => match &mut self.start {
                 Start::Done => {
-                    if let Some(handle) = self.link.handle() {
+                    if let Some(handle) = self.session.handle() {
                         handle.close().await;
                     }
                 }
@@ -452,7 +459,7 @@ impl Source for Engine {
                         task.abort();
                     }
                     self.start = Start::Done;
-                    self.pending.push_back(Msg::Session(SessionEvent::Closed(
+                    self.pending.push_back(Msg::Server(ServerEvent::Closed(
                         CloseInfo::ended_by_client(),
                     )));
                 }
@@ -512,9 +519,9 @@ impl Source for Engine {
                     warn!("no MCP server named {name} to restart");
                 }
             }
-            // The app asks only once the link gave up.
+            // The app asks only once the session gave up.
             Effect::Reconnect => {
-                if !self.link.retry() {
+                if !self.session.retry() {
                     warn!("nowhere to reconnect to");
                 }
             }
@@ -540,8 +547,8 @@ impl Source for Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::live::wire::FunctionResponse;
     use crate::tools::{ToolOutcome, ToolStatus};
+    use livetalk_live::wire::FunctionResponse;
 
     fn finished(scheduling: Option<Scheduling>) -> ToolEvent {
         ToolEvent::Finished(ToolOutcome {

@@ -11,9 +11,9 @@ use serde_json::Value;
 use super::replay::initial_app;
 use super::{LOG_FILE, MIC_WAV, MODEL_WAV, Record, Recording, read_wav};
 use crate::app::{ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, ToolState, UserInput};
-use crate::live::SessionEvent;
-use crate::live::reconnect::LinkEvent;
 use crate::tools::{ToolEvent, ToolStatus};
+use livetalk_live::ServerEvent;
+use livetalk_live::session::SessionChange;
 
 /// What `inspect` reports, computed from the log alone.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -94,10 +94,10 @@ impl Summary {
             match applied.msg {
                 Msg::UserText(_) => s.user_turns += 1,
                 Msg::BargeIn => s.interruptions += 1,
-                Msg::Session(SessionEvent::Interrupted) => s.interruptions += 1,
+                Msg::Server(ServerEvent::Interrupted) => s.interruptions += 1,
                 Msg::ConnectFailed(message) => s.errors.push(format!("connect failed: {message}")),
                 Msg::GaveUp(message) => s.errors.push(message),
-                Msg::Link(LinkEvent::Reconnected { .. }) => s.reconnects += 1,
+                Msg::SessionChange(SessionChange::Reconnected { .. }) => s.reconnects += 1,
                 Msg::Tool(ToolEvent::Slow(_)) => s.slow_calls += 1,
                 Msg::Tool(ToolEvent::Cancelled { .. }) => s.tools_cancelled += 1,
                 Msg::Tool(ToolEvent::Finished(outcome)) => {
@@ -462,7 +462,7 @@ pub fn sessions_table(root: &Path) -> String {
             date,
             row.duration_secs,
             row.turns,
-            crate::echo::human_size(row.size_bytes),
+            livetalk_live::excerpt::human_size(row.size_bytes),
             row.dir.display()
         );
     }

@@ -10,11 +10,11 @@ use serde_json::Value;
 
 use super::{Applied, AudioFiles, AudioRef, Record, Recording};
 use crate::app::Msg;
-use crate::live::codec::{DecodedServerFrame, decode_server};
-use crate::live::events::events_from;
-use crate::live::reconnect::LinkEvent;
-use crate::live::{CloseInfo, SessionEvent};
 use crate::tools::{SlowCall, ToolEvent, ToolOutcome, ToolStatus};
+use livetalk_live::codec::{DecodedServerFrame, decode_server};
+use livetalk_live::events::events_from;
+use livetalk_live::session::SessionChange;
+use livetalk_live::{CloseInfo, ServerEvent};
 
 /// Puts the audio back into a recorded server message (each `inlineData.data` that is an
 /// [`AudioRef`] becomes base64 again), so it decodes like the original frame.
@@ -49,7 +49,7 @@ fn recv_events(
     message: Option<&Value>,
     skipped: Option<&str>,
     audio: &mut AudioFiles,
-) -> Vec<SessionEvent> {
+) -> Vec<ServerEvent> {
     let decoded = message.and_then(|value| {
         let mut value = value.clone();
         inline_audio(&mut value, audio);
@@ -62,7 +62,7 @@ fn recv_events(
     if setup {
         // Before setupComplete the session only looks for setupComplete; the rest is dropped.
         return match decoded.and_then(|m| m.setup_complete) {
-            Some(setup) => vec![SessionEvent::SetupComplete {
+            Some(setup) => vec![ServerEvent::SetupComplete {
                 session_id: setup.session_id,
             }],
             None => Vec::new(),
@@ -70,7 +70,7 @@ fn recv_events(
     }
     match (decoded, skipped) {
         (Some(message), _) => events_from(message),
-        (None, Some(reason)) => vec![SessionEvent::FrameSkipped {
+        (None, Some(reason)) => vec![ServerEvent::FrameSkipped {
             reason: reason.to_owned(),
         }],
         (None, None) => Vec::new(),
@@ -127,7 +127,7 @@ fn tool_event(record: &Record) -> Option<ToolEvent> {
     }
 }
 
-fn link_event(record: &Record) -> Option<LinkEvent> {
+fn link_event(record: &Record) -> Option<SessionChange> {
     match record {
         Record::Reconnecting {
             planned,
@@ -135,17 +135,19 @@ fn link_event(record: &Record) -> Option<LinkEvent> {
             reason,
             retry_in_ns,
             ..
-        } => Some(LinkEvent::Reconnecting {
+        } => Some(SessionChange::Reconnecting {
             planned: *planned,
             attempt: *attempt,
             reason: reason.clone(),
             retry_in: duration(*retry_in_ns),
         }),
-        Record::Reconnected { resumed, .. } => Some(LinkEvent::Reconnected { resumed: *resumed }),
-        Record::ResumeRejected { message, .. } => Some(LinkEvent::ResumeRejected {
+        Record::Reconnected { resumed, .. } => {
+            Some(SessionChange::Reconnected { resumed: *resumed })
+        }
+        Record::ResumeRejected { message, .. } => Some(SessionChange::ResumeRejected {
             message: message.clone(),
         }),
-        Record::AnswerDropped { id, name, .. } => Some(LinkEvent::AnswerDropped {
+        Record::AnswerDropped { id, name, .. } => Some(SessionChange::AnswerDropped {
             id: id.clone(),
             name: name.clone(),
         }),
@@ -156,7 +158,7 @@ fn link_event(record: &Record) -> Option<LinkEvent> {
 /// A session event as a connection's reader produced it.
 struct Arrival {
     t: f64,
-    event: SessionEvent,
+    event: ServerEvent,
     /// The `setupComplete` a connection opens with: after a reconnect, the first event of
     /// the new connection the app gets.
     opens_connection: bool,
@@ -166,14 +168,14 @@ struct Arrival {
 enum Placed {
     /// A message of its own.
     Step(Msg),
-    /// The link left its connection: frames the old one read after this never reached the app.
-    Reconnecting(LinkEvent),
+    /// The session left its connection: frames the old one read after this never reached the app.
+    Reconnecting(SessionChange),
     /// The end of the session, itself a session event the app applied.
-    Ended(SessionEvent),
+    Ended(ServerEvent),
 }
 
 /// Hands out the arrivals the app applied, in order, skipping the frames a replaced
-/// connection read after the link had left it.
+/// connection read after the session had left it.
 struct Arrivals {
     queue: std::vec::IntoIter<Arrival>,
     applied: u64,
@@ -218,7 +220,7 @@ pub fn applied(recording: &Recording) -> (Vec<Applied>, Vec<String>) {
                     session.push(Arrival {
                         t,
                         opens_connection: *setup
-                            && matches!(event, SessionEvent::SetupComplete { .. }),
+                            && matches!(event, ServerEvent::SetupComplete { .. }),
                         event,
                     });
                 }
@@ -230,7 +232,7 @@ pub fn applied(recording: &Recording) -> (Vec<Applied>, Vec<String>) {
                 initiated_by_client,
             } if closes_end_session => session.push(Arrival {
                 t,
-                event: SessionEvent::Closed(CloseInfo {
+                event: ServerEvent::Closed(CloseInfo {
                     code: *code,
                     reason: reason.clone(),
                     message: message.clone(),
@@ -247,7 +249,7 @@ pub fn applied(recording: &Recording) -> (Vec<Applied>, Vec<String>) {
             } => app_level.push((
                 t,
                 *at,
-                Placed::Ended(SessionEvent::Closed(CloseInfo {
+                Placed::Ended(ServerEvent::Closed(CloseInfo {
                     code: *code,
                     reason: reason.clone(),
                     message: message.clone(),
@@ -289,7 +291,7 @@ pub fn applied(recording: &Recording) -> (Vec<Applied>, Vec<String>) {
                     let placed = if matches!(record, Record::Reconnecting { .. }) {
                         Placed::Reconnecting(event)
                     } else {
-                        Placed::Step(Msg::Link(event))
+                        Placed::Step(Msg::SessionChange(event))
                     };
                     app_level.push((t, *at, placed));
                 }
@@ -302,9 +304,9 @@ pub fn applied(recording: &Recording) -> (Vec<Applied>, Vec<String>) {
         }
     }
 
-    let event_step = |t: f64, event: SessionEvent| Applied {
+    let event_step = |t: f64, event: ServerEvent| Applied {
         t,
-        msg: Msg::Session(event),
+        msg: Msg::Server(event),
     };
     let mut steps = Vec::with_capacity(session.len() + app_level.len());
     let mut arrivals = Arrivals {
@@ -325,7 +327,7 @@ pub fn applied(recording: &Recording) -> (Vec<Applied>, Vec<String>) {
             Placed::Reconnecting(event) => {
                 steps.push(Applied {
                     t,
-                    msg: Msg::Link(event),
+                    msg: Msg::SessionChange(event),
                 });
                 arrivals.between_connections = true;
             }

@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::app::{AudioAsked, Msg};
-use crate::live::wire::FunctionResponse;
 use crate::tools::Device;
+use livetalk_live::wire::FunctionResponse;
 
 pub use recorder::Recorder;
 
@@ -113,7 +113,7 @@ pub enum Record {
     Devices { devices: Vec<Device>, at: u64 },
     /// An error of the run itself (e.g. a headless turn timeout).
     Error { message: String, at: u64 },
-    /// The link is being replaced: `planned` after a goAway, otherwise the connection was
+    /// The connection is being replaced: `planned` after a goAway, otherwise the connection was
     /// lost; `attempt` counts failed tries and the next one starts after `retry_in`.
     Reconnecting {
         planned: bool,
@@ -142,9 +142,9 @@ pub enum Record {
         elapsed_ns: u64,
         at: u64,
     },
-    /// The user asked to connect again after the link gave up.
+    /// The user asked to connect again after the session gave up.
     Retry { at: u64 },
-    /// The session ended, as the app was told: the last connection's close, or why the link
+    /// The session ended, as the app was told: the last connection's close, or why the session
     /// gave up reconnecting (which no `close` line says).
     SessionEnded {
         code: Option<u16>,

@@ -18,13 +18,13 @@ use tracing::warn;
 use super::{AudioRef, FORMAT_VERSION, LOG_FILE, Line, MIC_WAV, MODEL_WAV, Meta, Record};
 use crate::app::{AudioAsked, Msg};
 use crate::config::{RecordTo, Settings};
-use crate::live::CloseInfo;
-use crate::live::session::{TappedFrame, WireTap};
-use crate::live::wire::{ClientMessage, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, ServerMessage};
 use crate::tools::Device;
+use livetalk_live::CloseInfo;
+use livetalk_live::client::{TappedFrame, WireTap};
+use livetalk_live::wire::{ClientMessage, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, ServerMessage};
 
 /// Received audio chunks the app has not applied yet, oldest first. Bounded: chunks of a
-/// connection the link left are never applied.
+/// connection the session left are never applied.
 const UNCLAIMED_AUDIO: usize = 256;
 
 /// Records one session. Cheap to clone; all clones write to the same folder.
@@ -163,7 +163,7 @@ impl Recorder {
             let digest = digest(pcm);
             let claimed = match inner.unclaimed.iter().position(|(d, _)| *d == digest) {
                 Some(at) => {
-                    // Older chunks were never applied (a connection the link had left).
+                    // Older chunks were never applied (a connection the session had left).
                     inner.unclaimed.drain(..at);
                     inner.unclaimed.pop_front().map(|(_, at)| at)
                 }
@@ -247,7 +247,7 @@ impl Inner {
                 return;
             }
         };
-        text = crate::secrets::scrub(&text).into_owned();
+        text = livetalk_live::redact::scrub(&text).into_owned();
         text.push('\n');
         // One write per line, unbuffered: a crash leaves at most the last line cut short.
         if let Err(e) = self.log.write_all(text.as_bytes()) {

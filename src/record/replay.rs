@@ -11,11 +11,11 @@ use tokio::sync::mpsc;
 
 use super::{Applied, MIC_WAV, Recording};
 use crate::app::{App, AppInit, Effect, Msg, ReplayProgress};
-use crate::audio::AudioLink;
+use crate::audio::AudioWorker;
 use crate::config::{FlagOverrides, Settings};
 use crate::driver::Source;
 use crate::headless::{self, OutputFormat};
-use crate::live::SessionEvent;
+use livetalk_live::ServerEvent;
 
 /// How fast a replay runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -84,7 +84,7 @@ impl Pace {
 }
 
 /// A recording as a source of messages.
-pub struct Playback {
+pub struct Replay {
     steps: std::iter::Peekable<std::vec::IntoIter<Applied>>,
     total: usize,
     applied: usize,
@@ -93,19 +93,19 @@ pub struct Playback {
     started_at: Option<jiff::Zoned>,
     /// Plays the recorded model audio, when asked to. Its events describe this machine's
     /// devices, not the recording's, so they are drained and not shown.
-    speaker: Option<AudioLink>,
+    speaker: Option<AudioWorker>,
     /// A step asked for while paused.
     step_once: bool,
     /// The progress changed since the app was last told.
     progress_due: bool,
 }
 
-impl Playback {
+impl Replay {
     /// The recording's messages, paced; warnings (a damaged recording) are returned to show.
-    pub fn new(recording: &Recording, pacing: Pacing) -> (Playback, Vec<String>) {
+    pub fn new(recording: &Recording, pacing: Pacing) -> (Replay, Vec<String>) {
         let (steps, mut warnings) = recording.applied();
         warnings.splice(0..0, recording.warnings.iter().cloned());
-        let playback = Playback {
+        let replay = Replay {
             total: steps.len(),
             steps: steps.into_iter().peekable(),
             applied: 0,
@@ -115,7 +115,7 @@ impl Playback {
             step_once: false,
             progress_due: true,
         };
-        (playback, warnings)
+        (replay, warnings)
     }
 
     /// How many messages the recording holds.
@@ -124,7 +124,7 @@ impl Playback {
     }
 
     /// Plays the recorded model audio on this audio worker's speaker.
-    pub fn play_on(&mut self, speaker: AudioLink) {
+    pub fn play_on(&mut self, speaker: AudioWorker) {
         self.speaker = Some(speaker);
     }
 
@@ -140,9 +140,9 @@ impl Playback {
     /// arrived, so the tool log shows when calls came in then, not now.
     fn replayed(&self, step: Applied) -> Msg {
         match step.msg {
-            Msg::Session(event) => match local_time(self.started_at.as_ref(), step.t) {
+            Msg::Server(event) => match local_time(self.started_at.as_ref(), step.t) {
                 Some(arrived_at) => Msg::Replayed { event, arrived_at },
-                None => Msg::Session(event),
+                None => Msg::Server(event),
             },
             msg => msg,
         }
@@ -151,15 +151,15 @@ impl Playback {
     /// Plays what the original run played (the audio effects are the app's, but a replay
     /// plays the recorded samples whatever devices it has).
     fn play(&self, msg: &Msg) {
-        let Some(speaker) = self.speaker.as_ref().map(AudioLink::audio) else {
+        let Some(speaker) = self.speaker.as_ref().map(AudioWorker::audio) else {
             return;
         };
         match msg {
-            Msg::Session(SessionEvent::ModelAudio { pcm, .. }) => {
+            Msg::Server(ServerEvent::ModelAudio { pcm, .. }) => {
                 speaker.play(pcm.clone(), std::time::Instant::now())
             }
-            Msg::Session(SessionEvent::TurnComplete { .. }) => speaker.end_turn(),
-            Msg::Session(SessionEvent::Interrupted) | Msg::BargeIn => {
+            Msg::Server(ServerEvent::TurnComplete { .. }) => speaker.end_turn(),
+            Msg::Server(ServerEvent::Interrupted) | Msg::BargeIn => {
                 speaker.flush(std::time::Instant::now())
             }
             _ => {}
@@ -167,7 +167,7 @@ impl Playback {
     }
 }
 
-impl Source for Playback {
+impl Source for Replay {
     async fn next(&mut self) -> Option<Msg> {
         if self.progress_due {
             self.progress_due = false;
@@ -258,7 +258,7 @@ pub fn initial_app(recording: &Recording, log_path: Option<&Path>, total: usize)
 
 fn warn_all(warnings: &[String]) {
     for warning in warnings {
-        crate::secrets::err(&format!("livetalk: warning: {warning}"));
+        crate::output::err(&format!("livetalk: warning: {warning}"));
     }
 }
 
@@ -267,11 +267,11 @@ fn warn_all(warnings: &[String]) {
 /// before its session ended).
 pub async fn headless(dir: &Path, format: OutputFormat, pacing: Pacing) -> anyhow::Result<u8> {
     let recording = Recording::load(dir)?;
-    let (mut playback, warnings) = Playback::new(&recording, pacing);
+    let (mut replay, warnings) = Replay::new(&recording, pacing);
     warn_all(&warnings);
-    let mut app = initial_app(&recording, None, playback.total());
+    let mut app = initial_app(&recording, None, replay.total());
     let meta = &recording.meta;
-    headless::replay(&mut app, &mut playback, format, meta).await
+    headless::replay(&mut app, &mut replay, format, meta).await
 }
 
 /// Re-sends the recorded typed turns to `endpoint` with the recorded model and voice, running

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::replay::{Pacing, Playback, initial_app};
+use super::replay::{Pacing, Replay, initial_app};
 use super::*;
-use crate::app::{App, AppInit, Connection, Entry, ModelTurnStatus, Msg, NoticeLevel};
+use crate::app::{App, AppInit, ConnectionState, Entry, ModelTurnStatus, Msg, NoticeLevel};
 use crate::driver::Source as _;
-use crate::live::reconnect::LinkEvent;
-use crate::live::wire::FunctionResponse;
-use crate::live::{CloseInfo, SessionEvent};
 use crate::tools::{SlowCall, ToolEvent, ToolOutcome, ToolStatus};
+use livetalk_live::session::SessionChange;
+use livetalk_live::wire::FunctionResponse;
+use livetalk_live::{CloseInfo, ServerEvent};
 
 /// The format these hand-written logs are in.
 const FORMAT_2: u32 = 2;
@@ -44,9 +44,9 @@ fn tool_record(event: &ToolEvent, at: u64) -> Record {
 }
 
 /// A format-2 link line.
-fn link_record(event: &LinkEvent, at: u64) -> Record {
+fn link_record(event: &SessionChange, at: u64) -> Record {
     match event {
-        LinkEvent::Reconnecting {
+        SessionChange::Reconnecting {
             planned,
             attempt,
             reason,
@@ -59,15 +59,15 @@ fn link_record(event: &LinkEvent, at: u64) -> Record {
             retry_in_ns: nanos(*retry_in),
             at,
         },
-        LinkEvent::Reconnected { resumed } => Record::Reconnected {
+        SessionChange::Reconnected { resumed } => Record::Reconnected {
             resumed: *resumed,
             at,
         },
-        LinkEvent::ResumeRejected { message } => Record::ResumeRejected {
+        SessionChange::ResumeRejected { message } => Record::ResumeRejected {
             message: message.clone(),
             at,
         },
-        LinkEvent::AnswerDropped { id, name } => Record::AnswerDropped {
+        SessionChange::AnswerDropped { id, name } => Record::AnswerDropped {
             id: id.clone(),
             name: name.clone(),
             at,
@@ -175,7 +175,7 @@ fn ended(message: &str, by_client: bool, at: u64) -> Record {
 
 fn lost(attempt: u32, at: u64) -> Record {
     link_record(
-        &LinkEvent::Reconnecting {
+        &SessionChange::Reconnecting {
             planned: false,
             attempt,
             reason: "The connection dropped.".into(),
@@ -186,12 +186,12 @@ fn lost(attempt: u32, at: u64) -> Record {
 }
 
 fn back(at: u64) -> Record {
-    link_record(&LinkEvent::Reconnected { resumed: true }, at)
+    link_record(&SessionChange::Reconnected { resumed: true }, at)
 }
 
 /// The messages a replay hands the app, as fast as it can (its progress reports left out).
 async fn messages(recording: &Recording) -> Vec<Msg> {
-    let (mut playback, warnings) = Playback::new(recording, Pacing::Instant);
+    let (mut playback, warnings) = Replay::new(recording, Pacing::Instant);
     assert!(warnings.is_empty(), "{warnings:?}");
     let mut msgs = Vec::new();
     while let Some(msg) = playback.next().await {
@@ -203,9 +203,9 @@ async fn messages(recording: &Recording) -> Vec<Msg> {
 }
 
 /// The session event of a replayed message, or `None` for other messages.
-fn event(msg: &Msg) -> Option<&SessionEvent> {
+fn event(msg: &Msg) -> Option<&ServerEvent> {
     match msg {
-        Msg::Replayed { event, .. } | Msg::Session(event) => Some(event),
+        Msg::Replayed { event, .. } | Msg::Server(event) => Some(event),
         _ => None,
     }
 }
@@ -242,7 +242,7 @@ fn new_lines_are_written_with_their_own_type_and_read_back() {
         (back(7), "reconnected"),
         (
             link_record(
-                &LinkEvent::ResumeRejected {
+                &SessionChange::ResumeRejected {
                     message: "Session not found.".into(),
                 },
                 7,
@@ -251,7 +251,7 @@ fn new_lines_are_written_with_their_own_type_and_read_back() {
         ),
         (
             link_record(
-                &LinkEvent::AnswerDropped {
+                &SessionChange::AnswerDropped {
                     id: None,
                     name: "hang".into(),
                 },
@@ -322,7 +322,7 @@ async fn a_reconnect_replays_as_the_app_saw_it() {
             (63.6, finished),
             (63.7, words("It is off")),
             (63.8, wire_close(None, "The connection dropped.", false)),
-            // Read by the old connection after the link had left it: the app never saw it.
+            // Read by the old connection after the session had left it: the app never saw it.
             (63.9, words(" and always was")),
             (64.0, lost(1, 3)),
             (64.5, Record::Connect { host: "h".into() }),
@@ -339,16 +339,18 @@ async fn a_reconnect_replays_as_the_app_saw_it() {
     let kinds: Vec<String> = msgs
         .iter()
         .map(|msg| match (msg, event(msg)) {
-            (_, Some(SessionEvent::SetupComplete { .. })) => "setup".to_owned(),
-            (_, Some(SessionEvent::ToolCall(_))) => "call".to_owned(),
-            (_, Some(SessionEvent::OutputTranscription { text, .. })) => format!("words {text}"),
-            (_, Some(SessionEvent::TurnComplete { .. })) => "turn complete".to_owned(),
-            (_, Some(SessionEvent::Closed(close))) => format!("closed {}", close.message),
+            (_, Some(ServerEvent::SetupComplete { .. })) => "setup".to_owned(),
+            (_, Some(ServerEvent::ToolCall(_))) => "call".to_owned(),
+            (_, Some(ServerEvent::OutputTranscription { text, .. })) => format!("words {text}"),
+            (_, Some(ServerEvent::TurnComplete { .. })) => "turn complete".to_owned(),
+            (_, Some(ServerEvent::Closed(close))) => format!("closed {}", close.message),
             (Msg::UserText(_), _) => "user".to_owned(),
             (Msg::Tool(ToolEvent::Slow(_)), _) => "slow".to_owned(),
             (Msg::Tool(_), _) => "result".to_owned(),
-            (Msg::Link(LinkEvent::Reconnecting { .. }), _) => "reconnecting".to_owned(),
-            (Msg::Link(LinkEvent::Reconnected { .. }), _) => "reconnected".to_owned(),
+            (Msg::SessionChange(SessionChange::Reconnecting { .. }), _) => {
+                "reconnecting".to_owned()
+            }
+            (Msg::SessionChange(SessionChange::Reconnected { .. }), _) => "reconnected".to_owned(),
             (Msg::EndSession, _) => "end".to_owned(),
             (other, _) => format!("{other:?}"),
         })
@@ -425,7 +427,7 @@ async fn a_link_that_gave_up_ends_with_its_own_message_and_a_retry_comes_back() 
         ],
     );
     let app = replayed(&recording).await;
-    assert_eq!(*app.connection(), Connection::Connected);
+    assert_eq!(*app.connection(), ConnectionState::Connected);
     assert_eq!(app.reconnects(), 2);
     assert_eq!(notices(&app, NoticeLevel::Error), [gave_up]);
     assert_eq!(
@@ -437,7 +439,7 @@ async fn a_link_that_gave_up_ends_with_its_own_message_and_a_retry_comes_back() 
         ]
     );
 
-    // Up to the end of the first link: the session had ended with the link's message.
+    // Up to the end of the first session: it had ended with its own message.
     let mut app = initial_app(&recording, None, 0);
     for msg in messages(&recording)
         .await
@@ -448,7 +450,7 @@ async fn a_link_that_gave_up_ends_with_its_own_message_and_a_retry_comes_back() 
     }
     assert_eq!(
         *app.connection(),
-        Connection::Disconnected {
+        ConnectionState::Disconnected {
             reason: gave_up.into()
         }
     );
@@ -476,7 +478,7 @@ async fn format_1_recordings_still_end_at_their_close_line() {
     );
     let last = messages(&recording).await.pop().unwrap();
     assert!(
-        matches!(event(&last), Some(SessionEvent::Closed(c)) if c.initiated_by_client),
+        matches!(event(&last), Some(ServerEvent::Closed(c)) if c.initiated_by_client),
         "{last:?}"
     );
     let app = replayed(&recording).await;
@@ -492,10 +494,7 @@ async fn without_a_readable_start_time_events_replay_at_the_clocks_time() {
         vec![(0.1, setup_complete()), (0.2, recv(call))],
     );
     let msgs = messages(&recording).await;
-    assert!(
-        msgs.iter().all(|m| matches!(m, Msg::Session(_))),
-        "{msgs:?}"
-    );
+    assert!(msgs.iter().all(|m| matches!(m, Msg::Server(_))), "{msgs:?}");
     let mut app = App::new(AppInit {
         clock: || jiff::civil::time(12, 0, 0, 0),
         ..AppInit::new("models/test", false, Vec::new())
@@ -512,21 +511,19 @@ async fn without_a_readable_start_time_events_replay_at_the_clocks_time() {
 #[tokio::test]
 async fn the_users_verdicts_replay_as_the_screen_showed_them() {
     use crate::app::ToolState;
-    use crate::live::wire::FunctionCall;
     use crate::tools::{CallKey, Verdict, WaitingCall};
+    use livetalk_live::wire::FunctionCall;
     let applied = |msg: Msg| Record::Applied { msg, audio: None };
     let edited = json!({"device_name": "living room lamp", "new_status": "off"});
     let lines = vec![
         (
             0.1,
-            applied(Msg::Session(SessionEvent::SetupComplete {
-                session_id: None,
-            })),
+            applied(Msg::Server(ServerEvent::SetupComplete { session_id: None })),
         ),
         (0.2, applied(Msg::UserText("turn on the lamp".into()))),
         (
             0.3,
-            applied(Msg::Session(SessionEvent::ToolCall(vec![FunctionCall {
+            applied(Msg::Server(ServerEvent::ToolCall(vec![FunctionCall {
                 id: Some("c1".into()),
                 name: "set_device_status".into(),
                 args: json!({"device_name": "living room lamp", "new_status": "on"}),
@@ -593,9 +590,7 @@ async fn an_interruption_flagged_as_echo_replays_flagged() {
     let lines = vec![
         (
             0.1,
-            applied(Msg::Session(SessionEvent::SetupComplete {
-                session_id: None,
-            })),
+            applied(Msg::Server(ServerEvent::SetupComplete { session_id: None })),
         ),
         (
             0.2,
@@ -608,14 +603,14 @@ async fn an_interruption_flagged_as_echo_replays_flagged() {
         (0.3, applied(Msg::UserText("tell me a story".into()))),
         (
             0.5,
-            applied(Msg::Session(SessionEvent::OutputTranscription {
+            applied(Msg::Server(ServerEvent::OutputTranscription {
                 text: "Once upon a time".into(),
                 finished: false,
             })),
         ),
         (0.6, applied(Msg::Audio(AudioEvent::Audible(true)))),
         (1.0, echo(true)),
-        (1.1, applied(Msg::Session(SessionEvent::Interrupted))),
+        (1.1, applied(Msg::Server(ServerEvent::Interrupted))),
         (1.2, echo(false)),
         (1.3, applied(Msg::SetEcho(EchoMode::Gate))),
     ];
@@ -661,7 +656,7 @@ async fn a_replay_answers_recorded_audio_keys_as_the_original_did() {
         })
     };
     let msgs = vec![
-        Msg::Session(SessionEvent::SetupComplete { session_id: None }),
+        Msg::Server(ServerEvent::SetupComplete { session_id: None }),
         Msg::Audio(AudioEvent::Opened(AudioSetup {
             input: stream("mic"),
             output: stream("spk"),

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Tool, ToolError};
-use crate::live::wire::{Behavior, Scheduling};
+use livetalk_live::wire::{Behavior, Scheduling};
 
 /// Arguments of a tool that takes none.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]

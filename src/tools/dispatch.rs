@@ -24,8 +24,8 @@ use tokio::time::Instant;
 use super::approval::{Decider, Decision};
 use super::registry::{DynTool, Registry};
 use super::{END_SESSION, ToolError};
-use crate::echo::{SUMMARY, bounded, floor_char_boundary};
-use crate::live::wire::{Behavior, FunctionCall, FunctionResponse, Scheduling};
+use livetalk_live::excerpt::{SUMMARY, bounded, floor_char_boundary};
+use livetalk_live::wire::{Behavior, FunctionCall, FunctionResponse, Scheduling};
 
 /// The app's number for one call (its place in the tool log). Events and the person's
 /// verdicts name calls by it, because the service's ids may be missing or repeated.

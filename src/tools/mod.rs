@@ -18,7 +18,7 @@ mod smart_home;
 use std::future::Future;
 use std::time::Duration;
 
-use crate::live::wire::{Behavior, Scheduling};
+use livetalk_live::wire::{Behavior, Scheduling};
 
 pub use approval::{Approval, ApprovePolicy, Decider, Decision, Gate, Origin};
 pub use clock::{GetCurrentTime, NoArgs, time_report};

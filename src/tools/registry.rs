@@ -14,7 +14,7 @@ use super::approval::{Approval, Gate, Origin};
 use super::dispatch::CallProgress;
 use super::schema::{SchemaError, parameters_for};
 use super::{Tool, ToolError, ToolLimits};
-use crate::live::wire::{Behavior, FunctionDeclaration, Scheduling};
+use livetalk_live::wire::{Behavior, FunctionDeclaration, Scheduling};
 
 /// Why a tool could not be added to a registry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -36,7 +36,7 @@ impl Tool for EndSession {
 
     async fn call(&self, args: EndSessionArgs) -> Result<Value, ToolError> {
         let reason = args.reason.as_deref().map(str::trim).unwrap_or_default();
-        let reason = crate::echo::bounded(reason, crate::echo::SUMMARY);
+        let reason = livetalk_live::excerpt::bounded(reason, livetalk_live::excerpt::SUMMARY);
         tracing::info!(?reason, "model asked to end the session");
         Ok(json!({
             "success": true,
@@ -48,7 +48,7 @@ impl Tool for EndSession {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::live::wire::Behavior;
+    use livetalk_live::wire::Behavior;
 
     #[tokio::test]
     async fn acknowledges_with_or_without_reason() -> Result<(), ToolError> {

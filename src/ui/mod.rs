@@ -19,10 +19,10 @@ use unicode_width::UnicodeWidthStr;
 pub use theme::Theme;
 
 use crate::app::{
-    App, Area, Connection, ERROR_PREFIX, Editor, EditorPurpose, Floor, Focus, KEY_MAP, NoticeLevel,
-    Popup, ScreenLayout, ToolState, footer_keys,
+    App, Area, ConnectionState, ERROR_PREFIX, Editor, EditorPurpose, Floor, Focus, KEY_MAP,
+    NoticeLevel, Popup, ScreenLayout, ToolState, footer_keys,
 };
-use crate::echo;
+use livetalk_live::excerpt;
 use tool_log::format_duration;
 
 /// Panes sit side by side from this width; below it they stack.
@@ -140,10 +140,10 @@ const SPINNER: &[&str] = &["◐", "◓", "◑", "◒"];
 fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     let spinner = SPINNER[(app.view().ticks as usize) % SPINNER.len()];
     let badge = match (&app.connection(), app.floor()) {
-        (Connection::Connecting, _) => {
+        (ConnectionState::Connecting, _) => {
             Span::styled(format!(" {spinner} Connecting… "), theme.pending_badge())
         }
-        (Connection::Disconnected { .. }, _) => {
+        (ConnectionState::Disconnected { .. }, _) => {
             Span::styled(" ✖ Disconnected ", theme.error_badge())
         }
         (_, Floor::Speaking) => Span::styled(" ▶ Gemini is speaking… ", theme.speaking_badge()),
@@ -155,16 +155,16 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
         (_, Floor::Listening) => Span::styled(" ● Gemini is listening… ", theme.listening_badge()),
     };
     let connection = match &app.connection() {
-        Connection::Connecting => "Connecting…".to_owned(),
-        Connection::Connected => "Connected".to_owned(),
-        Connection::Reconnecting => format!("{spinner} Reconnecting…"),
-        Connection::Disconnected { reason } => format!("Disconnected: {reason}"),
+        ConnectionState::Connecting => "Connecting…".to_owned(),
+        ConnectionState::Connected => "Connected".to_owned(),
+        ConnectionState::Reconnecting => format!("{spinner} Reconnecting…"),
+        ConnectionState::Disconnected { reason } => format!("Disconnected: {reason}"),
     };
     let mut spans = vec![badge, Span::raw("  ")];
     spans.extend(audio_panel::status_spans(app, theme));
     let connection_style = match app.connection() {
-        Connection::Disconnected { .. } => theme.error(),
-        Connection::Reconnecting => theme.warning(),
+        ConnectionState::Disconnected { .. } => theme.error(),
+        ConnectionState::Reconnecting => theme.warning(),
         _ => theme.status_bar(),
     };
     spans.push(Span::styled(connection, connection_style));
@@ -235,17 +235,17 @@ fn draw_input(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     let input = &app.view().input;
     if input.is_empty() {
         let hint = match app.connection() {
-            Connection::Connected if app.floor() == Floor::Speaking => {
+            ConnectionState::Connected if app.floor() == Floor::Speaking => {
                 "Type to interrupt Gemini, Enter sends"
             }
-            Connection::Connected => "Type a message and press Enter",
-            Connection::Connecting | Connection::Reconnecting => {
+            ConnectionState::Connected => "Type a message and press Enter",
+            ConnectionState::Connecting | ConnectionState::Reconnecting => {
                 "Type now; Enter sends once connected"
             }
-            Connection::Disconnected { .. } if app.can_retry() => {
+            ConnectionState::Disconnected { .. } if app.can_retry() => {
                 "The session has ended · Ctrl-R reconnects · Ctrl-C quits"
             }
-            Connection::Disconnected { .. } => "The session has ended · Ctrl-C quits",
+            ConnectionState::Disconnected { .. } => "The session has ended · Ctrl-C quits",
         };
         frame.render_widget(Paragraph::new(Span::styled(hint, theme.dim())), inner);
         if focused {
@@ -345,7 +345,7 @@ fn draw_editor(frame: &mut Frame, full: Rect, app: &App, theme: Theme, editor: &
     let name = app
         .tool_calls()
         .get(editor.call)
-        .map(|c| echo::bounded(&c.name, echo::SUMMARY).into_owned())
+        .map(|c| excerpt::bounded(&c.name, excerpt::SUMMARY).into_owned())
         .unwrap_or_default();
     let (title, help) = match editor.purpose {
         EditorPurpose::Arguments => (
@@ -374,7 +374,7 @@ fn draw_editor(frame: &mut Frame, full: Rect, app: &App, theme: Theme, editor: &
     ];
     match &editor.problem {
         Some(problem) => lines.push(Line::styled(
-            echo::bounded(problem, echo::SUMMARY).into_owned(),
+            excerpt::bounded(problem, excerpt::SUMMARY).into_owned(),
             theme.error(),
         )),
         None => lines.push(Line::default()),
@@ -444,7 +444,7 @@ fn draw_tool_detail(
     // has that.
     let pretty = |v: &serde_json::Value| {
         let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
-        echo::into_bounded(text, echo::TEXT)
+        excerpt::into_bounded(text, excerpt::TEXT)
     };
     let mut lines = Vec::new();
     let mut summary = vec![
@@ -464,12 +464,12 @@ fn draw_tool_detail(
     if let Some(id) = &call.id {
         lines.push(Line::from(vec![
             Span::styled("Call id ", theme.dim()),
-            Span::raw(echo::bounded(id, echo::SUMMARY).into_owned()),
+            Span::raw(excerpt::bounded(id, excerpt::SUMMARY).into_owned()),
         ]));
     }
     if let ToolState::Error(message) | ToolState::Refused(message) = &call.state {
         lines.push(Line::styled(
-            echo::bounded(message, echo::TEXT).into_owned(),
+            excerpt::bounded(message, excerpt::TEXT).into_owned(),
             theme.error(),
         ));
     }
@@ -519,7 +519,10 @@ fn draw_tool_detail(
     Some(draw_popup(
         frame,
         rect,
-        format!(" Tool call · {} ", echo::bounded(&call.name, echo::SUMMARY)),
+        format!(
+            " Tool call · {} ",
+            excerpt::bounded(&call.name, excerpt::SUMMARY)
+        ),
         lines,
         scroll,
         theme,

@@ -9,7 +9,7 @@ use ratatui::widgets::{Block, Paragraph};
 use super::Theme;
 use super::wrap::truncate;
 use crate::app::{App, Entry};
-use crate::live::wire::OUTPUT_SAMPLE_RATE;
+use livetalk_live::wire::OUTPUT_SAMPLE_RATE;
 
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     let block = Block::bordered()

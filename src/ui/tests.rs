@@ -9,9 +9,9 @@ use ratatui::backend::TestBackend;
 use serde_json::{Value, json};
 
 use crate::app::{App, AppInit, Msg};
-use crate::live::wire::{FunctionCall, FunctionResponse};
-use crate::live::{CloseInfo, SessionEvent};
 use crate::tools::{SmartHome, ToolEvent, ToolOutcome, ToolStatus};
+use livetalk_live::wire::{FunctionCall, FunctionResponse};
+use livetalk_live::{CloseInfo, ServerEvent};
 
 fn half_past_ten() -> jiff::civil::Time {
     jiff::civil::time(10, 30, 5, 0)
@@ -31,19 +31,19 @@ fn new_app() -> App {
     App::new(init())
 }
 
-fn session(app: &mut App, event: SessionEvent) {
-    app.update(Msg::Session(event));
+fn session(app: &mut App, event: ServerEvent) {
+    app.update(Msg::Server(event));
 }
 
 fn connected_from(mut app: App) -> App {
-    session(&mut app, SessionEvent::SetupComplete { session_id: None });
+    session(&mut app, ServerEvent::SetupComplete { session_id: None });
     app
 }
 
 fn tool_call(app: &mut App, id: &str, name: &str, args: Value) {
     session(
         app,
-        SessionEvent::ToolCall(vec![FunctionCall {
+        ServerEvent::ToolCall(vec![FunctionCall {
             id: Some(id.into()),
             name: name.into(),
             args,
@@ -72,7 +72,7 @@ fn tool_done(app: &mut App, id: &str, name: &str, status: ToolStatus, response: 
 fn model_says(app: &mut App, text: &str, complete: bool) {
     session(
         app,
-        SessionEvent::OutputTranscription {
+        ServerEvent::OutputTranscription {
             text: text.into(),
             finished: false,
         },
@@ -80,7 +80,7 @@ fn model_says(app: &mut App, text: &str, complete: bool) {
     if complete {
         session(
             app,
-            SessionEvent::TurnComplete {
+            ServerEvent::TurnComplete {
                 reason: None,
                 waiting_for_input: false,
             },
@@ -253,7 +253,7 @@ fn disconnected_with_a_reason() {
         let mut app = listening();
         session(
             &mut app,
-            SessionEvent::Closed(CloseInfo {
+            ServerEvent::Closed(CloseInfo {
                 code: Some(1011),
                 reason: "Internal error".into(),
                 message: "The server hit an internal error (1011): Internal error. Try again."
@@ -504,7 +504,7 @@ fn interrupted_by_echo() -> App {
         echo_heard: true,
         ..EchoFigures::default()
     })));
-    session(&mut app, SessionEvent::Interrupted);
+    session(&mut app, ServerEvent::Interrupted);
     app
 }
 
@@ -550,7 +550,7 @@ fn with_mcp_tools() -> App {
         },
         ..init()
     });
-    session(&mut app, SessionEvent::SetupComplete { session_id: None });
+    session(&mut app, ServerEvent::SetupComplete { session_id: None });
     tool_call(
         &mut app,
         "c1",
@@ -590,13 +590,11 @@ fn progress_of_a_running_call() {
 #[test]
 fn the_badge_says_working_until_the_interaction_is_idle() {
     let mut app = App::new(AppInit::new("models/gemini-3.8-live", true, Vec::new()));
-    app.update(Msg::Session(SessionEvent::SetupComplete {
-        session_id: None,
-    }));
+    app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
     app.update(Msg::UserText("Is the lamp on?".into()));
-    app.update(Msg::Session(SessionEvent::ModelText("One moment.".into())));
-    app.update(Msg::Session(SessionEvent::Interaction { idle: false }));
-    app.update(Msg::Session(SessionEvent::TurnComplete {
+    app.update(Msg::Server(ServerEvent::ModelText("One moment.".into())));
+    app.update(Msg::Server(ServerEvent::Interaction { idle: false }));
+    app.update(Msg::Server(ServerEvent::TurnComplete {
         reason: None,
         waiting_for_input: false,
     }));
@@ -609,7 +607,7 @@ fn the_badge_says_working_until_the_interaction_is_idle() {
     };
     let working = status(&mut app);
     assert!(working.contains("Gemini is working"), "{working}");
-    app.update(Msg::Session(SessionEvent::Interaction { idle: true }));
+    app.update(Msg::Server(ServerEvent::Interaction { idle: true }));
     let idle = status(&mut app);
     assert!(idle.contains("Gemini is listening"), "{idle}");
 }

@@ -7,8 +7,8 @@ use ratatui::text::{Line, Span};
 
 use super::{Theme, centered, draw_popup, wrapped_rows};
 use crate::app::{App, Area, ToolRow};
-use crate::echo::{SUMMARY, bounded};
 use crate::tools::mcp::ServerState;
+use livetalk_live::excerpt::{SUMMARY, bounded};
 
 /// Draws the list with the `selected` row marked; returns where the popup went.
 pub fn draw(frame: &mut Frame, full: Rect, app: &App, theme: Theme, selected: usize) -> Area {

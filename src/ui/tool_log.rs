@@ -1,6 +1,6 @@
 //! The tool-call log: one row per call with time, name, arguments, state, duration and a
 //! result summary; the selected row opens the detail popup. The server chose the names and
-//! arguments, so every summary here is bounded ([`crate::echo`]).
+//! arguments, so every summary here is bounded ([`livetalk_live::excerpt`]).
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
@@ -12,8 +12,8 @@ use serde_json::Value;
 use super::Theme;
 use super::wrap::truncate;
 use crate::app::{App, Focus, ToolCallRecord, ToolState};
-use crate::echo::{SUMMARY, bounded, into_bounded};
 use crate::tools::ProgressReport;
+use livetalk_live::excerpt::{SUMMARY, bounded, into_bounded};
 
 const SPINNER: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
@@ -353,7 +353,7 @@ mod tests {
             result_summary(&json!({"error": huge}), &json!({})),
         ] {
             assert!(
-                summary.len() < 2 * crate::echo::SUMMARY,
+                summary.len() < 2 * livetalk_live::excerpt::SUMMARY,
                 "{}",
                 summary.len()
             );

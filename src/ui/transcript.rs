@@ -10,7 +10,7 @@ use super::Theme;
 use super::tool_log::{args_values, outcome_summary, state_style};
 use super::wrap::{truncate, wrap};
 use crate::app::{App, ECHO_INTERRUPTION, ECHO_KEY, Entry, Focus, ModelTurnStatus, UserInput};
-use crate::echo::{SUMMARY, bounded};
+use livetalk_live::excerpt::{SUMMARY, bounded};
 use unicode_width::UnicodeWidthStr;
 
 /// The transcript as lines at `width` columns.

@@ -8,10 +8,10 @@ use livetalk::app::{App, AppInit, ModelTurnStatus, Msg, NoticeLevel, ToolState};
 use livetalk::config::{FlagOverrides, Settings};
 use livetalk::driver::Source as _;
 use livetalk::engine::{Engine, build_setup};
-use livetalk::live::reconnect::ReconnectPolicy;
-use livetalk::live::{ApiVersion, Auth, SessionOptions};
-use livetalk::mock::{Fault, MockOptions, MockServer, Scenario};
 use livetalk::tools::{Registry, SmartHome, builtin_registry};
+use livetalk_live::session::ReconnectPolicy;
+use livetalk_live::{ApiVersion, Auth, ConnectOptions};
+use livetalk_mock::{Fault, MockOptions, MockServer, Scenario};
 use serde_json::Value;
 
 /// Fast backoff so failure paths finish quickly; the budget and the logic are the real ones.
@@ -74,7 +74,7 @@ impl Harness {
         engine.set_reconnect_policy(policy);
         let app = App::new(AppInit::new(settings.model.clone(), true, home.snapshot()));
         engine
-            .connect(SessionOptions {
+            .connect(ConnectOptions {
                 endpoint: mock.endpoint(ApiVersion::V1),
                 auth: Auth::None,
                 setup: build_setup(&settings, &registry),

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::live::wire::{FunctionCall, FunctionResponse, SpeechConfig};
+use livetalk_live::wire::{FunctionCall, FunctionResponse, SpeechConfig};
 
 fn decode(value: Value) -> Result<AppMessage, ProtocolError> {
     AppMessage::decode(value.to_string().as_bytes())
@@ -241,7 +241,7 @@ fn setup_round_trips_through_live_config() {
             speech_config: Some(SpeechConfig::voice("Puck")),
             ..GenerationConfig::default()
         }),
-        system_instruction: Some(crate::live::wire::Content::text("user", "Be brief.")),
+        system_instruction: Some(livetalk_live::wire::Content::text("user", "Be brief.")),
         tools: vec![ToolSet {
             function_declarations: vec![FunctionDeclaration {
                 name: "get_device_status".into(),
@@ -499,7 +499,7 @@ fn bridge_messages_have_the_documented_shapes() {
     );
     let content = BridgeMessage::content(
         ServerContent {
-            output_transcription: Some(crate::live::wire::Transcription {
+            output_transcription: Some(livetalk_live::wire::Transcription {
                 text: Some("Hi".into()),
                 ..Default::default()
             }),
@@ -556,7 +556,7 @@ fn every_bridge_message_round_trips() {
             ..ImageGenerationResult::default()
         }),
         BridgeMessage::VoiceActivity {
-            voice_activity: Some(crate::live::wire::VoiceActivity {
+            voice_activity: Some(livetalk_live::wire::VoiceActivity {
                 activity_type: Some("ACTIVITY_START".into()),
                 ..Default::default()
             }),
@@ -651,7 +651,7 @@ fn null_is_absent_everywhere_but_in_the_apps_own_data() {
     assert_eq!(
         message,
         AppMessage::SendMessage {
-            parts: vec![crate::live::wire::Part {
+            parts: vec![livetalk_live::wire::Part {
                 text: Some("hi".into()),
                 ..Default::default()
             }],
@@ -672,7 +672,7 @@ fn a_retired_model_is_replaced_by_the_current_one_with_a_warning() {
         ..LiveConfig::default()
     };
     let mapped = config.to_setup().unwrap();
-    assert_eq!(mapped.setup.model, crate::live::models::CURRENT_MODEL);
+    assert_eq!(mapped.setup.model, livetalk_live::models::CURRENT_MODEL);
     assert!(
         mapped.warnings[0].contains("gemini-live-2.5-flash-preview has been retired"),
         "{:?}",

@@ -14,7 +14,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 
 use super::{Server, Transport};
-use crate::echo::{SUMMARY, bounded};
+use livetalk_live::excerpt::{SUMMARY, bounded};
 
 /// A running client connection.
 pub(super) type Service = RunningService<RoleClient, Listener>;

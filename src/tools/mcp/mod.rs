@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::approval::Approval;
 use super::registry::Registry;
 use super::{CallProgress, RegisterError};
-use crate::echo::{SUMMARY, bounded};
+use livetalk_live::excerpt::{SUMMARY, bounded};
 
 pub use names::{declared_names, valid_function_name};
 pub use tool::readable_result;

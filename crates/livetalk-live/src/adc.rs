@@ -1,0 +1,518 @@
+//! Application Default Credentials for Vertex AI: the credentials file (the one
+//! `GOOGLE_APPLICATION_CREDENTIALS` names, else gcloud's), and the OAuth access tokens it
+//! yields from its own `token_uri`, kept until shortly before they expire. Only files are
+//! read: a command-line tool must not spend seconds probing a metadata server that is not
+//! there. Service-account files sign an RS256 assertion (ring, already built for rustls);
+//! authorized-user files (`gcloud auth application-default login`) send their refresh token.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::signature::RsaKeyPair;
+use rustls::pki_types::PrivatePkcs8KeyDer;
+use rustls::pki_types::pem::PemObject;
+use serde::Deserialize;
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+use tracing::info;
+
+use super::dial::Address;
+
+/// The scope Vertex AI needs.
+pub const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
+/// Where a file without its own `token_uri` gets tokens.
+const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
+/// A token with less than this left is renewed before it is used for a new connection.
+const RENEW_BEFORE: Duration = Duration::from_secs(300);
+/// The lifetime asked for in a service account's assertion (Google's maximum).
+const ASSERTION_LIFETIME: u64 = 3600;
+
+/// How the file proves who it is.
+enum Grant {
+    ServiceAccount {
+        email: String,
+        key_id: Option<String>,
+        key: Arc<RsaKeyPair>,
+    },
+    AuthorizedUser {
+        client_id: String,
+        client_secret: String,
+        refresh_token: String,
+    },
+}
+
+/// A credentials file, read and checked.
+pub struct Credentials {
+    grant: Grant,
+    token_uri: String,
+    file: PathBuf,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+/// The fields of the file types we read; the rest is ignored.
+#[derive(Deserialize)]
+struct CredentialsFile {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    token_uri: Option<String>,
+    client_email: Option<String>,
+    private_key_id: Option<String>,
+    private_key: Option<String>,
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    refresh_token: Option<String>,
+}
+
+impl Credentials {
+    /// The file `GOOGLE_APPLICATION_CREDENTIALS` names, else gcloud's application default
+    /// credentials; `env` reads a variable. No file is one clear error saying how to get one.
+    pub fn find(env: &dyn Fn(&str) -> Option<String>) -> Result<Credentials, String> {
+        if let Some(named) = env("GOOGLE_APPLICATION_CREDENTIALS").filter(|v| !v.trim().is_empty())
+        {
+            return Credentials::from_file(
+                Path::new(named.trim()),
+                "GOOGLE_APPLICATION_CREDENTIALS",
+            );
+        }
+        let gcloud = gcloud_file(env);
+        match gcloud {
+            Some(file) if file.exists() => Credentials::from_file(&file, "gcloud"),
+            _ => Err(format!(
+                "No Google Cloud credentials for Vertex AI: set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or run `gcloud auth application-default login`{}.",
+                gcloud
+                    .map(|f| format!(" (which writes {})", f.display()))
+                    .unwrap_or_default()
+            )),
+        }
+    }
+
+    /// Reads a service-account or authorized-user file; `named_by` says who named it.
+    pub fn from_file(file: &Path, named_by: &str) -> Result<Credentials, String> {
+        let shown = file.display();
+        let text = std::fs::read_to_string(file).map_err(|e| {
+            format!("The credentials file {shown} ({named_by}) cannot be read: {e}.")
+        })?;
+        let parsed: CredentialsFile = serde_json::from_str(&text).map_err(|e| {
+            format!("The credentials file {shown} is not a credentials JSON file: {e}.")
+        })?;
+        let missing = |field: &str| format!("The credentials file {shown} has no `{field}`.");
+        let token_uri = parsed
+            .token_uri
+            .filter(|u| !u.trim().is_empty())
+            .unwrap_or_else(|| GOOGLE_TOKEN_URI.to_owned());
+        let grant = match parsed.kind.as_deref() {
+            Some("service_account") => {
+                let pem = parsed.private_key.ok_or_else(|| missing("private_key"))?;
+                let der = PrivatePkcs8KeyDer::from_pem_slice(pem.as_bytes()).map_err(|e| {
+                    format!("The private key in {shown} is not a PEM PKCS#8 key: {e}.")
+                })?;
+                let key = RsaKeyPair::from_pkcs8(der.secret_pkcs8_der()).map_err(|e| {
+                    format!("The private key in {shown} is not a usable RSA key: {e}.")
+                })?;
+                Grant::ServiceAccount {
+                    email: parsed.client_email.ok_or_else(|| missing("client_email"))?,
+                    key_id: parsed.private_key_id,
+                    key: Arc::new(key),
+                }
+            }
+            Some("authorized_user") => {
+                let client_secret = parsed
+                    .client_secret
+                    .ok_or_else(|| missing("client_secret"))?;
+                let refresh_token = parsed
+                    .refresh_token
+                    .ok_or_else(|| missing("refresh_token"))?;
+                crate::redact::remember(&client_secret);
+                crate::redact::remember(&refresh_token);
+                Grant::AuthorizedUser {
+                    client_id: parsed.client_id.ok_or_else(|| missing("client_id"))?,
+                    client_secret,
+                    refresh_token,
+                }
+            }
+            Some(other) => {
+                return Err(format!(
+                    "The credentials file {shown} holds `{other}` credentials; livetalk reads service_account and authorized_user files."
+                ));
+            }
+            None => return Err(missing("type")),
+        };
+        Ok(Credentials {
+            grant,
+            token_uri,
+            file: file.to_owned(),
+        })
+    }
+
+    /// Who the credentials are, for people: the kind, the account and the file. No secret.
+    pub fn describe(&self) -> String {
+        match &self.grant {
+            Grant::ServiceAccount { email, .. } => {
+                format!("service account {email} ({})", self.file.display())
+            }
+            Grant::AuthorizedUser { .. } => {
+                format!("gcloud user credentials ({})", self.file.display())
+            }
+        }
+    }
+
+    /// The form that asks `token_uri` for an access token.
+    fn token_request(&self) -> Result<Vec<(&'static str, String)>, String> {
+        match &self.grant {
+            Grant::ServiceAccount { email, key_id, key } => Ok(vec![
+                (
+                    "grant_type",
+                    "urn:ietf:params:oauth:grant-type:jwt-bearer".to_owned(),
+                ),
+                ("assertion", self.assertion(email, key_id.as_deref(), key)?),
+            ]),
+            Grant::AuthorizedUser {
+                client_id,
+                client_secret,
+                refresh_token,
+            } => Ok(vec![
+                ("grant_type", "refresh_token".to_owned()),
+                ("client_id", client_id.clone()),
+                ("client_secret", client_secret.clone()),
+                ("refresh_token", refresh_token.clone()),
+            ]),
+        }
+    }
+
+    /// The signed JWT a service account trades for a token: RS256, addressed to `token_uri`.
+    fn assertion(
+        &self,
+        email: &str,
+        key_id: Option<&str>,
+        key: &RsaKeyPair,
+    ) -> Result<String, String> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_err(|_| "The system clock is before 1970.".to_owned())?
+            .as_secs();
+        let mut header = serde_json::json!({"alg": "RS256", "typ": "JWT"});
+        if let Some(kid) = key_id {
+            header["kid"] = kid.into();
+        }
+        let claims = serde_json::json!({
+            "iss": email,
+            "scope": SCOPE,
+            "aud": self.token_uri,
+            "iat": now,
+            "exp": now + ASSERTION_LIFETIME,
+        });
+        let signed = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(header.to_string()),
+            URL_SAFE_NO_PAD.encode(claims.to_string())
+        );
+        let mut signature = vec![0u8; key.public().modulus_len()];
+        key.sign(
+            &ring::signature::RSA_PKCS1_SHA256,
+            &ring::rand::SystemRandom::new(),
+            signed.as_bytes(),
+            &mut signature,
+        )
+        .map_err(|_| format!("Signing with the key in {} failed.", self.file.display()))?;
+        Ok(format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature)))
+    }
+}
+
+/// gcloud's application default credentials file.
+fn gcloud_file(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if let Some(dir) = env("CLOUDSDK_CONFIG").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(dir).join("application_default_credentials.json"));
+    }
+    let config = if cfg!(windows) {
+        PathBuf::from(env("APPDATA")?)
+    } else {
+        PathBuf::from(env("HOME")?).join(".config")
+    };
+    Some(
+        config
+            .join("gcloud")
+            .join("application_default_credentials.json"),
+    )
+}
+
+/// An access token and when to stop starting connections with it.
+struct Token {
+    value: String,
+    renew_at: Instant,
+}
+
+/// Access tokens from one credentials file: the last one while it has more than five minutes
+/// left, else a new one. Shared by every connection of a process (reconnects included).
+pub struct TokenSource {
+    credentials: Credentials,
+    token: Mutex<Option<Token>>,
+    client: OnceLock<Result<reqwest::Client, String>>,
+}
+
+impl std::fmt::Debug for TokenSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TokenSource({})", self.credentials.describe())
+    }
+}
+
+/// The token endpoint's answer.
+#[derive(Deserialize)]
+struct TokenAnswer {
+    access_token: String,
+    expires_in: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct TokenRefusal {
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+impl TokenSource {
+    pub fn new(credentials: Credentials) -> Self {
+        TokenSource {
+            credentials,
+            token: Mutex::new(None),
+            client: OnceLock::new(),
+        }
+    }
+
+    pub fn credentials(&self) -> &Credentials {
+        &self.credentials
+    }
+
+    /// A token to connect with: the last one, or a new one once it has less than five
+    /// minutes left. The caller bounds the wait.
+    pub async fn token(&self) -> Result<String, String> {
+        let mut held = self.token.lock().await;
+        if let Some(token) = held.as_ref()
+            && Instant::now() < token.renew_at
+        {
+            return Ok(token.value.clone());
+        }
+        // The lifetime counts from the request: the answer may have taken a while.
+        let asked = Instant::now();
+        let (value, lifetime) = self.fetch().await?;
+        info!(
+            lifetime_secs = lifetime.as_secs(),
+            "obtained an access token for {}",
+            self.credentials.describe()
+        );
+        *held = Some(Token {
+            value: value.clone(),
+            renew_at: renew_at(asked, lifetime),
+        });
+        Ok(value)
+    }
+
+    /// The HTTP client for token requests: our TLS settings and proxy, no other.
+    fn client(&self) -> Result<&reqwest::Client, String> {
+        self.client
+            .get_or_init(|| {
+                let network = super::network::network()?;
+                let mut builder = reqwest::Client::builder()
+                    .tls_backend_preconfigured((*network.tls).clone())
+                    .user_agent(concat!("livetalk/", env!("CARGO_PKG_VERSION")))
+                    .no_proxy();
+                if let Some(proxy) = &network.proxy {
+                    builder = builder.proxy(reqwest::Proxy::custom(move |url| {
+                        let target = Address {
+                            host: url
+                                .host_str()?
+                                .trim_start_matches('[')
+                                .trim_end_matches(']')
+                                .to_owned(),
+                            port: url.port_or_known_default()?,
+                            tls: url.scheme() == "https",
+                        };
+                        proxy
+                            .applies_to(&target)
+                            .then(|| proxy.expose_url().to_owned())
+                    }));
+                }
+                builder.build().map_err(|e| {
+                    format!("Could not set up the HTTP client for tokens: {}", chain(&e))
+                })
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    async fn fetch(&self) -> Result<(String, Duration), String> {
+        let uri = &self.credentials.token_uri;
+        let endpoint = reqwest::Url::parse(uri)
+            .ok()
+            .and_then(|u| {
+                u.host_str().map(|h| match u.port() {
+                    Some(port) => format!("{h}:{port}"),
+                    None => h.to_owned(),
+                })
+            })
+            .ok_or_else(|| {
+                format!(
+                    "The token_uri {uri:?} in {} is not a URL.",
+                    self.credentials.file.display()
+                )
+            })?;
+        let form = self.credentials.token_request()?;
+        let response = self
+            .client()?
+            .post(uri)
+            .form(&form)
+            .send()
+            .await
+            .map_err(|e| {
+                format!(
+                    "Could not get an access token from {endpoint}: {}.",
+                    chain(&e)
+                )
+            })?;
+        let status = response.status();
+        let body = response.text().await.map_err(|e| {
+            format!(
+                "The token endpoint {endpoint} broke off its answer: {}.",
+                chain(&e)
+            )
+        })?;
+        if !status.is_success() {
+            let why = serde_json::from_str::<TokenRefusal>(&body)
+                .ok()
+                .and_then(|r| match (r.error, r.error_description) {
+                    (Some(e), Some(d)) => Some(format!("{e}: {d}")),
+                    (e, d) => e.or(d),
+                })
+                .unwrap_or_else(|| status.to_string());
+            return Err(crate::excerpt::sentence(&format!(
+                "The token endpoint {endpoint} refused the {} ({})",
+                self.credentials.describe(),
+                crate::excerpt::bounded(&why, crate::excerpt::SUMMARY)
+            )));
+        }
+        let answer: TokenAnswer = serde_json::from_str(&body).map_err(|e| {
+            format!("The token endpoint {endpoint} answered without an access token: {e}.")
+        })?;
+        crate::redact::remember(&answer.access_token);
+        if answer.access_token.trim().is_empty() {
+            return Err(format!(
+                "The token endpoint {endpoint} answered with an empty access token."
+            ));
+        }
+        // Google sends a number; some servers a string of one.
+        let lifetime = match &answer.expires_in {
+            Some(serde_json::Value::Number(n)) => n.as_u64(),
+            Some(serde_json::Value::String(s)) => s.trim().parse().ok(),
+            _ => None,
+        }
+        .unwrap_or(ASSERTION_LIFETIME);
+        Ok((answer.access_token, Duration::from_secs(lifetime)))
+    }
+}
+
+/// When a token obtained at `now` and valid for `lifetime` stops being used for new
+/// connections: five minutes before it expires (at once for shorter-lived ones).
+fn renew_at(now: Instant, lifetime: Duration) -> Instant {
+    now + lifetime.saturating_sub(RENEW_BEFORE)
+}
+
+/// An error and its causes in one line (reqwest's own text stops at "error sending request").
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn no_file_is_one_error_saying_how_to_get_one() {
+        let home = tempfile::tempdir().unwrap();
+        let error =
+            Credentials::find(&env_of(&[("HOME", home.path().to_str().unwrap())])).unwrap_err();
+        assert!(
+            error.starts_with("No Google Cloud credentials for Vertex AI"),
+            "{error}"
+        );
+        assert!(error.contains("GOOGLE_APPLICATION_CREDENTIALS"), "{error}");
+        assert!(
+            error.contains("gcloud auth application-default login"),
+            "{error}"
+        );
+        let missing = home.path().join("nope.json");
+        let error = Credentials::find(&env_of(&[(
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            missing.to_str().unwrap(),
+        )]))
+        .unwrap_err();
+        assert!(
+            error.contains("nope.json (GOOGLE_APPLICATION_CREDENTIALS) cannot be read"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn authorized_user_files_default_to_googles_token_uri_and_hide_their_secrets() {
+        let dir = tempfile::tempdir().unwrap();
+        let gcloud = dir.path().join("gcloud");
+        std::fs::create_dir_all(&gcloud).unwrap();
+        std::fs::write(
+            gcloud.join("application_default_credentials.json"),
+            r#"{"type":"authorized_user","client_id":"cid","client_secret":"adc-client-SECRET","refresh_token":"adc-refresh-SECRET"}"#,
+        )
+        .unwrap();
+        let credentials =
+            Credentials::find(&env_of(&[("CLOUDSDK_CONFIG", gcloud.to_str().unwrap())])).unwrap();
+        assert_eq!(credentials.token_uri, GOOGLE_TOKEN_URI);
+        assert!(!format!("{credentials:?}").contains("SECRET"));
+        assert_eq!(
+            crate::redact::scrub("adc-client-SECRET adc-refresh-SECRET"),
+            "[redacted] [redacted]"
+        );
+        let form = credentials.token_request().unwrap();
+        assert!(form.contains(&("grant_type", "refresh_token".to_owned())));
+    }
+
+    #[test]
+    fn other_credential_types_are_named_not_misread() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ext.json");
+        std::fs::write(&file, r#"{"type":"external_account"}"#).unwrap();
+        let error = Credentials::from_file(&file, "test").unwrap_err();
+        assert!(error.contains("`external_account` credentials"), "{error}");
+    }
+
+    #[test]
+    fn tokens_are_renewed_five_minutes_before_they_expire() {
+        let now = Instant::now();
+        assert_eq!(
+            renew_at(now, Duration::from_secs(3600)),
+            now + Duration::from_secs(3300)
+        );
+        assert_eq!(renew_at(now, Duration::from_secs(60)), now);
+    }
+}

@@ -1,0 +1,546 @@
+//! A Live API session: what the app holds (handle, events, wire tap) and the Live API's side
+//! of the connection runner: `setup` → `setupComplete`, then server messages as
+//! [`ServerEvent`]s.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::handshake::client::Request;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tracing::warn;
+
+use super::adc::TokenSource;
+use super::codec::{DecodedServerFrame, decode_server, encode_client};
+use super::connection::{self, Protocol, Read, SetupStep};
+pub use super::connection::{MAX_MESSAGE_BYTES, install_crypto_provider};
+use super::endpoint::{ApiKey, Endpoint};
+use super::events::{CloseInfo, ServerEvent, events_from};
+use super::wire::{
+    ClientContent, ClientMessage, FunctionResponse, ServerMessage, Setup, ToolResponse,
+};
+use crate::excerpt::{SUMMARY, bounded};
+
+/// How a connection proves who it is.
+#[derive(Debug, Clone, Default)]
+pub enum Auth {
+    /// Nothing (the mock, a private endpoint).
+    #[default]
+    None,
+    /// The Gemini API's key, in `x-goog-api-key`.
+    ApiKey(ApiKey),
+    /// Vertex AI: an OAuth access token from Application Default Credentials, in
+    /// `Authorization: Bearer`, obtained (or renewed) for each connection.
+    Bearer(Arc<TokenSource>),
+}
+
+impl From<Option<ApiKey>> for Auth {
+    fn from(key: Option<ApiKey>) -> Self {
+        key.map_or(Auth::None, Auth::ApiKey)
+    }
+}
+
+/// What to connect to and how to set the session up.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    pub endpoint: Endpoint,
+    pub auth: Auth,
+    pub setup: Setup,
+    /// How long to wait for `setupComplete`.
+    pub connect_timeout: Duration,
+}
+
+/// Why a session could not be started. `Display` is the human message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectError {
+    /// The server could not be reached (refused, DNS, TLS).
+    #[error("{0}")]
+    Connect(String),
+    /// The server answered the upgrade with an HTTP error.
+    #[error("{message}")]
+    Rejected { status: u16, message: String },
+    /// The connect deadline ran out (the message names the stage it ran out in).
+    #[error("{0}")]
+    TimedOut(String),
+    /// The server closed the connection during setup.
+    #[error("{}", .0.message)]
+    Closed(CloseInfo),
+}
+
+/// What a [`ConnectionHandle`] asks of the connection behind it (the runner's writer task, or
+/// anything else that stands behind a handle).
+pub enum Outbound {
+    Message(Box<ClientMessage>),
+    Close,
+}
+
+/// Sends client messages on an open session. Cheap to clone.
+#[derive(Clone)]
+pub struct ConnectionHandle {
+    outbound: mpsc::Sender<Outbound>,
+}
+
+/// The session is closed; nothing more can be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the session is closed")]
+pub struct ConnectionClosed;
+
+impl ConnectionHandle {
+    /// A handle whose requests arrive on the returned receiver.
+    pub fn channel(capacity: usize) -> (ConnectionHandle, mpsc::Receiver<Outbound>) {
+        let (outbound, requests) = mpsc::channel(capacity);
+        (ConnectionHandle { outbound }, requests)
+    }
+
+    pub async fn send(&self, message: ClientMessage) -> Result<(), ConnectionClosed> {
+        self.outbound
+            .send(Outbound::Message(Box::new(message)))
+            .await
+            .map_err(|_| ConnectionClosed)
+    }
+
+    /// Sends a complete user text turn (interrupts any model output, per the protocol).
+    pub async fn send_user_text(&self, text: &str) -> Result<(), ConnectionClosed> {
+        self.send(ClientMessage::ClientContent(ClientContent::user_text(text)))
+            .await
+    }
+
+    pub async fn send_tool_responses(
+        &self,
+        responses: Vec<FunctionResponse>,
+    ) -> Result<(), ConnectionClosed> {
+        self.send(ClientMessage::ToolResponse(ToolResponse {
+            function_responses: responses,
+        }))
+        .await
+    }
+
+    /// Starts a clean close; the event stream ends with `Closed` once the server agrees.
+    pub async fn close(&self) {
+        let _ = self.outbound.send(Outbound::Close).await;
+    }
+}
+
+/// An open session: the handle to send with and the event stream to read (which starts with
+/// `SetupComplete`, carrying the session id when the server gives one).
+pub struct Connection {
+    pub handle: ConnectionHandle,
+    pub events: mpsc::Receiver<ServerEvent>,
+}
+
+/// Observes every frame of a session in both directions (the recorder's wire tap). Called
+/// from the reader and writer tasks, so it must be quick and must never block on the network.
+pub trait WireTap: Send + Sync {
+    /// A connection attempt to `host` starts (reconnects included).
+    fn connecting(&self, host: &str);
+    /// A client message, just before it is written to the socket.
+    fn sent(&self, message: &ClientMessage);
+    /// A server frame as decoded; `during_setup` is true until `setupComplete` has arrived.
+    fn received(&self, frame: TappedFrame<'_>, during_setup: bool);
+    /// The connection ended (also when setup failed).
+    fn closed(&self, close: &CloseInfo);
+}
+
+/// A server frame as the tap sees it.
+pub enum TappedFrame<'a> {
+    Message(&'a ServerMessage),
+    /// A frame that produced no message (malformed or unknown), with the reason logged.
+    Skipped(&'a str),
+}
+
+/// Opens the WebSocket, sends `setup` and waits for `setupComplete`.
+pub async fn connect(options: ConnectOptions) -> Result<Connection, ConnectError> {
+    connect_tapped(options, None).await
+}
+
+/// [`connect`], with every frame both ways also shown to `tap`.
+pub async fn connect_tapped(
+    options: ConnectOptions,
+    tap: Option<Arc<dyn WireTap>>,
+) -> Result<Connection, ConnectError> {
+    let deadline = tokio::time::Instant::now() + options.connect_timeout;
+    let header = match &options.auth {
+        Auth::None => None,
+        Auth::ApiKey(key) => Some(("x-goog-api-key", key.expose().to_owned())),
+        Auth::Bearer(tokens) => {
+            let token = tokio::time::timeout_at(deadline, tokens.token())
+                .await
+                .map_err(|_| {
+                    ConnectError::TimedOut(format!(
+                        "No access token within {} s for the {}.",
+                        options.connect_timeout.as_secs_f32(),
+                        tokens.credentials().describe()
+                    ))
+                })?
+                .map_err(ConnectError::Connect)?;
+            Some(("authorization", format!("Bearer {token}")))
+        }
+    };
+    let live = LiveApi {
+        endpoint: options.endpoint,
+        header,
+        bearer_of: match &options.auth {
+            Auth::Bearer(tokens) => Some(tokens.credentials().describe()),
+            _ => None,
+        },
+    };
+    connection::run_until(live, &options.setup, options.connect_timeout, deadline, tap).await
+}
+
+/// The Live API's side of a connection: `setup` → `setupComplete`, then server messages.
+struct LiveApi {
+    endpoint: Endpoint,
+    /// The credential's header and its value (a secret).
+    header: Option<(&'static str, String)>,
+    /// Whose access token is sent, for a refusal's message.
+    bearer_of: Option<String>,
+}
+
+impl Protocol for LiveApi {
+    const PEER: &'static str = "Live API";
+
+    fn host(&self) -> &str {
+        self.endpoint.host()
+    }
+
+    fn request(&self) -> Result<Request, ConnectError> {
+        let mut request = self
+            .endpoint
+            .url()
+            .into_client_request()
+            .map_err(|e| ConnectError::Connect(format!("Invalid endpoint URL: {e}")))?;
+        if let Some((name, secret)) = &self.header {
+            let mut value = HeaderValue::from_str(secret).map_err(|_| {
+                ConnectError::Connect(
+                    "The API key or access token contains characters not allowed in a header."
+                        .into(),
+                )
+            })?;
+            value.set_sensitive(true);
+            request.headers_mut().insert(*name, value);
+        }
+        Ok(request)
+    }
+
+    fn opening(setup: &Setup) -> Message {
+        Self::encode(ClientMessage::Setup(Box::new(setup.clone())))
+    }
+
+    /// Anything before `setupComplete` is shown to the tap, logged and skipped.
+    fn setup_frame(&mut self, payload: &[u8], tap: Option<&dyn WireTap>) -> SetupStep {
+        let decoded = decode_server(payload);
+        if let Some(tap) = tap {
+            match &decoded {
+                Ok(DecodedServerFrame::Message(message)) => {
+                    tap.received(TappedFrame::Message(message), true)
+                }
+                Ok(DecodedServerFrame::Unknown { .. }) | Err(_) => {
+                    tap.received(TappedFrame::Skipped("ignored before setupComplete"), true)
+                }
+            }
+        }
+        match decoded {
+            Ok(DecodedServerFrame::Message(message)) => match message.setup_complete {
+                Some(setup) => SetupStep::Done {
+                    session_id: setup.session_id,
+                },
+                None => {
+                    warn!("ignored a server message that arrived before setupComplete");
+                    SetupStep::Wait
+                }
+            },
+            Ok(DecodedServerFrame::Unknown { keys }) => {
+                warn!(
+                    "ignored an unknown server message before setupComplete ({})",
+                    bounded(&keys.join(", "), SUMMARY)
+                );
+                SetupStep::Wait
+            }
+            Err(e) => {
+                warn!(
+                    "ignored a malformed frame before setupComplete: {}",
+                    bounded(&e.to_string(), SUMMARY)
+                );
+                SetupStep::Wait
+            }
+        }
+    }
+
+    fn encode(message: ClientMessage) -> Message {
+        Message::text(encode_client(&message))
+    }
+
+    /// A normal closure with a reason, as the official SDKs send: without a code the far end
+    /// reads 1005, "no status", and may take it for an error.
+    fn farewell() -> Message {
+        Message::Close(Some(CloseFrame {
+            code: CloseCode::Normal,
+            reason: "session ended".into(),
+        }))
+    }
+
+    /// Every frame becomes events; bad frames are skipped with a reason.
+    fn frame(&mut self, payload: &[u8], _closing: bool, tap: Option<&dyn WireTap>) -> Read {
+        let reason = match decode_server(payload) {
+            Ok(DecodedServerFrame::Message(message)) => {
+                if let Some(tap) = tap {
+                    tap.received(TappedFrame::Message(&message), false);
+                }
+                return Read::Events(events_from(message));
+            }
+            Ok(DecodedServerFrame::Unknown { keys }) => {
+                format!("skipped an unknown server message ({})", keys.join(", "))
+            }
+            Err(e) => format!(
+                "skipped a malformed server frame ({} bytes): {e}",
+                payload.len()
+            ),
+        };
+        // The reason may quote the frame (serde quotes a bad value whole): the log gets a
+        // summary, the recording and the app the whole reason (the app bounds its notices).
+        warn!("{}", bounded(&reason, SUMMARY));
+        if let Some(tap) = tap {
+            tap.received(TappedFrame::Skipped(&reason), false);
+        }
+        Read::Events(vec![ServerEvent::FrameSkipped { reason }])
+    }
+
+    /// A refused access token names the credentials, not the API key.
+    fn rejected(&self, status: u16) -> String {
+        match (&self.bearer_of, status) {
+            (Some(whose), 401 | 403) => format!(
+                "{} refused the access token of the {whose} (HTTP {status}). Check that it may use Vertex AI in this project and location.",
+                self.host()
+            ),
+            _ => super::close::describe_http_status(status, self.host()),
+        }
+    }
+
+    fn unreachable(&self, error: tungstenite::Error) -> String {
+        let host = self.host();
+        match error {
+            tungstenite::Error::Tls(e) => format!("TLS handshake with {host} failed: {e}"),
+            other => format!("Could not connect to {host}: {other}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+    use super::*;
+    use crate::connection::loopback::{Far, listen};
+    use crate::endpoint::ApiVersion;
+
+    const WAIT: Duration = Duration::from_secs(10);
+    const KEY: &str = "fake-key-session-0123456789";
+
+    /// A tap that writes down what it is shown, one line a call.
+    #[derive(Default)]
+    struct Tape(Mutex<Vec<String>>);
+
+    impl Tape {
+        fn lines(&self) -> Vec<String> {
+            self.0.lock().unwrap().clone()
+        }
+
+        fn push(&self, line: String) {
+            self.0.lock().unwrap().push(line);
+        }
+    }
+
+    impl WireTap for Tape {
+        fn connecting(&self, host: &str) {
+            self.push(format!("connecting {host}"));
+        }
+
+        fn sent(&self, message: &ClientMessage) {
+            self.push(format!("sent {}", encode_client(message)));
+        }
+
+        fn received(&self, frame: TappedFrame<'_>, during_setup: bool) {
+            let seen = match frame {
+                TappedFrame::Message(message) => serde_json::to_string(message).unwrap(),
+                TappedFrame::Skipped(reason) => format!("skipped: {reason}"),
+            };
+            let phase = if during_setup { "setup" } else { "session" };
+            self.push(format!("received in {phase} {seen}"));
+        }
+
+        fn closed(&self, close: &CloseInfo) {
+            self.push(format!("closed {:?} {}", close.code, close.reason));
+        }
+    }
+
+    /// Connects with a key and a tape; hands back the far end once it has read the setup.
+    async fn open() -> (
+        tokio::task::JoinHandle<Result<Connection, ConnectError>>,
+        Far,
+        Arc<Tape>,
+    ) {
+        let (url, accepted) = listen().await;
+        let tape = Arc::new(Tape::default());
+        let options = ConnectOptions {
+            endpoint: Endpoint::parse(&url, ApiVersion::V1).unwrap(),
+            auth: ApiKey::new(KEY).into(),
+            setup: Setup {
+                model: "models/m".into(),
+                ..Setup::default()
+            },
+            connect_timeout: WAIT,
+        };
+        let tap = tape.clone() as Arc<dyn WireTap>;
+        let connecting = tokio::spawn(connect_tapped(options, Some(tap)));
+        let mut far = tokio::time::timeout(WAIT, accepted).await.unwrap().unwrap();
+        let setup = tokio::time::timeout(WAIT, far.next()).await.unwrap();
+        assert!(
+            matches!(&setup, Some(Ok(Message::Text(t))) if t.starts_with(r#"{"setup":"#)),
+            "{setup:?}"
+        );
+        (connecting, far, tape)
+    }
+
+    async fn close_quoting_the_key(far: &mut Far, code: CloseCode) {
+        far.close(Some(CloseFrame {
+            code,
+            reason: format!("API key {KEY} not valid").into(),
+        }))
+        .await
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_tap_sees_a_failed_setup_to_its_close_and_the_key_never_shows() {
+        let (connecting, mut far, tape) = open().await;
+        far.send(Message::text(
+            r#"{"serverContent": {"turnComplete": true}}"#,
+        ))
+        .await
+        .unwrap();
+        far.send(Message::text("not json")).await.unwrap();
+        close_quoting_the_key(&mut far, CloseCode::Policy).await;
+
+        let result = tokio::time::timeout(WAIT, connecting)
+            .await
+            .unwrap()
+            .unwrap();
+        let Err(ConnectError::Closed(close)) = result else {
+            panic!("expected a close during setup");
+        };
+        assert_eq!(close.code, Some(1008));
+        // The reason is kept as sent; every output scrubs the key (it became a secret when read).
+        assert_eq!(
+            crate::redact::scrub(&close.reason),
+            "API key [redacted] not valid"
+        );
+        assert!(
+            close.message.contains("The API key was rejected (1008)"),
+            "{close:?}"
+        );
+        let lines: Vec<String> = tape
+            .lines()
+            .iter()
+            .map(|l| crate::redact::scrub(l).into_owned())
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "connecting 127.0.0.1".to_owned(),
+                r#"sent {"setup":{"model":"models/m"}}"#.to_owned(),
+                r#"received in setup {"serverContent":{"turnComplete":true}}"#.to_owned(),
+                "received in setup skipped: ignored before setupComplete".to_owned(),
+                "closed Some(1008) API key [redacted] not valid".to_owned(),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_tap_sees_every_frame_of_a_session_both_ways() {
+        let (connecting, mut far, tape) = open().await;
+        far.send(Message::text(r#"{"setupComplete": {"sessionId": "s-1"}}"#))
+            .await
+            .unwrap();
+        let mut session = tokio::time::timeout(WAIT, connecting)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        session.handle.send_user_text("hi").await.unwrap();
+        tokio::time::timeout(WAIT, far.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        far.send(Message::text(
+            r#"{"serverContent": {"turnComplete": true}}"#,
+        ))
+        .await
+        .unwrap();
+        far.send(Message::text(r#"{"somethingNew": {}}"#))
+            .await
+            .unwrap();
+        far.send(Message::binary(b"\xff".to_vec())).await.unwrap();
+        close_quoting_the_key(&mut far, CloseCode::Error).await;
+
+        let mut events = Vec::new();
+        while let Some(event) = tokio::time::timeout(WAIT, session.events.recv())
+            .await
+            .unwrap()
+        {
+            events.push(event);
+        }
+        assert_eq!(
+            events.first(),
+            Some(&ServerEvent::SetupComplete {
+                session_id: Some("s-1".into())
+            })
+        );
+        let skipped = events
+            .iter()
+            .filter(|e| matches!(e, ServerEvent::FrameSkipped { .. }))
+            .count();
+        assert_eq!(skipped, 2, "{events:?}");
+        let Some(ServerEvent::Closed(close)) = events.last() else {
+            panic!("{events:?}");
+        };
+        assert_eq!(close.code, Some(1011));
+        assert!(!close.initiated_by_client);
+
+        let lines = tape.lines();
+        assert_eq!(
+            lines[..5],
+            [
+                "connecting 127.0.0.1".to_owned(),
+                r#"sent {"setup":{"model":"models/m"}}"#.to_owned(),
+                r#"received in setup {"setupComplete":{"sessionId":"s-1"}}"#.to_owned(),
+                r#"sent {"clientContent":{"turns":[{"role":"user","parts":[{"text":"hi"}]}],"turnComplete":true}}"#.to_owned(),
+                r#"received in session {"serverContent":{"turnComplete":true}}"#.to_owned(),
+            ],
+            "{lines:#?}"
+        );
+        assert_eq!(
+            lines[5],
+            "received in session skipped: skipped an unknown server message (somethingNew)"
+        );
+        assert!(
+            lines[6].starts_with(
+                "received in session skipped: skipped a malformed server frame (1 bytes)"
+            ),
+            "{lines:#?}"
+        );
+        assert_eq!(
+            crate::redact::scrub(&lines[7]),
+            "closed Some(1011) API key [redacted] not valid"
+        );
+        assert_eq!(lines.len(), 8, "{lines:#?}");
+    }
+}

@@ -1,0 +1,397 @@
+//! The one connection runner behind every session: upgrade, opening frame, the setup wait under
+//! a timeout, then a writer and a reader task. A [`Protocol`] (the Live API, or a bridge) says
+//! what its frames mean; everything else is the same for both.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::handshake::client::Request;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{self, Message};
+use tracing::{debug, info};
+
+use super::client::{ConnectError, Connection, ConnectionHandle, Outbound, WireTap};
+use super::close::{describe_close, describe_http_status, describe_io_error};
+use super::dial::{Address, DialError, Stage, deadline_message, dial};
+use super::events::{CloseInfo, ServerEvent};
+use super::wire::{ClientMessage, Setup};
+
+/// Largest server message we accept (the service's audio frames are far smaller).
+pub const MAX_MESSAGE_BYTES: usize = 32 << 20;
+/// Outbound messages buffered before `send` waits.
+const OUTBOUND_CAPACITY: usize = 64;
+/// Events buffered before the reader stops reading the socket.
+const EVENT_CAPACITY: usize = 512;
+
+/// rustls needs one process-wide crypto provider; we use ring (no cmake, no OpenSSL).
+pub fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// What a frame read while waiting for the setup answer amounts to.
+pub enum SetupStep {
+    /// The session is set up; its event stream starts with `SetupComplete` carrying this id.
+    Done { session_id: Option<String> },
+    /// Not the answer; keep waiting.
+    Wait,
+    /// The far end refused the setup; the connection ends with this.
+    Failed(CloseInfo),
+}
+
+/// What a frame read from an open session amounts to.
+pub enum Read {
+    Events(Vec<ServerEvent>),
+    /// The session is over (the socket may still be open).
+    End(CloseInfo),
+}
+
+/// What differs between the ways livetalk talks to a model. The reader task owns the protocol,
+/// so state kept between frames (such as an error that explains a later close) lives in it.
+pub trait Protocol: Send + 'static {
+    /// What the far end is called in logs.
+    const PEER: &'static str;
+
+    /// The host, for messages and the tap (never a secret).
+    fn host(&self) -> &str;
+
+    /// The upgrade request with this protocol's own headers; the runner adds the user agent.
+    fn request(&self) -> Result<Request, ConnectError>;
+
+    /// The first frame: ask for a session set up as `setup`.
+    fn opening(setup: &Setup) -> Message;
+
+    /// Judges a frame read before the session is set up; shows `tap` what it decoded.
+    fn setup_frame(&mut self, payload: &[u8], tap: Option<&dyn WireTap>) -> SetupStep;
+
+    /// An app message on the wire.
+    fn encode(message: ClientMessage) -> Message;
+
+    /// The last frame the writer sends when the app closes the session.
+    fn farewell() -> Message;
+
+    /// Turns a frame of an open session into events; shows `tap` what it decoded. `closing`
+    /// is true once the app has asked to close.
+    fn frame(&mut self, payload: &[u8], closing: bool, tap: Option<&dyn WireTap>) -> Read;
+
+    /// The socket ended (`code` is `None` when it just dropped).
+    fn socket_closed(&mut self, code: Option<u16>, reason: String, by_client: bool) -> CloseInfo {
+        close_info(code, reason, by_client)
+    }
+
+    /// The message for an upgrade refused with an HTTP status.
+    fn rejected(&self, status: u16) -> String {
+        describe_http_status(status, self.host())
+    }
+
+    /// The message for a failure that is neither a refusal nor a network error (TLS, protocol).
+    fn unreachable(&self, error: tungstenite::Error) -> String;
+}
+
+/// Connects with `protocol` and asks for `setup`; every stage, from the host look-up to the
+/// setup answer, must be done within `timeout`. `tap` sees the attempt, every app message
+/// sent, and the close (also of a failed setup).
+pub async fn run<P: Protocol>(
+    protocol: P,
+    setup: &Setup,
+    timeout: Duration,
+    tap: Option<Arc<dyn WireTap>>,
+) -> Result<Connection, ConnectError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    run_until(protocol, setup, timeout, deadline, tap).await
+}
+
+/// [`run`] under a deadline that started earlier (the caller spent part of `timeout` getting
+/// credentials); messages still name the whole `timeout`.
+pub async fn run_until<P: Protocol>(
+    mut protocol: P,
+    setup: &Setup,
+    timeout: Duration,
+    deadline: tokio::time::Instant,
+    tap: Option<Arc<dyn WireTap>>,
+) -> Result<Connection, ConnectError> {
+    install_crypto_provider();
+    let host = protocol.host().to_owned();
+    if let Some(tap) = &tap {
+        tap.connecting(&host);
+    }
+    let mut request = protocol.request()?;
+    request.headers_mut().insert(
+        "user-agent",
+        HeaderValue::from_static(concat!("livetalk/", env!("CARGO_PKG_VERSION"))),
+    );
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_MESSAGE_BYTES))
+        .max_frame_size(Some(MAX_MESSAGE_BYTES))
+        .write_buffer_size(0);
+    let target = Address::of(&request).map_err(ConnectError::Connect)?;
+    info!(%target, "connecting to the {}", P::PEER);
+    let timed_out = |stage| ConnectError::TimedOut(deadline_message(&target, stage, timeout));
+    let (socket, _response) =
+        dial(request, &target, config, deadline)
+            .await
+            .map_err(|e| match e {
+                DialError::Deadline(stage) => timed_out(stage),
+                DialError::Http(status) => ConnectError::Rejected {
+                    status,
+                    message: protocol.rejected(status),
+                },
+                DialError::Failed { message, .. } => ConnectError::Connect(message),
+            })?;
+    let (mut sink, mut stream) = socket.split();
+
+    if let Some(tap) = &tap {
+        tap.sent(&ClientMessage::Setup(Box::new(setup.clone())));
+    }
+    sink.send(P::opening(setup))
+        .await
+        .map_err(|e| connect_error(&protocol, &target, e))?;
+
+    let wait = async {
+        loop {
+            let frame = match stream.next().await {
+                Some(Ok(frame)) => frame,
+                Some(Err(e)) => return Err(connect_error(&protocol, &target, e)),
+                None => {
+                    return Err(ConnectError::Closed(protocol.socket_closed(
+                        None,
+                        String::new(),
+                        false,
+                    )));
+                }
+            };
+            let step = match &frame {
+                Message::Text(text) => protocol.setup_frame(text.as_bytes(), tap.as_deref()),
+                Message::Binary(bytes) => protocol.setup_frame(bytes, tap.as_deref()),
+                Message::Close(frame) => {
+                    let (code, reason) = close_frame(frame, None);
+                    return Err(ConnectError::Closed(
+                        protocol.socket_closed(code, reason, false),
+                    ));
+                }
+                _ => SetupStep::Wait,
+            };
+            match step {
+                SetupStep::Done { session_id } => return Ok(session_id),
+                SetupStep::Wait => {}
+                SetupStep::Failed(close) => return Err(ConnectError::Closed(close)),
+            }
+        }
+    };
+    let waited = tokio::time::timeout_at(deadline, wait)
+        .await
+        .map_err(|_| timed_out(Stage::Setup))
+        .and_then(|result| result);
+    if let (Err(ConnectError::Closed(close)), Some(tap)) = (&waited, &tap) {
+        tap.closed(close);
+    }
+    let session_id = waited?;
+    info!(host = %host, "{} session set up", P::PEER);
+
+    let (handle, mut outbound) = ConnectionHandle::channel(OUTBOUND_CAPACITY);
+    let (events_tx, events_rx) = mpsc::channel(EVENT_CAPACITY);
+    let closing = Arc::new(AtomicBool::new(false));
+
+    // Writer: owns the sink; sink sends never sit in a select! arm that could drop them.
+    let writer_closing = closing.clone();
+    let writer_tap = tap.clone();
+    tokio::spawn(async move {
+        while let Some(item) = outbound.recv().await {
+            let (frame, last) = match item {
+                Outbound::Message(message) => {
+                    if let Some(tap) = &writer_tap {
+                        tap.sent(&message);
+                    }
+                    (P::encode(*message), false)
+                }
+                Outbound::Close => {
+                    writer_closing.store(true, Ordering::SeqCst);
+                    (P::farewell(), true)
+                }
+            };
+            if let Err(e) = sink.send(frame).await {
+                debug!(
+                    "send to the {} failed, the reader reports the close: {e}",
+                    P::PEER
+                );
+                break;
+            }
+            if last {
+                break;
+            }
+        }
+    });
+
+    // Reader: every frame becomes events until the socket or the protocol ends the session.
+    tokio::spawn(async move {
+        let events = events_tx;
+        if events
+            .send(ServerEvent::SetupComplete { session_id })
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let close = loop {
+            let frame = stream.next().await;
+            let by_client = closing.load(Ordering::SeqCst);
+            let read =
+                match frame {
+                    Some(Ok(Message::Text(text))) => {
+                        protocol.frame(text.as_bytes(), by_client, tap.as_deref())
+                    }
+                    Some(Ok(Message::Binary(bytes))) => {
+                        protocol.frame(&bytes, by_client, tap.as_deref())
+                    }
+                    Some(Ok(Message::Close(frame))) => {
+                        let (code, reason) = close_frame(&frame, Some(1005));
+                        Read::End(protocol.socket_closed(code, reason, by_client))
+                    }
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => {
+                        debug!("{} read error: {e}", P::PEER);
+                        Read::End(broken_frame(&e).unwrap_or_else(|| {
+                            protocol.socket_closed(None, String::new(), by_client)
+                        }))
+                    }
+                    None => Read::End(protocol.socket_closed(None, String::new(), by_client)),
+                };
+            match read {
+                Read::Events(decoded) => {
+                    for event in decoded {
+                        if events.send(event).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Read::End(close) => break close,
+            }
+        };
+        // A bridge's close message is its own text, of any length.
+        info!(
+            code = ?close.code,
+            "{} session closed: {}",
+            P::PEER,
+            crate::excerpt::bounded(&close.message, crate::excerpt::SUMMARY)
+        );
+        if let Some(tap) = &tap {
+            tap.closed(&close);
+        }
+        let _ = events.send(ServerEvent::Closed(close)).await;
+    });
+
+    Ok(Connection {
+        handle,
+        events: events_rx,
+    })
+}
+
+/// A close frame's code and its reason; `code` stands in when the frame carried none.
+fn close_frame(frame: &Option<CloseFrame>, code: Option<u16>) -> (Option<u16>, String) {
+    match frame {
+        Some(frame) => (Some(u16::from(frame.code)), frame.reason.to_string()),
+        None => (code, String::new()),
+    }
+}
+
+/// What a frame the far end should never have sent amounts to: the end of the connection,
+/// with the code a receiver closes with for it, said plainly, and never retried (the server
+/// would send the same again). `None` for a connection that merely dropped.
+fn broken_frame(error: &tungstenite::Error) -> Option<CloseInfo> {
+    use tungstenite::error::CapacityError;
+    let (code, message) = match error {
+        tungstenite::Error::Capacity(CapacityError::MessageTooLong { size, max_size }) => (
+            1009,
+            format!(
+                "The server sent a message of {}, over the {} livetalk accepts (1009). The connection was closed; not retrying, as it would happen again.",
+                crate::excerpt::human_size(*size as u64),
+                crate::excerpt::human_size(*max_size as u64)
+            ),
+        ),
+        tungstenite::Error::Utf8(_) => (
+            1007,
+            "The server sent a text frame that is not valid UTF-8 (1007). The connection was closed; not retrying."
+                .to_owned(),
+        ),
+        // A reset is a connection that dropped, not a broken frame.
+        tungstenite::Error::Protocol(
+            tungstenite::error::ProtocolError::ResetWithoutClosingHandshake
+            | tungstenite::error::ProtocolError::SendAfterClosing
+            | tungstenite::error::ProtocolError::ReceivedAfterClosing,
+        ) => return None,
+        tungstenite::Error::Protocol(violation) => (
+            1002,
+            format!(
+                "The server broke the WebSocket protocol: {violation} (1002). The connection was closed; not retrying."
+            ),
+        ),
+        _ => return None,
+    };
+    Some(CloseInfo::failed(Some(code), message))
+}
+
+/// A WebSocket close as the Live API means it.
+pub fn close_info(code: Option<u16>, reason: String, initiated_by_client: bool) -> CloseInfo {
+    let message = if initiated_by_client {
+        "Session ended.".to_owned()
+    } else {
+        match code {
+            Some(1005) => "The server closed the connection without a status code.".to_owned(),
+            Some(code) => describe_close(code, &reason),
+            None => describe_close(1006, ""),
+        }
+    };
+    CloseInfo {
+        code,
+        reason,
+        message,
+        initiated_by_client,
+    }
+}
+
+fn connect_error<P: Protocol>(
+    protocol: &P,
+    target: &Address,
+    error: tungstenite::Error,
+) -> ConnectError {
+    match error {
+        tungstenite::Error::Http(response) => {
+            let status = response.status().as_u16();
+            ConnectError::Rejected {
+                status,
+                message: protocol.rejected(status),
+            }
+        }
+        tungstenite::Error::Io(e) => {
+            ConnectError::Connect(describe_io_error(&e, &target.to_string()))
+        }
+        other => ConnectError::Connect(protocol.unreachable(other)),
+    }
+}
+
+/// A far end on loopback for the runner's tests.
+#[cfg(test)]
+pub(crate) mod loopback {
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio::task::JoinHandle;
+    use tokio_tungstenite::WebSocketStream;
+
+    pub type Far = WebSocketStream<TcpStream>;
+
+    /// A `ws://` URL and the socket of the one connection accepted on it.
+    pub async fn listen() -> (String, JoinHandle<Far>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let accepted = tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            tokio_tungstenite::accept_async(stream).await.unwrap()
+        });
+        (url, accepted)
+    }
+}

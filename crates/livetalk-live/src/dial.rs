@@ -1,0 +1,314 @@
+//! Dialling a WebSocket server in named stages (look-up, TCP, the proxy's tunnel, TLS,
+//! upgrade) under one deadline, so a server that stalls at any of them costs a bounded wait
+//! and the user is told the host, the port and the stage it stalled at.
+
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::handshake::client::{Request, Response};
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{self};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use super::close::describe_io_error;
+use super::network::{Network, network};
+
+/// An upgraded socket, plain or TLS.
+pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// The steps of getting a session, in order; the deadline names the one it ran out in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Resolve,
+    Tcp,
+    /// Asking an HTTP proxy for a tunnel (CONNECT).
+    Proxy,
+    Tls,
+    Upgrade,
+    Setup,
+}
+
+impl Stage {
+    /// What the stage is, for "… while {what}".
+    pub fn doing(self) -> &'static str {
+        match self {
+            Stage::Resolve => "looking up the host",
+            Stage::Tcp => "opening the TCP connection",
+            Stage::Proxy => "waiting for the proxy to open a tunnel",
+            Stage::Tls => "in the TLS handshake",
+            Stage::Upgrade => "waiting for the WebSocket upgrade",
+            Stage::Setup => "waiting for the session to be set up",
+        }
+    }
+
+    /// The likely reason a server stalls here.
+    fn hint(self) -> &'static str {
+        match self {
+            Stage::Resolve => "Check the host name and your DNS.",
+            Stage::Tcp => "A firewall may be dropping the connection.",
+            Stage::Proxy => {
+                "Check the proxy in HTTPS_PROXY (or ALL_PROXY); hosts in NO_PROXY are reached directly."
+            }
+            Stage::Tls => {
+                "The server may not speak TLS: for a plain server use ws:// instead of wss://."
+            }
+            Stage::Upgrade => {
+                "It accepted the connection but never answered the upgrade; is it a WebSocket server?"
+            }
+            Stage::Setup => "The server may be overloaded or not a Live API endpoint.",
+        }
+    }
+}
+
+/// Where a request goes, as the user should read it: `host:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Address {
+    pub host: String,
+    pub port: u16,
+    pub tls: bool,
+}
+
+impl Address {
+    pub fn of(request: &Request) -> Result<Address, String> {
+        let uri = request.uri();
+        let tls = match uri.scheme_str() {
+            Some("wss") => true,
+            Some("ws") => false,
+            other => {
+                return Err(format!(
+                    "Unsupported URL scheme {:?}: use ws:// or wss://.",
+                    other.unwrap_or("")
+                ));
+            }
+        };
+        let host = uri
+            .host()
+            .ok_or_else(|| "The URL has no host.".to_owned())?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        Ok(Address { host, port, tls })
+    }
+}
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Why dialling failed: the deadline ran out in `stage`, or the stage failed with `message`.
+#[derive(Debug)]
+pub enum DialError {
+    Deadline(Stage),
+    /// The server answered the upgrade with an HTTP error status.
+    Http(u16),
+    Failed {
+        stage: Stage,
+        message: String,
+    },
+}
+
+/// The sentence for a deadline that ran out `timeout` after the start, in `stage`.
+pub fn deadline_message(target: &Address, stage: Stage, timeout: Duration) -> String {
+    format!(
+        "No answer from {target} within {} s ({}). {}",
+        timeout.as_secs_f32(),
+        stage.doing(),
+        stage.hint()
+    )
+}
+
+/// Runs one stage under the deadline.
+async fn stage<T>(
+    stage: Stage,
+    deadline: Instant,
+    work: impl Future<Output = Result<T, String>>,
+) -> Result<T, DialError> {
+    match tokio::time::timeout_at(deadline, work).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(message)) => Err(DialError::Failed { stage, message }),
+        Err(_) => Err(DialError::Deadline(stage)),
+    }
+}
+
+/// Looks up, connects (through the proxy when one applies), shakes hands and upgrades, all
+/// before `deadline`.
+pub async fn dial(
+    request: Request,
+    target: &Address,
+    config: WebSocketConfig,
+    deadline: Instant,
+) -> Result<(Socket, Response), DialError> {
+    let network = network().map_err(|message| DialError::Failed {
+        stage: Stage::Proxy,
+        message,
+    })?;
+    let proxy = network.proxy.as_ref().filter(|p| p.applies_to(target));
+    // With a proxy, the proxy resolves the target's name.
+    let (hop, hop_name) = match proxy {
+        Some(proxy) => (&proxy.address, format!("the proxy {}", proxy.address)),
+        None => (target, target.to_string()),
+    };
+    let addresses = stage(Stage::Resolve, deadline, async {
+        let found: Vec<_> = tokio::net::lookup_host((hop.host.as_str(), hop.port))
+            .await
+            .map_err(|e| crate::excerpt::sentence(&format!("Could not resolve {}: {e}", hop.host)))?
+            .collect();
+        if found.is_empty() {
+            return Err(format!("{} has no address.", hop.host));
+        }
+        Ok(found)
+    })
+    .await?;
+    let mut tcp = stage(Stage::Tcp, deadline, async {
+        let mut last = None;
+        for address in addresses {
+            match TcpStream::connect(address).await {
+                Ok(stream) => return Ok(stream),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(match last {
+            Some(e) => describe_io_error(&e, &hop_name),
+            None => format!("Could not connect to {hop_name}."),
+        })
+    })
+    .await?;
+    if let Some(proxy) = proxy {
+        stage(Stage::Proxy, deadline, proxy.open_tunnel(&mut tcp, target)).await?;
+    }
+    // Frames are small and latency matters more than packing them.
+    let _ = tcp.set_nodelay(true);
+    let stream = if target.tls {
+        let tls = stage(Stage::Tls, deadline, async {
+            let name = rustls::pki_types::ServerName::try_from(target.host.clone())
+                .map_err(|e| format!("{} is not a valid TLS server name: {e}", target.host))?;
+            tokio_rustls::TlsConnector::from(network.tls.clone())
+                .connect(name, tcp)
+                .await
+                .map_err(|e| tls_failure(target, &e, network))
+        })
+        .await?;
+        MaybeTlsStream::Rustls(tls)
+    } else {
+        MaybeTlsStream::Plain(tcp)
+    };
+    match tokio::time::timeout_at(
+        deadline,
+        tokio_tungstenite::client_async_with_config(request, stream, Some(config)),
+    )
+    .await
+    {
+        Ok(Ok(upgraded)) => Ok(upgraded),
+        Ok(Err(tungstenite::Error::Http(response))) => {
+            Err(DialError::Http(response.status().as_u16()))
+        }
+        Ok(Err(e)) => Err(DialError::Failed {
+            stage: Stage::Upgrade,
+            message: upgrade_failure(target, e),
+        }),
+        Err(_) => Err(DialError::Deadline(Stage::Upgrade)),
+    }
+}
+
+/// A failed handshake; a plain server answering a TLS hello is the usual cause, and says so
+/// by resetting, hanging up or sending bytes that are no TLS record. A certificate from an
+/// unknown authority is often a company proxy's, whose CA the user can name.
+fn tls_failure(target: &Address, error: &std::io::Error, network: &Network) -> String {
+    use std::io::ErrorKind;
+    let plain_server = matches!(
+        error.kind(),
+        ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof | ErrorKind::ConnectionAborted
+    ) || error.to_string().contains("corrupt message");
+    if plain_server {
+        format!(
+            "The TLS handshake with {target} failed ({error}). The server may not speak TLS: for a plain server use ws:// instead of wss://."
+        )
+    } else if error.to_string().contains("UnknownIssuer") {
+        let unread = if network.trust_problems.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (Some trusted certificates could not be read: {}.)",
+                network.trust_problems.join("; ")
+            )
+        };
+        format!(
+            "The TLS handshake with {target} failed: its certificate is not signed by an authority livetalk trusts. If a company proxy inspects TLS, give its CA certificate in SSL_CERT_FILE (or a folder in SSL_CERT_DIR).{unread}"
+        )
+    } else {
+        crate::excerpt::sentence(&format!("The TLS handshake with {target} failed: {error}"))
+    }
+}
+
+/// A failed upgrade; a TLS server answering plain HTTP is the usual cause of garbage.
+fn upgrade_failure(target: &Address, error: tungstenite::Error) -> String {
+    match error {
+        tungstenite::Error::Io(e) => crate::excerpt::sentence(&format!(
+            "{target} hung up during the WebSocket upgrade ({e})"
+        )),
+        tungstenite::Error::HttpFormat(_)
+        | tungstenite::Error::Protocol(tungstenite::error::ProtocolError::HttparseError(_)) => {
+            format!(
+                "{target} did not answer the WebSocket upgrade with HTTP. If it speaks TLS, use wss:// instead of ws://."
+            )
+        }
+        tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed => {
+            format!("{target} hung up during the WebSocket upgrade.")
+        }
+        other => crate::excerpt::sentence(&format!(
+            "The WebSocket upgrade with {target} failed: {other}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    fn target(url: &str) -> Address {
+        Address::of(&url.into_client_request().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn targets_name_host_and_port_with_the_schemes_default() {
+        assert_eq!(
+            target("wss://example.com/ws").to_string(),
+            "example.com:443"
+        );
+        assert_eq!(
+            target("ws://127.0.0.1:9000?x=1").to_string(),
+            "127.0.0.1:9000"
+        );
+        assert_eq!(target("ws://[::1]:9000/").to_string(), "[::1]:9000");
+        assert!(!target("ws://localhost").tls);
+    }
+
+    #[test]
+    fn every_stage_has_a_deadline_sentence_naming_the_target() {
+        let t = target("wss://example.com/ws");
+        for stage in [
+            Stage::Resolve,
+            Stage::Tcp,
+            Stage::Proxy,
+            Stage::Tls,
+            Stage::Upgrade,
+            Stage::Setup,
+        ] {
+            let text = deadline_message(&t, stage, Duration::from_secs(10));
+            assert!(
+                text.starts_with("No answer from example.com:443 within 10 s"),
+                "{text}"
+            );
+            assert!(text.contains(stage.doing()), "{text}");
+        }
+    }
+}

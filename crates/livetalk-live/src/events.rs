@@ -1,0 +1,345 @@
+//! The one continuous stream of typed session events, and how server messages map onto it.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::wire::{FunctionCall, OUTPUT_SAMPLE_RATE, ServerMessage, UsageMetadata};
+
+/// Everything a session reports, in arrival order. Turn boundaries are events, not iterator
+/// ends: the stream runs until [`ServerEvent::Closed`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerEvent {
+    /// `setupComplete`: the session is ready for input.
+    SetupComplete { session_id: Option<String> },
+    /// Text part of a model turn (TEXT modality, or text beside audio).
+    ModelText(String),
+    /// A chunk of model audio: PCM16 little-endian mono. (A recording keeps the samples in
+    /// its WAV file, not in the line.)
+    ModelAudio {
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pcm: Vec<u8>,
+        sample_rate: u32,
+    },
+    /// Transcription of the user's speech (fragment).
+    InputTranscription { text: String, finished: bool },
+    /// Transcription of the model's speech (fragment).
+    OutputTranscription { text: String, finished: bool },
+    /// The model finished generating this turn (playback may still be running).
+    GenerationComplete,
+    /// Where the interaction stands, on models whose turns go on after `turnComplete`
+    /// (`serverContent.interactionStatus`): `idle` once the model has nothing more to do,
+    /// else it is still working (tool calls or speech may follow).
+    Interaction { idle: bool },
+    /// The model's turn is over (on models that send [`ServerEvent::Interaction`], the
+    /// interaction may go on).
+    TurnComplete {
+        reason: Option<String>,
+        waiting_for_input: bool,
+    },
+    /// The user's input cut the model off; discard queued audio.
+    Interrupted,
+    /// Function calls to run and answer.
+    ToolCall(Vec<FunctionCall>),
+    /// Calls the server abandoned; they must not be answered.
+    ToolCallCancelled(Vec<String>),
+    /// The server will close this connection soon.
+    GoAway { time_left: Option<Duration> },
+    /// A new session resumption handle (or that none is available right now).
+    ResumptionUpdate {
+        handle: Option<String>,
+        resumable: bool,
+    },
+    /// Token usage reported beside a message.
+    Usage(UsageMetadata),
+    /// Server-side voice activity: the user started (`true`) or stopped speaking.
+    VoiceActivity { speaking: bool },
+    /// Google Search grounding for the current turn.
+    Grounding(Value),
+    /// A frame that could not be used (malformed or unknown); logged and skipped.
+    FrameSkipped { reason: String },
+    /// The connection is over. Always the last event.
+    Closed(CloseInfo),
+}
+
+/// How and why a connection ended.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CloseInfo {
+    /// WebSocket close code, if the server sent one.
+    pub code: Option<u16>,
+    /// The server's reason text, verbatim.
+    pub reason: String,
+    /// One human sentence saying what happened.
+    pub message: String,
+    /// True when we asked for the close (end of session), false when it happened to us.
+    pub initiated_by_client: bool,
+}
+
+impl CloseInfo {
+    /// The end of a session we closed ourselves.
+    pub fn ended_by_client() -> CloseInfo {
+        CloseInfo {
+            code: None,
+            reason: String::new(),
+            message: "Session ended.".to_owned(),
+            initiated_by_client: true,
+        }
+    }
+
+    /// An end decided on this side for what the far end did (or failed to do): no reason
+    /// from it, `code` when one applies.
+    pub fn failed(code: Option<u16>, message: String) -> CloseInfo {
+        CloseInfo {
+            code,
+            reason: String::new(),
+            message,
+            initiated_by_client: false,
+        }
+    }
+}
+
+/// Splits one server message into events, in the order a reader should apply them.
+pub fn events_from(message: ServerMessage) -> Vec<ServerEvent> {
+    let mut events = Vec::new();
+    if let Some(setup) = message.setup_complete {
+        events.push(ServerEvent::SetupComplete {
+            session_id: setup.session_id,
+        });
+    }
+    if let Some(call) = message.tool_call
+        && !call.function_calls.is_empty()
+    {
+        events.push(ServerEvent::ToolCall(call.function_calls));
+    }
+    if let Some(cancel) = message.tool_call_cancellation
+        && !cancel.ids.is_empty()
+    {
+        events.push(ServerEvent::ToolCallCancelled(cancel.ids));
+    }
+    if let Some(content) = message.server_content {
+        if let Some(t) = content.input_transcription
+            && let Some(text) = t.text
+        {
+            events.push(ServerEvent::InputTranscription {
+                text,
+                finished: t.finished.unwrap_or(false),
+            });
+        }
+        for part in content.model_turn.map(|c| c.parts).unwrap_or_default() {
+            if part.thought == Some(true) {
+                continue;
+            }
+            if let Some(text) = part.text
+                && !text.is_empty()
+            {
+                events.push(ServerEvent::ModelText(text));
+            }
+            if let Some(blob) = part.inline_data
+                && blob.mime_type.starts_with("audio/")
+            {
+                let sample_rate = blob.declared_rate().unwrap_or(OUTPUT_SAMPLE_RATE);
+                events.push(ServerEvent::ModelAudio {
+                    pcm: blob.data,
+                    sample_rate,
+                });
+            }
+        }
+        if let Some(t) = content.output_transcription
+            && let Some(text) = t.text
+        {
+            events.push(ServerEvent::OutputTranscription {
+                text,
+                finished: t.finished.unwrap_or(false),
+            });
+        }
+        if let Some(grounding) = content.grounding_metadata {
+            events.push(ServerEvent::Grounding(grounding));
+        }
+        if content.generation_complete == Some(true) {
+            events.push(ServerEvent::GenerationComplete);
+        }
+        if content.interrupted == Some(true) {
+            events.push(ServerEvent::Interrupted);
+        }
+        // Before the turnComplete beside it: that turnComplete ends the interaction or not.
+        match content.interaction_status.as_deref() {
+            Some("IDLE") => events.push(ServerEvent::Interaction { idle: true }),
+            Some("IN_PROGRESS") | Some("REQUIRES_ACTION") => {
+                events.push(ServerEvent::Interaction { idle: false })
+            }
+            _ => {}
+        }
+        if content.turn_complete == Some(true) {
+            events.push(ServerEvent::TurnComplete {
+                reason: content.turn_complete_reason,
+                waiting_for_input: content.waiting_for_input.unwrap_or(false),
+            });
+        }
+    }
+    if let Some(usage) = message.usage_metadata {
+        events.push(ServerEvent::Usage(usage));
+    }
+    if let Some(go_away) = message.go_away {
+        events.push(ServerEvent::GoAway {
+            time_left: go_away.time_left,
+        });
+    }
+    if let Some(update) = message.session_resumption_update {
+        events.push(ServerEvent::ResumptionUpdate {
+            handle: update.new_handle.filter(|h| !h.is_empty()),
+            resumable: update.resumable.unwrap_or(false),
+        });
+    }
+    if let Some(activity) = message.voice_activity {
+        match activity.activity_type.as_deref() {
+            Some("ACTIVITY_START") => events.push(ServerEvent::VoiceActivity { speaking: true }),
+            Some("ACTIVITY_END") => events.push(ServerEvent::VoiceActivity { speaking: false }),
+            _ => {}
+        }
+    }
+    if let Some(signal) = message.voice_activity_detection_signal {
+        match signal.vad_signal_type.as_deref() {
+            Some("VAD_SIGNAL_TYPE_SOS") => {
+                events.push(ServerEvent::VoiceActivity { speaking: true })
+            }
+            Some("VAD_SIGNAL_TYPE_EOS") => {
+                events.push(ServerEvent::VoiceActivity { speaking: false })
+            }
+            _ => {}
+        }
+    }
+    events
+}
+
+/// PCM16 little-endian bytes to samples (an odd trailing byte is dropped).
+pub fn pcm16_from_le_bytes(bytes: &[u8]) -> Vec<i16> {
+    bytes
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect()
+}
+
+/// Samples to PCM16 little-endian bytes.
+pub fn pcm16_to_le_bytes(samples: &[i16]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(samples.len() * 2);
+    for s in samples {
+        bytes.extend_from_slice(&s.to_le_bytes());
+    }
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{DecodedServerFrame, decode_server};
+
+    fn events(json: &str) -> Vec<ServerEvent> {
+        match decode_server(json.as_bytes()) {
+            Ok(DecodedServerFrame::Message(m)) => events_from(m),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn one_message_with_several_fields_yields_ordered_events() {
+        let got = events(
+            r#"{"serverContent": {"modelTurn": {"parts": [{"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": "AQACAA=="}}, {"text": "thinking", "thought": true}]},
+                "outputTranscription": {"text": "Hi"}, "generationComplete": true, "turnComplete": true},
+               "usageMetadata": {"totalTokenCount": 5}}"#,
+        );
+        assert_eq!(
+            got,
+            vec![
+                ServerEvent::ModelAudio {
+                    pcm: vec![1, 0, 2, 0],
+                    sample_rate: 24_000
+                },
+                ServerEvent::OutputTranscription {
+                    text: "Hi".into(),
+                    finished: false
+                },
+                ServerEvent::GenerationComplete,
+                ServerEvent::TurnComplete {
+                    reason: None,
+                    waiting_for_input: false
+                },
+                ServerEvent::Usage(UsageMetadata {
+                    total_token_count: Some(5),
+                    ..Default::default()
+                }),
+            ]
+        );
+    }
+
+    #[test]
+    fn interrupted_comes_before_turn_complete() {
+        assert_eq!(
+            events(r#"{"serverContent": {"interrupted": true, "turnComplete": true}}"#),
+            vec![
+                ServerEvent::Interrupted,
+                ServerEvent::TurnComplete {
+                    reason: None,
+                    waiting_for_input: false
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn interaction_status_comes_before_the_turn_complete_beside_it() {
+        assert_eq!(
+            events(
+                r#"{"serverContent": {"turnComplete": true, "interactionStatus": "IN_PROGRESS"}}"#
+            ),
+            vec![
+                ServerEvent::Interaction { idle: false },
+                ServerEvent::TurnComplete {
+                    reason: None,
+                    waiting_for_input: false
+                }
+            ]
+        );
+        assert_eq!(
+            events(r#"{"serverContent": {"interactionStatus": "IDLE"}}"#),
+            vec![ServerEvent::Interaction { idle: true }]
+        );
+        assert_eq!(
+            events(r#"{"serverContent": {"interactionStatus": "INTERACTION_STATUS_UNSPECIFIED"}}"#),
+            vec![]
+        );
+    }
+
+    #[test]
+    fn control_messages_map_to_events() {
+        assert_eq!(
+            events(r#"{"goAway": {"timeLeft": "50s"}}"#),
+            vec![ServerEvent::GoAway {
+                time_left: Some(Duration::from_secs(50))
+            }]
+        );
+        assert_eq!(
+            events(r#"{"sessionResumptionUpdate": {"newHandle": "", "resumable": false}}"#),
+            vec![ServerEvent::ResumptionUpdate {
+                handle: None,
+                resumable: false
+            }]
+        );
+        assert_eq!(
+            events(r#"{"toolCallCancellation": {"ids": ["function-call-1"]}}"#),
+            vec![ServerEvent::ToolCallCancelled(vec![
+                "function-call-1".into()
+            ])]
+        );
+        assert_eq!(
+            events(r#"{"voiceActivity": {"type": "ACTIVITY_START"}}"#),
+            vec![ServerEvent::VoiceActivity { speaking: true }]
+        );
+    }
+
+    #[test]
+    fn pcm16_round_trips() {
+        let samples = [0i16, 1, -1, i16::MAX, i16::MIN];
+        assert_eq!(pcm16_from_le_bytes(&pcm16_to_le_bytes(&samples)), samples);
+    }
+}

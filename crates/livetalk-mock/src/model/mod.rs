@@ -1,0 +1,226 @@
+//! The mock server's scripted model: reads plain-English smart-home requests, plans calls to the
+//! client's declared tools and phrases replies from their results, errors included; any
+//! declared tool can also be called by name. This file owns the model's turns (user text, tool
+//! results, user audio) and what it keeps between them; understanding, planning, calls by name
+//! and phrasing are the modules below.
+
+mod devices;
+mod named_call;
+mod phrasing;
+mod planner;
+mod results;
+mod understanding;
+mod words;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use devices::Memory;
+use named_call::{NamedCall, named_call};
+use planner::{Pending, Purpose, merge_intents};
+use understanding::understand;
+
+use livetalk_live::wire::FunctionDeclaration;
+
+const GET_DEVICE_STATUS: &str = "get_device_status";
+const SET_DEVICE_STATUS: &str = "set_device_status";
+const GET_CURRENT_TIME: &str = "get_current_time";
+const END_SESSION: &str = "end_session";
+
+/// One function call the model wants the client to make.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedCall {
+    pub name: String,
+    pub args: Value,
+}
+
+/// What the model does next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelStep {
+    /// Make these calls (as one `toolCall`), then hand the results to [`ScriptedModel::tool_results`].
+    CallTools(Vec<PlannedCall>),
+    /// Say this and end the turn.
+    Reply(String),
+}
+
+/// A deterministic stand-in for the model behind the mock Live server.
+///
+/// Clone + Serialize/Deserialize so a resumption handle can restore the conversation later.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ScriptedModel {
+    declared: BTreeSet<String>,
+    /// The declarations themselves, for calls by name (their schemas say how to read the
+    /// arguments).
+    #[serde(default)]
+    declarations: Vec<FunctionDeclaration>,
+    memory: Memory,
+    /// The calls of the last `CallTools` and what to say once they are answered.
+    pending: Option<Pending>,
+    /// The system instruction asks for short answers: replies keep their first sentence.
+    #[serde(default)]
+    brief: bool,
+}
+
+impl ScriptedModel {
+    /// A model that will only ever call the tools named here, knowing nothing of their
+    /// arguments.
+    pub fn new(declared_tools: impl IntoIterator<Item = String>) -> Self {
+        Self::with_declarations(declared_tools.into_iter().map(|name| FunctionDeclaration {
+            name,
+            ..FunctionDeclaration::default()
+        }))
+    }
+
+    /// A model that will only ever call the tools declared here (the client's
+    /// `functionDeclarations`).
+    pub fn with_declarations(declarations: impl IntoIterator<Item = FunctionDeclaration>) -> Self {
+        let mut model = Self::default();
+        model.redeclare(declarations);
+        model
+    }
+
+    /// Follows a system instruction (from `setup` or a `contextUpdate`) where this model
+    /// can: asked for answers of one sentence, it keeps to the first sentence. A later
+    /// instruction replaces an earlier one. Its replies are short already, so a plain "answer
+    /// briefly" (as livetalk's default instruction says) changes nothing; only an ask for
+    /// less than that does.
+    pub fn follow_instruction(&mut self, instruction: &str) {
+        let lower = instruction.to_lowercase();
+        self.brief = [
+            "one sentence",
+            "single sentence",
+            "very brief",
+            "concise",
+            "as short as possible",
+            "shorter",
+            "briefer",
+            "few words",
+        ]
+        .iter()
+        .any(|cue| lower.contains(cue));
+    }
+
+    /// The tools the client declares now, replacing the earlier ones: a `contextUpdate` sent
+    /// new ones, or a client resumed this conversation with a `setup` of its own (a tool turned
+    /// off must not be called after the hand-over).
+    pub fn redeclare(&mut self, declarations: impl IntoIterator<Item = FunctionDeclaration>) {
+        self.declarations = declarations.into_iter().collect();
+        self.declared = self.declarations.iter().map(|d| d.name.clone()).collect();
+    }
+
+    /// A reply as the instruction wants it.
+    fn styled(&self, step: ModelStep) -> ModelStep {
+        match step {
+            ModelStep::Reply(text) if self.brief => ModelStep::Reply(first_sentence(&text)),
+            other => other,
+        }
+    }
+
+    /// A user text turn: either tool calls to make first, or a direct reply.
+    pub fn user_turn(&mut self, text: &str) -> ModelStep {
+        let step = self.user_turn_unstyled(text);
+        self.styled(step)
+    }
+
+    fn user_turn_unstyled(&mut self, text: &str) -> ModelStep {
+        // A new user turn supersedes calls that were never answered (cancelled or interrupted).
+        self.pending = None;
+        match named_call(text, &self.declarations) {
+            Some(NamedCall::Call(call)) => {
+                let pending = Pending {
+                    calls: vec![(call, Purpose::Other)],
+                    ..Pending::default()
+                };
+                return self.finish(pending);
+            }
+            Some(NamedCall::Problem(problem)) => return ModelStep::Reply(problem),
+            None => {}
+        }
+        let understood = understand(text, self.memory.last_device);
+        self.memory.last_device = understood.last_device;
+        if understood.intents.is_empty() {
+            return ModelStep::Reply(self.small_talk(&understood));
+        }
+        let mut pending = Pending {
+            notes: understood.notes,
+            ..Pending::default()
+        };
+        for intent in merge_intents(understood.intents) {
+            self.plan(intent, &mut pending);
+        }
+        self.finish(pending)
+    }
+
+    /// The responses to the calls of the last CallTools, in the same order (each the `response`
+    /// JSON the client sent). Returns the reply (or, if useful, further calls).
+    pub fn tool_results(&mut self, results: &[(PlannedCall, Value)]) -> ModelStep {
+        let step = self.tool_results_unstyled(results);
+        self.styled(step)
+    }
+
+    fn tool_results_unstyled(&mut self, results: &[(PlannedCall, Value)]) -> ModelStep {
+        let mut pending = self.pending.take().unwrap_or_default();
+        let asked = std::mem::take(&mut pending.calls);
+        for (index, (call, response)) in results.iter().enumerate() {
+            // Match by position first (the contract), then by equality, so a reordered or
+            // restored conversation still phrases sensibly.
+            let purpose = asked
+                .get(index)
+                .filter(|(planned, _)| planned == call)
+                .or_else(|| asked.iter().find(|(planned, _)| planned == call))
+                .map(|(_, purpose)| purpose.clone())
+                .unwrap_or_else(|| Purpose::from_call(call));
+            self.absorb(call, &purpose, response, &mut pending);
+        }
+        for (device, change) in std::mem::take(&mut pending.deferred) {
+            self.plan_change(device, change, false, &mut pending);
+        }
+        self.finish(pending)
+    }
+
+    /// A user audio turn of the given length (the mock cannot transcribe speech).
+    pub fn audio_turn(&mut self, speech: Duration) -> ModelStep {
+        self.pending = None;
+        let seconds = speech.as_secs_f64();
+        let heard = if seconds < 0.3 {
+            "only a very short sound".to_owned()
+        } else {
+            format!("about {seconds:.1} seconds of speech")
+        };
+        let suggestion = match self.examples().first() {
+            Some(example) => format!(" Please type your request instead, for example {example}."),
+            None => " Please type your request instead.".to_owned(),
+        };
+        self.styled(ModelStep::Reply(format!(
+            "I heard {heard}, but this demo model can't understand spoken words.{suggestion}"
+        )))
+    }
+
+    fn declares(&self, tool: &str) -> bool {
+        self.declared.contains(tool)
+    }
+}
+
+/// The text up to and including its first sentence end (all of it when there is none).
+fn first_sentence(text: &str) -> String {
+    let end = text
+        .char_indices()
+        .find(|&(i, c)| {
+            matches!(c, '.' | '!' | '?')
+                && text[i + c.len_utf8()..]
+                    .chars()
+                    .next()
+                    .is_none_or(char::is_whitespace)
+        })
+        .map(|(i, c)| i + c.len_utf8());
+    match end {
+        Some(end) => text[..end].to_owned(),
+        None => text.to_owned(),
+    }
+}

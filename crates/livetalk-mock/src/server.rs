@@ -1,0 +1,409 @@
+//! The mock's listener: plain `ws://` or `wss://`, every URL path and key placement the
+//! service and the official SDKs use, each connection served by its own [`MockConnection`].
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use futures_util::future::BoxFuture;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::StatusCode;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tracing::{debug, info};
+
+use super::connection::{Flavor, MockConnection};
+use super::resumption::SessionStore;
+use super::scenario::{FaultClock, Scenario};
+use crate::ws_server::{self, Admission, ConnectionLimits};
+use livetalk_live::client::{MAX_MESSAGE_BYTES, install_crypto_provider};
+use livetalk_live::{ApiKey, ApiVersion, Endpoint};
+
+/// PEM files for serving `wss://`.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// How to run the mock.
+#[derive(Debug, Clone)]
+pub struct MockOptions {
+    pub listen: SocketAddr,
+    pub tls: Option<TlsFiles>,
+    /// How much faster than real time reply audio is streamed.
+    pub speed: f64,
+    /// Faults to inject (none by default).
+    pub scenario: Scenario,
+    /// Save the mic audio each connection sends as `input-<n>.wav` in this folder.
+    pub save_input: Option<std::path::PathBuf>,
+    /// Open connections held at once, and the time a new one has to upgrade.
+    pub limits: ConnectionLimits,
+}
+
+impl MockOptions {
+    /// Plain `ws://` on a free loopback port: what the app embeds and tests use.
+    pub fn loopback() -> Self {
+        MockOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: None,
+            speed: 4.0,
+            scenario: Scenario::default(),
+            save_input: None,
+            limits: ConnectionLimits::default(),
+        }
+    }
+}
+
+/// What all connections of one mock server share: saved sessions, the fault clock, counters.
+#[derive(Debug, Default)]
+pub struct MockState {
+    pub sessions: SessionStore,
+    pub clock: FaultClock,
+    /// `setup` messages received (one per connection that got that far).
+    pub connections: AtomicU32,
+    /// Connections that resumed a saved session.
+    pub resumptions: AtomicU32,
+    /// Tool responses for calls the connection never made or that were already answered.
+    pub stray_tool_responses: AtomicU32,
+    /// Where connections save the mic audio they receive (`--save-input`).
+    pub save_input: Option<std::path::PathBuf>,
+    /// Connections accepted, to number the saved input files.
+    pub accepted: AtomicU32,
+    /// The function names each `setup` declared, in the order they came.
+    pub declared: std::sync::Mutex<Vec<Vec<String>>>,
+}
+
+/// Why the mock could not start. `Display` is the whole message, cause included.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {error}")]
+    Listen {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// What the system said.
+        error: std::io::Error,
+    },
+    /// The folder for saved input could not be created.
+    #[error("cannot create {}: {error}", dir.display())]
+    SaveInput {
+        /// The folder.
+        dir: PathBuf,
+        /// What the system said.
+        error: std::io::Error,
+    },
+    /// The certificate or key for `wss://` could not be used.
+    #[error("{0}")]
+    Tls(String),
+}
+
+/// A running mock server; it stops when dropped.
+pub struct MockServer {
+    local_addr: SocketAddr,
+    tls: bool,
+    state: Arc<MockState>,
+    _shutdown: oneshot::Sender<()>,
+}
+
+impl MockServer {
+    /// Binds and starts accepting connections in the background.
+    pub async fn start(options: MockOptions) -> Result<MockServer, StartError> {
+        let acceptor = match &options.tls {
+            Some(files) => Some(tls_acceptor(&files.cert, &files.key)?),
+            None => None,
+        };
+        let listen_error = |error| StartError::Listen {
+            addr: options.listen,
+            error,
+        };
+        let listener = TcpListener::bind(options.listen)
+            .await
+            .map_err(listen_error)?;
+        let local_addr = listener.local_addr().map_err(listen_error)?;
+        let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
+        let speed = if options.speed.is_finite() && options.speed > 0.0 {
+            options.speed
+        } else {
+            1.0
+        };
+        let tls = acceptor.is_some();
+        if let Some(dir) = &options.save_input {
+            std::fs::create_dir_all(dir).map_err(|error| StartError::SaveInput {
+                dir: dir.clone(),
+                error,
+            })?;
+        }
+        let state = Arc::new(MockState {
+            clock: FaultClock::new(options.scenario),
+            save_input: options.save_input,
+            ..MockState::default()
+        });
+        let shared = state.clone();
+        ws_server::spawn_accept_loop(
+            "mock",
+            listener,
+            options.limits,
+            shutdown_rx,
+            move |stream, peer, admission| {
+                upgrade(
+                    stream,
+                    peer,
+                    admission,
+                    acceptor.clone(),
+                    speed,
+                    shared.clone(),
+                )
+            },
+        );
+        info!(%local_addr, tls, "mock Live server listening");
+        Ok(MockServer {
+            local_addr,
+            tls,
+            state,
+            _shutdown: shutdown_tx,
+        })
+    }
+
+    /// Connections that sent a `setup` so far.
+    pub fn connections(&self) -> u32 {
+        self.state.connections.load(Ordering::Relaxed)
+    }
+
+    /// Connections that resumed a saved session so far.
+    pub fn resumptions(&self) -> u32 {
+        self.state.resumptions.load(Ordering::Relaxed)
+    }
+
+    /// The function names each `setup` so far declared, in order (one list per setup).
+    pub fn declared_tools(&self) -> Vec<Vec<String>> {
+        self.state
+            .declared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Tool responses that answered no open call of their connection (a client bug if > 0).
+    pub fn stray_tool_responses(&self) -> u32 {
+        self.state.stray_tool_responses.load(Ordering::Relaxed)
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// `ws://host:port` or `wss://host:port`.
+    pub fn base_url(&self) -> String {
+        let scheme = if self.tls { "wss" } else { "ws" };
+        format!("{scheme}://{}", self.local_addr)
+    }
+
+    /// The full endpoint for an API version.
+    pub fn endpoint(&self, version: ApiVersion) -> Endpoint {
+        Endpoint::parse(&self.base_url(), version).expect("the mock's own URL is valid")
+    }
+}
+
+fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, StartError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    install_crypto_provider();
+    let certs = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| StartError::Tls(format!("cannot read certificate {}: {e}", cert.display())))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| StartError::Tls(format!("invalid PEM certificate {}: {e}", cert.display())))?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| StartError::Tls(format!("cannot read private key {}: {e}", key.display())))?;
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| {
+            StartError::Tls(format!(
+                "certificate and key do not form a valid TLS identity: {e}"
+            ))
+        })?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// TLS (for `wss://`) and the WebSocket upgrade; the connection's session when both succeed.
+async fn upgrade(
+    stream: TcpStream,
+    peer: SocketAddr,
+    admission: Admission,
+    acceptor: Option<tokio_rustls::TlsAcceptor>,
+    speed: f64,
+    state: Arc<MockState>,
+) -> Option<BoxFuture<'static, ()>> {
+    match acceptor {
+        Some(acceptor) => match acceptor.accept(stream).await {
+            Ok(tls) => upgrade_websocket(tls, peer, admission, speed, state).await,
+            Err(e) => {
+                debug!(%peer, "TLS handshake failed: {e}");
+                None
+            }
+        },
+        None => upgrade_websocket(stream, peer, admission, speed, state).await,
+    }
+}
+
+async fn upgrade_websocket<S>(
+    stream: S,
+    peer: SocketAddr,
+    admission: Admission,
+    speed: f64,
+    state: Arc<MockState>,
+) -> Option<BoxFuture<'static, ()>>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut flavor = Flavor::GoogleAi;
+    let mut key = None;
+    #[allow(clippy::result_large_err)] // the type is fixed by tungstenite
+    let callback = |request: &Request, response: Response| -> Result<Response, ErrorResponse> {
+        admission.check()?;
+        match live_path_flavor(request.uri().path()) {
+            Some(found) => {
+                flavor = found;
+                let given = client_key(request);
+                // Where the key was, never the key.
+                let placement = given.as_ref().map_or("none", |(placement, _)| *placement);
+                debug!(%peer, path = request.uri().path(), key = placement, "upgrade");
+                key = given.map(|(_, key)| key);
+                Ok(response)
+            }
+            None => {
+                let mut error = ErrorResponse::new(Some(format!(
+                    "No Live API at {}; expected /ws/google.ai.generativelanguage.{{v1,v1beta,v1alpha}}.GenerativeService.BidiGenerateContent",
+                    request.uri().path()
+                )));
+                *error.status_mut() = StatusCode::NOT_FOUND;
+                Err(error)
+            }
+        }
+    };
+    // Frames are held to the message limit too: a larger one is refused (1009) from its header.
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_MESSAGE_BYTES))
+        .max_frame_size(Some(MAX_MESSAGE_BYTES))
+        .write_buffer_size(0);
+    match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
+        Ok(socket) => Some(Box::pin(
+            MockConnection::new(flavor, speed, state, key).run(socket),
+        )),
+        Err(e) => {
+            debug!(%peer, "upgrade refused: {e}");
+            None
+        }
+    }
+}
+
+/// Which service a request path addresses, accepting repeated slashes (the SDKs produce `//ws/`).
+pub fn live_path_flavor(path: &str) -> Option<Flavor> {
+    let mut collapsed = String::with_capacity(path.len());
+    for c in path.chars() {
+        if !(c == '/' && collapsed.ends_with('/')) {
+            collapsed.push(c);
+        }
+    }
+    if let Some(rest) = collapsed.strip_prefix("/ws/google.ai.generativelanguage.") {
+        let (version, method) = rest.split_once(".GenerativeService.")?;
+        let version_ok = matches!(version, "v1" | "v1beta" | "v1alpha");
+        let method_ok = matches!(
+            method,
+            "BidiGenerateContent" | "BidiGenerateContentConstrained"
+        );
+        return (version_ok && method_ok).then_some(Flavor::GoogleAi);
+    }
+    if let Some(rest) = collapsed.strip_prefix("/ws/google.cloud.aiplatform.") {
+        let (version, method) = rest.split_once(".LlmBidiService/")?;
+        let ok = matches!(version, "v1" | "v1beta1") && method == "BidiGenerateContent";
+        return ok.then_some(Flavor::Vertex);
+    }
+    None
+}
+
+/// Where the client put its key, and the key: the `x-goog-api-key` header or the `key` query
+/// parameter (the SDKs use one or the other), or a Vertex client's access token. Its
+/// resumption handles are bound to the key, compared as sent (API keys need no
+/// percent-encoding).
+fn client_key(request: &Request) -> Option<(&'static str, ApiKey)> {
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+    };
+    let query = |name: &str| {
+        request
+            .uri()
+            .query()
+            .into_iter()
+            .flat_map(|q| q.split('&'))
+            .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))
+    };
+    [
+        ("x-goog-api-key header", header("x-goog-api-key")),
+        ("key query parameter", query("key")),
+        ("access_token query parameter", query("access_token")),
+        ("authorization header", header("authorization")),
+    ]
+    .into_iter()
+    .find_map(|(placement, given)| Some((placement, ApiKey::new(given?)?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_is_read_where_the_sdks_put_it() {
+        let key_of = |uri: &str, headers: &[(&str, &str)]| {
+            let mut builder = Request::builder().uri(uri);
+            for (name, value) in headers {
+                builder = builder.header(*name, *value);
+            }
+            client_key(&builder.body(()).unwrap())
+        };
+        let path = "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent";
+        let a = ApiKey::new("key-A");
+        let found = key_of(&format!("{path}?alt=x&key=key-A"), &[]).unwrap();
+        assert_eq!((found.0, Some(found.1)), ("key query parameter", a.clone()));
+        let found = key_of(path, &[("x-goog-api-key", "key-A")]).unwrap();
+        assert_eq!((found.0, Some(found.1)), ("x-goog-api-key header", a));
+        // `keys=` is not `key=`; an empty key is no key.
+        assert!(key_of(&format!("{path}?keys=x&key="), &[]).is_none());
+        assert_eq!(
+            key_of(&format!("{path}?access_token=t"), &[]).map(|f| f.0),
+            Some("access_token query parameter")
+        );
+        assert!(key_of(path, &[]).is_none());
+    }
+
+    #[test]
+    fn every_sdk_path_variant_is_accepted() {
+        for path in [
+            "/ws/google.ai.generativelanguage.v1.GenerativeService.BidiGenerateContent",
+            "//ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent",
+            "/ws/google.ai.generativelanguage.v1alpha.GenerativeService.BidiGenerateContentConstrained",
+        ] {
+            assert_eq!(live_path_flavor(path), Some(Flavor::GoogleAi), "{path}");
+        }
+        assert_eq!(
+            live_path_flavor(
+                "/ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent"
+            ),
+            Some(Flavor::Vertex)
+        );
+        assert_eq!(
+            live_path_flavor(
+                "/ws/google.ai.generativelanguage.v2.GenerativeService.BidiGenerateContent"
+            ),
+            None
+        );
+        assert_eq!(live_path_flavor("/"), None);
+    }
+}

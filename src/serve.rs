@@ -1,0 +1,157 @@
+//! The two server commands, `livetalk mock` and `livetalk serve`: start the server from the
+//! flags, say where it listens (the first line on stdout), and serve until Ctrl-C or SIGTERM.
+
+use std::net::SocketAddr;
+
+use anyhow::Context as _;
+use livetalk_mock::ws_server::ConnectionLimits;
+use livetalk_mock::{MockOptions, MockServer, Scenario, TlsFiles};
+use tracing::info;
+
+use crate::bridge::{BridgeOptions, BridgeServer, Upstream};
+use crate::cli::{MockArgs, ServeArgs};
+use crate::config::{FlagOverrides, Route, Settings};
+use crate::output;
+
+/// `livetalk mock`: serve until Ctrl-C or SIGTERM. The first stdout line is the URL.
+pub async fn mock(args: MockArgs) -> anyhow::Result<()> {
+    let tls = match (args.tls_cert, args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+        _ => None,
+    };
+    let scenario = match &args.scenario {
+        Some(path) => Scenario::load(path)?,
+        None => Scenario::default(),
+    };
+    let faults = scenario.faults.len();
+    let server = MockServer::start(MockOptions {
+        listen: args.listen,
+        tls,
+        speed: args.speed,
+        scenario,
+        save_input: args.save_input,
+        limits: ConnectionLimits {
+            max_connections: args.max_connections as usize,
+            ..ConnectionLimits::default()
+        },
+    })
+    .await?;
+    if faults > 0 {
+        info!(faults, "fault scenario loaded");
+    }
+    // Said before the address, so whoever waits for the address has seen it.
+    if !server.local_addr().ip().is_loopback() {
+        output::err(&open_bind_warning(server.local_addr()));
+    }
+    output::out(&format!(
+        "livetalk mock listening on {} (paths for API versions v1, v1beta, v1alpha)",
+        server.base_url()
+    ))?;
+    use std::io::Write as _;
+    std::io::stdout().flush()?;
+    wait_for_signal().await;
+    info!("mock Live server stopping");
+    Ok(())
+}
+
+/// What the mock says when it listens beyond loopback: it holds no secret, but whoever can
+/// reach the address can use it, which should never be a surprise.
+fn open_bind_warning(addr: SocketAddr) -> String {
+    format!(
+        "livetalk: warning: the mock listens on {addr}, reachable from the network, not just this machine (the default is 127.0.0.1)."
+    )
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// `livetalk serve`: resolve the upstream from the normal config (key from config or env),
+/// serve until Ctrl-C or SIGTERM. The first stdout line names the URL.
+pub async fn bridge(args: ServeArgs, config: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+    let settings = Settings::load(&FlagOverrides {
+        config,
+        endpoint: args.endpoint.clone(),
+        api_version: args.api_version.map(Into::into),
+        offline: args.offline,
+        ..FlagOverrides::default()
+    })?;
+    if settings.vertex.is_some() {
+        anyhow::bail!(
+            "livetalk serve does not reach Vertex AI yet; turn `vertex` off in the config for the bridge"
+        );
+    }
+    let token = args
+        .token
+        .clone()
+        .or_else(|| std::env::var("LIVETALK_BRIDGE_TOKEN").ok());
+    if let Some(token) = &token {
+        livetalk_live::redact::remember(token);
+    }
+    let limits = ConnectionLimits {
+        max_connections: args.max_connections as usize,
+        ..ConnectionLimits::default()
+    };
+
+    let (endpoint, api_key, _mock, upstream_label) = match &settings.target {
+        Route::Google(endpoint) | Route::Custom(endpoint) => (
+            endpoint.clone(),
+            settings.api_key.clone(),
+            None,
+            endpoint.host().to_owned(),
+        ),
+        // The mock needs no key; don't hand it the real one.
+        _ => {
+            let mock = MockServer::start(MockOptions {
+                speed: args.speed,
+                // One upstream per client, and room for the old one still closing while a
+                // reconnect (UPDATE_CONFIG) opens the next.
+                limits: ConnectionLimits {
+                    max_connections: limits.max_connections.saturating_mul(2),
+                    ..ConnectionLimits::default()
+                },
+                ..MockOptions::loopback()
+            })
+            .await
+            .context("starting the embedded offline demo model")?;
+            (
+                mock.endpoint(settings.api_version),
+                None,
+                Some(mock),
+                "the offline demo model".to_owned(),
+            )
+        }
+    };
+    let server = BridgeServer::start(BridgeOptions {
+        listen: args.listen,
+        upstream: Upstream {
+            endpoint,
+            api_key,
+            connect_timeout: settings.connect_timeout,
+        },
+        token,
+        max_message_bytes: args.max_message_bytes,
+        limits,
+    })
+    .await?;
+    output::out(&format!(
+        "livetalk bridge listening on {} (upstream: {upstream_label})",
+        server.url()
+    ))?;
+    use std::io::Write as _;
+    std::io::stdout().flush()?;
+    wait_for_signal().await;
+    info!("bridge stopping");
+    Ok(())
+}
