@@ -28,6 +28,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use common::*;
 use livetalk::bridge::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES, Upstream};
+use livetalk_live::Outbox;
 use livetalk_live::{ApiKey, ApiVersion, Endpoint};
 use livetalk_mock::ws_server::ConnectionLimits;
 use livetalk_mock::{MockOptions, MockServer};

@@ -16,6 +16,7 @@ use livetalk::app::{App, AppInit, Msg, ToolState};
 use livetalk::driver::Source as _;
 use livetalk::engine::{Engine, build_setup};
 use livetalk::tools::{SmartHome, builtin_registry};
+use livetalk_live::Outbox;
 use livetalk_live::{ApiVersion, Auth, ConnectOptions, ServerEvent};
 
 async fn drive(app: &mut App, engine: &mut Engine, msg: Msg) {
@@ -214,14 +215,14 @@ struct AnswerAtOnce {
     link: std::sync::OnceLock<livetalk_live::session::SessionHandle>,
 }
 
-impl livetalk_live::client::WireTap for AnswerAtOnce {
+impl livetalk_live::connection::WireTap for AnswerAtOnce {
     fn connecting(&self, _host: &str) {}
 
     fn sent(&self, _message: &livetalk_live::wire::ClientMessage) {}
 
-    fn received(&self, frame: livetalk_live::client::TappedFrame<'_>, during_setup: bool) {
+    fn received(&self, frame: livetalk_live::connection::TappedFrame<'_>, during_setup: bool) {
         use livetalk_live::wire::{ClientMessage, FunctionResponse, ToolResponse};
-        let livetalk_live::client::TappedFrame::Message(message) = frame else {
+        let livetalk_live::connection::TappedFrame::Message(message) = frame else {
             return;
         };
         let (Some(calls), false) = (&message.tool_call, during_setup) else {
@@ -255,7 +256,8 @@ impl livetalk_live::client::WireTap for AnswerAtOnce {
 /// runs of four had one of the twelve answers withheld.
 #[tokio::test(flavor = "current_thread")]
 async fn an_answer_sent_from_the_wire_tap_ahead_of_its_call_event_still_goes_out() {
-    use livetalk_live::client::{WireTap, connect_tapped};
+    use livetalk_live::client::connect_tapped;
+    use livetalk_live::connection::WireTap;
     use livetalk_live::session::{ReconnectPolicy, SessionChange, SessionEvent, supervise};
     let settings = default_settings();
     let mock = fast_mock(Vec::new()).await;

@@ -17,8 +17,8 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info, warn};
 
 use super::protocol::{AppMessage, BridgeMessage, LiveConfig, LogLevel, RealtimeInputPayload};
-use livetalk_live::client::WireTap;
 use livetalk_live::close::describe_http_status;
+use livetalk_live::connection::WireTap;
 use livetalk_live::connection::{self, Protocol, Read, SetupStep, close_info};
 use livetalk_live::events::events_from;
 use livetalk_live::excerpt::{SUMMARY, bounded};

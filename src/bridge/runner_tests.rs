@@ -17,6 +17,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use super::client as bridge;
 use super::protocol::{BridgeMessage, SetupCompleteDetails};
+use livetalk_live::Outbox;
 
 type Far = WebSocketStream<TcpStream>;
 

@@ -24,7 +24,8 @@ use super::protocol::{
     AppMessage, BridgeMessage, ImageGenerationResult, LogLevel, MappedConfig, RealtimeInputPayload,
     SetupCompleteDetails, SetupErrorDetails, TurnCompleteDetails,
 };
-use livetalk_live::client::{TappedFrame, WireTap};
+use livetalk_live::Outbox;
+use livetalk_live::connection::{TappedFrame, WireTap};
 use livetalk_live::events::CloseInfo;
 use livetalk_live::session::{self, ReconnectPolicy, SessionChange, SessionEvent, SessionHandle};
 use livetalk_live::wire::{

@@ -30,6 +30,7 @@ use livetalk_live::{CloseInfo, ConnectOptions, ServerEvent};
 use livetalk_mock::MockServer;
 
 pub use launch::{auth, build_setup, launch, reconnect_policy, tool_sets};
+use livetalk_live::Outbox;
 
 /// How long the engine waits for the audio devices before connecting anyway.
 const AUDIO_OPEN_WAIT: Duration = Duration::from_secs(5);
@@ -158,7 +159,7 @@ impl Engine {
     pub fn record_into(&mut self, recorder: Recorder) {
         self.session = SessionSlot::new(
             self.session.policy(),
-            Some(Arc::new(recorder.clone()) as Arc<dyn livetalk_live::client::WireTap>),
+            Some(Arc::new(recorder.clone()) as Arc<dyn livetalk_live::connection::WireTap>),
         );
         self.recorder = Some(recorder);
     }
@@ -298,7 +299,7 @@ fn silent_as_when_idle(mut event: ToolEvent) -> ToolEvent {
 async fn open(
     route: ConnectTo,
     policy: ReconnectPolicy,
-    tap: Option<Arc<dyn livetalk_live::client::WireTap>>,
+    tap: Option<Arc<dyn livetalk_live::connection::WireTap>>,
 ) -> Result<Session, String> {
     match route {
         ConnectTo::Live(options) => {

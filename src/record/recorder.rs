@@ -20,7 +20,7 @@ use crate::app::{AudioAsked, Msg};
 use crate::config::{RecordTo, Settings};
 use crate::tools::Device;
 use livetalk_live::CloseInfo;
-use livetalk_live::client::{TappedFrame, WireTap};
+use livetalk_live::connection::{TappedFrame, WireTap};
 use livetalk_live::wire::{ClientMessage, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, ServerMessage};
 
 /// Received audio chunks the app has not applied yet, oldest first. Bounded: chunks of a

@@ -19,7 +19,7 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tracing::info;
 
-use super::dial::Address;
+use super::address::Address;
 
 /// The scope Vertex AI needs.
 pub const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";

@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::handshake::client::Request;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
@@ -16,13 +15,12 @@ use tracing::warn;
 
 use super::adc::TokenSource;
 use super::codec::{DecodedServerFrame, decode_server, encode_client};
-use super::connection::{self, Protocol, Read, SetupStep};
-pub use super::connection::{MAX_MESSAGE_BYTES, install_crypto_provider};
-use super::endpoint::{ApiKey, Endpoint};
-use super::events::{CloseInfo, ServerEvent, events_from};
-use super::wire::{
-    ClientContent, ClientMessage, FunctionResponse, ServerMessage, Setup, ToolResponse,
+use super::connection::{
+    self, ConnectError, Connection, Protocol, Read, SetupStep, TappedFrame, WireTap,
 };
+use super::endpoint::{ApiKey, Endpoint};
+use super::events::{ServerEvent, events_from};
+use super::wire::{ClientMessage, Setup};
 use crate::excerpt::{SUMMARY, bounded};
 
 /// How a connection proves who it is.
@@ -52,104 +50,6 @@ pub struct ConnectOptions {
     pub setup: Setup,
     /// How long to wait for `setupComplete`.
     pub connect_timeout: Duration,
-}
-
-/// Why a session could not be started. `Display` is the human message.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConnectError {
-    /// The server could not be reached (refused, DNS, TLS).
-    #[error("{0}")]
-    Connect(String),
-    /// The server answered the upgrade with an HTTP error.
-    #[error("{message}")]
-    Rejected { status: u16, message: String },
-    /// The connect deadline ran out (the message names the stage it ran out in).
-    #[error("{0}")]
-    TimedOut(String),
-    /// The server closed the connection during setup.
-    #[error("{}", .0.message)]
-    Closed(CloseInfo),
-}
-
-/// What a [`ConnectionHandle`] asks of the connection behind it (the runner's writer task, or
-/// anything else that stands behind a handle).
-pub enum Outbound {
-    Message(Box<ClientMessage>),
-    Close,
-}
-
-/// Sends client messages on an open session. Cheap to clone.
-#[derive(Clone)]
-pub struct ConnectionHandle {
-    outbound: mpsc::Sender<Outbound>,
-}
-
-/// The session is closed; nothing more can be sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the session is closed")]
-pub struct ConnectionClosed;
-
-impl ConnectionHandle {
-    /// A handle whose requests arrive on the returned receiver.
-    pub fn channel(capacity: usize) -> (ConnectionHandle, mpsc::Receiver<Outbound>) {
-        let (outbound, requests) = mpsc::channel(capacity);
-        (ConnectionHandle { outbound }, requests)
-    }
-
-    pub async fn send(&self, message: ClientMessage) -> Result<(), ConnectionClosed> {
-        self.outbound
-            .send(Outbound::Message(Box::new(message)))
-            .await
-            .map_err(|_| ConnectionClosed)
-    }
-
-    /// Sends a complete user text turn (interrupts any model output, per the protocol).
-    pub async fn send_user_text(&self, text: &str) -> Result<(), ConnectionClosed> {
-        self.send(ClientMessage::ClientContent(ClientContent::user_text(text)))
-            .await
-    }
-
-    pub async fn send_tool_responses(
-        &self,
-        responses: Vec<FunctionResponse>,
-    ) -> Result<(), ConnectionClosed> {
-        self.send(ClientMessage::ToolResponse(ToolResponse {
-            function_responses: responses,
-        }))
-        .await
-    }
-
-    /// Starts a clean close; the event stream ends with `Closed` once the server agrees.
-    pub async fn close(&self) {
-        let _ = self.outbound.send(Outbound::Close).await;
-    }
-}
-
-/// An open session: the handle to send with and the event stream to read (which starts with
-/// `SetupComplete`, carrying the session id when the server gives one).
-pub struct Connection {
-    pub handle: ConnectionHandle,
-    pub events: mpsc::Receiver<ServerEvent>,
-}
-
-/// Observes every frame of a session in both directions (the recorder's wire tap). Called
-/// from the reader and writer tasks, so it must be quick and must never block on the network.
-pub trait WireTap: Send + Sync {
-    /// A connection attempt to `host` starts (reconnects included).
-    fn connecting(&self, host: &str);
-    /// A client message, just before it is written to the socket.
-    fn sent(&self, message: &ClientMessage);
-    /// A server frame as decoded; `during_setup` is true until `setupComplete` has arrived.
-    fn received(&self, frame: TappedFrame<'_>, during_setup: bool);
-    /// The connection ended (also when setup failed).
-    fn closed(&self, close: &CloseInfo);
-}
-
-/// A server frame as the tap sees it.
-pub enum TappedFrame<'a> {
-    Message(&'a ServerMessage),
-    /// A frame that produced no message (malformed or unknown), with the reason logged.
-    Skipped(&'a str),
 }
 
 /// Opens the WebSocket, sends `setup` and waits for `setupComplete`.
@@ -338,8 +238,10 @@ mod tests {
     use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
     use super::*;
+    use crate::connection::Outbox;
     use crate::connection::loopback::{Far, listen};
     use crate::endpoint::ApiVersion;
+    use crate::events::CloseInfo;
 
     const WAIT: Duration = Duration::from_secs(10);
     const KEY: &str = "fake-key-session-0123456789";

@@ -2,6 +2,7 @@
 //! a timeout, then a writer and a reader task. A [`Protocol`] (the Live API, or a bridge) says
 //! what its frames mean; everything else is the same for both.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -14,11 +15,13 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info};
 
-use super::client::{ConnectError, Connection, ConnectionHandle, Outbound, WireTap};
+use super::address::Address;
 use super::close::{describe_close, describe_http_status, describe_io_error};
-use super::dial::{Address, DialError, Stage, deadline_message, dial};
+use super::dial::{DialError, Stage, deadline_message, dial};
 use super::events::{CloseInfo, ServerEvent};
-use super::wire::{ClientMessage, Setup};
+use super::wire::{
+    ClientContent, ClientMessage, FunctionResponse, ServerMessage, Setup, ToolResponse,
+};
 
 /// Largest server message we accept (the service's audio frames are far smaller).
 pub const MAX_MESSAGE_BYTES: usize = 32 << 20;
@@ -27,12 +30,120 @@ const OUTBOUND_CAPACITY: usize = 64;
 /// Events buffered before the reader stops reading the socket.
 const EVENT_CAPACITY: usize = 512;
 
-/// rustls needs one process-wide crypto provider; we use ring (no cmake, no OpenSSL).
-pub fn install_crypto_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
+/// Why a session could not be started. `Display` is the human message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectError {
+    /// The server could not be reached (refused, DNS, TLS).
+    #[error("{0}")]
+    Connect(String),
+    /// The server answered the upgrade with an HTTP error.
+    #[error("{message}")]
+    Rejected { status: u16, message: String },
+    /// The connect deadline ran out (the message names the stage it ran out in).
+    #[error("{0}")]
+    TimedOut(String),
+    /// The server closed the connection during setup.
+    #[error("{}", .0.message)]
+    Closed(CloseInfo),
+}
+
+/// What a [`ConnectionHandle`] asks of the connection behind it (the runner's writer task, or
+/// anything else that stands behind a handle).
+pub enum Outbound {
+    Message(Box<ClientMessage>),
+    Close,
+}
+
+/// Sends client messages on an open session. Cheap to clone.
+#[derive(Clone)]
+pub struct ConnectionHandle {
+    outbound: mpsc::Sender<Outbound>,
+}
+
+/// The session is closed; nothing more can be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the session is closed")]
+pub struct ConnectionClosed;
+
+impl ConnectionHandle {
+    /// A handle whose requests arrive on the returned receiver.
+    pub fn channel(capacity: usize) -> (ConnectionHandle, mpsc::Receiver<Outbound>) {
+        let (outbound, requests) = mpsc::channel(capacity);
+        (ConnectionHandle { outbound }, requests)
+    }
+}
+
+impl Outbox for ConnectionHandle {
+    type Closed = ConnectionClosed;
+
+    async fn send(&self, message: ClientMessage) -> Result<(), ConnectionClosed> {
+        self.outbound
+            .send(Outbound::Message(Box::new(message)))
+            .await
+            .map_err(|_| ConnectionClosed)
+    }
+
+    /// Starts a clean close; the event stream ends with `Closed` once the server agrees.
+    async fn close(&self) {
+        let _ = self.outbound.send(Outbound::Close).await;
+    }
+}
+
+/// Sends client messages: a connection's [`ConnectionHandle`], or a session's
+/// [`SessionHandle`](crate::session::SessionHandle), which sends on whichever connection is
+/// current. The shorthands for what an app sends most are written here once for both.
+pub trait Outbox {
+    /// What a send fails with once nothing more can be sent.
+    type Closed;
+
+    /// Sends one client message.
+    fn send(&self, message: ClientMessage)
+    -> impl Future<Output = Result<(), Self::Closed>> + Send;
+
+    /// Ends cleanly; the event stream ends with `Closed`.
+    fn close(&self) -> impl Future<Output = ()> + Send;
+
+    /// Sends a complete user text turn (interrupts any model output, per the protocol).
+    fn send_user_text(&self, text: &str) -> impl Future<Output = Result<(), Self::Closed>> + Send {
+        self.send(ClientMessage::ClientContent(ClientContent::user_text(text)))
+    }
+
+    /// Answers tool calls, each response carrying the `id` of the call it answers.
+    fn send_tool_responses(
+        &self,
+        responses: Vec<FunctionResponse>,
+    ) -> impl Future<Output = Result<(), Self::Closed>> + Send {
+        self.send(ClientMessage::ToolResponse(ToolResponse {
+            function_responses: responses,
+        }))
+    }
+}
+
+/// An open session: the handle to send with and the event stream to read (which starts with
+/// `SetupComplete`, carrying the session id when the server gives one).
+pub struct Connection {
+    pub handle: ConnectionHandle,
+    pub events: mpsc::Receiver<ServerEvent>,
+}
+
+/// Observes every frame of a session in both directions (the recorder's wire tap). Called
+/// from the reader and writer tasks, so it must be quick and must never block on the network.
+pub trait WireTap: Send + Sync {
+    /// A connection attempt to `host` starts (reconnects included).
+    fn connecting(&self, host: &str);
+    /// A client message, just before it is written to the socket.
+    fn sent(&self, message: &ClientMessage);
+    /// A server frame as decoded; `during_setup` is true until `setupComplete` has arrived.
+    fn received(&self, frame: TappedFrame<'_>, during_setup: bool);
+    /// The connection ended (also when setup failed).
+    fn closed(&self, close: &CloseInfo);
+}
+
+/// A server frame as the tap sees it.
+pub enum TappedFrame<'a> {
+    Message(&'a ServerMessage),
+    /// A frame that produced no message (malformed or unknown), with the reason logged.
+    Skipped(&'a str),
 }
 
 /// What a frame read while waiting for the setup answer amounts to.
@@ -116,7 +227,7 @@ pub async fn run_until<P: Protocol>(
     deadline: tokio::time::Instant,
     tap: Option<Arc<dyn WireTap>>,
 ) -> Result<Connection, ConnectError> {
-    install_crypto_provider();
+    super::network::install_crypto_provider();
     let host = protocol.host().to_owned();
     if let Some(tap) = &tap {
         tap.connecting(&host);

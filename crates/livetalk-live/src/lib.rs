@@ -15,6 +15,7 @@
 //!   peer sent; [`wav`]: model audio written to a WAV file.
 
 pub mod adc;
+pub mod address;
 pub mod client;
 pub mod close;
 pub mod codec;
@@ -33,6 +34,7 @@ pub mod session;
 pub mod wav;
 pub mod wire;
 
-pub use client::{Auth, ConnectError, ConnectOptions, Connection, ConnectionHandle, connect};
+pub use client::{Auth, ConnectOptions, connect};
+pub use connection::{ConnectError, Connection, ConnectionHandle, Outbox};
 pub use endpoint::{ApiKey, ApiVersion, Endpoint};
 pub use events::{CloseInfo, ServerEvent};

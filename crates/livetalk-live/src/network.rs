@@ -46,7 +46,7 @@ pub fn network() -> Result<&'static Network, String> {
 /// `SSL_CERT_DIR`'s) certificates, TLS 1.2 and 1.3. A store that cannot be read leaves the
 /// web roots, and says why in the log.
 fn tls_config() -> (Arc<rustls::ClientConfig>, Vec<String>) {
-    super::connection::install_crypto_provider();
+    install_crypto_provider();
     let mut roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };
@@ -64,4 +64,12 @@ fn tls_config() -> (Arc<rustls::ClientConfig>, Vec<String>) {
         .with_root_certificates(roots)
         .with_no_client_auth();
     (Arc::new(config), problems)
+}
+
+/// rustls needs one process-wide crypto provider; we use ring (no cmake, no OpenSSL).
+pub fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }

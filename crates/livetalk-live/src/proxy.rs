@@ -8,7 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, Uri};
 
-use super::dial::Address;
+use super::address::Address;
 
 /// The variables naming the proxy, in the order they are looked at.
 const PROXY_VARS: [&str; 4] = ["HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"];

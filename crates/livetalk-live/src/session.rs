@@ -24,15 +24,13 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::client::{
-    ConnectError, ConnectOptions, Connection, ConnectionHandle, WireTap, connect_tapped,
-};
+use super::client::{ConnectOptions, connect_tapped};
 use super::close::is_retryable;
+use super::connection::{ConnectError, Connection, ConnectionHandle, Outbox, WireTap};
 use super::events::{CloseInfo, ServerEvent};
 use super::reply::ReplyWatch;
 use super::wire::{
-    ClientContent, ClientMessage, FunctionResponse, Scheduling, SessionResumptionConfig,
-    ToolResponse, ToolSet,
+    ClientMessage, FunctionResponse, Scheduling, SessionResumptionConfig, ToolResponse, ToolSet,
 };
 use crate::excerpt::{SUMMARY, bounded};
 
@@ -202,14 +200,23 @@ pub struct SessionHandle {
 #[error("the conversation has ended")]
 pub struct SessionClosed;
 
-impl SessionHandle {
-    pub async fn send(&self, message: ClientMessage) -> Result<(), SessionClosed> {
+impl Outbox for SessionHandle {
+    type Closed = SessionClosed;
+
+    async fn send(&self, message: ClientMessage) -> Result<(), SessionClosed> {
         self.commands
             .send(Command::Send(Box::new(message), Instant::now()))
             .await
             .map_err(|_| SessionClosed)
     }
 
+    /// Ends the conversation; the event stream ends with `Closed`.
+    async fn close(&self) {
+        let _ = self.commands.send(Command::Close).await;
+    }
+}
+
+impl SessionHandle {
     /// Sends without waiting, for real-time audio that is worthless late: `Ok(false)` when
     /// the queue is full and the message was not taken.
     pub fn try_send(&self, message: ClientMessage) -> Result<bool, SessionClosed> {
@@ -221,26 +228,6 @@ impl SessionHandle {
             Err(mpsc::error::TrySendError::Full(_)) => Ok(false),
             Err(mpsc::error::TrySendError::Closed(_)) => Err(SessionClosed),
         }
-    }
-
-    pub async fn send_user_text(&self, text: &str) -> Result<(), SessionClosed> {
-        self.send(ClientMessage::ClientContent(ClientContent::user_text(text)))
-            .await
-    }
-
-    pub async fn send_tool_responses(
-        &self,
-        responses: Vec<FunctionResponse>,
-    ) -> Result<(), SessionClosed> {
-        self.send(ClientMessage::ToolResponse(ToolResponse {
-            function_responses: responses,
-        }))
-        .await
-    }
-
-    /// Ends the conversation; the event stream ends with `Closed`.
-    pub async fn close(&self) {
-        let _ = self.commands.send(Command::Close).await;
     }
 
     /// Declares `tools` from the next connection on. With `hand_over` that connection comes
@@ -1139,6 +1126,7 @@ impl Jitter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::ClientContent;
 
     #[test]
     fn backoff_doubles_up_to_the_cap_and_jitters_in_the_upper_half() {

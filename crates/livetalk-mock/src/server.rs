@@ -19,7 +19,8 @@ use super::connection::{Flavor, MockConnection};
 use super::resumption::SessionStore;
 use super::scenario::{FaultClock, Scenario};
 use crate::ws_server::{self, Admission, ConnectionLimits};
-use livetalk_live::client::{MAX_MESSAGE_BYTES, install_crypto_provider};
+use livetalk_live::connection::MAX_MESSAGE_BYTES;
+use livetalk_live::network::install_crypto_provider;
 use livetalk_live::{ApiKey, ApiVersion, Endpoint};
 
 /// PEM files for serving `wss://`.
