@@ -10,82 +10,14 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::audio::{AudioHost, AudioOptions, EchoMode};
+use crate::paths::{data_dir, default_config_path};
 use crate::tools::mcp::{self, ServerSpec};
 use crate::tools::{Approval, ApprovePolicy, BUILTIN_TOOLS, ToolLimits};
+use livetalk_live::models::{VOICES, model_name, voice_name};
 use livetalk_live::{ApiKey, ApiVersion, Endpoint};
 
 /// The documented defaults, compiled in.
 pub const DEFAULT_CONFIG: &str = include_str!("../config.example.toml");
-
-/// The 30 prebuilt voices of the native-audio models.
-pub const VOICES: &[&str] = &[
-    "Zephyr",
-    "Puck",
-    "Charon",
-    "Kore",
-    "Fenrir",
-    "Leda",
-    "Orus",
-    "Aoede",
-    "Callirrhoe",
-    "Autonoe",
-    "Enceladus",
-    "Iapetus",
-    "Umbriel",
-    "Algieba",
-    "Despina",
-    "Erinome",
-    "Algenib",
-    "Rasalgethi",
-    "Laomedeia",
-    "Achernar",
-    "Alnilam",
-    "Schedar",
-    "Gacrux",
-    "Pulcherrima",
-    "Achird",
-    "Zubenelgenubi",
-    "Vindemiatrix",
-    "Sadachbia",
-    "Sadaltager",
-    "Sulafat",
-];
-
-/// A model name that cannot be sent to the service.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ModelNameError {
-    #[error("{0:?} is not a model name")]
-    NotAName(String),
-    #[error("{0:?} has no model id, e.g. models/gemini-3.8-live")]
-    NoId(String),
-}
-
-/// The model name the service takes: trimmed, `models/` added to a bare id (as the SDKs do).
-/// Read the same way from the config, the command line and a bridge app's LiveConfig.
-pub fn model_name(value: &str) -> Result<String, ModelNameError> {
-    let value = value.trim();
-    if value.is_empty() || value.contains(char::is_whitespace) {
-        return Err(ModelNameError::NotAName(value.to_owned()));
-    }
-    // `models/` (or `x/`) names no model: the id after the last `/` is empty.
-    if value.rsplit('/').next().is_none_or(str::is_empty) {
-        return Err(ModelNameError::NoId(value.to_owned()));
-    }
-    Ok(if value.contains('/') {
-        value.to_owned()
-    } else {
-        format!("models/{value}")
-    })
-}
-
-/// The prebuilt voice `value` names, in the service's spelling; any casing is accepted.
-pub fn voice_name(value: &str) -> Option<&'static str> {
-    let value = value.trim();
-    VOICES
-        .iter()
-        .find(|v| v.eq_ignore_ascii_case(value))
-        .copied()
-}
 
 /// One config file layer; every key optional so layers can be stacked.
 #[derive(Debug, Default, Deserialize)]
@@ -333,18 +265,6 @@ impl ConfigError {
     }
 }
 
-/// The user config file: `LIVETALK_CONFIG`, else the platform config dir.
-pub fn default_config_path() -> Option<PathBuf> {
-    directories::ProjectDirs::from("", "", "livetalk").map(|d| d.config_dir().join("config.toml"))
-}
-
-/// The data directory (logs, later recordings).
-pub fn data_dir() -> PathBuf {
-    directories::ProjectDirs::from("", "", "livetalk")
-        .map(|d| d.data_dir().to_path_buf())
-        .unwrap_or_else(|| std::env::temp_dir().join("livetalk"))
-}
-
 impl Settings {
     /// Loads settings from the real environment.
     pub fn load(flags: &FlagOverrides) -> Result<Settings, ConfigError> {
@@ -565,7 +485,7 @@ impl Settings {
         match &self.target {
             Route::Google(e) | Route::Custom(e) => e.host().to_owned(),
             Route::OfflineMock => "offline demo model".to_owned(),
-            Route::Bridge(url) => crate::bridge::client::bridge_host(url),
+            Route::Bridge(url) => bridge_host(url),
         }
     }
 
@@ -1001,6 +921,14 @@ fn echo_mode(value: &str, source: &str) -> Result<EchoMode, ConfigError> {
             format!("{value:?} is not one of aec, gate, off"),
         )
     })
+}
+
+/// Host of a bridge URL for messages (never the token in its query).
+pub fn bridge_host(url: &str) -> String {
+    url.parse::<tokio_tungstenite::tungstenite::http::Uri>()
+        .ok()
+        .and_then(|u| u.host().map(str::to_owned))
+        .unwrap_or_else(|| "the bridge".to_owned())
 }
 
 fn bridge_url(url: &str, source: &str) -> Result<String, ConfigError> {

@@ -1,9 +1,11 @@
 //! Headless presenter: user turns from stdin (one per line), the conversation on stdout as
 //! text lines or JSON events. It drives the same `App` through the same loop as the TUI and
-//! prints what it would show; a recording replays through it too.
+//! prints what it would show; a recording replays through it too (`replay --headless`), and
+//! `replay --against` re-sends a recording's turns to an endpoint as a new live session.
 
 use std::collections::VecDeque;
 use std::io::Write;
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
@@ -13,10 +15,12 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::app::{App, ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, NoticeLevel, UserInput};
+use crate::config::FlagOverrides;
 use crate::config::Settings;
 use crate::driver::{Presenter, Source, drive};
 use crate::engine::launch;
-use crate::record::Meta;
+use crate::record::replay::{Pacing, Replay, initial_app};
+use crate::record::{MIC_WAV, Meta, Recording};
 use livetalk_live::excerpt::{SUMMARY, bounded, bounded_json};
 
 /// How the conversation is printed.
@@ -81,7 +85,7 @@ pub async fn run_with_input(
 }
 
 /// Replays a recording the way headless mode printed it.
-pub async fn replay<S: Source>(
+async fn print_replay<S: Source>(
     app: &mut App,
     source: &mut S,
     format: OutputFormat,
@@ -542,6 +546,84 @@ fn echo_text(e: crate::audio::EchoFigures) -> String {
         text += ", no noise suppression";
     }
     text
+}
+
+fn warn_all(warnings: &[String]) {
+    for warning in warnings {
+        crate::output::err(&format!("livetalk: warning: {warning}"));
+    }
+}
+
+/// Replays a recording headless: prints what headless mode printed in the original run, and
+/// exits as it did (0 for a clean end, 1 otherwise; 1 with a warning for a recording cut off
+/// before its session ended).
+pub async fn replay_recording(
+    dir: &Path,
+    format: OutputFormat,
+    pacing: Pacing,
+) -> anyhow::Result<u8> {
+    let recording = Recording::load(dir)?;
+    let (mut replay, warnings) = Replay::new(&recording, pacing);
+    warn_all(&warnings);
+    let mut app = initial_app(&recording, None, replay.total());
+    let meta = &recording.meta;
+    print_replay(&mut app, &mut replay, format, meta).await
+}
+
+/// `replay --against`: re-sends the recorded typed turns to `endpoint`, a new live session, with the recorded model and voice, running
+/// tools locally, and prints the new conversation headless.
+pub async fn replay_against(
+    dir: &Path,
+    endpoint: &str,
+    flags: FlagOverrides,
+    format: OutputFormat,
+) -> anyhow::Result<u8> {
+    let recording = Recording::load(dir)?;
+    warn_all(&recording.warnings);
+    let mut settings = Settings::load(&FlagOverrides {
+        endpoint: Some(endpoint.to_owned()),
+        model: Some(recording.meta.model.clone()),
+        voice: Some(recording.meta.voice.clone()),
+        ..flags
+    })?;
+    // The recorded mic audio is streamed again as the microphone, in real time; no device is
+    // opened, so the run is the recording's input and nothing else.
+    let mic = dir.join(MIC_WAV);
+    let mic_secs = hound::WavReader::open(&mic)
+        .map(|r| f64::from(r.duration()) / f64::from(r.spec().sample_rate.max(1)))
+        .unwrap_or(0.0);
+    settings.audio.devices = false;
+    settings.audio.output_wav = None;
+    settings.audio.input_wav = (mic_secs > 0.0).then_some(mic);
+    let turns: Vec<String> = recording
+        .applied()
+        .0
+        .into_iter()
+        .filter_map(|applied| match applied.msg {
+            Msg::UserText(text) => Some(text),
+            _ => None,
+        })
+        .collect();
+    let audio = if mic_secs > 0.0 {
+        format!(" and {mic_secs:.1} s of mic audio")
+    } else {
+        String::new()
+    };
+    let banner = format!(
+        "Replaying {} recorded turn(s){audio} from {} against {}.",
+        turns.len(),
+        dir.display(),
+        settings.endpoint_label()
+    );
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        for turn in turns {
+            if tx.send(turn).await.is_err() {
+                break;
+            }
+        }
+    });
+    run_with_input(settings, format, Some(&banner), rx).await
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ pub mod engine;
 pub mod headless;
 pub mod logging;
 pub mod output;
+pub mod paths;
 pub mod record;
 pub mod serve;
 pub mod tools;

@@ -1,10 +1,9 @@
 //! Logging with `tracing`: to a file in the data directory for conversations (never to the
 //! terminal a UI owns), to stderr for the servers (`livetalk mock`, `livetalk serve`) through
-//! a writer that never blocks them; and what C libraries print to stderr on their own, pointed
-//! elsewhere while it would be noise.
+//! a writer that never blocks them. Every line is cut to a bounded length and scrubbed of
+//! secrets on its way out.
 
-use std::io::{Read as _, Seek as _, Write};
-use std::os::fd::{AsFd, OwnedFd};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -24,7 +23,7 @@ fn level() -> LevelFilter {
 /// Logs to `<data dir>/livetalk.log`; returns its path, or `None` if it cannot be opened
 /// (logging is then off rather than spilling onto the terminal).
 pub fn to_data_dir() -> Option<PathBuf> {
-    let dir = crate::config::data_dir();
+    let dir = crate::paths::data_dir();
     std::fs::create_dir_all(&dir).ok()?;
     let path = dir.join("livetalk.log");
     let file = std::fs::OpenOptions::new()
@@ -79,57 +78,6 @@ pub fn to_stderr() -> Option<StderrLog> {
         dropped,
         _worker: worker,
     })
-}
-
-/// fd 2 pointed at another file until dropped. C libraries (alsa-lib, and libjack, which
-/// ALSA's jack plugin loads) write to stderr themselves, past the log and any Rust handler.
-pub struct StderrRedirect {
-    saved: OwnedFd,
-}
-
-impl StderrRedirect {
-    pub fn to(target: impl AsFd) -> std::io::Result<Self> {
-        let saved = rustix::io::dup(std::io::stderr())?;
-        rustix::stdio::dup2_stderr(target)?;
-        Ok(StderrRedirect { saved })
-    }
-}
-
-impl Drop for StderrRedirect {
-    fn drop(&mut self) {
-        let _ = rustix::stdio::dup2_stderr(&self.saved);
-    }
-}
-
-/// Runs `f` with what is written to stderr meanwhile caught and logged at debug level, as
-/// `what`. If `f` panics, the caught text, the panic message with it, goes to the real stderr.
-/// fd 2 belongs to the whole process: for one-shot commands, where nothing else is printing.
-pub fn catching_stderr<T>(what: &str, f: impl FnOnce() -> T) -> T {
-    let caught = rustix::fs::memfd_create("livetalk-stderr", rustix::fs::MemfdFlags::CLOEXEC)
-        .map(std::fs::File::from)
-        .ok();
-    let redirect = caught
-        .as_ref()
-        .and_then(|file| StderrRedirect::to(file).ok());
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    drop(redirect);
-    let mut bytes = Vec::new();
-    if let Some(mut file) = caught {
-        let _ = file.rewind().and_then(|()| file.read_to_end(&mut bytes));
-    }
-    let text = String::from_utf8_lossy(&bytes);
-    match result {
-        Ok(value) => {
-            if !text.trim().is_empty() {
-                tracing::debug!("{what}: {}", text.trim());
-            }
-            value
-        }
-        Err(panic) => {
-            crate::output::err(text.trim_end());
-            std::panic::resume_unwind(panic)
-        }
-    }
 }
 
 /// Writers whose lines are cut at [`excerpt::LOG_LINE`] and scrubbed of secrets: the fmt layer

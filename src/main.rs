@@ -51,7 +51,7 @@ fn main() -> ExitCode {
                 OutputFormat::Text
             };
             let result = match &args.against {
-                Some(endpoint) => runtime.block_on(replay::against(
+                Some(endpoint) => runtime.block_on(headless::replay_against(
                     &args.dir,
                     endpoint,
                     cli.session.overrides(),
@@ -64,7 +64,7 @@ fn main() -> ExitCode {
                         replay::Pacing::Speed(args.speed)
                     };
                     if args.headless || !tui::terminal_available() {
-                        runtime.block_on(replay::headless(&args.dir, format, pacing))
+                        runtime.block_on(headless::replay_recording(&args.dir, format, pacing))
                     } else {
                         let log_file = logging::to_data_dir();
                         let audio = replay_audio(&cli.session, &args);

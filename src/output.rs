@@ -1,8 +1,10 @@
 //! What livetalk writes to the terminal: lines on stdout and stderr, and the TUI's frames,
-//! each scrubbed of secrets through [`livetalk_live::redact`] on the way out. `clippy.toml`
-//! forbids `println!` and friends so that nothing prints around it.
+//! each scrubbed of secrets through [`livetalk_live::redact`] on the way out (`clippy.toml`
+//! forbids `println!` and friends so that nothing prints around it); what C libraries write to
+//! stderr behind its back, caught; and whether the user asked for no colour.
 
-use std::io::Write;
+use std::io::{Read as _, Seek as _, Write};
+use std::os::fd::{AsFd, OwnedFd};
 
 use livetalk_live::redact::{scrub, scrub_keeping_width};
 
@@ -57,6 +59,62 @@ impl<W: Write> Write for Screen<W> {
         self.frame.clear();
         self.inner.flush()
     }
+}
+
+/// fd 2 pointed at another file until dropped. C libraries (alsa-lib, and libjack, which
+/// ALSA's jack plugin loads) write to stderr themselves, past the log and any Rust handler.
+pub struct StderrRedirect {
+    saved: OwnedFd,
+}
+
+impl StderrRedirect {
+    pub fn to(target: impl AsFd) -> std::io::Result<Self> {
+        let saved = rustix::io::dup(std::io::stderr())?;
+        rustix::stdio::dup2_stderr(target)?;
+        Ok(StderrRedirect { saved })
+    }
+}
+
+impl Drop for StderrRedirect {
+    fn drop(&mut self) {
+        let _ = rustix::stdio::dup2_stderr(&self.saved);
+    }
+}
+
+/// Runs `f` with what is written to stderr meanwhile caught and logged at debug level, as
+/// `what`. If `f` panics, the caught text, the panic message with it, goes to the real stderr.
+/// fd 2 belongs to the whole process: for one-shot commands, where nothing else is printing.
+pub fn catching_stderr<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    let caught = rustix::fs::memfd_create("livetalk-stderr", rustix::fs::MemfdFlags::CLOEXEC)
+        .map(std::fs::File::from)
+        .ok();
+    let redirect = caught
+        .as_ref()
+        .and_then(|file| StderrRedirect::to(file).ok());
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    drop(redirect);
+    let mut bytes = Vec::new();
+    if let Some(mut file) = caught {
+        let _ = file.rewind().and_then(|()| file.read_to_end(&mut bytes));
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    match result {
+        Ok(value) => {
+            if !text.trim().is_empty() {
+                tracing::debug!("{what}: {}", text.trim());
+            }
+            value
+        }
+        Err(panic) => {
+            err(text.trim_end());
+            std::panic::resume_unwind(panic)
+        }
+    }
+}
+
+/// True when the user asked for no colour (`NO_COLOR` set and not empty, as no-color.org says).
+pub fn no_color() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
 }
 
 #[cfg(test)]

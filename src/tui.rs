@@ -32,7 +32,7 @@ use crate::audio::{Audio, AudioOptions, AudioWorker};
 use crate::config::Settings;
 use crate::driver::{Presenter, Source, drive};
 use crate::engine::launch;
-use crate::logging::StderrRedirect;
+use crate::output::StderrRedirect;
 use crate::record::Recording;
 use crate::record::replay::{Pacing, Replay, initial_app};
 use crate::ui;

@@ -12,9 +12,9 @@ use aec3::pipelines::linear::{self, LinearPipeline};
 use std::collections::VecDeque;
 
 use super::EchoMode;
-use super::capture::INPUT_RATE;
 use super::echo_watch::EchoWatch;
 use super::pcm::Framer;
+use super::pcm::{INPUT_RATE, energy_dbfs};
 use super::resample::StreamResampler;
 
 /// One 10 ms frame at 16 kHz: the unit every processing stage works in.
@@ -193,11 +193,6 @@ pub struct EchoPath {
 
 fn energy(frame: &[f32]) -> f32 {
     frame.iter().map(|s| s * s).sum::<f32>() / frame.len().max(1) as f32
-}
-
-/// Mean-square energy as dBFS (a full-scale sine is −3 dBFS), floored at −100.
-pub fn energy_dbfs(energy: f32) -> f32 {
-    10.0 * energy.max(1e-10).log10()
 }
 
 impl EchoPath {

@@ -11,13 +11,11 @@ use std::time::Instant;
 use tokio::sync::broadcast;
 
 use super::aec::EchoPath;
+use super::pcm::INPUT_RATE;
 use super::pcm::extend_pcm16_le_from_f32;
 use super::resample::StreamResampler;
 use super::shared::{CaptureShared, Clock, PlaybackShared};
 use super::wav::MonoClip;
-
-/// The Live API's input rate.
-pub const INPUT_RATE: u32 = 16_000;
 
 /// Silence streamed after a WAV clip before its end is reported: long enough for the
 /// server's voice detection to end the utterance and start replying.

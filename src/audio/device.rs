@@ -212,7 +212,7 @@ pub fn listing_table(host: AudioHost) -> Result<String, DeviceError> {
     // forbids. So fd 2 is caught for the moment: `devices` is a one-shot command with nothing
     // else to print meanwhile.
     let list =
-        crate::logging::catching_stderr("audio libraries while listing devices", || list(host))?;
+        crate::output::catching_stderr("audio libraries while listing devices", || list(host))?;
     let mut table = format!("Audio devices on the {host} host (* = default):\n");
     for (direction, title, default) in [
         (Direction::Input, "Input", &list.default_input),

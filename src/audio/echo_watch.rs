@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use super::aec::energy_dbfs;
+use super::pcm::energy_dbfs;
 
 /// Frames compared (10 ms each).
 const WINDOW: usize = 150;

@@ -26,8 +26,9 @@ use anyhow::Context as _;
 use tokio::sync::{broadcast, mpsc};
 
 pub use aec::EchoFigures;
-pub use capture::{INPUT_RATE, MicFrame};
+pub use capture::MicFrame;
 pub use device::{AudioHost, DeviceListing, Direction};
+pub use pcm::INPUT_RATE;
 pub use playback::OUTPUT_RATE;
 pub use worker::{AudioOutput, AudioWorker};
 
@@ -854,8 +855,7 @@ impl WorkerThread {
         }
         self.figures.mic_overflow = self.capture_shared.overflow_samples.load(Ordering::Relaxed);
         self.figures.mic_gaps = Duration::from_secs_f64(
-            self.capture_shared.gap_samples.load(Ordering::Relaxed) as f64
-                / f64::from(capture::INPUT_RATE),
+            self.capture_shared.gap_samples.load(Ordering::Relaxed) as f64 / f64::from(INPUT_RATE),
         );
     }
 

@@ -1,5 +1,9 @@
 //! Sample conversions shared by capture, playback, the WAV files and the benches: PCM16 LE
-//! bytes to and from `f32`, downmixing, peak levels and fixed-size framing.
+//! bytes to and from `f32`, downmixing, peak and energy levels, fixed-size framing, and the
+//! microphone rate the Live API takes.
+
+/// The Live API's input rate.
+pub const INPUT_RATE: u32 = 16_000;
 
 /// `f32` in [-1, 1] per PCM16 step.
 const I16_SCALE: f32 = 32_768.0;
@@ -128,6 +132,11 @@ pub fn best_correlation(signal: &[f32], reference: &[f32], near: usize, span: us
         }
     }
     best
+}
+
+/// Mean-square energy as dBFS (a full-scale sine is −3 dBFS), floored at −100.
+pub fn energy_dbfs(energy: f32) -> f32 {
+    10.0 * energy.max(1e-10).log10()
 }
 
 #[cfg(test)]

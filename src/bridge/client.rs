@@ -17,6 +17,7 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info, warn};
 
 use super::protocol::{AppMessage, BridgeMessage, LiveConfig, LogLevel, RealtimeInputPayload};
+use crate::config::bridge_host;
 use livetalk_live::close::describe_http_status;
 use livetalk_live::connection::WireTap;
 use livetalk_live::connection::{self, Protocol, Read, SetupStep, close_info};
@@ -24,14 +25,6 @@ use livetalk_live::events::events_from;
 use livetalk_live::excerpt::{SUMMARY, bounded};
 use livetalk_live::wire::{ClientMessage, OUTPUT_SAMPLE_RATE, ServerContent, ServerMessage, Setup};
 use livetalk_live::{CloseInfo, ConnectError, Connection, ServerEvent};
-
-/// Host of a bridge URL for messages (never the token in its query).
-pub fn bridge_host(url: &str) -> String {
-    url.parse::<Uri>()
-        .ok()
-        .and_then(|u| u.host().map(str::to_owned))
-        .unwrap_or_else(|| "the bridge".to_owned())
-}
 
 /// The URL with `/` as its path when it has none: `ws://host:3001?token=T` (as people write
 /// it) would otherwise put `?token=T` where the request line wants a path.

@@ -11,8 +11,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::config::{ModelNameError, VOICES, model_name, voice_name};
 use livetalk_live::models;
+use livetalk_live::models::{ModelNameError, VOICES, model_name, voice_name};
 use livetalk_live::wire::{
     AudioTranscriptionConfig, Behavior, Blob, ContextUpdate, ContextWindowCompression,
     FunctionDeclaration, GenerationConfig, Modality, Part, RealtimeInput, RealtimeInputConfig,

@@ -97,7 +97,7 @@ pub async fn resolve_endpoint(
         }
         Route::Bridge(url) => anyhow::bail!(
             "{} is a bridge, not a Live endpoint",
-            crate::bridge::client::bridge_host(url)
+            crate::config::bridge_host(url)
         ),
     }
 }
@@ -204,7 +204,7 @@ pub async fn launch(
         recording: engine
             .recording_dir()
             .map(|dir| format!("REC {}", dir.display())),
-        no_color: no_color(),
+        no_color: crate::output::no_color(),
         log_path: log_path.map(|p| p.display().to_string()),
         catalog: engine.catalog(),
         notices: auth_notice.into_iter().collect(),
@@ -216,9 +216,4 @@ pub async fn launch(
     });
     engine.start(route);
     Ok((app, engine))
-}
-
-/// `NO_COLOR` set to anything but the empty string turns colours off.
-pub fn no_color() -> bool {
-    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
 }

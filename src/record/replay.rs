@@ -1,20 +1,15 @@
 //! Replay: a recording as the [`Source`] of the drive loop. It hands the app the messages it
 //! applied in the original run, at the recorded pace (or at once), so what replay shows is
 //! what the screen showed; nothing is sent and no tool runs again. It can play the recorded
-//! model audio on a speaker, and pause and step under the user's keys. `--against` instead
-//! re-sends the recorded turns to an endpoint as a new live session.
+//! model audio on a speaker, and pause and step under the user's keys.
 
 use std::path::Path;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-
-use super::{Applied, MIC_WAV, Recording};
+use super::{Applied, Recording};
 use crate::app::{App, AppInit, Effect, Msg, ReplayProgress};
 use crate::audio::AudioWorker;
-use crate::config::{FlagOverrides, Settings};
 use crate::driver::Source;
-use crate::headless::{self, OutputFormat};
 use livetalk_live::ServerEvent;
 
 /// How fast a replay runs.
@@ -250,82 +245,8 @@ pub fn initial_app(recording: &Recording, log_path: Option<&Path>, total: usize)
         recording: Some(recording.dir.display().to_string()),
         replay: Some(total),
         audio: meta.audio,
-        no_color: crate::engine::launch::no_color(),
+        no_color: crate::output::no_color(),
         log_path: log_path.map(|p| p.display().to_string()),
         ..AppInit::new(meta.model.clone(), meta.offline, meta.devices.clone())
     })
-}
-
-fn warn_all(warnings: &[String]) {
-    for warning in warnings {
-        crate::output::err(&format!("livetalk: warning: {warning}"));
-    }
-}
-
-/// Replays a recording headless: prints what headless mode printed in the original run, and
-/// exits as it did (0 for a clean end, 1 otherwise; 1 with a warning for a recording cut off
-/// before its session ended).
-pub async fn headless(dir: &Path, format: OutputFormat, pacing: Pacing) -> anyhow::Result<u8> {
-    let recording = Recording::load(dir)?;
-    let (mut replay, warnings) = Replay::new(&recording, pacing);
-    warn_all(&warnings);
-    let mut app = initial_app(&recording, None, replay.total());
-    let meta = &recording.meta;
-    headless::replay(&mut app, &mut replay, format, meta).await
-}
-
-/// Re-sends the recorded typed turns to `endpoint` with the recorded model and voice, running
-/// tools locally, and prints the new conversation headless.
-pub async fn against(
-    dir: &Path,
-    endpoint: &str,
-    flags: FlagOverrides,
-    format: OutputFormat,
-) -> anyhow::Result<u8> {
-    let recording = Recording::load(dir)?;
-    warn_all(&recording.warnings);
-    let mut settings = Settings::load(&FlagOverrides {
-        endpoint: Some(endpoint.to_owned()),
-        model: Some(recording.meta.model.clone()),
-        voice: Some(recording.meta.voice.clone()),
-        ..flags
-    })?;
-    // The recorded mic audio is streamed again as the microphone, in real time; no device is
-    // opened, so the run is the recording's input and nothing else.
-    let mic = dir.join(MIC_WAV);
-    let mic_secs = hound::WavReader::open(&mic)
-        .map(|r| f64::from(r.duration()) / f64::from(r.spec().sample_rate.max(1)))
-        .unwrap_or(0.0);
-    settings.audio.devices = false;
-    settings.audio.output_wav = None;
-    settings.audio.input_wav = (mic_secs > 0.0).then_some(mic);
-    let turns: Vec<String> = recording
-        .applied()
-        .0
-        .into_iter()
-        .filter_map(|applied| match applied.msg {
-            Msg::UserText(text) => Some(text),
-            _ => None,
-        })
-        .collect();
-    let audio = if mic_secs > 0.0 {
-        format!(" and {mic_secs:.1} s of mic audio")
-    } else {
-        String::new()
-    };
-    let banner = format!(
-        "Replaying {} recorded turn(s){audio} from {} against {}.",
-        turns.len(),
-        dir.display(),
-        settings.endpoint_label()
-    );
-    let (tx, rx) = mpsc::channel(16);
-    tokio::spawn(async move {
-        for turn in turns {
-            if tx.send(turn).await.is_err() {
-                break;
-            }
-        }
-    });
-    headless::run_with_input(settings, format, Some(&banner), rx).await
 }

@@ -22,6 +22,7 @@ use tokio::task::{AbortHandle, JoinError, JoinHandle};
 use tokio::time::Instant;
 
 use super::approval::{Decider, Decision};
+use super::progress::CallProgress;
 use super::registry::{DynTool, Registry};
 use super::{END_SESSION, ToolError};
 use livetalk_live::excerpt::{SUMMARY, bounded, floor_char_boundary};
@@ -92,52 +93,6 @@ pub struct ProgressReport {
     pub progress: f64,
     pub total: Option<f64>,
     pub message: Option<String>,
-}
-
-/// Where a running call reports its progress; reports of a call that has ended go nowhere.
-#[derive(Clone)]
-pub struct CallProgress {
-    target: Option<ProgressTarget>,
-}
-
-#[derive(Clone)]
-struct ProgressTarget {
-    shared: Arc<Shared>,
-    key: CallKey,
-    id: Option<String>,
-    name: String,
-}
-
-impl CallProgress {
-    /// Reports to nobody (a call outside a dispatcher).
-    pub fn none() -> Self {
-        CallProgress { target: None }
-    }
-
-    /// Tells the user how far the call has come.
-    pub fn report(&self, progress: f64, total: Option<f64>, message: Option<String>) {
-        let Some(ProgressTarget {
-            shared,
-            key,
-            id,
-            name,
-        }) = &self.target
-        else {
-            return;
-        };
-        // Under the lock, like the slow mark: a call that has ended reports nothing more.
-        let calls = shared.lock();
-        if calls.by_key.contains_key(key) || calls.starting.contains(key) {
-            shared.emit(ToolEvent::Progress(ProgressReport {
-                key: *key,
-                id: id.clone(),
-                name: name.clone(),
-                progress,
-                total,
-                message,
-            }));
-        }
-    }
 }
 
 /// A call that has run past its slow mark.
@@ -446,13 +401,23 @@ impl ToolDispatcher {
     /// Runs an admitted call; its time limit starts now.
     fn run(&self, mut info: CallInfo, tool: Arc<dyn DynTool>) {
         info.started = Instant::now();
-        let progress = CallProgress {
-            target: Some(ProgressTarget {
-                shared: Arc::clone(&self.shared),
-                key: info.key,
-                id: info.id.clone(),
-                name: info.name.clone(),
-            }),
+        let progress = {
+            let shared = Arc::clone(&self.shared);
+            let (key, id, name) = (info.key, info.id.clone(), info.name.clone());
+            CallProgress::to(move |progress, total, message| {
+                // Under the lock, like the slow mark: a call that has ended reports nothing more.
+                let calls = shared.lock();
+                if calls.by_key.contains_key(&key) || calls.starting.contains(&key) {
+                    shared.emit(ToolEvent::Progress(ProgressReport {
+                        key,
+                        id: id.clone(),
+                        name: name.clone(),
+                        progress,
+                        total,
+                        message,
+                    }));
+                }
+            })
         };
         let mut handler = match tool.prepare(info.args.clone(), progress) {
             Ok(handler) => handler,

@@ -10,6 +10,7 @@ mod approval;
 mod clock;
 mod dispatch;
 pub mod mcp;
+mod progress;
 mod registry;
 mod schema;
 mod session_control;
@@ -23,9 +24,10 @@ use livetalk_live::wire::{Behavior, Scheduling};
 pub use approval::{Approval, ApprovePolicy, Decider, Decision, Gate, Origin};
 pub use clock::{GetCurrentTime, NoArgs, time_report};
 pub use dispatch::{
-    CallKey, CallProgress, KeyedCall, ProgressReport, SlowCall, ToolDispatcher, ToolEvent,
-    ToolOutcome, ToolStatus, Verdict, WaitingCall, in_tool_handler, slow_after,
+    CallKey, KeyedCall, ProgressReport, SlowCall, ToolDispatcher, ToolEvent, ToolOutcome,
+    ToolStatus, Verdict, WaitingCall, in_tool_handler, slow_after,
 };
+pub use progress::CallProgress;
 pub use registry::{RegisterError, Registry, ToolEntry};
 pub use schema::{SchemaError, normalize_foreign, normalize_schema, parameters_for};
 pub use session_control::{EndSession, EndSessionArgs};

@@ -11,7 +11,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::approval::{Approval, Gate, Origin};
-use super::dispatch::CallProgress;
+use super::progress::CallProgress;
 use super::schema::{SchemaError, parameters_for};
 use super::{Tool, ToolError, ToolLimits};
 use livetalk_live::wire::{Behavior, FunctionDeclaration, Scheduling};

@@ -103,6 +103,78 @@ pub fn retired_hint(reason: &str) -> Option<String> {
     })
 }
 
+/// The 30 prebuilt voices of the native-audio models.
+pub const VOICES: &[&str] = &[
+    "Zephyr",
+    "Puck",
+    "Charon",
+    "Kore",
+    "Fenrir",
+    "Leda",
+    "Orus",
+    "Aoede",
+    "Callirrhoe",
+    "Autonoe",
+    "Enceladus",
+    "Iapetus",
+    "Umbriel",
+    "Algieba",
+    "Despina",
+    "Erinome",
+    "Algenib",
+    "Rasalgethi",
+    "Laomedeia",
+    "Achernar",
+    "Alnilam",
+    "Schedar",
+    "Gacrux",
+    "Pulcherrima",
+    "Achird",
+    "Zubenelgenubi",
+    "Vindemiatrix",
+    "Sadachbia",
+    "Sadaltager",
+    "Sulafat",
+];
+
+/// A model name that cannot be sent to the service.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelNameError {
+    /// Blank, or with white space in it.
+    #[error("{0:?} is not a model name")]
+    NotAName(String),
+    /// A prefix with no id after it (`models/`).
+    #[error("{0:?} has no model id, e.g. models/gemini-3.8-live")]
+    NoId(String),
+}
+
+/// The model name the service takes: trimmed, `models/` added to a bare id (as the SDKs do).
+/// Read the same way wherever a model is named (a config, a command line, an app's request).
+pub fn model_name(value: &str) -> Result<String, ModelNameError> {
+    let value = value.trim();
+    if value.is_empty() || value.contains(char::is_whitespace) {
+        return Err(ModelNameError::NotAName(value.to_owned()));
+    }
+    // `models/` (or `x/`) names no model: the id after the last `/` is empty.
+    if value.rsplit('/').next().is_none_or(str::is_empty) {
+        return Err(ModelNameError::NoId(value.to_owned()));
+    }
+    Ok(if value.contains('/') {
+        value.to_owned()
+    } else {
+        format!("models/{value}")
+    })
+}
+
+/// The prebuilt voice `value` names, in the service's spelling; any casing is accepted.
+pub fn voice_name(value: &str) -> Option<&'static str> {
+    let value = value.trim();
+    VOICES
+        .iter()
+        .find(|v| v.eq_ignore_ascii_case(value))
+        .copied()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
