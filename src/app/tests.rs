@@ -5,11 +5,11 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
-use crate::tools::SlowCall;
+use crate::tools::{CallKey, KeyedCall, SlowCall, ToolEvent, ToolStatus, Verdict};
 use crate::tools::{END_SESSION, ToolOutcome};
-use livetalk_live::CloseInfo;
 use livetalk_live::session::SessionChange;
 use livetalk_live::wire::{FunctionCall, FunctionResponse};
+use livetalk_live::{CloseInfo, ServerEvent};
 
 fn connected_app() -> App {
     let mut app = App::new(AppInit::new("models/test", true, Vec::new()));

@@ -11,8 +11,8 @@ use aec3::pipelines::linear::{self, LinearPipeline};
 
 use std::collections::VecDeque;
 
-use super::EchoMode;
 use super::echo_watch::EchoWatch;
+use super::options::EchoMode;
 use super::pcm::Framer;
 use super::pcm::{INPUT_RATE, energy_dbfs};
 use super::resample::StreamResampler;

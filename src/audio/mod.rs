@@ -1,21 +1,24 @@
 //! Audio I/O: the microphone at 16 kHz mono PCM16 for the Live API, model audio (24 kHz) out
 //! through the speaker, barge-in, echo cancellation (or the echo gate), noise suppression,
-//! push-to-talk, and WAV files standing in for either device. One worker thread owns the devices and the non-real-time processing; the
-//! cpal callbacks only move samples through lock-free rings (see [`callbacks`]).
+//! push-to-talk, and WAV files standing in for either device. One worker thread owns the
+//! devices and the non-real-time processing (this file: [`Audio`] is its command side); the
+//! cpal callbacks only move samples through lock-free rings (see [`callbacks`]). What it is
+//! asked for is `options`, what it reports `report`.
 
 pub mod aec;
 pub mod callbacks;
 pub mod capture;
 pub mod device;
 pub mod echo_watch;
+mod options;
 pub mod pcm;
 pub mod playback;
+mod report;
 pub mod resample;
 pub mod shared;
 pub mod wav;
 pub mod worker;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc as std_mpsc;
@@ -28,8 +31,10 @@ use tokio::sync::{broadcast, mpsc};
 pub use aec::EchoFigures;
 pub use capture::MicFrame;
 pub use device::{AudioHost, DeviceListing, Direction};
+pub use options::{AudioOptions, EchoMode};
 pub use pcm::INPUT_RATE;
 pub use playback::OUTPUT_RATE;
+pub use report::{AudioEvent, AudioFigures, AudioSetup, Latency, StreamInfo, rate_path};
 pub use worker::{AudioOutput, AudioWorker};
 
 use capture::{Capture, MicInput};
@@ -38,220 +43,6 @@ use livetalk_live::wav::WavSink;
 use playback::{OutputDevice, Playback};
 use shared::{CaptureShared, Clock, PlaybackShared};
 use wav::MonoClip;
-
-/// How the model's voice is kept out of the microphone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EchoMode {
-    /// Cancel the speaker's echo from the mic (WebRTC's AEC3), so the model does not hear
-    /// itself and a person can still talk over it: barge-in by voice on laptop speakers.
-    #[default]
-    Aec,
-    /// Send silence while the model is heard, so it does not hear (and interrupt) itself
-    /// through the speakers; barge in with the key or by typing.
-    Gate,
-    /// Always send the mic as it is (headphones, or a system echo canceller).
-    Off,
-}
-
-impl EchoMode {
-    pub fn parse(text: &str) -> Option<EchoMode> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "aec" => Some(EchoMode::Aec),
-            "gate" => Some(EchoMode::Gate),
-            "off" => Some(EchoMode::Off),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            EchoMode::Aec => "aec",
-            EchoMode::Gate => "gate",
-            EchoMode::Off => "off",
-        }
-    }
-
-    /// The next mode in the order the echo key steps through them.
-    pub fn next(self) -> EchoMode {
-        match self {
-            EchoMode::Aec => EchoMode::Gate,
-            EchoMode::Gate => EchoMode::Off,
-            EchoMode::Off => EchoMode::Aec,
-        }
-    }
-}
-
-/// How audio is set up for a conversation.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AudioOptions {
-    /// Use the sound devices (`--no-audio` turns them off; WAV files still work).
-    pub devices: bool,
-    /// Open the microphone too (a replay only plays).
-    pub microphone: bool,
-    pub host: AudioHost,
-    pub input_device: Option<String>,
-    pub output_device: Option<String>,
-    /// Length of one mic frame sent to the session (20–100 ms).
-    pub frame: Duration,
-    /// Audio buffered before playback starts, so bursts do not stutter.
-    pub startup_buffer: Duration,
-    pub echo: EchoMode,
-    /// Noise suppression on a device microphone.
-    pub noise_suppression: bool,
-    /// Server VAD off; a key brackets speech with activityStart / activityEnd.
-    pub push_to_talk: bool,
-    /// Stream this WAV as the microphone, in real time, then silence.
-    pub input_wav: Option<PathBuf>,
-    /// Also write model audio to this 24 kHz mono WAV.
-    pub output_wav: Option<PathBuf>,
-    /// The output WAV stops growing at this size (bytes, header included).
-    pub output_wav_max_bytes: u64,
-}
-
-impl Default for AudioOptions {
-    fn default() -> Self {
-        AudioOptions {
-            devices: true,
-            microphone: true,
-            host: AudioHost::default(),
-            input_device: None,
-            output_device: None,
-            frame: Duration::from_millis(20),
-            startup_buffer: Duration::from_millis(40),
-            echo: EchoMode::default(),
-            noise_suppression: true,
-            push_to_talk: false,
-            input_wav: None,
-            output_wav: None,
-            output_wav_max_bytes: 512 << 20,
-        }
-    }
-}
-
-impl AudioOptions {
-    /// True when nothing audio-related is asked for.
-    pub fn is_off(&self) -> bool {
-        !self.devices && self.input_wav.is_none() && self.output_wav.is_none()
-    }
-}
-
-/// "48 kHz → 16 kHz" (or just "16 kHz" when no conversion is needed).
-pub fn rate_path(from: u32, to: u32) -> String {
-    fn khz(rate: u32) -> String {
-        if rate.is_multiple_of(1000) {
-            format!("{} kHz", rate / 1000)
-        } else {
-            format!("{:.1} kHz", f64::from(rate) / 1000.0)
-        }
-    }
-    if from == to {
-        khz(from)
-    } else {
-        format!("{} → {}", khz(from), khz(to))
-    }
-}
-
-/// One opened endpoint as the status panel shows it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct StreamInfo {
-    /// The device's name, or the WAV file's.
-    pub name: String,
-    /// The resampling path, e.g. "48 kHz → 16 kHz".
-    pub path: String,
-}
-
-/// What opening the audio gave.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub struct AudioSetup {
-    pub input: Option<StreamInfo>,
-    pub output: Option<StreamInfo>,
-    /// Why a device is missing (empty when both opened or none was asked for).
-    pub problems: Vec<String>,
-}
-
-/// A latency measured many times: the latest and the worst.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub struct Latency {
-    pub last: Duration,
-    pub worst: Duration,
-    pub count: u32,
-}
-
-impl Latency {
-    pub fn record(&mut self, value: Duration) {
-        self.last = value;
-        self.worst = self.worst.max(value);
-        self.count = self.count.saturating_add(1);
-    }
-
-    pub fn measured(&self) -> bool {
-        self.count > 0
-    }
-}
-
-/// Counters and latencies for the debug view and the end-of-session summary.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
-pub struct AudioFigures {
-    /// Mic frames handed to the session.
-    pub frames_sent: u64,
-    /// Mic frames dropped because the network was slower than the mic.
-    pub frames_dropped: u64,
-    /// Mic frames sent as silence by the echo gate.
-    pub frames_gated: u64,
-    /// Mic samples lost because the capture worker fell behind the device.
-    pub mic_overflow: u64,
-    /// Mic audio lost before it reached livetalk (the sound server or the device dropped it),
-    /// sent as silence in its place.
-    pub mic_gaps: Duration,
-    /// Output callbacks that ran dry mid-turn.
-    pub underruns: u64,
-    /// Model audio heard, in device time.
-    pub played: Duration,
-    /// Sample captured → its frame handed to the socket writer.
-    pub mic_to_socket: Latency,
-    /// First audio of a turn received → first sample out of the output callback.
-    pub socket_to_speaker: Latency,
-    /// Interrupt (or barge-in) → the output callback writing silence.
-    pub interrupt_to_silence: Latency,
-}
-
-/// What the audio system tells the app.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AudioEvent {
-    /// Devices (and files) opened, or why not.
-    Opened(AudioSetup),
-    /// A device failed mid-session; it is closed and can be re-opened.
-    DeviceFailed {
-        direction: Direction,
-        message: String,
-    },
-    /// Model audio started or stopped being heard.
-    Audible(bool),
-    /// Peak levels (0..1) of the mic and the output since the last report.
-    Levels {
-        mic: f32,
-        output: f32,
-    },
-    Figures(AudioFigures),
-    /// The echo canceller's state (sent when it changes, a few times a second at most).
-    Echo(EchoFigures),
-    /// The speaker was silenced (an interruption or a barge-in). `echo_heard`: the mic had been
-    /// carrying the speaker's echo, judged 300 ms later, once every mic frame that could have
-    /// made the service interrupt, and the echo of the last audio played, had been seen.
-    Silenced {
-        echo_heard: bool,
-    },
-    /// The `--input-wav` clip has been streamed to its end.
-    InputClipEnded,
-    /// The `--output-wav` file reached its size cap: it is finished, and the rest of the
-    /// model's audio is not written to it.
-    OutputWavFull {
-        path: String,
-        max_bytes: u64,
-    },
-}
 
 enum Command {
     Play {

@@ -7,7 +7,8 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
 use tracing::warn;
 
-use super::{Audio, AudioEvent, AudioFeeds, Latency, MicFrame};
+use super::report::{AudioEvent, Latency};
+use super::{Audio, AudioFeeds, MicFrame};
 
 /// What the audio worker produced next.
 pub enum AudioOutput {

@@ -16,7 +16,8 @@ use tokio_tungstenite::tungstenite::http::Uri;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info, warn};
 
-use super::protocol::{AppMessage, BridgeMessage, LiveConfig, LogLevel, RealtimeInputPayload};
+use super::live_config::LiveConfig;
+use super::protocol::{AppMessage, BridgeMessage, LogLevel, RealtimeInputPayload};
 use crate::config::bridge_host;
 use livetalk_live::close::describe_http_status;
 use livetalk_live::connection::WireTap;

@@ -1,12 +1,17 @@
 //! The app-facing WebSocket bridge (docs/bridge-protocol.md): the protocol, the `livetalk serve`
 //! server and the `--bridge` client that runs the normal app over a bridge.
 
+mod app_connection;
 pub mod client;
+pub mod live_config;
+mod payload;
 pub mod protocol;
 pub mod server;
 
 #[cfg(test)]
 mod runner_tests;
 
-pub use protocol::{AppMessage, BridgeMessage, LiveConfig};
-pub use server::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES, Upstream};
+pub use app_connection::Upstream;
+pub use live_config::LiveConfig;
+pub use protocol::{AppMessage, BridgeMessage};
+pub use server::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES};

@@ -1,10 +1,14 @@
-//! Protocol types and the LiveConfig → setup mapping, against the shapes docs/bridge-protocol.md
-//! documents.
+//! Protocol types and the LiveConfig → setup mapping (`live_config`), against the shapes
+//! docs/bridge-protocol.md documents.
 
 use serde_json::{Value, json};
 
 use super::*;
-use livetalk_live::wire::{FunctionCall, FunctionResponse, SpeechConfig};
+use crate::bridge::live_config::*;
+use livetalk_live::wire::{
+    AudioTranscriptionConfig, Behavior, FunctionCall, FunctionDeclaration, FunctionResponse,
+    GenerationConfig, Modality, Scheduling, Setup, SpeechConfig, ToolSet,
+};
 
 fn decode(value: Value) -> Result<AppMessage, ProtocolError> {
     AppMessage::decode(value.to_string().as_bytes())

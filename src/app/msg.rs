@@ -1,0 +1,181 @@
+//! What changes the app and what it asks for: [`Msg`] in, [`Effect`]s out. Messages are
+//! recorded as they are applied (their serde shape is the recording format's `msg`), effects
+//! are carried out by the drive loop.
+
+use serde::{Deserialize, Serialize};
+
+use super::ScreenLayout;
+use crate::audio::EchoMode;
+use crate::tools::mcp::{Catalog, McpEvent};
+use crate::tools::{CallKey, Device, KeyedCall, ToolEvent, Verdict};
+use livetalk_live::ServerEvent;
+use livetalk_live::session::SessionChange;
+use livetalk_live::wire::FunctionResponse;
+
+/// Everything that can change the app. What comes from the server, the session, the tools, the
+/// devices and the audio system, and what the user means (a turn sent, a barge-in, the end),
+/// is recorded as it is applied and replayed as it was; raw input (keys, mouse, paste), the
+/// layout and the tick only move the view and are never recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Msg {
+    /// The connection attempt failed before the session started.
+    ConnectFailed(String),
+    /// What the server said, as the session passed it on. (Recordings name it `session`.)
+    #[serde(rename = "session")]
+    Server(ServerEvent),
+    /// A server event from a recording, with the local time of day it arrived in the
+    /// original run: applied like `Server`, but the tool log shows that time, not the clock.
+    #[serde(skip)]
+    Replayed {
+        event: ServerEvent,
+        arrived_at: jiff::civil::Time,
+    },
+    /// The session moved to a new connection, lost one, or withheld an answer. (Recordings
+    /// name it `link`.)
+    #[serde(rename = "link")]
+    SessionChange(SessionChange),
+    /// A tool call finished, was cancelled, is running long, waits for the user, or reported
+    /// progress.
+    Tool(ToolEvent),
+    /// The user approves, denies, edits or answers the tool call `key` (its place in the
+    /// tool log).
+    ToolVerdict { key: CallKey, verdict: Verdict },
+    /// An MCP server came up, went down, or changed its tools.
+    Mcp(McpEvent),
+    /// Every tool and MCP server as they are now (after any change).
+    ToolCatalog(Catalog),
+    /// The user turns a tool on or off for the rest of the session.
+    SetToolEnabled { name: String, enabled: bool },
+    /// The user restarts an MCP server.
+    RestartMcpServer(String),
+    /// The smart-home devices changed.
+    DevicesChanged(Vec<Device>),
+    /// The audio system opened devices, failed, or reports playback, levels or figures.
+    Audio(crate::audio::AudioEvent),
+    /// The user sent a text turn.
+    UserText(String),
+    /// The user silences Gemini (Ctrl-B).
+    BargeIn,
+    /// The user mutes or unmutes the microphone.
+    ToggleMute,
+    /// Push-to-talk: the user starts or stops speaking.
+    ToggleTalk,
+    /// The user asks to open the audio devices again.
+    ReopenAudio,
+    /// The user switches how Gemini's voice is kept out of the mic.
+    SetEcho(EchoMode),
+    /// The user asks to try connecting again after the session gave up.
+    Retry,
+    /// The user (or the end of input) ends the session.
+    EndSession,
+    /// The run gives up on the session (a headless turn that never got an answer): shown as
+    /// an error, and the session ends unclean.
+    GaveUp(String),
+    /// Where a replay stands (the status line shows it).
+    ReplayProgress(ReplayProgress),
+    /// Leave the app (a signal): ends the session like the quit key.
+    #[serde(skip)]
+    Quit,
+    /// A key press in the TUI.
+    #[serde(skip)]
+    Key(crossterm::event::KeyEvent),
+    /// A mouse event in the TUI.
+    #[serde(skip)]
+    Mouse(crossterm::event::MouseEvent),
+    /// Text pasted into the TUI.
+    #[serde(skip)]
+    Paste(String),
+    /// Where the TUI drew things in its last frame.
+    #[serde(skip)]
+    Layout(ScreenLayout),
+    /// Animation tick (only while something animates).
+    #[serde(skip)]
+    Tick,
+}
+
+impl Msg {
+    /// True for what a recording keeps: everything but raw input, layout and ticks. (Replay
+    /// progress and replayed events come from a recording in the first place.)
+    pub fn is_recorded(&self) -> bool {
+        !matches!(
+            self,
+            Msg::Replayed { .. }
+                | Msg::ReplayProgress(_)
+                | Msg::Quit
+                | Msg::Key(_)
+                | Msg::Mouse(_)
+                | Msg::Paste(_)
+                | Msg::Layout(_)
+                | Msg::Tick
+        )
+    }
+
+    /// The model audio this message carries, for a recorder that keeps audio in a WAV file.
+    pub fn model_audio_mut(&mut self) -> Option<&mut Vec<u8>> {
+        match self {
+            Msg::Server(ServerEvent::ModelAudio { pcm, .. }) => Some(pcm),
+            _ => None,
+        }
+    }
+}
+
+/// How far a replay has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ReplayProgress {
+    pub applied: usize,
+    pub total: usize,
+    pub paused: bool,
+}
+
+/// Work for the loop to do on the app's behalf.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// What a key meant (send, barge in, end…): the loop applies it as a message of its own,
+    /// so it is recorded like every other message.
+    Intent(Msg),
+    SendText(String),
+    /// Change the session's system instruction in place (`contextUpdate`).
+    SendInstruction(String),
+    /// Run these calls, each under its place in the tool log.
+    RunTools(Vec<KeyedCall>),
+    CancelTools(Vec<String>),
+    /// Hand the user's verdict on a call to the dispatcher.
+    ToolVerdict {
+        key: CallKey,
+        verdict: Verdict,
+    },
+    SendToolResponse(FunctionResponse),
+    CloseSession,
+    /// Start connecting again (after the session gave up).
+    Reconnect,
+    /// Play model audio (24 kHz PCM16 LE).
+    PlayAudio(Vec<u8>),
+    /// The model's turn ended: play out the rest of its audio.
+    EndPlaybackTurn,
+    /// Barge-in: silence the speaker now and drop queued audio.
+    StopPlayback,
+    /// Let mic frames through to the session, or hold them back.
+    SetMicOpen(bool),
+    /// Push-to-talk: the user starts speaking (`activityStart`).
+    SendActivityStart,
+    /// Push-to-talk: the user stopped speaking (`activityEnd`).
+    SendActivityEnd,
+    /// The mic stopped (muted): the server may flush what it cached (`audioStreamEnd`).
+    SendAudioStreamEnd,
+    /// Close and re-open the audio devices.
+    ReopenAudio,
+    /// Switch how Gemini's voice is kept out of the mic, now.
+    SetEcho(EchoMode),
+    /// Replay: pause or resume.
+    PauseReplay,
+    /// Replay: apply the next message while paused.
+    StepReplay,
+    /// Turn a tool on or off; the model is told at the next turn boundary.
+    SetToolEnabled {
+        name: String,
+        enabled: bool,
+    },
+    /// Stop an MCP server (if it runs) and start it again.
+    RestartMcpServer(String),
+}
