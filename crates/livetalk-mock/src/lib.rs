@@ -3,15 +3,18 @@
 //! resumption and scripted fault scenarios. [`ws_server`] is the accept loop and connection
 //! ending it runs on, which other WebSocket servers can share.
 
-pub mod connection;
+mod connection;
+mod flavor;
 pub mod model;
 mod random;
 pub mod resumption;
 pub mod scenario;
 pub mod server;
+mod state;
 pub mod vad;
 pub mod voice;
 pub mod ws_server;
 
 pub use scenario::{Fault, FaultAction, Moment, Scenario};
-pub use server::{MockOptions, MockServer, MockState, TlsFiles, live_path_flavor};
+pub use server::{MockOptions, MockServer, TlsFiles};
+pub use state::MockState;

@@ -8,8 +8,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use super::model::ScriptedModel;
-use super::random;
+use crate::model::ScriptedModel;
+use crate::random;
 use livetalk_live::ApiKey;
 
 /// How many handles are kept; older ones are stale, as expired handles are on the service.

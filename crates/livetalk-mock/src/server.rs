@@ -1,10 +1,9 @@
 //! The mock's listener: plain `ws://` or `wss://`, every URL path and key placement the
-//! service and the official SDKs use, each connection served by its own [`MockConnection`].
+//! service and the official SDKs use, each connection served by its own `MockConnection`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use futures_util::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -15,9 +14,10 @@ use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tracing::{debug, info};
 
-use super::connection::{Flavor, MockConnection};
-use super::resumption::SessionStore;
-use super::scenario::{FaultClock, Scenario};
+use crate::connection::MockConnection;
+use crate::flavor::{Flavor, live_path_flavor};
+use crate::scenario::Scenario;
+use crate::state::MockState;
 use crate::ws_server::{self, Admission, ConnectionLimits};
 use livetalk_live::connection::MAX_MESSAGE_BYTES;
 use livetalk_live::network::install_crypto_provider;
@@ -57,25 +57,6 @@ impl MockOptions {
             limits: ConnectionLimits::default(),
         }
     }
-}
-
-/// What all connections of one mock server share: saved sessions, the fault clock, counters.
-#[derive(Debug, Default)]
-pub struct MockState {
-    pub sessions: SessionStore,
-    pub clock: FaultClock,
-    /// `setup` messages received (one per connection that got that far).
-    pub connections: AtomicU32,
-    /// Connections that resumed a saved session.
-    pub resumptions: AtomicU32,
-    /// Tool responses for calls the connection never made or that were already answered.
-    pub stray_tool_responses: AtomicU32,
-    /// Where connections save the mic audio they receive (`--save-input`).
-    pub save_input: Option<std::path::PathBuf>,
-    /// Connections accepted, to number the saved input files.
-    pub accepted: AtomicU32,
-    /// The function names each `setup` declared, in the order they came.
-    pub declared: std::sync::Mutex<Vec<Vec<String>>>,
 }
 
 /// Why the mock could not start. `Display` is the whole message, cause included.
@@ -138,11 +119,7 @@ impl MockServer {
                 error,
             })?;
         }
-        let state = Arc::new(MockState {
-            clock: FaultClock::new(options.scenario),
-            save_input: options.save_input,
-            ..MockState::default()
-        });
+        let state = Arc::new(MockState::new(options.scenario, options.save_input));
         let shared = state.clone();
         ws_server::spawn_accept_loop(
             "mock",
@@ -171,26 +148,22 @@ impl MockServer {
 
     /// Connections that sent a `setup` so far.
     pub fn connections(&self) -> u32 {
-        self.state.connections.load(Ordering::Relaxed)
+        self.state.connections()
     }
 
     /// Connections that resumed a saved session so far.
     pub fn resumptions(&self) -> u32 {
-        self.state.resumptions.load(Ordering::Relaxed)
+        self.state.resumptions()
     }
 
     /// The function names each `setup` so far declared, in order (one list per setup).
     pub fn declared_tools(&self) -> Vec<Vec<String>> {
-        self.state
-            .declared
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.state.declared_tools()
     }
 
     /// Tool responses that answered no open call of their connection (a client bug if > 0).
     pub fn stray_tool_responses(&self) -> u32 {
-        self.state.stray_tool_responses.load(Ordering::Relaxed)
+        self.state.stray_tool_responses()
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -302,31 +275,6 @@ where
     }
 }
 
-/// Which service a request path addresses, accepting repeated slashes (the SDKs produce `//ws/`).
-pub fn live_path_flavor(path: &str) -> Option<Flavor> {
-    let mut collapsed = String::with_capacity(path.len());
-    for c in path.chars() {
-        if !(c == '/' && collapsed.ends_with('/')) {
-            collapsed.push(c);
-        }
-    }
-    if let Some(rest) = collapsed.strip_prefix("/ws/google.ai.generativelanguage.") {
-        let (version, method) = rest.split_once(".GenerativeService.")?;
-        let version_ok = matches!(version, "v1" | "v1beta" | "v1alpha");
-        let method_ok = matches!(
-            method,
-            "BidiGenerateContent" | "BidiGenerateContentConstrained"
-        );
-        return (version_ok && method_ok).then_some(Flavor::GoogleAi);
-    }
-    if let Some(rest) = collapsed.strip_prefix("/ws/google.cloud.aiplatform.") {
-        let (version, method) = rest.split_once(".LlmBidiService/")?;
-        let ok = matches!(version, "v1" | "v1beta1") && method == "BidiGenerateContent";
-        return ok.then_some(Flavor::Vertex);
-    }
-    None
-}
-
 /// Where the client put its key, and the key: the `x-goog-api-key` header or the `key` query
 /// parameter (the SDKs use one or the other), or a Vertex client's access token. Its
 /// resumption handles are bound to the key, compared as sent (API keys need no
@@ -382,29 +330,5 @@ mod tests {
             Some("access_token query parameter")
         );
         assert!(key_of(path, &[]).is_none());
-    }
-
-    #[test]
-    fn every_sdk_path_variant_is_accepted() {
-        for path in [
-            "/ws/google.ai.generativelanguage.v1.GenerativeService.BidiGenerateContent",
-            "//ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent",
-            "/ws/google.ai.generativelanguage.v1alpha.GenerativeService.BidiGenerateContentConstrained",
-        ] {
-            assert_eq!(live_path_flavor(path), Some(Flavor::GoogleAi), "{path}");
-        }
-        assert_eq!(
-            live_path_flavor(
-                "/ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent"
-            ),
-            Some(Flavor::Vertex)
-        );
-        assert_eq!(
-            live_path_flavor(
-                "/ws/google.ai.generativelanguage.v2.GenerativeService.BidiGenerateContent"
-            ),
-            None
-        );
-        assert_eq!(live_path_flavor("/"), None);
     }
 }

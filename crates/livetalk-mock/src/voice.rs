@@ -9,7 +9,7 @@ use std::time::Duration;
 use rubato::audioadapter_buffers::direct::InterleavedSlice;
 use rubato::{Fft, FixedSync, Resampler};
 
-use super::random::XorShift;
+use crate::random::XorShift;
 
 /// The Live API's output rate: what the mock's audio chunks carry.
 pub const SAMPLE_RATE: u32 = 24_000;
