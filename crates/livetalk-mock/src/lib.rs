@@ -3,18 +3,20 @@
 //! resumption and scripted fault scenarios. [`ws_server`] is the accept loop and connection
 //! ending it runs on, which other WebSocket servers can share.
 
+#![deny(missing_docs)]
+
 mod connection;
 mod flavor;
-pub mod model;
+mod model;
 mod random;
-pub mod resumption;
-pub mod scenario;
-pub mod server;
+mod resumption;
+mod scenario;
+mod server;
 mod state;
-pub mod vad;
+mod vad;
 pub mod voice;
 pub mod ws_server;
 
-pub use scenario::{Fault, FaultAction, Moment, Scenario};
-pub use server::{MockOptions, MockServer, TlsFiles};
+pub use scenario::{Fault, FaultAction, Moment, Scenario, ScenarioError};
+pub use server::{MockOptions, MockServer, StartError, TlsFiles};
 pub use state::MockState;

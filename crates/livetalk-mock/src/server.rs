@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
+use rustls::pki_types::pem;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -26,21 +27,27 @@ use livetalk_live::{ApiKey, ApiVersion, Endpoint};
 /// PEM files for serving `wss://`.
 #[derive(Debug, Clone)]
 pub struct TlsFiles {
+    /// The certificate chain, leaf first. The official Python SDK checks it against the host
+    /// it dials, so a certificate for `127.0.0.1` needs that IP address as a SAN.
     pub cert: PathBuf,
+    /// The certificate's private key (PKCS#8, PKCS#1 or SEC1).
     pub key: PathBuf,
 }
 
 /// How to run the mock.
 #[derive(Debug, Clone)]
 pub struct MockOptions {
+    /// The address to listen on; port 0 takes a free port ([`MockServer::local_addr`] says
+    /// which).
     pub listen: SocketAddr,
+    /// Serve `wss://` with these files instead of plain `ws://`.
     pub tls: Option<TlsFiles>,
     /// How much faster than real time reply audio is streamed.
     pub speed: f64,
     /// Faults to inject (none by default).
     pub scenario: Scenario,
     /// Save the mic audio each connection sends as `input-<n>.wav` in this folder.
-    pub save_input: Option<std::path::PathBuf>,
+    pub save_input: Option<PathBuf>,
     /// Open connections held at once, and the time a new one has to upgrade.
     pub limits: ConnectionLimits,
 }
@@ -78,12 +85,39 @@ pub enum StartError {
         /// What the system said.
         error: std::io::Error,
     },
-    /// The certificate or key for `wss://` could not be used.
-    #[error("{0}")]
-    Tls(String),
+    /// The certificate file for `wss://` could not be read.
+    #[error("cannot read certificate {}: {error}", path.display())]
+    ReadCertificate {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        error: pem::Error,
+    },
+    /// The certificate file for `wss://` holds no valid PEM certificate chain.
+    #[error("invalid PEM certificate {}: {error}", path.display())]
+    InvalidCertificate {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        error: pem::Error,
+    },
+    /// The private key for `wss://` could not be read.
+    #[error("cannot read private key {}: {error}", path.display())]
+    ReadKey {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        error: pem::Error,
+    },
+    /// The certificate and the key were read but do not belong together (or rustls refuses
+    /// them).
+    #[error("certificate and key do not form a valid TLS identity: {0}")]
+    TlsIdentity(rustls::Error),
 }
 
 /// A running mock server; it stops when dropped.
+///
+/// Connections already open when it is dropped are served to their end.
 pub struct MockServer {
     local_addr: SocketAddr,
     tls: bool,
@@ -92,7 +126,8 @@ pub struct MockServer {
 }
 
 impl MockServer {
-    /// Binds and starts accepting connections in the background.
+    /// Binds and starts accepting connections in the background (on the current tokio
+    /// runtime, which must be running).
     pub async fn start(options: MockOptions) -> Result<MockServer, StartError> {
         let acceptor = match &options.tls {
             Some(files) => Some(tls_acceptor(&files.cert, &files.key)?),
@@ -146,6 +181,11 @@ impl MockServer {
         })
     }
 
+    /// What the server's connections share; its counters say what clients did so far.
+    pub fn state(&self) -> &MockState {
+        &self.state
+    }
+
     /// Connections that sent a `setup` so far.
     pub fn connections(&self) -> u32 {
         self.state.connections()
@@ -166,6 +206,7 @@ impl MockServer {
         self.state.stray_tool_responses()
     }
 
+    /// The address the server listens on, with the port it was given.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
@@ -187,19 +228,23 @@ fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, St
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     install_crypto_provider();
     let certs = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| StartError::Tls(format!("cannot read certificate {}: {e}", cert.display())))?
+        .map_err(|error| StartError::ReadCertificate {
+            path: cert.to_owned(),
+            error,
+        })?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| StartError::Tls(format!("invalid PEM certificate {}: {e}", cert.display())))?;
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| StartError::Tls(format!("cannot read private key {}: {e}", key.display())))?;
+        .map_err(|error| StartError::InvalidCertificate {
+            path: cert.to_owned(),
+            error,
+        })?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|error| StartError::ReadKey {
+        path: key.to_owned(),
+        error,
+    })?;
     let config = rustls::ServerConfig::builder()
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| {
-            StartError::Tls(format!(
-                "certificate and key do not form a valid TLS identity: {e}"
-            ))
-        })?;
+        .map_err(StartError::TlsIdentity)?;
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 

@@ -9,6 +9,9 @@ use crate::resumption::SessionStore;
 use crate::scenario::{FaultClock, Scenario};
 
 /// What all connections of one mock server share: saved sessions, the fault clock, counters.
+///
+/// [`MockServer::state`](crate::MockServer::state) hands it out; its counters are what a test
+/// reads to check what its client did on the wire.
 #[derive(Debug, Default)]
 pub struct MockState {
     pub(crate) sessions: SessionStore,

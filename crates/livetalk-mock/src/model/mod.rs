@@ -27,7 +27,7 @@ use named_call::{NamedCall, named_call};
 use pending::{Pending, Purpose};
 use phrasing::{examples, small_talk};
 use planner::{Planner, absorb, merge_intents};
-pub use tools::PlannedCall;
+pub(crate) use tools::PlannedCall;
 use tools::Toolset;
 use understanding::understand;
 
@@ -35,7 +35,7 @@ use livetalk_live::wire::FunctionDeclaration;
 
 /// What the model does next.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ModelStep {
+pub(crate) enum ModelStep {
     /// Make these calls (as one `toolCall`), then hand the results to [`ScriptedModel::tool_results`].
     CallTools(Vec<PlannedCall>),
     /// Say this and end the turn.
@@ -46,7 +46,7 @@ pub enum ModelStep {
 ///
 /// Clone + Serialize/Deserialize so a resumption handle can restore the conversation later.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ScriptedModel {
+pub(crate) struct ScriptedModel {
     tools: Toolset,
     memory: Memory,
     /// The calls of the last `CallTools` and what to say once they are answered.
@@ -59,7 +59,7 @@ pub struct ScriptedModel {
 impl ScriptedModel {
     /// A model that will only ever call the tools named here, knowing nothing of their
     /// arguments.
-    pub fn new(declared_tools: impl IntoIterator<Item = String>) -> Self {
+    pub(crate) fn new(declared_tools: impl IntoIterator<Item = String>) -> Self {
         Self::with_declarations(declared_tools.into_iter().map(|name| FunctionDeclaration {
             name,
             ..FunctionDeclaration::default()
@@ -68,7 +68,9 @@ impl ScriptedModel {
 
     /// A model that will only ever call the tools declared here (the client's
     /// `functionDeclarations`).
-    pub fn with_declarations(declarations: impl IntoIterator<Item = FunctionDeclaration>) -> Self {
+    pub(crate) fn with_declarations(
+        declarations: impl IntoIterator<Item = FunctionDeclaration>,
+    ) -> Self {
         let mut model = Self::default();
         model.redeclare(declarations);
         model
@@ -79,7 +81,7 @@ impl ScriptedModel {
     /// instruction replaces an earlier one. Its replies are short already, so a plain "answer
     /// briefly" (as livetalk's default instruction says) changes nothing; only an ask for
     /// less than that does.
-    pub fn follow_instruction(&mut self, instruction: &str) {
+    pub(crate) fn follow_instruction(&mut self, instruction: &str) {
         let lower = instruction.to_lowercase();
         self.brief = [
             "one sentence",
@@ -98,7 +100,10 @@ impl ScriptedModel {
     /// The tools the client declares now, replacing the earlier ones: a `contextUpdate` sent
     /// new ones, or a client resumed this conversation with a `setup` of its own (a tool turned
     /// off must not be called after the hand-over).
-    pub fn redeclare(&mut self, declarations: impl IntoIterator<Item = FunctionDeclaration>) {
+    pub(crate) fn redeclare(
+        &mut self,
+        declarations: impl IntoIterator<Item = FunctionDeclaration>,
+    ) {
         self.tools = Toolset::new(declarations);
     }
 
@@ -111,7 +116,7 @@ impl ScriptedModel {
     }
 
     /// A user text turn: either tool calls to make first, or a direct reply.
-    pub fn user_turn(&mut self, text: &str) -> ModelStep {
+    pub(crate) fn user_turn(&mut self, text: &str) -> ModelStep {
         let step = self.user_turn_unstyled(text);
         self.styled(step)
     }
@@ -151,7 +156,7 @@ impl ScriptedModel {
 
     /// The responses to the calls of the last CallTools, in the same order (each the `response`
     /// JSON the client sent). Returns the reply (or, if useful, further calls).
-    pub fn tool_results(&mut self, results: &[(PlannedCall, Value)]) -> ModelStep {
+    pub(crate) fn tool_results(&mut self, results: &[(PlannedCall, Value)]) -> ModelStep {
         let step = self.tool_results_unstyled(results);
         self.styled(step)
     }
@@ -181,7 +186,7 @@ impl ScriptedModel {
     }
 
     /// A user audio turn of the given length (the mock cannot transcribe speech).
-    pub fn audio_turn(&mut self, speech: Duration) -> ModelStep {
+    pub(crate) fn audio_turn(&mut self, speech: Duration) -> ModelStep {
         self.pending = None;
         let seconds = speech.as_secs_f64();
         let heard = if seconds < 0.3 {

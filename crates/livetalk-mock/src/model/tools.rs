@@ -14,9 +14,9 @@ pub(super) const END_SESSION: &str = "end_session";
 
 /// One function call the model wants the client to make.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PlannedCall {
-    pub name: String,
-    pub args: Value,
+pub(crate) struct PlannedCall {
+    pub(crate) name: String,
+    pub(crate) args: Value,
 }
 
 /// The functions the client declared; the model calls no other.
