@@ -81,6 +81,7 @@
 //! ```
 
 #![deny(missing_docs)]
+#![warn(missing_debug_implementations)]
 
 mod connection;
 mod flavor;

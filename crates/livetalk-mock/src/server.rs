@@ -118,6 +118,7 @@ pub enum StartError {
 /// A running mock server; it stops when dropped.
 ///
 /// Connections already open when it is dropped are served to their end.
+#[derive(Debug)]
 pub struct MockServer {
     local_addr: SocketAddr,
     tls: bool,
