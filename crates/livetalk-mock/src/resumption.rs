@@ -8,8 +8,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use super::model::ScriptedModel;
-use super::random;
+use crate::model::ScriptedModel;
+use crate::random;
 use livetalk_live::ApiKey;
 
 /// How many handles are kept; older ones are stale, as expired handles are on the service.
@@ -20,14 +20,14 @@ const HANDLE_PREFIX: &str = "mock-session-";
 
 /// A conversation as it was when a handle was issued.
 #[derive(Debug, Clone)]
-pub struct Snapshot {
-    pub model: ScriptedModel,
-    pub prompt_tokens: f64,
+pub(crate) struct Snapshot {
+    pub(crate) model: ScriptedModel,
+    pub(crate) prompt_tokens: f64,
 }
 
 /// Saved conversations by handle, shared by all connections of one mock server.
 #[derive(Debug, Default)]
-pub struct SessionStore {
+pub(crate) struct SessionStore {
     saved: Mutex<Saved>,
 }
 
@@ -47,7 +47,7 @@ struct Owned {
 impl SessionStore {
     /// Saves a snapshot for the client connected with `key` and returns its new handle; `None`
     /// when the system has no randomness to give (then the session is simply not resumable).
-    pub fn save(&self, snapshot: Snapshot, key: Option<ApiKey>) -> Option<String> {
+    pub(crate) fn save(&self, snapshot: Snapshot, key: Option<ApiKey>) -> Option<String> {
         let handle = format!("{HANDLE_PREFIX}{}", random::unguessable_token()?);
         let mut saved = self.lock();
         saved
@@ -65,7 +65,7 @@ impl SessionStore {
     /// The conversation saved under `handle`, if the handle is known, not expired and was
     /// issued to a client with the same `key`. Like the service's, a handle may be used more
     /// than once.
-    pub fn restore(&self, handle: &str, key: Option<&ApiKey>) -> Option<Snapshot> {
+    pub(crate) fn restore(&self, handle: &str, key: Option<&ApiKey>) -> Option<Snapshot> {
         self.lock()
             .by_handle
             .get(handle)
@@ -74,7 +74,7 @@ impl SessionStore {
     }
 
     /// Forgets every handle (the `fail_resumption` fault).
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         let mut saved = self.lock();
         saved.by_handle.clear();
         saved.order.clear();

@@ -1,23 +1,9 @@
 //! Fault scenarios for the mock: goAways, drops, closes, bad frames, stalls and failing
-//! resumption, scripted at chosen moments of a conversation (`livetalk mock --scenario FILE`).
-//!
-//! A scenario is a list of faults. Each names a [`Moment`], which occurrence of it fires the
-//! fault (`nth`, counted over the whole server, across connections, so "the second turn" means
-//! the second turn of the conversation even after a reconnect), optionally `every` how many
-//! further occurrences it fires again, and the [`FaultAction`] to take. TOML:
-//!
-//! ```toml
-//! [[fault]]
-//! at = "turn_complete"   # setup | resume | user_turn | tool_call | mid_reply | reply_text | turn_complete
-//! nth = 2
-//! action = "go_away"
-//! time_left_secs = 5.0   # then close 1008 "The operation was aborted." (code/reason override)
-//! ```
-//!
-//! JSON uses the same keys: `{"fault": [{"at": "user_turn", "action": "drop"}]}`.
+//! resumption, scripted at chosen moments of a conversation, and the clock that counts those
+//! moments across a server's connections.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -52,37 +38,65 @@ pub enum FaultAction {
     /// `goAway {timeLeft}`, then close with this code and reason once the time is up (unless
     /// the client left first).
     GoAway {
+        /// The `timeLeft` the message announces, and the wait before the close.
         time_left: Duration,
+        /// The close code (the service uses 1008).
         code: u16,
+        /// The close reason (the service's is "The operation was aborted.").
         reason: String,
     },
     /// Abrupt TCP drop: no close frame.
     Drop,
     /// A close frame with any code and reason.
-    Close { code: u16, reason: String },
+    Close {
+        /// The close code.
+        code: u16,
+        /// The close reason (cut to the 123 bytes a close frame holds).
+        reason: String,
+    },
     /// A truncated JSON text frame.
     MalformedJson,
     /// A well-formed message with a top-level key no client knows.
     UnknownMessage,
     /// A binary frame of about this many bytes: one huge (silent) audio chunk.
-    HugeMessage { bytes: usize },
+    HugeMessage {
+        /// The frame's size.
+        bytes: usize,
+    },
     /// A binary frame of this many bytes that is not UTF-8.
-    Garbage { bytes: usize },
+    Garbage {
+        /// The frame's size.
+        bytes: usize,
+    },
     /// This text, verbatim, as one text frame.
-    Raw { text: String },
+    Raw {
+        /// The frame's text.
+        text: String,
+    },
     /// JSON nested this deep inside a `serverContent`.
-    DeepJson { depth: usize },
+    DeepJson {
+        /// How many arrays deep.
+        depth: usize,
+    },
     /// Send nothing for this long (requests are still read and answered afterwards).
-    Stall { duration: Duration },
+    Stall {
+        /// How long nothing is sent.
+        duration: Duration,
+    },
     /// Stream replies this many times slower from now on, on this connection.
-    Slow { factor: f64 },
+    Slow {
+        /// How many times slower (at least 1).
+        factor: f64,
+    },
     /// `interrupted` mid-turn, then `turnComplete` (unanswered calls are cancelled).
     Interrupt,
     /// `toolCallCancellation` for every unanswered call, then the turn ends.
     CancelToolCalls,
     /// A `sessionResumptionUpdate` with this handle (one the mock never issued is stale).
     ResumptionUpdate {
+        /// The `newHandle`, if any.
         handle: Option<String>,
+        /// The `resumable` flag.
         resumable: bool,
     },
     /// Forget every issued handle: the next resumption is refused with 1008 "session not found".
@@ -90,15 +104,18 @@ pub enum FaultAction {
     /// At a user turn, instead of the model's answer: one `toolCall` with `count` calls of
     /// `name` with `args`; once all are answered the model says how many answers it got.
     ToolCalls {
+        /// The function called, declared or not.
         name: String,
+        /// The arguments of every call, of any shape.
         args: Value,
+        /// How many calls the `toolCall` holds.
         count: usize,
     },
 }
 
 impl FaultAction {
     /// True when the action replaces the model's own answer to the user turn.
-    pub fn takes_over_turn(&self) -> bool {
+    pub(crate) fn takes_over_turn(&self) -> bool {
         matches!(
             self,
             FaultAction::Drop | FaultAction::Close { .. } | FaultAction::ToolCalls { .. }
@@ -109,11 +126,13 @@ impl FaultAction {
 /// One scripted fault.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fault {
+    /// The moment it fires at.
     pub at: Moment,
     /// Fires at this occurrence of the moment (1 = the first).
     pub nth: u32,
     /// Then again every this many occurrences.
     pub every: Option<u32>,
+    /// What it does.
     pub action: FaultAction,
 }
 
@@ -146,41 +165,84 @@ impl Fault {
 }
 
 /// The default close after a goAway, as the service sends it.
-pub const GO_AWAY_CLOSE_REASON: &str = "The operation was aborted.";
+pub(crate) const GO_AWAY_CLOSE_REASON: &str = "The operation was aborted.";
 
-/// A list of faults.
+/// A list of faults: what [`MockOptions::scenario`](crate::MockOptions::scenario) injects.
+///
+/// Each fault names a [`Moment`], which occurrence of it fires the fault (`nth`, counted over
+/// the whole server, across connections, so "the second turn" means the second turn of the
+/// conversation even after a reconnect), optionally `every` how many further occurrences it
+/// fires again, and the [`FaultAction`] to take. In a file ([`Scenario::load`]), TOML:
+///
+/// ```toml
+/// [[fault]]
+/// at = "turn_complete"   # setup | resume | user_turn | tool_call | mid_reply | reply_text | turn_complete
+/// nth = 2
+/// every = 3              # a goAway after the 2nd, 5th, 8th… turn
+/// action = "go_away"
+/// time_left_secs = 5.0   # then close 1008 "The operation was aborted." (code/reason override)
+/// ```
+///
+/// JSON uses the same keys: `{"fault": [{"at": "user_turn", "action": "drop"}]}`. The other
+/// actions and their keys: `drop`, `close` (`code`, `reason`), `malformed_json`,
+/// `unknown_message`, `huge_message` (`bytes`), `garbage` (`bytes`), `raw` (`text`),
+/// `deep_json` (`depth`), `stall` (`secs`), `slow` (`factor`), `interrupt`,
+/// `cancel_tool_calls`, `resumption_update` (`handle`, `resumable`), `fail_resumption` and
+/// `tool_calls` (`name`, `args`, `count`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Scenario {
+    /// The faults, in the order they fire when several are due at once.
     pub faults: Vec<Fault>,
 }
 
-/// Why a scenario could not be read: the file, the fault and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ScenarioError(String);
+/// Why a scenario file could not be used. `Display` is the whole message, cause included.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    #[error("cannot read scenario {}: {error}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        error: std::io::Error,
+    },
+    /// The file is no valid scenario: its syntax, an unknown key, or a fault that is wrong.
+    #[error("bad scenario {}: {problem}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the fault (counted from 1) when one is.
+        problem: String,
+    },
+}
 
 impl Scenario {
+    /// A scenario of these faults.
     pub fn new(faults: Vec<Fault>) -> Self {
         Scenario { faults }
     }
 
     /// Reads a scenario file: `.json` as JSON, anything else as TOML.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ScenarioError(format!("cannot read scenario {}: {e}", path.display())))?;
+        let text = std::fs::read_to_string(path).map_err(|error| ScenarioError::Read {
+            path: path.to_owned(),
+            error,
+        })?;
         let json = path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("json"));
-        Scenario::parse(&text, json)
-            .map_err(|e| ScenarioError(format!("bad scenario {}: {e}", path.display())))
+        Scenario::parse(&text, json).map_err(|problem| ScenarioError::Invalid {
+            path: path.to_owned(),
+            problem,
+        })
     }
 
-    /// Parses scenario text (JSON or TOML).
-    pub fn parse(text: &str, json: bool) -> Result<Scenario, ScenarioError> {
+    /// Parses scenario text (JSON or TOML); `Err` says what is wrong.
+    pub(crate) fn parse(text: &str, json: bool) -> Result<Scenario, String> {
         let file: ScenarioFile = if json {
-            serde_json::from_str(text).map_err(|e| ScenarioError(e.to_string()))?
+            serde_json::from_str(text).map_err(|e| e.to_string())?
         } else {
-            toml::from_str(text).map_err(|e| ScenarioError(e.to_string()))?
+            toml::from_str(text).map_err(|e| e.to_string())?
         };
         let faults = file
             .fault
@@ -188,7 +250,7 @@ impl Scenario {
             .enumerate()
             .map(|(index, raw)| {
                 raw.validate()
-                    .map_err(|e| ScenarioError(format!("fault {}: {e}", index + 1)))
+                    .map_err(|e| format!("fault {}: {e}", index + 1))
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Scenario { faults })
@@ -197,13 +259,13 @@ impl Scenario {
 
 /// Counts moments over the whole server and says which faults fire.
 #[derive(Debug, Default)]
-pub struct FaultClock {
+pub(crate) struct FaultClock {
     scenario: Scenario,
     seen: Mutex<HashMap<Moment, u32>>,
 }
 
 impl FaultClock {
-    pub fn new(scenario: Scenario) -> Self {
+    pub(crate) fn new(scenario: Scenario) -> Self {
         FaultClock {
             scenario,
             seen: Mutex::default(),
@@ -211,7 +273,7 @@ impl FaultClock {
     }
 
     /// Records one occurrence of `moment`; returns the actions due now, in scenario order.
-    pub fn tick(&self, moment: Moment) -> Vec<FaultAction> {
+    pub(crate) fn tick(&self, moment: Moment) -> Vec<FaultAction> {
         if !self.scenario.faults.iter().any(|f| f.at == moment) {
             return Vec::new();
         }

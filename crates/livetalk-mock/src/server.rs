@@ -1,12 +1,12 @@
 //! The mock's listener: plain `ws://` or `wss://`, every URL path and key placement the
-//! service and the official SDKs use, each connection served by its own [`MockConnection`].
+//! service and the official SDKs use, each connection served by its own `MockConnection`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use futures_util::future::BoxFuture;
+use rustls::pki_types::pem;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -15,9 +15,10 @@ use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tracing::{debug, info};
 
-use super::connection::{Flavor, MockConnection};
-use super::resumption::SessionStore;
-use super::scenario::{FaultClock, Scenario};
+use crate::connection::MockConnection;
+use crate::flavor::{Flavor, live_path_flavor};
+use crate::scenario::Scenario;
+use crate::state::MockState;
 use crate::ws_server::{self, Admission, ConnectionLimits};
 use livetalk_live::connection::MAX_MESSAGE_BYTES;
 use livetalk_live::network::install_crypto_provider;
@@ -26,21 +27,27 @@ use livetalk_live::{ApiKey, ApiVersion, Endpoint};
 /// PEM files for serving `wss://`.
 #[derive(Debug, Clone)]
 pub struct TlsFiles {
+    /// The certificate chain, leaf first. The official Python SDK checks it against the host
+    /// it dials, so a certificate for `127.0.0.1` needs that IP address as a SAN.
     pub cert: PathBuf,
+    /// The certificate's private key (PKCS#8, PKCS#1 or SEC1).
     pub key: PathBuf,
 }
 
 /// How to run the mock.
 #[derive(Debug, Clone)]
 pub struct MockOptions {
+    /// The address to listen on; port 0 takes a free port ([`MockServer::local_addr`] says
+    /// which).
     pub listen: SocketAddr,
+    /// Serve `wss://` with these files instead of plain `ws://`.
     pub tls: Option<TlsFiles>,
     /// How much faster than real time reply audio is streamed.
     pub speed: f64,
     /// Faults to inject (none by default).
     pub scenario: Scenario,
     /// Save the mic audio each connection sends as `input-<n>.wav` in this folder.
-    pub save_input: Option<std::path::PathBuf>,
+    pub save_input: Option<PathBuf>,
     /// Open connections held at once, and the time a new one has to upgrade.
     pub limits: ConnectionLimits,
 }
@@ -57,25 +64,6 @@ impl MockOptions {
             limits: ConnectionLimits::default(),
         }
     }
-}
-
-/// What all connections of one mock server share: saved sessions, the fault clock, counters.
-#[derive(Debug, Default)]
-pub struct MockState {
-    pub sessions: SessionStore,
-    pub clock: FaultClock,
-    /// `setup` messages received (one per connection that got that far).
-    pub connections: AtomicU32,
-    /// Connections that resumed a saved session.
-    pub resumptions: AtomicU32,
-    /// Tool responses for calls the connection never made or that were already answered.
-    pub stray_tool_responses: AtomicU32,
-    /// Where connections save the mic audio they receive (`--save-input`).
-    pub save_input: Option<std::path::PathBuf>,
-    /// Connections accepted, to number the saved input files.
-    pub accepted: AtomicU32,
-    /// The function names each `setup` declared, in the order they came.
-    pub declared: std::sync::Mutex<Vec<Vec<String>>>,
 }
 
 /// Why the mock could not start. `Display` is the whole message, cause included.
@@ -97,12 +85,40 @@ pub enum StartError {
         /// What the system said.
         error: std::io::Error,
     },
-    /// The certificate or key for `wss://` could not be used.
-    #[error("{0}")]
-    Tls(String),
+    /// The certificate file for `wss://` could not be read.
+    #[error("cannot read certificate {}: {error}", path.display())]
+    ReadCertificate {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        error: pem::Error,
+    },
+    /// The certificate file for `wss://` holds no valid PEM certificate chain.
+    #[error("invalid PEM certificate {}: {error}", path.display())]
+    InvalidCertificate {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        error: pem::Error,
+    },
+    /// The private key for `wss://` could not be read.
+    #[error("cannot read private key {}: {error}", path.display())]
+    ReadKey {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        error: pem::Error,
+    },
+    /// The certificate and the key were read but do not belong together (or rustls refuses
+    /// them).
+    #[error("certificate and key do not form a valid TLS identity: {0}")]
+    TlsIdentity(rustls::Error),
 }
 
 /// A running mock server; it stops when dropped.
+///
+/// Connections already open when it is dropped are served to their end.
+#[derive(Debug)]
 pub struct MockServer {
     local_addr: SocketAddr,
     tls: bool,
@@ -111,7 +127,8 @@ pub struct MockServer {
 }
 
 impl MockServer {
-    /// Binds and starts accepting connections in the background.
+    /// Binds and starts accepting connections in the background (on the current tokio
+    /// runtime, which must be running).
     pub async fn start(options: MockOptions) -> Result<MockServer, StartError> {
         let acceptor = match &options.tls {
             Some(files) => Some(tls_acceptor(&files.cert, &files.key)?),
@@ -138,11 +155,7 @@ impl MockServer {
                 error,
             })?;
         }
-        let state = Arc::new(MockState {
-            clock: FaultClock::new(options.scenario),
-            save_input: options.save_input,
-            ..MockState::default()
-        });
+        let state = Arc::new(MockState::new(options.scenario, options.save_input));
         let shared = state.clone();
         ws_server::spawn_accept_loop(
             "mock",
@@ -169,30 +182,32 @@ impl MockServer {
         })
     }
 
+    /// What the server's connections share; its counters say what clients did so far.
+    pub fn state(&self) -> &MockState {
+        &self.state
+    }
+
     /// Connections that sent a `setup` so far.
     pub fn connections(&self) -> u32 {
-        self.state.connections.load(Ordering::Relaxed)
+        self.state.connections()
     }
 
     /// Connections that resumed a saved session so far.
     pub fn resumptions(&self) -> u32 {
-        self.state.resumptions.load(Ordering::Relaxed)
+        self.state.resumptions()
     }
 
     /// The function names each `setup` so far declared, in order (one list per setup).
     pub fn declared_tools(&self) -> Vec<Vec<String>> {
-        self.state
-            .declared
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.state.declared_tools()
     }
 
     /// Tool responses that answered no open call of their connection (a client bug if > 0).
     pub fn stray_tool_responses(&self) -> u32 {
-        self.state.stray_tool_responses.load(Ordering::Relaxed)
+        self.state.stray_tool_responses()
     }
 
+    /// The address the server listens on, with the port it was given.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
@@ -214,19 +229,23 @@ fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, St
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     install_crypto_provider();
     let certs = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| StartError::Tls(format!("cannot read certificate {}: {e}", cert.display())))?
+        .map_err(|error| StartError::ReadCertificate {
+            path: cert.to_owned(),
+            error,
+        })?
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| StartError::Tls(format!("invalid PEM certificate {}: {e}", cert.display())))?;
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| StartError::Tls(format!("cannot read private key {}: {e}", key.display())))?;
+        .map_err(|error| StartError::InvalidCertificate {
+            path: cert.to_owned(),
+            error,
+        })?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|error| StartError::ReadKey {
+        path: key.to_owned(),
+        error,
+    })?;
     let config = rustls::ServerConfig::builder()
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| {
-            StartError::Tls(format!(
-                "certificate and key do not form a valid TLS identity: {e}"
-            ))
-        })?;
+        .map_err(StartError::TlsIdentity)?;
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
@@ -302,31 +321,6 @@ where
     }
 }
 
-/// Which service a request path addresses, accepting repeated slashes (the SDKs produce `//ws/`).
-pub fn live_path_flavor(path: &str) -> Option<Flavor> {
-    let mut collapsed = String::with_capacity(path.len());
-    for c in path.chars() {
-        if !(c == '/' && collapsed.ends_with('/')) {
-            collapsed.push(c);
-        }
-    }
-    if let Some(rest) = collapsed.strip_prefix("/ws/google.ai.generativelanguage.") {
-        let (version, method) = rest.split_once(".GenerativeService.")?;
-        let version_ok = matches!(version, "v1" | "v1beta" | "v1alpha");
-        let method_ok = matches!(
-            method,
-            "BidiGenerateContent" | "BidiGenerateContentConstrained"
-        );
-        return (version_ok && method_ok).then_some(Flavor::GoogleAi);
-    }
-    if let Some(rest) = collapsed.strip_prefix("/ws/google.cloud.aiplatform.") {
-        let (version, method) = rest.split_once(".LlmBidiService/")?;
-        let ok = matches!(version, "v1" | "v1beta1") && method == "BidiGenerateContent";
-        return ok.then_some(Flavor::Vertex);
-    }
-    None
-}
-
 /// Where the client put its key, and the key: the `x-goog-api-key` header or the `key` query
 /// parameter (the SDKs use one or the other), or a Vertex client's access token. Its
 /// resumption handles are bound to the key, compared as sent (API keys need no
@@ -382,29 +376,5 @@ mod tests {
             Some("access_token query parameter")
         );
         assert!(key_of(path, &[]).is_none());
-    }
-
-    #[test]
-    fn every_sdk_path_variant_is_accepted() {
-        for path in [
-            "/ws/google.ai.generativelanguage.v1.GenerativeService.BidiGenerateContent",
-            "//ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent",
-            "/ws/google.ai.generativelanguage.v1alpha.GenerativeService.BidiGenerateContentConstrained",
-        ] {
-            assert_eq!(live_path_flavor(path), Some(Flavor::GoogleAi), "{path}");
-        }
-        assert_eq!(
-            live_path_flavor(
-                "/ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent"
-            ),
-            Some(Flavor::Vertex)
-        );
-        assert_eq!(
-            live_path_flavor(
-                "/ws/google.ai.generativelanguage.v2.GenerativeService.BidiGenerateContent"
-            ),
-            None
-        );
-        assert_eq!(live_path_flavor("/"), None);
     }
 }

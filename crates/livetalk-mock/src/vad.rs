@@ -10,7 +10,7 @@ const DEFAULT_END_AFTER: Duration = Duration::from_millis(600);
 
 /// A change in whether the user is speaking.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VadEvent {
+pub(crate) enum VadEvent {
     /// Enough voiced audio has arrived to call it speech.
     SpeechStarted,
     /// Enough silence followed the speech; `speech` runs from its first to its last voiced frame.
@@ -19,7 +19,7 @@ pub enum VadEvent {
 
 /// Splits a PCM16 stream into speech and silence by frame energy.
 #[derive(Debug, Clone)]
-pub struct EnergyVad {
+pub(crate) struct EnergyVad {
     frame_len: usize,
     frame_duration: Duration,
     threshold_dbfs: f64,
@@ -41,7 +41,7 @@ enum State {
 impl EnergyVad {
     /// A detector for PCM16 mono at `sample_rate`: a frame is voiced above -40 dBFS, 100 ms of
     /// voiced frames start speech and 600 ms of silence end it.
-    pub fn new(sample_rate: u32) -> Self {
+    pub(crate) fn new(sample_rate: u32) -> Self {
         let frame_len =
             ((u64::from(sample_rate) * FRAME.as_millis() as u64) / 1000).max(1) as usize;
         let frame_duration =
@@ -58,21 +58,8 @@ impl EnergyVad {
         }
     }
 
-    /// Frames louder than this (in dBFS, full scale = 0) count as voiced.
-    pub fn with_threshold_dbfs(mut self, threshold_dbfs: f64) -> Self {
-        self.threshold_dbfs = threshold_dbfs;
-        self
-    }
-
-    /// How much continuous voiced audio starts speech, and how much silence ends it.
-    pub fn with_timing(mut self, start_after: Duration, end_after: Duration) -> Self {
-        self.start_frames = frames_in(start_after);
-        self.end_frames = frames_in(end_after);
-        self
-    }
-
     /// Feeds audio of any length; returns the events it completed, in order.
-    pub fn push(&mut self, pcm: &[i16]) -> Vec<VadEvent> {
+    pub(crate) fn push(&mut self, pcm: &[i16]) -> Vec<VadEvent> {
         let mut events = Vec::new();
         let mut rest = pcm;
         while !rest.is_empty() {
@@ -95,12 +82,13 @@ impl EnergyVad {
     }
 
     /// Whether the detector is inside speech (after `SpeechStarted`, before `SpeechEnded`).
-    pub fn in_speech(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn in_speech(&self) -> bool {
         matches!(self.state, State::Speech { .. })
     }
 
     /// Ends speech that is still open because the stream stopped (e.g. `audioStreamEnd`).
-    pub fn end_of_stream(&mut self) -> Option<VadEvent> {
+    pub(crate) fn end_of_stream(&mut self) -> Option<VadEvent> {
         self.partial.clear();
         match self.state {
             State::Speech {

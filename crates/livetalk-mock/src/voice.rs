@@ -9,10 +9,10 @@ use std::time::Duration;
 use rubato::audioadapter_buffers::direct::InterleavedSlice;
 use rubato::{Fft, FixedSync, Resampler};
 
-use super::random::XorShift;
+use crate::random::XorShift;
 
 /// The Live API's output rate: what the mock's audio chunks carry.
-pub const SAMPLE_RATE: u32 = 24_000;
+pub(crate) const SAMPLE_RATE: u32 = 24_000;
 
 const WORDS_PER_MINUTE: f64 = 150.0;
 const MIN_SPEAKING_SECS: f64 = 0.5;
@@ -20,14 +20,14 @@ const MIN_SPEAKING_SECS: f64 = 0.5;
 const SYNTHETIC_PEAK: f64 = 0.6 * 32_767.0;
 
 /// How long the text takes to say (about 150 words per minute, at least ~0.5 s).
-pub fn speaking_time(text: &str) -> Duration {
+pub(crate) fn speaking_time(text: &str) -> Duration {
     let words = spoken_words(text).count();
     Duration::from_secs_f64((words as f64 * 60.0 / WORDS_PER_MINUTE).max(MIN_SPEAKING_SECS))
 }
 
-/// 24 kHz mono PCM16 speech for the text: espeak-ng when it is installed, otherwise
-/// [`synthetic_speech`]. Never silent and never panics; a failing espeak-ng is logged at debug
-/// level and replaced by the synthetic voice.
+/// 24 kHz mono PCM16 speech for the text: espeak-ng when it is installed, otherwise a
+/// synthetic speech-like voice as long as the text takes to say. Never silent and never
+/// panics; a failing espeak-ng is logged at debug level and replaced by the synthetic voice.
 ///
 /// Blocking (it may run a process): call it from `spawn_blocking` in async code.
 pub fn synthesize(text: &str) -> Vec<i16> {
@@ -62,7 +62,7 @@ pub fn espeak_available() -> bool {
 /// Speech-like audio lasting exactly [`speaking_time`]: voiced syllables (a harmonic tone with a
 /// wandering pitch, shaped by vowel formants, with a consonant burst at the onset) separated by
 /// short pauses between words. Deterministic for a given text, so tests can rely on it.
-pub fn synthetic_speech(text: &str) -> Vec<i16> {
+pub(crate) fn synthetic_speech(text: &str) -> Vec<i16> {
     let total = (speaking_time(text).as_secs_f64() * f64::from(SAMPLE_RATE)).round() as usize;
     let mut words = plan_words(text);
     if words.is_empty() {

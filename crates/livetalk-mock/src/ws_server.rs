@@ -42,7 +42,9 @@ const LINGER_DRAIN_BYTES: usize = 1 << 20;
 /// How many connections a server holds and how long a new one may take to upgrade.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
+    /// Connections held open at once; past it new ones get HTTP 503 (at least 1).
     pub max_connections: usize,
+    /// Time a new connection has to complete its upgrade before it is dropped.
     pub upgrade_timeout: Duration,
 }
 
@@ -59,6 +61,7 @@ impl Default for ConnectionLimits {
 /// [`Admission::check`], so a refused client reads why instead of a reset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
+    /// Under the cap: the connection may go on.
     Admitted,
     /// The server already holds this many connections.
     Full(usize),

@@ -1,21 +1,22 @@
 //! The mock server's scripted model: reads plain-English smart-home requests, plans calls to the
 //! client's declared tools and phrases replies from their results, errors included; any
 //! declared tool can also be called by name. This file owns the model's turns (user text, tool
-//! results, user audio) and what it keeps between them; understanding, planning, calls by name
-//! and phrasing are the modules below.
+//! results, user audio) and what it keeps between them; the tools, understanding, planning,
+//! the turn under way, calls by name and phrasing are the modules below.
 
 mod devices;
 mod named_call;
+mod pending;
 mod phrasing;
 mod planner;
 mod results;
+mod tools;
 mod understanding;
 mod words;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -23,26 +24,18 @@ use serde_json::Value;
 
 use devices::Memory;
 use named_call::{NamedCall, named_call};
-use planner::{Pending, Purpose, merge_intents};
+use pending::{Pending, Purpose};
+use phrasing::{examples, small_talk};
+use planner::{Planner, absorb, merge_intents};
+pub(crate) use tools::PlannedCall;
+use tools::Toolset;
 use understanding::understand;
 
 use livetalk_live::wire::FunctionDeclaration;
 
-const GET_DEVICE_STATUS: &str = "get_device_status";
-const SET_DEVICE_STATUS: &str = "set_device_status";
-const GET_CURRENT_TIME: &str = "get_current_time";
-const END_SESSION: &str = "end_session";
-
-/// One function call the model wants the client to make.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PlannedCall {
-    pub name: String,
-    pub args: Value,
-}
-
 /// What the model does next.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ModelStep {
+pub(crate) enum ModelStep {
     /// Make these calls (as one `toolCall`), then hand the results to [`ScriptedModel::tool_results`].
     CallTools(Vec<PlannedCall>),
     /// Say this and end the turn.
@@ -53,12 +46,8 @@ pub enum ModelStep {
 ///
 /// Clone + Serialize/Deserialize so a resumption handle can restore the conversation later.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct ScriptedModel {
-    declared: BTreeSet<String>,
-    /// The declarations themselves, for calls by name (their schemas say how to read the
-    /// arguments).
-    #[serde(default)]
-    declarations: Vec<FunctionDeclaration>,
+pub(crate) struct ScriptedModel {
+    tools: Toolset,
     memory: Memory,
     /// The calls of the last `CallTools` and what to say once they are answered.
     pending: Option<Pending>,
@@ -70,7 +59,7 @@ pub struct ScriptedModel {
 impl ScriptedModel {
     /// A model that will only ever call the tools named here, knowing nothing of their
     /// arguments.
-    pub fn new(declared_tools: impl IntoIterator<Item = String>) -> Self {
+    pub(crate) fn new(declared_tools: impl IntoIterator<Item = String>) -> Self {
         Self::with_declarations(declared_tools.into_iter().map(|name| FunctionDeclaration {
             name,
             ..FunctionDeclaration::default()
@@ -79,7 +68,9 @@ impl ScriptedModel {
 
     /// A model that will only ever call the tools declared here (the client's
     /// `functionDeclarations`).
-    pub fn with_declarations(declarations: impl IntoIterator<Item = FunctionDeclaration>) -> Self {
+    pub(crate) fn with_declarations(
+        declarations: impl IntoIterator<Item = FunctionDeclaration>,
+    ) -> Self {
         let mut model = Self::default();
         model.redeclare(declarations);
         model
@@ -90,7 +81,7 @@ impl ScriptedModel {
     /// instruction replaces an earlier one. Its replies are short already, so a plain "answer
     /// briefly" (as livetalk's default instruction says) changes nothing; only an ask for
     /// less than that does.
-    pub fn follow_instruction(&mut self, instruction: &str) {
+    pub(crate) fn follow_instruction(&mut self, instruction: &str) {
         let lower = instruction.to_lowercase();
         self.brief = [
             "one sentence",
@@ -109,9 +100,11 @@ impl ScriptedModel {
     /// The tools the client declares now, replacing the earlier ones: a `contextUpdate` sent
     /// new ones, or a client resumed this conversation with a `setup` of its own (a tool turned
     /// off must not be called after the hand-over).
-    pub fn redeclare(&mut self, declarations: impl IntoIterator<Item = FunctionDeclaration>) {
-        self.declarations = declarations.into_iter().collect();
-        self.declared = self.declarations.iter().map(|d| d.name.clone()).collect();
+    pub(crate) fn redeclare(
+        &mut self,
+        declarations: impl IntoIterator<Item = FunctionDeclaration>,
+    ) {
+        self.tools = Toolset::new(declarations);
     }
 
     /// A reply as the instruction wants it.
@@ -123,7 +116,7 @@ impl ScriptedModel {
     }
 
     /// A user text turn: either tool calls to make first, or a direct reply.
-    pub fn user_turn(&mut self, text: &str) -> ModelStep {
+    pub(crate) fn user_turn(&mut self, text: &str) -> ModelStep {
         let step = self.user_turn_unstyled(text);
         self.styled(step)
     }
@@ -131,7 +124,7 @@ impl ScriptedModel {
     fn user_turn_unstyled(&mut self, text: &str) -> ModelStep {
         // A new user turn supersedes calls that were never answered (cancelled or interrupted).
         self.pending = None;
-        match named_call(text, &self.declarations) {
+        match named_call(text, self.tools.declarations()) {
             Some(NamedCall::Call(call)) => {
                 let pending = Pending {
                     calls: vec![(call, Purpose::Other)],
@@ -145,21 +138,25 @@ impl ScriptedModel {
         let understood = understand(text, self.memory.last_device);
         self.memory.last_device = understood.last_device;
         if understood.intents.is_empty() {
-            return ModelStep::Reply(self.small_talk(&understood));
+            return ModelStep::Reply(small_talk(&self.tools, &understood));
         }
         let mut pending = Pending {
             notes: understood.notes,
             ..Pending::default()
         };
+        let planner = Planner {
+            tools: &self.tools,
+            memory: &self.memory,
+        };
         for intent in merge_intents(understood.intents) {
-            self.plan(intent, &mut pending);
+            planner.plan(intent, &mut pending);
         }
         self.finish(pending)
     }
 
     /// The responses to the calls of the last CallTools, in the same order (each the `response`
     /// JSON the client sent). Returns the reply (or, if useful, further calls).
-    pub fn tool_results(&mut self, results: &[(PlannedCall, Value)]) -> ModelStep {
+    pub(crate) fn tool_results(&mut self, results: &[(PlannedCall, Value)]) -> ModelStep {
         let step = self.tool_results_unstyled(results);
         self.styled(step)
     }
@@ -176,16 +173,20 @@ impl ScriptedModel {
                 .or_else(|| asked.iter().find(|(planned, _)| planned == call))
                 .map(|(_, purpose)| purpose.clone())
                 .unwrap_or_else(|| Purpose::from_call(call));
-            self.absorb(call, &purpose, response, &mut pending);
+            absorb(&mut self.memory, call, &purpose, response, &mut pending);
         }
+        let planner = Planner {
+            tools: &self.tools,
+            memory: &self.memory,
+        };
         for (device, change) in std::mem::take(&mut pending.deferred) {
-            self.plan_change(device, change, false, &mut pending);
+            planner.plan_change(device, change, false, &mut pending);
         }
         self.finish(pending)
     }
 
     /// A user audio turn of the given length (the mock cannot transcribe speech).
-    pub fn audio_turn(&mut self, speech: Duration) -> ModelStep {
+    pub(crate) fn audio_turn(&mut self, speech: Duration) -> ModelStep {
         self.pending = None;
         let seconds = speech.as_secs_f64();
         let heard = if seconds < 0.3 {
@@ -193,7 +194,7 @@ impl ScriptedModel {
         } else {
             format!("about {seconds:.1} seconds of speech")
         };
-        let suggestion = match self.examples().first() {
+        let suggestion = match examples(&self.tools).first() {
             Some(example) => format!(" Please type your request instead, for example {example}."),
             None => " Please type your request instead.".to_owned(),
         };
@@ -202,8 +203,15 @@ impl ScriptedModel {
         )))
     }
 
-    fn declares(&self, tool: &str) -> bool {
-        self.declared.contains(tool)
+    /// Ends the model's part of a turn: the calls to make, kept with what to say once they
+    /// are answered, or the reply when there is nothing to call.
+    fn finish(&mut self, pending: Pending) -> ModelStep {
+        if pending.calls.is_empty() {
+            return ModelStep::Reply(pending.render());
+        }
+        let calls = pending.calls.iter().map(|(call, _)| call.clone()).collect();
+        self.pending = Some(pending);
+        ModelStep::CallTools(calls)
     }
 }
 

@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::PlannedCall;
+use super::tools::PlannedCall;
 use livetalk_live::wire::FunctionDeclaration;
 
 /// Words that ask for a tool by name.

@@ -1,113 +1,92 @@
 //! The model's phrasing: help and small talk, and the sentences built from tool results
 //! ("Alright, I've turned on the living room lamp.").
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::devices::{Device, DeviceState};
-use super::planner::{Pending, Purpose};
+use super::pending::{Pending, Purpose, Segment};
 use super::results::{compact, field_str, payload, requested_state};
-use super::understanding::{Asked, Understanding};
-use super::{
-    END_SESSION, GET_CURRENT_TIME, GET_DEVICE_STATUS, PlannedCall, SET_DEVICE_STATUS, ScriptedModel,
+use super::tools::{
+    END_SESSION, GET_CURRENT_TIME, GET_DEVICE_STATUS, PlannedCall, SET_DEVICE_STATUS, Toolset,
 };
+use super::understanding::{Asked, Understanding};
 
-impl ScriptedModel {
-    pub(super) fn small_talk(&self, understood: &Understanding) -> String {
-        if !understood.notes.is_empty() {
-            understood.notes.join(" ")
-        } else if understood.help {
-            self.help()
-        } else if understood.greeted {
-            format!("Hello! {}", self.help())
-        } else if understood.thanked {
-            "You're welcome! Anything else?".to_owned()
-        } else {
-            format!("Sorry, I didn't understand that. {}", self.help())
-        }
-    }
-
-    pub(super) fn examples(&self) -> Vec<&'static str> {
-        let mut examples = Vec::new();
-        if self.declares(GET_DEVICE_STATUS) {
-            examples.push("\"Is the living room lamp on?\"");
-        }
-        if self.declares(SET_DEVICE_STATUS) {
-            examples.extend([
-                "\"dim the lamp to 30%\"",
-                "\"set the thermostat to 22 degrees\"",
-                "\"lock the front door\"",
-            ]);
-        }
-        if self.declares(GET_CURRENT_TIME) {
-            examples.push("\"What time is it?\"");
-        }
-        if self.declares(END_SESSION) {
-            examples.push("\"goodbye\"");
-        }
-        examples
-    }
-
-    fn help(&self) -> String {
-        let mut text = String::from(
-            "I'm the livetalk demo model, so I only understand a few typed smart-home requests.",
-        );
-        if self.declares(GET_DEVICE_STATUS) || self.declares(SET_DEVICE_STATUS) {
-            text.push_str(
-                " I know three devices: the living room lamp (on or off, brightness, color), \
-                 the kitchen thermostat (temperature) and the front door lock (locked or unlocked).",
-            );
-        }
-        let examples = self.examples();
-        let own = self.own_tools();
-        if examples.is_empty() && own.is_empty() {
-            text.push_str(
-                " This session didn't declare any of my tools (get_device_status, set_device_status, \
-                 get_current_time, end_session), so there's nothing I can do here.",
-            );
-        } else if !examples.is_empty() {
-            text.push_str(&format!(" Try {}.", join_list(&examples, "or")));
-        }
-        if let Some(first) = own.first() {
-            text.push_str(&format!(
-                " I can also call your tools by name ({}), for example \"call {first} with …\", \
-                 naming each argument before its value.",
-                own.join(", ")
-            ));
-        }
-        text
-    }
-
-    /// Declared tools other than the smart-home ones this model knows by heart.
-    fn own_tools(&self) -> Vec<&str> {
-        self.declared
-            .iter()
-            .map(String::as_str)
-            .filter(|name| {
-                ![
-                    GET_DEVICE_STATUS,
-                    SET_DEVICE_STATUS,
-                    GET_CURRENT_TIME,
-                    END_SESSION,
-                ]
-                .contains(name)
-            })
-            .collect()
+/// The answer to a turn that asks for nothing the tools can do: its notes, help, or a greeting.
+pub(super) fn small_talk(tools: &Toolset, understood: &Understanding) -> String {
+    if !understood.notes.is_empty() {
+        understood.notes.join(" ")
+    } else if understood.help {
+        help(tools)
+    } else if understood.greeted {
+        format!("Hello! {}", help(tools))
+    } else if understood.thanked {
+        "You're welcome! Anything else?".to_owned()
+    } else {
+        format!("Sorry, I didn't understand that. {}", help(tools))
     }
 }
 
+/// Requests the model would carry out with these tools, quoted.
+pub(super) fn examples(tools: &Toolset) -> Vec<&'static str> {
+    let mut examples = Vec::new();
+    if tools.declares(GET_DEVICE_STATUS) {
+        examples.push("\"Is the living room lamp on?\"");
+    }
+    if tools.declares(SET_DEVICE_STATUS) {
+        examples.extend([
+            "\"dim the lamp to 30%\"",
+            "\"set the thermostat to 22 degrees\"",
+            "\"lock the front door\"",
+        ]);
+    }
+    if tools.declares(GET_CURRENT_TIME) {
+        examples.push("\"What time is it?\"");
+    }
+    if tools.declares(END_SESSION) {
+        examples.push("\"goodbye\"");
+    }
+    examples
+}
+
+/// What the model can do with these tools, for a user who asked or was not understood.
+fn help(tools: &Toolset) -> String {
+    let mut text = String::from(
+        "I'm the livetalk demo model, so I only understand a few typed smart-home requests.",
+    );
+    if tools.declares(GET_DEVICE_STATUS) || tools.declares(SET_DEVICE_STATUS) {
+        text.push_str(
+            " I know three devices: the living room lamp (on or off, brightness, color), \
+             the kitchen thermostat (temperature) and the front door lock (locked or unlocked).",
+        );
+    }
+    let requests = examples(tools);
+    let own = tools.own_tools();
+    if requests.is_empty() && own.is_empty() {
+        text.push_str(
+            " This session didn't declare any of my tools (get_device_status, set_device_status, \
+             get_current_time, end_session), so there's nothing I can do here.",
+        );
+    } else if !requests.is_empty() {
+        text.push_str(&format!(" Try {}.", join_list(&requests, "or")));
+    }
+    if let Some(first) = own.first() {
+        text.push_str(&format!(
+            " I can also call your tools by name ({}), for example \"call {first} with …\", \
+             naming each argument before its value.",
+            own.join(", ")
+        ));
+    }
+    text
+}
+
+/// Why the model cannot do something: the tool it would need was not declared.
 pub(super) fn missing_tool(what: &str, tool: &str) -> String {
     format!("I can't {what}, because this session didn't declare the {tool} tool.")
 }
 
-/// A piece of the reply: completed actions are gathered into one "Alright, I've …" sentence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(super) enum Segment {
-    Done(String),
-    Say(String),
-}
-
 impl Pending {
+    /// The reply in words: what was done gathered into one "Alright, I've …" sentence where
+    /// the first of it was said, then the notes, then any farewell.
     pub(super) fn render(&self) -> String {
         let mut sentences: Vec<String> = Vec::new();
         let mut done: Vec<&str> = Vec::new();

@@ -1,22 +1,29 @@
 //! The model's planner: turns what the user asked for into calls of the declared tools, and
 //! takes each result into memory and into the reply being built.
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::devices::Device;
-use super::phrasing::{Segment, describe_change, describe_query, describe_time, missing_tool};
+use super::devices::{Device, Memory};
+use super::pending::{Pending, Purpose, Segment};
+use super::phrasing::{describe_change, describe_query, describe_time, missing_tool};
 use super::results::{compact, failure, payload, read_state, requested_state, tidy_error};
-use super::understanding::{Asked, Change, Intent, Level};
-use super::{
-    END_SESSION, GET_CURRENT_TIME, GET_DEVICE_STATUS, ModelStep, PlannedCall, SET_DEVICE_STATUS,
-    ScriptedModel,
+use super::tools::{
+    END_SESSION, GET_CURRENT_TIME, GET_DEVICE_STATUS, PlannedCall, SET_DEVICE_STATUS, Toolset,
 };
+use super::understanding::{Asked, Change, Intent, Level};
 
 /// The demo thermostat starts at 20 °C; used to choose heating or cooling before any reading is seen.
 const ASSUMED_TEMPERATURE: f64 = 20.0;
 
-impl ScriptedModel {
+/// Plans the calls for what the user asked, from the tools declared and what the model
+/// remembers of the devices.
+pub(super) struct Planner<'m> {
+    pub(super) tools: &'m Toolset,
+    pub(super) memory: &'m Memory,
+}
+
+impl Planner<'_> {
+    /// Plans the calls for one thing the user asked for, or notes why none can be made.
     pub(super) fn plan(&self, intent: Intent, pending: &mut Pending) {
         match intent {
             Intent::Query(device, asked) => self.plan_query(device, asked, false, pending),
@@ -25,7 +32,7 @@ impl ScriptedModel {
                 self.plan_elsewhere(name, kind, change, pending)
             }
             Intent::Time => {
-                if self.declares(GET_CURRENT_TIME) {
+                if self.tools.declares(GET_CURRENT_TIME) {
                     pending.calls.push((
                         PlannedCall {
                             name: GET_CURRENT_TIME.to_owned(),
@@ -40,7 +47,7 @@ impl ScriptedModel {
                 }
             }
             Intent::Goodbye => {
-                if self.declares(END_SESSION) {
+                if self.tools.declares(END_SESSION) {
                     pending.calls.push((
                         PlannedCall {
                             name: END_SESSION.to_owned(),
@@ -59,7 +66,7 @@ impl ScriptedModel {
     }
 
     fn plan_query(&self, device: Device, asked: Asked, silent: bool, pending: &mut Pending) {
-        if !self.declares(GET_DEVICE_STATUS) {
+        if !self.tools.declares(GET_DEVICE_STATUS) {
             if !silent {
                 let what = format!("check the {}", device.spoken());
                 pending.notes.push(missing_tool(&what, GET_DEVICE_STATUS));
@@ -94,7 +101,7 @@ impl ScriptedModel {
         may_defer: bool,
         pending: &mut Pending,
     ) {
-        if !self.declares(SET_DEVICE_STATUS) {
+        if !self.tools.declares(SET_DEVICE_STATUS) {
             let what = format!("change the {}", device.spoken());
             pending.notes.push(missing_tool(&what, SET_DEVICE_STATUS));
             return;
@@ -110,7 +117,7 @@ impl ScriptedModel {
             None
         };
         if let Some(what) = unknown {
-            if may_defer && self.declares(GET_DEVICE_STATUS) {
+            if may_defer && self.tools.declares(GET_DEVICE_STATUS) {
                 self.plan_query(device, Asked::General, true, pending);
                 pending.deferred.push((device, change));
             } else {
@@ -202,7 +209,7 @@ impl ScriptedModel {
             None => (GET_DEVICE_STATUS, json!({ "device_name": name })),
         };
         let changing = change.is_some();
-        if !self.declares(tool) {
+        if !self.tools.declares(tool) {
             let what = format!("{} the {name}", if changing { "change" } else { "check" });
             pending.notes.push(missing_tool(&what, tool));
             return;
@@ -215,149 +222,85 @@ impl ScriptedModel {
             Purpose::Elsewhere { name, changing },
         ));
     }
+}
 
-    /// Takes one tool result into memory and into the reply being built.
-    pub(super) fn absorb(
-        &mut self,
-        call: &PlannedCall,
-        purpose: &Purpose,
-        response: &Value,
-        pending: &mut Pending,
-    ) {
-        if let Some(error) = failure(response) {
-            let error = tidy_error(&error);
-            match purpose {
-                Purpose::EndSession => {
-                    pending.farewell = Some(format!(
-                        "Goodbye! I couldn't end the session myself: {error}."
-                    ));
-                }
-                _ => pending.said.push(Segment::Say(format!(
-                    "Sorry, I couldn't {}: {error}.",
-                    purpose.attempt(call)
-                ))),
-            }
-            return;
-        }
+/// Takes one tool result into memory and into the reply being built.
+pub(super) fn absorb(
+    memory: &mut Memory,
+    call: &PlannedCall,
+    purpose: &Purpose,
+    response: &Value,
+    pending: &mut Pending,
+) {
+    if let Some(error) = failure(response) {
+        let error = tidy_error(&error);
         match purpose {
-            Purpose::Query {
-                device,
-                asked,
-                silent,
-            } => {
-                let reported = read_state(response);
-                if !silent {
-                    pending
-                        .said
-                        .push(Segment::Say(describe_query(*device, asked, &reported)));
-                }
-                self.memory.state_mut(*device).update(reported);
-            }
-            Purpose::Change {
-                device,
-                mention_status,
-            } => {
-                let requested = requested_state(&call.args);
-                let reported = read_state(response);
-                pending.said.extend(describe_change(
-                    *device,
-                    &requested,
-                    &reported,
-                    *mention_status,
-                ));
-                let memory = self.memory.state_mut(*device);
-                memory.update(requested);
-                memory.update(reported);
-            }
-            Purpose::Time => pending.said.push(Segment::Say(describe_time(response))),
-            Purpose::Elsewhere { name, .. } => pending.said.push(Segment::Say(format!(
-                "The {name} answered: {}.",
-                compact(response)
-            ))),
             Purpose::EndSession => {
-                pending.farewell = Some("Goodbye! Ending the session now.".to_owned())
+                pending.farewell = Some(format!(
+                    "Goodbye! I couldn't end the session myself: {error}."
+                ));
             }
-            Purpose::Other => {
-                // A tool that answers in words is quoted; anything else is shown as JSON.
-                let answer = match payload(response) {
-                    Value::String(text) => text.trim().trim_end_matches('.').to_owned(),
-                    other => compact(other),
-                };
-                pending.said.push(Segment::Say(format!(
-                    "The {} tool answered: {answer}.",
-                    call.name
-                )));
+            _ => pending.said.push(Segment::Say(format!(
+                "Sorry, I couldn't {}: {error}.",
+                purpose.attempt(call)
+            ))),
+        }
+        return;
+    }
+    match purpose {
+        Purpose::Query {
+            device,
+            asked,
+            silent,
+        } => {
+            let reported = read_state(response);
+            if !silent {
+                pending
+                    .said
+                    .push(Segment::Say(describe_query(*device, asked, &reported)));
             }
+            memory.state_mut(*device).update(reported);
         }
-    }
-
-    pub(super) fn finish(&mut self, pending: Pending) -> ModelStep {
-        if pending.calls.is_empty() {
-            return ModelStep::Reply(pending.render());
+        Purpose::Change {
+            device,
+            mention_status,
+        } => {
+            let requested = requested_state(&call.args);
+            let reported = read_state(response);
+            pending.said.extend(describe_change(
+                *device,
+                &requested,
+                &reported,
+                *mention_status,
+            ));
+            let state = memory.state_mut(*device);
+            state.update(requested);
+            state.update(reported);
         }
-        let calls = pending.calls.iter().map(|(call, _)| call.clone()).collect();
-        self.pending = Some(pending);
-        ModelStep::CallTools(calls)
-    }
-}
-
-/// Why a call was made, which decides how its result is put into words.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(super) enum Purpose {
-    Query {
-        device: Device,
-        asked: Asked,
-        /// A reading taken only to resolve a relative change; not reported on its own.
-        silent: bool,
-    },
-    Change {
-        device: Device,
-        mention_status: bool,
-    },
-    /// About a device the home does not have, by the name the user gave it.
-    Elsewhere {
-        name: String,
-        changing: bool,
-    },
-    Time,
-    EndSession,
-    Other,
-}
-
-impl Purpose {
-    pub(super) fn from_call(call: &PlannedCall) -> Self {
-        let device = call
-            .args
-            .get("device_name")
-            .and_then(Value::as_str)
-            .and_then(Device::from_name);
-        match (call.name.as_str(), device) {
-            (GET_DEVICE_STATUS, Some(device)) => Purpose::Query {
-                device,
-                asked: Asked::General,
-                silent: false,
-            },
-            (SET_DEVICE_STATUS, Some(device)) => Purpose::Change {
-                device,
-                mention_status: true,
-            },
-            (GET_CURRENT_TIME, _) => Purpose::Time,
-            (END_SESSION, _) => Purpose::EndSession,
-            _ => Purpose::Other,
+        Purpose::Time => pending.said.push(Segment::Say(describe_time(response))),
+        Purpose::Elsewhere { name, .. } => pending.said.push(Segment::Say(format!(
+            "The {name} answered: {}.",
+            compact(response)
+        ))),
+        Purpose::EndSession => {
+            pending.farewell = Some("Goodbye! Ending the session now.".to_owned())
+        }
+        Purpose::Other => {
+            // A tool that answers in words is quoted; anything else is shown as JSON.
+            let answer = match payload(response) {
+                Value::String(text) => text.trim().trim_end_matches('.').to_owned(),
+                other => compact(other),
+            };
+            pending.said.push(Segment::Say(format!(
+                "The {} tool answered: {answer}.",
+                call.name
+            )));
         }
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(super) struct Pending {
-    pub(super) calls: Vec<(PlannedCall, Purpose)>,
-    /// Relative changes waiting for a reading of the device.
-    pub(super) deferred: Vec<(Device, Change)>,
-    pub(super) said: Vec<Segment>,
-    pub(super) notes: Vec<String>,
-    pub(super) farewell: Option<String>,
-}
-
+/// The intents in the order they are planned: changes of one device merged into one, repeats
+/// dropped, and goodbye last.
 pub(super) fn merge_intents(intents: Vec<Intent>) -> Vec<Intent> {
     let mut merged: Vec<Intent> = Vec::new();
     for intent in intents {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::tools::{END_SESSION, GET_CURRENT_TIME, GET_DEVICE_STATUS, SET_DEVICE_STATUS};
 use super::understanding::WHICH_DEVICE;
 use super::*;
 use livetalk_live::wire::FunctionDeclaration;

@@ -1,0 +1,73 @@
+//! What all connections of one mock server share: the saved sessions, the fault clock, and the
+//! counters a test reads to check what its client did.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::resumption::SessionStore;
+use crate::scenario::{FaultClock, Scenario};
+
+/// What all connections of one mock server share: saved sessions, the fault clock, counters.
+///
+/// [`MockServer::state`](crate::MockServer::state) hands it out; its counters are what a test
+/// reads to check what its client did on the wire.
+#[derive(Debug, Default)]
+pub struct MockState {
+    pub(crate) sessions: SessionStore,
+    pub(crate) clock: FaultClock,
+    /// `setup` messages received (one per connection that got that far).
+    pub(crate) connections: AtomicU32,
+    /// Connections that resumed a saved session.
+    pub(crate) resumptions: AtomicU32,
+    /// Tool responses for calls the connection never made or that were already answered.
+    pub(crate) stray_tool_responses: AtomicU32,
+    /// Where connections save the mic audio they receive (`--save-input`).
+    pub(crate) save_input: Option<PathBuf>,
+    /// Connections accepted, to number the saved input files.
+    pub(crate) accepted: AtomicU32,
+    /// The function names each `setup` declared, in the order they came.
+    pub(crate) declared: Mutex<Vec<Vec<String>>>,
+}
+
+impl MockState {
+    /// The state of a server that runs `scenario` and saves input audio in `save_input`.
+    pub(crate) fn new(scenario: Scenario, save_input: Option<PathBuf>) -> Self {
+        MockState {
+            clock: FaultClock::new(scenario),
+            save_input,
+            ..MockState::default()
+        }
+    }
+
+    /// Connections that sent a `setup` so far.
+    pub fn connections(&self) -> u32 {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    /// Connections that resumed a saved session so far.
+    pub fn resumptions(&self) -> u32 {
+        self.resumptions.load(Ordering::Relaxed)
+    }
+
+    /// Tool responses that answered no open call of their connection (a client bug if > 0).
+    pub fn stray_tool_responses(&self) -> u32 {
+        self.stray_tool_responses.load(Ordering::Relaxed)
+    }
+
+    /// The function names each `setup` so far declared, in order (one list per setup).
+    pub fn declared_tools(&self) -> Vec<Vec<String>> {
+        self.declared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Records the function names one `setup` declared.
+    pub(crate) fn record_declared(&self, names: Vec<String>) {
+        self.declared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(names);
+    }
+}
