@@ -22,7 +22,7 @@ use tracing::info;
 use super::address::Address;
 
 /// The scope Vertex AI needs.
-pub const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
+const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 /// Where a file without its own `token_uri` gets tokens.
 const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 /// A token with less than this left is renewed before it is used for a new connection.
@@ -95,7 +95,7 @@ impl Credentials {
     }
 
     /// Reads a service-account or authorized-user file; `named_by` says who named it.
-    pub fn from_file(file: &Path, named_by: &str) -> Result<Credentials, String> {
+    fn from_file(file: &Path, named_by: &str) -> Result<Credentials, String> {
         let shown = file.display();
         let text = std::fs::read_to_string(file).map_err(|e| {
             format!("The credentials file {shown} ({named_by}) cannot be read: {e}.")

@@ -49,7 +49,7 @@ pub enum ConnectError {
 
 /// What a [`ConnectionHandle`] asks of the connection behind it (the runner's writer task, or
 /// anything else that stands behind a handle).
-pub enum Outbound {
+pub(crate) enum Outbound {
     Message(Box<ClientMessage>),
     Close,
 }
@@ -67,7 +67,7 @@ pub struct ConnectionClosed;
 
 impl ConnectionHandle {
     /// A handle whose requests arrive on the returned receiver.
-    pub fn channel(capacity: usize) -> (ConnectionHandle, mpsc::Receiver<Outbound>) {
+    pub(crate) fn channel(capacity: usize) -> (ConnectionHandle, mpsc::Receiver<Outbound>) {
         let (outbound, requests) = mpsc::channel(capacity);
         (ConnectionHandle { outbound }, requests)
     }
@@ -220,7 +220,7 @@ pub async fn run<P: Protocol>(
 
 /// [`run`] under a deadline that started earlier (the caller spent part of `timeout` getting
 /// credentials); messages still name the whole `timeout`.
-pub async fn run_until<P: Protocol>(
+pub(crate) async fn run_until<P: Protocol>(
     mut protocol: P,
     setup: &Setup,
     timeout: Duration,
@@ -253,7 +253,7 @@ pub async fn run_until<P: Protocol>(
                     status,
                     message: protocol.rejected(status),
                 },
-                DialError::Failed { message, .. } => ConnectError::Connect(message),
+                DialError::Failed(message) => ConnectError::Connect(message),
             })?;
     let (mut sink, mut stream) = socket.split();
 

@@ -6,7 +6,7 @@ use std::fmt;
 use tokio_tungstenite::tungstenite::http::Uri;
 
 /// The Google AI (Gemini Developer API) WebSocket host.
-pub const GOOGLE_AI_BASE: &str = "wss://generativelanguage.googleapis.com";
+const GOOGLE_AI_BASE: &str = "wss://generativelanguage.googleapis.com";
 
 /// API version in the BidiGenerateContent path. The official SDK uses `v1` since 3.x.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
@@ -41,7 +41,7 @@ pub fn standard_path(version: ApiVersion) -> String {
 
 /// Vertex AI's BidiGenerateContent path for an API version (Vertex has no alpha; its beta is
 /// `v1beta1`).
-pub fn vertex_path(version: ApiVersion) -> String {
+fn vertex_path(version: ApiVersion) -> String {
     let version = match version {
         ApiVersion::V1 => "v1",
         ApiVersion::V1beta | ApiVersion::V1alpha => "v1beta1",
@@ -50,7 +50,7 @@ pub fn vertex_path(version: ApiVersion) -> String {
 }
 
 /// Vertex AI's WebSocket host for a location, as the official SDKs choose it.
-pub fn vertex_base(location: &str) -> String {
+fn vertex_base(location: &str) -> String {
     if location == "global" {
         "wss://aiplatform.googleapis.com".to_owned()
     } else {
@@ -174,11 +174,6 @@ impl Endpoint {
         &self.host
     }
 
-    /// Whether this is Google's own service (where a key is required).
-    pub fn is_google(&self) -> bool {
-        self.host.ends_with("googleapis.com")
-    }
-
     /// Whether this is Vertex AI's Live API.
     pub fn is_vertex(&self) -> bool {
         self.vertex
@@ -235,7 +230,7 @@ mod tests {
             e.url(),
             "wss://us-central1-aiplatform.googleapis.com/ws/google.cloud.aiplatform.v1.LlmBidiService/BidiGenerateContent"
         );
-        assert!(e.is_vertex() && e.is_google());
+        assert!(e.is_vertex());
         assert_eq!(
             Endpoint::vertex("global", ApiVersion::V1beta)
                 .unwrap()

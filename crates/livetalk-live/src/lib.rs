@@ -4,7 +4,7 @@
 //!   [`codec`] puts them on the wire (canonical JSON out, lenient JSON in) and [`events`]
 //!   turns what a server said into [`ServerEvent`]s.
 //! - [`connection`]: one connection (one WebSocket): the runner that dials under one deadline
-//!   ([`dial`], through the [`network`]'s proxy and trust store), sends `setup`, waits for the
+//!   (through the [`network`]'s proxy and trust store), sends `setup`, waits for the
 //!   answer and runs a reader and a writer; [`client`] is the Live API's side of it, with how a
 //!   connection authenticates ([`endpoint`]'s API key, or [`adc`]'s Vertex AI tokens).
 //! - [`session`]: one conversation across connections: resumption, goAway hand-overs,
@@ -15,19 +15,19 @@
 //!   peer sent; [`wav`]: model audio written to a WAV file.
 
 pub mod adc;
-pub mod address;
+mod address;
 pub mod client;
 pub mod close;
 pub mod codec;
 pub mod connection;
-pub mod dial;
+mod dial;
 pub mod endpoint;
 pub mod events;
 pub mod excerpt;
 pub mod lenient;
 pub mod models;
 pub mod network;
-pub mod proxy;
+mod proxy;
 pub mod redact;
 pub mod reply;
 pub mod session;

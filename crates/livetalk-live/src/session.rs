@@ -10,7 +10,7 @@
 //!   found") falls back to a fresh session with a notice; closes that retrying cannot fix
 //!   (bad key, unknown model, invalid argument) end the stream with their human message;
 //! - what the engine sends while no connection is up is queued and sent after
-//!   `setupComplete` (mic audio older than [`STALE_AUDIO`] is dropped, not replayed);
+//!   `setupComplete` (mic audio queued for more than a second is dropped, not replayed);
 //! - a tool answer only goes to the connection whose `toolCall` asked for it, and only once;
 //!   the calls of a connection that ended are reported as abandoned so they can be stopped.
 
@@ -35,7 +35,7 @@ use super::wire::{
 use crate::excerpt::{SUMMARY, bounded};
 
 /// Queued mic audio older than this is dropped rather than sent late after a reconnect.
-pub const STALE_AUDIO: Duration = Duration::from_secs(1);
+pub(crate) const STALE_AUDIO: Duration = Duration::from_secs(1);
 const COMMAND_CAPACITY: usize = 256;
 const EVENT_CAPACITY: usize = 512;
 
@@ -129,7 +129,7 @@ pub struct SessionFigures {
     pub sent: u64,
     /// Messages waiting for a connection right now.
     pub queued: u64,
-    /// Mic audio chunks dropped because they waited longer than [`STALE_AUDIO`].
+    /// Mic audio chunks dropped because they waited for a connection for over a second.
     pub stale_audio_dropped: u64,
     /// Tool answers withheld by the one-answer-per-call guard.
     pub answers_dropped: u64,
