@@ -76,7 +76,7 @@ pub async fn connect_tapped(
                         tokens.credentials().describe()
                     ))
                 })?
-                .map_err(ConnectError::Connect)?;
+                .map_err(|e| ConnectError::Connect(e.to_string()))?;
             Some(("authorization", format!("Bearer {token}")))
         }
     };
