@@ -317,6 +317,7 @@ struct TokenRefusal {
 }
 
 impl TokenSource {
+    /// A source that has no token yet: the first connection asks for one.
     pub fn new(credentials: Credentials) -> Self {
         TokenSource {
             credentials,
@@ -325,6 +326,7 @@ impl TokenSource {
         }
     }
 
+    /// The credentials the tokens are for.
     pub fn credentials(&self) -> &Credentials {
         &self.credentials
     }

@@ -12,13 +12,17 @@ const GOOGLE_AI_BASE: &str = "wss://generativelanguage.googleapis.com";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ApiVersion {
+    /// `v1`, the stable API.
     #[default]
     V1,
+    /// `v1beta`.
     V1beta,
+    /// `v1alpha`, where some preview features come first.
     V1alpha,
 }
 
 impl ApiVersion {
+    /// As it appears in the URL path: `v1`, `v1beta`, `v1alpha`.
     pub fn as_str(self) -> &'static str {
         match self {
             ApiVersion::V1 => "v1",
@@ -98,12 +102,16 @@ pub struct Endpoint {
     vertex: bool,
 }
 
+/// Why an endpoint URL was refused. `Display` is the human message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EndpointError {
+    /// Not a URL, or a URL without a host.
     #[error("endpoint {0:?} is not a valid URL")]
     Invalid(String),
+    /// Not a WebSocket URL.
     #[error("endpoint {0:?} must start with ws:// or wss://")]
     Scheme(String),
+    /// The URL carries a credential, which would then show wherever the URL is shown.
     #[error(
         "endpoint URLs must not carry an API key (`key=`/`access_token=`); set GEMINI_API_KEY instead"
     )]
@@ -165,6 +173,7 @@ impl Endpoint {
         Ok(Endpoint { url, host, vertex })
     }
 
+    /// The whole URL, path included.
     pub fn url(&self) -> &str {
         &self.url
     }

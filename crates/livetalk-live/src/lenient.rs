@@ -50,14 +50,16 @@ pub(crate) const fn base64_len(len: usize) -> usize {
     len.div_ceil(3) * 4
 }
 
-/// `bytes` fields: standard base64 out, either alphabet in.
+/// `bytes` fields: standard base64 out, either alphabet in. For `#[serde(with = "…")]`.
 pub mod base64_bytes {
     use super::*;
 
+    /// Writes the bytes as standard padded base64.
     pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&encode_base64(bytes))
     }
 
+    /// Reads base64 in either alphabet, padded or not.
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
         // Borrow when the JSON string has no escapes: audio frames are large.
         let text = Cow::<'de, str>::deserialize(deserializer)?;

@@ -66,7 +66,9 @@ fn tls_config() -> (Arc<rustls::ClientConfig>, Vec<String>) {
     (Arc::new(config), problems)
 }
 
-/// rustls needs one process-wide crypto provider; we use ring (no cmake, no OpenSSL).
+/// Installs ring as rustls's process-wide crypto provider (no cmake, no OpenSSL), once.
+/// [`connect`](crate::connect) does this itself; a program that builds its own rustls
+/// configuration first (a TLS server beside the client, as the mock is) calls it before.
 pub fn install_crypto_provider() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {

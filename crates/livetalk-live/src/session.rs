@@ -88,20 +88,35 @@ pub enum SessionChange {
     /// "Reconnecting…"), otherwise it was lost; `attempt` counts failed tries (0 for a planned
     /// hand-over) and the next try starts after `retry_in`.
     Reconnecting {
+        /// A hand-over the server asked for (goAway), not a loss.
         planned: bool,
+        /// Failed tries so far (0 for a planned hand-over).
         attempt: u32,
+        /// Why, as one human sentence.
         reason: String,
+        /// When the next try starts.
         retry_in: Duration,
     },
     /// A new connection is up. `resumed` when it continued the session by handle. A user
     /// turn the lost connection never answered goes out on it again (see [`crate::reply`]).
-    Reconnected { resumed: bool },
+    Reconnected {
+        /// The new connection continued the session by handle (it knows the conversation).
+        resumed: bool,
+    },
     /// The saved session could not be resumed; a fresh session follows, which does not know
     /// the conversation so far.
-    ResumeRejected { message: String },
+    ResumeRejected {
+        /// The server's refusal, as one human sentence.
+        message: String,
+    },
     /// A tool answer was not sent: the connection whose `toolCall` asked for it has ended (or
     /// the call was already answered).
-    AnswerDropped { id: Option<String>, name: String },
+    AnswerDropped {
+        /// The `id` of the answer withheld.
+        id: Option<String>,
+        /// The function it answered.
+        name: String,
+    },
 }
 
 /// Everything a session reports, in order.
@@ -116,7 +131,7 @@ pub enum SessionEvent {
     Abandoned(Vec<String>),
 }
 
-/// Figures about a session, for status displays and the soak test.
+/// Figures about a session, for status displays and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SessionFigures {
     /// Connections made, the first included.
@@ -147,13 +162,14 @@ struct Shared {
     handle: Mutex<Option<String>>,
 }
 
-/// Read-only view of a session.
+/// Read-only view of a session, current while it runs. Cheap to clone.
 #[derive(Debug, Clone, Default)]
 pub struct SessionStatus {
     shared: Arc<Shared>,
 }
 
 impl SessionStatus {
+    /// The figures as they are now.
     pub fn figures(&self) -> SessionFigures {
         let s = &self.shared;
         SessionFigures {
@@ -246,15 +262,23 @@ impl SessionHandle {
 }
 
 /// A supervised conversation: the handle to send with, the events to read, and its figures.
+/// Dropping the handle and the events ends it (its connection is closed).
 pub struct Session {
+    /// Sends on whichever connection is current.
     pub handle: SessionHandle,
+    /// What the session's servers said and what the session did, in order; the last event is
+    /// [`ServerEvent::Closed`], once the conversation is over for good.
     pub events: mpsc::Receiver<SessionEvent>,
+    /// Its figures and newest resumption handle.
     pub status: SessionStatus,
 }
 
-/// Supervises a session from its first, open connection on.
-/// Without `options` nothing is retried: the connection's end is the session's end (a bridge
-/// reconnects on its own side). `tap` sees every frame of every connection.
+/// Supervises a session from its first, open connection on: the caller connects (so it sees
+/// why a first connection fails), the session keeps the conversation going from there.
+/// With `options` (the ones `connection` was opened with) lost connections are replaced as
+/// `policy` says, resuming when `options.setup` asks for resumption; without, nothing is
+/// retried and the connection's end is the session's end (a bridge reconnects on its own
+/// side). `tap` sees every frame of every connection.
 pub fn supervise(
     connection: Connection,
     options: Option<ConnectOptions>,
@@ -264,8 +288,10 @@ pub fn supervise(
     start(Start::Open(connection), options, policy, None, tap)
 }
 
-/// Starts a conversation by reconnecting (the user asked to retry after the session gave up),
-/// resuming with `handle` when there is one.
+/// Starts a session by connecting as a reconnect does, resuming with `handle` when there is
+/// one: for a retry after a session gave up, with its newest handle. Why a connection fails
+/// comes as [`SessionChange::Reconnecting`] events, and the end of the attempts as the
+/// closing event.
 pub fn reconnect(
     options: ConnectOptions,
     policy: ReconnectPolicy,
@@ -280,7 +306,7 @@ enum Start {
     Reconnect,
 }
 
-/// The engine's place for its session: the current one, what it takes to start another when the
+/// An app's place for its session: the current one, what it takes to start another when the
 /// user retries after it gave up, and its figures.
 pub struct SessionSlot {
     handle: Option<SessionHandle>,
@@ -305,6 +331,7 @@ impl SessionSlot {
         }
     }
 
+    /// How lost connections are retried.
     pub fn policy(&self) -> ReconnectPolicy {
         self.policy
     }
@@ -358,6 +385,7 @@ impl SessionSlot {
         true
     }
 
+    /// The current session's handle; `None` before the first session.
     pub fn handle(&self) -> Option<&SessionHandle> {
         self.handle.as_ref()
     }

@@ -32,10 +32,13 @@ pub enum ClientMessage {
     /// tutorial that documents it.
     #[serde(alias = "config")]
     Setup(Box<Setup>),
+    /// Turns appended to the conversation history (a typed user turn).
     #[serde(alias = "client_content")]
     ClientContent(ClientContent),
+    /// One item of a realtime stream: mic audio, a video frame, text, or an activity signal.
     #[serde(alias = "realtime_input")]
     RealtimeInput(RealtimeInput),
+    /// The answers to the model's function calls.
     #[serde(alias = "tool_response")]
     ToolResponse(ToolResponse),
     /// Changes the system instruction (or the tools) of the open session; the next turns
@@ -49,12 +52,14 @@ pub enum ClientMessage {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextUpdate {
+    /// The new system instruction.
     #[serde(
         default,
         alias = "system_instruction",
         skip_serializing_if = "Option::is_none"
     )]
     pub system_instruction: Option<Content>,
+    /// The new tools; absent leaves the session's as they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<ContextUpdateTools>,
 }
@@ -62,6 +67,7 @@ pub struct ContextUpdate {
 /// The tools of a `contextUpdate`: they replace the session's; an empty list clears them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ContextUpdateTools {
+    /// The tool sets that replace the session's.
     #[serde(default)]
     pub tools: Vec<ToolSet>,
 }
@@ -70,51 +76,61 @@ pub struct ContextUpdateTools {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Setup {
+    /// `models/{id}` on the Gemini API; the full resource name on Vertex AI.
     pub model: String,
+    /// Modalities, voice and sampling.
     #[serde(
         default,
         alias = "generation_config",
         skip_serializing_if = "Option::is_none"
     )]
     pub generation_config: Option<GenerationConfig>,
+    /// The system instruction (text parts only).
     #[serde(
         default,
         alias = "system_instruction",
         skip_serializing_if = "Option::is_none"
     )]
     pub system_instruction: Option<Content>,
+    /// The functions and built-in tools the model may call.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ToolSet>,
+    /// Voice activity detection and barge-in settings.
     #[serde(
         default,
         alias = "realtime_input_config",
         skip_serializing_if = "Option::is_none"
     )]
     pub realtime_input_config: Option<RealtimeInputConfig>,
+    /// Present to receive resumption handles; with a handle, resumes that session.
     #[serde(
         default,
         alias = "session_resumption",
         skip_serializing_if = "Option::is_none"
     )]
     pub session_resumption: Option<SessionResumptionConfig>,
+    /// Lets a session outgrow the context window by dropping its oldest turns.
     #[serde(
         default,
         alias = "context_window_compression",
         skip_serializing_if = "Option::is_none"
     )]
     pub context_window_compression: Option<ContextWindowCompression>,
+    /// Present to receive transcriptions of the user's speech.
     #[serde(
         default,
         alias = "input_audio_transcription",
         skip_serializing_if = "Option::is_none"
     )]
     pub input_audio_transcription: Option<AudioTranscriptionConfig>,
+    /// Present to receive transcriptions of the model's speech.
     #[serde(
         default,
         alias = "output_audio_transcription",
         skip_serializing_if = "Option::is_none"
     )]
     pub output_audio_transcription: Option<AudioTranscriptionConfig>,
+    /// Safety thresholds by harm category.
     #[serde(
         default,
         alias = "safety_settings",
@@ -130,22 +146,27 @@ pub struct Setup {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GenerationConfig {
+    /// `AUDIO` or `TEXT` (one of them); native-audio models refuse `TEXT`.
     #[serde(
         default,
         alias = "response_modalities",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub response_modalities: Vec<Modality>,
+    /// The voice, and the language it speaks.
     #[serde(
         default,
         alias = "speech_config",
         skip_serializing_if = "Option::is_none"
     )]
     pub speech_config: Option<SpeechConfig>,
+    /// Sampling temperature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
+    /// Nucleus sampling: the probability mass sampled from.
     #[serde(default, alias = "top_p", skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f64>,
+    /// Top-k sampling: how many of the likeliest tokens are sampled from.
     #[serde(
         default,
         alias = "top_k",
@@ -153,6 +174,7 @@ pub struct GenerationConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub top_k: Option<i64>,
+    /// The most tokens one reply may have.
     #[serde(
         default,
         alias = "max_output_tokens",
@@ -160,12 +182,14 @@ pub struct GenerationConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_output_tokens: Option<i64>,
+    /// `MEDIA_RESOLUTION_LOW`, `_MEDIUM` or `_HIGH`, for video input.
     #[serde(
         default,
         alias = "media_resolution",
         skip_serializing_if = "Option::is_none"
     )]
     pub media_resolution: Option<String>,
+    /// Thinking budget or level and `includeThoughts`, passed through as given: its shape differs by model generation.
     #[serde(
         default,
         alias = "thinking_config",
@@ -193,23 +217,29 @@ impl GenerationConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Modality {
+    /// Spoken replies (24 kHz PCM16).
     #[serde(alias = "audio", alias = "Audio")]
     Audio,
+    /// Text replies.
     #[serde(alias = "text", alias = "Text")]
     Text,
+    /// Video output (an avatar, on models that have one).
     #[serde(alias = "video", alias = "Video")]
     Video,
 }
 
+/// `speechConfig`: how the model speaks.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SpeechConfig {
+    /// The voice.
     #[serde(
         default,
         alias = "voice_config",
         skip_serializing_if = "Option::is_none"
     )]
     pub voice_config: Option<VoiceConfig>,
+    /// The language spoken, as a BCP-47 code such as `en-US`.
     #[serde(
         default,
         alias = "language_code",
@@ -232,9 +262,11 @@ impl SpeechConfig {
     }
 }
 
+/// `voiceConfig`: which voice.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VoiceConfig {
+    /// One of the service's prebuilt voices.
     #[serde(
         default,
         alias = "prebuilt_voice_config",
@@ -243,9 +275,11 @@ pub struct VoiceConfig {
     pub prebuilt_voice_config: Option<PrebuiltVoiceConfig>,
 }
 
+/// `prebuiltVoiceConfig`: a voice the service has built in.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PrebuiltVoiceConfig {
+    /// Its name, such as `Puck` or `Kore`.
     #[serde(alias = "voice_name")]
     pub voice_name: String,
 }
@@ -254,8 +288,10 @@ pub struct PrebuiltVoiceConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Content {
+    /// `user` or `model`; the service leaves it out of most server messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+    /// The parts, in order.
     #[serde(default)]
     pub parts: Vec<Part>,
 }
@@ -277,32 +313,38 @@ impl Content {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Part {
+    /// Text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// Inline bytes: model audio, or an image.
     #[serde(
         default,
         alias = "inline_data",
         skip_serializing_if = "Option::is_none"
     )]
     pub inline_data: Option<Blob>,
+    /// A function call, in history the client sends back.
     #[serde(
         default,
         alias = "function_call",
         skip_serializing_if = "Option::is_none"
     )]
     pub function_call: Option<FunctionCall>,
+    /// A function's answer, in history the client sends back.
     #[serde(
         default,
         alias = "function_response",
         skip_serializing_if = "Option::is_none"
     )]
     pub function_response: Option<FunctionResponse>,
+    /// Code the model wrote for the code-execution tool, passed through as given.
     #[serde(
         default,
         alias = "executable_code",
         skip_serializing_if = "Option::is_none"
     )]
     pub executable_code: Option<Value>,
+    /// What that code printed, passed through as given.
     #[serde(
         default,
         alias = "code_execution_result",
@@ -316,6 +358,7 @@ pub struct Part {
         skip_serializing_if = "Option::is_none"
     )]
     pub thought: Option<bool>,
+    /// An opaque signature of the model's thinking, to send back with the history.
     #[serde(
         default,
         alias = "thought_signature",
@@ -328,8 +371,10 @@ pub struct Part {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Blob {
+    /// `audio/pcm;rate=16000` for mic audio, `audio/pcm;rate=24000` for model audio, `image/jpeg` for a video frame.
     #[serde(default, alias = "mime_type")]
     pub mime_type: String,
+    /// The bytes; base64 on the wire.
     #[serde(default, with = "lenient::base64_bytes")]
     pub data: Vec<u8>,
 }
@@ -351,22 +396,26 @@ impl Blob {
 }
 
 /// One entry of `setup.tools`: function declarations, or a built-in tool such as Google
-/// Search. (Not to be confused with [`crate::tools::Tool`], a tool livetalk runs locally.)
+/// Search. (Not to be confused with a tool an app runs locally, which is what a function
+/// declaration stands for.)
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolSet {
+    /// Functions the client runs when the model calls them.
     #[serde(
         default,
         alias = "function_declarations",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub function_declarations: Vec<FunctionDeclaration>,
+    /// `{}` enables Google Search grounding.
     #[serde(
         default,
         alias = "google_search",
         skip_serializing_if = "Option::is_none"
     )]
     pub google_search: Option<Value>,
+    /// `{}` enables the service's code execution.
     #[serde(
         default,
         alias = "code_execution",
@@ -379,7 +428,9 @@ pub struct ToolSet {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FunctionDeclaration {
+    /// The name the model calls it by.
     pub name: String,
+    /// What it does, for the model to decide when to call it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// OpenAPI-subset `Schema` of the arguments (upper-case types).
@@ -392,6 +443,7 @@ pub struct FunctionDeclaration {
         skip_serializing_if = "Option::is_none"
     )]
     pub parameters_json_schema: Option<Value>,
+    /// Whether the model waits for the result (default: it does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub behavior: Option<Behavior>,
 }
@@ -400,7 +452,9 @@ pub struct FunctionDeclaration {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Behavior {
+    /// The model waits for the result before it goes on.
     Blocking,
+    /// The model goes on talking; the result is used when it arrives.
     NonBlocking,
 }
 
@@ -408,26 +462,33 @@ pub enum Behavior {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Scheduling {
+    /// Taken in without a word; the model uses it later.
     Silent,
+    /// Announced once the model has finished what it is saying.
     WhenIdle,
+    /// Announced at once, cutting the model off.
     Interrupt,
 }
 
+/// `realtimeInputConfig`: how the server finds the user's turns in realtime input.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RealtimeInputConfig {
+    /// The service's voice activity detection.
     #[serde(
         default,
         alias = "automatic_activity_detection",
         skip_serializing_if = "Option::is_none"
     )]
     pub automatic_activity_detection: Option<AutomaticActivityDetection>,
+    /// `START_OF_ACTIVITY_INTERRUPTS` (barge-in, the default) or `NO_INTERRUPTION`.
     #[serde(
         default,
         alias = "activity_handling",
         skip_serializing_if = "Option::is_none"
     )]
     pub activity_handling: Option<String>,
+    /// Which input a user turn includes: `TURN_INCLUDES_ONLY_ACTIVITY`, `TURN_INCLUDES_ALL_INPUT`, ….
     #[serde(
         default,
         alias = "turn_coverage",
@@ -436,27 +497,33 @@ pub struct RealtimeInputConfig {
     pub turn_coverage: Option<String>,
 }
 
+/// `automaticActivityDetection`: the server's voice activity detection. Sensitivities and
+/// durations are the service's own strings and numbers, passed through.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AutomaticActivityDetection {
+    /// `true`: the client marks speech itself with `activityStart` / `activityEnd` (push-to-talk).
     #[serde(
         default,
         with = "lenient::opt_bool",
         skip_serializing_if = "Option::is_none"
     )]
     pub disabled: Option<bool>,
+    /// `START_SENSITIVITY_HIGH` or `_LOW`.
     #[serde(
         default,
         alias = "start_of_speech_sensitivity",
         skip_serializing_if = "Option::is_none"
     )]
     pub start_of_speech_sensitivity: Option<String>,
+    /// `END_SENSITIVITY_HIGH` or `_LOW`.
     #[serde(
         default,
         alias = "end_of_speech_sensitivity",
         skip_serializing_if = "Option::is_none"
     )]
     pub end_of_speech_sensitivity: Option<String>,
+    /// Speech needed before a start of speech is committed, in milliseconds.
     #[serde(
         default,
         alias = "prefix_padding_ms",
@@ -464,6 +531,7 @@ pub struct AutomaticActivityDetection {
         skip_serializing_if = "Option::is_none"
     )]
     pub prefix_padding_ms: Option<i64>,
+    /// Silence that ends speech, in milliseconds.
     #[serde(
         default,
         alias = "silence_duration_ms",
@@ -473,11 +541,14 @@ pub struct AutomaticActivityDetection {
     pub silence_duration_ms: Option<i64>,
 }
 
+/// `sessionResumption`: ask for resumption handles, or resume a session by one.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionResumptionConfig {
+    /// The handle of the session to resume; absent for a new session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handle: Option<String>,
+    /// Vertex AI only: also report which client messages the server consumed.
     #[serde(
         default,
         with = "lenient::opt_bool",
@@ -486,9 +557,12 @@ pub struct SessionResumptionConfig {
     pub transparent: Option<bool>,
 }
 
+/// `contextWindowCompression`: what to do when the context fills up, so a session is not
+/// cut off at the model's context limit.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextWindowCompression {
+    /// Context size that starts compression (default: 80 % of the model's limit).
     #[serde(
         default,
         alias = "trigger_tokens",
@@ -496,6 +570,7 @@ pub struct ContextWindowCompression {
         skip_serializing_if = "Option::is_none"
     )]
     pub trigger_tokens: Option<i64>,
+    /// Compress by a sliding window.
     #[serde(
         default,
         alias = "sliding_window",
@@ -504,9 +579,11 @@ pub struct ContextWindowCompression {
     pub sliding_window: Option<SlidingWindow>,
 }
 
+/// `slidingWindow`: drop the oldest turns down to a target size.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SlidingWindow {
+    /// Context size to keep after compression (default: half the trigger).
     #[serde(
         default,
         alias = "target_tokens",
@@ -520,10 +597,13 @@ pub struct SlidingWindow {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AudioTranscriptionConfig {}
 
+/// One `safetySettings` entry: how much of one kind of harm to block.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SafetySetting {
+    /// The harm category, such as `HARM_CATEGORY_HARASSMENT`.
     pub category: String,
+    /// What is blocked, such as `BLOCK_ONLY_HIGH`.
     pub threshold: String,
 }
 
@@ -531,8 +611,10 @@ pub struct SafetySetting {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClientContent {
+    /// The turns, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub turns: Vec<Content>,
+    /// `true`: the model answers now; `false`: more content follows first.
     #[serde(
         default,
         alias = "turn_complete",
@@ -556,24 +638,30 @@ impl ClientContent {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RealtimeInput {
+    /// A chunk of mic audio (16 kHz PCM16 little-endian mono).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audio: Option<Blob>,
+    /// One video frame (an image).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub video: Option<Blob>,
+    /// Text typed into the realtime stream.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// The user started speaking (only with activity detection disabled).
     #[serde(
         default,
         alias = "activity_start",
         skip_serializing_if = "Option::is_none"
     )]
     pub activity_start: Option<Empty>,
+    /// The user stopped speaking (only with activity detection disabled).
     #[serde(
         default,
         alias = "activity_end",
         skip_serializing_if = "Option::is_none"
     )]
     pub activity_end: Option<Empty>,
+    /// The mic stopped: the server ends any speech still open instead of waiting for silence.
     #[serde(
         default,
         alias = "audio_stream_end",
@@ -607,6 +695,7 @@ pub struct Empty {}
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolResponse {
+    /// One answer per call.
     #[serde(default, alias = "function_responses")]
     pub function_responses: Vec<FunctionResponse>,
 }
@@ -615,12 +704,16 @@ pub struct ToolResponse {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FunctionResponse {
+    /// The `id` of the call answered (required on the Gemini API).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// The name of the function called.
     #[serde(default)]
     pub name: String,
+    /// The result: a JSON object (`{"error": …}` for a failure).
     #[serde(default)]
     pub response: Value,
+    /// More responses to the same call follow (NON_BLOCKING functions).
     #[serde(
         default,
         alias = "will_continue",
@@ -628,6 +721,7 @@ pub struct FunctionResponse {
         skip_serializing_if = "Option::is_none"
     )]
     pub will_continue: Option<bool>,
+    /// How the model takes a NON_BLOCKING function's result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduling: Option<Scheduling>,
 }
@@ -641,46 +735,55 @@ pub struct FunctionResponse {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerMessage {
+    /// The answer to `setup`: the session is ready.
     #[serde(
         default,
         alias = "setup_complete",
         skip_serializing_if = "Option::is_none"
     )]
     pub setup_complete: Option<SetupComplete>,
+    /// The model's output and turn signals.
     #[serde(
         default,
         alias = "server_content",
         skip_serializing_if = "Option::is_none"
     )]
     pub server_content: Option<ServerContent>,
+    /// Function calls to run and answer.
     #[serde(default, alias = "tool_call", skip_serializing_if = "Option::is_none")]
     pub tool_call: Option<ToolCall>,
+    /// Calls that must no longer be answered.
     #[serde(
         default,
         alias = "tool_call_cancellation",
         skip_serializing_if = "Option::is_none"
     )]
     pub tool_call_cancellation: Option<ToolCallCancellation>,
+    /// The server will close this connection soon.
     #[serde(default, alias = "go_away", skip_serializing_if = "Option::is_none")]
     pub go_away: Option<GoAway>,
+    /// A new resumption handle, or that none is valid right now.
     #[serde(
         default,
         alias = "session_resumption_update",
         skip_serializing_if = "Option::is_none"
     )]
     pub session_resumption_update: Option<SessionResumptionUpdate>,
+    /// Token counts, beside any of the others.
     #[serde(
         default,
         alias = "usage_metadata",
         skip_serializing_if = "Option::is_none"
     )]
     pub usage_metadata: Option<UsageMetadata>,
+    /// What the server's voice activity detection heard.
     #[serde(
         default,
         alias = "voice_activity",
         skip_serializing_if = "Option::is_none"
     )]
     pub voice_activity: Option<VoiceActivity>,
+    /// The same, as Vertex AI sends it when asked (`explicitVadSignal`).
     #[serde(
         default,
         alias = "voice_activity_detection_signal",
@@ -696,9 +799,11 @@ impl ServerMessage {
     }
 }
 
+/// `setupComplete`: the answer to `setup`; nothing but `setup` may be sent before it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SetupComplete {
+    /// The session's id (Vertex AI sends one, the Gemini API does not).
     #[serde(default, alias = "session_id", skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
 }
@@ -707,8 +812,10 @@ pub struct SetupComplete {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerContent {
+    /// Part of the model's reply: text, or audio in `inlineData`.
     #[serde(default, alias = "model_turn", skip_serializing_if = "Option::is_none")]
     pub model_turn: Option<Content>,
+    /// The model has finished generating; playback may still be running.
     #[serde(
         default,
         alias = "generation_complete",
@@ -716,6 +823,7 @@ pub struct ServerContent {
         skip_serializing_if = "Option::is_none"
     )]
     pub generation_complete: Option<bool>,
+    /// The model's turn is over.
     #[serde(
         default,
         alias = "turn_complete",
@@ -723,48 +831,56 @@ pub struct ServerContent {
         skip_serializing_if = "Option::is_none"
     )]
     pub turn_complete: Option<bool>,
+    /// The user's input cut the model off: stop playback and drop queued audio.
     #[serde(
         default,
         with = "lenient::opt_bool",
         skip_serializing_if = "Option::is_none"
     )]
     pub interrupted: Option<bool>,
+    /// A fragment of the transcription of the user's speech.
     #[serde(
         default,
         alias = "input_transcription",
         skip_serializing_if = "Option::is_none"
     )]
     pub input_transcription: Option<Transcription>,
+    /// A fragment of the transcription of the model's speech.
     #[serde(
         default,
         alias = "output_transcription",
         skip_serializing_if = "Option::is_none"
     )]
     pub output_transcription: Option<Transcription>,
+    /// A provisional transcription of the user's speech, sent while they speak.
     #[serde(
         default,
         alias = "interim_input_transcription",
         skip_serializing_if = "Option::is_none"
     )]
     pub interim_input_transcription: Option<Transcription>,
+    /// Google Search results the reply is grounded in, passed through as given.
     #[serde(
         default,
         alias = "grounding_metadata",
         skip_serializing_if = "Option::is_none"
     )]
     pub grounding_metadata: Option<Value>,
+    /// What the URL-context tool fetched, passed through as given.
     #[serde(
         default,
         alias = "url_context_metadata",
         skip_serializing_if = "Option::is_none"
     )]
     pub url_context_metadata: Option<Value>,
+    /// Why the turn ended, when it is not simply done (`NEED_MORE_INPUT`, a safety reason, …).
     #[serde(
         default,
         alias = "turn_complete_reason",
         skip_serializing_if = "Option::is_none"
     )]
     pub turn_complete_reason: Option<String>,
+    /// The model is silent because it expects the user to go on.
     #[serde(
         default,
         alias = "waiting_for_input",
@@ -772,6 +888,7 @@ pub struct ServerContent {
         skip_serializing_if = "Option::is_none"
     )]
     pub waiting_for_input: Option<bool>,
+    /// `IN_PROGRESS` or `IDLE`, beside `turnComplete` on models whose turns go on after it.
     #[serde(
         default,
         alias = "interaction_status",
@@ -784,14 +901,17 @@ pub struct ServerContent {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Transcription {
+    /// The text of this fragment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// The last fragment of the utterance.
     #[serde(
         default,
         with = "lenient::opt_bool",
         skip_serializing_if = "Option::is_none"
     )]
     pub finished: Option<bool>,
+    /// The language heard.
     #[serde(
         default,
         alias = "language_code",
@@ -804,15 +924,20 @@ pub struct Transcription {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCall {
+    /// The calls, each to be answered once.
     #[serde(default, alias = "function_calls")]
     pub function_calls: Vec<FunctionCall>,
 }
 
+/// One call of a declared function, to be answered with a [`FunctionResponse`] carrying its
+/// `id` and `name`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FunctionCall {
+    /// The id its answer must carry (absent on some older models).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
+    /// The function called.
     #[serde(default)]
     pub name: String,
     /// The arguments as the model wrote them; user data, so never re-cased.
@@ -824,15 +949,21 @@ fn empty_object() -> Value {
     Value::Object(serde_json::Map::new())
 }
 
+/// `toolCallCancellation`: calls the server abandoned (the user interrupted the turn); they
+/// must not be answered, and their side effects may be undone.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ToolCallCancellation {
+    /// The ids of the cancelled calls.
     #[serde(default)]
     pub ids: Vec<String>,
 }
 
+/// `goAway`: the server will close this connection after `timeLeft`; a new connection can
+/// resume the session.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GoAway {
+    /// How long the connection has left.
     #[serde(
         default,
         alias = "time_left",
@@ -842,17 +973,21 @@ pub struct GoAway {
     pub time_left: Option<Duration>,
 }
 
+/// `sessionResumptionUpdate`: the newest handle a new connection can resume this session with.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionResumptionUpdate {
+    /// The handle that resumes the session as it is now; empty while none is valid.
     #[serde(default, alias = "new_handle", skip_serializing_if = "Option::is_none")]
     pub new_handle: Option<String>,
+    /// Whether the session can be resumed at this point (not while the model generates or calls run).
     #[serde(
         default,
         with = "lenient::opt_bool",
         skip_serializing_if = "Option::is_none"
     )]
     pub resumable: Option<bool>,
+    /// With `transparent` resumption: the index of the last client message the server consumed.
     #[serde(
         default,
         alias = "last_consumed_client_message_index",
@@ -866,6 +1001,7 @@ pub struct SessionResumptionUpdate {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageMetadata {
+    /// Tokens of the prompt (the whole context).
     #[serde(
         default,
         alias = "prompt_token_count",
@@ -873,6 +1009,7 @@ pub struct UsageMetadata {
         skip_serializing_if = "Option::is_none"
     )]
     pub prompt_token_count: Option<i64>,
+    /// Tokens of the reply.
     #[serde(
         default,
         alias = "response_token_count",
@@ -882,6 +1019,7 @@ pub struct UsageMetadata {
         skip_serializing_if = "Option::is_none"
     )]
     pub response_token_count: Option<i64>,
+    /// Prompt and reply together.
     #[serde(
         default,
         alias = "total_token_count",
@@ -889,6 +1027,7 @@ pub struct UsageMetadata {
         skip_serializing_if = "Option::is_none"
     )]
     pub total_token_count: Option<i64>,
+    /// Prompt tokens served from the cache.
     #[serde(
         default,
         alias = "cached_content_token_count",
@@ -896,6 +1035,7 @@ pub struct UsageMetadata {
         skip_serializing_if = "Option::is_none"
     )]
     pub cached_content_token_count: Option<i64>,
+    /// Tokens of tool results in the prompt.
     #[serde(
         default,
         alias = "tool_use_prompt_token_count",
@@ -903,6 +1043,7 @@ pub struct UsageMetadata {
         skip_serializing_if = "Option::is_none"
     )]
     pub tool_use_prompt_token_count: Option<i64>,
+    /// Tokens the model spent thinking.
     #[serde(
         default,
         alias = "thoughts_token_count",
@@ -910,12 +1051,14 @@ pub struct UsageMetadata {
         skip_serializing_if = "Option::is_none"
     )]
     pub thoughts_token_count: Option<i64>,
+    /// Prompt tokens by modality.
     #[serde(
         default,
         alias = "prompt_tokens_details",
         skip_serializing_if = "Vec::is_empty"
     )]
     pub prompt_tokens_details: Vec<ModalityTokenCount>,
+    /// Reply tokens by modality.
     #[serde(
         default,
         alias = "response_tokens_details",
@@ -926,11 +1069,14 @@ pub struct UsageMetadata {
     pub response_tokens_details: Vec<ModalityTokenCount>,
 }
 
+/// Tokens of one modality.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModalityTokenCount {
+    /// `TEXT`, `AUDIO`, `IMAGE`, `VIDEO` or `DOCUMENT`.
     #[serde(default)]
     pub modality: String,
+    /// Its tokens.
     #[serde(
         default,
         alias = "token_count",
@@ -944,6 +1090,7 @@ pub struct ModalityTokenCount {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VoiceActivity {
+    /// `ACTIVITY_START` or `ACTIVITY_END`.
     #[serde(
         default,
         rename = "type",
@@ -952,6 +1099,7 @@ pub struct VoiceActivity {
         skip_serializing_if = "Option::is_none"
     )]
     pub activity_type: Option<String>,
+    /// Where in the input audio it happened.
     #[serde(
         default,
         alias = "audio_offset",
@@ -965,6 +1113,7 @@ pub struct VoiceActivity {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VoiceActivityDetectionSignal {
+    /// `VAD_SIGNAL_TYPE_SOS` (start of speech) or `VAD_SIGNAL_TYPE_EOS` (end).
     #[serde(
         default,
         alias = "vad_signal_type",
