@@ -91,6 +91,9 @@
 //! }
 //! ```
 //!
+//! The crate's `examples/` run the same way: `text_turn` (a supervised session, a tool call
+//! answered) and `voice_barge_in` (audio both ways, and speaking over the model).
+//!
 //! # Modules
 //!
 //! - [`wire`]: the Live API's messages as serde types, once, for client and server alike;
