@@ -22,13 +22,36 @@ use tracing::info;
 use super::address::Address;
 
 /// The scope Vertex AI needs.
-pub const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
+const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 /// Where a file without its own `token_uri` gets tokens.
 const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 /// A token with less than this left is renewed before it is used for a new connection.
 const RENEW_BEFORE: Duration = Duration::from_secs(300);
 /// The lifetime asked for in a service account's assertion (Google's maximum).
 const ASSERTION_LIFETIME: u64 = 3600;
+
+/// Why credentials or an access token for Vertex AI could not be had. `Display` is the whole
+/// human message; the variant says which step failed, for a caller that reacts to it (no file:
+/// say how to log in; a bad file: name it; no token: the account, the network or the service).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdcError {
+    /// No credentials file is named by `GOOGLE_APPLICATION_CREDENTIALS`, and gcloud's is not
+    /// there.
+    #[error("{0}")]
+    NotFound(String),
+    /// The credentials file cannot be read, or is not a credentials file livetalk can use.
+    #[error("{message}")]
+    File {
+        /// The file.
+        file: PathBuf,
+        /// What is wrong with it, as one sentence naming the file.
+        message: String,
+    },
+    /// No access token: the request could not be made, or the token endpoint refused it or
+    /// answered without a usable token.
+    #[error("{0}")]
+    Token(String),
+}
 
 /// How the file proves who it is.
 enum Grant {
@@ -74,7 +97,7 @@ struct CredentialsFile {
 impl Credentials {
     /// The file `GOOGLE_APPLICATION_CREDENTIALS` names, else gcloud's application default
     /// credentials; `env` reads a variable. No file is one clear error saying how to get one.
-    pub fn find(env: &dyn Fn(&str) -> Option<String>) -> Result<Credentials, String> {
+    pub fn find(env: &dyn Fn(&str) -> Option<String>) -> Result<Credentials, AdcError> {
         if let Some(named) = env("GOOGLE_APPLICATION_CREDENTIALS").filter(|v| !v.trim().is_empty())
         {
             return Credentials::from_file(
@@ -85,25 +108,33 @@ impl Credentials {
         let gcloud = gcloud_file(env);
         match gcloud {
             Some(file) if file.exists() => Credentials::from_file(&file, "gcloud"),
-            _ => Err(format!(
+            _ => Err(AdcError::NotFound(format!(
                 "No Google Cloud credentials for Vertex AI: set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or run `gcloud auth application-default login`{}.",
                 gcloud
                     .map(|f| format!(" (which writes {})", f.display()))
                     .unwrap_or_default()
-            )),
+            ))),
         }
     }
 
     /// Reads a service-account or authorized-user file; `named_by` says who named it.
-    pub fn from_file(file: &Path, named_by: &str) -> Result<Credentials, String> {
+    fn from_file(file: &Path, named_by: &str) -> Result<Credentials, AdcError> {
         let shown = file.display();
+        let bad = |message: String| AdcError::File {
+            file: file.to_owned(),
+            message,
+        };
         let text = std::fs::read_to_string(file).map_err(|e| {
-            format!("The credentials file {shown} ({named_by}) cannot be read: {e}.")
+            bad(format!(
+                "The credentials file {shown} ({named_by}) cannot be read: {e}."
+            ))
         })?;
         let parsed: CredentialsFile = serde_json::from_str(&text).map_err(|e| {
-            format!("The credentials file {shown} is not a credentials JSON file: {e}.")
+            bad(format!(
+                "The credentials file {shown} is not a credentials JSON file: {e}."
+            ))
         })?;
-        let missing = |field: &str| format!("The credentials file {shown} has no `{field}`.");
+        let missing = |field: &str| bad(format!("The credentials file {shown} has no `{field}`."));
         let token_uri = parsed
             .token_uri
             .filter(|u| !u.trim().is_empty())
@@ -112,10 +143,14 @@ impl Credentials {
             Some("service_account") => {
                 let pem = parsed.private_key.ok_or_else(|| missing("private_key"))?;
                 let der = PrivatePkcs8KeyDer::from_pem_slice(pem.as_bytes()).map_err(|e| {
-                    format!("The private key in {shown} is not a PEM PKCS#8 key: {e}.")
+                    bad(format!(
+                        "The private key in {shown} is not a PEM PKCS#8 key: {e}."
+                    ))
                 })?;
                 let key = RsaKeyPair::from_pkcs8(der.secret_pkcs8_der()).map_err(|e| {
-                    format!("The private key in {shown} is not a usable RSA key: {e}.")
+                    bad(format!(
+                        "The private key in {shown} is not a usable RSA key: {e}."
+                    ))
                 })?;
                 Grant::ServiceAccount {
                     email: parsed.client_email.ok_or_else(|| missing("client_email"))?,
@@ -139,9 +174,9 @@ impl Credentials {
                 }
             }
             Some(other) => {
-                return Err(format!(
+                return Err(bad(format!(
                     "The credentials file {shown} holds `{other}` credentials; livetalk reads service_account and authorized_user files."
-                ));
+                )));
             }
             None => return Err(missing("type")),
         };
@@ -165,7 +200,7 @@ impl Credentials {
     }
 
     /// The form that asks `token_uri` for an access token.
-    fn token_request(&self) -> Result<Vec<(&'static str, String)>, String> {
+    fn token_request(&self) -> Result<Vec<(&'static str, String)>, AdcError> {
         match &self.grant {
             Grant::ServiceAccount { email, key_id, key } => Ok(vec![
                 (
@@ -193,10 +228,10 @@ impl Credentials {
         email: &str,
         key_id: Option<&str>,
         key: &RsaKeyPair,
-    ) -> Result<String, String> {
+    ) -> Result<String, AdcError> {
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map_err(|_| "The system clock is before 1970.".to_owned())?
+            .map_err(|_| AdcError::Token("The system clock is before 1970.".to_owned()))?
             .as_secs();
         let mut header = serde_json::json!({"alg": "RS256", "typ": "JWT"});
         if let Some(kid) = key_id {
@@ -221,7 +256,12 @@ impl Credentials {
             signed.as_bytes(),
             &mut signature,
         )
-        .map_err(|_| format!("Signing with the key in {} failed.", self.file.display()))?;
+        .map_err(|_| {
+            AdcError::Token(format!(
+                "Signing with the key in {} failed.",
+                self.file.display()
+            ))
+        })?;
         Ok(format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature)))
     }
 }
@@ -254,7 +294,7 @@ struct Token {
 pub struct TokenSource {
     credentials: Credentials,
     token: Mutex<Option<Token>>,
-    client: OnceLock<Result<reqwest::Client, String>>,
+    client: OnceLock<Result<reqwest::Client, AdcError>>,
 }
 
 impl std::fmt::Debug for TokenSource {
@@ -277,6 +317,7 @@ struct TokenRefusal {
 }
 
 impl TokenSource {
+    /// A source that has no token yet: the first connection asks for one.
     pub fn new(credentials: Credentials) -> Self {
         TokenSource {
             credentials,
@@ -285,13 +326,14 @@ impl TokenSource {
         }
     }
 
+    /// The credentials the tokens are for.
     pub fn credentials(&self) -> &Credentials {
         &self.credentials
     }
 
     /// A token to connect with: the last one, or a new one once it has less than five
     /// minutes left. The caller bounds the wait.
-    pub async fn token(&self) -> Result<String, String> {
+    pub async fn token(&self) -> Result<String, AdcError> {
         let mut held = self.token.lock().await;
         if let Some(token) = held.as_ref()
             && Instant::now() < token.renew_at
@@ -314,10 +356,10 @@ impl TokenSource {
     }
 
     /// The HTTP client for token requests: our TLS settings and proxy, no other.
-    fn client(&self) -> Result<&reqwest::Client, String> {
+    fn client(&self) -> Result<&reqwest::Client, AdcError> {
         self.client
             .get_or_init(|| {
-                let network = super::network::network()?;
+                let network = super::network::network().map_err(AdcError::Token)?;
                 let mut builder = reqwest::Client::builder()
                     .tls_backend_preconfigured((*network.tls).clone())
                     .user_agent(concat!("livetalk/", env!("CARGO_PKG_VERSION")))
@@ -339,14 +381,17 @@ impl TokenSource {
                     }));
                 }
                 builder.build().map_err(|e| {
-                    format!("Could not set up the HTTP client for tokens: {}", chain(&e))
+                    AdcError::Token(format!(
+                        "Could not set up the HTTP client for tokens: {}",
+                        chain(&e)
+                    ))
                 })
             })
             .as_ref()
             .map_err(Clone::clone)
     }
 
-    async fn fetch(&self) -> Result<(String, Duration), String> {
+    async fn fetch(&self) -> Result<(String, Duration), AdcError> {
         let uri = &self.credentials.token_uri;
         let endpoint = reqwest::Url::parse(uri)
             .ok()
@@ -356,11 +401,12 @@ impl TokenSource {
                     None => h.to_owned(),
                 })
             })
-            .ok_or_else(|| {
-                format!(
+            .ok_or_else(|| AdcError::File {
+                file: self.credentials.file.clone(),
+                message: format!(
                     "The token_uri {uri:?} in {} is not a URL.",
                     self.credentials.file.display()
-                )
+                ),
             })?;
         let form = self.credentials.token_request()?;
         let response = self
@@ -370,17 +416,17 @@ impl TokenSource {
             .send()
             .await
             .map_err(|e| {
-                format!(
+                AdcError::Token(format!(
                     "Could not get an access token from {endpoint}: {}.",
                     chain(&e)
-                )
+                ))
             })?;
         let status = response.status();
         let body = response.text().await.map_err(|e| {
-            format!(
+            AdcError::Token(format!(
                 "The token endpoint {endpoint} broke off its answer: {}.",
                 chain(&e)
-            )
+            ))
         })?;
         if !status.is_success() {
             let why = serde_json::from_str::<TokenRefusal>(&body)
@@ -390,20 +436,22 @@ impl TokenSource {
                     (e, d) => e.or(d),
                 })
                 .unwrap_or_else(|| status.to_string());
-            return Err(crate::excerpt::sentence(&format!(
+            return Err(AdcError::Token(crate::excerpt::sentence(&format!(
                 "The token endpoint {endpoint} refused the {} ({})",
                 self.credentials.describe(),
                 crate::excerpt::bounded(&why, crate::excerpt::SUMMARY)
-            )));
+            ))));
         }
         let answer: TokenAnswer = serde_json::from_str(&body).map_err(|e| {
-            format!("The token endpoint {endpoint} answered without an access token: {e}.")
+            AdcError::Token(format!(
+                "The token endpoint {endpoint} answered without an access token: {e}."
+            ))
         })?;
         crate::redact::remember(&answer.access_token);
         if answer.access_token.trim().is_empty() {
-            return Err(format!(
+            return Err(AdcError::Token(format!(
                 "The token endpoint {endpoint} answered with an empty access token."
-            ));
+            )));
         }
         // Google sends a number; some servers a string of one.
         let lifetime = match &answer.expires_in {
@@ -454,6 +502,8 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let error =
             Credentials::find(&env_of(&[("HOME", home.path().to_str().unwrap())])).unwrap_err();
+        assert!(matches!(error, AdcError::NotFound(_)), "{error:?}");
+        let error = error.to_string();
         assert!(
             error.starts_with("No Google Cloud credentials for Vertex AI"),
             "{error}"
@@ -470,7 +520,13 @@ mod tests {
         )]))
         .unwrap_err();
         assert!(
-            error.contains("nope.json (GOOGLE_APPLICATION_CREDENTIALS) cannot be read"),
+            matches!(&error, AdcError::File { file, .. } if *file == missing),
+            "{error:?}"
+        );
+        assert!(
+            error
+                .to_string()
+                .contains("nope.json (GOOGLE_APPLICATION_CREDENTIALS) cannot be read"),
             "{error}"
         );
     }
@@ -502,7 +558,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("ext.json");
         std::fs::write(&file, r#"{"type":"external_account"}"#).unwrap();
-        let error = Credentials::from_file(&file, "test").unwrap_err();
+        let error = Credentials::from_file(&file, "test")
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("`external_account` credentials"), "{error}");
     }
 

@@ -5,14 +5,14 @@ use tokio_tungstenite::tungstenite::handshake::client::Request;
 
 /// Where a request goes, as the user should read it: `host:port`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Address {
-    pub host: String,
-    pub port: u16,
-    pub tls: bool,
+pub(crate) struct Address {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) tls: bool,
 }
 
 impl Address {
-    pub fn of(request: &Request) -> Result<Address, String> {
+    pub(crate) fn of(request: &Request) -> Result<Address, String> {
         let uri = request.uri();
         let tls = match uri.scheme_str() {
             Some("wss") => true,

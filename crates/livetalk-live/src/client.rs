@@ -1,6 +1,6 @@
-//! A Live API session: what the app holds (handle, events, wire tap) and the Live API's side
-//! of the connection runner: `setup` → `setupComplete`, then server messages as
-//! [`ServerEvent`]s.
+//! Connecting to the Live API: where and how ([`ConnectOptions`], [`Auth`]), [`connect`], and
+//! the Live API's side of the connection runner: `setup` → `setupComplete`, then server
+//! messages as [`ServerEvent`]s.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,17 +42,23 @@ impl From<Option<ApiKey>> for Auth {
     }
 }
 
-/// What to connect to and how to set the session up.
+/// What to connect to and how to set the session up. A session keeps them to reconnect with.
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {
+    /// Where the Live API is.
     pub endpoint: Endpoint,
+    /// How the connection proves who it is.
     pub auth: Auth,
+    /// The first message of the connection.
     pub setup: Setup,
-    /// How long to wait for `setupComplete`.
+    /// One deadline for every stage, from the host look-up (and the access token) to
+    /// `setupComplete`; running out names the stage it ran out in.
     pub connect_timeout: Duration,
 }
 
-/// Opens the WebSocket, sends `setup` and waits for `setupComplete`.
+/// Opens a connection: dials (through the proxy the environment names, trusting the
+/// operating system's certificates), sends `setup` and waits for `setupComplete`, all within
+/// `connect_timeout`.
 pub async fn connect(options: ConnectOptions) -> Result<Connection, ConnectError> {
     connect_tapped(options, None).await
 }
@@ -76,7 +82,7 @@ pub async fn connect_tapped(
                         tokens.credentials().describe()
                     ))
                 })?
-                .map_err(ConnectError::Connect)?;
+                .map_err(|e| ConnectError::Connect(e.to_string()))?;
             Some(("authorization", format!("Bearer {token}")))
         }
     };

@@ -2,7 +2,7 @@
 //! documents them.
 
 /// A close code and reason turned into one sentence a user can act on.
-pub fn describe_close(code: u16, reason: &str) -> String {
+pub(crate) fn describe_close(code: u16, reason: &str) -> String {
     let reason = reason.trim();
     // Our sentence supplies the full stop; a reason ending in one would double it.
     let quoted = match reason.trim_end_matches('.') {
@@ -62,7 +62,7 @@ pub fn describe_close(code: u16, reason: &str) -> String {
 
 /// Whether reconnecting could help after this close (bad keys, unknown models and invalid
 /// requests fail the same way every time).
-pub fn is_retryable(code: Option<u16>, reason: &str) -> bool {
+pub(crate) fn is_retryable(code: Option<u16>, reason: &str) -> bool {
     let lower = reason.to_ascii_lowercase();
     match code {
         None | Some(1006) | Some(1001) | Some(1012) | Some(1013) => true,
@@ -96,7 +96,7 @@ pub fn describe_http_status(status: u16, host: &str) -> String {
 }
 
 /// A failure to reach the server at all.
-pub fn describe_io_error(error: &std::io::Error, host: &str) -> String {
+pub(crate) fn describe_io_error(error: &std::io::Error, host: &str) -> String {
     use std::io::ErrorKind;
     match error.kind() {
         ErrorKind::ConnectionRefused => {

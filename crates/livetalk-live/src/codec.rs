@@ -15,20 +15,33 @@ pub enum DecodedServerFrame {
     /// A message with at least one known field (or `{}`, which the SDKs accept as empty).
     Message(ServerMessage),
     /// A JSON object with no known top-level key: logged and skipped, never fatal.
-    Unknown { keys: Vec<String> },
+    Unknown {
+        /// Its top-level keys, for the log line.
+        keys: Vec<String>,
+    },
 }
 
 /// Why a frame could not be decoded.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum DecodeError {
+    /// The payload is not UTF-8.
     #[error("frame is not UTF-8 text")]
     NotUtf8,
+    /// The payload is not JSON (serde_json's message).
     #[error("frame is not valid JSON: {0}")]
     Json(String),
+    /// The payload is JSON, but not an object.
     #[error("frame is not a JSON object")]
     NotAnObject,
+    /// A field has a value of the wrong shape.
     #[error("invalid value at `{path}`: {message}")]
-    Field { path: String, message: String },
+    Field {
+        /// Where, as a path from the top (`serverContent.modelTurn.parts[0]`).
+        path: String,
+        /// What is wrong with the value.
+        message: String,
+    },
+    /// A client frame whose one key names no client message (the service closes with 1007).
     #[error("unknown client message `{0}`")]
     UnknownClientMessage(String),
 }

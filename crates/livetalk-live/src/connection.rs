@@ -30,15 +30,21 @@ const OUTBOUND_CAPACITY: usize = 64;
 /// Events buffered before the reader stops reading the socket.
 const EVENT_CAPACITY: usize = 512;
 
-/// Why a session could not be started. `Display` is the human message.
+/// Why a connection could not be opened. `Display` is the human message; the variant says
+/// what a caller can do about it (retry a network failure or a timeout, not a refused key).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConnectError {
-    /// The server could not be reached (refused, DNS, TLS).
+    /// The server could not be reached (refused, DNS, TLS, the proxy).
     #[error("{0}")]
     Connect(String),
     /// The server answered the upgrade with an HTTP error.
     #[error("{message}")]
-    Rejected { status: u16, message: String },
+    Rejected {
+        /// The HTTP status (401 for a bad key, 429 for rate limiting, …).
+        status: u16,
+        /// What it means, naming the host.
+        message: String,
+    },
     /// The connect deadline ran out (the message names the stage it ran out in).
     #[error("{0}")]
     TimedOut(String),
@@ -49,25 +55,26 @@ pub enum ConnectError {
 
 /// What a [`ConnectionHandle`] asks of the connection behind it (the runner's writer task, or
 /// anything else that stands behind a handle).
-pub enum Outbound {
+pub(crate) enum Outbound {
     Message(Box<ClientMessage>),
     Close,
 }
 
-/// Sends client messages on an open session. Cheap to clone.
+/// Sends client messages on one open connection (see [`Outbox`]). Cheap to clone; the
+/// connection's writer task sends in the order the messages were handed over.
 #[derive(Clone)]
 pub struct ConnectionHandle {
     outbound: mpsc::Sender<Outbound>,
 }
 
-/// The session is closed; nothing more can be sent.
+/// The connection is closed; nothing more can be sent on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the session is closed")]
 pub struct ConnectionClosed;
 
 impl ConnectionHandle {
-    /// A handle whose requests arrive on the returned receiver.
-    pub fn channel(capacity: usize) -> (ConnectionHandle, mpsc::Receiver<Outbound>) {
+    /// A handle whose requests arrive on the returned receiver (the writer task's end).
+    pub(crate) fn channel(capacity: usize) -> (ConnectionHandle, mpsc::Receiver<Outbound>) {
         let (outbound, requests) = mpsc::channel(capacity);
         (ConnectionHandle { outbound }, requests)
     }
@@ -119,14 +126,17 @@ pub trait Outbox {
     }
 }
 
-/// An open session: the handle to send with and the event stream to read (which starts with
-/// `SetupComplete`, carrying the session id when the server gives one).
+/// An open connection: the handle to send with and the server events to read. Dropping both
+/// ends the connection's tasks; [`Outbox::close`] ends it cleanly first.
 pub struct Connection {
+    /// Sends on this connection.
     pub handle: ConnectionHandle,
+    /// What the server said, in order: [`ServerEvent::SetupComplete`] (with the session id
+    /// when the server gives one) first, [`ServerEvent::Closed`] last.
     pub events: mpsc::Receiver<ServerEvent>,
 }
 
-/// Observes every frame of a session in both directions (the recorder's wire tap). Called
+/// Observes every frame of a connection in both directions (the recorder's wire tap). Called
 /// from the reader and writer tasks, so it must be quick and must never block on the network.
 pub trait WireTap: Send + Sync {
     /// A connection attempt to `host` starts (reconnects included).
@@ -141,6 +151,7 @@ pub trait WireTap: Send + Sync {
 
 /// A server frame as the tap sees it.
 pub enum TappedFrame<'a> {
+    /// A message, as decoded.
     Message(&'a ServerMessage),
     /// A frame that produced no message (malformed or unknown), with the reason logged.
     Skipped(&'a str),
@@ -149,17 +160,21 @@ pub enum TappedFrame<'a> {
 /// What a frame read while waiting for the setup answer amounts to.
 pub enum SetupStep {
     /// The session is set up; its event stream starts with `SetupComplete` carrying this id.
-    Done { session_id: Option<String> },
+    Done {
+        /// The session's id, when the far end gives one.
+        session_id: Option<String>,
+    },
     /// Not the answer; keep waiting.
     Wait,
     /// The far end refused the setup; the connection ends with this.
     Failed(CloseInfo),
 }
 
-/// What a frame read from an open session amounts to.
+/// What a frame read from an open connection amounts to.
 pub enum Read {
+    /// Events to pass on, in order (none for a frame that says nothing new).
     Events(Vec<ServerEvent>),
-    /// The session is over (the socket may still be open).
+    /// The connection is over (the socket may still be open).
     End(CloseInfo),
 }
 
@@ -184,10 +199,10 @@ pub trait Protocol: Send + 'static {
     /// An app message on the wire.
     fn encode(message: ClientMessage) -> Message;
 
-    /// The last frame the writer sends when the app closes the session.
+    /// The last frame the writer sends when the app closes the connection.
     fn farewell() -> Message;
 
-    /// Turns a frame of an open session into events; shows `tap` what it decoded. `closing`
+    /// Turns a frame of an open connection into events; shows `tap` what it decoded. `closing`
     /// is true once the app has asked to close.
     fn frame(&mut self, payload: &[u8], closing: bool, tap: Option<&dyn WireTap>) -> Read;
 
@@ -220,7 +235,7 @@ pub async fn run<P: Protocol>(
 
 /// [`run`] under a deadline that started earlier (the caller spent part of `timeout` getting
 /// credentials); messages still name the whole `timeout`.
-pub async fn run_until<P: Protocol>(
+pub(crate) async fn run_until<P: Protocol>(
     mut protocol: P,
     setup: &Setup,
     timeout: Duration,
@@ -253,7 +268,7 @@ pub async fn run_until<P: Protocol>(
                     status,
                     message: protocol.rejected(status),
                 },
-                DialError::Failed { message, .. } => ConnectError::Connect(message),
+                DialError::Failed(message) => ConnectError::Connect(message),
             })?;
     let (mut sink, mut stream) = socket.split();
 

@@ -16,11 +16,11 @@ use super::close::describe_io_error;
 use super::network::{Network, network};
 
 /// An upgraded socket, plain or TLS.
-pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+pub(crate) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// The steps of getting a session, in order; the deadline names the one it ran out in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage {
+pub(crate) enum Stage {
     Resolve,
     Tcp,
     /// Asking an HTTP proxy for a tunnel (CONNECT).
@@ -32,7 +32,7 @@ pub enum Stage {
 
 impl Stage {
     /// What the stage is, for "… while {what}".
-    pub fn doing(self) -> &'static str {
+    pub(crate) fn doing(self) -> &'static str {
         match self {
             Stage::Resolve => "looking up the host",
             Stage::Tcp => "opening the TCP connection",
@@ -62,20 +62,18 @@ impl Stage {
     }
 }
 
-/// Why dialling failed: the deadline ran out in `stage`, or the stage failed with `message`.
+/// Why dialling failed: the deadline ran out in a stage, or a stage failed (its message names
+/// what failed, so the stage itself is not kept).
 #[derive(Debug)]
-pub enum DialError {
+pub(crate) enum DialError {
     Deadline(Stage),
     /// The server answered the upgrade with an HTTP error status.
     Http(u16),
-    Failed {
-        stage: Stage,
-        message: String,
-    },
+    Failed(String),
 }
 
 /// The sentence for a deadline that ran out `timeout` after the start, in `stage`.
-pub fn deadline_message(target: &Address, stage: Stage, timeout: Duration) -> String {
+pub(crate) fn deadline_message(target: &Address, stage: Stage, timeout: Duration) -> String {
     format!(
         "No answer from {target} within {} s ({}). {}",
         timeout.as_secs_f32(),
@@ -92,23 +90,20 @@ async fn stage<T>(
 ) -> Result<T, DialError> {
     match tokio::time::timeout_at(deadline, work).await {
         Ok(Ok(value)) => Ok(value),
-        Ok(Err(message)) => Err(DialError::Failed { stage, message }),
+        Ok(Err(message)) => Err(DialError::Failed(message)),
         Err(_) => Err(DialError::Deadline(stage)),
     }
 }
 
 /// Looks up, connects (through the proxy when one applies), shakes hands and upgrades, all
 /// before `deadline`.
-pub async fn dial(
+pub(crate) async fn dial(
     request: Request,
     target: &Address,
     config: WebSocketConfig,
     deadline: Instant,
 ) -> Result<(Socket, Response), DialError> {
-    let network = network().map_err(|message| DialError::Failed {
-        stage: Stage::Proxy,
-        message,
-    })?;
+    let network = network().map_err(DialError::Failed)?;
     let proxy = network.proxy.as_ref().filter(|p| p.applies_to(target));
     // With a proxy, the proxy resolves the target's name.
     let (hop, hop_name) = match proxy {
@@ -169,10 +164,7 @@ pub async fn dial(
         Ok(Err(tungstenite::Error::Http(response))) => {
             Err(DialError::Http(response.status().as_u16()))
         }
-        Ok(Err(e)) => Err(DialError::Failed {
-            stage: Stage::Upgrade,
-            message: upgrade_failure(target, e),
-        }),
+        Ok(Err(e)) => Err(DialError::Failed(upgrade_failure(target, e))),
         Err(_) => Err(DialError::Deadline(Stage::Upgrade)),
     }
 }

@@ -6,19 +6,23 @@ use std::fmt;
 use tokio_tungstenite::tungstenite::http::Uri;
 
 /// The Google AI (Gemini Developer API) WebSocket host.
-pub const GOOGLE_AI_BASE: &str = "wss://generativelanguage.googleapis.com";
+const GOOGLE_AI_BASE: &str = "wss://generativelanguage.googleapis.com";
 
 /// API version in the BidiGenerateContent path. The official SDK uses `v1` since 3.x.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ApiVersion {
+    /// `v1`, the stable API.
     #[default]
     V1,
+    /// `v1beta`.
     V1beta,
+    /// `v1alpha`, where some preview features come first.
     V1alpha,
 }
 
 impl ApiVersion {
+    /// As it appears in the URL path: `v1`, `v1beta`, `v1alpha`.
     pub fn as_str(self) -> &'static str {
         match self {
             ApiVersion::V1 => "v1",
@@ -41,7 +45,7 @@ pub fn standard_path(version: ApiVersion) -> String {
 
 /// Vertex AI's BidiGenerateContent path for an API version (Vertex has no alpha; its beta is
 /// `v1beta1`).
-pub fn vertex_path(version: ApiVersion) -> String {
+fn vertex_path(version: ApiVersion) -> String {
     let version = match version {
         ApiVersion::V1 => "v1",
         ApiVersion::V1beta | ApiVersion::V1alpha => "v1beta1",
@@ -50,7 +54,7 @@ pub fn vertex_path(version: ApiVersion) -> String {
 }
 
 /// Vertex AI's WebSocket host for a location, as the official SDKs choose it.
-pub fn vertex_base(location: &str) -> String {
+fn vertex_base(location: &str) -> String {
     if location == "global" {
         "wss://aiplatform.googleapis.com".to_owned()
     } else {
@@ -98,12 +102,16 @@ pub struct Endpoint {
     vertex: bool,
 }
 
+/// Why an endpoint URL was refused. `Display` is the human message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EndpointError {
+    /// Not a URL, or a URL without a host.
     #[error("endpoint {0:?} is not a valid URL")]
     Invalid(String),
+    /// Not a WebSocket URL.
     #[error("endpoint {0:?} must start with ws:// or wss://")]
     Scheme(String),
+    /// The URL carries a credential, which would then show wherever the URL is shown.
     #[error(
         "endpoint URLs must not carry an API key (`key=`/`access_token=`); set GEMINI_API_KEY instead"
     )]
@@ -165,6 +173,7 @@ impl Endpoint {
         Ok(Endpoint { url, host, vertex })
     }
 
+    /// The whole URL, path included.
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -172,11 +181,6 @@ impl Endpoint {
     /// Host name only, for logs, recordings and the status line.
     pub fn host(&self) -> &str {
         &self.host
-    }
-
-    /// Whether this is Google's own service (where a key is required).
-    pub fn is_google(&self) -> bool {
-        self.host.ends_with("googleapis.com")
     }
 
     /// Whether this is Vertex AI's Live API.
@@ -235,7 +239,7 @@ mod tests {
             e.url(),
             "wss://us-central1-aiplatform.googleapis.com/ws/google.cloud.aiplatform.v1.LlmBidiService/BidiGenerateContent"
         );
-        assert!(e.is_vertex() && e.is_google());
+        assert!(e.is_vertex());
         assert_eq!(
             Endpoint::vertex("global", ApiVersion::V1beta)
                 .unwrap()

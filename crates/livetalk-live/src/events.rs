@@ -1,4 +1,5 @@
-//! The one continuous stream of typed session events, and how server messages map onto it.
+//! What a connection's server said, as one continuous stream of typed [`ServerEvent`]s, and
+//! how server messages map onto it.
 
 use std::time::Duration;
 
@@ -6,36 +7,57 @@ use serde_json::Value;
 
 use super::wire::{FunctionCall, OUTPUT_SAMPLE_RATE, ServerMessage, UsageMetadata};
 
-/// Everything a session reports, in arrival order. Turn boundaries are events, not iterator
-/// ends: the stream runs until [`ServerEvent::Closed`].
+/// Everything a connection's server said, decoded, in arrival order. Turn boundaries are
+/// events, not iterator ends: the stream runs until [`ServerEvent::Closed`].
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ServerEvent {
     /// `setupComplete`: the session is ready for input.
-    SetupComplete { session_id: Option<String> },
+    SetupComplete {
+        /// The session's id, when the server gives one (Vertex AI does).
+        session_id: Option<String>,
+    },
     /// Text part of a model turn (TEXT modality, or text beside audio).
     ModelText(String),
     /// A chunk of model audio: PCM16 little-endian mono. (A recording keeps the samples in
     /// its WAV file, not in the line.)
     ModelAudio {
+        /// The samples, two bytes each.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pcm: Vec<u8>,
+        /// Their rate as the MIME type declares it (24 kHz when it declares none).
         sample_rate: u32,
     },
     /// Transcription of the user's speech (fragment).
-    InputTranscription { text: String, finished: bool },
+    InputTranscription {
+        /// The fragment; fragments join without separators.
+        text: String,
+        /// The last fragment of the utterance.
+        finished: bool,
+    },
     /// Transcription of the model's speech (fragment).
-    OutputTranscription { text: String, finished: bool },
+    OutputTranscription {
+        /// The fragment; fragments join without separators.
+        text: String,
+        /// The last fragment of the utterance.
+        finished: bool,
+    },
     /// The model finished generating this turn (playback may still be running).
     GenerationComplete,
     /// Where the interaction stands, on models whose turns go on after `turnComplete`
     /// (`serverContent.interactionStatus`): `idle` once the model has nothing more to do,
     /// else it is still working (tool calls or speech may follow).
-    Interaction { idle: bool },
+    Interaction {
+        /// `IDLE`: the model has nothing more to do.
+        idle: bool,
+    },
     /// The model's turn is over (on models that send [`ServerEvent::Interaction`], the
     /// interaction may go on).
     TurnComplete {
+        /// Why the turn ended, when it is not simply done (`NEED_MORE_INPUT`, a safety
+        /// reason, …).
         reason: Option<String>,
+        /// The model is silent because it expects the user to go on.
         waiting_for_input: bool,
     },
     /// The user's input cut the model off; discard queued audio.
@@ -45,20 +67,31 @@ pub enum ServerEvent {
     /// Calls the server abandoned; they must not be answered.
     ToolCallCancelled(Vec<String>),
     /// The server will close this connection soon.
-    GoAway { time_left: Option<Duration> },
+    GoAway {
+        /// How long the connection has left, when the server says.
+        time_left: Option<Duration>,
+    },
     /// A new session resumption handle (or that none is available right now).
     ResumptionUpdate {
+        /// The handle that resumes the session as it is now (`None` for an empty one).
         handle: Option<String>,
+        /// Whether the session can be resumed at this point.
         resumable: bool,
     },
     /// Token usage reported beside a message.
     Usage(UsageMetadata),
     /// Server-side voice activity: the user started (`true`) or stopped speaking.
-    VoiceActivity { speaking: bool },
+    VoiceActivity {
+        /// `true` at the start of speech, `false` at its end.
+        speaking: bool,
+    },
     /// Google Search grounding for the current turn.
     Grounding(Value),
     /// A frame that could not be used (malformed or unknown); logged and skipped.
-    FrameSkipped { reason: String },
+    FrameSkipped {
+        /// What was wrong with it; may quote the frame, so bound it before showing it.
+        reason: String,
+    },
     /// The connection is over. Always the last event.
     Closed(CloseInfo),
 }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serializer};
 
 /// Decodes base64 in the standard or URL-safe alphabet, padded or not (the Python SDK sends
 /// URL-safe, the service and JS send standard).
-pub fn decode_base64(text: impl AsRef<[u8]>) -> Result<Vec<u8>, base64::DecodeError> {
+pub(crate) fn decode_base64(text: impl AsRef<[u8]>) -> Result<Vec<u8>, base64::DecodeError> {
     let text = text.as_ref();
     // What the service sends, standard and padded, takes the SIMD decoder; it accepts nothing
     // the rules below would refuse or read differently (tests::simd_agrees_with_the_rules).
@@ -36,28 +36,30 @@ fn decode_base64_by_shape(text: &[u8]) -> Result<Vec<u8>, base64::DecodeError> {
 }
 
 /// Encodes bytes as standard padded base64, the canonical form we always send.
-pub fn encode_base64(bytes: &[u8]) -> String {
+pub(crate) fn encode_base64(bytes: &[u8]) -> String {
     base64_simd::STANDARD.encode_to_string(bytes)
 }
 
 /// [`encode_base64`] appended to `out` (base64 never needs escaping inside a JSON string).
-pub fn append_base64(bytes: &[u8], out: &mut String) {
+pub(crate) fn append_base64(bytes: &[u8], out: &mut String) {
     base64_simd::STANDARD.encode_append(bytes, out);
 }
 
 /// Length of [`encode_base64`]'s output for `len` bytes.
-pub const fn base64_len(len: usize) -> usize {
+pub(crate) const fn base64_len(len: usize) -> usize {
     len.div_ceil(3) * 4
 }
 
-/// `bytes` fields: standard base64 out, either alphabet in.
+/// `bytes` fields: standard base64 out, either alphabet in. For `#[serde(with = "…")]`.
 pub mod base64_bytes {
     use super::*;
 
+    /// Writes the bytes as standard padded base64.
     pub fn serialize<S: Serializer>(bytes: &[u8], serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&encode_base64(bytes))
     }
 
+    /// Reads base64 in either alphabet, padded or not.
     pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<u8>, D::Error> {
         // Borrow when the JSON string has no escapes: audio frames are large.
         let text = Cow::<'de, str>::deserialize(deserializer)?;
@@ -95,7 +97,7 @@ impl Visitor<'_> for LenientI64 {
 }
 
 /// Optional int32-style counters: sent as numbers, read from numbers or strings.
-pub mod opt_int {
+pub(crate) mod opt_int {
     use super::*;
 
     pub fn serialize<S: Serializer>(value: &Option<i64>, serializer: S) -> Result<S::Ok, S::Error> {
@@ -113,7 +115,7 @@ pub mod opt_int {
 }
 
 /// Optional int64 fields: proto3-JSON writes them as strings; read numbers or strings.
-pub mod opt_int64 {
+pub(crate) mod opt_int64 {
     use super::*;
 
     pub fn serialize<S: Serializer>(value: &Option<i64>, serializer: S) -> Result<S::Ok, S::Error> {
@@ -151,7 +153,7 @@ impl Visitor<'_> for LenientBool {
 }
 
 /// Optional booleans that some producers write as strings (`"resumable": "true"`).
-pub mod opt_bool {
+pub(crate) mod opt_bool {
     use super::*;
 
     pub fn serialize<S: Serializer>(
@@ -172,7 +174,7 @@ pub mod opt_bool {
 }
 
 /// Parses a `google.protobuf.Duration` JSON string such as `"10s"`, `"9.5s"` or `"0.250s"`.
-pub fn parse_duration(text: &str) -> Option<Duration> {
+pub(crate) fn parse_duration(text: &str) -> Option<Duration> {
     let number = text.trim().strip_suffix('s').unwrap_or(text.trim());
     if let Some(exact) = parse_decimal_seconds(number) {
         return exact;
@@ -207,7 +209,7 @@ fn parse_decimal_seconds(number: &str) -> Option<Option<Duration>> {
 }
 
 /// Formats a duration the way proto3-JSON does: seconds with an `s` suffix, no trailing zeros.
-pub fn format_duration(duration: Duration) -> String {
+pub(crate) fn format_duration(duration: Duration) -> String {
     let nanos = duration.subsec_nanos();
     if nanos == 0 {
         format!("{}s", duration.as_secs())
@@ -242,7 +244,7 @@ impl Visitor<'_> for LenientDuration {
 }
 
 /// Optional `google.protobuf.Duration` fields.
-pub mod opt_duration {
+pub(crate) mod opt_duration {
     use super::*;
 
     pub fn serialize<S: Serializer>(

@@ -27,7 +27,7 @@ pub struct ModelTraits {
 }
 
 /// The bare id of a model name (`models/gemini-3.8-live` → `gemini-3.8-live`).
-pub fn model_id(model: &str) -> &str {
+pub(crate) fn model_id(model: &str) -> &str {
     model.trim().rsplit('/').next().unwrap_or_default()
 }
 
@@ -90,7 +90,7 @@ pub fn not_found_reason(model: &str, api_version: &str) -> String {
 }
 
 /// A hint for a refusal that names a retired model: the id to use now.
-pub fn retired_hint(reason: &str) -> Option<String> {
+pub(crate) fn retired_hint(reason: &str) -> Option<String> {
     let named = reason
         .split(|c: char| c.is_whitespace() || c == '"' || c == '`' || c == '\'')
         .find_map(|word| replacement(word).map(|current| (model_id(word).to_owned(), current)));

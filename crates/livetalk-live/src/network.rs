@@ -12,18 +12,18 @@ use super::proxy::Proxy;
 
 /// The TLS settings and the proxy of this process.
 #[derive(Debug)]
-pub struct Network {
-    pub tls: Arc<rustls::ClientConfig>,
+pub(crate) struct Network {
+    pub(crate) tls: Arc<rustls::ClientConfig>,
     /// `None` when no proxy variable is set.
-    pub proxy: Option<Proxy>,
+    pub(crate) proxy: Option<Proxy>,
     /// Why certificates from the system store or `SSL_CERT_FILE` / `SSL_CERT_DIR` could not
     /// be read (empty when all were), for the message of a certificate that is not trusted.
-    pub trust_problems: Vec<String>,
+    pub(crate) trust_problems: Vec<String>,
 }
 
 /// This process's network settings, read at first use; an unusable proxy variable is an error
 /// every connection reports (never a silent direct connection).
-pub fn network() -> Result<&'static Network, String> {
+pub(crate) fn network() -> Result<&'static Network, String> {
     static NETWORK: OnceLock<Result<Network, String>> = OnceLock::new();
     NETWORK
         .get_or_init(|| {
@@ -66,7 +66,9 @@ fn tls_config() -> (Arc<rustls::ClientConfig>, Vec<String>) {
     (Arc::new(config), problems)
 }
 
-/// rustls needs one process-wide crypto provider; we use ring (no cmake, no OpenSSL).
+/// Installs ring as rustls's process-wide crypto provider (no cmake, no OpenSSL), once.
+/// [`connect`](crate::connect) does this itself; a program that builds its own rustls
+/// configuration first (a TLS server beside the client, as the mock is) calls it before.
 pub fn install_crypto_provider() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {

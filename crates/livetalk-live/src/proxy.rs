@@ -19,11 +19,11 @@ const DEFAULT_PORT: u16 = 1080;
 const MAX_ANSWER_BYTES: usize = 16 * 1024;
 
 /// The proxy named by the environment and the hosts it is not used for.
-pub struct Proxy {
+pub(crate) struct Proxy {
     /// Where the proxy listens (never with the credentials).
-    pub address: Address,
+    pub(crate) address: Address,
     /// The variable it came from, for messages.
-    pub var: &'static str,
+    pub(crate) var: &'static str,
     /// `http://[user:password@]host:port`: the proxy as the token requests' client takes it.
     url: String,
     authorization: Option<HeaderValue>,
@@ -47,7 +47,7 @@ impl Proxy {
     /// The proxy the environment names, if any; `env` reads a variable. A proxy that is named
     /// but cannot be used is an error, never a silent direct connection. Its password is
     /// remembered as a secret as soon as it is read.
-    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Proxy>, String> {
+    pub(crate) fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Proxy>, String> {
         let Some((var, value)) = PROXY_VARS.iter().find_map(|var| {
             env(var)
                 .map(|v| v.trim().to_owned())
@@ -143,7 +143,7 @@ impl Proxy {
     /// Whether a connection to `target` goes through the proxy: not to the hosts in
     /// `NO_PROXY`, and never to a loopback address (the proxy could not reach this machine's;
     /// the embedded demo model lives there).
-    pub fn applies_to(&self, target: &Address) -> bool {
+    pub(crate) fn applies_to(&self, target: &Address) -> bool {
         let loopback = target
             .host
             .parse::<std::net::IpAddr>()
@@ -156,14 +156,14 @@ impl Proxy {
     }
 
     /// The proxy URL with its credentials, for the token requests' HTTP client only.
-    pub fn expose_url(&self) -> &str {
+    pub(crate) fn expose_url(&self) -> &str {
         &self.url
     }
 
     /// Asks the proxy for a tunnel to `target` on `stream`. Only the answer's header is read,
     /// a byte at a time, so whatever follows it stays in the socket for the TLS handshake or
     /// the upgrade.
-    pub async fn open_tunnel(
+    pub(crate) async fn open_tunnel(
         &self,
         stream: &mut TcpStream,
         target: &Address,

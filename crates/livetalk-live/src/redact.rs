@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::sync::{PoisonError, RwLock};
 /// What a secret becomes.
-pub const MASK: &str = "[redacted]";
+pub(crate) const MASK: &str = "[redacted]";
 
 /// Shorter secrets are not searched for: they would mask ordinary words.
 const MIN_LEN: usize = 6;
@@ -32,7 +32,7 @@ pub fn remember(secret: &str) {
     known.sort_by_key(|s| std::cmp::Reverse(s.len()));
 }
 
-/// `text` with every remembered secret replaced by [`MASK`].
+/// `text` with every remembered secret replaced by `[redacted]`.
 pub fn scrub(text: &str) -> Cow<'_, str> {
     replace_with(text, |_| MASK.to_owned())
 }

@@ -51,7 +51,9 @@ pub struct WavSink {
 /// The sink reached its cap: the file is finished with what fit, and takes nothing more.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WavFull {
+    /// The file.
     pub path: PathBuf,
+    /// The cap it reached, header included.
     pub max_bytes: u64,
 }
 
