@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # README command 2: install what is missing, then run every check and test:
-# rustfmt, clippy, the Rust tests, and the official-SDK compatibility tests in Python.
+# rustfmt, clippy, the Rust tests, the library crates' docs, doc tests and examples, and the
+# official-SDK compatibility tests in Python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,6 +46,17 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
     cargo test --workspace --all-targets --no-fail-fast
 fi
+
+echo "== Library crates: docs without warnings, doc tests, and every example run offline"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p livetalk-live -p livetalk-mock
+cargo test --doc --workspace --quiet
+cargo build --examples --quiet -p livetalk-live -p livetalk-mock
+for example in crates/*/examples/*.rs; do
+    name=$(basename "$example" .rs)
+    crate=$(basename "$(dirname "$(dirname "$example")")")
+    echo "-- cargo run -p $crate --example $name"
+    timeout 120 cargo run --quiet -p "$crate" --example "$name" >/dev/null
+done
 
 echo "== Python SDK compatibility tests"
 # The Rust tests above built the binary; `cargo build` would build the library again with other

@@ -101,7 +101,7 @@ impl Capture {
 
     /// "48 kHz → 16 kHz", for the status panel.
     pub fn path(&self) -> String {
-        super::report::rate_path(self.resampler.rate_in(), INPUT_RATE)
+        super::pcm::rate_path(self.resampler.rate_in(), INPUT_RATE)
     }
 
     /// Moves whatever the source has into frames. Returns true when the WAV clip and the

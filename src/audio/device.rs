@@ -236,7 +236,7 @@ pub fn listing_table(host: AudioHost) -> Result<String, DeviceError> {
             let mark = if l.is_default { '*' } else { ' ' };
             let format = format!(
                 "{:>8}  {} ch  {:<4}",
-                super::report::rate_path(l.rate, l.rate),
+                super::pcm::rate_path(l.rate, l.rate),
                 l.channels,
                 l.format
             );

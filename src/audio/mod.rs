@@ -32,9 +32,9 @@ pub use aec::EchoFigures;
 pub use capture::MicFrame;
 pub use device::{AudioHost, DeviceListing, Direction};
 pub use options::{AudioOptions, EchoMode};
-pub use pcm::INPUT_RATE;
+pub use pcm::{INPUT_RATE, rate_path};
 pub use playback::OUTPUT_RATE;
-pub use report::{AudioEvent, AudioFigures, AudioSetup, Latency, StreamInfo, rate_path};
+pub use report::{AudioEvent, AudioFigures, AudioSetup, Latency, StreamInfo};
 pub use worker::{AudioOutput, AudioWorker};
 
 use capture::{Capture, MicInput};

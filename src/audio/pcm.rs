@@ -1,6 +1,6 @@
 //! Sample conversions shared by capture, playback, the WAV files and the benches: PCM16 LE
-//! bytes to and from `f32`, downmixing, peak and energy levels, fixed-size framing, and the
-//! microphone rate the Live API takes.
+//! bytes to and from `f32`, downmixing, peak and energy levels, fixed-size framing, the
+//! microphone rate the Live API takes, and how a rate conversion is shown.
 
 /// The Live API's input rate.
 pub const INPUT_RATE: u32 = 16_000;
@@ -137,6 +137,22 @@ pub fn best_correlation(signal: &[f32], reference: &[f32], near: usize, span: us
 /// Mean-square energy as dBFS (a full-scale sine is −3 dBFS), floored at −100.
 pub fn energy_dbfs(energy: f32) -> f32 {
     10.0 * energy.max(1e-10).log10()
+}
+
+/// "48 kHz → 16 kHz" (or just "16 kHz" when no conversion is needed).
+pub fn rate_path(from: u32, to: u32) -> String {
+    fn khz(rate: u32) -> String {
+        if rate.is_multiple_of(1000) {
+            format!("{} kHz", rate / 1000)
+        } else {
+            format!("{:.1} kHz", f64::from(rate) / 1000.0)
+        }
+    }
+    if from == to {
+        khz(from)
+    } else {
+        format!("{} → {}", khz(from), khz(to))
+    }
 }
 
 #[cfg(test)]

@@ -98,7 +98,7 @@ impl Playback {
     pub fn path(&self) -> Option<String> {
         self.output
             .as_ref()
-            .map(|o| super::report::rate_path(OUTPUT_RATE, o.rate))
+            .map(|o| super::pcm::rate_path(OUTPUT_RATE, o.rate))
     }
 
     /// Samples (at the device rate) queued here and in the ring.

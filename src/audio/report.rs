@@ -6,22 +6,6 @@ use std::time::Duration;
 use super::aec::EchoFigures;
 use super::device::Direction;
 
-/// "48 kHz → 16 kHz" (or just "16 kHz" when no conversion is needed).
-pub fn rate_path(from: u32, to: u32) -> String {
-    fn khz(rate: u32) -> String {
-        if rate.is_multiple_of(1000) {
-            format!("{} kHz", rate / 1000)
-        } else {
-            format!("{:.1} kHz", f64::from(rate) / 1000.0)
-        }
-    }
-    if from == to {
-        khz(from)
-    } else {
-        format!("{} → {}", khz(from), khz(to))
-    }
-}
-
 /// One opened endpoint as the status panel shows it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StreamInfo {
