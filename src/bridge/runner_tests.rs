@@ -8,29 +8,15 @@ use livetalk_live::client::{self, ConnectOptions};
 use livetalk_live::endpoint::{ApiVersion, Endpoint};
 use livetalk_live::wire::Setup;
 use livetalk_live::{ConnectError, Connection, ServerEvent};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::task::JoinHandle;
-use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
+use livetalk_mock::far_end::{FarEnd as Far, listen};
+
 use super::client as bridge;
 use super::protocol::{BridgeMessage, SetupCompleteDetails};
 use livetalk_live::Outbox;
-
-type Far = WebSocketStream<TcpStream>;
-
-/// A `ws://` URL and the socket of the one connection accepted on it.
-async fn listen() -> (String, JoinHandle<Far>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("ws://{}", listener.local_addr().unwrap());
-    let accepted = tokio::spawn(async move {
-        let (stream, _) = listener.accept().await.unwrap();
-        tokio_tungstenite::accept_async(stream).await.unwrap()
-    });
-    (url, accepted)
-}
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -104,9 +90,13 @@ impl Peer {
         tokio::task::JoinHandle<Result<Connection, ConnectError>>,
         Far,
     ) {
-        let (url, accepted) = listen().await;
+        let (url, accepted) = listen().await.unwrap();
         let connecting = tokio::spawn(self.connect(url, connect_timeout));
-        let far = tokio::time::timeout(WAIT, accepted).await.unwrap().unwrap();
+        let far = tokio::time::timeout(WAIT, accepted)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         (connecting, far)
     }
 }

@@ -245,9 +245,9 @@ mod tests {
 
     use super::*;
     use crate::connection::Outbox;
-    use crate::connection::loopback::{Far, listen};
     use crate::endpoint::ApiVersion;
     use crate::events::CloseInfo;
+    use livetalk_mock::far_end::{FarEnd as Far, listen};
 
     const WAIT: Duration = Duration::from_secs(10);
     const KEY: &str = "fake-key-session-0123456789";
@@ -295,7 +295,7 @@ mod tests {
         Far,
         Arc<Tape>,
     ) {
-        let (url, accepted) = listen().await;
+        let (url, accepted) = listen().await.unwrap();
         let tape = Arc::new(Tape::default());
         let options = ConnectOptions {
             endpoint: Endpoint::parse(&url, ApiVersion::V1).unwrap(),
@@ -308,7 +308,11 @@ mod tests {
         };
         let tap = tape.clone() as Arc<dyn WireTap>;
         let connecting = tokio::spawn(connect_tapped(options, Some(tap)));
-        let mut far = tokio::time::timeout(WAIT, accepted).await.unwrap().unwrap();
+        let mut far = tokio::time::timeout(WAIT, accepted)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         let setup = tokio::time::timeout(WAIT, far.next()).await.unwrap();
         assert!(
             matches!(&setup, Some(Ok(Message::Text(t))) if t.starts_with(r#"{"setup":"#)),

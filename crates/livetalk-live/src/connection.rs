@@ -500,24 +500,3 @@ fn connect_error<P: Protocol>(
         other => ConnectError::Connect(protocol.unreachable(other)),
     }
 }
-
-/// A far end on loopback for the runner's tests.
-#[cfg(test)]
-pub(crate) mod loopback {
-    use tokio::net::{TcpListener, TcpStream};
-    use tokio::task::JoinHandle;
-    use tokio_tungstenite::WebSocketStream;
-
-    pub type Far = WebSocketStream<TcpStream>;
-
-    /// A `ws://` URL and the socket of the one connection accepted on it.
-    pub async fn listen() -> (String, JoinHandle<Far>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("ws://{}", listener.local_addr().unwrap());
-        let accepted = tokio::spawn(async move {
-            let (stream, _) = listener.accept().await.unwrap();
-            tokio_tungstenite::accept_async(stream).await.unwrap()
-        });
-        (url, accepted)
-    }
-}

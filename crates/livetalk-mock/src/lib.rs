@@ -84,6 +84,7 @@
 #![warn(missing_debug_implementations)]
 
 mod connection;
+pub mod far_end;
 mod flavor;
 mod model;
 mod random;
