@@ -9,9 +9,8 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::Stdio;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -20,33 +19,11 @@ use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
 use common::rig::{self, PulseRig, RECORD_RATE};
-use common::{MockProcess, livetalk};
+use common::{LineWatcher, MockProcess, livetalk, poll};
 use livetalk::audio::resample::StreamResampler;
 
 /// The rig's device period (10 ms buffers) plus the speaker monitor's recording latency.
 const RIG_PERIOD_MS: f64 = 10.0;
-
-/// Waits for a stdout line satisfying `want`, collecting all lines.
-fn wait_line(
-    lines: &mpsc::Receiver<String>,
-    seen: &mut Vec<String>,
-    timeout: Duration,
-    want: impl Fn(&str) -> bool,
-) -> String {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(left) {
-            Ok(line) => {
-                seen.push(line.clone());
-                if want(&line) {
-                    return line;
-                }
-            }
-            Err(_) => panic!("no matching line within {timeout:?}; saw {seen:#?}"),
-        }
-    }
-}
 
 /// `livetalk --headless` against `url` with the rig's virtual mic and speaker, all pipes open.
 fn headless_on_rig(
@@ -68,18 +45,6 @@ fn headless_on_rig(
         .unwrap()
 }
 
-fn line_reader(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
 #[test]
 fn a_spoken_phrase_in_the_virtual_mic_reaches_the_mock_as_16khz_speech() {
     let rig = PulseRig::start();
@@ -89,22 +54,18 @@ fn a_spoken_phrase_in_the_virtual_mic_reaches_the_mock_as_16khz_speech() {
     let mut mock = MockProcess::start(scratch.path(), &["--save-input", saved.to_str().unwrap()]);
 
     let mut client = headless_on_rig(&rig, scratch.path(), &mock.url, false);
-    let lines = line_reader(client.stdout.take().unwrap());
+    let mut lines = LineWatcher::new(client.stdout.take().unwrap());
 
     // The mic is streaming once the mock has saved some of it.
     let input = saved.join("input-1.wav");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::metadata(&input).map(|m| m.len()).unwrap_or(0) < 16_000 {
-        assert!(Instant::now() < deadline, "no mic audio reached the mock");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let streaming = poll(Duration::from_secs(20), Duration::from_millis(20), || {
+        (std::fs::metadata(&input).map(|m| m.len()).unwrap_or(0) >= 16_000).then_some(())
+    });
+    assert!(streaming.is_some(), "no mic audio reached the mock");
     let mut paplay = rig.play_into_mic(&phrase);
     assert!(paplay.wait().unwrap().success(), "paplay failed");
 
-    let mut seen = Vec::new();
-    let reply = wait_line(&lines, &mut seen, Duration::from_secs(30), |l| {
-        l.starts_with("Gemini:")
-    });
+    let reply = lines.wait_for(Duration::from_secs(30), |l| l.starts_with("Gemini:"));
     drop(client.stdin.take());
     let status = client.wait().unwrap();
     let mut stderr = String::new();
@@ -230,19 +191,16 @@ fn talk_to_tone_server(
     let mut client = headless_on_rig(rig, scratch.path(), url, true);
     let mut stdin = client.stdin.take().unwrap();
     writeln!(stdin, "Play me a tone.").unwrap();
-    let lines = line_reader(client.stdout.take().unwrap());
-    let mut seen = Vec::new();
+    let mut lines = LineWatcher::new(client.stdout.take().unwrap());
     if wait_for_interrupt {
-        wait_line(&lines, &mut seen, Duration::from_secs(30), |l| {
-            l.contains("\"interrupted\"")
-        });
+        lines.wait_for(Duration::from_secs(30), |l| l.contains("\"interrupted\""));
     }
     drop(stdin);
     let status = client.wait().unwrap();
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut client.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(status.success(), "exit {status}; stderr: {stderr}");
-    seen.extend(lines.iter());
+    let seen = lines.rest();
     // Let the monitor catch up with the end of playback, and hear a second of what follows.
     recording.wait_for_more(1.2);
     let played = recording.stop();

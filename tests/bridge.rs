@@ -1143,13 +1143,7 @@ impl ServeProcess {
             .spawn()
             .unwrap();
         let stderr = read_all(child.stderr.take().unwrap());
-        let mut stdout = LineWatcher::new(child.stdout.take().unwrap());
-        let line = stdout.wait_for(WAIT, |l| l.contains("livetalk bridge listening on"));
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("ws://"))
-            .unwrap()
-            .to_owned();
+        let url = LineWatcher::new(child.stdout.take().unwrap()).wait_for_url(WAIT);
         ServeProcess {
             child,
             url,

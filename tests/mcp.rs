@@ -86,18 +86,16 @@ fn read_record(path: &Path) -> Vec<Value> {
 
 /// Waits until the record holds an event `event` (the server writes it as it happens).
 fn wait_for_record(path: &Path, event: &str) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let record = read_record(path);
-        if record.iter().any(|e| e["event"] == event) {
-            return record;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no {event:?} in the server's record: {record:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut record = Vec::new();
+    let found = poll(Duration::from_secs(20), Duration::from_millis(50), || {
+        record = read_record(path);
+        record.iter().any(|e| e["event"] == event).then_some(())
+    });
+    assert!(
+        found.is_some(),
+        "no {event:?} in the server's record: {record:#?}"
+    );
+    record
 }
 
 fn tool_calls_at(turn: u32, name: &str, args: Value) -> Fault {

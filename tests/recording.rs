@@ -10,9 +10,9 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::harness::{default_settings, test_policy};
 use common::*;
@@ -312,11 +312,10 @@ fn record_until_mid_reply(
     stdout.wait_for(Duration::from_secs(30), |l| {
         l.starts_with("Tool: get_device_status")
     });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while referenced_samples(dir, "model.wav") < 2400 {
-        assert!(Instant::now() < deadline, "no model audio recorded");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let recorded = poll(Duration::from_secs(30), Duration::from_millis(20), || {
+        (referenced_samples(dir, "model.wav") >= 2400).then_some(())
+    });
+    assert!(recorded.is_some(), "no model audio recorded");
     (child, stdin, stdout)
 }
 
@@ -331,14 +330,7 @@ fn ctrl_c_mid_reply_ends_cleanly_and_replays_as_shown() {
     let dir = scratch.path().join("interrupted");
     let dir_arg = dir.to_str().unwrap();
     let (child, stdin, mut stdout) = record_until_mid_reply(scratch.path(), &mock, &dir);
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send_signal(child.id(), "INT");
     let reply = stdout.wait_for(Duration::from_secs(10), |l| l.starts_with("Gemini: "));
     assert!(
         reply.ends_with(" [interrupted]") && !reply.contains("currently off."),

@@ -224,20 +224,14 @@ fn spawn_binary(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdout = LineWatcher::new(child.stdout.take().unwrap());
-    let line = stdout.wait_for(WAIT, |l| l.contains("ws://"));
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("ws://"))
-        .unwrap()
-        .to_owned();
+    let url = LineWatcher::new(child.stdout.take().unwrap()).wait_for_url(WAIT);
     (child, url)
 }
 
 /// Counts a child's stderr bytes and passes on (a bounded number of) its lines.
 struct StderrTap {
     bytes: Arc<AtomicU64>,
-    lines: mpsc::Receiver<String>,
+    lines: LineWatcher,
 }
 
 impl StderrTap {
@@ -255,28 +249,24 @@ impl StderrTap {
                     Ok(n) => {
                         counted.fetch_add(n as u64, Ordering::Relaxed);
                         // A flood is counted, not kept.
-                        let _ = tx.try_send(String::from_utf8_lossy(&line).into_owned());
+                        let line = String::from_utf8_lossy(&line).into_owned();
+                        let _ = tx.try_send((Instant::now(), line));
                     }
                 }
             }
         });
-        StderrTap { bytes, lines }
+        StderrTap {
+            bytes,
+            lines: LineWatcher::from_channel(lines),
+        }
     }
 
     fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    fn wait_for(&self, what: &str, timeout: Duration) -> String {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(what) => return line,
-                Ok(_) => {}
-                Err(_) => panic!("no stderr line with {what:?} within {timeout:?}"),
-            }
-        }
+    fn wait_for(&mut self, what: &str, timeout: Duration) -> String {
+        self.lines.wait_for(timeout, |line| line.contains(what))
     }
 }
 
@@ -301,14 +291,6 @@ fn clock_ticks_per_second() -> f64 {
         .unwrap_or(100.0)
 }
 
-fn terminate(child: &Child) {
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
 // ---------------------------------------------------------------------------------------------
 // Running out of file descriptors (item 10)
 // ---------------------------------------------------------------------------------------------
@@ -319,7 +301,7 @@ fn terminate(child: &Child) {
 async fn survives_fd_exhaustion(kind: Kind) {
     let scratch = tempfile::tempdir().unwrap();
     let (mut child, url) = spawn_binary(kind, scratch.path(), Some(64), &[]);
-    let stderr = StderrTap::new(child.stderr.take().unwrap());
+    let mut stderr = StderrTap::new(child.stderr.take().unwrap());
     let mut session = open_session(kind, &url).await;
 
     let addr = url.trim_start_matches("ws://").to_owned();
@@ -362,7 +344,7 @@ async fn survives_fd_exhaustion(kind: Kind) {
     assert!(recovered.contains("accepts failed"), "{recovered}");
     drop(fresh);
     drop(session);
-    terminate(&child);
+    send_signal(child.id(), "TERM");
     assert!(wait_exit(child, WAIT).success());
 }
 
@@ -471,20 +453,16 @@ async fn over_the_cap_gets_503(kind: Kind) {
     // A place comes free when a session ends.
     let (echo, _) = client_close(first).await;
     assert!(echo.is_some());
-    let deadline = Instant::now() + WAIT;
-    loop {
-        match tokio_tungstenite::connect_async(client_url(kind, &base)).await {
-            Ok(_) => break,
-            Err(tungstenite::Error::Http(response)) if response.status() == 503 => {
-                assert!(
-                    Instant::now() < deadline,
-                    "the freed place was never given out"
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+    let connect = async || {
+        let url = client_url(kind, &base);
+        match tokio_tungstenite::connect_async(url).await {
+            Ok(_) => Some(()),
+            Err(tungstenite::Error::Http(response)) if response.status() == 503 => None,
             Err(e) => panic!("{e}"),
         }
-    }
+    };
+    let served = poll_async(WAIT, Duration::from_millis(20), connect).await;
+    assert!(served.is_some(), "the freed place was never given out");
 }
 
 #[tokio::test]
@@ -527,7 +505,7 @@ async fn serves_with_an_unread_stderr(kind: Kind, sessions: usize) {
         "{kind:?}: {sessions} sessions with an unread stderr in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    terminate(&child);
+    send_signal(child.id(), "TERM");
     let stopping = Instant::now();
     wait_exit(child, Duration::from_secs(10));
     println!(

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The three user turns of the smart-home dialogue.
 pub const SMART_HOME_LINES: [&str; 3] = [
@@ -102,21 +102,8 @@ impl MockProcess {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn livetalk mock");
-        let stdout = child.stdout.take().expect("mock stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the mock prints its URL within 20 s");
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("ws://") || w.starts_with("wss://"))
-            .unwrap_or_else(|| panic!("no URL in mock output {line:?}"))
-            .to_owned();
+        let mut stdout = LineWatcher::new(child.stdout.take().expect("mock stdout"));
+        let url = stdout.wait_for_url(Duration::from_secs(20));
         MockProcess { child, url }
     }
 }
@@ -128,9 +115,47 @@ impl Drop for MockProcess {
     }
 }
 
-/// Collects a child's stdout lines as they come, so tests can wait for one.
+/// Checks `ready` every `every` until it gives a value, or gives `None` once `timeout` has
+/// passed: for what no event announces (a screen, a file, another process's state).
+pub fn poll<T>(
+    timeout: Duration,
+    every: Duration,
+    mut ready: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = ready() {
+            return Some(value);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// [`poll`] inside the runtime, where a blocking sleep would hold up a worker thread.
+pub async fn poll_async<T>(
+    timeout: Duration,
+    every: Duration,
+    mut ready: impl AsyncFnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = ready().await {
+            return Some(value);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Collects a child's output lines as they come, each with when it arrived, so tests can
+/// wait for one.
 pub struct LineWatcher {
-    lines: mpsc::Receiver<String>,
+    lines: mpsc::Receiver<(Instant, String)>,
     pub seen: Vec<String>,
 }
 
@@ -140,33 +165,90 @@ impl LineWatcher {
         std::thread::spawn(move || {
             for line in BufReader::new(stream).lines() {
                 let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
+                if tx.send((Instant::now(), line)).is_err() {
                     break;
                 }
             }
         });
+        LineWatcher::from_channel(rx)
+    }
+
+    /// Watches lines that a reader of its own passes on (one that also counts or bounds them).
+    pub fn from_channel(lines: mpsc::Receiver<(Instant, String)>) -> LineWatcher {
         LineWatcher {
-            lines: rx,
+            lines,
             seen: Vec::new(),
         }
     }
 
     /// Waits until a line satisfies `pred`; panics with everything seen after `timeout`.
     pub fn wait_for(&mut self, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = std::time::Instant::now() + timeout;
+        self.wait_for_arrival(timeout, pred).1
+    }
+
+    /// [`LineWatcher::wait_for`], with when the line arrived (taken as it was read, so it
+    /// does not depend on when the test looks).
+    pub fn wait_for_arrival(
+        &mut self,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> (Instant, String) {
+        let deadline = Instant::now() + timeout;
         loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(line) => {
+                Ok((at, line)) => {
                     self.seen.push(line.clone());
                     if pred(&line) {
-                        return line;
+                        return (at, line);
                     }
                 }
-                Err(_) => panic!("timed out; lines so far: {:#?}", self.seen),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!(
+                        "timed out after {timeout:?}; lines so far: {:#?}",
+                        self.seen
+                    )
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("the output ended; lines so far: {:#?}", self.seen)
+                }
             }
         }
     }
+
+    /// Waits for the `ws://` or `wss://` URL a server prints when it listens.
+    pub fn wait_for_url(&mut self, timeout: Duration) -> String {
+        let line = self.wait_for(timeout, |l| url_in(l).is_some());
+        url_in(&line).expect("the line has a URL").to_owned()
+    }
+
+    /// The lines that have arrived by now, without waiting; they count as seen.
+    pub fn arrived(&mut self) -> Vec<String> {
+        let lines: Vec<String> = self.lines.try_iter().map(|(_, line)| line).collect();
+        self.seen.extend(lines.iter().cloned());
+        lines
+    }
+
+    /// Every line, seen or still to come, once the output has ended.
+    pub fn rest(mut self) -> Vec<String> {
+        self.seen.extend(self.lines.iter().map(|(_, line)| line));
+        self.seen
+    }
+}
+
+/// The first WebSocket URL in `line`.
+fn url_in(line: &str) -> Option<&str> {
+    line.split_whitespace()
+        .find(|w| w.starts_with("ws://") || w.starts_with("wss://"))
+}
+
+/// Sends `signal` (`TERM`, `INT`, …) to process `pid`, as a user would with `kill`.
+pub fn send_signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{signal} {pid} failed");
 }
 
 /// Waits for a child to exit (an event on a waiter thread), killing it after `timeout`.
