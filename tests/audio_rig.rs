@@ -11,13 +11,14 @@ mod common;
 
 use std::io::Write;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine as _;
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
+use common::pane::Pane;
 use common::rig::{self, PulseRig, RECORD_RATE};
 use common::{LineWatcher, MockProcess, livetalk, poll};
 use livetalk::audio::resample::StreamResampler;
@@ -356,54 +357,27 @@ fn tui_replay_plays_the_recorded_model_audio_and_mute_silences_it() {
     );
 
     for mute in [false, true] {
-        let socket = scratch.path().join(format!("tmux-{mute}.sock"));
-        let mut script = format!(
-            "'{}' replay '{}' --audio-host pulseaudio --output-device spk",
-            env!("CARGO_BIN_EXE_livetalk"),
-            dir.display()
-        );
+        let dir_arg = dir.to_str().unwrap();
+        let mut args = vec![
+            "replay",
+            dir_arg,
+            "--audio-host",
+            "pulseaudio",
+            "--output-device",
+            "spk",
+        ];
         if mute {
-            script.push_str(" --mute");
+            args.push("--mute");
         }
         let recording = rig.record_speaker();
         recording.wait_for_more(0.2);
-        let mut tmux = std::process::Command::new("tmux");
-        common::isolate(&mut tmux, scratch.path());
-        rig.apply(&mut tmux);
-        let status = tmux
-            .env("TERM", "xterm-256color")
-            .arg("-S")
-            .arg(&socket)
-            .args(["new-session", "-d", "-s", "lt", "-x", "220", "-y", "40"])
-            .args(["sh", "-c", &script])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let capture = || {
-            let out = std::process::Command::new("tmux")
-                .arg("-S")
-                .arg(&socket)
-                .args(["capture-pane", "-p", "-t", "lt"])
-                .output()
-                .unwrap();
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !capture().contains("(finished)") {
-            assert!(
-                Instant::now() < deadline,
-                "replay did not finish: {}",
-                capture()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let pane = Pane::start_with(scratch.path(), 220, 40, &args, |tmux| rig.apply(tmux));
+        pane.wait_for("the replay to finish", Duration::from_secs(60), |s| {
+            s.contains("(finished)")
+        });
         // The last reply's audio plays out after the last step.
         recording.wait_for_more(recorded.min(12.0) + 1.0);
-        let _ = std::process::Command::new("tmux")
-            .arg("-S")
-            .arg(&socket)
-            .args(["send-keys", "-t", "lt", "q"])
-            .status();
+        pane.keys("q");
         let played = recording.stop();
         let heard = rig::sound_span(&played, RECORD_RATE, 0.02).map(|(s, e)| e - s);
         if mute {
@@ -415,11 +389,6 @@ fn tui_replay_plays_the_recorded_model_audio_and_mute_silences_it() {
                 "heard {heard:.2} s of {recorded:.2} s of recorded model audio"
             );
         }
-        let _ = std::process::Command::new("tmux")
-            .arg("-S")
-            .arg(&socket)
-            .arg("kill-server")
-            .status();
     }
 }
 

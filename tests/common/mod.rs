@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod harness;
+pub mod pane;
 pub mod rig;
 
 use std::io::{BufRead, BufReader, Write};
