@@ -13,7 +13,7 @@ mod common;
 use std::time::Duration;
 
 use common::harness::{Harness, test_policy};
-use futures_util::{SinkExt, StreamExt};
+use common::ws::JsonSocket;
 use livetalk::app::{App, ConnectionState, ModelTurnStatus, Msg, NoticeLevel, ToolState};
 use livetalk::driver::Source as _;
 use livetalk::tools::{NoArgs, Registry, Tool, ToolError, ToolLimits};
@@ -21,7 +21,6 @@ use livetalk_live::ApiVersion;
 use livetalk_live::endpoint::standard_path;
 use livetalk_mock::{Fault, FaultAction, MockOptions, MockServer, Moment};
 use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
@@ -407,35 +406,28 @@ async fn resumable_setup(
             .headers_mut()
             .insert("x-goog-api-key", HeaderValue::from_static(key));
     }
-    let (mut ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let mut client = JsonSocket::connect(request)
+        .await
+        .waiting(Duration::from_secs(10));
     let resumption = match handle {
         Some(handle) => json!({"handle": handle}),
         None => json!({}),
     };
-    let setup = json!({"setup": {"model": "models/m", "sessionResumption": resumption}});
-    ws.send(Message::text(setup.to_string())).await.unwrap();
-    let wait = Duration::from_secs(10);
-    loop {
-        let frame = tokio::time::timeout(wait, ws.next())
-            .await
-            .expect("the mock answers the setup")
-            .expect("a frame or a close")
-            .unwrap();
-        match frame {
-            Message::Close(frame) => {
-                let frame = frame.expect("a close code");
-                return Err((frame.code.into(), frame.reason.to_string()));
-            }
-            Message::Text(_) | Message::Binary(_) => {
-                let message: Value = serde_json::from_slice(&frame.into_data()).unwrap();
-                let issued = &message["sessionResumptionUpdate"]["newHandle"];
-                if let Some(issued) = issued.as_str().filter(|h| !h.is_empty()) {
-                    let _ = ws.close(None).await;
-                    return Ok(issued.to_owned());
-                }
-            }
-            _ => {}
+    client
+        .send(json!({"setup": {"model": "models/m", "sessionResumption": resumption}}))
+        .await;
+    let issued = |m: &Value| {
+        m["sessionResumptionUpdate"]["newHandle"]
+            .as_str()
+            .filter(|h| !h.is_empty())
+            .map(str::to_owned)
+    };
+    match client.until(|m| issued(m).is_some()).await {
+        Ok(read) => {
+            let _ = client.ws.close(None).await;
+            Ok(issued(read.last().unwrap()).unwrap())
         }
+        Err(closed) => Err((closed.code, closed.reason)),
     }
 }
 

@@ -18,26 +18,23 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Control, Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::{Frame, FrameHeader};
 use tokio_tungstenite::tungstenite::{self, Message};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+use common::ws::{JsonSocket, Socket, WAIT};
 use common::*;
 use livetalk::bridge::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES, Upstream};
 use livetalk_live::ApiVersion;
 use livetalk_mock::ws_server::ConnectionLimits;
 use livetalk_mock::{MockOptions, MockServer};
 
-const WAIT: Duration = Duration::from_secs(20);
 const LIVE_PATH: &str =
     "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent";
-
-type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -57,47 +54,20 @@ fn client_url(kind: Kind, base: &str) -> String {
     }
 }
 
-/// The next text or binary message as JSON; panics on anything else or after `WAIT`.
-async fn next_json(ws: &mut Client) -> Value {
-    loop {
-        let frame = tokio::time::timeout(WAIT, ws.next())
-            .await
-            .expect("a message within the wait");
-        match frame {
-            Some(Ok(Message::Text(text))) => return serde_json::from_str(&text).unwrap(),
-            Some(Ok(Message::Binary(bytes))) => return serde_json::from_slice(&bytes).unwrap(),
-            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-            other => panic!("expected a message, got {other:?}"),
-        }
-    }
-}
-
-/// Reads messages until one satisfies `pred`.
-async fn until(ws: &mut Client, pred: impl Fn(&Value) -> bool) -> Value {
-    loop {
-        let message = next_json(ws).await;
-        if pred(&message) {
-            return message;
-        }
-    }
-}
-
 /// A connected client whose session is set up (mock: `setupComplete`; bridge:
 /// `SETUP_COMPLETE` from its upstream).
-async fn open_session(kind: Kind, base: &str) -> Client {
-    let (mut ws, _) = tokio_tungstenite::connect_async(client_url(kind, base))
-        .await
-        .unwrap();
+async fn open_session(kind: Kind, base: &str) -> JsonSocket {
+    let mut ws = JsonSocket::connect(client_url(kind, base)).await;
     match kind {
         Kind::Mock => {
             let setup = json!({"setup": {"model": "models/m", "generationConfig": {"responseModalities": ["TEXT"]}}});
-            ws.send(Message::text(setup.to_string())).await.unwrap();
-            until(&mut ws, |m| m.get("setupComplete").is_some()).await;
+            ws.send(setup).await;
+            ws.wait_for(|m| m.get("setupComplete").is_some()).await;
         }
         Kind::Bridge => {
             let connect = json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {"model": "models/m", "generationConfig": {"responseModalities": ["TEXT"]}}}});
-            ws.send(Message::text(connect.to_string())).await.unwrap();
-            let setup = until(&mut ws, |m| m["type"] == "SETUP_COMPLETE").await;
+            ws.send(connect).await;
+            let setup = ws.wait_for(|m| m["type"] == "SETUP_COMPLETE").await;
             assert_eq!(setup["payload"]["success"], true, "{setup}");
         }
     }
@@ -105,24 +75,25 @@ async fn open_session(kind: Kind, base: &str) -> Client {
 }
 
 /// One user turn on an open session, to its end.
-async fn take_turn(kind: Kind, ws: &mut Client) {
+async fn take_turn(kind: Kind, ws: &mut JsonSocket) {
     match kind {
         Kind::Mock => {
             let turn = json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": "Is the lamp on?"}]}], "turnComplete": true}});
-            ws.send(Message::text(turn.to_string())).await.unwrap();
-            until(ws, |m| m["serverContent"]["turnComplete"] == true).await;
+            ws.send(turn).await;
+            ws.wait_for(|m| m["serverContent"]["turnComplete"] == true)
+                .await;
         }
         Kind::Bridge => {
             let turn = json!({"type": "SEND_MESSAGE", "payload": {"parts": [{"text": "Is the lamp on?"}], "turnComplete": true}});
-            ws.send(Message::text(turn.to_string())).await.unwrap();
-            until(ws, |m| m["type"] == "TURN_COMPLETE").await;
+            ws.send(turn).await;
+            ws.wait_for(|m| m["type"] == "TURN_COMPLETE").await;
         }
     }
 }
 
 /// Closes from the client side with 1000 and returns what the server answered: its Close
 /// frame, and whether the connection then ended cleanly (no reset, no missing handshake).
-async fn client_close(mut ws: Client) -> (Option<CloseFrame>, bool) {
+async fn client_close(mut ws: Socket) -> (Option<CloseFrame>, bool) {
     ws.send(Message::Close(Some(CloseFrame {
         code: CloseCode::Normal,
         reason: "bye".into(),
@@ -417,7 +388,7 @@ async fn upgrade_deadline_drops_slow_clients(kind: Kind) {
         Kind::Bridge => format!("{base}/?token=s3cret"),
     };
     let session = open_session(kind, &url).await;
-    let (echo, clean) = client_close(session).await;
+    let (echo, clean) = client_close(session.ws).await;
     assert_eq!(echo.map(|f| f.code), Some(CloseCode::Normal));
     assert!(clean);
 }
@@ -451,7 +422,7 @@ async fn over_the_cap_gets_503(kind: Kind) {
         other => panic!("{kind:?} over its cap answered {other:?}"),
     }
     // A place comes free when a session ends.
-    let (echo, _) = client_close(first).await;
+    let (echo, _) = client_close(first.ws).await;
     assert!(echo.is_some());
     let connect = async || {
         let url = client_url(kind, &base);
@@ -489,8 +460,8 @@ async fn serves_with_an_unread_stderr(kind: Kind, sessions: usize) {
     let served = tokio::time::timeout(Duration::from_secs(120), async {
         for _ in 0..sessions / 4 {
             let batch = (0..4).map(|_| async {
-                let ws = open_session(kind, &url).await;
-                client_close(ws).await
+                let session = open_session(kind, &url).await;
+                client_close(session.ws).await
             });
             futures_util::future::join_all(batch).await;
         }
@@ -610,7 +581,7 @@ async fn protocol_violations_get_close_codes(kind: Kind) {
 
     // A client's Close is echoed, and the connection then ends cleanly (no 1006).
     let session = open_session(kind, &base).await;
-    let (echo, clean) = client_close(session).await;
+    let (echo, clean) = client_close(session.ws).await;
     assert_eq!(echo.map(|f| f.code), Some(CloseCode::Normal));
     assert!(
         clean,

@@ -6,6 +6,7 @@
 pub mod harness;
 pub mod pane;
 pub mod rig;
+pub mod ws;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -397,6 +398,19 @@ pub fn record_interrupted_session(
         &SMART_HOME_LINES,
     );
     (run, dir, mock)
+}
+
+/// PCM16 16 kHz mono that the mock's voice detection takes for speech: a loud 220 Hz tone
+/// for `tone_ms`, then `silence_ms` of silence.
+pub fn speech_pcm(tone_ms: usize, silence_ms: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for i in 0..(16 * tone_ms) {
+        let sample =
+            ((i as f64 * 220.0 * std::f64::consts::TAU / 16_000.0).sin() * 12_000.0) as i16;
+        bytes.extend_from_slice(&sample.to_le_bytes());
+    }
+    bytes.resize(bytes.len() + 32 * silence_ms, 0);
+    bytes
 }
 
 /// The model's replies in the app's history, as shown: readable text and how each ended.
