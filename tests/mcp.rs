@@ -133,35 +133,18 @@ fn run_headless(
     extra: &[&str],
     lines: &[&str],
 ) -> (Vec<Value>, String) {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_livetalk"));
-    command
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
-    isolate(&mut command, scratch);
+    let mut command = livetalk_with_only_path(scratch);
     command.args(["--headless", "--json"]);
     if let Some(mock) = mock {
         command.args(["--endpoint", &mock.url]);
     }
-    let mut child = command
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    write_lines(&mut stdin, lines);
-    drop(stdin);
-    let stdout = read_all(child.stdout.take().unwrap());
-    let stderr = read_all(child.stderr.take().unwrap());
-    let status = wait_exit(child, Duration::from_secs(90));
-    let stdout = stdout.recv_timeout(Duration::from_secs(5)).unwrap();
-    let stderr = stderr.recv_timeout(Duration::from_secs(5)).unwrap();
-    assert_eq!(
-        status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    command.args(extra);
+    let Run {
+        code,
+        stdout,
+        stderr,
+    } = run_command(command, lines, Duration::from_secs(90));
+    assert_eq!(code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
     let events = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))

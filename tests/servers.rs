@@ -172,23 +172,11 @@ fn spawn_binary(
         Kind::Bridge => &["serve", "--listen", "127.0.0.1:0", "--offline"],
     };
     let mut command = match fd_limit {
-        // The limit applies to the server only, not to this test.
-        Some(limit) => {
-            let mut sh = Command::new("sh");
-            sh.arg("-c")
-                .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
-                .arg(env!("CARGO_BIN_EXE_livetalk"))
-                .args(server_args);
-            isolate(&mut sh, scratch);
-            sh
-        }
-        None => {
-            let mut command = livetalk(scratch);
-            command.args(server_args);
-            command
-        }
+        Some(limit) => livetalk_with_fd_limit(scratch, limit),
+        None => livetalk(scratch),
     };
     let mut child = command
+        .args(server_args)
         .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

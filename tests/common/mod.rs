@@ -43,6 +43,29 @@ pub fn livetalk(scratch: &Path) -> Command {
     command
 }
 
+/// [`livetalk`], inheriting nothing from this environment but PATH: what it starts (an MCP
+/// server) then holds little besides what the config gives it.
+pub fn livetalk_with_only_path(scratch: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_livetalk"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    isolate(&mut command, scratch);
+    command
+}
+
+/// [`livetalk`] started by a shell that first limits it to `limit` open file descriptors
+/// (the limit is the server's alone, not the test's); its arguments follow as usual.
+pub fn livetalk_with_fd_limit(scratch: &Path, limit: u32) -> Command {
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_livetalk"));
+    isolate(&mut command, scratch);
+    command
+}
+
 /// What the machine's environment could route, trust or authenticate differently: removed so
 /// loopback tests never go through a proxy or credentials the test machine happens to have.
 /// A test that wants one sets it after `isolate`.
@@ -278,9 +301,15 @@ pub struct Run {
 
 /// Runs `livetalk ARGS` with `lines` on stdin (then closed) and waits for it to exit.
 pub fn run_livetalk(scratch: &Path, args: &[&str], envs: &[(&str, &str)], lines: &[&str]) -> Run {
-    let mut child = livetalk(scratch)
-        .args(args)
-        .envs(envs.iter().copied())
+    let mut command = livetalk(scratch);
+    command.args(args).envs(envs.iter().copied());
+    run_command(command, lines, Duration::from_secs(60))
+}
+
+/// Runs `command` with `lines` on stdin (then closed) and waits up to `timeout` for it to
+/// exit, with everything it printed.
+pub fn run_command(mut command: Command, lines: &[&str], timeout: Duration) -> Run {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -291,7 +320,7 @@ pub fn run_livetalk(scratch: &Path, args: &[&str], envs: &[(&str, &str)], lines:
     drop(stdin);
     let stdout = read_all(child.stdout.take().expect("stdout"));
     let stderr = read_all(child.stderr.take().expect("stderr"));
-    let status = wait_exit(child, Duration::from_secs(60));
+    let status = wait_exit(child, timeout);
     Run {
         code: status.code(),
         stdout: stdout
