@@ -16,14 +16,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::harness::{Harness, default_settings, fast_mock, test_policy};
+use common::harness::{Harness, default_settings, fast_mock, test_policy, tool_calls_at};
 use common::*;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use livetalk::app::{App, AppInit, Effect, Msg, NoticeLevel, Popup, ToolRow, ToolState};
-use livetalk::engine::{Engine, build_setup};
+use livetalk::engine::Engine;
 use livetalk::tools::mcp::{McpEvent, McpHub, ServerSpec, ServerState};
 use livetalk::tools::{Approval, Decider, Gate, Origin, SmartHome, builtin_registry};
-use livetalk_live::{ApiVersion, Auth, ConnectOptions};
 use livetalk_mock::{Fault, FaultAction, Moment};
 use serde_json::{Value, json};
 
@@ -96,18 +95,6 @@ fn wait_for_record(path: &Path, event: &str) -> Vec<Value> {
         "no {event:?} in the server's record: {record:#?}"
     );
     record
-}
-
-fn tool_calls_at(turn: u32, name: &str, args: Value) -> Fault {
-    Fault::once(
-        Moment::UserTurn,
-        turn,
-        FaultAction::ToolCalls {
-            name: name.to_owned(),
-            args,
-            count: 1,
-        },
-    )
 }
 
 /// The same scenario as a file for `livetalk mock --scenario`.
@@ -528,23 +515,7 @@ async fn session(faults: Vec<Fault>, servers: Vec<ServerSpec>) -> Harness {
         catalog: engine.catalog(),
         ..AppInit::new(settings.model.clone(), true, home.snapshot())
     });
-    engine
-        .connect(ConnectOptions {
-            endpoint: mock.endpoint(ApiVersion::V1),
-            auth: Auth::None,
-            setup: build_setup(&settings, &engine.registry()),
-            connect_timeout: Duration::from_secs(5),
-        })
-        .await
-        .unwrap();
-    let mut harness = Harness {
-        mock,
-        engine,
-        app,
-        home,
-    };
-    harness.until_ready().await;
-    harness
+    Harness::ready(&settings, mock, engine, app, home).await
 }
 
 fn last_call(app: &App) -> Option<&livetalk::app::ToolCallRecord> {

@@ -12,11 +12,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::harness::{Harness, test_policy};
+use common::harness::{Hang, Harness, test_policy, tool_calls_at};
 use common::ws::JsonSocket;
 use livetalk::app::{App, ConnectionState, ModelTurnStatus, Msg, NoticeLevel, ToolState};
 use livetalk::driver::Source as _;
-use livetalk::tools::{NoArgs, Registry, Tool, ToolError, ToolLimits};
 use livetalk_live::ApiVersion;
 use livetalk_live::endpoint::standard_path;
 use livetalk_mock::{Fault, FaultAction, MockOptions, MockServer, Moment};
@@ -276,42 +275,11 @@ async fn when_the_budget_is_spent_the_reason_shows_and_retry_reconnects() {
     assert!(h.last_reply().contains("22"), "{}", h.last_reply());
 }
 
-/// A tool that never finishes on its own.
-struct Hang;
-
-impl Tool for Hang {
-    type Args = NoArgs;
-
-    fn name(&self) -> &'static str {
-        "hang"
-    }
-
-    fn description(&self) -> &'static str {
-        "Never returns."
-    }
-
-    async fn call(&self, _args: NoArgs) -> Result<Value, ToolError> {
-        std::future::pending().await
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hanging_call_is_flagged_then_answered_once_with_an_error() {
-    let mut registry = Registry::new(ToolLimits {
-        timeout: Duration::from_millis(900),
-        ..ToolLimits::default()
-    });
-    registry.register(Hang);
+    let registry = Hang::registry(Duration::from_millis(900));
     let mut h = Harness::start_with(
-        vec![Fault::once(
-            Moment::UserTurn,
-            1,
-            FaultAction::ToolCalls {
-                name: "hang".into(),
-                args: json!({}),
-                count: 1,
-            },
-        )],
+        vec![tool_calls_at(1, "hang", json!({}))],
         test_policy(2),
         Some(registry),
     )
@@ -342,22 +310,10 @@ async fn a_hanging_call_is_flagged_then_answered_once_with_an_error() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_running_when_its_connection_drops_is_stopped_and_never_answered_elsewhere() {
-    let mut registry = Registry::new(ToolLimits {
-        timeout: Duration::from_secs(30),
-        ..ToolLimits::default()
-    });
-    registry.register(Hang);
+    let registry = Hang::registry(Duration::from_secs(30));
     let mut h = Harness::start_with(
         vec![
-            Fault::once(
-                Moment::UserTurn,
-                1,
-                FaultAction::ToolCalls {
-                    name: "hang".into(),
-                    args: json!({}),
-                    count: 1,
-                },
-            ),
+            tool_calls_at(1, "hang", json!({})),
             Fault::once(Moment::ToolCall, 1, FaultAction::Drop),
         ],
         test_policy(2),
