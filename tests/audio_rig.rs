@@ -26,26 +26,6 @@ use livetalk::audio::resample::StreamResampler;
 /// The rig's device period (10 ms buffers) plus the speaker monitor's recording latency.
 const RIG_PERIOD_MS: f64 = 10.0;
 
-/// `livetalk --headless` against `url` with the rig's virtual mic and speaker, all pipes open.
-fn headless_on_rig(
-    rig: &PulseRig,
-    scratch: &std::path::Path,
-    url: &str,
-    json: bool,
-) -> std::process::Child {
-    let mut command = rig.livetalk(scratch);
-    if json {
-        command.arg("--json");
-    }
-    command
-        .args(["--headless", "--endpoint", url])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
 #[test]
 fn a_spoken_phrase_in_the_virtual_mic_reaches_the_mock_as_16khz_speech() {
     let rig = PulseRig::start();
@@ -54,7 +34,7 @@ fn a_spoken_phrase_in_the_virtual_mic_reaches_the_mock_as_16khz_speech() {
     let phrase = rig::spoken_phrase(scratch.path(), "Is the living room lamp on?");
     let mut mock = MockProcess::start(scratch.path(), &["--save-input", saved.to_str().unwrap()]);
 
-    let mut client = headless_on_rig(&rig, scratch.path(), &mock.url, false);
+    let mut client = rig.headless(scratch.path(), &["--endpoint", &mock.url]);
     let mut lines = LineWatcher::new(client.stdout.take().unwrap());
 
     // The mic is streaming once the mock has saved some of it.
@@ -189,7 +169,7 @@ fn talk_to_tone_server(
     let scratch = rig::audio_scratch();
     let recording = rig.record_speaker();
     recording.wait_for_more(0.2);
-    let mut client = headless_on_rig(rig, scratch.path(), url, true);
+    let mut client = rig.headless(scratch.path(), &["--endpoint", url, "--json"]);
     let mut stdin = client.stdin.take().unwrap();
     writeln!(stdin, "Play me a tone.").unwrap();
     let mut lines = LineWatcher::new(client.stdout.take().unwrap());

@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
@@ -26,12 +25,12 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 
+use common::harness::bridge_options;
 use common::ws::{JsonSocket, WAIT, function_responses, words};
 use common::*;
-use livetalk::bridge::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES, Upstream};
+use livetalk::bridge::{BridgeOptions, BridgeServer};
 use livetalk_live::Outbox;
 use livetalk_live::{ApiKey, ApiVersion, Endpoint};
-use livetalk_mock::ws_server::ConnectionLimits;
 use livetalk_mock::{MockOptions, MockServer};
 
 // ---------------------------------------------------------------------------------------------
@@ -43,20 +42,6 @@ struct Bridge {
     _mock: Option<MockServer>,
 }
 
-fn options(endpoint: Endpoint) -> BridgeOptions {
-    BridgeOptions {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        upstream: Upstream {
-            endpoint,
-            api_key: None,
-            connect_timeout: Duration::from_secs(10),
-        },
-        token: None,
-        max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
-        limits: ConnectionLimits::default(),
-    }
-}
-
 /// The bridge in front of a fast embedded mock.
 async fn bridge_with(adjust: impl FnOnce(&mut BridgeOptions)) -> Bridge {
     let mock = MockServer::start(MockOptions {
@@ -65,7 +50,7 @@ async fn bridge_with(adjust: impl FnOnce(&mut BridgeOptions)) -> Bridge {
     })
     .await
     .unwrap();
-    let mut options = options(mock.endpoint(ApiVersion::V1));
+    let mut options = bridge_options(mock.endpoint(ApiVersion::V1));
     adjust(&mut options);
     Bridge {
         server: BridgeServer::start(options).await.unwrap(),
@@ -720,7 +705,9 @@ async fn bad_input_is_answered_and_the_connection_stays_usable() {
 #[tokio::test(flavor = "multi_thread")]
 async fn upstream_close_becomes_error_and_disconnected_with_the_human_reason() {
     let mut fake = FakeLive::start().await;
-    let server = BridgeServer::start(options(fake.endpoint())).await.unwrap();
+    let server = BridgeServer::start(bridge_options(fake.endpoint()))
+        .await
+        .unwrap();
     let mut app = App::connect(&server.url()).await;
 
     // A setup the service rejects.
@@ -777,7 +764,9 @@ async fn upstream_close_becomes_error_and_disconnected_with_the_human_reason() {
 #[tokio::test(flavor = "multi_thread")]
 async fn update_config_resumes_with_the_latest_handle_and_fills_tool_responses() {
     let mut fake = FakeLive::start().await;
-    let server = BridgeServer::start(options(fake.endpoint())).await.unwrap();
+    let server = BridgeServer::start(bridge_options(fake.endpoint()))
+        .await
+        .unwrap();
     let mut app = App::connect(&server.url()).await;
     let config = json!({"model": "models/m", "tools": [{"functionDeclarations": [
         {"name": "getCurrentTime", "defaultBehavior": "NON_BLOCKING", "defaultScheduling": "INTERRUPT"}]}]});
@@ -862,7 +851,7 @@ async fn update_config_resumes_with_the_latest_handle_and_fills_tool_responses()
 async fn the_api_key_goes_upstream_but_never_to_the_client() {
     const KEY: &str = "fake-test-key-bridge-0123456789";
     let mut fake = FakeLive::start().await;
-    let mut options = options(fake.endpoint());
+    let mut options = bridge_options(fake.endpoint());
     options.upstream.api_key = ApiKey::new(KEY);
     let server = BridgeServer::start(options).await.unwrap();
     let mut app = App::connect(&server.url()).await;
@@ -903,7 +892,7 @@ async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_sessi
     use livetalk_live::{ConnectError, ServerEvent};
 
     let mut fake = FakeLive::start().await;
-    let mut options = options(fake.endpoint());
+    let mut options = bridge_options(fake.endpoint());
     options.token = Some("sesame".into());
     let server = BridgeServer::start(options).await.unwrap();
     let setup = Setup {
@@ -1236,9 +1225,9 @@ async fn an_upstream_that_never_answers_the_upgrade_is_an_error_within_the_deadl
         }
     });
     let endpoint = Endpoint::parse(&format!("ws://{address}"), ApiVersion::V1).unwrap();
-    let mut bridge_options = options(endpoint);
-    bridge_options.upstream.connect_timeout = Duration::from_secs(1);
-    let server = BridgeServer::start(bridge_options).await.unwrap();
+    let mut options = bridge_options(endpoint);
+    options.upstream.connect_timeout = Duration::from_secs(1);
+    let server = BridgeServer::start(options).await.unwrap();
     let mut app = App::connect(&server.url()).await;
     let started = std::time::Instant::now();
     app.send(json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": live_config("text")}}))
@@ -1414,7 +1403,7 @@ async fn a_goaway_moves_the_upstream_and_the_apps_next_turn_keeps_the_conversati
     })
     .await
     .unwrap();
-    let server = BridgeServer::start(options(mock.endpoint(ApiVersion::V1)))
+    let server = BridgeServer::start(bridge_options(mock.endpoint(ApiVersion::V1)))
         .await
         .unwrap();
     let mut app = App::connect(&server.url()).await;
@@ -1481,7 +1470,9 @@ async fn a_goaway_moves_the_upstream_and_the_apps_next_turn_keeps_the_conversati
 #[tokio::test(flavor = "multi_thread")]
 async fn every_field_the_service_sent_reaches_the_app() {
     let mut fake = FakeLive::start().await;
-    let server = BridgeServer::start(options(fake.endpoint())).await.unwrap();
+    let server = BridgeServer::start(bridge_options(fake.endpoint()))
+        .await
+        .unwrap();
     let mut app = App::connect(&server.url()).await;
     app.send(
         json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {

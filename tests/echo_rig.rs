@@ -12,7 +12,7 @@ mod common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
@@ -308,21 +308,14 @@ async fn stream_reply(
     std::future::pending::<()>().await;
 }
 
-/// `livetalk --headless` with `--echo mode` on the rig's virtual mic and speaker, all pipes
-/// open; against `endpoint`, or the offline demo model.
+/// `livetalk --headless --json` with `--echo mode` on the rig's virtual mic and speaker, all
+/// pipes open; against `endpoint`, or the offline demo model.
 fn headless_on_rig(rig: &PulseRig, scratch: &Path, endpoint: Option<&str>, echo: &str) -> Child {
-    let mut command = rig.livetalk(scratch);
-    match endpoint {
-        Some(url) => command.args(["--endpoint", url]),
-        None => command.arg("--offline"),
+    let route = match endpoint {
+        Some(url) => vec!["--endpoint", url],
+        None => vec!["--offline"],
     };
-    command
-        .args(["--headless", "--json", "--echo", echo])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    rig.headless(scratch, &[&route[..], &["--json", "--echo", echo]].concat())
 }
 
 /// Fails a run whose speaker never played the reply, with what the client said of it.

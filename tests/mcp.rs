@@ -534,14 +534,7 @@ fn screen(app: &mut App) -> String {
     terminal
         .draw(|frame| layout = Some(livetalk::ui::draw(frame, app)))
         .unwrap();
-    let buffer = terminal.backend().buffer();
-    let width = buffer.area.width as usize;
-    buffer
-        .content
-        .chunks(width)
-        .map(|row| row.iter().map(|c| c.symbol()).collect::<String>())
-        .collect::<Vec<_>>()
-        .join("\n")
+    screen_text(terminal.backend().buffer())
 }
 
 fn key(code: KeyCode) -> Msg {

@@ -10,7 +10,6 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,9 +25,10 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Control
 use tokio_tungstenite::tungstenite::protocol::frame::{Frame, FrameHeader};
 use tokio_tungstenite::tungstenite::{self, Message};
 
+use common::harness::bridge_options;
 use common::ws::{JsonSocket, Socket, WAIT};
 use common::*;
-use livetalk::bridge::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES, Upstream};
+use livetalk::bridge::{BridgeOptions, BridgeServer};
 use livetalk_live::ApiVersion;
 use livetalk_mock::ws_server::ConnectionLimits;
 use livetalk_mock::{MockOptions, MockServer};
@@ -142,15 +142,8 @@ async fn in_process(
         Kind::Mock => (mock.base_url(), Box::new(mock)),
         Kind::Bridge => {
             let mut options = BridgeOptions {
-                listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-                upstream: Upstream {
-                    endpoint: mock.endpoint(ApiVersion::V1beta),
-                    api_key: None,
-                    connect_timeout: Duration::from_secs(10),
-                },
-                token: None,
-                max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
                 limits,
+                ..bridge_options(mock.endpoint(ApiVersion::V1beta))
             };
             adjust(&mut options);
             let bridge = BridgeServer::start(options).await.unwrap();

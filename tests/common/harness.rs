@@ -1,16 +1,19 @@
 //! An in-process client for scenario tests: the library's engine and app over a real
 //! loopback socket to the embedded mock running a fault scenario.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use livetalk::app::{App, AppInit, ModelTurnStatus, Msg, NoticeLevel, ToolState};
+use livetalk::bridge::{BridgeOptions, DEFAULT_MAX_MESSAGE_BYTES, Upstream};
 use livetalk::config::{FlagOverrides, Settings};
 use livetalk::driver::Source as _;
 use livetalk::engine::{Engine, build_setup};
 use livetalk::tools::{NoArgs, Registry, SmartHome, Tool, ToolError, ToolLimits, builtin_registry};
 use livetalk_live::session::ReconnectPolicy;
-use livetalk_live::{ApiVersion, Auth, ConnectOptions};
+use livetalk_live::{ApiVersion, Auth, ConnectOptions, Endpoint};
+use livetalk_mock::ws_server::ConnectionLimits;
 use livetalk_mock::{Fault, FaultAction, MockOptions, MockServer, Moment, Scenario};
 use serde_json::Value;
 
@@ -140,6 +143,22 @@ impl Hang {
         });
         registry.register(Hang);
         registry
+    }
+}
+
+/// A bridge on a free loopback port in front of `upstream`, with the defaults of
+/// `livetalk serve` and no token.
+pub fn bridge_options(upstream: Endpoint) -> BridgeOptions {
+    BridgeOptions {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        upstream: Upstream {
+            endpoint: upstream,
+            api_key: None,
+            connect_timeout: Duration::from_secs(10),
+        },
+        token: None,
+        max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        limits: ConnectionLimits::default(),
     }
 }
 

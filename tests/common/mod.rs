@@ -429,6 +429,17 @@ pub fn record_interrupted_session(
     (run, dir, mock)
 }
 
+/// A drawn screen as text, one line per row.
+pub fn screen_text(buffer: &ratatui::buffer::Buffer) -> String {
+    let width = usize::from(buffer.area.width);
+    buffer
+        .content
+        .chunks(width)
+        .map(|row| row.iter().map(|cell| cell.symbol()).collect::<String>())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// PCM16 16 kHz mono that the mock's voice detection takes for speech: a loud 220 Hz tone
 /// for `tone_ms`, then `silence_ms` of silence.
 pub fn speech_pcm(tone_ms: usize, silence_ms: usize) -> Vec<u8> {

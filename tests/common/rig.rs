@@ -218,6 +218,18 @@ impl PulseRig {
         command
     }
 
+    /// `livetalk --headless ARGS` on this rig's virtual mic and speaker, all pipes open.
+    pub fn headless(&self, scratch: &Path, args: &[&str]) -> Child {
+        self.livetalk(scratch)
+            .arg("--headless")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn livetalk")
+    }
+
     /// The devices' rate and, when it is not PulseAudio, the host: for figures' labels.
     pub fn label(&self) -> String {
         match self.host {
