@@ -135,6 +135,31 @@ pub async fn apply<S: Source>(app: &mut App, source: &mut S, msg: Msg) -> bool {
     reconnect
 }
 
+/// [`apply`] for the app's unit tests, which have no session: the effects it would carry out
+/// are returned, in order, instead. Nothing here waits, so `apply` is done on its first poll.
+#[cfg(test)]
+pub(crate) fn apply_collecting(app: &mut App, msg: Msg) -> Vec<Effect> {
+    use futures_util::FutureExt as _;
+
+    struct Collect(Vec<Effect>);
+
+    impl Source for Collect {
+        async fn next(&mut self) -> Option<Msg> {
+            None
+        }
+
+        async fn carry_out(&mut self, effect: Effect) {
+            self.0.push(effect);
+        }
+    }
+
+    let mut effects = Collect(Vec::new());
+    apply(app, &mut effects, msg)
+        .now_or_never()
+        .expect("collecting effects never waits");
+    effects.0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

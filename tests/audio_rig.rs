@@ -9,76 +9,22 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::Stdio;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine as _;
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
+use common::pane::Pane;
 use common::rig::{self, PulseRig, RECORD_RATE};
-use common::{MockProcess, livetalk};
+use common::{LineWatcher, MockProcess, livetalk, poll};
 use livetalk::audio::resample::StreamResampler;
 
 /// The rig's device period (10 ms buffers) plus the speaker monitor's recording latency.
 const RIG_PERIOD_MS: f64 = 10.0;
-
-/// Waits for a stdout line satisfying `want`, collecting all lines.
-fn wait_line(
-    lines: &mpsc::Receiver<String>,
-    seen: &mut Vec<String>,
-    timeout: Duration,
-    want: impl Fn(&str) -> bool,
-) -> String {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(left) {
-            Ok(line) => {
-                seen.push(line.clone());
-                if want(&line) {
-                    return line;
-                }
-            }
-            Err(_) => panic!("no matching line within {timeout:?}; saw {seen:#?}"),
-        }
-    }
-}
-
-/// `livetalk --headless` against `url` with the rig's virtual mic and speaker, all pipes open.
-fn headless_on_rig(
-    rig: &PulseRig,
-    scratch: &std::path::Path,
-    url: &str,
-    json: bool,
-) -> std::process::Child {
-    let mut command = rig.livetalk(scratch);
-    if json {
-        command.arg("--json");
-    }
-    command
-        .args(["--headless", "--endpoint", url])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn line_reader(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
 
 #[test]
 fn a_spoken_phrase_in_the_virtual_mic_reaches_the_mock_as_16khz_speech() {
@@ -88,23 +34,19 @@ fn a_spoken_phrase_in_the_virtual_mic_reaches_the_mock_as_16khz_speech() {
     let phrase = rig::spoken_phrase(scratch.path(), "Is the living room lamp on?");
     let mut mock = MockProcess::start(scratch.path(), &["--save-input", saved.to_str().unwrap()]);
 
-    let mut client = headless_on_rig(&rig, scratch.path(), &mock.url, false);
-    let lines = line_reader(client.stdout.take().unwrap());
+    let mut client = rig.headless(scratch.path(), &["--endpoint", &mock.url]);
+    let mut lines = LineWatcher::new(client.stdout.take().unwrap());
 
     // The mic is streaming once the mock has saved some of it.
     let input = saved.join("input-1.wav");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::fs::metadata(&input).map(|m| m.len()).unwrap_or(0) < 16_000 {
-        assert!(Instant::now() < deadline, "no mic audio reached the mock");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let streaming = poll(Duration::from_secs(20), Duration::from_millis(20), || {
+        (std::fs::metadata(&input).map(|m| m.len()).unwrap_or(0) >= 16_000).then_some(())
+    });
+    assert!(streaming.is_some(), "no mic audio reached the mock");
     let mut paplay = rig.play_into_mic(&phrase);
     assert!(paplay.wait().unwrap().success(), "paplay failed");
 
-    let mut seen = Vec::new();
-    let reply = wait_line(&lines, &mut seen, Duration::from_secs(30), |l| {
-        l.starts_with("Gemini:")
-    });
+    let reply = lines.wait_for(Duration::from_secs(30), |l| l.starts_with("Gemini:"));
     drop(client.stdin.take());
     let status = client.wait().unwrap();
     let mut stderr = String::new();
@@ -227,22 +169,19 @@ fn talk_to_tone_server(
     let scratch = rig::audio_scratch();
     let recording = rig.record_speaker();
     recording.wait_for_more(0.2);
-    let mut client = headless_on_rig(rig, scratch.path(), url, true);
+    let mut client = rig.headless(scratch.path(), &["--endpoint", url, "--json"]);
     let mut stdin = client.stdin.take().unwrap();
     writeln!(stdin, "Play me a tone.").unwrap();
-    let lines = line_reader(client.stdout.take().unwrap());
-    let mut seen = Vec::new();
+    let mut lines = LineWatcher::new(client.stdout.take().unwrap());
     if wait_for_interrupt {
-        wait_line(&lines, &mut seen, Duration::from_secs(30), |l| {
-            l.contains("\"interrupted\"")
-        });
+        lines.wait_for(Duration::from_secs(30), |l| l.contains("\"interrupted\""));
     }
     drop(stdin);
     let status = client.wait().unwrap();
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut client.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(status.success(), "exit {status}; stderr: {stderr}");
-    seen.extend(lines.iter());
+    let seen = lines.rest();
     // Let the monitor catch up with the end of playback, and hear a second of what follows.
     recording.wait_for_more(1.2);
     let played = recording.stop();
@@ -398,54 +337,27 @@ fn tui_replay_plays_the_recorded_model_audio_and_mute_silences_it() {
     );
 
     for mute in [false, true] {
-        let socket = scratch.path().join(format!("tmux-{mute}.sock"));
-        let mut script = format!(
-            "'{}' replay '{}' --audio-host pulseaudio --output-device spk",
-            env!("CARGO_BIN_EXE_livetalk"),
-            dir.display()
-        );
+        let dir_arg = dir.to_str().unwrap();
+        let mut args = vec![
+            "replay",
+            dir_arg,
+            "--audio-host",
+            "pulseaudio",
+            "--output-device",
+            "spk",
+        ];
         if mute {
-            script.push_str(" --mute");
+            args.push("--mute");
         }
         let recording = rig.record_speaker();
         recording.wait_for_more(0.2);
-        let mut tmux = std::process::Command::new("tmux");
-        common::isolate(&mut tmux, scratch.path());
-        rig.apply(&mut tmux);
-        let status = tmux
-            .env("TERM", "xterm-256color")
-            .arg("-S")
-            .arg(&socket)
-            .args(["new-session", "-d", "-s", "lt", "-x", "220", "-y", "40"])
-            .args(["sh", "-c", &script])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let capture = || {
-            let out = std::process::Command::new("tmux")
-                .arg("-S")
-                .arg(&socket)
-                .args(["capture-pane", "-p", "-t", "lt"])
-                .output()
-                .unwrap();
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !capture().contains("(finished)") {
-            assert!(
-                Instant::now() < deadline,
-                "replay did not finish: {}",
-                capture()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let pane = Pane::start_with(scratch.path(), 220, 40, &args, |tmux| rig.apply(tmux));
+        pane.wait_for("the replay to finish", Duration::from_secs(60), |s| {
+            s.contains("(finished)")
+        });
         // The last reply's audio plays out after the last step.
         recording.wait_for_more(recorded.min(12.0) + 1.0);
-        let _ = std::process::Command::new("tmux")
-            .arg("-S")
-            .arg(&socket)
-            .args(["send-keys", "-t", "lt", "q"])
-            .status();
+        pane.keys("q");
         let played = recording.stop();
         let heard = rig::sound_span(&played, RECORD_RATE, 0.02).map(|(s, e)| e - s);
         if mute {
@@ -457,11 +369,6 @@ fn tui_replay_plays_the_recorded_model_audio_and_mute_silences_it() {
                 "heard {heard:.2} s of {recorded:.2} s of recorded model audio"
             );
         }
-        let _ = std::process::Command::new("tmux")
-            .arg("-S")
-            .arg(&socket)
-            .arg("kill-server")
-            .status();
     }
 }
 

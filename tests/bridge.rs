@@ -9,7 +9,6 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
@@ -18,22 +17,21 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 use tokio_tungstenite::tungstenite::http::HeaderMap;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+use common::harness::bridge_options;
+use common::ws::{JsonSocket, WAIT, function_responses, words};
 use common::*;
-use livetalk::bridge::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES, Upstream};
+use livetalk::bridge::{BridgeOptions, BridgeServer};
 use livetalk_live::Outbox;
 use livetalk_live::{ApiKey, ApiVersion, Endpoint};
-use livetalk_mock::ws_server::ConnectionLimits;
 use livetalk_mock::{MockOptions, MockServer};
-
-const WAIT: Duration = Duration::from_secs(20);
 
 // ---------------------------------------------------------------------------------------------
 // Harness
@@ -44,20 +42,6 @@ struct Bridge {
     _mock: Option<MockServer>,
 }
 
-fn options(endpoint: Endpoint) -> BridgeOptions {
-    BridgeOptions {
-        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        upstream: Upstream {
-            endpoint,
-            api_key: None,
-            connect_timeout: Duration::from_secs(10),
-        },
-        token: None,
-        max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
-        limits: ConnectionLimits::default(),
-    }
-}
-
 /// The bridge in front of a fast embedded mock.
 async fn bridge_with(adjust: impl FnOnce(&mut BridgeOptions)) -> Bridge {
     let mock = MockServer::start(MockOptions {
@@ -66,7 +50,7 @@ async fn bridge_with(adjust: impl FnOnce(&mut BridgeOptions)) -> Bridge {
     })
     .await
     .unwrap();
-    let mut options = options(mock.endpoint(ApiVersion::V1));
+    let mut options = bridge_options(mock.endpoint(ApiVersion::V1));
     adjust(&mut options);
     Bridge {
         server: BridgeServer::start(options).await.unwrap(),
@@ -80,61 +64,44 @@ async fn bridge() -> Bridge {
 
 /// A plain WebSocket client speaking the bridge protocol as JSON values.
 struct App {
-    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
-    /// Everything received, in order.
-    seen: Vec<Value>,
+    socket: JsonSocket,
+}
+
+/// The app is its connection (`send`, `next`, everything `seen`), with the bridge protocol's
+/// steps on top.
+impl std::ops::Deref for App {
+    type Target = JsonSocket;
+
+    fn deref(&self) -> &JsonSocket {
+        &self.socket
+    }
+}
+
+impl std::ops::DerefMut for App {
+    fn deref_mut(&mut self) -> &mut JsonSocket {
+        &mut self.socket
+    }
 }
 
 impl App {
-    async fn connect(url: &str) -> App {
-        let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    /// Connects to `request` (a URL, or a request with headers); the bridge sends text only.
+    async fn connect(request: impl IntoClientRequest + Unpin) -> App {
         App {
-            ws,
-            seen: Vec::new(),
+            socket: JsonSocket::connect(request).await.text_only(),
         }
-    }
-
-    async fn send(&mut self, message: Value) {
-        self.ws
-            .send(Message::text(message.to_string()))
-            .await
-            .unwrap();
     }
 
     async fn send_raw(&mut self, message: Message) {
         self.ws.send(message).await.unwrap();
     }
 
-    /// The next bridge message; `None` once the socket closed.
-    async fn next(&mut self) -> Option<Value> {
-        let frame = tokio::time::timeout(WAIT, self.ws.next())
-            .await
-            .unwrap_or_else(|_| {
-                panic!("no bridge message within {WAIT:?}; seen: {:#?}", self.seen)
-            });
-        match frame {
-            Some(Ok(Message::Text(text))) => {
-                let value: Value = serde_json::from_str(&text).unwrap();
-                self.seen.push(value.clone());
-                Some(value)
-            }
-            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => None,
-            Some(Ok(other)) => panic!("unexpected frame {other:?}"),
-        }
-    }
-
     /// Reads until a message of `kind`; returns it and everything before it.
     async fn until(&mut self, kind: &str) -> (Value, Vec<Value>) {
-        let mut before = Vec::new();
-        loop {
-            let Some(message) = self.next().await else {
-                panic!("socket closed before {kind}; seen: {:#?}", self.seen);
-            };
-            if message["type"] == kind {
-                return (message, before);
-            }
-            before.push(message);
-        }
+        let Ok(mut before) = self.socket.until(|m| m["type"] == kind).await else {
+            panic!("socket closed before {kind}; seen: {:#?}", self.seen);
+        };
+        let message = before.pop().expect("the message of that kind");
+        (message, before)
     }
 
     /// Reads to the end of a model turn: everything up to TURN_COMPLETE. The Live API sends
@@ -182,17 +149,11 @@ impl App {
     /// Answers the next TOOL_CALL with `response` for every call; returns the calls.
     async fn answer_tool_call(&mut self, response: Value) -> Vec<Value> {
         let (call, _) = self.until("TOOL_CALL").await;
-        let calls = call["payload"]["toolCall"]["functionCalls"]
-            .as_array()
-            .unwrap()
-            .clone();
-        let answers: Vec<Value> = calls
-            .iter()
-            .map(|c| json!({"id": c["id"], "name": c["name"], "response": response}))
-            .collect();
+        let calls = &call["payload"]["toolCall"]["functionCalls"];
+        let answers = function_responses(calls, &response);
         self.send(json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {"functionResponses": answers}}}))
             .await;
-        calls
+        calls.as_array().unwrap().clone()
     }
 }
 
@@ -221,35 +182,10 @@ fn of_type<'a>(messages: &'a [Value], kind: &str) -> Vec<&'a Value> {
 
 /// Concatenated output transcription or model text of CONTENT_MESSAGEs.
 fn reply_text(messages: &[Value]) -> String {
-    let mut text = String::new();
-    for m in of_type(messages, "CONTENT_MESSAGE") {
-        let content = &m["payload"]["serverContent"];
-        if let Some(t) = content["outputTranscription"]["text"].as_str() {
-            text.push_str(t);
-        }
-        for part in content["modelTurn"]["parts"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            if let Some(t) = part["text"].as_str() {
-                text.push_str(t);
-            }
-        }
-    }
-    text
-}
-
-/// PCM16 16 kHz mono: a loud tone for `tone_ms`, then `silence_ms` of silence.
-fn speech_pcm(tone_ms: usize, silence_ms: usize) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    for i in 0..(16 * tone_ms) {
-        let sample =
-            ((i as f64 * 220.0 * std::f64::consts::TAU / 16_000.0).sin() * 12_000.0) as i16;
-        bytes.extend_from_slice(&sample.to_le_bytes());
-    }
-    bytes.resize(bytes.len() + 32 * silence_ms, 0);
-    bytes
+    of_type(messages, "CONTENT_MESSAGE")
+        .into_iter()
+        .map(|m| words(&m["payload"]["serverContent"]))
+        .collect()
 }
 
 fn b64(bytes: &[u8]) -> String {
@@ -769,7 +705,9 @@ async fn bad_input_is_answered_and_the_connection_stays_usable() {
 #[tokio::test(flavor = "multi_thread")]
 async fn upstream_close_becomes_error_and_disconnected_with_the_human_reason() {
     let mut fake = FakeLive::start().await;
-    let server = BridgeServer::start(options(fake.endpoint())).await.unwrap();
+    let server = BridgeServer::start(bridge_options(fake.endpoint()))
+        .await
+        .unwrap();
     let mut app = App::connect(&server.url()).await;
 
     // A setup the service rejects.
@@ -826,7 +764,9 @@ async fn upstream_close_becomes_error_and_disconnected_with_the_human_reason() {
 #[tokio::test(flavor = "multi_thread")]
 async fn update_config_resumes_with_the_latest_handle_and_fills_tool_responses() {
     let mut fake = FakeLive::start().await;
-    let server = BridgeServer::start(options(fake.endpoint())).await.unwrap();
+    let server = BridgeServer::start(bridge_options(fake.endpoint()))
+        .await
+        .unwrap();
     let mut app = App::connect(&server.url()).await;
     let config = json!({"model": "models/m", "tools": [{"functionDeclarations": [
         {"name": "getCurrentTime", "defaultBehavior": "NON_BLOCKING", "defaultScheduling": "INTERRUPT"}]}]});
@@ -911,7 +851,7 @@ async fn update_config_resumes_with_the_latest_handle_and_fills_tool_responses()
 async fn the_api_key_goes_upstream_but_never_to_the_client() {
     const KEY: &str = "fake-test-key-bridge-0123456789";
     let mut fake = FakeLive::start().await;
-    let mut options = options(fake.endpoint());
+    let mut options = bridge_options(fake.endpoint());
     options.upstream.api_key = ApiKey::new(KEY);
     let server = BridgeServer::start(options).await.unwrap();
     let mut app = App::connect(&server.url()).await;
@@ -952,7 +892,7 @@ async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_sessi
     use livetalk_live::{ConnectError, ServerEvent};
 
     let mut fake = FakeLive::start().await;
-    let mut options = options(fake.endpoint());
+    let mut options = bridge_options(fake.endpoint());
     options.token = Some("sesame".into());
     let server = BridgeServer::start(options).await.unwrap();
     let setup = Setup {
@@ -1034,11 +974,7 @@ async fn a_token_is_required_before_the_upgrade() {
     request
         .headers_mut()
         .insert("authorization", "Bearer t0k-en".parse().unwrap());
-    let (ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
-    let mut app = App {
-        ws,
-        seen: Vec::new(),
-    };
+    let mut app = App::connect(request).await;
     app.start(live_config("text")).await;
 }
 
@@ -1143,13 +1079,7 @@ impl ServeProcess {
             .spawn()
             .unwrap();
         let stderr = read_all(child.stderr.take().unwrap());
-        let mut stdout = LineWatcher::new(child.stdout.take().unwrap());
-        let line = stdout.wait_for(WAIT, |l| l.contains("livetalk bridge listening on"));
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("ws://"))
-            .unwrap()
-            .to_owned();
+        let url = LineWatcher::new(child.stdout.take().unwrap()).wait_for_url(WAIT);
         ServeProcess {
             child,
             url,
@@ -1295,9 +1225,9 @@ async fn an_upstream_that_never_answers_the_upgrade_is_an_error_within_the_deadl
         }
     });
     let endpoint = Endpoint::parse(&format!("ws://{address}"), ApiVersion::V1).unwrap();
-    let mut bridge_options = options(endpoint);
-    bridge_options.upstream.connect_timeout = Duration::from_secs(1);
-    let server = BridgeServer::start(bridge_options).await.unwrap();
+    let mut options = bridge_options(endpoint);
+    options.upstream.connect_timeout = Duration::from_secs(1);
+    let server = BridgeServer::start(options).await.unwrap();
     let mut app = App::connect(&server.url()).await;
     let started = std::time::Instant::now();
     app.send(json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": live_config("text")}}))
@@ -1473,7 +1403,7 @@ async fn a_goaway_moves_the_upstream_and_the_apps_next_turn_keeps_the_conversati
     })
     .await
     .unwrap();
-    let server = BridgeServer::start(options(mock.endpoint(ApiVersion::V1)))
+    let server = BridgeServer::start(bridge_options(mock.endpoint(ApiVersion::V1)))
         .await
         .unwrap();
     let mut app = App::connect(&server.url()).await;
@@ -1540,7 +1470,9 @@ async fn a_goaway_moves_the_upstream_and_the_apps_next_turn_keeps_the_conversati
 #[tokio::test(flavor = "multi_thread")]
 async fn every_field_the_service_sent_reaches_the_app() {
     let mut fake = FakeLive::start().await;
-    let server = BridgeServer::start(options(fake.endpoint())).await.unwrap();
+    let server = BridgeServer::start(bridge_options(fake.endpoint()))
+        .await
+        .unwrap();
     let mut app = App::connect(&server.url()).await;
     app.send(
         json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {

@@ -10,9 +10,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
+use common::LineWatcher;
 use common::rig::{self, PulseRig, RECORD_RATE, RigHost, RigSetup};
 use livetalk::audio::resample::StreamResampler;
 
@@ -307,21 +308,14 @@ async fn stream_reply(
     std::future::pending::<()>().await;
 }
 
-/// `livetalk --headless` with `--echo mode` on the rig's virtual mic and speaker, all pipes
-/// open; against `endpoint`, or the offline demo model.
+/// `livetalk --headless --json` with `--echo mode` on the rig's virtual mic and speaker, all
+/// pipes open; against `endpoint`, or the offline demo model.
 fn headless_on_rig(rig: &PulseRig, scratch: &Path, endpoint: Option<&str>, echo: &str) -> Child {
-    let mut command = rig.livetalk(scratch);
-    match endpoint {
-        Some(url) => command.args(["--endpoint", url]),
-        None => command.arg("--offline"),
+    let route = match endpoint {
+        Some(url) => vec!["--endpoint", url],
+        None => vec!["--offline"],
     };
-    command
-        .args(["--headless", "--json", "--echo", echo])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+    rig.headless(scratch, &[&route[..], &["--json", "--echo", echo]].concat())
 }
 
 /// Fails a run whose speaker never played the reply, with what the client said of it.
@@ -343,14 +337,10 @@ fn silent_speaker(
 
 /// Waits (polling, up to `timeout`) until the fake server has heard `samples` of mic audio.
 fn wait_heard(heard: &Mutex<Heard>, samples: usize, timeout: Duration) {
-    let deadline = Instant::now() + timeout;
-    while heard.lock().unwrap().samples.len() < samples {
-        assert!(
-            Instant::now() < deadline,
-            "the fake server heard no mic audio"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let enough = common::poll(timeout, Duration::from_millis(20), || {
+        (heard.lock().unwrap().samples.len() >= samples).then_some(())
+    });
+    assert!(enough.is_some(), "the fake server heard no mic audio");
 }
 
 /// One conversation with the fake server, as it received it.
@@ -711,36 +701,10 @@ fn through_alsa_aec_suppresses_the_echo_and_lets_the_phrase_through() {
     echo_figures_at(48_000, RigHost::Alsa, &["off", "aec"]);
 }
 
-/// A child's stdout lines, each with when it arrived.
-fn timed_lines(stdout: std::process::ChildStdout) -> mpsc::Receiver<(Instant, String)> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send((Instant::now(), line)).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
 /// The first `model` event: when it arrived, its status and whether echo was suspected.
-fn model_turn(
-    lines: &mpsc::Receiver<(Instant, String)>,
-    timeout: Duration,
-) -> (Instant, (String, bool)) {
-    let deadline = Instant::now() + timeout;
-    let mut seen = Vec::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let Ok((at, line)) = lines.recv_timeout(left) else {
-            panic!("no model turn ended within {timeout:?}; saw {seen:#?}");
-        };
-        if let Some(status) = model_status(&line) {
-            return (at, status);
-        }
-        seen.push(line);
-    }
+fn model_turn(lines: &mut LineWatcher, timeout: Duration) -> (Instant, (String, bool)) {
+    let (at, line) = lines.wait_for_arrival(timeout, |l| model_status(l).is_some());
+    (at, model_status(&line).expect("a model event"))
 }
 
 /// How a turn ended, from a `model` event: its status and whether livetalk suspected its
@@ -778,7 +742,7 @@ fn demo_turn(rig: &PulseRig, echo: &str, phrase: Option<&Path>) -> DemoTurn {
     let recording = rig.record_speaker();
     recording.wait_for_more(0.2);
     let mut client = headless_on_rig(rig, scratch.path(), None, echo);
-    let lines = timed_lines(client.stdout.take().unwrap());
+    let mut lines = LineWatcher::new(client.stdout.take().unwrap());
     let stderr = common::read_all(client.stderr.take().unwrap());
     let mut stdin = client.stdin.take().unwrap();
     writeln!(stdin, "help").unwrap();
@@ -790,7 +754,7 @@ fn demo_turn(rig: &PulseRig, echo: &str, phrase: Option<&Path>) -> DemoTurn {
     let mut phrase_play = None;
     if let Some(phrase) = phrase {
         recording.wait_for_len(reply_heard + (PHRASE_AFTER * f64::from(RECORD_RATE)) as usize);
-        if let Some((_, line)) = lines.try_iter().find(|(_, l)| model_status(l).is_some()) {
+        if let Some(line) = lines.arrived().iter().find(|l| model_status(l).is_some()) {
             panic!("--echo {echo}: the turn ended before the phrase began: {line}");
         }
         phrase_play = Some((
@@ -800,7 +764,7 @@ fn demo_turn(rig: &PulseRig, echo: &str, phrase: Option<&Path>) -> DemoTurn {
         ));
     }
     // The help reply is long (about 25 s); its turn ends early only if it is interrupted.
-    let (ended, (status, echo_suspected)) = model_turn(&lines, Duration::from_secs(60));
+    let (ended, (status, echo_suspected)) = model_turn(&mut lines, Duration::from_secs(60));
     let mut phrase_over = None;
     if let Some((_, _, paplay)) = &mut phrase_play {
         assert!(paplay.wait().unwrap().success(), "paplay failed");

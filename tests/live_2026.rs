@@ -6,33 +6,34 @@
 #![allow(clippy::disallowed_macros)]
 #![allow(clippy::unwrap_used)]
 
-use std::time::Duration;
+mod common;
 
-use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+use common::speech_pcm;
+use common::ws::{self, Closed, JsonSocket, function_responses};
 use livetalk_live::ApiVersion;
 use livetalk_mock::{MockOptions, MockServer};
 
-const WAIT: Duration = Duration::from_secs(20);
-
-type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
 /// A mock and one connection to it, with everything received kept.
 struct Session {
-    ws: Client,
-    seen: Vec<Value>,
+    socket: JsonSocket,
     _mock: MockServer,
 }
 
-/// How a connection ended.
-#[derive(Debug)]
-struct Closed {
-    code: u16,
-    reason: String,
+/// The session is its connection, with the Live protocol's turns on top.
+impl std::ops::Deref for Session {
+    type Target = JsonSocket;
+
+    fn deref(&self) -> &JsonSocket {
+        &self.socket
+    }
+}
+
+impl std::ops::DerefMut for Session {
+    fn deref_mut(&mut self) -> &mut JsonSocket {
+        &mut self.socket
+    }
 }
 
 impl Session {
@@ -45,10 +46,8 @@ impl Session {
         .await
         .unwrap();
         let url = mock.endpoint(ApiVersion::V1beta).url().to_owned();
-        let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
         let mut session = Session {
-            ws,
-            seen: Vec::new(),
+            socket: JsonSocket::connect(url).await,
             _mock: mock,
         };
         session.send(json!({ "setup": setup })).await;
@@ -58,43 +57,9 @@ impl Session {
             .map(|_| session)
     }
 
-    async fn send(&mut self, message: Value) {
-        self.ws
-            .send(Message::text(message.to_string()))
-            .await
-            .unwrap();
-    }
-
     async fn say(&mut self, text: &str) {
         self.send(json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": text}]}], "turnComplete": true}}))
             .await;
-    }
-
-    /// Reads until a message satisfies `pred`; returns everything read, or the close.
-    async fn until(&mut self, pred: impl Fn(&Value) -> bool) -> Result<Vec<Value>, Closed> {
-        let mut read = Vec::new();
-        loop {
-            let frame = tokio::time::timeout(WAIT, self.ws.next())
-                .await
-                .unwrap_or_else(|_| panic!("nothing within {WAIT:?}; read: {read:#?}"));
-            let message: Value = match frame {
-                Some(Ok(Message::Text(text))) => serde_json::from_str(&text).unwrap(),
-                Some(Ok(Message::Binary(bytes))) => serde_json::from_slice(&bytes).unwrap(),
-                Some(Ok(Message::Close(frame))) => {
-                    let frame = frame.unwrap();
-                    return Err(Closed {
-                        code: frame.code.into(),
-                        reason: frame.reason.to_string(),
-                    });
-                }
-                other => panic!("unexpected {other:?}"),
-            };
-            self.seen.push(message.clone());
-            read.push(message.clone());
-            if pred(&message) {
-                return Ok(read);
-            }
-        }
     }
 
     /// The messages of one model turn, up to its `turnComplete`.
@@ -107,14 +72,8 @@ impl Session {
     /// Answers the next toolCall with `response` for each call; returns the messages read.
     async fn answer(&mut self, response: Value) -> Vec<Value> {
         let read = self.until(|m| m.get("toolCall").is_some()).await.unwrap();
-        let calls = read.last().unwrap()["toolCall"]["functionCalls"]
-            .as_array()
-            .unwrap()
-            .clone();
-        let answers: Vec<Value> = calls
-            .iter()
-            .map(|c| json!({"id": c["id"], "name": c["name"], "response": response}))
-            .collect();
+        let calls = &read.last().unwrap()["toolCall"]["functionCalls"];
+        let answers = function_responses(calls, &response);
         self.send(json!({"toolResponse": {"functionResponses": answers}}))
             .await;
         read
@@ -123,25 +82,10 @@ impl Session {
 
 /// Words of the model: transcription and text parts that are not thoughts.
 fn words(messages: &[Value]) -> String {
-    let mut text = String::new();
-    for m in messages {
-        let content = &m["serverContent"];
-        if let Some(t) = content["outputTranscription"]["text"].as_str() {
-            text.push_str(t);
-        }
-        for part in content["modelTurn"]["parts"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            if part["thought"] != true
-                && let Some(t) = part["text"].as_str()
-            {
-                text.push_str(t);
-            }
-        }
-    }
-    text
+    messages
+        .iter()
+        .map(|m| ws::words(&m["serverContent"]))
+        .collect()
 }
 
 fn lamp_tools(behavior: Option<&str>) -> Value {
@@ -314,12 +258,7 @@ async fn spoken_turns_bring_voice_activity_and_input_transcription_fragments() {
     .await
     .unwrap();
     // A second of tone, then silence, in 100 ms chunks.
-    let mut pcm = Vec::new();
-    for i in 0..16_000 {
-        let s = ((i as f64 * 220.0 * std::f64::consts::TAU / 16_000.0).sin() * 12_000.0) as i16;
-        pcm.extend_from_slice(&s.to_le_bytes());
-    }
-    pcm.resize(pcm.len() + 32 * 1500, 0);
+    let pcm = speech_pcm(1000, 1500);
     use base64::Engine as _;
     for chunk in pcm.chunks(3200) {
         let data = base64::engine::general_purpose::STANDARD.encode(chunk);

@@ -11,28 +11,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::SMART_HOME_LINES;
-use common::harness::{default_settings, fast_mock};
+use common::harness::{REACH, connect, default_settings, fast_mock, run_until};
 use livetalk::app::{App, AppInit, Msg, ToolState};
-use livetalk::driver::Source as _;
+use livetalk::driver::apply;
 use livetalk::engine::{Engine, build_setup};
 use livetalk::tools::{SmartHome, builtin_registry};
 use livetalk_live::Outbox;
 use livetalk_live::{ApiVersion, Auth, ConnectOptions, ServerEvent};
 
-async fn drive(app: &mut App, engine: &mut Engine, msg: Msg) {
-    livetalk::driver::apply(app, engine, msg).await;
-}
+/// How long the engine may take to connect to the embedded mock.
+const CONNECT: Duration = Duration::from_secs(10);
 
 /// Feeds the app until the model is ready for the next user line (or the deadline passes).
 async fn until_ready(app: &mut App, engine: &mut Engine) {
-    tokio::time::timeout(Duration::from_secs(20), async {
-        while !app.ready_for_user() {
-            let msg = engine.next().await.expect("session open");
-            drive(app, engine, msg).await;
-        }
-    })
-    .await
-    .expect("the model finishes its turn");
+    let what = "the model finishes its turn";
+    run_until(app, engine, REACH, what, App::ready_for_user).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -45,19 +38,11 @@ async fn smart_home_dialogue_over_loopback_changes_the_devices() {
     );
     let mut engine = Engine::new(registry.clone(), &home, livetalk::tools::Decider::Person);
     let mut app = App::new(AppInit::new(settings.model.clone(), true, home.snapshot()));
-    engine
-        .connect(ConnectOptions {
-            endpoint: mock.endpoint(ApiVersion::V1),
-            auth: Auth::None,
-            setup: build_setup(&settings, &registry),
-            connect_timeout: Duration::from_secs(10),
-        })
-        .await
-        .unwrap();
+    connect(&mut engine, &mock, &settings, &registry, CONNECT).await;
 
     for line in common::SMART_HOME_LINES {
         until_ready(&mut app, &mut engine).await;
-        drive(&mut app, &mut engine, Msg::UserText(line.into())).await;
+        apply(&mut app, &mut engine, Msg::UserText(line.into())).await;
     }
     until_ready(&mut app, &mut engine).await;
 
@@ -104,20 +89,15 @@ async fn smart_home_dialogue_over_loopback_changes_the_devices() {
         (lamp.status.as_str(), lamp.color.as_deref()),
         ("on", Some("blue"))
     );
-    tokio::time::timeout(Duration::from_secs(5), async {
-        while app
-            .devices()
+    let lamp_on = |app: &App| {
+        app.devices()
             .iter()
             .find(|d| d.name == "living room lamp")
             .map(|d| d.status.as_str())
-            != Some("on")
-        {
-            let msg = engine.next().await.expect("session open");
-            drive(&mut app, &mut engine, msg).await;
-        }
-    })
-    .await
-    .expect("the app's device list follows the shared state");
+            == Some("on")
+    };
+    let what = "the app's device list follows the shared state";
+    run_until(&mut app, &mut engine, Duration::from_secs(5), what, lamp_on).await;
     assert!(app.total_tokens() > 0, "usage metadata was counted");
 }
 
@@ -156,37 +136,29 @@ async fn the_demo_model_calls_a_users_tool_by_name_and_it_waits_for_approval() {
     let registry = Arc::new(registry);
     let mut engine = Engine::new(registry.clone(), &home, Decider::Person);
     let mut app = App::new(AppInit::new(settings.model.clone(), true, home.snapshot()));
-    engine
-        .connect(ConnectOptions {
-            endpoint: mock.endpoint(ApiVersion::V1),
-            auth: Auth::None,
-            setup: build_setup(&settings, &registry),
-            connect_timeout: Duration::from_secs(10),
-        })
-        .await
-        .unwrap();
+    connect(&mut engine, &mock, &settings, &registry, CONNECT).await;
     until_ready(&mut app, &mut engine).await;
-    drive(
+    apply(
         &mut app,
         &mut engine,
         Msg::UserText("use the echo tool with message Hello there".into()),
     )
     .await;
-    tokio::time::timeout(Duration::from_secs(20), async {
-        while app.first_waiting_call().is_none() {
-            let msg = engine.next().await.expect("session open");
-            drive(&mut app, &mut engine, msg).await;
-        }
-    })
-    .await
-    .expect("the call waits for the user");
+    run_until(
+        &mut app,
+        &mut engine,
+        REACH,
+        "the call waits for the user",
+        |app| app.first_waiting_call().is_some(),
+    )
+    .await;
     let call = &app.tool_calls()[0];
     assert_eq!(call.name, "echo");
     assert_eq!(call.args, serde_json::json!({"message": "Hello there"}));
     assert_eq!(call.state, ToolState::Waiting);
     assert!(!app.ready_for_user());
 
-    drive(
+    apply(
         &mut app,
         &mut engine,
         Msg::ToolVerdict {

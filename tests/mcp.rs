@@ -16,14 +16,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::harness::{Harness, default_settings, fast_mock, test_policy};
+use common::harness::{Harness, default_settings, fast_mock, test_policy, tool_calls_at};
 use common::*;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use livetalk::app::{App, AppInit, Effect, Msg, NoticeLevel, Popup, ToolRow, ToolState};
-use livetalk::engine::{Engine, build_setup};
+use livetalk::engine::Engine;
 use livetalk::tools::mcp::{McpEvent, McpHub, ServerSpec, ServerState};
 use livetalk::tools::{Approval, Decider, Gate, Origin, SmartHome, builtin_registry};
-use livetalk_live::{ApiVersion, Auth, ConnectOptions};
 use livetalk_mock::{Fault, FaultAction, Moment};
 use serde_json::{Value, json};
 
@@ -86,30 +85,16 @@ fn read_record(path: &Path) -> Vec<Value> {
 
 /// Waits until the record holds an event `event` (the server writes it as it happens).
 fn wait_for_record(path: &Path, event: &str) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let record = read_record(path);
-        if record.iter().any(|e| e["event"] == event) {
-            return record;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no {event:?} in the server's record: {record:#?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn tool_calls_at(turn: u32, name: &str, args: Value) -> Fault {
-    Fault::once(
-        Moment::UserTurn,
-        turn,
-        FaultAction::ToolCalls {
-            name: name.to_owned(),
-            args,
-            count: 1,
-        },
-    )
+    let mut record = Vec::new();
+    let found = poll(Duration::from_secs(20), Duration::from_millis(50), || {
+        record = read_record(path);
+        record.iter().any(|e| e["event"] == event).then_some(())
+    });
+    assert!(
+        found.is_some(),
+        "no {event:?} in the server's record: {record:#?}"
+    );
+    record
 }
 
 /// The same scenario as a file for `livetalk mock --scenario`.
@@ -135,35 +120,18 @@ fn run_headless(
     extra: &[&str],
     lines: &[&str],
 ) -> (Vec<Value>, String) {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_livetalk"));
-    command
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
-    isolate(&mut command, scratch);
+    let mut command = livetalk_with_only_path(scratch);
     command.args(["--headless", "--json"]);
     if let Some(mock) = mock {
         command.args(["--endpoint", &mock.url]);
     }
-    let mut child = command
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    write_lines(&mut stdin, lines);
-    drop(stdin);
-    let stdout = read_all(child.stdout.take().unwrap());
-    let stderr = read_all(child.stderr.take().unwrap());
-    let status = wait_exit(child, Duration::from_secs(90));
-    let stdout = stdout.recv_timeout(Duration::from_secs(5)).unwrap();
-    let stderr = stderr.recv_timeout(Duration::from_secs(5)).unwrap();
-    assert_eq!(
-        status.code(),
-        Some(0),
-        "stdout:\n{stdout}\nstderr:\n{stderr}"
-    );
+    command.args(extra);
+    let Run {
+        code,
+        stdout,
+        stderr,
+    } = run_command(command, lines, Duration::from_secs(90));
+    assert_eq!(code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
     let events = stdout
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
@@ -547,23 +515,7 @@ async fn session(faults: Vec<Fault>, servers: Vec<ServerSpec>) -> Harness {
         catalog: engine.catalog(),
         ..AppInit::new(settings.model.clone(), true, home.snapshot())
     });
-    engine
-        .connect(ConnectOptions {
-            endpoint: mock.endpoint(ApiVersion::V1),
-            auth: Auth::None,
-            setup: build_setup(&settings, &engine.registry()),
-            connect_timeout: Duration::from_secs(5),
-        })
-        .await
-        .unwrap();
-    let mut harness = Harness {
-        mock,
-        engine,
-        app,
-        home,
-    };
-    harness.until_ready().await;
-    harness
+    Harness::ready(&settings, mock, engine, app, home).await
 }
 
 fn last_call(app: &App) -> Option<&livetalk::app::ToolCallRecord> {
@@ -582,14 +534,7 @@ fn screen(app: &mut App) -> String {
     terminal
         .draw(|frame| layout = Some(livetalk::ui::draw(frame, app)))
         .unwrap();
-    let buffer = terminal.backend().buffer();
-    let width = buffer.area.width as usize;
-    buffer
-        .content
-        .chunks(width)
-        .map(|row| row.iter().map(|c| c.symbol()).collect::<String>())
-        .collect::<Vec<_>>()
-        .join("\n")
+    screen_text(terminal.backend().buffer())
 }
 
 fn key(code: KeyCode) -> Msg {

@@ -10,20 +10,21 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::harness::{default_settings, test_policy};
+use common::harness::{
+    Hang, REACH, connect, default_settings, fast_mock, run_until, test_policy, tool_calls_at,
+};
 use common::*;
 use livetalk::app::{App, AppInit, ConnectionState, Msg, ToolState};
 use livetalk::driver::{Source as _, apply};
-use livetalk::engine::{Engine, build_setup};
+use livetalk::engine::Engine;
 use livetalk::record::replay::{self, Pacing, Replay};
 use livetalk::record::{Recorder, Recording};
-use livetalk::tools::{NoArgs, Registry, SmartHome, Tool, ToolError, ToolLimits};
-use livetalk_live::{ApiVersion, Auth, ConnectOptions};
-use livetalk_mock::{Fault, FaultAction, MockOptions, MockServer, Moment, Scenario};
+use livetalk::tools::SmartHome;
+use livetalk_mock::{Fault, FaultAction, Moment};
 use serde_json::{Value, json};
 
 const FAKE_KEY: &str = "fake-test-key-recording-0123456789";
@@ -312,11 +313,10 @@ fn record_until_mid_reply(
     stdout.wait_for(Duration::from_secs(30), |l| {
         l.starts_with("Tool: get_device_status")
     });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while referenced_samples(dir, "model.wav") < 2400 {
-        assert!(Instant::now() < deadline, "no model audio recorded");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let recorded = poll(Duration::from_secs(30), Duration::from_millis(20), || {
+        (referenced_samples(dir, "model.wav") >= 2400).then_some(())
+    });
+    assert!(recorded.is_some(), "no model audio recorded");
     (child, stdin, stdout)
 }
 
@@ -331,14 +331,7 @@ fn ctrl_c_mid_reply_ends_cleanly_and_replays_as_shown() {
     let dir = scratch.path().join("interrupted");
     let dir_arg = dir.to_str().unwrap();
     let (child, stdin, mut stdout) = record_until_mid_reply(scratch.path(), &mock, &dir);
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    send_signal(child.id(), "INT");
     let reply = stdout.wait_for(Duration::from_secs(10), |l| l.starts_with("Gemini: "));
     assert!(
         reply.ends_with(" [interrupted]") && !reply.contains("currently off."),
@@ -481,75 +474,18 @@ fn corrupted_lines_are_skipped_with_a_warning_and_sessions_lists_recordings() {
     assert!(replayed.stderr.contains("line 4"), "{}", replayed.stderr);
 }
 
-/// A tool that never finishes on its own.
-struct Hang;
-
-impl Tool for Hang {
-    type Args = NoArgs;
-
-    fn name(&self) -> &'static str {
-        "hang"
-    }
-
-    fn description(&self) -> &'static str {
-        "Never returns."
-    }
-
-    async fn call(&self, _args: NoArgs) -> Result<Value, ToolError> {
-        std::future::pending().await
-    }
-}
-
-/// Feeds the engine's messages through the drive loop's `apply` (the engine records them)
-/// until `done`.
-async fn run_until(engine: &mut Engine, app: &mut App, what: &str, done: impl Fn(&App) -> bool) {
-    let reached = tokio::time::timeout(Duration::from_secs(20), async {
-        while !done(app) {
-            let Some(msg) = engine.next().await else {
-                return;
-            };
-            apply(app, engine, msg).await;
-        }
-    })
-    .await;
-    assert!(
-        reached.is_ok() && done(app),
-        "never reached: {what}\nconnection: {:?}\nnotices: {:#?}",
-        app.connection(),
-        app.notices()
-    );
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
     let scratch = tempfile::tempdir().unwrap();
     let settings = default_settings();
     // The model calls `hang`, which the watchdog flags and the timeout answers; the
     // connection drops when that turn is over.
-    let mock = MockServer::start(MockOptions {
-        speed: 20.0,
-        scenario: Scenario::new(vec![
-            Fault::once(
-                Moment::UserTurn,
-                1,
-                FaultAction::ToolCalls {
-                    name: "hang".into(),
-                    args: json!({}),
-                    count: 1,
-                },
-            ),
-            Fault::once(Moment::TurnComplete, 1, FaultAction::Drop),
-        ]),
-        ..MockOptions::loopback()
-    })
-    .await
-    .unwrap();
-    let mut registry = Registry::new(ToolLimits {
-        timeout: Duration::from_millis(900),
-        ..ToolLimits::default()
-    });
-    registry.register(Hang);
-    let registry = Arc::new(registry);
+    let mock = fast_mock(vec![
+        tool_calls_at(1, "hang", json!({})),
+        Fault::once(Moment::TurnComplete, 1, FaultAction::Drop),
+    ])
+    .await;
+    let registry = Arc::new(Hang::registry(Duration::from_millis(900)));
     let home = SmartHome::new();
     let dir = scratch.path().join("rec");
     let mut engine = Engine::new(registry.clone(), &home, livetalk::tools::Decider::Person);
@@ -560,16 +496,9 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
         settings.is_offline(),
         home.snapshot(),
     ));
-    engine
-        .connect(ConnectOptions {
-            endpoint: mock.endpoint(ApiVersion::V1),
-            auth: Auth::None,
-            setup: build_setup(&settings, &registry),
-            connect_timeout: Duration::from_secs(5),
-        })
-        .await
-        .unwrap();
-    run_until(&mut engine, &mut app, "ready", App::ready_for_user).await;
+    let connect_timeout = Duration::from_secs(5);
+    connect(&mut engine, &mock, &settings, &registry, connect_timeout).await;
+    run_until(&mut app, &mut engine, REACH, "ready", App::ready_for_user).await;
     apply(
         &mut app,
         &mut engine,
@@ -577,8 +506,9 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
     )
     .await;
     run_until(
-        &mut engine,
         &mut app,
+        &mut engine,
+        REACH,
         "the call flagged and timed out, then the link back",
         |app| {
             app.tool_calls()
@@ -591,7 +521,7 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
     )
     .await;
     apply(&mut app, &mut engine, Msg::EndSession).await;
-    run_until(&mut engine, &mut app, "the end", App::is_finished).await;
+    run_until(&mut app, &mut engine, REACH, "the end", App::is_finished).await;
     assert!(app.ended_cleanly(), "{:?}", app.connection());
     let shown: Vec<&str> = app.notices().iter().map(|n| n.text.as_str()).collect();
     assert!(

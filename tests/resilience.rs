@@ -12,16 +12,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::harness::{Harness, test_policy};
-use futures_util::{SinkExt, StreamExt};
+use common::harness::{Hang, Harness, test_policy, tool_calls_at};
+use common::ws::JsonSocket;
 use livetalk::app::{App, ConnectionState, ModelTurnStatus, Msg, NoticeLevel, ToolState};
 use livetalk::driver::Source as _;
-use livetalk::tools::{NoArgs, Registry, Tool, ToolError, ToolLimits};
 use livetalk_live::ApiVersion;
 use livetalk_live::endpoint::standard_path;
 use livetalk_mock::{Fault, FaultAction, MockOptions, MockServer, Moment};
 use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
@@ -277,42 +275,11 @@ async fn when_the_budget_is_spent_the_reason_shows_and_retry_reconnects() {
     assert!(h.last_reply().contains("22"), "{}", h.last_reply());
 }
 
-/// A tool that never finishes on its own.
-struct Hang;
-
-impl Tool for Hang {
-    type Args = NoArgs;
-
-    fn name(&self) -> &'static str {
-        "hang"
-    }
-
-    fn description(&self) -> &'static str {
-        "Never returns."
-    }
-
-    async fn call(&self, _args: NoArgs) -> Result<Value, ToolError> {
-        std::future::pending().await
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hanging_call_is_flagged_then_answered_once_with_an_error() {
-    let mut registry = Registry::new(ToolLimits {
-        timeout: Duration::from_millis(900),
-        ..ToolLimits::default()
-    });
-    registry.register(Hang);
+    let registry = Hang::registry(Duration::from_millis(900));
     let mut h = Harness::start_with(
-        vec![Fault::once(
-            Moment::UserTurn,
-            1,
-            FaultAction::ToolCalls {
-                name: "hang".into(),
-                args: json!({}),
-                count: 1,
-            },
-        )],
+        vec![tool_calls_at(1, "hang", json!({}))],
         test_policy(2),
         Some(registry),
     )
@@ -343,22 +310,10 @@ async fn a_hanging_call_is_flagged_then_answered_once_with_an_error() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_running_when_its_connection_drops_is_stopped_and_never_answered_elsewhere() {
-    let mut registry = Registry::new(ToolLimits {
-        timeout: Duration::from_secs(30),
-        ..ToolLimits::default()
-    });
-    registry.register(Hang);
+    let registry = Hang::registry(Duration::from_secs(30));
     let mut h = Harness::start_with(
         vec![
-            Fault::once(
-                Moment::UserTurn,
-                1,
-                FaultAction::ToolCalls {
-                    name: "hang".into(),
-                    args: json!({}),
-                    count: 1,
-                },
-            ),
+            tool_calls_at(1, "hang", json!({})),
             Fault::once(Moment::ToolCall, 1, FaultAction::Drop),
         ],
         test_policy(2),
@@ -407,35 +362,28 @@ async fn resumable_setup(
             .headers_mut()
             .insert("x-goog-api-key", HeaderValue::from_static(key));
     }
-    let (mut ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let mut client = JsonSocket::connect(request)
+        .await
+        .waiting(Duration::from_secs(10));
     let resumption = match handle {
         Some(handle) => json!({"handle": handle}),
         None => json!({}),
     };
-    let setup = json!({"setup": {"model": "models/m", "sessionResumption": resumption}});
-    ws.send(Message::text(setup.to_string())).await.unwrap();
-    let wait = Duration::from_secs(10);
-    loop {
-        let frame = tokio::time::timeout(wait, ws.next())
-            .await
-            .expect("the mock answers the setup")
-            .expect("a frame or a close")
-            .unwrap();
-        match frame {
-            Message::Close(frame) => {
-                let frame = frame.expect("a close code");
-                return Err((frame.code.into(), frame.reason.to_string()));
-            }
-            Message::Text(_) | Message::Binary(_) => {
-                let message: Value = serde_json::from_slice(&frame.into_data()).unwrap();
-                let issued = &message["sessionResumptionUpdate"]["newHandle"];
-                if let Some(issued) = issued.as_str().filter(|h| !h.is_empty()) {
-                    let _ = ws.close(None).await;
-                    return Ok(issued.to_owned());
-                }
-            }
-            _ => {}
+    client
+        .send(json!({"setup": {"model": "models/m", "sessionResumption": resumption}}))
+        .await;
+    let issued = |m: &Value| {
+        m["sessionResumptionUpdate"]["newHandle"]
+            .as_str()
+            .filter(|h| !h.is_empty())
+            .map(str::to_owned)
+    };
+    match client.until(|m| issued(m).is_some()).await {
+        Ok(read) => {
+            let _ = client.ws.close(None).await;
+            Ok(issued(read.last().unwrap()).unwrap())
         }
+        Err(closed) => Err((closed.code, closed.reason)),
     }
 }
 

@@ -10,7 +10,6 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,26 +17,24 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Control, Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::{Frame, FrameHeader};
 use tokio_tungstenite::tungstenite::{self, Message};
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+use common::harness::bridge_options;
+use common::ws::{JsonSocket, Socket, WAIT};
 use common::*;
-use livetalk::bridge::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES, Upstream};
+use livetalk::bridge::{BridgeOptions, BridgeServer};
 use livetalk_live::ApiVersion;
 use livetalk_mock::ws_server::ConnectionLimits;
 use livetalk_mock::{MockOptions, MockServer};
 
-const WAIT: Duration = Duration::from_secs(20);
 const LIVE_PATH: &str =
     "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent";
-
-type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -57,47 +54,20 @@ fn client_url(kind: Kind, base: &str) -> String {
     }
 }
 
-/// The next text or binary message as JSON; panics on anything else or after `WAIT`.
-async fn next_json(ws: &mut Client) -> Value {
-    loop {
-        let frame = tokio::time::timeout(WAIT, ws.next())
-            .await
-            .expect("a message within the wait");
-        match frame {
-            Some(Ok(Message::Text(text))) => return serde_json::from_str(&text).unwrap(),
-            Some(Ok(Message::Binary(bytes))) => return serde_json::from_slice(&bytes).unwrap(),
-            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-            other => panic!("expected a message, got {other:?}"),
-        }
-    }
-}
-
-/// Reads messages until one satisfies `pred`.
-async fn until(ws: &mut Client, pred: impl Fn(&Value) -> bool) -> Value {
-    loop {
-        let message = next_json(ws).await;
-        if pred(&message) {
-            return message;
-        }
-    }
-}
-
 /// A connected client whose session is set up (mock: `setupComplete`; bridge:
 /// `SETUP_COMPLETE` from its upstream).
-async fn open_session(kind: Kind, base: &str) -> Client {
-    let (mut ws, _) = tokio_tungstenite::connect_async(client_url(kind, base))
-        .await
-        .unwrap();
+async fn open_session(kind: Kind, base: &str) -> JsonSocket {
+    let mut ws = JsonSocket::connect(client_url(kind, base)).await;
     match kind {
         Kind::Mock => {
             let setup = json!({"setup": {"model": "models/m", "generationConfig": {"responseModalities": ["TEXT"]}}});
-            ws.send(Message::text(setup.to_string())).await.unwrap();
-            until(&mut ws, |m| m.get("setupComplete").is_some()).await;
+            ws.send(setup).await;
+            ws.wait_for(|m| m.get("setupComplete").is_some()).await;
         }
         Kind::Bridge => {
             let connect = json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {"model": "models/m", "generationConfig": {"responseModalities": ["TEXT"]}}}});
-            ws.send(Message::text(connect.to_string())).await.unwrap();
-            let setup = until(&mut ws, |m| m["type"] == "SETUP_COMPLETE").await;
+            ws.send(connect).await;
+            let setup = ws.wait_for(|m| m["type"] == "SETUP_COMPLETE").await;
             assert_eq!(setup["payload"]["success"], true, "{setup}");
         }
     }
@@ -105,24 +75,25 @@ async fn open_session(kind: Kind, base: &str) -> Client {
 }
 
 /// One user turn on an open session, to its end.
-async fn take_turn(kind: Kind, ws: &mut Client) {
+async fn take_turn(kind: Kind, ws: &mut JsonSocket) {
     match kind {
         Kind::Mock => {
             let turn = json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": "Is the lamp on?"}]}], "turnComplete": true}});
-            ws.send(Message::text(turn.to_string())).await.unwrap();
-            until(ws, |m| m["serverContent"]["turnComplete"] == true).await;
+            ws.send(turn).await;
+            ws.wait_for(|m| m["serverContent"]["turnComplete"] == true)
+                .await;
         }
         Kind::Bridge => {
             let turn = json!({"type": "SEND_MESSAGE", "payload": {"parts": [{"text": "Is the lamp on?"}], "turnComplete": true}});
-            ws.send(Message::text(turn.to_string())).await.unwrap();
-            until(ws, |m| m["type"] == "TURN_COMPLETE").await;
+            ws.send(turn).await;
+            ws.wait_for(|m| m["type"] == "TURN_COMPLETE").await;
         }
     }
 }
 
 /// Closes from the client side with 1000 and returns what the server answered: its Close
 /// frame, and whether the connection then ended cleanly (no reset, no missing handshake).
-async fn client_close(mut ws: Client) -> (Option<CloseFrame>, bool) {
+async fn client_close(mut ws: Socket) -> (Option<CloseFrame>, bool) {
     ws.send(Message::Close(Some(CloseFrame {
         code: CloseCode::Normal,
         reason: "bye".into(),
@@ -171,15 +142,8 @@ async fn in_process(
         Kind::Mock => (mock.base_url(), Box::new(mock)),
         Kind::Bridge => {
             let mut options = BridgeOptions {
-                listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-                upstream: Upstream {
-                    endpoint: mock.endpoint(ApiVersion::V1beta),
-                    api_key: None,
-                    connect_timeout: Duration::from_secs(10),
-                },
-                token: None,
-                max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
                 limits,
+                ..bridge_options(mock.endpoint(ApiVersion::V1beta))
             };
             adjust(&mut options);
             let bridge = BridgeServer::start(options).await.unwrap();
@@ -201,43 +165,25 @@ fn spawn_binary(
         Kind::Bridge => &["serve", "--listen", "127.0.0.1:0", "--offline"],
     };
     let mut command = match fd_limit {
-        // The limit applies to the server only, not to this test.
-        Some(limit) => {
-            let mut sh = Command::new("sh");
-            sh.arg("-c")
-                .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
-                .arg(env!("CARGO_BIN_EXE_livetalk"))
-                .args(server_args);
-            isolate(&mut sh, scratch);
-            sh
-        }
-        None => {
-            let mut command = livetalk(scratch);
-            command.args(server_args);
-            command
-        }
+        Some(limit) => livetalk_with_fd_limit(scratch, limit),
+        None => livetalk(scratch),
     };
     let mut child = command
+        .args(server_args)
         .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stdout = LineWatcher::new(child.stdout.take().unwrap());
-    let line = stdout.wait_for(WAIT, |l| l.contains("ws://"));
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("ws://"))
-        .unwrap()
-        .to_owned();
+    let url = LineWatcher::new(child.stdout.take().unwrap()).wait_for_url(WAIT);
     (child, url)
 }
 
 /// Counts a child's stderr bytes and passes on (a bounded number of) its lines.
 struct StderrTap {
     bytes: Arc<AtomicU64>,
-    lines: mpsc::Receiver<String>,
+    lines: LineWatcher,
 }
 
 impl StderrTap {
@@ -255,28 +201,24 @@ impl StderrTap {
                     Ok(n) => {
                         counted.fetch_add(n as u64, Ordering::Relaxed);
                         // A flood is counted, not kept.
-                        let _ = tx.try_send(String::from_utf8_lossy(&line).into_owned());
+                        let line = String::from_utf8_lossy(&line).into_owned();
+                        let _ = tx.try_send((Instant::now(), line));
                     }
                 }
             }
         });
-        StderrTap { bytes, lines }
+        StderrTap {
+            bytes,
+            lines: LineWatcher::from_channel(lines),
+        }
     }
 
     fn bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    fn wait_for(&self, what: &str, timeout: Duration) -> String {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(what) => return line,
-                Ok(_) => {}
-                Err(_) => panic!("no stderr line with {what:?} within {timeout:?}"),
-            }
-        }
+    fn wait_for(&mut self, what: &str, timeout: Duration) -> String {
+        self.lines.wait_for(timeout, |line| line.contains(what))
     }
 }
 
@@ -301,14 +243,6 @@ fn clock_ticks_per_second() -> f64 {
         .unwrap_or(100.0)
 }
 
-fn terminate(child: &Child) {
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
 // ---------------------------------------------------------------------------------------------
 // Running out of file descriptors (item 10)
 // ---------------------------------------------------------------------------------------------
@@ -319,7 +253,7 @@ fn terminate(child: &Child) {
 async fn survives_fd_exhaustion(kind: Kind) {
     let scratch = tempfile::tempdir().unwrap();
     let (mut child, url) = spawn_binary(kind, scratch.path(), Some(64), &[]);
-    let stderr = StderrTap::new(child.stderr.take().unwrap());
+    let mut stderr = StderrTap::new(child.stderr.take().unwrap());
     let mut session = open_session(kind, &url).await;
 
     let addr = url.trim_start_matches("ws://").to_owned();
@@ -362,7 +296,7 @@ async fn survives_fd_exhaustion(kind: Kind) {
     assert!(recovered.contains("accepts failed"), "{recovered}");
     drop(fresh);
     drop(session);
-    terminate(&child);
+    send_signal(child.id(), "TERM");
     assert!(wait_exit(child, WAIT).success());
 }
 
@@ -435,7 +369,7 @@ async fn upgrade_deadline_drops_slow_clients(kind: Kind) {
         Kind::Bridge => format!("{base}/?token=s3cret"),
     };
     let session = open_session(kind, &url).await;
-    let (echo, clean) = client_close(session).await;
+    let (echo, clean) = client_close(session.ws).await;
     assert_eq!(echo.map(|f| f.code), Some(CloseCode::Normal));
     assert!(clean);
 }
@@ -469,22 +403,18 @@ async fn over_the_cap_gets_503(kind: Kind) {
         other => panic!("{kind:?} over its cap answered {other:?}"),
     }
     // A place comes free when a session ends.
-    let (echo, _) = client_close(first).await;
+    let (echo, _) = client_close(first.ws).await;
     assert!(echo.is_some());
-    let deadline = Instant::now() + WAIT;
-    loop {
-        match tokio_tungstenite::connect_async(client_url(kind, &base)).await {
-            Ok(_) => break,
-            Err(tungstenite::Error::Http(response)) if response.status() == 503 => {
-                assert!(
-                    Instant::now() < deadline,
-                    "the freed place was never given out"
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+    let connect = async || {
+        let url = client_url(kind, &base);
+        match tokio_tungstenite::connect_async(url).await {
+            Ok(_) => Some(()),
+            Err(tungstenite::Error::Http(response)) if response.status() == 503 => None,
             Err(e) => panic!("{e}"),
         }
-    }
+    };
+    let served = poll_async(WAIT, Duration::from_millis(20), connect).await;
+    assert!(served.is_some(), "the freed place was never given out");
 }
 
 #[tokio::test]
@@ -511,8 +441,8 @@ async fn serves_with_an_unread_stderr(kind: Kind, sessions: usize) {
     let served = tokio::time::timeout(Duration::from_secs(120), async {
         for _ in 0..sessions / 4 {
             let batch = (0..4).map(|_| async {
-                let ws = open_session(kind, &url).await;
-                client_close(ws).await
+                let session = open_session(kind, &url).await;
+                client_close(session.ws).await
             });
             futures_util::future::join_all(batch).await;
         }
@@ -527,7 +457,7 @@ async fn serves_with_an_unread_stderr(kind: Kind, sessions: usize) {
         "{kind:?}: {sessions} sessions with an unread stderr in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    terminate(&child);
+    send_signal(child.id(), "TERM");
     let stopping = Instant::now();
     wait_exit(child, Duration::from_secs(10));
     println!(
@@ -632,7 +562,7 @@ async fn protocol_violations_get_close_codes(kind: Kind) {
 
     // A client's Close is echoed, and the connection then ends cleanly (no 1006).
     let session = open_session(kind, &base).await;
-    let (echo, clean) = client_close(session).await;
+    let (echo, clean) = client_close(session.ws).await;
     assert_eq!(echo.map(|f| f.code), Some(CloseCode::Normal));
     assert!(
         clean,

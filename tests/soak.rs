@@ -13,6 +13,7 @@ mod common;
 use std::time::Duration;
 
 use common::harness::Harness;
+use common::poll_async;
 use livetalk::app::{Entry, ModelTurnStatus};
 use livetalk::driver::Source as _;
 use livetalk_mock::{Fault, FaultAction, Moment};
@@ -147,10 +148,12 @@ async fn soak_with_continuous_audio_and_periodic_go_aways() {
         let f = h.engine.session_status().figures();
         f.sent + f.stale_audio_dropped
     };
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while handled(&h) < frames_sent && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    poll_async(
+        Duration::from_secs(5),
+        Duration::from_millis(5),
+        async || (handled(&h) >= frames_sent).then_some(()),
+    )
+    .await;
     let (complete, interrupted) = complete_replies(&h);
     let figures = h.engine.session_status().figures();
     let rss_end = rss_bytes();

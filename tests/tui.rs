@@ -8,136 +8,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::SMART_HOME_LINES;
-
-/// A tmux server of our own (its own socket), running one pane.
-struct Pane {
-    socket: PathBuf,
-}
-
-impl Pane {
-    /// Starts `livetalk` in a `width`×`height` pane; the pane stays after it exits so the
-    /// exit code and the terminal modes it left behind can be read.
-    fn start(scratch: &Path, width: u16, height: u16) -> Pane {
-        Pane::start_with(scratch, width, height, &[])
-    }
-
-    /// [`Pane::start`] with arguments for `livetalk`.
-    fn start_with(scratch: &Path, width: u16, height: u16, args: &[&str]) -> Pane {
-        let socket = scratch.join("tmux.sock");
-        let conf = scratch.join("tmux.conf");
-        std::fs::write(&conf, "set -g remain-on-exit on\nset -g status off\n").unwrap();
-        let command: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_livetalk"))
-            .chain(args.iter().copied())
-            .map(|word| format!("'{}'", word.replace('\'', r"'\''")))
-            .collect();
-        let script = format!("{}; echo LIVETALK_EXIT=$?; stty -a", command.join(" "));
-        let mut tmux = Command::new("tmux");
-        common::isolate(&mut tmux, scratch);
-        let status = tmux
-            .env("TERM", "xterm-256color")
-            .arg("-S")
-            .arg(&socket)
-            .arg("-f")
-            .arg(&conf)
-            .args(["new-session", "-d", "-s", "lt"])
-            .args(["-x", &width.to_string(), "-y", &height.to_string()])
-            .args(["sh", "-c", &script])
-            .status()
-            .expect("tmux runs (the test command installs it)");
-        assert!(status.success(), "tmux new-session failed");
-        Pane { socket }
-    }
-
-    fn tmux(&self, args: &[&str]) -> String {
-        let output = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.tmux(&["capture-pane", "-p", "-t", "lt"])
-    }
-
-    /// The screen and its scrollback: what the shell printed after livetalk exited.
-    fn transcript(&self) -> String {
-        self.tmux(&["capture-pane", "-p", "-S", "-", "-t", "lt"])
-    }
-
-    /// Waits for livetalk to exit; returns the pane's full text.
-    fn wait_exit(&self, timeout: Duration) -> String {
-        let deadline = Instant::now() + timeout;
-        loop {
-            // Dead first, then read: everything the shell printed is on the pane by then.
-            if self.format("#{pane_dead}") == "1" {
-                return self.transcript();
-            }
-            let text = self.screen();
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for livetalk to exit; the screen:\n{text}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn format(&self, format: &str) -> String {
-        self.tmux(&["display-message", "-p", "-t", "lt", format])
-            .trim()
-            .to_owned()
-    }
-
-    fn type_line(&self, text: &str) {
-        self.tmux(&["send-keys", "-t", "lt", "-l", text]);
-        self.tmux(&["send-keys", "-t", "lt", "Enter"]);
-    }
-
-    fn keys(&self, keys: &str) {
-        self.tmux(&["send-keys", "-t", "lt", keys]);
-    }
-
-    /// Waits until the screen satisfies `ready`, polling it; panics with the screen on timeout.
-    fn wait_for(&self, what: &str, timeout: Duration, ready: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let screen = self.screen();
-            if ready(&screen) {
-                return screen;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; the screen:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// The pid of livetalk, the shell's child.
-    fn livetalk_pid(&self) -> u32 {
-        let shell: u32 = self.format("#{pane_pid}").parse().unwrap();
-        let children =
-            std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
-        children.split_whitespace().next().unwrap().parse().unwrap()
-    }
-}
-
-impl Drop for Pane {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .arg("kill-server")
-            .status();
-    }
-}
+use common::pane::Pane;
+use common::{SMART_HOME_LINES, send_signal};
 
 const TURN: Duration = Duration::from_secs(30);
 
@@ -206,12 +80,7 @@ fn sigterm_restores_the_terminal() {
     pane.wait_for("the session to be ready", TURN, |s| {
         s.contains("Gemini is listening…")
     });
-    let pid = pane.livetalk_pid();
-    let status = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    send_signal(pane.livetalk_pid(), "TERM");
     let screen = pane.wait_exit(TURN);
     assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");
     assert_terminal_restored(&pane, &screen);
@@ -322,6 +191,7 @@ fn replay_pauses_steps_and_reaches_the_recorded_end_then_quits_cleanly() {
         150,
         45,
         &["replay", dir_arg, "--speed", "0.2"],
+        |_| {},
     );
     pane.wait_for("the replay to start", TURN, |s| progress(s).is_some());
     pane.keys("Space");

@@ -28,7 +28,7 @@ use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use tokio::sync::mpsc;
 
-use common::{SMART_HOME_LINES, replies, run_livetalk};
+use common::{SMART_HOME_LINES, replies, run_livetalk, screen_text};
 
 const WIDTH: u16 = 110;
 const HEIGHT: u16 = 34;
@@ -41,17 +41,6 @@ fn events(keys: mpsc::UnboundedReceiver<Event>) -> Events {
     Box::pin(futures_util::stream::unfold(keys, |mut keys| async move {
         keys.recv().await.map(|event| (Ok(event), keys))
     }))
-}
-
-/// The screen as text, one line per row.
-fn screen(buffer: &Buffer) -> String {
-    let width = usize::from(buffer.area.width);
-    buffer
-        .content
-        .chunks(width)
-        .map(|row| row.iter().map(|cell| cell.symbol()).collect::<String>())
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The screen with what changes from run to run masked: digits (times of day, durations,
@@ -114,7 +103,7 @@ impl User {
         let found = tokio::time::timeout(WAIT, async {
             while !done(&self.last) {
                 match self.frames.recv().await {
-                    Some(frame) => self.last = screen(&frame),
+                    Some(frame) => self.last = screen_text(&frame),
                     None => return false,
                 }
             }

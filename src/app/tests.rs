@@ -315,25 +315,11 @@ fn what_the_server_says_is_shown_bounded_and_a_long_reply_whole() {
     assert_eq!(reason, &app.notices[1].text);
 }
 
-/// Applies a message as the drive loop does: intents handed back are applied in turn, and the
-/// other effects are returned.
-fn apply(app: &mut App, msg: Msg) -> Vec<Effect> {
-    let mut queue = std::collections::VecDeque::from([msg]);
-    let mut effects = Vec::new();
-    while let Some(msg) = queue.pop_front() {
-        for effect in app.update(msg) {
-            match effect {
-                Effect::Intent(intent) => queue.push_back(intent),
-                effect => effects.push(effect),
-            }
-        }
-    }
-    effects
-}
-
+/// Presses a key as the drive loop delivers it (intents handed back applied in turn); returns
+/// the other effects.
 fn press(app: &mut App, code: crossterm::event::KeyCode) -> Vec<Effect> {
     use crossterm::event::{KeyEvent, KeyModifiers};
-    apply(app, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)))
+    crate::driver::apply_collecting(app, Msg::Key(KeyEvent::new(code, KeyModifiers::NONE)))
 }
 
 fn type_text(app: &mut App, text: &str) {

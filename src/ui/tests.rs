@@ -612,21 +612,11 @@ fn the_badge_says_working_until_the_interaction_is_idle() {
     assert!(idle.contains("Gemini is listening"), "{idle}");
 }
 
-/// Applies a message as the drive loop does, intents included.
-fn apply(app: &mut App, msg: Msg) {
-    let mut queue = std::collections::VecDeque::from([msg]);
-    while let Some(msg) = queue.pop_front() {
-        for effect in app.update(msg) {
-            if let crate::app::Effect::Intent(intent) = effect {
-                queue.push_back(intent);
-            }
-        }
-    }
-}
-
+/// Presses keys as the drive loop delivers them, intents included; only the screen counts
+/// here, so the other effects are dropped.
 fn keys(app: &mut App, codes: &[KeyCode]) {
     for code in codes {
-        apply(app, Msg::Key(KeyEvent::new(*code, KeyModifiers::NONE)));
+        crate::driver::apply_collecting(app, Msg::Key(KeyEvent::new(*code, KeyModifiers::NONE)));
     }
 }
 

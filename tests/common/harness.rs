@@ -1,18 +1,27 @@
 //! An in-process client for scenario tests: the library's engine and app over a real
 //! loopback socket to the embedded mock running a fault scenario.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use livetalk::app::{App, AppInit, ModelTurnStatus, Msg, NoticeLevel, ToolState};
+use livetalk::bridge::{BridgeOptions, DEFAULT_MAX_MESSAGE_BYTES, Upstream};
 use livetalk::config::{FlagOverrides, Settings};
 use livetalk::driver::Source as _;
 use livetalk::engine::{Engine, build_setup};
-use livetalk::tools::{Registry, SmartHome, builtin_registry};
+use livetalk::tools::{NoArgs, Registry, SmartHome, Tool, ToolError, ToolLimits, builtin_registry};
 use livetalk_live::session::ReconnectPolicy;
-use livetalk_live::{ApiVersion, Auth, ConnectOptions};
-use livetalk_mock::{Fault, MockOptions, MockServer, Scenario};
+use livetalk_live::{ApiVersion, Auth, ConnectOptions, Endpoint};
+use livetalk_mock::ws_server::ConnectionLimits;
+use livetalk_mock::{Fault, FaultAction, MockOptions, MockServer, Moment, Scenario};
 use serde_json::Value;
+
+/// How long a scenario waits for the app to reach a state before it fails.
+pub const REACH: Duration = Duration::from_secs(20);
+
+/// How long a harness gives its engine to connect to the embedded mock.
+const CONNECT: Duration = Duration::from_secs(5);
 
 /// Fast backoff so failure paths finish quickly; the budget and the logic are the real ones.
 pub fn test_policy(max_attempts: u32) -> ReconnectPolicy {
@@ -47,6 +56,112 @@ pub async fn fast_mock(faults: Vec<Fault>) -> MockServer {
     .unwrap()
 }
 
+/// At user turn `turn`, the mock model calls `name` with `args`, once.
+pub fn tool_calls_at(turn: u32, name: &str, args: Value) -> Fault {
+    Fault::once(
+        Moment::UserTurn,
+        turn,
+        FaultAction::ToolCalls {
+            name: name.to_owned(),
+            args,
+            count: 1,
+        },
+    )
+}
+
+/// Connects `engine` to the embedded `mock` with the setup `settings` and `registry` declare.
+pub async fn connect(
+    engine: &mut Engine,
+    mock: &MockServer,
+    settings: &Settings,
+    registry: &Registry,
+    connect_timeout: Duration,
+) {
+    engine
+        .connect(ConnectOptions {
+            endpoint: mock.endpoint(ApiVersion::V1),
+            auth: Auth::None,
+            setup: build_setup(settings, registry),
+            connect_timeout,
+        })
+        .await
+        .unwrap();
+}
+
+/// Feeds `engine`'s messages to `app` as the drive loop does (through its `apply`) until
+/// `done` holds; panics with `what` and the app's state after `timeout`.
+pub async fn run_until(
+    app: &mut App,
+    engine: &mut Engine,
+    timeout: Duration,
+    what: &str,
+    done: impl Fn(&App) -> bool,
+) {
+    let reached = tokio::time::timeout(timeout, async {
+        while !done(app) {
+            let Some(msg) = engine.next().await else {
+                return;
+            };
+            livetalk::driver::apply(app, engine, msg).await;
+        }
+    })
+    .await;
+    assert!(
+        reached.is_ok() && done(app),
+        "never reached: {what}\nconnection: {:?}\ntranscript: {:#?}\nnotices: {:#?}",
+        app.connection(),
+        app.transcript(),
+        app.notices()
+    );
+}
+
+/// A tool that never finishes on its own.
+pub struct Hang;
+
+impl Tool for Hang {
+    type Args = NoArgs;
+
+    fn name(&self) -> &'static str {
+        "hang"
+    }
+
+    fn description(&self) -> &'static str {
+        "Never returns."
+    }
+
+    async fn call(&self, _args: NoArgs) -> Result<Value, ToolError> {
+        std::future::pending().await
+    }
+}
+
+impl Hang {
+    /// A registry of this tool alone, whose calls time out after `timeout`.
+    pub fn registry(timeout: Duration) -> Registry {
+        let mut registry = Registry::new(ToolLimits {
+            timeout,
+            ..ToolLimits::default()
+        });
+        registry.register(Hang);
+        registry
+    }
+}
+
+/// A bridge on a free loopback port in front of `upstream`, with the defaults of
+/// `livetalk serve` and no token.
+pub fn bridge_options(upstream: Endpoint) -> BridgeOptions {
+    BridgeOptions {
+        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        upstream: Upstream {
+            endpoint: upstream,
+            api_key: None,
+            connect_timeout: Duration::from_secs(10),
+        },
+        token: None,
+        max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+        limits: ConnectionLimits::default(),
+    }
+}
+
 pub struct Harness {
     pub mock: MockServer,
     pub engine: Engine,
@@ -70,18 +185,23 @@ impl Harness {
         let registry = Arc::new(registry.unwrap_or_else(|| {
             builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap()
         }));
-        let mut engine = Engine::new(registry.clone(), &home, livetalk::tools::Decider::Person);
+        let mut engine = Engine::new(registry, &home, livetalk::tools::Decider::Person);
         engine.set_reconnect_policy(policy);
         let app = App::new(AppInit::new(settings.model.clone(), true, home.snapshot()));
-        engine
-            .connect(ConnectOptions {
-                endpoint: mock.endpoint(ApiVersion::V1),
-                auth: Auth::None,
-                setup: build_setup(&settings, &registry),
-                connect_timeout: Duration::from_secs(5),
-            })
-            .await
-            .unwrap();
+        Harness::ready(&settings, mock, engine, app, home).await
+    }
+
+    /// Connects `engine` (its tools as they are now) to `mock` and feeds `app` until it is
+    /// ready for the user.
+    pub async fn ready(
+        settings: &Settings,
+        mock: MockServer,
+        mut engine: Engine,
+        app: App,
+        home: SmartHome,
+    ) -> Harness {
+        let registry = engine.registry();
+        connect(&mut engine, &mock, settings, &registry, CONNECT).await;
         let mut harness = Harness {
             mock,
             engine,
@@ -97,24 +217,9 @@ impl Harness {
         livetalk::driver::apply(&mut self.app, &mut self.engine, msg).await;
     }
 
-    /// Feeds the app until `done` holds; panics with the history after 20 s.
+    /// Feeds the app until `done` holds; panics with the history after [`REACH`].
     pub async fn until(&mut self, what: &str, done: impl Fn(&App) -> bool) {
-        let reached = tokio::time::timeout(Duration::from_secs(20), async {
-            while !done(&self.app) {
-                let Some(msg) = self.engine.next().await else {
-                    return;
-                };
-                self.apply(msg).await;
-            }
-        })
-        .await;
-        assert!(
-            reached.is_ok() && done(&self.app),
-            "never reached: {what}\nconnection: {:?}\ntranscript: {:#?}\nnotices: {:#?}",
-            self.app.connection(),
-            self.app.transcript(),
-            self.app.notices()
-        );
+        run_until(&mut self.app, &mut self.engine, REACH, what, done).await;
     }
 
     pub async fn until_ready(&mut self) {

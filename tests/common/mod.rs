@@ -4,13 +4,15 @@
 #![allow(dead_code)]
 
 pub mod harness;
+pub mod pane;
 pub mod rig;
+pub mod ws;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The three user turns of the smart-home dialogue.
 pub const SMART_HOME_LINES: [&str; 3] = [
@@ -37,6 +39,29 @@ action = "drop"
 /// A `livetalk` command with an isolated config, data dir and no API key.
 pub fn livetalk(scratch: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_livetalk"));
+    isolate(&mut command, scratch);
+    command
+}
+
+/// [`livetalk`], inheriting nothing from this environment but PATH: what it starts (an MCP
+/// server) then holds little besides what the config gives it.
+pub fn livetalk_with_only_path(scratch: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_livetalk"));
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    isolate(&mut command, scratch);
+    command
+}
+
+/// [`livetalk`] started by a shell that first limits it to `limit` open file descriptors
+/// (the limit is the server's alone, not the test's); its arguments follow as usual.
+pub fn livetalk_with_fd_limit(scratch: &Path, limit: u32) -> Command {
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_livetalk"));
     isolate(&mut command, scratch);
     command
 }
@@ -102,21 +127,8 @@ impl MockProcess {
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn livetalk mock");
-        let stdout = child.stdout.take().expect("mock stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the mock prints its URL within 20 s");
-        let url = line
-            .split_whitespace()
-            .find(|w| w.starts_with("ws://") || w.starts_with("wss://"))
-            .unwrap_or_else(|| panic!("no URL in mock output {line:?}"))
-            .to_owned();
+        let mut stdout = LineWatcher::new(child.stdout.take().expect("mock stdout"));
+        let url = stdout.wait_for_url(Duration::from_secs(20));
         MockProcess { child, url }
     }
 }
@@ -128,9 +140,47 @@ impl Drop for MockProcess {
     }
 }
 
-/// Collects a child's stdout lines as they come, so tests can wait for one.
+/// Checks `ready` every `every` until it gives a value, or gives `None` once `timeout` has
+/// passed: for what no event announces (a screen, a file, another process's state).
+pub fn poll<T>(
+    timeout: Duration,
+    every: Duration,
+    mut ready: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = ready() {
+            return Some(value);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// [`poll`] inside the runtime, where a blocking sleep would hold up a worker thread.
+pub async fn poll_async<T>(
+    timeout: Duration,
+    every: Duration,
+    mut ready: impl AsyncFnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = ready().await {
+            return Some(value);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Collects a child's output lines as they come, each with when it arrived, so tests can
+/// wait for one.
 pub struct LineWatcher {
-    lines: mpsc::Receiver<String>,
+    lines: mpsc::Receiver<(Instant, String)>,
     pub seen: Vec<String>,
 }
 
@@ -140,33 +190,90 @@ impl LineWatcher {
         std::thread::spawn(move || {
             for line in BufReader::new(stream).lines() {
                 let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
+                if tx.send((Instant::now(), line)).is_err() {
                     break;
                 }
             }
         });
+        LineWatcher::from_channel(rx)
+    }
+
+    /// Watches lines that a reader of its own passes on (one that also counts or bounds them).
+    pub fn from_channel(lines: mpsc::Receiver<(Instant, String)>) -> LineWatcher {
         LineWatcher {
-            lines: rx,
+            lines,
             seen: Vec::new(),
         }
     }
 
     /// Waits until a line satisfies `pred`; panics with everything seen after `timeout`.
     pub fn wait_for(&mut self, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = std::time::Instant::now() + timeout;
+        self.wait_for_arrival(timeout, pred).1
+    }
+
+    /// [`LineWatcher::wait_for`], with when the line arrived (taken as it was read, so it
+    /// does not depend on when the test looks).
+    pub fn wait_for_arrival(
+        &mut self,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> (Instant, String) {
+        let deadline = Instant::now() + timeout;
         loop {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(line) => {
+                Ok((at, line)) => {
                     self.seen.push(line.clone());
                     if pred(&line) {
-                        return line;
+                        return (at, line);
                     }
                 }
-                Err(_) => panic!("timed out; lines so far: {:#?}", self.seen),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!(
+                        "timed out after {timeout:?}; lines so far: {:#?}",
+                        self.seen
+                    )
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("the output ended; lines so far: {:#?}", self.seen)
+                }
             }
         }
     }
+
+    /// Waits for the `ws://` or `wss://` URL a server prints when it listens.
+    pub fn wait_for_url(&mut self, timeout: Duration) -> String {
+        let line = self.wait_for(timeout, |l| url_in(l).is_some());
+        url_in(&line).expect("the line has a URL").to_owned()
+    }
+
+    /// The lines that have arrived by now, without waiting; they count as seen.
+    pub fn arrived(&mut self) -> Vec<String> {
+        let lines: Vec<String> = self.lines.try_iter().map(|(_, line)| line).collect();
+        self.seen.extend(lines.iter().cloned());
+        lines
+    }
+
+    /// Every line, seen or still to come, once the output has ended.
+    pub fn rest(mut self) -> Vec<String> {
+        self.seen.extend(self.lines.iter().map(|(_, line)| line));
+        self.seen
+    }
+}
+
+/// The first WebSocket URL in `line`.
+fn url_in(line: &str) -> Option<&str> {
+    line.split_whitespace()
+        .find(|w| w.starts_with("ws://") || w.starts_with("wss://"))
+}
+
+/// Sends `signal` (`TERM`, `INT`, …) to process `pid`, as a user would with `kill`.
+pub fn send_signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{signal} {pid} failed");
 }
 
 /// Waits for a child to exit (an event on a waiter thread), killing it after `timeout`.
@@ -194,9 +301,15 @@ pub struct Run {
 
 /// Runs `livetalk ARGS` with `lines` on stdin (then closed) and waits for it to exit.
 pub fn run_livetalk(scratch: &Path, args: &[&str], envs: &[(&str, &str)], lines: &[&str]) -> Run {
-    let mut child = livetalk(scratch)
-        .args(args)
-        .envs(envs.iter().copied())
+    let mut command = livetalk(scratch);
+    command.args(args).envs(envs.iter().copied());
+    run_command(command, lines, Duration::from_secs(60))
+}
+
+/// Runs `command` with `lines` on stdin (then closed) and waits up to `timeout` for it to
+/// exit, with everything it printed.
+pub fn run_command(mut command: Command, lines: &[&str], timeout: Duration) -> Run {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -207,7 +320,7 @@ pub fn run_livetalk(scratch: &Path, args: &[&str], envs: &[(&str, &str)], lines:
     drop(stdin);
     let stdout = read_all(child.stdout.take().expect("stdout"));
     let stderr = read_all(child.stderr.take().expect("stderr"));
-    let status = wait_exit(child, Duration::from_secs(60));
+    let status = wait_exit(child, timeout);
     Run {
         code: status.code(),
         stdout: stdout
@@ -314,6 +427,30 @@ pub fn record_interrupted_session(
         &SMART_HOME_LINES,
     );
     (run, dir, mock)
+}
+
+/// A drawn screen as text, one line per row.
+pub fn screen_text(buffer: &ratatui::buffer::Buffer) -> String {
+    let width = usize::from(buffer.area.width);
+    buffer
+        .content
+        .chunks(width)
+        .map(|row| row.iter().map(|cell| cell.symbol()).collect::<String>())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// PCM16 16 kHz mono that the mock's voice detection takes for speech: a loud 220 Hz tone
+/// for `tone_ms`, then `silence_ms` of silence.
+pub fn speech_pcm(tone_ms: usize, silence_ms: usize) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for i in 0..(16 * tone_ms) {
+        let sample =
+            ((i as f64 * 220.0 * std::f64::consts::TAU / 16_000.0).sin() * 12_000.0) as i16;
+        bytes.extend_from_slice(&sample.to_le_bytes());
+    }
+    bytes.resize(bytes.len() + 32 * silence_ms, 0);
+    bytes
 }
 
 /// The model's replies in the app's history, as shown: readable text and how each ended.

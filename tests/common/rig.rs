@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub struct PulseRig {
     dir: tempfile::TempDir,
@@ -147,28 +147,21 @@ impl PulseRig {
             rate,
             host,
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let ready = rig
+        // Polling the server's readiness; pactl itself waits on the socket.
+        let ready = super::poll(Duration::from_secs(20), Duration::from_millis(50), || {
+            let answers = rig
                 .command("pactl")
                 .arg("info")
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status()
                 .is_ok_and(|s| s.success());
-            if ready {
-                break;
-            }
-            if let Ok(Some(status)) = rig.server.try_wait() {
+            if let (false, Ok(Some(status))) = (answers, rig.server.try_wait()) {
                 panic!("PulseAudio exited ({status}) at start with the modules {modules:?}");
             }
-            assert!(
-                Instant::now() < deadline,
-                "PulseAudio did not start in 20 s"
-            );
-            // Polling the server's readiness; pactl itself waits on the socket.
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            answers.then_some(())
+        });
+        assert!(ready.is_some(), "PulseAudio did not start in 20 s");
         rig
     }
 
@@ -223,6 +216,18 @@ impl PulseRig {
                 ]),
         };
         command
+    }
+
+    /// `livetalk --headless ARGS` on this rig's virtual mic and speaker, all pipes open.
+    pub fn headless(&self, scratch: &Path, args: &[&str]) -> Child {
+        self.livetalk(scratch)
+            .arg("--headless")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn livetalk")
     }
 
     /// The devices' rate and, when it is not PulseAudio, the host: for figures' labels.
@@ -329,40 +334,32 @@ impl SpeakerRecording {
     /// Waits until `samples` have been recorded in all (real time passes).
     pub fn wait_for_len(&self, samples: usize) {
         let seconds = samples.saturating_sub(self.len()) as f64 / f64::from(RECORD_RATE);
-        let deadline = Instant::now() + Duration::from_secs_f64(seconds * 3.0 + 5.0);
-        while self.len() < samples {
-            assert!(Instant::now() < deadline, "the speaker recording stalled");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let timeout = Duration::from_secs_f64(seconds * 3.0 + 5.0);
+        let recorded = super::poll(timeout, Duration::from_millis(20), || {
+            (self.len() >= samples).then_some(())
+        });
+        assert!(recorded.is_some(), "the speaker recording stalled");
     }
 
     /// Waits (up to `timeout`) until a 10 ms window louder than `threshold` (RMS) has been
     /// recorded; returns the index of its first sample, `None` if none came.
     pub fn wait_for_sound(&self, threshold: f32, timeout: Duration) -> Option<usize> {
         let window = (RECORD_RATE / 100) as usize;
-        let deadline = Instant::now() + timeout;
         let mut checked = 0;
-        loop {
-            {
-                let samples = self.samples.lock().unwrap();
-                let whole = samples.len() / window * window;
-                let found = samples[checked..whole].chunks(window).position(|w| {
-                    let power = w
-                        .iter()
-                        .map(|&s| (f32::from(s) / 32_768.0).powi(2))
-                        .sum::<f32>();
-                    (power / window as f32).sqrt() > threshold
-                });
-                if let Some(at) = found {
-                    return Some(checked + at * window);
-                }
-                checked = whole;
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        super::poll(timeout, Duration::from_millis(10), || {
+            let samples = self.samples.lock().unwrap();
+            let whole = samples.len() / window * window;
+            let found = samples[checked..whole].chunks(window).position(|w| {
+                let power = w
+                    .iter()
+                    .map(|&s| (f32::from(s) / 32_768.0).powi(2))
+                    .sum::<f32>();
+                (power / window as f32).sqrt() > threshold
+            });
+            let start = checked;
+            checked = whole;
+            found.map(|at| start + at * window)
+        })
     }
 
     /// Stops recording and returns everything recorded, as `f32`.
