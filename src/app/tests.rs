@@ -503,7 +503,7 @@ fn a_lost_connection_interrupts_the_reply_and_typed_input_is_queued_for_the_next
             .starts_with("Reconnect attempt 2")
     );
 
-    // Typed while reconnecting: shown and handed to the link, which queues it.
+    // Typed while reconnecting: shown and handed to the session, which queues it.
     assert_eq!(
         app.update(Msg::UserText("still there?".into())),
         vec![Effect::SendText("still there?".into())]
@@ -558,7 +558,7 @@ fn a_resent_turn_is_still_awaited_and_a_cut_off_reply_is_not() {
 
 #[test]
 fn a_turn_typed_just_before_a_hand_over_is_awaited_across_it() {
-    // The link may already have moved to the new connection (and reported it) when the turn
+    // The session may already have moved to the new connection (and reported it) when the turn
     // reaches it; the turn then goes out there, and its reply is still coming.
     let mut app = connected_app();
     app.update(Msg::Server(ServerEvent::ModelText("Done.".into())));
@@ -618,7 +618,7 @@ fn a_call_of_a_lost_connection_is_not_awaited_after_its_answer_is_withheld() {
         resumed: true,
     }));
     app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
-    // The answer is still handed to the link (which withholds it), but nothing is awaited.
+    // The answer is still handed to the session (which withholds it), but nothing is awaited.
     let effects = app.update(finished("c1", "get_device_status", ToolStatus::Ok));
     assert!(matches!(effects.as_slice(), [Effect::SendToolResponse(_)]));
     app.update(Msg::SessionChange(SessionChange::AnswerDropped {
