@@ -267,7 +267,7 @@ mod tests {
         );
         assert!(now.iter().all(|b| *b != b'a') && before.iter().all(|b| *b != b'a'));
         assert!(
-            now.len() % 100 == 0 && before.len() == 1000,
+            now.len().is_multiple_of(100) && before.len() == 1000,
             "lines are never split across the two files"
         );
     }
