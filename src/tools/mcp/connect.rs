@@ -10,10 +10,11 @@ use rmcp::ServiceExt as _;
 use rmcp::handler::client::ClientHandler;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use tokio::io::AsyncReadExt as _;
 
+use super::child::ChildTransport;
 use super::flood::{LogBudget, Report};
 use super::listing::{self, Listing};
 use super::{Server, Transport};
@@ -118,13 +119,21 @@ pub(super) async fn connect(server: Arc<Server>) -> Result<Connected, String> {
             cwd,
         } => {
             let mut process = tokio::process::Command::new(command);
-            process.args(args).envs(env).kill_on_drop(true);
+            process
+                .args(args)
+                .envs(env)
+                .kill_on_drop(true)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
             if let Some(cwd) = cwd {
                 process.current_dir(cwd);
             }
-            let (transport, child_stderr) = TokioChildProcess::builder(process)
-                .stderr(Stdio::piped())
+            let mut child = process
                 .spawn()
+                .map_err(|e| format!("cannot run `{command}`: {e}"))?;
+            let child_stderr = child.stderr.take();
+            let transport = ChildTransport::new(child, server.oversized.clone())
                 .map_err(|e| format!("cannot run `{command}`: {e}"))?;
             match child_stderr {
                 Some(child_stderr) => {
@@ -168,7 +177,7 @@ pub(super) async fn connect(server: Arc<Server>) -> Result<Connected, String> {
                 .map_err(|e| format!("cannot connect to {url}: {e}"))?
         }
     };
-    let tools = listing::list(service.peer(), &server.spec)
+    let tools = listing::list(service.peer(), &server.spec, server.oversized.subscribe())
         .await
         .map_err(|e| with_stderr(format!("listing its tools failed: {e}"), &stderr))?;
     Ok(Connected {

@@ -6,10 +6,12 @@
 use std::sync::Arc;
 
 use rmcp::model::PaginatedRequestParams;
-use rmcp::service::{Peer, RoleClient, ServiceError};
+use rmcp::service::{Peer, RoleClient};
 use serde_json::Value;
+use tokio::sync::watch;
 
 use super::ServerSpec;
+use super::child::MAX_MESSAGE;
 use crate::tools::schema::normalize_foreign;
 use livetalk_live::excerpt::{SUMMARY, bounded};
 
@@ -56,18 +58,34 @@ pub(super) struct Listing {
 }
 
 /// Lists the tools of the server behind `peer` that `spec` lets through, page by page, within
-/// the bounds.
+/// the bounds. A page the transport dropped for its size (`oversized` counts them) ends the
+/// listing with an error saying so.
 pub(super) async fn list(
     peer: &Peer<RoleClient>,
     spec: &ServerSpec,
-) -> Result<Listing, ServiceError> {
+    mut oversized: watch::Receiver<u64>,
+) -> Result<Listing, String> {
     let mut found = Found::default();
     let mut cursor = None;
     let mut pages = 0;
+    oversized.borrow_and_update();
     loop {
         pages += 1;
         let params = PaginatedRequestParams::default().with_cursor(cursor);
-        let page = peer.list_tools(Some(params)).await?;
+        let dropped = async {
+            if oversized.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let page = tokio::select! {
+            page = peer.list_tools(Some(params)) => page.map_err(|e| e.to_string())?,
+            () = dropped => {
+                return Err(format!(
+                    "its answer to tools/list was larger than {} MiB, the most livetalk reads in one message",
+                    MAX_MESSAGE >> 20
+                ));
+            }
+        };
         for tool in page.tools {
             if spec.offers(&tool.name) {
                 found.add(tool, &spec.name);
@@ -115,7 +133,10 @@ impl Found {
             self.leave_out(&tool.name, "its name is too long to declare".to_owned());
             return;
         }
-        let schema = Value::Object((*tool.input_schema).clone());
+        // Taken, not copied: a schema can be megabytes.
+        let schema = std::mem::take(&mut tool.input_schema);
+        let schema =
+            Value::Object(Arc::try_unwrap(schema).unwrap_or_else(|shared| (*shared).clone()));
         let foreign = match normalize_foreign(&schema) {
             Ok(foreign) => foreign,
             Err(too_large) => {
@@ -143,7 +164,6 @@ impl Found {
             }
         }
         // Only what declaring and approving the tool need is kept.
-        tool.input_schema = Arc::default();
         tool.output_schema = None;
         tool.icons = None;
         tool.meta = None;

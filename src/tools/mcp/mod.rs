@@ -7,6 +7,7 @@
 //! error and one that was restarted serves them again, with no new registry needed. What
 //! happens to a server is reported as [`McpEvent`]s; the engine turns them into app messages.
 
+mod child;
 mod connect;
 mod flood;
 mod listing;
@@ -28,6 +29,7 @@ use super::registry::Registry;
 use super::{CallProgress, RegisterError};
 use livetalk_live::excerpt::{SUMMARY, bounded};
 
+pub use child::MAX_MESSAGE;
 pub use flood::{PROGRESS_INTERVAL, RELIST_INTERVAL};
 pub use listing::{MAX_PAGES, MAX_SERVER_SCHEMA_NODES, MAX_TOOLS};
 pub use names::{declared_names, valid_function_name};
@@ -158,6 +160,9 @@ struct Server {
     progress_gate: Mutex<flood::ProgressGate>,
     /// What the bounds left out at the last listing, so an unchanged trim is said once.
     trimmed: Mutex<Option<String>>,
+    /// Counts the messages dropped for their size (stdio servers), so a listing waiting for
+    /// one of them ends at once, saying why.
+    oversized: tokio::sync::watch::Sender<u64>,
 }
 
 /// Tool-list changes: one listing runs at a time, at most once every [`RELIST_INTERVAL`];
@@ -200,6 +205,7 @@ impl McpHub {
                     relist: Mutex::default(),
                     progress_gate: Mutex::default(),
                     trimmed: Mutex::default(),
+                    oversized: tokio::sync::watch::Sender::new(0),
                 })
             })
             .collect();
@@ -374,6 +380,12 @@ impl Server {
             tools: offered,
         });
         self.say_trimmed(connected.tools.trimmed);
+        let mut relist = self.relist.lock().unwrap_or_else(PoisonError::into_inner);
+        if relist.wanted && !relist.running {
+            relist.running = true;
+            tokio::spawn(Arc::clone(&self).relister());
+        }
+        drop(relist);
         tokio::spawn(self.watch(generation, connected.service, connected.stderr, stopped));
     }
 
@@ -467,7 +479,9 @@ impl Server {
             }
             let announced = {
                 let mut relist = self.relist.lock().unwrap_or_else(PoisonError::into_inner);
-                if !relist.wanted {
+                // A change announced while the server starts is listed once it is up (`run`
+                // looks at `wanted` after it set the slot, under this lock).
+                if !relist.wanted || !matches!(&*self.lock(), Slot::Up { .. }) {
                     relist.running = false;
                     return;
                 }
@@ -489,12 +503,15 @@ impl Server {
             Slot::Up { peer, tools, .. } => (peer.clone(), tools.clone()),
             _ => return,
         };
-        let listed =
-            tokio::time::timeout(self.spec.startup_timeout, listing::list(&peer, &self.spec)).await;
+        let listed = tokio::time::timeout(
+            self.spec.startup_timeout,
+            listing::list(&peer, &self.spec, self.oversized.subscribe()),
+        )
+        .await;
         let listing = match listed {
             Ok(Ok(listing)) => listing,
             Ok(Err(error)) => {
-                tracing::warn!(server = %self.spec.name, "listing the changed tools failed: {}", bounded(&error.to_string(), SUMMARY));
+                tracing::warn!(server = %self.spec.name, "listing the changed tools failed: {}", bounded(&error, SUMMARY));
                 return;
             }
             Err(_) => {
