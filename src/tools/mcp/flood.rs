@@ -19,22 +19,30 @@ pub const RELIST_INTERVAL: Duration = Duration::from_secs(3);
 /// The window what was held back is counted over and summarised once.
 pub const WINDOW: Duration = Duration::from_secs(5);
 
-/// Bytes of a server's stderr written to the log per window; the rest is counted.
-pub const LOG_BYTES_PER_WINDOW: usize = 64 << 10;
+/// Bytes of a server's stderr written to the log per window, each line counted with
+/// [`LOG_LINE_OVERHEAD`]; the rest is counted. A flood that lasts grows the log by about
+/// 6 KB a second (and the log's own cap holds it).
+pub const LOG_BYTES_PER_WINDOW: usize = 32 << 10;
+
+/// What the log adds to each line (time, level, where, which server).
+pub const LOG_LINE_OVERHEAD: usize = 128;
 
 /// Counts what passed and what was held back in the current window.
 pub(super) struct Tally {
     /// What is counted, in the plural ("progress notifications").
     what: &'static str,
+    /// What became of those held back ("merged", "not logged").
+    fate: &'static str,
     started: Option<Instant>,
     passed: u64,
     held: u64,
 }
 
 impl Tally {
-    pub fn new(what: &'static str) -> Tally {
+    pub fn new(what: &'static str, fate: &'static str) -> Tally {
         Tally {
             what,
+            fate,
             started: None,
             passed: 0,
             held: 0,
@@ -62,11 +70,12 @@ impl Tally {
         }
         let summary = (self.held > 0).then(|| {
             format!(
-                "{} {} in {:.0} s, {} held back",
+                "{} {} in {:.0} s, {} {}",
                 self.passed + self.held,
                 self.what,
                 elapsed.as_secs_f64(),
-                self.held
+                self.held,
+                self.fate
             )
         });
         self.started = Some(now);
@@ -110,7 +119,7 @@ impl Default for ProgressGate {
             last: None,
             pending: HashMap::new(),
             flush_scheduled: false,
-            tally: Tally::new("progress notifications"),
+            tally: Tally::new("progress notifications", "merged into later ones"),
         }
     }
 }
@@ -156,13 +165,14 @@ impl LogBudget {
         LogBudget {
             started: None,
             left: LOG_BYTES_PER_WINDOW,
-            tally: Tally::new(what),
+            tally: Tally::new(what, "not logged"),
         }
     }
 
     /// Whether a line of `len` bytes may be logged now, and the summary of a window that has
     /// just ended with lines held back.
     pub fn admit(&mut self, len: usize, now: Instant) -> (bool, Option<String>) {
+        let len = len.saturating_add(LOG_LINE_OVERHEAD);
         let started = *self.started.get_or_insert(now);
         if now.saturating_duration_since(started) >= WINDOW {
             self.started = Some(now);
@@ -216,7 +226,7 @@ mod tests {
 
     #[test]
     fn a_tally_says_once_per_window_what_it_held_back() {
-        let mut tally = Tally::new("things");
+        let mut tally = Tally::new("things", "held back");
         let start = Instant::now();
         assert_eq!(tally.count(true, start), None);
         for _ in 0..99 {
@@ -234,7 +244,11 @@ mod tests {
     fn the_log_budget_refills_each_window() {
         let mut budget = LogBudget::new("lines");
         let start = Instant::now();
-        assert!(budget.admit(LOG_BYTES_PER_WINDOW - 10, start).0);
+        assert!(
+            budget
+                .admit(LOG_BYTES_PER_WINDOW - LOG_LINE_OVERHEAD - 10, start)
+                .0
+        );
         assert!(!budget.admit(100, start).0);
         assert!(
             !budget.admit(5, start).0,
@@ -242,6 +256,6 @@ mod tests {
         );
         let (admitted, summary) = budget.admit(100, start + WINDOW);
         assert!(admitted);
-        assert_eq!(summary.as_deref(), Some("3 lines in 5 s, 2 held back"));
+        assert_eq!(summary.as_deref(), Some("3 lines in 5 s, 2 not logged"));
     }
 }
