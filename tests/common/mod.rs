@@ -267,6 +267,19 @@ fn url_in(line: &str) -> Option<&str> {
         .find(|w| w.starts_with("ws://") || w.starts_with("wss://"))
 }
 
+/// The most memory process `pid` has held so far, in MiB (its VmHWM): read it before the
+/// process exits.
+pub fn peak_memory_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("read /proc/{pid}/status: {e}"));
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmHWM in /proc/{pid}/status:\n{status}"));
+    kib / 1024.0
+}
+
 /// Sends `signal` (`TERM`, `INT`, …) to process `pid`, as a user would with `kill`.
 pub fn send_signal(pid: u32, signal: &str) {
     let status = Command::new("kill")
