@@ -961,6 +961,26 @@ impl Hostile {
 /// waits for a notice satisfying `notice`, asks for echo, waits for the model's reply, reads
 /// livetalk's peak memory, then ends the session by closing its stdin.
 fn hostile_session(mode: &str, extra: &[&str], notice: impl Fn(&str) -> bool) -> Hostile {
+    let stdio = format!(
+        "command = {python:?}\nargs = [{script:?}, {mode:?}]",
+        python = python().display().to_string(),
+        script = hostile_script().display().to_string(),
+    );
+    hostile_session_with(mode, &stdio, extra, notice)
+}
+
+fn hostile_script() -> PathBuf {
+    root().join("tests/mcp/hostile_server.py")
+}
+
+/// [`hostile_session`] with the server reached as `transport` says (its lines in
+/// `[mcp_servers.hostile]`).
+fn hostile_session_with(
+    mode: &str,
+    transport: &str,
+    extra: &[&str],
+    notice: impl Fn(&str) -> bool,
+) -> Hostile {
     let scratch = tempfile::tempdir().unwrap();
     std::fs::write(
         scratch.path().join("config.toml"),
@@ -968,17 +988,11 @@ fn hostile_session(mode: &str, extra: &[&str], notice: impl Fn(&str) -> bool) ->
             r#"[audio]
 enabled = false
 [mcp_servers.hostile]
-command = {python:?}
-args = [{script:?}, {mode:?}]
+{transport}
 startup_timeout_sec = 30
 tool_timeout_sec = 30
 approval = "never"
-"#,
-            python = python().display().to_string(),
-            script = root()
-                .join("tests/mcp/hostile_server.py")
-                .display()
-                .to_string(),
+"#
         ),
     )
     .unwrap();
@@ -1189,6 +1203,59 @@ fn a_stderr_flood_without_newlines_or_utf8_is_drained_cut_and_capped() {
         "{}",
         bounded_tail(&log)
     );
+}
+
+/// The hostile server over streamable HTTP, in `mode`, until dropped.
+struct HostileHttp {
+    child: Child,
+    url: String,
+}
+
+impl HostileHttp {
+    fn start(mode: &str) -> HostileHttp {
+        let mut child = Command::new(python())
+            .arg(hostile_script())
+            .args([mode, "http"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = LineWatcher::new(child.stdout.take().unwrap());
+        let line = stdout.wait_for(Duration::from_secs(30), |l| l.starts_with("listening on "));
+        let port = line.trim_start_matches("listening on ");
+        HostileHttp {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for HostileHttp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_server_over_http_is_held_to_the_same_bounds() {
+    let huge = HostileHttp::start("huge");
+    let url = format!("url = {:?}", huge.url);
+    let run = hostile_session_with("huge", &url, &[], |t| t.contains("could not be started"));
+    run.assert_bounded("huge over HTTP");
+    assert!(
+        run.notices()
+            .iter()
+            .any(|n| n.contains("listing its tools failed: its answer to tools/list was larger than 2 MiB, the most livetalk reads in one message")),
+        "{:#?}",
+        run.notices()
+    );
+    let many = HostileHttp::start("many");
+    let url = format!("url = {:?}", many.url);
+    let run = hostile_session_with("many", &url, &[], |t| t.contains("512 tools"));
+    run.assert_bounded("many over HTTP");
+    assert!(run.echo_answered(), "{:#?}", run.events);
 }
 
 /// The end of a long text, for an assertion's message.

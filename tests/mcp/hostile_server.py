@@ -1,6 +1,8 @@
 """A hostile MCP server over stdio, in plain JSON-RPC (no SDK: an SDK would not misbehave).
 
-Usage: hostile_server.py MODE. Every mode offers `echo` (one string argument, `message`),
+Usage: hostile_server.py MODE [http]. Over stdio by default; with `http`, a streamable-HTTP
+server (plain JSON answers, no events) on a free loopback port it prints as "listening on
+PORT" (the listing modes only). Every mode offers `echo` (one string argument, `message`),
 which answers "Echo: <message>", so a test can see the session go on; besides it:
 
   fanout         a tool whose schema `$ref`s fan out: five properties per level, twelve levels
@@ -170,30 +172,70 @@ def call(request):
     return {"content": [{"type": "text", "text": "Echo: " + message}]}
 
 
+def answer(request):
+    """The answer to one request, or None for a notification."""
+    method = request.get("method")
+    if "id" not in request:
+        if method == "notifications/initialized":
+            after_initialized()
+        return None
+    if method == "initialize":
+        result = {
+            "protocolVersion": request["params"]["protocolVersion"],
+            "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+            "serverInfo": {"name": "hostile", "version": "1"},
+        }
+    elif method == "tools/list":
+        result = tools_page((request.get("params") or {}).get("cursor"))
+    elif method == "tools/call":
+        result = call(request)
+    else:
+        result = {}
+    return {"jsonrpc": "2.0", "id": request["id"], "result": result}
+
+
 def main():
     for line in sys.stdin.buffer:
         try:
             request = json.loads(line)
         except ValueError:
             continue
-        method = request.get("method")
-        if "id" not in request:
-            if method == "notifications/initialized":
-                after_initialized()
-            continue
-        if method == "initialize":
-            result = {
-                "protocolVersion": request["params"]["protocolVersion"],
-                "capabilities": {"tools": {"listChanged": True}, "logging": {}},
-                "serverInfo": {"name": "hostile", "version": "1"},
-            }
-        elif method == "tools/list":
-            result = tools_page((request.get("params") or {}).get("cursor"))
-        elif method == "tools/call":
-            result = call(request)
-        else:
-            result = {}
-        send({"jsonrpc": "2.0", "id": request["id"], "result": result})
+        response = answer(request)
+        if response is not None:
+            send(response)
 
 
-main()
+def serve_http():
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            response = answer(json.loads(body))
+            if response is None:
+                self.send_response(202)
+                self.end_headers()
+                return
+            data = json.dumps(response).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            self.send_response(405)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    print("listening on %d" % server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+if sys.argv[2:] == ["http"]:
+    serve_http()
+else:
+    main()

@@ -14,7 +14,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use tokio::io::AsyncReadExt as _;
 
-use super::child::ChildTransport;
+use super::child::{ChildTransport, MAX_MESSAGE};
 use super::flood::{LogBudget, Report};
 use super::listing::{self, Listing};
 use super::{Server, Transport};
@@ -160,7 +160,10 @@ pub(super) async fn connect(server: Arc<Server>) -> Result<Connected, String> {
             let _ = stderr_closed.send(true);
             // reqwest is built without a provider of its own: the process uses ring.
             let _ = rustls::crypto::ring::default_provider().install_default();
-            let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+            // The same bound on one message as over stdio (rmcp's default is 16 MiB).
+            let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                .max_json_response_size(MAX_MESSAGE)
+                .max_sse_event_size(MAX_MESSAGE);
             if let Some(var) = bearer_token_env_var {
                 let token = std::env::var(var)
                     .ok()

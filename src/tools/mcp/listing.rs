@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use rmcp::model::PaginatedRequestParams;
-use rmcp::service::{Peer, RoleClient};
+use rmcp::service::{Peer, RoleClient, ServiceError};
+use rmcp::transport::streamable_http_client::StreamableHttpError;
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -78,13 +79,8 @@ pub(super) async fn list(
             }
         };
         let page = tokio::select! {
-            page = peer.list_tools(Some(params)) => page.map_err(|e| e.to_string())?,
-            () = dropped => {
-                return Err(format!(
-                    "its answer to tools/list was larger than {} MiB, the most livetalk reads in one message",
-                    MAX_MESSAGE >> 20
-                ));
-            }
+            page = peer.list_tools(Some(params)) => page.map_err(page_error)?,
+            () = dropped => return Err(too_large()),
         };
         for tool in page.tools {
             if spec.offers(&tool.name) {
@@ -107,6 +103,28 @@ pub(super) async fn list(
     }
     found.log_notes(&spec.name);
     Ok(found.into_listing())
+}
+
+fn too_large() -> String {
+    format!(
+        "its answer to tools/list was larger than {} MiB, the most livetalk reads in one message",
+        MAX_MESSAGE >> 20
+    )
+}
+
+/// What went wrong with a page, in livetalk's words where it was one of its bounds (an HTTP
+/// server's answer over [`MAX_MESSAGE`]).
+fn page_error(error: ServiceError) -> String {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+    while let Some(error) = cause {
+        if let Some(StreamableHttpError::<reqwest::Error>::ResponseBodyTooLarge { .. }) =
+            error.downcast_ref()
+        {
+            return too_large();
+        }
+        cause = error.source();
+    }
+    error.to_string()
 }
 
 /// A listing under way.
