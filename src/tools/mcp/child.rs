@@ -26,7 +26,7 @@ const EXIT_GRACE: Duration = Duration::from_secs(3);
 pub(super) struct ChildTransport {
     /// Killed when dropped (spawned with `kill_on_drop`).
     child: Child,
-    transport: AsyncRwTransport<RoleClient, Watched, ChildStdin>,
+    transport: AsyncRwTransport<RoleClient, Watched<ChildStdout>, ChildStdin>,
 }
 
 impl ChildTransport {
@@ -36,12 +36,7 @@ impl ChildTransport {
         let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
             return Err(std::io::Error::other("its stdin or stdout is not a pipe"));
         };
-        let stdout = Watched {
-            inner: stdout,
-            line: 0,
-            counted: false,
-            oversized,
-        };
+        let stdout = Watched::new(stdout, oversized);
         let transport = AsyncRwTransport::new(stdout, stdin).with_max_line_length(MAX_MESSAGE);
         Ok(ChildTransport { child, transport })
     }
@@ -79,8 +74,8 @@ impl Transport<RoleClient> for ChildTransport {
 
 /// A server's stdout, watched for lines longer than [`MAX_MESSAGE`] as it passes (nothing is
 /// held: the transport reads it as before).
-pub(super) struct Watched {
-    inner: ChildStdout,
+pub(super) struct Watched<R> {
+    inner: R,
     /// Bytes of the current line so far.
     line: usize,
     /// The current line was counted already.
@@ -88,7 +83,16 @@ pub(super) struct Watched {
     oversized: watch::Sender<u64>,
 }
 
-impl Watched {
+impl<R> Watched<R> {
+    fn new(inner: R, oversized: watch::Sender<u64>) -> Self {
+        Watched {
+            inner,
+            line: 0,
+            counted: false,
+            oversized,
+        }
+    }
+
     fn saw(&mut self, bytes: &[u8]) {
         for (index, segment) in bytes.split(|b| *b == b'\n').enumerate() {
             if index > 0 {
@@ -104,7 +108,7 @@ impl Watched {
     }
 }
 
-impl AsyncRead for Watched {
+impl<R: AsyncRead + Unpin> AsyncRead for Watched<R> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -117,5 +121,30 @@ impl AsyncRead for Watched {
             this.saw(&buf.filled()[before..]);
         }
         polled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt as _;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn each_line_longer_than_a_message_counts_once_and_passes_through() {
+        let mut stream = Vec::new();
+        stream.extend_from_slice(b"{\"short\":1}\n");
+        stream.extend(std::iter::repeat_n(b'x', 2 * MAX_MESSAGE));
+        stream.extend_from_slice(b"\n{\"short\":2}\n");
+        stream.extend(std::iter::repeat_n(b'y', MAX_MESSAGE + 1));
+        stream.extend_from_slice(b"\n");
+        stream.extend(std::iter::repeat_n(b'z', MAX_MESSAGE));
+        stream.extend_from_slice(b"\n");
+        let (oversized, counted) = watch::channel(0);
+        let mut watched = Watched::new(stream.as_slice(), oversized);
+        let mut read = Vec::new();
+        watched.read_to_end(&mut read).await.unwrap();
+        assert_eq!(read, stream, "nothing is held or changed");
+        assert_eq!(*counted.borrow(), 2);
     }
 }
