@@ -565,6 +565,7 @@ mod tests {
             },
             duration: Duration::ZERO,
             truncated: false,
+            unasked: None,
         })
     }
 

@@ -15,7 +15,7 @@ use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::{Map, Value, json};
 
 use super::Server;
-use crate::tools::approval::{Approval, Gate};
+use crate::tools::approval::{Approval, Gate, Hints};
 use crate::tools::registry::{DynTool, HandlerFuture};
 use crate::tools::schema::normalize_foreign;
 use crate::tools::{CallProgress, ToolError};
@@ -28,7 +28,8 @@ pub(super) struct McpTool {
     remote: String,
     description: String,
     parameters: Option<Value>,
-    read_only: bool,
+    /// What its server's annotations claim.
+    hints: Hints,
     approval: Option<Approval>,
 }
 
@@ -46,11 +47,14 @@ impl McpTool {
             .or(tool.title.as_deref())
             .unwrap_or("A tool from an MCP server.")
             .to_owned();
-        let read_only = tool
+        let hints = tool
             .annotations
             .as_ref()
-            .and_then(|a| a.read_only_hint)
-            .unwrap_or(false);
+            .map(|a| Hints {
+                read_only: a.read_only_hint,
+                destructive: a.destructive_hint,
+            })
+            .unwrap_or_default();
         let approval = server
             .spec
             .tool_approvals
@@ -63,7 +67,7 @@ impl McpTool {
             remote,
             description,
             parameters,
-            read_only,
+            hints,
             approval,
         }
     }
@@ -86,7 +90,7 @@ impl DynTool for McpTool {
         Gate::mcp(
             self.server.spec.name.clone(),
             configured.or(self.approval),
-            self.read_only,
+            self.hints,
         )
     }
 
