@@ -434,6 +434,73 @@ fn what_the_user_set_wins_and_a_servers_hints_are_only_claims() {
     assert!(read_record(&record).iter().any(|e| e["event"] == "ran"));
 }
 
+#[test]
+fn an_http_server_quoting_the_credentials_it_was_sent_shows_none_of_them() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut server = Command::new(python())
+        .arg(root().join("tests/mcp/quoting_http_server.py"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut port,
+    )
+    .unwrap();
+    let (bearer, password, query_key) =
+        ("mcp-bearer-SECRET-4242", "url-pass-5151", "QUERYKEY-6161");
+    let config = scratch.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.quoting]\n\
+             url = \"http://svc:{password}@127.0.0.1:{port}/mcp?api_key={query_key}\"\n\n\
+             [mcp_servers.bearing]\n\
+             url = \"http://127.0.0.1:{port}/mcp\"\n\
+             bearer_token_env_var = \"QUOTING_TOKEN\"\n",
+            port = port.trim()
+        ),
+    )
+    .unwrap();
+    let recording = scratch.path().join("rec");
+    let mut command = livetalk_with_only_path(scratch.path());
+    command
+        .env("QUOTING_TOKEN", bearer)
+        .env("LIVETALK_LOG", "debug")
+        .args(["--headless", "--json", "--config"])
+        .arg(&config)
+        .arg("--record")
+        .arg(&recording);
+    let run = run_command(command, &["hello"], Duration::from_secs(60));
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        said.matches("refused the MCP handshake").count(),
+        2,
+        "the server's words, once a server:\n{said}"
+    );
+    assert!(
+        said.contains("Bearer [redacted]") && said.contains("Basic [redacted]"),
+        "credentials masked:\n{said}"
+    );
+    for jargon in ["rmcp", "Transport [", "WorkerTransport"] {
+        assert!(!said.contains(jargon), "{jargon} in:\n{said}");
+    }
+    assert!(recording.join("session.jsonl").exists(), "{said}");
+    assert_no_secrets(
+        &run,
+        scratch.path(),
+        // With the Basic credentials the client makes of the URL's user and password.
+        &[bearer, password, query_key, "c3ZjOnVybC1wYXNzLTUxNTE"],
+        &[&config],
+    );
+}
+
 /// A FastMCP server over streamable HTTP on a free loopback port, ready when this returns.
 struct HttpServer {
     child: Child,

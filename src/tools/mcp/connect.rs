@@ -13,7 +13,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 
-use super::{Server, Transport};
+use super::{Server, Transport, words};
 use livetalk_live::excerpt::{SUMMARY, bounded};
 
 /// A running client connection.
@@ -140,7 +140,7 @@ pub(super) async fn connect(server: Arc<Server>) -> Result<Connected, String> {
             listener
                 .serve(transport)
                 .await
-                .map_err(|e| with_stderr(format!("it did not start MCP: {e}"), &stderr))?
+                .map_err(|e| with_stderr(words::start_error(&e), &stderr))?
         }
         Transport::Http {
             url,
@@ -157,19 +157,22 @@ pub(super) async fn connect(server: Arc<Server>) -> Result<Connected, String> {
                     .ok_or_else(|| {
                         format!("the environment variable {var} (bearer_token_env_var) is not set")
                     })?;
+                livetalk_live::redact::remember(&token);
                 config = config.auth_header(token.trim().to_owned());
             }
             let transport = StreamableHttpClientTransport::from_config(config);
             listener
                 .serve(transport)
                 .await
-                .map_err(|e| format!("cannot connect to {url}: {e}"))?
+                .map_err(|e| format!("{url}: {}", words::start_error(&e)))?
         }
     };
-    let tools = service
-        .list_all_tools()
-        .await
-        .map_err(|e| with_stderr(format!("listing its tools failed: {e}"), &stderr))?;
+    let tools = service.list_all_tools().await.map_err(|e| {
+        with_stderr(
+            format!("listing its tools failed: {}", words::service_error(&e)),
+            &stderr,
+        )
+    })?;
     Ok(Connected {
         service,
         tools,

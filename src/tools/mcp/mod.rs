@@ -10,6 +10,7 @@
 mod connect;
 mod names;
 mod tool;
+mod words;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -408,7 +409,7 @@ impl Server {
         let tools = match peer.list_all_tools().await {
             Ok(tools) => tools,
             Err(error) => {
-                tracing::warn!(server = %self.spec.name, "listing the changed tools failed: {error}");
+                tracing::warn!(server = %self.spec.name, "listing the changed tools failed: {}", words::service_error(&error));
                 return;
             }
         };

@@ -14,11 +14,12 @@ use rmcp::model::{
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::{Map, Value, json};
 
-use super::Server;
+use super::{Server, words};
 use crate::tools::approval::{Approval, Gate, Hints};
 use crate::tools::registry::{DynTool, HandlerFuture};
 use crate::tools::schema::normalize_foreign;
 use crate::tools::{CallProgress, ToolError};
+use livetalk_live::excerpt::{SUMMARY, bounded};
 
 pub(super) struct McpTool {
     server: Arc<Server>,
@@ -150,7 +151,8 @@ impl DynTool for McpTool {
                 ))),
                 Err(ServiceError::McpError(error)) => Err(ToolError::failed(format!(
                     "the MCP server \"{}\" refused the call: {}",
-                    server.spec.name, error.message
+                    server.spec.name,
+                    bounded(&error.message, SUMMARY)
                 ))),
                 Err(error) => Err(ToolError::failed(stopped_message(
                     &server.spec.name,
@@ -162,11 +164,13 @@ impl DynTool for McpTool {
 }
 
 fn stopped_message(server: &str, error: &ServiceError) -> String {
-    match error {
-        ServiceError::TransportClosed | ServiceError::TransportSend(_) => format!(
-            "the MCP server \"{server}\" stopped before it answered; the call did not complete"
-        ),
-        other => format!("the call to the MCP server \"{server}\" failed: {other}"),
+    if words::server_is_gone(error) {
+        format!("the MCP server \"{server}\" stopped before it answered; the call did not complete")
+    } else {
+        format!(
+            "the call to the MCP server \"{server}\" failed: {}",
+            words::service_error(error)
+        )
     }
 }
 
