@@ -795,6 +795,8 @@ fn mcp_server(name: &str, layer: McpServerLayer, source: &str) -> Result<ServerS
             }
         }
         (None, Some(url)) => {
+            // Before the URL is quoted anywhere, this error included.
+            livetalk_live::redact::remember_url_credentials(&url);
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(ConfigError::new(
                     source,

@@ -377,8 +377,12 @@ impl Printer {
                             .as_ref()
                             .map(|r| format!(": {}", bounded(&r.response.to_string(), SUMMARY)))
                             .unwrap_or_default();
+                        let unasked = call
+                            .unasked
+                            .map(|why| format!(" (ran without asking: {})", why.reason()))
+                            .unwrap_or_default();
                         self.line(&format!(
-                            "Tool: {name} {} -> {}{time}{result}",
+                            "Tool: {name} {} -> {}{unasked}{time}{result}",
                             bounded(&call.args.to_string(), SUMMARY),
                             call.state.label()
                         ));
@@ -392,6 +396,7 @@ impl Printer {
                         "duration_ms": millis,
                         "response": call.response.as_ref().map(|r| bounded_json(&json!(r), SUMMARY)),
                         "truncated": call.truncated,
+                        "unasked": call.unasked.map(|why| why.reason()),
                     })),
                 }
                 true

@@ -908,6 +908,19 @@ async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_sessi
         }
         other => panic!("expected a 401, got {:?}", other.map(|_| ())),
     }
+    // A wrong token is not a missing one.
+    let wrong = format!("{}/?token=open-barley", server.url());
+    match client::connect(&wrong, &setup, timeout).await {
+        Err(ConnectError::Rejected { status, message }) => {
+            assert_eq!(status, 401);
+            assert!(
+                message.contains("did not accept the token") && !message.contains("add ?token="),
+                "{message}"
+            );
+            assert!(!message.contains("open-barley"), "{message}");
+        }
+        other => panic!("expected a 401, got {:?}", other.map(|_| ())),
+    }
 
     let url = format!("{}/?token=sesame", server.url());
     let connecting = tokio::spawn(async move { client::connect(&url, &setup, timeout).await });

@@ -22,7 +22,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use livetalk::app::{App, AppInit, Effect, Msg, NoticeLevel, Popup, ToolRow, ToolState};
 use livetalk::engine::Engine;
 use livetalk::tools::mcp::{McpEvent, McpHub, ServerSpec, ServerState};
-use livetalk::tools::{Approval, Decider, Gate, Origin, SmartHome, builtin_registry};
+use livetalk::tools::{Approval, Decider, Gate, Origin, SmartHome, Unasked, builtin_registry};
 use livetalk_mock::{Fault, FaultAction, Moment};
 use serde_json::{Value, json};
 
@@ -362,6 +362,145 @@ fn headless_approve_policies_decide_for_the_reference_servers_tools() {
     assert!(said.contains("simulated, random-leveled logging"), "{said}");
 }
 
+#[test]
+fn what_the_user_set_wins_and_a_servers_hints_are_only_claims() {
+    // `delete_all_files` claims both read-only and destructive: it must ask, so headless under
+    // the default policy it is refused, and the server never sees the call. `whoami` claims
+    // read-only only: it runs, and says on whose word.
+    let scratch = tempfile::tempdir().unwrap();
+    let record = scratch.path().join("record.jsonl");
+    let server = format!(
+        "files={} {} {} stdio",
+        python().display(),
+        fastmcp_script().display(),
+        record.display()
+    );
+    let lines = ["use the delete_all_files tool", "use the whoami tool"];
+    let (events, stderr) = run_headless(scratch.path(), None, &["--mcp", &server], &lines);
+    let calls = tool_events(&events);
+    assert_eq!(calls.len(), 2, "{events:#?}\n{stderr}");
+    assert_eq!(calls[0]["name"], "delete_all_files");
+    assert_eq!(answer(calls[0])["success"], false, "{:#}", calls[0]);
+    let error = answer(calls[0])["error"].as_str().unwrap_or_default();
+    assert!(error.contains("--approve read-only"), "{error}");
+    assert!(calls[0]["unasked"].is_null(), "{:#}", calls[0]);
+    assert_eq!(calls[1]["name"], "whoami");
+    assert_eq!(calls[1]["state"], "ok", "{:#}", calls[1]);
+    assert_eq!(calls[1]["unasked"], "its server says it only reads");
+    assert!(
+        !read_record(&record).iter().any(|e| e["event"] == "ran"),
+        "the destructive tool ran: {:#?}",
+        read_record(&record)
+    );
+
+    // What the user set wins over every policy: a built-in set to "always" is refused under
+    // --approve none (nobody can approve it), and the destructive tool set to "never" runs.
+    let config = scratch.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[tools.approval]\nget_current_time = \"always\"\n\n\
+             [mcp_servers.files]\ncommand = {:?}\nargs = [{:?}, {:?}, \"stdio\"]\n\n\
+             [mcp_servers.files.tools.delete_all_files]\napproval = \"never\"\n",
+            python().display().to_string(),
+            fastmcp_script().display().to_string(),
+            record.display().to_string(),
+        ),
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let lines = [
+        "use the get_current_time tool",
+        "use the delete_all_files tool",
+    ];
+    let (events, stderr) = run_headless(
+        scratch.path(),
+        None,
+        &["--config", &config, "--approve", "none"],
+        &lines,
+    );
+    let calls = tool_events(&events);
+    assert_eq!(calls.len(), 2, "{events:#?}\n{stderr}");
+    assert_eq!(calls[0]["name"], "get_current_time");
+    let error = answer(calls[0])["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("approve every call") && error.contains("--approve none"),
+        "{:#}",
+        calls[0]
+    );
+    assert_eq!(calls[1]["name"], "delete_all_files");
+    assert_eq!(calls[1]["state"], "ok", "{:#}", calls[1]);
+    assert_eq!(calls[1]["unasked"], "approval = \"never\" in your config");
+    assert!(read_record(&record).iter().any(|e| e["event"] == "ran"));
+}
+
+#[test]
+fn an_http_server_quoting_the_credentials_it_was_sent_shows_none_of_them() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut server = Command::new(python())
+        .arg(root().join("tests/mcp/quoting_http_server.py"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut port,
+    )
+    .unwrap();
+    let (bearer, password, query_key) =
+        ("mcp-bearer-SECRET-4242", "url-pass-5151", "QUERYKEY-6161");
+    let config = scratch.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcp_servers.quoting]\n\
+             url = \"http://svc:{password}@127.0.0.1:{port}/mcp?api_key={query_key}\"\n\n\
+             [mcp_servers.bearing]\n\
+             url = \"http://127.0.0.1:{port}/mcp\"\n\
+             bearer_token_env_var = \"QUOTING_TOKEN\"\n",
+            port = port.trim()
+        ),
+    )
+    .unwrap();
+    let recording = scratch.path().join("rec");
+    let mut command = livetalk_with_only_path(scratch.path());
+    command
+        .env("QUOTING_TOKEN", bearer)
+        .env("LIVETALK_LOG", "debug")
+        .args(["--headless", "--json", "--config"])
+        .arg(&config)
+        .arg("--record")
+        .arg(&recording);
+    let run = run_command(command, &["hello"], Duration::from_secs(60));
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        said.matches("refused the MCP handshake").count(),
+        2,
+        "the server's words, once a server:\n{said}"
+    );
+    assert!(
+        said.contains("Bearer [redacted]") && said.contains("Basic [redacted]"),
+        "credentials masked:\n{said}"
+    );
+    for jargon in ["rmcp", "Transport [", "WorkerTransport"] {
+        assert!(!said.contains(jargon), "{jargon} in:\n{said}");
+    }
+    assert!(recording.join("session.jsonl").exists(), "{said}");
+    assert_no_secrets(
+        &run,
+        scratch.path(),
+        // With the Basic credentials the client makes of the URL's user and password.
+        &[bearer, password, query_key, "c3ZjOnVybC1wYXNzLTUxNTE"],
+        &[&config],
+    );
+}
+
 /// A FastMCP server over streamable HTTP on a free loopback port, ready when this returns.
 struct HttpServer {
     child: Child,
@@ -653,14 +792,24 @@ async fn a_changed_tool_list_is_declared_at_the_next_reconnect() {
     assert!(whoami.parameters.is_none(), "{whoami:?}");
     assert!(!first[0].contains(&"late_tool".to_owned()));
     // Whether a call waits for the user: the tool's own setting, else the server's
-    // annotation (read-only runs), else it asks.
-    let gate = |approval| Gate {
+    // annotations (read-only and not destructive runs), else it asks.
+    let gate = |configured, claims_read_only| Gate {
         origin: Origin::Mcp("local".into()),
-        approval,
+        configured,
+        claims_read_only,
     };
-    assert_eq!(registry.gate("add_tool"), gate(Approval::Never));
-    assert_eq!(registry.gate("whoami"), gate(Approval::Never));
-    assert_eq!(registry.gate("fail"), gate(Approval::Always));
+    assert_eq!(
+        registry.gate("add_tool"),
+        gate(Some(Approval::Never), false)
+    );
+    assert_eq!(registry.gate("whoami"), gate(None, true));
+    assert_eq!(registry.gate("delete_all_files"), gate(None, false));
+    assert_eq!(registry.gate("fail"), gate(None, false));
+    let person = |name| registry.gate(name).unasked_in_person();
+    assert_eq!(person("add_tool"), Some(Unasked::SetToNever));
+    assert_eq!(person("whoami"), Some(Unasked::ServerSaysReadOnly));
+    assert_eq!(person("delete_all_files"), None);
+    assert_eq!(person("fail"), None);
     assert_eq!(registry.gate("get_current_time").origin, Origin::BuiltIn);
 
     h.say("add a tool").await;

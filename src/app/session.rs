@@ -152,6 +152,7 @@ impl App {
                         slow: false,
                         progress: None,
                         edited_from: None,
+                        unasked: None,
                     });
                     self.transcript.push(Entry::Tool(index));
                     keyed.push(KeyedCall {

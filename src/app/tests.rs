@@ -53,6 +53,7 @@ fn finished(id: &str, name: &str, status: ToolStatus) -> Msg {
         response,
         duration: Duration::from_millis(3),
         truncated: false,
+        unasked: None,
     }))
 }
 

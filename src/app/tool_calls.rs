@@ -8,7 +8,8 @@ use serde_json::Value;
 use super::{App, Effect, NoticeLevel, keys};
 use crate::tools::mcp::{Catalog, McpEvent, ServerEntry};
 use crate::tools::{
-    CallKey, ProgressReport, SlowCall, ToolEntry, ToolEvent, ToolStatus, Verdict, WaitingCall,
+    CallKey, ProgressReport, SlowCall, ToolEntry, ToolEvent, ToolStatus, Unasked, Verdict,
+    WaitingCall,
 };
 use livetalk_live::wire::{FunctionResponse, Scheduling};
 
@@ -74,6 +75,8 @@ pub struct ToolCallRecord {
     pub progress: Option<ProgressReport>,
     /// The arguments the model sent, when the user edited them (`args` are the edited ones).
     pub edited_from: Option<Value>,
+    /// Why it ran without anybody asked, when that is news (not for a plain built-in).
+    pub unasked: Option<Unasked>,
 }
 
 impl App {
@@ -165,6 +168,7 @@ impl App {
                     };
                     record.duration = Some(outcome.duration);
                     record.truncated = outcome.truncated;
+                    record.unasked = outcome.unasked.filter(|why| why.worth_showing());
                     record.response = Some(outcome.response.clone());
                     let refusal = match &record.state {
                         ToolState::Refused(message) => Some(message.clone()),

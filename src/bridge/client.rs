@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::handshake::client::Request;
-use tokio_tungstenite::tungstenite::http::Uri;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info, warn};
 
@@ -52,16 +51,17 @@ pub async fn connect(
     connect_timeout: Duration,
 ) -> Result<Connection, ConnectError> {
     // The token rides in the URL's query; nothing livetalk writes may show it.
-    if let Ok(uri) = url.parse::<Uri>() {
-        for pair in uri.query().unwrap_or_default().split('&') {
-            if let Some(token) = pair.strip_prefix("token=") {
-                livetalk_live::redact::remember(token);
-            }
-        }
-    }
+    livetalk_live::redact::remember_url_credentials(url);
+    let sends_token = url
+        .split_once('?')
+        .map(|(_, query)| query.split(['&', '#']))
+        .into_iter()
+        .flatten()
+        .any(|pair| pair.strip_prefix("token=").is_some_and(|t| !t.is_empty()));
     let bridge = Bridge {
         url: url.to_owned(),
         host: bridge_host(url),
+        sends_token,
         last_error: None,
     };
     connection::run(bridge, setup, connect_timeout, None).await
@@ -72,6 +72,8 @@ pub async fn connect(
 struct Bridge {
     url: String,
     host: String,
+    /// The URL carries a `token`: a 401 then means a wrong one, not a missing one.
+    sends_token: bool,
     /// The last `GEMINI_ERROR` and its code: it explains a close that follows.
     last_error: Option<(String, Option<u16>)>,
 }
@@ -215,6 +217,10 @@ impl Protocol for Bridge {
     fn rejected(&self, status: u16) -> String {
         let host = &self.host;
         match status {
+            401 if self.sends_token => format!(
+                "The bridge at {host} did not accept the token in the --bridge URL (HTTP 401): \
+                 use the token `livetalk serve` printed when it started."
+            ),
             401 => format!(
                 "The bridge at {host} wants a token (HTTP 401): add ?token=... to the --bridge URL."
             ),

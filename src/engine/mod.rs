@@ -567,6 +567,7 @@ mod tests {
             },
             duration: Duration::ZERO,
             truncated: false,
+            unasked: None,
         })
     }
 

@@ -110,6 +110,7 @@ fn tool_event(record: &Record) -> Option<ToolEvent> {
                 response: response.clone(),
                 duration: duration(*duration_ns),
                 truncated: *truncated,
+                unasked: None,
             }))
         }
         Record::ToolCancelled {

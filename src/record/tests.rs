@@ -293,6 +293,7 @@ async fn a_reconnect_replays_as_the_app_saw_it() {
             },
             duration: Duration::from_millis(2100),
             truncated: false,
+            unasked: None,
         }),
         2,
     );

@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinError, JoinHandle};
 use tokio::time::Instant;
 
-use super::approval::{Decider, Decision};
+use super::approval::{Decider, Decision, Unasked};
 use super::progress::CallProgress;
 use super::registry::{DynTool, Registry};
 use super::{END_SESSION, ToolError};
@@ -150,6 +150,9 @@ pub struct ToolOutcome {
     pub duration: Duration,
     /// The handler's response was over the size limit and replaced by a preview.
     pub truncated: bool,
+    /// Why it ran without anybody asked (absent when the person approved it, or it never ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unasked: Option<Unasked>,
 }
 
 impl ToolOutcome {
@@ -211,6 +214,8 @@ struct CallInfo {
     scheduling: Option<Scheduling>,
     /// Its time limit: the tool's own, else the registry's.
     limit: Duration,
+    /// Why it runs without anybody asked; `None` until it is admitted that way.
+    unasked: Option<Unasked>,
 }
 
 impl ToolDispatcher {
@@ -362,6 +367,7 @@ impl ToolDispatcher {
                 .as_ref()
                 .and_then(|t| t.timeout())
                 .unwrap_or(registry.limits().timeout),
+            unasked: None,
         };
         let Some(tool) = tool else {
             let message = unknown_tool_message(&info.name, &registry.names());
@@ -378,7 +384,18 @@ impl ToolDispatcher {
         }
         let gate = registry.gate(&info.name);
         match gate.decide(&info.name, self.shared.decider) {
-            Decision::Run => self.run(info, tool),
+            Decision::Run(why) => {
+                if why.worth_showing() {
+                    tracing::info!(tool = %bounded(&info.name, SUMMARY), "tool call runs without asking: {}", why.reason());
+                }
+                self.run(
+                    CallInfo {
+                        unasked: Some(why),
+                        ..info
+                    },
+                    tool,
+                )
+            }
             Decision::Refuse(text) => {
                 tracing::info!(tool = %bounded(&info.name, SUMMARY), "tool call refused by the approval policy");
                 self.shared.report_result(info, Err(Failure::Refused(text)));
@@ -698,6 +715,7 @@ impl Shared {
             response,
             duration,
             truncated,
+            unasked: info.unasked,
         }));
     }
 }
@@ -1517,6 +1535,7 @@ mod tests {
             response: FunctionResponse::default(),
             duration: Duration::ZERO,
             truncated: false,
+            unasked: None,
         };
         assert!(outcome(END_SESSION, ToolStatus::Ok).ends_session());
         assert!(!outcome(END_SESSION, ToolStatus::TimedOut).ends_session());
@@ -1655,7 +1674,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_policy_never_asks() {
-        // Built-ins run headless under every policy, even when configured to ask.
+        // A built-in the user set to ask is never run unasked: headless, only `--approve all`
+        // runs it, and any other policy answers it with a refusal at once.
         for policy in [
             ApprovePolicy::All,
             ApprovePolicy::ReadOnly,
@@ -1669,7 +1689,16 @@ mod tests {
             );
             f.dispatcher.dispatch(vec![call("p", "answer", json!({}))]);
             let outcome = next_outcome(&mut f.events).await;
-            assert_eq!(outcome.status, ToolStatus::Ok, "{policy:?}");
+            if policy == ApprovePolicy::All {
+                assert_eq!(outcome.status, ToolStatus::Ok, "{policy:?}");
+                assert_eq!(outcome.unasked, Some(Unasked::ApproveAll));
+            } else {
+                assert!(
+                    matches!(&outcome.status, ToolStatus::Refused(why) if why.contains("approve every call")),
+                    "{policy:?}: {outcome:?}"
+                );
+                assert_eq!(outcome.unasked, None);
+            }
         }
     }
 
@@ -1753,12 +1782,10 @@ mod tests {
         let Some(progress) = progress else {
             panic!("the handle was kept");
         };
+        // A report is emitted (or not) before `report` returns: nothing can be on its way.
         progress.report(2.0, Some(2.0), None);
-        drop(progress);
-        drop(kept);
-        drop(dispatcher);
         let mut rest = Vec::new();
-        while let Ok(Some(event)) = tokio::time::timeout(WAIT, events.recv()).await {
+        while let Ok(event) = events.try_recv() {
             rest.push(event);
         }
         assert!(rest.is_empty(), "nothing after the end: {rest:?}");

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use livetalk_live::wire::{Behavior, Scheduling};
 
-pub use approval::{Approval, ApprovePolicy, Decider, Decision, Gate, Origin};
+pub use approval::{Approval, ApprovePolicy, Decider, Decision, Gate, Hints, Origin, Unasked};
 pub use clock::{GetCurrentTime, NoArgs, time_report};
 pub use dispatch::{
     CallKey, KeyedCall, ProgressReport, SlowCall, ToolDispatcher, ToolEvent, ToolOutcome,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
-use super::approval::{Approval, Gate, Origin};
+use super::approval::{Approval, Gate, Origin, Unasked};
 use super::progress::CallProgress;
 use super::schema::{SchemaError, parameters_for};
 use super::{Tool, ToolError, ToolLimits};
@@ -117,6 +117,9 @@ pub struct ToolEntry {
     pub description: String,
     /// False when the user turned it off for this session.
     pub enabled: bool,
+    /// Why its calls run without asking the person at the TUI; `None` when they ask.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unasked: Option<Unasked>,
 }
 
 /// The enabled tools, keyed (and therefore declared) by name.
@@ -205,14 +208,18 @@ impl Registry {
     pub fn entries(&self) -> Vec<ToolEntry> {
         self.tools
             .values()
-            .map(|tool| ToolEntry {
-                name: tool.name().to_owned(),
-                server: match self.gate(tool.name()).origin {
-                    Origin::BuiltIn => None,
-                    Origin::Mcp(server) => Some(server),
-                },
-                description: tool.description().to_owned(),
-                enabled: !self.disabled.contains(tool.name()),
+            .map(|tool| {
+                let gate = self.gate(tool.name());
+                ToolEntry {
+                    name: tool.name().to_owned(),
+                    unasked: gate.unasked_in_person(),
+                    server: match gate.origin {
+                        Origin::BuiltIn => None,
+                        Origin::Mcp(server) => Some(server),
+                    },
+                    description: tool.description().to_owned(),
+                    enabled: !self.disabled.contains(tool.name()),
+                }
             })
             .collect()
     }

@@ -66,6 +66,7 @@ fn tool_done(app: &mut App, id: &str, name: &str, status: ToolStatus, response: 
         },
         duration: Duration::from_micros(420),
         truncated: false,
+        unasked: None,
     })));
 }
 
@@ -515,27 +516,35 @@ fn an_interruption_by_echo_is_marked_with_the_key_that_switches_echo_handling() 
 
 fn with_mcp_tools() -> App {
     use crate::tools::ToolEntry;
+    use crate::tools::Unasked;
     use crate::tools::mcp::{Catalog, ServerEntry, ServerState};
     let builtin = |name: &str| ToolEntry {
         name: name.into(),
         server: None,
         description: String::new(),
         enabled: true,
+        unasked: Some(Unasked::BuiltIn),
     };
-    let mcp = |name: &str, server: &str, enabled: bool| ToolEntry {
+    let mcp = |name: &str, server: &str, enabled: bool, unasked| ToolEntry {
         name: name.into(),
         server: Some(server.into()),
         description: String::new(),
         enabled,
+        unasked,
     };
     let mut app = App::new(AppInit {
         catalog: Catalog {
             tools: vec![
                 builtin("end_session"),
-                mcp("echo", "everything", true),
+                mcp(
+                    "echo",
+                    "everything",
+                    true,
+                    Some(Unasked::ServerSaysReadOnly),
+                ),
                 builtin("get_current_time"),
-                mcp("get-sum", "everything", false),
-                mcp("notes__search", "notes", true),
+                mcp("get-sum", "everything", false, None),
+                mcp("notes__search", "notes", true, Some(Unasked::SetToNever)),
             ],
             servers: vec![
                 ServerEntry {
@@ -689,6 +698,7 @@ fn a_result_typed_by_hand() {
             },
             duration: Duration::from_secs(4),
             truncated: false,
+            unasked: None,
         })));
         model_says(&mut app, "Oh no, the garage is on fire!", true);
         app

@@ -53,6 +53,14 @@ pub fn draw(frame: &mut Frame, full: Rect, app: &App, theme: Theme, selected: us
                     Some(server) => format!("MCP {server}"),
                 };
                 spans.push(Span::styled(format!("  ({origin})"), theme.dim()));
+                match tool.unasked {
+                    None => spans.push(Span::styled("  asks first", theme.dim())),
+                    Some(why) if why.worth_showing() => spans.push(Span::styled(
+                        format!("  unasked ({})", why.tag()),
+                        theme.warning(),
+                    )),
+                    Some(_) => {}
+                }
             }
         }
         let line = Line::from(spans);

@@ -109,7 +109,11 @@ pub fn outcome_summary(call: &ToolCallRecord) -> String {
             None => String::new(),
         },
     };
-    format!("{took}{result}")
+    let unasked = call
+        .unasked
+        .map(|why| format!(" (ran without asking: {})", why.reason()))
+        .unwrap_or_default();
+    format!("{took}{unasked}{result}")
 }
 
 /// How far a running call has come: `2/5` (or `2` without a total) and the tool's message.
@@ -289,7 +293,13 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
             if wide {
                 cells.push(Cell::from(took));
             }
-            cells.push(Cell::from(result));
+            cells.push(Cell::from(match call.unasked {
+                Some(why) => Line::from(vec![
+                    Span::styled(format!("unasked ({}) ", why.tag()), theme.warning()),
+                    Span::raw(result),
+                ]),
+                None => Line::from(result),
+            }));
             let row = Row::new(cells);
             if app.view().tool_selected == Some(index) {
                 row.style(theme.selected())

@@ -482,3 +482,37 @@ pub fn replies(app: &livetalk::app::App) -> Vec<(String, livetalk::app::ModelTur
         })
         .collect()
 }
+
+/// No secret in what the run printed, nor in any file it wrote under `scratch` (the log,
+/// recordings), apart from the files the test itself wrote them into.
+pub fn assert_no_secrets(run: &Run, scratch: &Path, secrets: &[&str], written_by_test: &[&Path]) {
+    for secret in secrets {
+        assert!(
+            !run.stdout.contains(secret),
+            "{secret} on stdout:\n{}",
+            run.stdout
+        );
+        assert!(
+            !run.stderr.contains(secret),
+            "{secret} on stderr:\n{}",
+            run.stderr
+        );
+    }
+    let mut folders = vec![scratch.to_owned()];
+    let mut files = 0;
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if !written_by_test.iter().any(|w| path.starts_with(w)) {
+                files += 1;
+                let text = String::from_utf8_lossy(&std::fs::read(&path).unwrap()).into_owned();
+                for secret in secrets {
+                    assert!(!text.contains(secret), "{secret} in {}", path.display());
+                }
+            }
+        }
+    }
+    assert!(files > 0, "the run wrote a log to search");
+}

@@ -11,6 +11,7 @@ of the server (`ready`). Its tools:
   - add_tool(): adds a tool `late_tool` and tells the client its tool list changed
   - crash(): writes a last line to stderr and exits at once
   - whoami(): no parameters, annotated read-only; says the server's name
+  - delete_all_files(): annotated both read-only and destructive; records `ran` if called
 """
 
 import asyncio
@@ -102,6 +103,15 @@ def crash() -> str:
 def whoami() -> str:
     """Says who this is."""
     return "the livetalk test server"
+
+
+@server.tool(
+    annotations=types.ToolAnnotations(readOnlyHint=True, destructiveHint=True)
+)
+def delete_all_files() -> str:
+    """Deletes every file (it only says so, and records that it ran)."""
+    record(event="ran", tool="delete_all_files")
+    return "every file deleted"
 
 
 record(event="ready", pid=os.getpid(), mode=MODE)

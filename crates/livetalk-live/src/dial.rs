@@ -178,7 +178,9 @@ fn tls_failure(target: &Address, error: &std::io::Error, network: &Network) -> S
         error.kind(),
         ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof | ErrorKind::ConnectionAborted
     ) || error.to_string().contains("corrupt message");
-    if plain_server {
+    if let Some(problem) = certificate_problem(target, error) {
+        format!("The TLS handshake with {target} failed: {problem}")
+    } else if plain_server {
         format!(
             "The TLS handshake with {target} failed ({error}). The server may not speak TLS: for a plain server use ws:// instead of wss://."
         )
@@ -197,6 +199,39 @@ fn tls_failure(target: &Address, error: &std::io::Error, network: &Network) -> S
     } else {
         crate::excerpt::sentence(&format!("The TLS handshake with {target} failed: {error}"))
     }
+}
+
+/// What is wrong with the certificate a server presented, in words (rustls names its checks by
+/// Rust type; the unknown authority is left to the caller, which knows the trust store).
+fn certificate_problem(target: &Address, error: &std::io::Error) -> Option<String> {
+    use rustls::CertificateError as Bad;
+    let rustls::Error::InvalidCertificate(bad) =
+        error.get_ref()?.downcast_ref::<rustls::Error>()?
+    else {
+        return None;
+    };
+    let host = &target.host;
+    Some(match bad {
+        Bad::UnknownIssuer => return None,
+        Bad::Expired | Bad::ExpiredContext { .. } => {
+            "its certificate has expired (or this machine's clock is wrong).".to_owned()
+        }
+        Bad::NotValidYet | Bad::NotValidYetContext { .. } => {
+            "its certificate is not valid yet: check this machine's clock.".to_owned()
+        }
+        Bad::NotValidForName | Bad::NotValidForNameContext { .. } => {
+            format!("its certificate is not for {host}. Check the host name in the URL.")
+        }
+        Bad::Revoked => "its certificate has been revoked.".to_owned(),
+        Bad::BadEncoding | Bad::BadSignature => "its certificate is damaged.".to_owned(),
+        Bad::Other(other) if format!("{other:?}").contains("CaUsedAsEndEntity") => {
+            "it presented a certificate authority's own certificate instead of a server \
+             certificate. The server needs a certificate of its own, signed by that authority \
+             (the authority's certificate is what SSL_CERT_FILE names)."
+                .to_owned()
+        }
+        _ => "livetalk does not accept its certificate (it fails a check rustls makes).".to_owned(),
+    })
 }
 
 /// A failed upgrade; a TLS server answering plain HTTP is the usual cause of garbage.

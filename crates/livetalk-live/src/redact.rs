@@ -32,6 +32,52 @@ pub fn remember(secret: &str) {
     known.sort_by_key(|s| std::cmp::Reverse(s.len()));
 }
 
+/// Query parameters whose values are taken for credentials, by a part of their name.
+const SECRET_PARAMETERS: [&str; 9] = [
+    "key", "token", "secret", "pass", "auth", "sig", "cred", "session", "code",
+];
+
+/// Remembers the credentials a URL carries: its user and password, and the values of query
+/// parameters named like keys, tokens, secrets or signatures (as written and decoded). Call it
+/// before the URL is quoted anywhere, even in an error about the URL itself.
+pub fn remember_url_credentials(url: &str) {
+    let decoded = |text: &str| {
+        percent_encoding::percent_decode_str(text)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = after_scheme
+        .split(['/', '?', '#'])
+        .next()
+        .unwrap_or_default();
+    if let Some((userinfo, _)) = authority.rsplit_once('@') {
+        // A lone user part is a token often enough (`https://TOKEN@host`): both are kept out.
+        for part in userinfo.split(':') {
+            remember(part);
+            remember(&decoded(part));
+        }
+        // HTTP clients send the userinfo as Basic credentials, which a server may quote.
+        let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+        remember(&base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            format!("{}:{}", decoded(user), decoded(password)),
+        ));
+    }
+    let query = after_scheme
+        .split_once('?')
+        .map(|(_, query)| query.split('#').next().unwrap_or_default())
+        .unwrap_or_default();
+    for pair in query.split('&') {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let name = decoded(name).to_ascii_lowercase();
+        if SECRET_PARAMETERS.iter().any(|part| name.contains(part)) {
+            remember(value);
+            remember(&decoded(value));
+        }
+    }
+}
+
 /// `text` with every remembered secret replaced by `[redacted]`.
 pub fn scrub(text: &str) -> Cow<'_, str> {
     replace_with(text, |_| MASK.to_owned())
@@ -82,6 +128,34 @@ mod tests {
         assert!(!scrubbed.contains("SECRET"), "{scrubbed}");
         assert_eq!(scrubbed.matches(MASK).count(), 2);
         assert!(matches!(scrub("nothing to hide"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn the_credentials_a_url_carries_are_remembered_and_nothing_else() {
+        remember_url_credentials(
+            "https://svc-user:p%40ss-word-1@mcp.example:8443/v1/mcp?api_key=AIzaQUERYKEY9&X-Amz-Signature=abcdef0123&transport=streamable#frag",
+        );
+        let text = "https://svc-user:p%40ss-word-1@mcp.example:8443/v1/mcp?api_key=AIzaQUERYKEY9&X-Amz-Signature=abcdef0123&transport=streamable failed; password p@ss-word-1";
+        let scrubbed = scrub(text);
+        for secret in [
+            "svc-user",
+            "p%40ss-word-1",
+            "p@ss-word-1",
+            "AIzaQUERYKEY9",
+            "abcdef0123",
+        ] {
+            assert!(!scrubbed.contains(secret), "{secret} in {scrubbed}");
+        }
+        // What an HTTP client sends for that userinfo, as a server quoting it shows it.
+        assert_eq!(
+            scrub("Basic c3ZjLXVzZXI6cEBzcy13b3JkLTE="),
+            "Basic [redacted]"
+        );
+        for kept in ["mcp.example:8443/v1/mcp", "transport=streamable"] {
+            assert!(scrubbed.contains(kept), "{kept} in {scrubbed}");
+        }
+        remember_url_credentials("https://TOKEN-ONLY-123@mcp.example/");
+        assert_eq!(scrub("TOKEN-ONLY-123"), MASK);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use tokio::io::AsyncReadExt as _;
 use super::child::{ChildTransport, MAX_MESSAGE};
 use super::flood::{LogBudget, Report};
 use super::listing::{self, Listing};
-use super::{Server, Transport};
+use super::{Server, Transport, words};
 use livetalk_live::excerpt::{SUMMARY, bounded};
 
 /// A running client connection.
@@ -151,7 +151,7 @@ pub(super) async fn connect(server: Arc<Server>) -> Result<Connected, String> {
             listener
                 .serve(transport)
                 .await
-                .map_err(|e| with_stderr(format!("it did not start MCP: {e}"), &stderr))?
+                .map_err(|e| with_stderr(words::start_error(&e), &stderr))?
         }
         Transport::Http {
             url,
@@ -171,13 +171,14 @@ pub(super) async fn connect(server: Arc<Server>) -> Result<Connected, String> {
                     .ok_or_else(|| {
                         format!("the environment variable {var} (bearer_token_env_var) is not set")
                     })?;
+                livetalk_live::redact::remember(&token);
                 config = config.auth_header(token.trim().to_owned());
             }
             let transport = StreamableHttpClientTransport::from_config(config);
             listener
                 .serve(transport)
                 .await
-                .map_err(|e| format!("cannot connect to {url}: {e}"))?
+                .map_err(|e| format!("{url}: {}", words::start_error(&e)))?
         }
     };
     let tools = listing::list(service.peer(), &server.spec, server.oversized.subscribe())

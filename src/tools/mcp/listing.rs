@@ -112,8 +112,8 @@ fn too_large() -> String {
     )
 }
 
-/// What went wrong with a page, in livetalk's words where it was one of its bounds (an HTTP
-/// server's answer over [`MAX_MESSAGE`]).
+/// What went wrong with a page, in livetalk's words (an HTTP server's answer over
+/// [`MAX_MESSAGE`] is one of livetalk's bounds, said as such).
 fn page_error(error: ServiceError) -> String {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);
     while let Some(error) = cause {
@@ -124,7 +124,7 @@ fn page_error(error: ServiceError) -> String {
         }
         cause = error.source();
     }
-    error.to_string()
+    super::words::service_error(&error)
 }
 
 /// A listing under way.

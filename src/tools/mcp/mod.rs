@@ -13,6 +13,7 @@ mod flood;
 mod listing;
 mod names;
 mod tool;
+mod words;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

@@ -14,11 +14,12 @@ use rmcp::model::{
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::{Map, Value, json};
 
-use super::Server;
 use super::listing::Listed;
-use crate::tools::approval::{Approval, Gate};
+use super::{Server, words};
+use crate::tools::approval::{Approval, Gate, Hints};
 use crate::tools::registry::{DynTool, HandlerFuture};
 use crate::tools::{CallProgress, ToolError};
+use livetalk_live::excerpt::{SUMMARY, bounded};
 
 pub(super) struct McpTool {
     server: Arc<Server>,
@@ -28,7 +29,8 @@ pub(super) struct McpTool {
     remote: String,
     description: String,
     parameters: Option<Value>,
-    read_only: bool,
+    /// What its server's annotations claim.
+    hints: Hints,
     approval: Option<Approval>,
 }
 
@@ -44,11 +46,14 @@ impl McpTool {
             .or(tool.title.as_deref())
             .unwrap_or("A tool from an MCP server.")
             .to_owned();
-        let read_only = tool
+        let hints = tool
             .annotations
             .as_ref()
-            .and_then(|a| a.read_only_hint)
-            .unwrap_or(false);
+            .map(|a| Hints {
+                read_only: a.read_only_hint,
+                destructive: a.destructive_hint,
+            })
+            .unwrap_or_default();
         let approval = server
             .spec
             .tool_approvals
@@ -61,7 +66,7 @@ impl McpTool {
             remote,
             description,
             parameters,
-            read_only,
+            hints,
             approval,
         }
     }
@@ -84,7 +89,7 @@ impl DynTool for McpTool {
         Gate::mcp(
             self.server.spec.name.clone(),
             configured.or(self.approval),
-            self.read_only,
+            self.hints,
         )
     }
 
@@ -144,7 +149,8 @@ impl DynTool for McpTool {
                 ))),
                 Err(ServiceError::McpError(error)) => Err(ToolError::failed(format!(
                     "the MCP server \"{}\" refused the call: {}",
-                    server.spec.name, error.message
+                    server.spec.name,
+                    bounded(&error.message, SUMMARY)
                 ))),
                 Err(error) => Err(ToolError::failed(stopped_message(
                     &server.spec.name,
@@ -156,11 +162,13 @@ impl DynTool for McpTool {
 }
 
 fn stopped_message(server: &str, error: &ServiceError) -> String {
-    match error {
-        ServiceError::TransportClosed | ServiceError::TransportSend(_) => format!(
-            "the MCP server \"{server}\" stopped before it answered; the call did not complete"
-        ),
-        other => format!("the call to the MCP server \"{server}\" failed: {other}"),
+    if words::server_is_gone(error) {
+        format!("the MCP server \"{server}\" stopped before it answered; the call did not complete")
+    } else {
+        format!(
+            "the call to the MCP server \"{server}\" failed: {}",
+            words::service_error(error)
+        )
     }
 }
 
