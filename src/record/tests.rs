@@ -72,6 +72,7 @@ fn link_record(event: &SessionChange, at: u64) -> Record {
             name: name.clone(),
             at,
         },
+        SessionChange::TurnLost => panic!("format 2 had no lost turns"),
     }
 }
 

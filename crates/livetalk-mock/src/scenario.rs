@@ -22,6 +22,8 @@ pub enum Moment {
     UserTurn,
     /// A `toolCall` was sent.
     ToolCall,
+    /// A `toolResponse` answered the last open call; the model has not gone on yet.
+    ToolResponse,
     /// The first chunk of a reply was sent; the rest is still streaming.
     MidReply,
     /// The first words of a reply (its first transcription fragment, or its first text part)
