@@ -103,6 +103,12 @@ fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
         original.stderr
     );
     assert_eq!(tool_lines(&original.stdout).len(), 3, "{}", original.stdout);
+    // The end of input is one intent, so one line, however long the session takes to close.
+    let ends = lines(&dir)
+        .iter()
+        .filter(|l| l["type"] == "applied" && l["msg"] == "end_session")
+        .count();
+    assert_eq!(ends, 1, "one intent, one line");
     let replies: Vec<&str> = original
         .stdout
         .lines()
