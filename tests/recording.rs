@@ -638,6 +638,39 @@ fn against_resends_the_recorded_mic_audio_in_real_time() {
         mic.duration()
     );
 
+    // With push-to-talk the clip is one utterance, bracketed by activityStart and activityEnd
+    // (the first sent while the connection was still being made), and its reply is awaited.
+    let ptt_dir = scratch.path().join("ptt");
+    let ptt = run_livetalk(
+        scratch.path(),
+        &[
+            "--headless",
+            "--offline",
+            "--push-to-talk",
+            "--input-wav",
+            phrase.to_str().unwrap(),
+            "--record",
+            ptt_dir.to_str().unwrap(),
+        ],
+        &[],
+        &[],
+    );
+    assert_eq!(ptt.code, Some(0), "{}", ptt.stderr);
+    // The whole clip is the utterance, its trailing silence included.
+    assert!(
+        ptt.stdout.contains("Gemini: I heard about"),
+        "{}",
+        ptt.stdout
+    );
+    let sent: Vec<String> = lines(&ptt_dir)
+        .iter()
+        .filter(|l| l["type"] == "send")
+        .filter_map(|l| l["message"]["realtimeInput"].as_object().cloned())
+        .flat_map(|input| input.keys().cloned().collect::<Vec<_>>())
+        .filter(|key| key.starts_with("activity"))
+        .collect();
+    assert_eq!(sent, ["activityStart", "activityEnd"], "{}", ptt.stdout);
+
     let mock = MockProcess::start(scratch.path(), &["--speed", "20"]);
     let again = run_livetalk(
         scratch.path(),
