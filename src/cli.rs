@@ -92,13 +92,16 @@ pub struct SessionFlags {
     /// (0: no limit).
     #[arg(long, value_name = "SECS")]
     pub turn_timeout: Option<f64>,
-    /// With --headless (nobody there to approve calls): all runs every tool call; read-only
-    /// runs built-ins and tools that need no approval and refuses the rest; none refuses
-    /// every MCP tool call (built-ins still run).
+    /// With --headless (nobody there to approve calls), for tools with no `approval` set:
+    /// all runs every call; read-only runs built-ins and MCP tools their server calls
+    /// read-only and refuses the rest; none refuses every MCP call. A tool set to "never"
+    /// always runs; one set to "always" runs only under all.
     #[arg(long, value_enum, value_name = "POLICY", default_value = "read-only")]
     pub approve: crate::tools::ApprovePolicy,
     /// Record the session (frames, tool calls, audio) into DIR, or into a new timestamped
-    /// folder under the sessions dir when DIR is left out.
+    /// folder under the sessions dir when DIR is left out. A bare name (`--record bug-1234`)
+    /// is a folder in the sessions dir, so `livetalk sessions` lists it and `replay` and
+    /// `inspect` take the name; `./bug-1234` records here.
     #[arg(long, value_name = "DIR", num_args = 0..=1)]
     pub record: Option<Option<PathBuf>>,
     /// No microphone or speaker: text only (--input-wav / --output-wav still work).
@@ -249,7 +252,8 @@ pub struct ServeArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct ReplayArgs {
-    /// The recording folder (the one holding session.jsonl).
+    /// The recording: its folder, its session.jsonl, or its name as `livetalk sessions`
+    /// lists it.
     pub dir: PathBuf,
     /// Play back this many times faster than recorded.
     #[arg(long, default_value_t = 1.0, conflicts_with = "instant")]
@@ -280,7 +284,8 @@ pub struct ReplayArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct InspectArgs {
-    /// The recording folder (the one holding session.jsonl).
+    /// The recording: its folder, its session.jsonl, or its name as `livetalk sessions`
+    /// lists it.
     pub dir: PathBuf,
     /// Print a Markdown transcript (tool calls with arguments and results) instead.
     #[arg(long)]

@@ -447,7 +447,10 @@ impl Settings {
 
         let sessions_dir = merged.sessions_dir();
         let record = match &flags.record {
-            Some(Some(dir)) => Some(RecordTo::Folder(dir.clone())),
+            Some(Some(dir)) => Some(RecordTo::Folder(crate::record::locate::record_folder(
+                dir,
+                &sessions_dir,
+            ))),
             Some(None) => Some(RecordTo::NewUnder(sessions_dir.clone())),
             None if merged.record_enabled => Some(RecordTo::NewUnder(sessions_dir.clone())),
             None => None,

@@ -898,3 +898,56 @@ fn a_self_interruption_replays_flagged_in_text_json_and_markdown() {
     );
     assert_eq!(markdown.stdout.matches(" _[interrupted]_").count(), 1);
 }
+
+/// `--record bug-1234` (the README's example) records into the sessions folder, so
+/// `sessions` lists it, and `replay` and `inspect` find it by that name, by its folder, or by
+/// its `session.jsonl`.
+#[test]
+fn a_recording_named_bare_is_listed_and_found_by_name_folder_or_file() {
+    let scratch = tempfile::tempdir().unwrap();
+    // Run from an empty folder of its own: a bare name must not land there.
+    let here = scratch.path().join("here");
+    std::fs::create_dir(&here).unwrap();
+    let mut command = livetalk(scratch.path());
+    command
+        .current_dir(&here)
+        .args(["--headless", "--offline", "--record", "bug-1234"]);
+    let original = run_command(command, &SMART_HOME_LINES[..1], Duration::from_secs(60));
+    assert_eq!(original.code, Some(0), "{}", original.stderr);
+    assert!(
+        !here.join("bug-1234").exists(),
+        "recorded into the current folder"
+    );
+    let dir = scratch.path().join("data/livetalk/sessions/bug-1234");
+    assert!(dir.join("session.jsonl").is_file(), "{}", original.stderr);
+    let listed = run_livetalk(scratch.path(), &["sessions"], &[], &[]);
+    assert!(
+        listed.stdout.contains(dir.to_str().unwrap()),
+        "{}",
+        listed.stdout
+    );
+    let file = dir.join("session.jsonl");
+    for given in ["bug-1234", dir.to_str().unwrap(), file.to_str().unwrap()] {
+        let inspected = run_livetalk(scratch.path(), &["inspect", given], &[], &[]);
+        assert_eq!(inspected.code, Some(0), "{given}: {}", inspected.stderr);
+        let replayed = run_livetalk(
+            scratch.path(),
+            &["replay", given, "--headless", "--instant"],
+            &[],
+            &[],
+        );
+        assert_eq!(
+            replayed.stdout, original.stdout,
+            "{given}: {}",
+            replayed.stderr
+        );
+    }
+    let missing = run_livetalk(scratch.path(), &["inspect", "bug-9999"], &[], &[]);
+    assert_eq!(missing.code, Some(1));
+    assert!(
+        missing.stderr.contains("No recording named bug-9999")
+            && missing.stderr.contains("livetalk sessions"),
+        "{}",
+        missing.stderr
+    );
+}

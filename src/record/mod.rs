@@ -9,6 +9,7 @@
 
 pub mod inspect;
 pub mod legacy;
+pub mod locate;
 pub mod recorder;
 pub mod replay;
 
