@@ -194,6 +194,11 @@ fn tls_failure(target: &Address, error: &std::io::Error, network: &Network) -> S
         format!(
             "The TLS handshake with {target} failed: its certificate is not signed by an authority livetalk trusts. If a company proxy inspects TLS, give its CA certificate in SSL_CERT_FILE (or a folder in SSL_CERT_DIR).{unread}"
         )
+    } else if error.to_string().contains("CaUsedAsEndEntity") {
+        format!(
+            "The TLS handshake with {target} failed: the server presents a CA certificate as its own. It must present a certificate the CA signed for {}, not the CA's.",
+            target.host
+        )
     } else {
         crate::excerpt::sentence(&format!("The TLS handshake with {target} failed: {error}"))
     }
