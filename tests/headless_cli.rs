@@ -842,3 +842,56 @@ fn files_named_from_outside_are_refused_by_what_they_are_at_once() {
         );
     }
 }
+
+/// Numbers on the command line that cannot be meant are refused, naming the flag and the
+/// value, with exit 2: never taken silently as another number, never a panic.
+#[test]
+fn bad_numbers_on_the_command_line_are_refused_by_name() {
+    let scratch = tempfile::tempdir().unwrap();
+    let speed = "must be a positive finite number from 0.01 to 1000";
+    for value in ["0", "nan", "inf", "-1", "1e-300", "1e300", "fast"] {
+        for command in [
+            vec!["replay", "somewhere", "--speed", value],
+            vec!["mock", "--speed", value],
+            vec!["serve", "--speed", value],
+        ] {
+            let run = run_livetalk(scratch.path(), &command, &[], &[]);
+            assert_eq!(run.code, Some(2), "{command:?}: {}", run.stderr);
+            assert_eq!(
+                run.stderr.trim(),
+                format!("livetalk: --speed {speed} (got {value})"),
+                "{command:?}"
+            );
+        }
+    }
+    for value in ["0", "1023", "-5", "1073741825", "lots"] {
+        let run = run_livetalk(
+            scratch.path(),
+            &["serve", "--max-message-bytes", value],
+            &[],
+            &[],
+        );
+        assert_eq!(run.code, Some(2), "{value}: {}", run.stderr);
+        assert_eq!(
+            run.stderr.trim(),
+            format!(
+                "livetalk: --max-message-bytes must be a number of bytes from 1024 to 1073741824 (got {value})"
+            )
+        );
+    }
+    // A proxy port past 65535 is refused, not taken as curl's default 1080.
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--endpoint", "wss://live.example.invalid"],
+        &[("HTTPS_PROXY", "http://proxy.example.invalid:99999")],
+        &["Hello"],
+    );
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "HTTPS_PROXY is not a usable proxy URL: its port 99999 is not a port (1 to 65535)"
+        ),
+        "{}",
+        run.stderr
+    );
+}

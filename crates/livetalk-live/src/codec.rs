@@ -449,6 +449,41 @@ mod tests {
     }
 
     #[test]
+    fn a_counter_out_of_range_loses_that_field_not_the_frame() {
+        for count in [
+            "1e30",
+            "18446744073709551616",
+            "9223372036854775808",
+            "-1.5",
+            "\"lots\"",
+            "[1, 2]",
+            "{\"n\": 1}",
+            "true",
+        ] {
+            let frame = format!(
+                r#"{{"serverContent":{{"turnComplete":true}},"usageMetadata":{{"promptTokenCount":{count},"totalTokenCount":7,"responseTokensDetails":[{{"modality":"AUDIO","tokenCount":{count}}}]}}}}"#
+            );
+            let m = message(frame.as_bytes());
+            assert_eq!(
+                m.server_content.unwrap().turn_complete,
+                Some(true),
+                "{count}"
+            );
+            let usage = m.usage_metadata.unwrap();
+            assert_eq!(usage.prompt_token_count, None, "{count}");
+            assert_eq!(usage.total_token_count, Some(7), "{count}");
+            assert_eq!(
+                usage.response_tokens_details[0].token_count, None,
+                "{count}"
+            );
+        }
+        let m = message(br#"{"sessionResumptionUpdate":{"newHandle":"h","lastConsumedClientMessageIndex":1e300}}"#);
+        let update = m.session_resumption_update.unwrap();
+        assert_eq!(update.new_handle.as_deref(), Some("h"));
+        assert_eq!(update.last_consumed_client_message_index, None);
+    }
+
+    #[test]
     fn malformed_frames_give_clear_errors() {
         assert_eq!(
             decode_server(&[0xff, 0xfe, 0x00]),

@@ -96,7 +96,56 @@ impl Visitor<'_> for LenientI64 {
     }
 }
 
-/// Optional int32-style counters: sent as numbers, read from numbers or strings.
+/// An integer read as [`LenientI64`] does, where anything else is no value rather than an
+/// error: a peer's counter that overflows (`1e30`, `2^64`) or is garbled loses that field,
+/// not the whole frame and the `turnComplete` riding in it.
+struct LossyI64;
+
+impl<'de> Visitor<'de> for LossyI64 {
+    type Value = Option<i64>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("an integer as a JSON number or string")
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Some(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(LenientI64.visit_u64::<E>(v).ok())
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(LenientI64.visit_f64::<E>(v).ok())
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(LenientI64.visit_str::<E>(v).ok())
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map
+            .next_entry::<de::IgnoredAny, de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(None)
+    }
+}
+
+/// Optional int32-style counters: sent as numbers, read from numbers or strings; a value that
+/// is no integer in range is read as absent.
 pub(crate) mod opt_int {
     use super::*;
 
@@ -110,11 +159,12 @@ pub(crate) mod opt_int {
     pub fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<Option<i64>, D::Error> {
-        deserializer.deserialize_option(OptionOf(LenientI64))
+        deserializer.deserialize_any(LossyI64)
     }
 }
 
-/// Optional int64 fields: proto3-JSON writes them as strings; read numbers or strings.
+/// Optional int64 fields: proto3-JSON writes them as strings; read numbers or strings; a value
+/// that is no integer in range is read as absent.
 pub(crate) mod opt_int64 {
     use super::*;
 
@@ -128,7 +178,7 @@ pub(crate) mod opt_int64 {
     pub fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<Option<i64>, D::Error> {
-        deserializer.deserialize_option(OptionOf(LenientI64))
+        deserializer.deserialize_any(LossyI64)
     }
 }
 

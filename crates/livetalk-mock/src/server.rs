@@ -34,6 +34,11 @@ pub struct TlsFiles {
     pub key: PathBuf,
 }
 
+/// The slowest [`MockOptions::speed`]: a hundred times slower than real time.
+pub const MIN_SPEED: f64 = 0.01;
+/// The fastest [`MockOptions::speed`].
+pub const MAX_SPEED: f64 = 1000.0;
+
 /// How to run the mock.
 #[derive(Debug, Clone)]
 pub struct MockOptions {
@@ -42,7 +47,8 @@ pub struct MockOptions {
     pub listen: SocketAddr,
     /// Serve `wss://` with these files instead of plain `ws://`.
     pub tls: Option<TlsFiles>,
-    /// How much faster than real time reply audio is streamed.
+    /// How much faster than real time reply audio is streamed, from [`MIN_SPEED`] to
+    /// [`MAX_SPEED`] (taken as the nearer end beyond them; 1 when not a positive number).
     pub speed: f64,
     /// Faults to inject (none by default).
     pub scenario: Scenario,
@@ -144,7 +150,7 @@ impl MockServer {
         let local_addr = listener.local_addr().map_err(listen_error)?;
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let speed = if options.speed.is_finite() && options.speed > 0.0 {
-            options.speed
+            options.speed.clamp(MIN_SPEED, MAX_SPEED)
         } else {
             1.0
         };
