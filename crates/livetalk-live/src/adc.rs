@@ -500,7 +500,11 @@ impl TokenSource {
                     (Some(e), Some(d)) => Some(format!("{e}: {d}")),
                     (e, d) => e.or(d),
                 })
-                .unwrap_or_else(|| status.to_string());
+                .unwrap_or_else(|| status.to_string())
+                // One line, whatever the endpoint's text was laid out as.
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
             return Err(AdcError::Token(crate::excerpt::sentence(&format!(
                 "The token endpoint {endpoint} refused the {} ({})",
                 self.credentials.describe(),
