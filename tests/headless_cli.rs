@@ -730,7 +730,8 @@ fn assert_refused(
 }
 
 /// Every file named from outside is read with bounds: the config (named, or the default
-/// one), Google credentials, a recording's `session.jsonl` and a mock scenario, each at
+/// one), Google credentials, a recording's `session.jsonl`, `--input-wav`, the mock's TLS
+/// certificate and its scenario, each at
 /// `/dev/zero`, a FIFO, a folder or a 1 GiB file, is one clear message at once, not an
 /// exhausted memory or a hang.
 #[test]
@@ -827,6 +828,37 @@ fn files_named_from_outside_are_refused_by_what_they_are_at_once() {
                 &says,
             );
         }
+    }
+
+    for (path, is) in hostile_paths(&hostile, "input.wav") {
+        let says = format!("WAV file {} {is}", path.display());
+        assert_refused(
+            scratch,
+            |c| {
+                c.args(["--headless", "--offline", "--input-wav"])
+                    .arg(&path);
+            },
+            1,
+            &says,
+        );
+    }
+
+    for (path, is) in hostile_paths(&hostile, "cert.pem") {
+        let says = format!(
+            "cannot read certificate {}: I/O error: {is}",
+            path.display()
+        );
+        assert_refused(
+            scratch,
+            |c| {
+                c.args(["mock", "--listen", "127.0.0.1:0", "--tls-cert"])
+                    .arg(&path)
+                    .arg("--tls-key")
+                    .arg(&path);
+            },
+            1,
+            &says,
+        );
     }
 
     for (path, is) in hostile_paths(&hostile, "faults.toml") {

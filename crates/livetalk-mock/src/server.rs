@@ -234,17 +234,26 @@ fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, St
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     install_crypto_provider();
-    let certs = CertificateDer::pem_file_iter(cert)
-        .map_err(|error| StartError::ReadCertificate {
-            path: cert.to_owned(),
-            error,
-        })?
+    // Read with bounds (a regular file, at most 16 MiB, within 5 s), then parsed.
+    let read = |path: &Path| {
+        livetalk_live::file::read_bounded(path, livetalk_live::file::FileKind::CERTIFICATES)
+            .map_err(|e| pem::Error::Io(std::io::Error::other(e.problem())))
+    };
+    let cert_pem = read(cert).map_err(|error| StartError::ReadCertificate {
+        path: cert.to_owned(),
+        error,
+    })?;
+    let key_pem = read(key).map_err(|error| StartError::ReadKey {
+        path: key.to_owned(),
+        error,
+    })?;
+    let certs = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|error| StartError::InvalidCertificate {
             path: cert.to_owned(),
             error,
         })?;
-    let key = PrivateKeyDer::from_pem_file(key).map_err(|error| StartError::ReadKey {
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|error| StartError::ReadKey {
         path: key.to_owned(),
         error,
     })?;
