@@ -1375,4 +1375,33 @@ fn a_certificate_file_that_cannot_be_read_is_named_when_trust_fails() {
         assert!(took < Duration::from_secs(10), "took {took:?}");
         assert!(peak_mib < 150.0, "peak {peak_mib:.0} MiB");
     }
+
+    // A server presenting the CA's own certificate: said in words, not as a rustls variant.
+    let ca_as_server = MockProcess::start(
+        scratch.path(),
+        &[
+            "--tls-cert",
+            &pki.path("ca.pem"),
+            "--tls-key",
+            &pki.path("ca.key"),
+        ],
+    );
+    let run = run_livetalk(
+        scratch.path(),
+        &[
+            "--headless",
+            "--endpoint",
+            &ca_as_server.url.replace("ws://", "wss://"),
+        ],
+        &[("SSL_CERT_FILE", &pki.path("ca.pem"))],
+        &[SMART_HOME_LINES[0]],
+    );
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("the server presents a CA certificate as its own")
+            && !run.stderr.contains("CaUsedAsEndEntity"),
+        "{}",
+        run.stderr
+    );
 }

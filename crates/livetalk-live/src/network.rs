@@ -179,3 +179,67 @@ pub fn install_crypto_provider() {
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A self-signed certificate made by the openssl command, as PEM.
+    fn certificate_pem(dir: &Path, name: &str) -> Vec<u8> {
+        let status = std::process::Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args(["-subj", &format!("/CN={name}"), "-keyout"])
+            .arg(dir.join(format!("{name}.key")))
+            .arg("-out")
+            .arg(dir.join(format!("{name}.pem")))
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("openssl runs (scripts/test.sh installs it)");
+        assert!(status.success());
+        std::fs::read(dir.join(format!("{name}.pem"))).unwrap()
+    }
+
+    #[test]
+    fn a_certificate_folder_is_read_file_by_file_and_a_named_file_must_hold_one() {
+        let scratch = tempfile::tempdir().unwrap();
+        let pem = certificate_pem(scratch.path(), "one");
+        let folder = scratch.path().join("certs");
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::write(folder.join("a1b2c3d4.0"), &pem).unwrap();
+        // What a folder may also hold is passed over: a README, a link to the same file, a
+        // FIFO, a sub-folder.
+        std::fs::write(folder.join("README"), "certificates for the proxy\n").unwrap();
+        std::os::unix::fs::symlink(folder.join("a1b2c3d4.0"), folder.join("proxy.pem")).unwrap();
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(folder.join("pipe"))
+                .status()
+                .unwrap()
+                .success()
+        );
+        std::fs::create_dir(folder.join("old")).unwrap();
+        let mut found = Found::default();
+        found.dir(&folder);
+        assert!(found.problems.is_empty(), "{:?}", found.problems);
+        assert_eq!(found.certs.len(), 2, "the file and the link to it");
+
+        let mut found = Found::default();
+        found.file(&folder.join("README"), CERT_FILE_VAR, true);
+        assert!(found.certs.is_empty());
+        assert_eq!(
+            found.problems,
+            [format!(
+                "certificate file {} (SSL_CERT_FILE) holds no certificate (no -----BEGIN CERTIFICATE----- block)",
+                folder.join("README").display()
+            )]
+        );
+        let mut found = Found::default();
+        found.file(Path::new("/dev/zero"), CERT_FILE_VAR, true);
+        assert_eq!(
+            found.problems,
+            ["certificate file /dev/zero is a character device, not a file (SSL_CERT_FILE)"]
+        );
+    }
+}
