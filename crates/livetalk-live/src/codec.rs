@@ -477,6 +477,28 @@ mod tests {
                 "{count}"
             );
         }
+        // A goAway whose time left is no duration is still a goAway; a flag that is no
+        // boolean is lost alone.
+        for time_left in [
+            r#""soon""#,
+            r#""1e300s""#,
+            r#""18446744073709551616s""#,
+            "-3",
+            "{}",
+        ] {
+            let frame = format!(r#"{{"goAway": {{"timeLeft": {time_left}}}}}"#);
+            let go_away = message(frame.as_bytes()).go_away;
+            assert_eq!(go_away, Some(GoAway { time_left: None }), "{time_left}");
+        }
+        let m = message(
+            br#"{"serverContent":{"turnComplete":"maybe","modelTurn":{"parts":[{"text":"Hi"}]}}}"#,
+        );
+        let content = m.server_content.unwrap();
+        assert_eq!(content.turn_complete, None);
+        assert_eq!(
+            content.model_turn.unwrap().parts[0].text.as_deref(),
+            Some("Hi")
+        );
         let m = message(br#"{"sessionResumptionUpdate":{"newHandle":"h","lastConsumedClientMessageIndex":1e300}}"#);
         let update = m.session_resumption_update.unwrap();
         assert_eq!(update.new_handle.as_deref(), Some("h"));
@@ -494,9 +516,11 @@ mod tests {
             Err(DecodeError::Json(_))
         ));
         assert_eq!(decode_server(b"[1,2]"), Err(DecodeError::NotAnObject));
-        let err = decode_server(br#"{"goAway": {"timeLeft": "soon"}}"#).unwrap_err();
+        let err = decode_server(br#"{"goAway": {"timeLeft": 5, "x": }}"#).unwrap_err();
+        assert!(matches!(&err, DecodeError::Json(_)), "{err}");
+        let err = decode_server(br#"{"serverContent": {"modelTurn": 5}}"#).unwrap_err();
         assert!(
-            matches!(&err, DecodeError::Field { path, .. } if path == "goAway.timeLeft"),
+            matches!(&err, DecodeError::Field { path, .. } if path == "serverContent.modelTurn"),
             "{err}"
         );
         let deep = "[".repeat(10_000);
