@@ -45,10 +45,11 @@ impl FileKind {
         what: "recording",
         max_bytes: 256 << 20,
     };
-    /// A mock fault scenario (TOML or JSON): 1 MiB.
+    /// A mock fault scenario (TOML or JSON): 64 MiB, the largest frame a fault may send, since
+    /// a scenario can carry a huge tool call's arguments inline.
     pub const SCENARIO: FileKind = FileKind {
         what: "scenario file",
-        max_bytes: 1 << 20,
+        max_bytes: 64 << 20,
     };
 }
 
