@@ -398,6 +398,10 @@ mod tests {
                 "did not answer the request for a tunnel to live.example:443 in HTTP",
             ),
             (&[b"HTTP/1.1 200"], "hung up instead of answering"),
+            (
+                &[b"HTTP/1.1 200 OK\r\n", &[b'X'; 20 << 10]],
+                "sent more than 16 KiB without ending its answer to the request for a tunnel to live.example:443",
+            ),
         ] {
             let (port, _served) = proxy_answering(answer).await;
             let p = Proxy::parse("HTTPS_PROXY", &format!("127.0.0.1:{port}"), "").unwrap();
