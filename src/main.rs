@@ -10,7 +10,16 @@ use livetalk::record::{inspect, replay};
 use livetalk::{logging, serve, tui};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => match livetalk::cli::refused_value(&error) {
+            Some(message) => {
+                livetalk::output::err(&format!("livetalk: {message}"));
+                return ExitCode::from(2);
+            }
+            None => error.exit(),
+        },
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -951,3 +951,76 @@ fn a_recording_named_bare_is_listed_and_found_by_name_folder_or_file() {
         missing.stderr
     );
 }
+
+/// A recording line whose time is absurd (1.7e308 s panicked a replay; 1e12 s hung a paced
+/// one): replay, paced and instant, and inspect take it as the previous line's time with a
+/// warning, and show the same conversation.
+#[test]
+fn absurd_line_times_replay_with_a_warning_not_a_panic_or_a_hang() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("absurd");
+    let original = run_livetalk(
+        scratch.path(),
+        &["--headless", "--offline", "--record", dir.to_str().unwrap()],
+        &[],
+        &SMART_HOME_LINES[..1],
+    );
+    assert_eq!(original.code, Some(0), "{}", original.stderr);
+    let log = dir.join("session.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let count = text.lines().count();
+    assert!(count > 6, "{text}");
+    let changed: Vec<String> = text
+        .lines()
+        .enumerate()
+        .map(|(index, line)| {
+            let mut value: serde_json::Value = serde_json::from_str(line).unwrap();
+            if index == count / 3 {
+                value["t"] = serde_json::json!(1.7e308);
+            } else if index == 2 * count / 3 {
+                value["t"] = serde_json::json!(1e12);
+            }
+            value.to_string()
+        })
+        .collect();
+    std::fs::write(&log, changed.join("\n") + "\n").unwrap();
+
+    for pace in [&["--speed", "10"][..], &["--instant"]] {
+        let started = std::time::Instant::now();
+        let mut command = livetalk(scratch.path());
+        command
+            .args(["replay", dir.to_str().unwrap(), "--headless"])
+            .args(pace);
+        let replayed = run_command(command, &[], Duration::from_secs(60));
+        let took = started.elapsed();
+        assert_eq!(replayed.code, Some(0), "{pace:?}: {}", replayed.stderr);
+        assert_eq!(
+            replayed.stdout, original.stdout,
+            "{pace:?}: {}",
+            replayed.stderr
+        );
+        assert_eq!(
+            replayed
+                .stderr
+                .matches("is not one a session reaches")
+                .count(),
+            2,
+            "{pace:?}: {}",
+            replayed.stderr
+        );
+        assert!(!replayed.stderr.contains("panicked"), "{}", replayed.stderr);
+        assert!(took < Duration::from_secs(20), "{pace:?}: took {took:?}");
+    }
+    let inspected = run_livetalk(
+        scratch.path(),
+        &["inspect", dir.to_str().unwrap()],
+        &[],
+        &[],
+    );
+    assert_eq!(inspected.code, Some(0), "{}", inspected.stderr);
+    assert!(
+        !inspected.stdout.contains("e308") && !inspected.stdout.contains("1000000000000"),
+        "{}",
+        inspected.stdout
+    );
+}

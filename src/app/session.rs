@@ -184,7 +184,9 @@ impl App {
             }
             ServerEvent::ResumptionUpdate { .. } => Vec::new(),
             ServerEvent::Usage(usage) => {
-                self.total_tokens += usage.total_token_count.unwrap_or(0);
+                // A peer's count can be anything an i64 holds: add without overflowing.
+                let count = usage.total_token_count.unwrap_or(0).max(0);
+                self.total_tokens = self.total_tokens.saturating_add(count);
                 self.last_usage = Some(usage);
                 Vec::new()
             }
