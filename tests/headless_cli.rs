@@ -555,8 +555,9 @@ fn approval_config(scratch: &std::path::Path) {
 fn headless_approve_policies_decide_for_calls_that_would_wait_for_a_person() {
     let scratch = tempfile::tempdir().unwrap();
     approval_config(scratch.path());
-    // Nobody can approve headless: under every policy a built-in runs (it is the user's own
-    // code), so the call is answered rather than left waiting forever.
+    // Nobody can approve headless, and what the user set wins: a tool set to "always" runs
+    // only under --approve all (and says why it ran unasked); every other policy refuses it at
+    // once, so the call is answered rather than left waiting forever.
     for policy in [None, Some("all"), Some("read-only"), Some("none")] {
         let mut args = vec!["--headless", "--offline"];
         if let Some(policy) = policy {
@@ -565,16 +566,30 @@ fn headless_approve_policies_decide_for_calls_that_would_wait_for_a_person() {
         let run = run_livetalk(scratch.path(), &args, &[], &["turn on the lamp"]);
         let (stdout, stderr) = (&run.stdout, &run.stderr);
         assert_eq!(run.code, Some(0), "{policy:?}\n{stdout}\n{stderr}");
-        assert!(
-            stdout
-                .lines()
-                .any(|l| l.starts_with("Tool: set_device_status") && l.contains(" -> ok")),
-            "{policy:?}: {stdout}"
-        );
-        assert!(
-            stdout.contains("Gemini: Alright, I've turned on the living room lamp."),
-            "{policy:?}: {stdout}"
-        );
+        let tool = stdout
+            .lines()
+            .find(|l| l.starts_with("Tool: set_device_status"))
+            .unwrap_or_else(|| panic!("{policy:?}: {stdout}"));
+        if policy == Some("all") {
+            assert!(
+                tool.contains(" -> ok (ran without asking: --approve all)"),
+                "{tool}"
+            );
+            assert!(
+                stdout.contains("Gemini: Alright, I've turned on the living room lamp."),
+                "{stdout}"
+            );
+        } else {
+            let flag = format!("--approve {}", policy.unwrap_or("read-only"));
+            assert!(
+                tool.contains(" -> refused") && tool.contains(&flag),
+                "{policy:?}: {tool}"
+            );
+            assert!(
+                stdout.contains("Gemini: Sorry, I couldn't turn on the living room lamp"),
+                "{policy:?}: {stdout}"
+            );
+        }
     }
     let run = run_livetalk(
         scratch.path(),
