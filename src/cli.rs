@@ -92,13 +92,16 @@ pub struct SessionFlags {
     /// (0: no limit).
     #[arg(long, value_name = "SECS")]
     pub turn_timeout: Option<f64>,
-    /// With --headless (nobody there to approve calls): all runs every tool call; read-only
-    /// runs built-ins and tools that need no approval and refuses the rest; none refuses
-    /// every MCP tool call (built-ins still run).
+    /// With --headless (nobody there to approve calls), for tools with no `approval` set:
+    /// all runs every call; read-only runs built-ins and MCP tools their server calls
+    /// read-only and refuses the rest; none refuses every MCP call. A tool set to "never"
+    /// always runs; one set to "always" runs only under all.
     #[arg(long, value_enum, value_name = "POLICY", default_value = "read-only")]
     pub approve: crate::tools::ApprovePolicy,
     /// Record the session (frames, tool calls, audio) into DIR, or into a new timestamped
-    /// folder under the sessions dir when DIR is left out.
+    /// folder under the sessions dir when DIR is left out. A bare name (`--record bug-1234`)
+    /// is a folder in the sessions dir, so `livetalk sessions` lists it and `replay` and
+    /// `inspect` take the name; `./bug-1234` records here.
     #[arg(long, value_name = "DIR", num_args = 0..=1)]
     pub record: Option<Option<PathBuf>>,
     /// No microphone or speaker: text only (--input-wav / --output-wav still work).
@@ -202,8 +205,9 @@ pub struct MockArgs {
     /// PEM private key for --tls-cert.
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// How much faster than real time model audio is streamed (the service bursts too).
-    #[arg(long, default_value_t = 4.0)]
+    /// How much faster than real time model audio is streamed (the service bursts too),
+    /// from 0.01 to 1000.
+    #[arg(long, default_value_t = 4.0, value_parser = speed_factor, allow_negative_numbers = true)]
     pub speed: f64,
     /// Fault scenario (TOML, or JSON for a .json file): goAways, drops, closes, bad frames,
     /// stalls at chosen moments. See `livetalk::mock::scenario` for the format.
@@ -236,11 +240,13 @@ pub struct ServeArgs {
     /// API version in the upstream endpoint path.
     #[arg(long, value_enum, value_name = "VERSION")]
     pub api_version: Option<ApiVersionArg>,
-    /// Largest client message in bytes; larger ones are refused with GEMINI_ERROR.
-    #[arg(long, value_name = "BYTES", default_value_t = crate::bridge::DEFAULT_MAX_MESSAGE_BYTES)]
+    /// Largest client message in bytes (1024 to 1 GiB); larger ones are refused with
+    /// GEMINI_ERROR.
+    #[arg(long, value_name = "BYTES", default_value_t = crate::bridge::DEFAULT_MAX_MESSAGE_BYTES, value_parser = message_bytes, allow_negative_numbers = true)]
     pub max_message_bytes: usize,
-    /// With the offline model: how much faster than real time reply audio is streamed.
-    #[arg(long, default_value_t = 4.0)]
+    /// With the offline model: how much faster than real time reply audio is streamed, from
+    /// 0.01 to 1000.
+    #[arg(long, default_value_t = 4.0, value_parser = speed_factor, allow_negative_numbers = true)]
     pub speed: f64,
     /// Open connections held at once; past this, new clients get HTTP 503 with the reason.
     #[arg(long, value_name = "N", default_value_t = livetalk_mock::ws_server::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..))]
@@ -249,10 +255,12 @@ pub struct ServeArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct ReplayArgs {
-    /// The recording folder (the one holding session.jsonl).
+    /// The recording: its folder, its session.jsonl, or its name as `livetalk sessions`
+    /// lists it.
     pub dir: PathBuf,
-    /// Play back this many times faster than recorded.
-    #[arg(long, default_value_t = 1.0, conflicts_with = "instant")]
+    /// Play back this many times faster than recorded, from 0.01 to 1000 (a pause longer
+    /// than a minute is shown as one minute).
+    #[arg(long, default_value_t = 1.0, conflicts_with = "instant", value_parser = speed_factor, allow_negative_numbers = true)]
     pub speed: f64,
     /// No pauses: apply the whole recording at once.
     #[arg(long)]
@@ -280,9 +288,61 @@ pub struct ReplayArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct InspectArgs {
-    /// The recording folder (the one holding session.jsonl).
+    /// The recording: its folder, its session.jsonl, or its name as `livetalk sessions`
+    /// lists it.
     pub dir: PathBuf,
     /// Print a Markdown transcript (tool calls with arguments and results) instead.
     #[arg(long)]
     pub markdown: bool,
+}
+
+/// A `--speed`: a positive finite number from [`livetalk_mock::MIN_SPEED`] to
+/// [`livetalk_mock::MAX_SPEED`]. The error is what the flag must be; `main` names the flag and
+/// the value given.
+pub fn speed_factor(text: &str) -> Result<f64, String> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|speed| {
+            speed.is_finite()
+                && (livetalk_mock::MIN_SPEED..=livetalk_mock::MAX_SPEED).contains(speed)
+        })
+        .ok_or_else(|| {
+            format!(
+                "must be a positive finite number from {} to {}",
+                livetalk_mock::MIN_SPEED,
+                livetalk_mock::MAX_SPEED
+            )
+        })
+}
+
+/// The bridge's `--max-message-bytes`: 1 KiB to 1 GiB (a smaller limit refuses every audio
+/// chunk, a larger one lets one client hold gigabytes).
+pub fn message_bytes(text: &str) -> Result<usize, String> {
+    const MIN: usize = 1 << 10;
+    const MAX: usize = 1 << 30;
+    text.trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|bytes| (MIN..=MAX).contains(bytes))
+        .ok_or_else(|| format!("must be a number of bytes from {MIN} to {MAX}"))
+}
+
+/// A clap error in the product's words when a flag's value was refused by one of the parsers
+/// above: `--speed must be a positive finite number from 0.01 to 1000 (got 0)`. `None` for
+/// every other clap error, which clap prints itself.
+pub fn refused_value(error: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if error.kind() != ErrorKind::ValueValidation {
+        return None;
+    }
+    let text = |kind| match error.get(kind) {
+        Some(ContextValue::String(text)) => Some(text.clone()),
+        _ => None,
+    };
+    let flag = text(ContextKind::InvalidArg)?;
+    let flag = flag.split_whitespace().next()?.to_owned();
+    let value = text(ContextKind::InvalidValue)?;
+    let why = std::error::Error::source(error)?.to_string();
+    Some(format!("{flag} {why} (got {value})"))
 }

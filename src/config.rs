@@ -13,6 +13,7 @@ use crate::audio::{AudioHost, AudioOptions, EchoMode};
 use crate::paths::{data_dir, default_config_path};
 use crate::tools::mcp::{self, ServerSpec};
 use crate::tools::{Approval, ApprovePolicy, BUILTIN_TOOLS, ToolLimits};
+use livetalk_live::file;
 use livetalk_live::models::{VOICES, model_name, voice_name};
 use livetalk_live::{ApiKey, ApiVersion, Endpoint};
 
@@ -246,9 +247,12 @@ pub struct Settings {
     pub mcp_servers: Vec<ServerSpec>,
 }
 
+/// The key of a [`ConfigError`] saying the file could not be read at all.
+const FILE_KEY: &str = "(reading)";
+
 /// A bad setting: names where it came from, the key and the problem.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad config in {origin}: key `{key}`: {problem}")]
+#[error("{}", self.sentence())]
 pub struct ConfigError {
     pub origin: String,
     pub key: String,
@@ -256,6 +260,18 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
+    /// A file that cannot be read at all names itself; a bad key names the file and the key.
+    fn sentence(&self) -> String {
+        if self.key == FILE_KEY {
+            self.problem.clone()
+        } else {
+            format!(
+                "bad config in {}: key `{}`: {}",
+                self.origin, self.key, self.problem
+            )
+        }
+    }
+
     fn new(source: &str, key: &str, problem: impl Into<String>) -> Self {
         ConfigError {
             origin: source.to_owned(),
@@ -287,19 +303,26 @@ impl Settings {
                 .filter(|p| !p.is_empty())
                 .map(PathBuf::from)
         });
+        let unreadable = |path: &std::path::Path, e: file::FileError| {
+            ConfigError::new(&path.display().to_string(), FILE_KEY, e.to_string())
+        };
         let config_file = match explicit {
             Some(path) => {
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    ConfigError::new(
-                        &path.display().to_string(),
-                        "(file)",
-                        format!("cannot read it: {e}"),
-                    )
-                })?;
+                let text = file::read_text(&path, file::FileKind::CONFIG)
+                    .map_err(|e| unreadable(&path, e))?;
                 Some((path, text))
             }
-            None => default_config_path()
-                .and_then(|path| std::fs::read_to_string(&path).ok().map(|text| (path, text))),
+            // The default file may be missing; one that is there but unreadable is refused as
+            // the same file named by --config would be, or its servers, approvals and key
+            // would be dropped in silence.
+            None => match default_config_path() {
+                Some(path) => match file::read_text(&path, file::FileKind::CONFIG) {
+                    Ok(text) => Some((path, text)),
+                    Err(e) if e.is_missing() => None,
+                    Err(e) => return Err(unreadable(&path, e)),
+                },
+                None => None,
+            },
         };
         if let Some((path, text)) = &config_file {
             let source = path.display().to_string();
@@ -447,7 +470,10 @@ impl Settings {
 
         let sessions_dir = merged.sessions_dir();
         let record = match &flags.record {
-            Some(Some(dir)) => Some(RecordTo::Folder(dir.clone())),
+            Some(Some(dir)) => Some(RecordTo::Folder(crate::record::locate::record_folder(
+                dir,
+                &sessions_dir,
+            ))),
             Some(None) => Some(RecordTo::NewUnder(sessions_dir.clone())),
             None if merged.record_enabled => Some(RecordTo::NewUnder(sessions_dir.clone())),
             None => None,

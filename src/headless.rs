@@ -127,6 +127,8 @@ struct LineInput {
     lines: mpsc::Receiver<String>,
     queued: VecDeque<String>,
     closed: bool,
+    /// The end of input was said: once, however often the app is ready again while it closes.
+    ended: bool,
     turn_timeout: Duration,
     last_activity: Instant,
     /// Copied from the app before each wait.
@@ -144,6 +146,7 @@ impl LineInput {
             lines,
             queued: VecDeque::new(),
             closed: false,
+            ended: false,
             turn_timeout,
             last_activity: Instant::now(),
             ready: false,
@@ -162,8 +165,9 @@ impl LineInput {
                 return Some(Msg::UserText(line));
             }
             // The input ends with stdin and, with --input-wav, the clip.
-            if self.closed && !self.clip_streaming {
+            if self.closed && !self.clip_streaming && !self.ended {
                 self.ready = false;
+                self.ended = true;
                 return Some(Msg::EndSession);
             }
         }
@@ -232,7 +236,12 @@ impl LinePresenter {
         self.printer.render(app);
         self.printer.audio_summary(app);
         self.printer.session_end(app);
-        if app.ended_cleanly() { 0 } else { 1 }
+        // A turn lost with a connection was never answered: the run did not do its job.
+        if app.ended_cleanly() && app.turns_lost() == 0 {
+            0
+        } else {
+            1
+        }
     }
 }
 

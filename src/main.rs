@@ -10,7 +10,16 @@ use livetalk::record::{inspect, replay};
 use livetalk::{logging, serve, tui};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => match livetalk::cli::refused_value(&error) {
+            Some(message) => {
+                livetalk::output::err(&format!("livetalk: {message}"));
+                return ExitCode::from(2);
+            }
+            None => error.exit(),
+        },
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -44,7 +53,14 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Some(Command::Replay(args)) => {
+        Some(Command::Replay(mut args)) => {
+            args.dir = match recording_folder(&args.dir, &cli.session) {
+                Ok(dir) => dir,
+                Err(message) => {
+                    livetalk::output::err(&format!("livetalk: error: {message}"));
+                    return ExitCode::from(1);
+                }
+            };
             let format = if args.json {
                 OutputFormat::Json
             } else {
@@ -75,7 +91,10 @@ fn main() -> ExitCode {
             runtime.shutdown_background();
             exit(result)
         }
-        Some(Command::Inspect(args)) => match livetalk::record::Recording::load(&args.dir) {
+        Some(Command::Inspect(args)) => match recording_folder(&args.dir, &cli.session)
+            .map_err(anyhow::Error::msg)
+            .and_then(|dir| livetalk::record::Recording::load(&dir))
+        {
             Ok(recording) => {
                 for warning in &recording.warnings {
                     livetalk::output::err(&format!("livetalk: warning: {warning}"));
@@ -191,4 +210,17 @@ fn replay_audio(
     audio.output_wav = None;
     audio.push_to_talk = false;
     Some(audio)
+}
+
+/// The recording folder `replay` and `inspect` were given: a folder, its `session.jsonl`, or a
+/// name in the sessions folder (which needs the config only then).
+fn recording_folder(
+    given: &std::path::Path,
+    session: &livetalk::cli::SessionFlags,
+) -> Result<std::path::PathBuf, String> {
+    livetalk::record::locate::recording_folder(given, || {
+        Settings::load(&session.overrides())
+            .ok()
+            .map(|settings| settings.sessions_dir)
+    })
 }

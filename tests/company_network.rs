@@ -180,6 +180,8 @@ struct TokenLog {
     issued: Vec<String>,
     grants: Vec<String>,
     refused: Vec<String>,
+    /// The `expires_in` issued tokens carry (`TOKEN_LIFETIME_SECS` unless set).
+    lifetime: Option<serde_json::Value>,
 }
 
 /// What the endpoint accepts.
@@ -276,7 +278,7 @@ fn answer_token_request(
             log.grants.push(grant);
             (
                 "200 OK",
-                serde_json::json!({"access_token": token, "expires_in": TOKEN_LIFETIME_SECS, "token_type": "Bearer"}),
+                serde_json::json!({"access_token": token, "expires_in": log.lifetime.clone().unwrap_or(TOKEN_LIFETIME_SECS.into()), "token_type": "Bearer"}),
             )
         }
         Err(why) => {
@@ -1010,4 +1012,365 @@ fn vertex_behind_the_company_proxy_gets_its_token_and_its_session_through_the_tu
         &secrets,
         &[&pki.dir, &credentials, &scratch.path().join("config.toml")],
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Hostile token endpoints.
+
+/// How a hostile token endpoint answers a token request.
+#[derive(Clone, Copy, Debug)]
+enum Hostile {
+    /// 200, then a body that never ends.
+    EndlessBody,
+    /// 400, quoting the whole request (its form holds the credentials).
+    Echo,
+    /// 307 to another origin (the port given), where credentials must not follow.
+    RedirectElsewhere(u16),
+    /// 407, as a proxy on the way would answer.
+    ProxyWantsCredentials,
+}
+
+/// Starts a hostile token endpoint on loopback; returns its URL and the forms it was sent.
+fn start_hostile_token_endpoint(hostile: Hostile) -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!(
+        "http://127.0.0.1:{}/token",
+        listener.local_addr().unwrap().port()
+    );
+    let forms = Arc::new(Mutex::new(Vec::new()));
+    let seen = forms.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { break };
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                let Some(head) = read_head(&mut stream) else {
+                    return;
+                };
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        let (name, value) = l.split_once(':')?;
+                        name.eq_ignore_ascii_case("content-length")
+                            .then(|| value.trim().parse().ok())?
+                    })
+                    .unwrap_or(0);
+                let mut body = vec![0u8; length];
+                if stream.read_exact(&mut body).is_err() {
+                    return;
+                }
+                let form = String::from_utf8_lossy(&body).into_owned();
+                seen.lock().unwrap().push(form.clone());
+                let _ = match hostile {
+                    Hostile::EndlessBody => {
+                        let _ = stream.write_all(
+                            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{\"access_token\": \"",
+                        );
+                        let chunk = vec![b'A'; 64 << 10];
+                        while stream.write_all(&chunk).is_ok() {}
+                        Ok(())
+                    }
+                    Hostile::Echo => {
+                        let answer = serde_json::json!({
+                            "error": "invalid_request",
+                            "error_description": format!("you sent: {head}{form}"),
+                        })
+                        .to_string();
+                        write!(
+                            stream,
+                            "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{answer}",
+                            answer.len()
+                        )
+                    }
+                    Hostile::RedirectElsewhere(port) => write!(
+                        stream,
+                        "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://127.0.0.1:{port}/steal\r\nContent-Length: 0\r\n\r\n"
+                    ),
+                    Hostile::ProxyWantsCredentials => stream.write_all(
+                        b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"corp\"\r\nContent-Length: 0\r\n\r\n",
+                    ),
+                };
+            });
+        }
+    });
+    (url, forms)
+}
+
+/// A listener that keeps whatever anyone sends it: where a redirect would carry credentials.
+fn start_thief() -> (u16, Arc<Mutex<Vec<u8>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stolen = Arc::new(Mutex::new(Vec::new()));
+    let kept = stolen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { break };
+            let mut bytes = Vec::new();
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let _ = stream.read_to_end(&mut bytes);
+            kept.lock().unwrap().extend(b"<connection>");
+            kept.lock().unwrap().extend(bytes);
+        }
+    });
+    (port, stolen)
+}
+
+/// A token endpoint that sends for ever, quotes the request, redirects elsewhere or answers
+/// 407: each is one message in the user's words within the deadline, in little memory; no
+/// credential (client secret, refresh token, the signed assertion) is printed or logged, or
+/// sent on to another origin. And a token that says it lives 2^63-1 seconds is used, not a
+/// panic.
+#[test]
+fn hostile_token_endpoints_get_no_secret_and_cost_no_memory() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pki = Pki::create(scratch.path());
+    let config = scratch.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("vertex = true\nproject = \"{PROJECT}\"\nlocation = \"{LOCATION}\"\n[audio]\nenabled = false\n"),
+    )
+    .unwrap();
+    let (thief_port, stolen) = start_thief();
+    let user_file = scratch.path().join("user.json");
+    let peak = scratch.path().join("peak");
+    for hostile in [
+        Hostile::EndlessBody,
+        Hostile::Echo,
+        Hostile::RedirectElsewhere(thief_port),
+        Hostile::ProxyWantsCredentials,
+    ] {
+        let (token_uri, forms) = start_hostile_token_endpoint(hostile);
+        std::fs::write(
+            &user_file,
+            serde_json::json!({
+                "type": "authorized_user",
+                "client_id": "client-1",
+                "client_secret": CLIENT_SECRET,
+                "refresh_token": REFRESH_TOKEN,
+                "token_uri": token_uri,
+            })
+            .to_string(),
+        )
+        .unwrap();
+        let service_file = service_account_file(scratch.path(), &pki, &token_uri);
+        for credentials in [&user_file, &service_file] {
+            let log_before = log_bytes(scratch.path());
+            let mut command = livetalk_measured(scratch.path(), &peak);
+            command
+                .args(["--headless", "--endpoint", "ws://127.0.0.1:9"])
+                .env("GOOGLE_APPLICATION_CREDENTIALS", credentials);
+            let started = Instant::now();
+            let run = run_command(command, &[SMART_HOME_LINES[0]], Duration::from_secs(60));
+            let took = started.elapsed();
+            let peak_mib = peak_mib(&peak);
+            let grown = log_bytes(scratch.path()) - log_before;
+            println!(
+                "{hostile:?}: exit {:?} in {took:?}, peak {peak_mib:.1} MiB, log +{grown} B: {}",
+                run.code,
+                run.stderr.trim()
+            );
+            assert_eq!(
+                run.code,
+                Some(1),
+                "{hostile:?}\n{}\n{}",
+                run.stdout,
+                run.stderr
+            );
+            let says = match hostile {
+                Hostile::EndlessBody => {
+                    "sent an answer larger than 1024 KiB; that is not a token answer".to_owned()
+                }
+                Hostile::Echo => "refused the".to_owned(),
+                Hostile::RedirectElsewhere(port) => format!(
+                    "redirected the token request to http://127.0.0.1:{port}; livetalk does not send credentials on to another address"
+                ),
+                Hostile::ProxyWantsCredentials => {
+                    "asks for a user and password (407 Proxy Authentication Required)".to_owned()
+                }
+            };
+            assert!(
+                run.stderr.contains(&says),
+                "{hostile:?}: wanted {says:?} in\n{}",
+                run.stderr
+            );
+            assert!(took < Duration::from_secs(10), "{hostile:?}: took {took:?}");
+            assert!(peak_mib < 150.0, "{hostile:?}: peak {peak_mib:.0} MiB");
+            assert!(
+                grown < 1 << 20,
+                "{hostile:?}: the log grew by {grown} bytes"
+            );
+
+            // What the endpoint was sent is every secret it could quote back.
+            let forms = forms.lock().unwrap().clone();
+            assert!(!forms.is_empty(), "{hostile:?}: the endpoint was asked");
+            let mut secrets = vec![CLIENT_SECRET.to_owned(), REFRESH_TOKEN.to_owned()];
+            for form in &forms {
+                for (key, value) in parse_form(form) {
+                    if key == "assertion" {
+                        secrets.push(value.clone());
+                        // The signature alone is the secret part.
+                        secrets.push(value.rsplit('.').next().unwrap().to_owned());
+                    }
+                }
+            }
+            let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+            assert_no_secrets(
+                &run,
+                scratch.path(),
+                &secrets,
+                &[&user_file, &service_file, &config, &peak],
+            );
+        }
+    }
+    assert!(
+        stolen.lock().unwrap().is_empty(),
+        "a redirect carried the request to another origin: {}",
+        String::from_utf8_lossy(&stolen.lock().unwrap())
+    );
+
+    // A TLS token endpoint behind a proxy that refuses the password: the proxy is named, not
+    // the token endpoint, and the password is not printed.
+    let (token_uri, tokens) = start_token_endpoint(Accepts::AuthorizedUser, Some(&pki));
+    let (proxy_port, proxy_log) = start_proxy(PROXY_USER, PROXY_PASSWORD);
+    std::fs::write(
+        &user_file,
+        serde_json::json!({
+            "type": "authorized_user",
+            "client_id": "client-1",
+            "client_secret": CLIENT_SECRET,
+            "refresh_token": REFRESH_TOKEN,
+            "token_uri": token_uri,
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let wrong = "wrong-pass-SECRET-5";
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--endpoint", "wss://live.example.invalid"],
+        &[
+            (
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                user_file.to_str().unwrap(),
+            ),
+            ("SSL_CERT_FILE", &pki.path("ca.pem")),
+            ("HTTPS_PROXY", &proxy_url(proxy_port, wrong)),
+        ],
+        &[SMART_HOME_LINES[0]],
+    );
+    println!("407 from the proxy: {}", run.stderr.trim());
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains(&format!(
+            "The proxy 127.0.0.1:{proxy_port} refused the user and password in HTTPS_PROXY for the token request"
+        )),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(proxy_log.tunnels().len(), 1);
+    assert!(tokens.lock().unwrap().issued.is_empty());
+    assert_no_secrets(
+        &run,
+        scratch.path(),
+        &[wrong, CLIENT_SECRET, REFRESH_TOKEN],
+        &[&user_file, &config, &peak],
+    );
+
+    // A lifetime of 2^63-1 seconds: the token is used, and the session runs.
+    let (token_uri, tokens) = start_token_endpoint(Accepts::AuthorizedUser, None);
+    tokens.lock().unwrap().lifetime = Some(i64::MAX.into());
+    let mock = MockProcess::start(scratch.path(), &["--speed", "20"]);
+    let vertex = start_fake_vertex(&mock.url, tokens.clone());
+    std::fs::write(
+        &user_file,
+        serde_json::json!({
+            "type": "authorized_user",
+            "client_id": "client-1",
+            "client_secret": CLIENT_SECRET,
+            "refresh_token": REFRESH_TOKEN,
+            "token_uri": token_uri,
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--endpoint", &vertex.url],
+        &[(
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            user_file.to_str().unwrap(),
+        )],
+        &[SMART_HOME_LINES[0]],
+    );
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    assert_eq!(tokens.lock().unwrap().issued.len(), 1);
+}
+
+/// `SSL_CERT_FILE` naming `/dev/zero` (which aborted the process), a FIFO, a folder, a huge
+/// file or a file with no certificate: the bundled roots are still trusted, and when the
+/// server's certificate is not, the message says why the named file was not read.
+#[test]
+fn a_certificate_file_that_cannot_be_read_is_named_when_trust_fails() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pki = Pki::create(scratch.path());
+    let mock = MockProcess::start(
+        scratch.path(),
+        &[
+            "--speed",
+            "20",
+            "--tls-cert",
+            &pki.path("leaf.pem"),
+            "--tls-key",
+            &pki.path("leaf.key"),
+        ],
+    );
+    let wss = mock.url.replace("ws://127.0.0.1", "wss://localhost");
+    let dir = scratch.path().join("hostile");
+    std::fs::create_dir(&dir).unwrap();
+    let zero = PathBuf::from("/dev/zero");
+    let fifo = dir.join("bundle.fifo");
+    mkfifo(&fifo);
+    let huge = dir.join("huge.pem");
+    sparse_file(&huge, 1 << 30);
+    let empty = dir.join("empty.pem");
+    std::fs::write(&empty, "not a certificate\n").unwrap();
+    let peak = scratch.path().join("peak");
+    for (path, says) in [
+        (&zero, "is a character device, not a file (SSL_CERT_FILE)"),
+        (&fifo, "is a FIFO (named pipe), not a file (SSL_CERT_FILE)"),
+        (&dir, "is a folder, not a file (SSL_CERT_FILE)"),
+        (
+            &huge,
+            "is larger than the 16 MiB livetalk reads of a certificate file (SSL_CERT_FILE)",
+        ),
+        (&empty, "(SSL_CERT_FILE) holds no certificate"),
+    ] {
+        let mut command = livetalk_measured(scratch.path(), &peak);
+        command
+            .args(["--headless", "--endpoint", &wss])
+            .env("SSL_CERT_FILE", path);
+        let started = Instant::now();
+        let run = run_command(command, &[SMART_HOME_LINES[0]], Duration::from_secs(60));
+        let took = started.elapsed();
+        let peak_mib = peak_mib(&peak);
+        println!(
+            "SSL_CERT_FILE={}: exit {:?} in {took:?}, peak {peak_mib:.1} MiB",
+            path.display(),
+            run.code
+        );
+        assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+        assert!(
+            run.stderr
+                .contains("not signed by an authority livetalk trusts")
+                && run
+                    .stderr
+                    .contains(&format!("certificate file {}", path.display()))
+                && run.stderr.contains(says),
+            "wanted {says:?} in\n{}",
+            run.stderr
+        );
+        assert!(took < Duration::from_secs(10), "took {took:?}");
+        assert!(peak_mib < 150.0, "peak {peak_mib:.0} MiB");
+    }
 }

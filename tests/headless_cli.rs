@@ -555,8 +555,9 @@ fn approval_config(scratch: &std::path::Path) {
 fn headless_approve_policies_decide_for_calls_that_would_wait_for_a_person() {
     let scratch = tempfile::tempdir().unwrap();
     approval_config(scratch.path());
-    // Nobody can approve headless: under every policy a built-in runs (it is the user's own
-    // code), so the call is answered rather than left waiting forever.
+    // Nobody can approve headless, and what the user set wins: a tool set to "always" runs
+    // only under --approve all (and says why it ran unasked); every other policy refuses it at
+    // once, so the call is answered rather than left waiting forever.
     for policy in [None, Some("all"), Some("read-only"), Some("none")] {
         let mut args = vec!["--headless", "--offline"];
         if let Some(policy) = policy {
@@ -565,16 +566,30 @@ fn headless_approve_policies_decide_for_calls_that_would_wait_for_a_person() {
         let run = run_livetalk(scratch.path(), &args, &[], &["turn on the lamp"]);
         let (stdout, stderr) = (&run.stdout, &run.stderr);
         assert_eq!(run.code, Some(0), "{policy:?}\n{stdout}\n{stderr}");
-        assert!(
-            stdout
-                .lines()
-                .any(|l| l.starts_with("Tool: set_device_status") && l.contains(" -> ok")),
-            "{policy:?}: {stdout}"
-        );
-        assert!(
-            stdout.contains("Gemini: Alright, I've turned on the living room lamp."),
-            "{policy:?}: {stdout}"
-        );
+        let tool = stdout
+            .lines()
+            .find(|l| l.starts_with("Tool: set_device_status"))
+            .unwrap_or_else(|| panic!("{policy:?}: {stdout}"));
+        if policy == Some("all") {
+            assert!(
+                tool.contains(" -> ok (ran without asking: --approve all)"),
+                "{tool}"
+            );
+            assert!(
+                stdout.contains("Gemini: Alright, I've turned on the living room lamp."),
+                "{stdout}"
+            );
+        } else {
+            let flag = format!("--approve {}", policy.unwrap_or("read-only"));
+            assert!(
+                tool.contains(" -> refused") && tool.contains(&flag),
+                "{policy:?}: {tool}"
+            );
+            assert!(
+                stdout.contains("Gemini: Sorry, I couldn't turn on the living room lamp"),
+                "{policy:?}: {stdout}"
+            );
+        }
     }
     let run = run_livetalk(
         scratch.path(),
@@ -688,5 +703,262 @@ fn a_full_log_is_moved_aside_and_begun_again() {
     assert!(
         log.contains("Live API session set up") && log.len() < 64 << 10,
         "{log}"
+    );
+}
+
+/// What a hostile path can be: `/dev/zero` (endless), a FIFO nobody writes to (a read that
+/// never ends), a folder, and a file past every size cap (sparse, so nothing is written).
+/// Each is made at `dir/name` (`/dev/zero` by a symbolic link) and said as the words the
+/// message must hold.
+fn hostile_paths(dir: &std::path::Path, name: &str) -> Vec<(std::path::PathBuf, &'static str)> {
+    std::fs::create_dir_all(dir).unwrap();
+    let zero = dir.join(format!("zero-{name}"));
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let fifo = dir.join(format!("fifo-{name}"));
+    mkfifo(&fifo);
+    let folder = dir.join(format!("folder-{name}"));
+    std::fs::create_dir(&folder).unwrap();
+    let huge = dir.join(format!("huge-{name}"));
+    sparse_file(&huge, 1 << 30);
+    vec![
+        (zero, "is a character device, not a file"),
+        (fifo, "is a FIFO (named pipe), not a file"),
+        (folder, "is a folder, not a file"),
+        (huge, "is larger than the"),
+    ]
+}
+
+/// Runs a measured livetalk and checks it refused at once, in one line naming the path, with
+/// `code`, in little memory and without growing its log.
+fn assert_refused(
+    scratch: &std::path::Path,
+    configure: impl FnOnce(&mut std::process::Command),
+    code: i32,
+    says: &str,
+) {
+    let peak = scratch.join("peak");
+    let log_before = log_bytes(scratch);
+    let mut command = livetalk_measured(scratch, &peak);
+    configure(&mut command);
+    let started = std::time::Instant::now();
+    let run = run_command(command, &[], Duration::from_secs(30));
+    let took = started.elapsed();
+    assert_eq!(
+        run.code,
+        Some(code),
+        "{says}\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains(says),
+        "wanted {says:?} in:\n{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    assert!(took < Duration::from_secs(4), "{says}: took {took:?}");
+    let peak_mib = peak_mib(&peak);
+    assert!(peak_mib < 150.0, "{says}: peak {peak_mib:.0} MiB");
+    let grown = log_bytes(scratch) - log_before;
+    assert!(grown < 1 << 20, "{says}: the log grew by {grown} bytes");
+    println!("{says}: exit {code} in {took:?}, peak {peak_mib:.1} MiB, log +{grown} B");
+}
+
+/// Every file named from outside is read with bounds: the config (named, or the default
+/// one), Google credentials, a recording's `session.jsonl`, `--input-wav`, the mock's TLS
+/// certificate and its scenario, each at
+/// `/dev/zero`, a FIFO, a folder or a 1 GiB file, is one clear message at once, not an
+/// exhausted memory or a hang.
+#[test]
+fn files_named_from_outside_are_refused_by_what_they_are_at_once() {
+    let scratch = tempfile::tempdir().unwrap();
+    let scratch = scratch.path();
+    let hostile = scratch.join("hostile");
+
+    for (path, is) in hostile_paths(&hostile, "config.toml") {
+        let says = format!("livetalk: config file {} {is}", path.display());
+        assert_refused(
+            scratch,
+            |c| {
+                c.arg("sessions").env("LIVETALK_CONFIG", &path);
+            },
+            2,
+            &says,
+        );
+    }
+
+    // The default config file is refused the same way (it used to be passed over in
+    // silence, its servers, approvals and key with it); a missing one is fine.
+    let default = scratch.join("config").join("livetalk").join("config.toml");
+    std::fs::create_dir_all(default.parent().unwrap()).unwrap();
+    let without_named = |c: &mut std::process::Command| {
+        c.arg("sessions").env_remove("LIVETALK_CONFIG");
+    };
+    let no_config = livetalk(scratch)
+        .arg("sessions")
+        .env_remove("LIVETALK_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(no_config.status.code(), Some(0), "{no_config:?}");
+    std::fs::write(&default, b"model = \"caf\xe9\"\n").unwrap();
+    let says = format!(
+        "livetalk: config file {} is not UTF-8 text",
+        default.display()
+    );
+    assert_refused(scratch, without_named, 2, &says);
+    std::fs::remove_file(&default).unwrap();
+    std::fs::create_dir(&default).unwrap();
+    let says = format!(
+        "livetalk: config file {} is a folder, not a file",
+        default.display()
+    );
+    assert_refused(scratch, without_named, 2, &says);
+    std::fs::remove_dir(&default).unwrap();
+    mkfifo(&default);
+    let says = format!(
+        "livetalk: config file {} is a FIFO (named pipe), not a file",
+        default.display()
+    );
+    assert_refused(scratch, without_named, 2, &says);
+
+    for (path, is) in hostile_paths(&hostile, "credentials.json") {
+        let says = format!(
+            "The credentials file {} (GOOGLE_APPLICATION_CREDENTIALS) {is}",
+            path.display()
+        );
+        assert_refused(
+            scratch,
+            |c| {
+                c.args([
+                    "--headless",
+                    "--vertex",
+                    "--project",
+                    "p",
+                    "--location",
+                    "us-central1",
+                ])
+                .env("GOOGLE_APPLICATION_CREDENTIALS", &path);
+            },
+            1,
+            &says,
+        );
+    }
+
+    for (index, (path, is)) in hostile_paths(&hostile, "session.jsonl")
+        .into_iter()
+        .enumerate()
+    {
+        let recording = scratch.join(format!("recording-{index}"));
+        std::fs::create_dir(&recording).unwrap();
+        let log = recording.join("session.jsonl");
+        std::fs::rename(&path, &log).unwrap();
+        let says = format!("recording {} {is}", log.display());
+        for command in [&["replay", "--headless"][..], &["inspect"]] {
+            assert_refused(
+                scratch,
+                |c| {
+                    c.args(command).arg(&recording);
+                },
+                1,
+                &says,
+            );
+        }
+    }
+
+    for (path, is) in hostile_paths(&hostile, "input.wav") {
+        let says = format!("WAV file {} {is}", path.display());
+        assert_refused(
+            scratch,
+            |c| {
+                c.args(["--headless", "--offline", "--input-wav"])
+                    .arg(&path);
+            },
+            1,
+            &says,
+        );
+    }
+
+    for (path, is) in hostile_paths(&hostile, "cert.pem") {
+        let says = format!(
+            "cannot read certificate {}: I/O error: {is}",
+            path.display()
+        );
+        assert_refused(
+            scratch,
+            |c| {
+                c.args(["mock", "--listen", "127.0.0.1:0", "--tls-cert"])
+                    .arg(&path)
+                    .arg("--tls-key")
+                    .arg(&path);
+            },
+            1,
+            &says,
+        );
+    }
+
+    for (path, is) in hostile_paths(&hostile, "faults.toml") {
+        let says = format!("scenario file {} {is}", path.display());
+        assert_refused(
+            scratch,
+            |c| {
+                c.args(["mock", "--listen", "127.0.0.1:0", "--scenario"])
+                    .arg(&path);
+            },
+            1,
+            &says,
+        );
+    }
+}
+
+/// Numbers on the command line that cannot be meant are refused, naming the flag and the
+/// value, with exit 2: never taken silently as another number, never a panic.
+#[test]
+fn bad_numbers_on_the_command_line_are_refused_by_name() {
+    let scratch = tempfile::tempdir().unwrap();
+    let speed = "must be a positive finite number from 0.01 to 1000";
+    for value in ["0", "nan", "inf", "-1", "1e-300", "1e300", "fast"] {
+        for command in [
+            vec!["replay", "somewhere", "--speed", value],
+            vec!["mock", "--speed", value],
+            vec!["serve", "--speed", value],
+        ] {
+            let run = run_livetalk(scratch.path(), &command, &[], &[]);
+            assert_eq!(run.code, Some(2), "{command:?}: {}", run.stderr);
+            assert_eq!(
+                run.stderr.trim(),
+                format!("livetalk: --speed {speed} (got {value})"),
+                "{command:?}"
+            );
+        }
+    }
+    for value in ["0", "1023", "-5", "1073741825", "lots"] {
+        let run = run_livetalk(
+            scratch.path(),
+            &["serve", "--max-message-bytes", value],
+            &[],
+            &[],
+        );
+        assert_eq!(run.code, Some(2), "{value}: {}", run.stderr);
+        assert_eq!(
+            run.stderr.trim(),
+            format!(
+                "livetalk: --max-message-bytes must be a number of bytes from 1024 to 1073741824 (got {value})"
+            )
+        );
+    }
+    // A proxy port past 65535 is refused, not taken as curl's default 1080.
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--endpoint", "wss://live.example.invalid"],
+        &[("HTTPS_PROXY", "http://proxy.example.invalid:99999")],
+        &["Hello"],
+    );
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "HTTPS_PROXY is not a usable proxy URL: its port 99999 is not a port (1 to 65535)"
+        ),
+        "{}",
+        run.stderr
     );
 }

@@ -331,6 +331,28 @@ fn cases() -> Vec<Case> {
             check: |app| assert_eq!(app.reconnects(), 1),
         },
         Case {
+            name: "goAway, then at once a normal close (1000)",
+            faults: vec![
+                Fault::once(
+                    Moment::UserTurn,
+                    1,
+                    FaultAction::Raw {
+                        text: r#"{"goAway": {"timeLeft": "30s"}}"#.into(),
+                    },
+                ),
+                Fault::once(
+                    Moment::UserTurn,
+                    1,
+                    FaultAction::Close {
+                        code: 1000,
+                        reason: String::new(),
+                    },
+                ),
+            ],
+            expect: Continues { warnings: &[] },
+            check: |app| assert_eq!(app.reconnects(), 1),
+        },
+        Case {
             name: "abrupt TCP drop",
             faults: at_user_turn(FaultAction::Drop),
             expect: Continues {

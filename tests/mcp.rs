@@ -1051,7 +1051,7 @@ const LOG_BYTES: u64 = 1 << 20;
 /// What a session with the hostile server came to.
 struct Hostile {
     events: Vec<Value>,
-    /// livetalk's peak memory, read after the last reply and before it exits.
+    /// livetalk's peak memory over the whole run.
     peak_mib: f64,
     /// The log's size at the end (the log starts empty).
     log_bytes: u64,
@@ -1146,7 +1146,8 @@ approval = "never"
     )
     .unwrap();
     let started = std::time::Instant::now();
-    let mut child = livetalk_with_only_path(scratch.path())
+    let peak = scratch.path().join("peak");
+    let mut child = livetalk_measured(scratch.path(), &peak)
         .args(["--headless", "--json"])
         .args(extra)
         .stdin(Stdio::piped())
@@ -1165,7 +1166,6 @@ approval = "never"
     let mut stdin = child.stdin.take().unwrap();
     write_lines(&mut stdin, &["use the echo tool with message hello"]);
     stdout.wait_for(Duration::from_secs(60), |l| l.contains(r#""type":"model""#));
-    let peak_mib = peak_memory_mib(child.id());
     drop(stdin);
     let status = wait_exit(child, Duration::from_secs(30));
     let stderr = stderr.recv_timeout(Duration::from_secs(5)).unwrap();
@@ -1176,12 +1176,9 @@ approval = "never"
         .iter()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
         .collect();
-    let data = scratch.path().join("data/livetalk");
-    let log_bytes = ["livetalk.log", "livetalk.log.1"]
-        .iter()
-        .filter_map(|name| std::fs::metadata(data.join(name)).ok())
-        .map(|m| m.len())
-        .sum();
+    let peak_mib = peak_mib(&peak);
+    // The log starts empty and stays far below its cap, so it is never moved aside here.
+    let log_bytes = log_bytes(scratch.path());
     Hostile {
         events,
         peak_mib,

@@ -103,6 +103,12 @@ fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
         original.stderr
     );
     assert_eq!(tool_lines(&original.stdout).len(), 3, "{}", original.stdout);
+    // The end of input is one intent, so one line, however long the session takes to close.
+    let ends = lines(&dir)
+        .iter()
+        .filter(|l| l["type"] == "applied" && l["msg"] == "end_session")
+        .count();
+    assert_eq!(ends, 1, "one intent, one line");
     let replies: Vec<&str> = original
         .stdout
         .lines()
@@ -632,6 +638,39 @@ fn against_resends_the_recorded_mic_audio_in_real_time() {
         mic.duration()
     );
 
+    // With push-to-talk the clip is one utterance, bracketed by activityStart and activityEnd
+    // (the first sent while the connection was still being made), and its reply is awaited.
+    let ptt_dir = scratch.path().join("ptt");
+    let ptt = run_livetalk(
+        scratch.path(),
+        &[
+            "--headless",
+            "--offline",
+            "--push-to-talk",
+            "--input-wav",
+            phrase.to_str().unwrap(),
+            "--record",
+            ptt_dir.to_str().unwrap(),
+        ],
+        &[],
+        &[],
+    );
+    assert_eq!(ptt.code, Some(0), "{}", ptt.stderr);
+    // The whole clip is the utterance, its trailing silence included.
+    assert!(
+        ptt.stdout.contains("Gemini: I heard about"),
+        "{}",
+        ptt.stdout
+    );
+    let sent: Vec<String> = lines(&ptt_dir)
+        .iter()
+        .filter(|l| l["type"] == "send")
+        .filter_map(|l| l["message"]["realtimeInput"].as_object().cloned())
+        .flat_map(|input| input.keys().cloned().collect::<Vec<_>>())
+        .filter(|key| key.starts_with("activity"))
+        .collect();
+    assert_eq!(sent, ["activityStart", "activityEnd"], "{}", ptt.stdout);
+
     let mock = MockProcess::start(scratch.path(), &["--speed", "20"]);
     let again = run_livetalk(
         scratch.path(),
@@ -858,4 +897,130 @@ fn a_self_interruption_replays_flagged_in_text_json_and_markdown() {
         markdown.stdout
     );
     assert_eq!(markdown.stdout.matches(" _[interrupted]_").count(), 1);
+}
+
+/// `--record bug-1234` (the README's example) records into the sessions folder, so
+/// `sessions` lists it, and `replay` and `inspect` find it by that name, by its folder, or by
+/// its `session.jsonl`.
+#[test]
+fn a_recording_named_bare_is_listed_and_found_by_name_folder_or_file() {
+    let scratch = tempfile::tempdir().unwrap();
+    // Run from an empty folder of its own: a bare name must not land there.
+    let here = scratch.path().join("here");
+    std::fs::create_dir(&here).unwrap();
+    let mut command = livetalk(scratch.path());
+    command
+        .current_dir(&here)
+        .args(["--headless", "--offline", "--record", "bug-1234"]);
+    let original = run_command(command, &SMART_HOME_LINES[..1], Duration::from_secs(60));
+    assert_eq!(original.code, Some(0), "{}", original.stderr);
+    assert!(
+        !here.join("bug-1234").exists(),
+        "recorded into the current folder"
+    );
+    let dir = scratch.path().join("data/livetalk/sessions/bug-1234");
+    assert!(dir.join("session.jsonl").is_file(), "{}", original.stderr);
+    let listed = run_livetalk(scratch.path(), &["sessions"], &[], &[]);
+    assert!(
+        listed.stdout.contains(dir.to_str().unwrap()),
+        "{}",
+        listed.stdout
+    );
+    let file = dir.join("session.jsonl");
+    for given in ["bug-1234", dir.to_str().unwrap(), file.to_str().unwrap()] {
+        let inspected = run_livetalk(scratch.path(), &["inspect", given], &[], &[]);
+        assert_eq!(inspected.code, Some(0), "{given}: {}", inspected.stderr);
+        let replayed = run_livetalk(
+            scratch.path(),
+            &["replay", given, "--headless", "--instant"],
+            &[],
+            &[],
+        );
+        assert_eq!(
+            replayed.stdout, original.stdout,
+            "{given}: {}",
+            replayed.stderr
+        );
+    }
+    let missing = run_livetalk(scratch.path(), &["inspect", "bug-9999"], &[], &[]);
+    assert_eq!(missing.code, Some(1));
+    assert!(
+        missing.stderr.contains("No recording named bug-9999")
+            && missing.stderr.contains("livetalk sessions"),
+        "{}",
+        missing.stderr
+    );
+}
+
+/// A recording line whose time is absurd (1.7e308 s panicked a replay; 1e12 s hung a paced
+/// one): replay, paced and instant, and inspect take it as the previous line's time with a
+/// warning, and show the same conversation.
+#[test]
+fn absurd_line_times_replay_with_a_warning_not_a_panic_or_a_hang() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("absurd");
+    let original = run_livetalk(
+        scratch.path(),
+        &["--headless", "--offline", "--record", dir.to_str().unwrap()],
+        &[],
+        &SMART_HOME_LINES[..1],
+    );
+    assert_eq!(original.code, Some(0), "{}", original.stderr);
+    let log = dir.join("session.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let count = text.lines().count();
+    assert!(count > 6, "{text}");
+    let changed: Vec<String> = text
+        .lines()
+        .enumerate()
+        .map(|(index, line)| {
+            let mut value: serde_json::Value = serde_json::from_str(line).unwrap();
+            if index == count / 3 {
+                value["t"] = serde_json::json!(1.7e308);
+            } else if index == 2 * count / 3 {
+                value["t"] = serde_json::json!(1e12);
+            }
+            value.to_string()
+        })
+        .collect();
+    std::fs::write(&log, changed.join("\n") + "\n").unwrap();
+
+    for pace in [&["--speed", "10"][..], &["--instant"]] {
+        let started = std::time::Instant::now();
+        let mut command = livetalk(scratch.path());
+        command
+            .args(["replay", dir.to_str().unwrap(), "--headless"])
+            .args(pace);
+        let replayed = run_command(command, &[], Duration::from_secs(60));
+        let took = started.elapsed();
+        assert_eq!(replayed.code, Some(0), "{pace:?}: {}", replayed.stderr);
+        assert_eq!(
+            replayed.stdout, original.stdout,
+            "{pace:?}: {}",
+            replayed.stderr
+        );
+        assert_eq!(
+            replayed
+                .stderr
+                .matches("is not one a session reaches")
+                .count(),
+            2,
+            "{pace:?}: {}",
+            replayed.stderr
+        );
+        assert!(!replayed.stderr.contains("panicked"), "{}", replayed.stderr);
+        assert!(took < Duration::from_secs(20), "{pace:?}: took {took:?}");
+    }
+    let inspected = run_livetalk(
+        scratch.path(),
+        &["inspect", dir.to_str().unwrap()],
+        &[],
+        &[],
+    );
+    assert_eq!(inspected.code, Some(0), "{}", inspected.stderr);
+    assert!(
+        !inspected.stdout.contains("e308") && !inspected.stdout.contains("1000000000000"),
+        "{}",
+        inspected.stdout
+    );
 }

@@ -422,3 +422,71 @@ async fn a_resumption_handle_resumes_only_under_the_key_it_was_issued_for() {
         .unwrap();
     assert_eq!(mock.resumptions(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_whose_tool_work_is_lost_with_the_connection_is_asked_again_after_resuming() {
+    // Right after the model's tool call, and right after the tool's answer: either way the
+    // connection takes the model's work on the turn with it, and nothing was said yet.
+    for moment in [Moment::ToolCall, Moment::ToolResponse] {
+        let mut h = Harness::start(vec![Fault::once(moment, 1, FaultAction::Drop)]).await;
+        h.say("What's the kitchen thermostat set to?").await;
+        h.until("the question answered on the resumed session", |app| {
+            common::replies(app).iter().any(|r| r.0.contains("20"))
+        })
+        .await;
+        assert_eq!(h.app.reconnects(), 1, "{moment:?}");
+        assert_eq!(h.mock.resumptions(), 1, "{moment:?}");
+        assert_eq!(h.app.turns_lost(), 0, "{moment:?}");
+        assert!(
+            h.notices(NoticeLevel::Warning)
+                .iter()
+                .all(|n| !n.contains("turn was lost")),
+            "{moment:?}: {:?}",
+            h.app.notices()
+        );
+        // The conversation goes on.
+        h.say("Is the front door locked?").await;
+        assert!(h.last_reply().contains("front door"), "{}", h.last_reply());
+    }
+}
+
+#[test]
+fn headless_without_resumption_says_a_turn_was_lost_and_exits_1() {
+    let scratch = tempfile::tempdir().unwrap();
+    let scenario = scratch.path().join("scenario.toml");
+    std::fs::write(
+        &scenario,
+        "[[fault]]\nat = \"tool_response\"\naction = \"drop\"\n",
+    )
+    .unwrap();
+    let mock = common::MockProcess::start(
+        scratch.path(),
+        &["--speed", "20", "--scenario", scenario.to_str().unwrap()],
+    );
+    let config = scratch.path().join("config.toml");
+    std::fs::write(&config, "[session]\nresumption = false\n").unwrap();
+    let run = common::run_livetalk(
+        scratch.path(),
+        &[
+            "--headless",
+            "--endpoint",
+            &mock.url,
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        &[],
+        &[
+            "What's the kitchen thermostat set to?",
+            "Is the front door locked?",
+        ],
+    );
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr
+            .contains("The last turn was lost with the connection"),
+        "{}",
+        run.stderr
+    );
+    // The next line still got its answer.
+    assert!(run.stdout.contains("front door"), "{}", run.stdout);
+}

@@ -247,7 +247,10 @@ impl App {
                 // long enough for voice detection); the model's open turn holds the session.
                 self.audio.clip_streaming = false;
                 if self.audio.push_to_talk && self.audio.talking {
+                    // The clip was one utterance and this ends it: its reply is awaited, so
+                    // the end of input waits for it too.
                     self.audio.talking = false;
+                    self.reply.sent();
                     return vec![Effect::SetMicOpen(false), Effect::SendActivityEnd];
                 }
                 Vec::new()

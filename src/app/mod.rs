@@ -134,6 +134,8 @@ pub struct App {
     closing: bool,
     /// The run gave up on the session; a close that follows changes nothing.
     gave_up: bool,
+    /// User turns a lost connection took with it, told to the user (headless exits 1).
+    turns_lost: u32,
     /// Shown in the status line while recording: what and where.
     recording: Option<String>,
     /// Where a replay stands, when this app shows one.
@@ -210,6 +212,7 @@ impl App {
             end_after_turn: false,
             closing: false,
             gave_up: false,
+            turns_lost: 0,
             recording: init.recording,
             replay: init.replay.map(|total| ReplayProgress {
                 total,

@@ -36,6 +36,11 @@ impl App {
         matches!(self.connection, ConnectionState::Disconnected { .. })
     }
 
+    /// User turns lost with a connection and not sent again (see `SessionChange::TurnLost`).
+    pub fn turns_lost(&self) -> u32 {
+        self.turns_lost
+    }
+
     /// True when the session ended because we closed it (end of input or `end_session`).
     pub fn ended_cleanly(&self) -> bool {
         self.closing && self.is_finished()
@@ -179,7 +184,9 @@ impl App {
             }
             ServerEvent::ResumptionUpdate { .. } => Vec::new(),
             ServerEvent::Usage(usage) => {
-                self.total_tokens += usage.total_token_count.unwrap_or(0);
+                // A peer's count can be anything an i64 holds: add without overflowing.
+                let count = usage.total_token_count.unwrap_or(0).max(0);
+                self.total_tokens = self.total_tokens.saturating_add(count);
                 self.last_usage = Some(usage);
                 Vec::new()
             }
@@ -254,6 +261,15 @@ impl App {
                     format!(
                         "{message} Starting a fresh session: the model no longer knows the conversation so far."
                     ),
+                );
+                Vec::new()
+            }
+            SessionChange::TurnLost => {
+                self.turns_lost += 1;
+                self.reply.forget();
+                self.notice(
+                    NoticeLevel::Warning,
+                    livetalk_live::session::TURN_LOST.to_owned(),
                 );
                 Vec::new()
             }

@@ -21,9 +21,25 @@ impl MonoClip {
     }
 }
 
+/// The largest `--input-wav` read: about 20 minutes of 48 kHz stereo 16-bit audio (held in
+/// memory as samples, so a file past this would cost gigabytes).
+const INPUT_WAV: livetalk_live::file::FileKind = livetalk_live::file::FileKind {
+    what: "WAV file",
+    max_bytes: 256 << 20,
+};
+
 /// Reads a WAV file of any common format as mono `f32`.
 pub fn read_mono(path: &Path) -> anyhow::Result<MonoClip> {
-    let reader = hound::WavReader::open(path)
+    // A regular file of a bounded size: a FIFO must not hang the start, nor /dev/zero fill
+    // the memory.
+    let file = livetalk_live::file::open_regular(path, INPUT_WAV)?;
+    if file.metadata().map(|m| m.len()).unwrap_or(0) > INPUT_WAV.max_bytes {
+        anyhow::bail!(livetalk_live::file::FileError::TooLarge {
+            path: path.to_owned(),
+            kind: INPUT_WAV,
+        });
+    }
+    let reader = hound::WavReader::new(std::io::BufReader::new(file))
         .with_context(|| format!("cannot read {} as a WAV file", path.display()))?;
     let spec = reader.spec();
     let channels = usize::from(spec.channels.max(1));

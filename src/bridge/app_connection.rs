@@ -688,6 +688,9 @@ impl AppConnection {
                     "Reconnected to the Live API with a fresh session: the model does not know the conversation so far.",
                 )
             }
+            SessionEvent::Change(SessionChange::TurnLost) => {
+                BridgeMessage::log(LogLevel::Warn, livetalk_live::session::TURN_LOST)
+            }
             SessionEvent::Change(SessionChange::ResumeRejected { message }) => {
                 BridgeMessage::log(LogLevel::Warn, message)
             }

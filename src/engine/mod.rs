@@ -35,6 +35,10 @@ use livetalk_live::Outbox;
 /// How long the engine waits for the audio devices before connecting anyway.
 const AUDIO_OPEN_WAIT: Duration = Duration::from_secs(5);
 
+/// Signals held for the first connection at most: they come from the app's own effects, a
+/// handful at a time; more means something loops, and is dropped with a warning.
+const HELD_MAX: usize = 64;
+
 /// Where a session connects.
 #[derive(Debug, Clone)]
 pub enum ConnectTo {
@@ -79,6 +83,10 @@ pub struct Engine {
     /// Messages to hand out before anything else (the end of a session closed while it was
     /// still connecting).
     pending: VecDeque<Msg>,
+    /// Signals sent while the first connection was still being made (a push-to-talk clip's
+    /// `activityStart`, say), delivered in order once it is. Mic audio is not held: late audio
+    /// is worse than none.
+    held: Vec<ClientMessage>,
     /// Kept alive while the session runs on it.
     _mock: Option<MockServer>,
     /// The session is on Vertex AI, which ignores `SILENT` scheduling.
@@ -105,6 +113,7 @@ impl Engine {
             recorder: None,
             start: Start::Done,
             pending: VecDeque::new(),
+            held: Vec::new(),
             _mock: None,
             vertex: false,
         }
@@ -218,7 +227,7 @@ impl Engine {
     /// Streams one chunk of 16 kHz PCM16 mic audio (`realtimeInput.audio`) without an audio
     /// worker (tests stand in for the mic this way). While the session reconnects it is queued,
     /// and dropped if it waited longer than a second.
-    pub async fn send_audio(&self, pcm: Vec<u8>) {
+    pub async fn send_audio(&mut self, pcm: Vec<u8>) {
         self.send(
             ClientMessage::RealtimeInput(RealtimeInput::mic_audio(pcm)),
             "mic audio",
@@ -256,11 +265,17 @@ impl Engine {
         }
     }
 
-    async fn send(&self, message: ClientMessage, what: &str) {
-        if let Some(handle) = self.session.handle()
-            && handle.send(message).await.is_err()
-        {
-            warn!("dropped {what}: the session is closed");
+    async fn send(&mut self, message: ClientMessage, what: &str) {
+        match self.session.handle() {
+            Some(handle) => {
+                if handle.send(message).await.is_err() {
+                    warn!("dropped {what}: the session is closed");
+                }
+            }
+            None if !matches!(self.start, Start::Done) && self.held.len() < HELD_MAX => {
+                self.held.push(message);
+            }
+            None => warn!("dropped {what}: there is no session to send it on"),
         }
     }
 
@@ -351,7 +366,12 @@ impl Source for Engine {
                 }, if connecting => {
                     self.start = Start::Done;
                     match joined {
-                        Ok(Ok(session)) => self.session.adopt(session),
+                        Ok(Ok(session)) => {
+                            self.session.adopt(session);
+                            for message in std::mem::take(&mut self.held) {
+                                self.send(message, "a signal held for the connection").await;
+                            }
+                        }
                         Ok(Err(message)) => return Some(Msg::ConnectFailed(message)),
                         Err(e) => return Some(Msg::ConnectFailed(format!("Connecting failed: {e}"))),
                     }

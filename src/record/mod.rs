@@ -9,6 +9,7 @@
 
 pub mod inspect;
 pub mod legacy;
+pub mod locate;
 pub mod recorder;
 pub mod replay;
 
@@ -30,6 +31,9 @@ pub const LOG_FILE: &str = "session.jsonl";
 pub const MODEL_WAV: &str = "model.wav";
 /// Microphone audio as sent: 16 kHz mono PCM16 (only when some was sent).
 pub const MIC_WAV: &str = "mic.wav";
+/// The latest time a line may carry, in seconds from the start (thirty days): a later one is
+/// damage, not a session.
+pub const MAX_LINE_TIME_SECS: f64 = 30.0 * 24.0 * 3600.0;
 /// Bumped when a line changes meaning. 3: what the app applied is recorded as `applied`
 /// messages, user intents included, and replay reads only those. 2: app-level side lines
 /// (user text, tool results, link notices, `session_ended`) beside the wire frames, from which
@@ -204,7 +208,8 @@ impl Recording {
     /// file or a missing metadata line is an error.
     pub fn load(dir: &Path) -> anyhow::Result<Recording> {
         let path = dir.join(LOG_FILE);
-        let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+        let bytes =
+            livetalk_live::file::read_bounded(&path, livetalk_live::file::FileKind::RECORDING)?;
         // A crash can cut a line (or a UTF-8 sequence) short; read what is valid.
         let text = String::from_utf8_lossy(&bytes);
         let mut meta = None;
@@ -219,7 +224,21 @@ impl Recording {
                     record: Record::Meta(m),
                     ..
                 }) if meta.is_none() => meta = Some(*m),
-                Ok(line) => lines.push(line),
+                Ok(mut line) => {
+                    // A time no session reaches (a hand-edited or corrupted line) is taken as
+                    // the previous line's, so replay, inspect and durations stay sane.
+                    if !(0.0..=MAX_LINE_TIME_SECS).contains(&line.t) {
+                        let previous = lines.last().map_or(0.0, |l: &Line| l.t);
+                        warnings.push(format!(
+                            "{}: line {}: its time ({} s) is not one a session reaches; taken as {previous} s",
+                            path.display(),
+                            index + 1,
+                            line.t
+                        ));
+                        line.t = previous;
+                    }
+                    lines.push(line);
+                }
                 Err(e) => warnings.push(format!(
                     "{}: line {}: skipped an unreadable line ({e})",
                     path.display(),
@@ -352,6 +371,12 @@ impl AudioFiles {
     }
 }
 
+/// A recording's WAV file, opened as a stream (hound reads what the header says is there).
+const WAV_FILE: livetalk_live::file::FileKind = livetalk_live::file::FileKind {
+    what: "recorded audio file",
+    max_bytes: u64::MAX,
+};
+
 fn folder_size(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .map(|entries| {
@@ -368,7 +393,9 @@ fn folder_size(dir: &Path) -> u64 {
 /// The samples of a recorded WAV file. A file whose header was not updated after the last
 /// write (a crash) is repaired on read: the samples are what the file holds.
 pub fn read_wav(path: &Path) -> Option<(u32, Vec<i16>)> {
-    let reader = hound::WavReader::open(path).ok()?;
+    // A regular file only: a FIFO in its place must not hang a replay.
+    let file = livetalk_live::file::open_regular(path, WAV_FILE).ok()?;
+    let reader = hound::WavReader::new(std::io::BufReader::new(file)).ok()?;
     let rate = reader.spec().sample_rate;
     let samples: Vec<i16> = reader.into_samples::<i16>().map_while(Result::ok).collect();
     Some((rate, samples))

@@ -21,12 +21,21 @@ pub enum Pacing {
     Speed(f64),
 }
 
+/// The longest a paced replay waits between two recorded moments, whatever the recording and
+/// the speed say: a quiet minute is shown as a minute at most, and a damaged time cannot hang
+/// a replay.
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
+
 /// When each recorded moment is due, at the given pace; can be paused.
 pub struct Pace {
     start: tokio::time::Instant,
     pacing: Pacing,
-    /// Recorded times may step back a little; never go back in time.
+    /// The recorded time of the latest moment applied; recorded times may step back a little,
+    /// and the replay never goes back in time.
     last: f64,
+    /// Seconds of replay from `start` to the latest moment applied: the recorded gaps divided
+    /// by the speed, each at most [`MAX_WAIT`].
+    played: f64,
     paused_at: Option<tokio::time::Instant>,
 }
 
@@ -36,6 +45,7 @@ impl Pace {
             start: tokio::time::Instant::now(),
             pacing,
             last: 0.0,
+            played: 0.0,
             paused_at: None,
         }
     }
@@ -54,13 +64,19 @@ impl Pace {
 
     /// Makes a step taken by hand while paused count as having happened now.
     pub fn stepped_to(&mut self, t: f64) {
-        self.last = self.last.max(t);
-        if let (Some(paused_at), Some(speed)) = (self.paused_at, self.speed()) {
-            let due = self.start + Duration::from_secs_f64(self.last / speed);
+        self.advance(t);
+        if let Some(paused_at) = self.paused_at {
+            let due = self.at(self.played);
             if due > paused_at {
                 self.start -= due - paused_at;
             }
         }
+    }
+
+    /// The moment at recorded time `t` was applied.
+    pub fn advance(&mut self, t: f64) {
+        self.played += self.wait_before(t);
+        self.last = self.last.max(t);
     }
 
     fn speed(&self) -> Option<f64> {
@@ -71,10 +87,31 @@ impl Pace {
         }
     }
 
+    /// Seconds of replay between the latest moment applied and the one at `t`.
+    fn wait_before(&self, t: f64) -> f64 {
+        let Some(speed) = self.speed() else {
+            return 0.0;
+        };
+        let gap = (t - self.last).max(0.0) / speed;
+        if gap.is_finite() {
+            gap.min(MAX_WAIT.as_secs_f64())
+        } else {
+            MAX_WAIT.as_secs_f64()
+        }
+    }
+
+    /// `start` plus `seconds`, saturating rather than overflowing.
+    fn at(&self, seconds: f64) -> tokio::time::Instant {
+        let offset = Duration::try_from_secs_f64(seconds.max(0.0)).unwrap_or(Duration::MAX);
+        self.start
+            .checked_add(offset)
+            .unwrap_or_else(|| self.start + Duration::from_secs(365 * 24 * 3600))
+    }
+
     /// When the moment at recorded time `t` is due (`None`: now).
     pub fn due(&self, t: f64) -> Option<tokio::time::Instant> {
-        let speed = self.speed()?;
-        Some(self.start + Duration::from_secs_f64(self.last.max(t) / speed))
+        self.speed()?;
+        Some(self.at(self.played + self.wait_before(t)))
     }
 }
 
@@ -204,7 +241,7 @@ impl Source for Replay {
             }
         }
         let step = self.steps.next()?;
-        self.pace.last = self.pace.last.max(step.t);
+        self.pace.advance(step.t);
         self.applied += 1;
         self.progress_due = true;
         self.play(&step.msg);

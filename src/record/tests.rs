@@ -72,6 +72,7 @@ fn link_record(event: &SessionChange, at: u64) -> Record {
             name: name.clone(),
             at,
         },
+        SessionChange::TurnLost => panic!("format 2 had no lost turns"),
     }
 }
 
@@ -735,4 +736,64 @@ fn the_metadata_line_keeps_the_audio_asked_for() {
     );
     settings.audio.devices = false;
     assert_eq!(read_back(&settings, "without"), None);
+}
+
+/// A line whose time no session reaches (1.7e308 s, which panicked, or 1e12 s, which hung a
+/// paced replay) is taken as the previous line's time with a warning; a long but possible
+/// pause (eleven days) is waited out for one minute at most, whatever the speed.
+#[test]
+fn absurd_times_are_clamped_and_no_pause_outlasts_a_minute() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = [
+        (0.0, meta(FORMAT_2, STARTED_AT)),
+        (0.1, setup_complete()),
+        (1e6, words("Eleven days later.")),
+        (1.7e308, words("Never.")),
+        (1e12, words("Nor this.")),
+        (0.2, turn_complete()),
+    ];
+    let text: String = lines
+        .into_iter()
+        .map(|(t, record)| serde_json::to_string(&Line { t, record }).unwrap() + "\n")
+        .collect();
+    std::fs::write(dir.path().join(LOG_FILE), text).unwrap();
+    let recording = Recording::load(dir.path()).unwrap();
+    assert_eq!(recording.warnings.len(), 2, "{:?}", recording.warnings);
+    for (warning, line) in recording.warnings.iter().zip([4, 5]) {
+        assert!(
+            warning.contains(&format!("line {line}: its time"))
+                && warning.contains("is not one a session reaches; taken as 1000000 s"),
+            "{warning}"
+        );
+    }
+    assert_eq!(recording.duration_secs(), 1e6);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let _time = runtime.enter();
+    for speed in [1.0, 0.01, 1000.0] {
+        let before = tokio::time::Instant::now();
+        let mut pace = super::replay::Pace::new(Pacing::Speed(speed));
+        let mut previous = before;
+        for line in &recording.lines {
+            let due = pace.due(line.t).unwrap();
+            assert!(
+                due.duration_since(previous) <= super::replay::MAX_WAIT + Duration::from_millis(50),
+                "at {speed}x, t = {}: {:?}",
+                line.t,
+                due.duration_since(previous)
+            );
+            previous = previous.max(due);
+            pace.advance(line.t);
+        }
+        let whole = previous.duration_since(before);
+        assert!(
+            whole
+                <= super::replay::MAX_WAIT
+                    + Duration::from_secs_f64(0.1 / speed)
+                    + Duration::from_millis(50),
+            "at {speed}x: {whole:?}"
+        );
+    }
 }

@@ -112,6 +112,57 @@ pub fn isolate(command: &mut Command, scratch: &Path) {
     }
 }
 
+/// Runs its arguments as a child, then writes the child's peak resident memory (KiB, from
+/// `getrusage`, so the moment before exit counts too) to the file named first; exits as the
+/// child did.
+const PEAK_MEMORY_PARENT: &str = "import resource, subprocess, sys
+code = subprocess.call(sys.argv[2:])
+open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(code if code >= 0 else 128 - code)";
+
+/// [`livetalk`] with its peak memory measured: run under a small Python parent that, once
+/// livetalk has exited, writes its peak resident memory to `peak_file` (read it with
+/// [`peak_mib`]). The exit code is livetalk's.
+pub fn livetalk_measured(scratch: &Path, peak_file: &Path) -> Command {
+    let mut command = Command::new("python3");
+    command
+        .arg("-c")
+        .arg(PEAK_MEMORY_PARENT)
+        .arg(peak_file)
+        .arg(env!("CARGO_BIN_EXE_livetalk"));
+    isolate(&mut command, scratch);
+    command
+}
+
+/// The peak resident memory, in MiB, a [`livetalk_measured`] run wrote to `peak_file`.
+pub fn peak_mib(peak_file: &Path) -> f64 {
+    let text = std::fs::read_to_string(peak_file).expect("the measured run wrote its peak");
+    text.trim().parse::<f64>().expect("a number of KiB") / 1024.0
+}
+
+/// The size of livetalk's log file under an isolated `scratch` (0 when there is none).
+pub fn log_bytes(scratch: &Path) -> u64 {
+    std::fs::metadata(scratch.join("data").join("livetalk").join("livetalk.log"))
+        .map(|m| m.len())
+        .unwrap_or(0)
+}
+
+/// A FIFO at `path` that nobody writes to: reading it waits for ever.
+pub fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// A file of `bytes` zero bytes at `path`, made sparse (nothing is written).
+pub fn sparse_file(path: &Path, bytes: u64) {
+    std::fs::File::create(path)
+        .and_then(|file| file.set_len(bytes))
+        .expect("make a sparse file");
+}
+
 /// A running `livetalk mock` and the base URL it printed.
 pub struct MockProcess {
     pub child: Child,
@@ -265,19 +316,6 @@ impl LineWatcher {
 fn url_in(line: &str) -> Option<&str> {
     line.split_whitespace()
         .find(|w| w.starts_with("ws://") || w.starts_with("wss://"))
-}
-
-/// The most memory process `pid` has held so far, in MiB (its VmHWM): read it before the
-/// process exits.
-pub fn peak_memory_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_else(|e| panic!("read /proc/{pid}/status: {e}"));
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no VmHWM in /proc/{pid}/status:\n{status}"));
-    kib / 1024.0
 }
 
 /// Sends `signal` (`TERM`, `INT`, …) to process `pid`, as a user would with `kill`.

@@ -29,6 +29,13 @@ const GOOGLE_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
 const RENEW_BEFORE: Duration = Duration::from_secs(300);
 /// The lifetime asked for in a service account's assertion (Google's maximum).
 const ASSERTION_LIFETIME: u64 = 3600;
+/// The longest lifetime a token is taken to have, whatever the endpoint says (Google's are an
+/// hour; a day covers any real endpoint).
+const MAX_TOKEN_LIFETIME: u64 = 24 * 3600;
+/// The largest answer read from a token endpoint (a token answer is a few KiB).
+const MAX_TOKEN_ANSWER_BYTES: usize = 1 << 20;
+/// Redirects followed within the token endpoint's own origin.
+const MAX_REDIRECTS: usize = 5;
 
 /// Why credentials or an access token for Vertex AI could not be had. `Display` is the whole
 /// human message; the variant says which step failed, for a caller that reacts to it (no file:
@@ -46,6 +53,8 @@ pub enum AdcError {
         file: PathBuf,
         /// What is wrong with it, as one sentence naming the file.
         message: String,
+        /// Nothing is at the path.
+        missing: bool,
     },
     /// No access token: the request could not be made, or the token endpoint refused it or
     /// answered without a usable token.
@@ -106,14 +115,19 @@ impl Credentials {
             );
         }
         let gcloud = gcloud_file(env);
-        match gcloud {
-            Some(file) if file.exists() => Credentials::from_file(&file, "gcloud"),
-            _ => Err(AdcError::NotFound(format!(
-                "No Google Cloud credentials for Vertex AI: set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or run `gcloud auth application-default login`{}.",
-                gcloud
-                    .map(|f| format!(" (which writes {})", f.display()))
-                    .unwrap_or_default()
-            ))),
+        match gcloud
+            .as_deref()
+            .map(|file| Credentials::from_file(file, "gcloud"))
+        {
+            Some(Err(AdcError::File { missing: true, .. })) | None => {
+                Err(AdcError::NotFound(format!(
+                    "No Google Cloud credentials for Vertex AI: set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or run `gcloud auth application-default login`{}.",
+                    gcloud
+                        .map(|f| format!(" (which writes {})", f.display()))
+                        .unwrap_or_default()
+                )))
+            }
+            Some(found) => found,
         }
     }
 
@@ -123,12 +137,23 @@ impl Credentials {
         let bad = |message: String| AdcError::File {
             file: file.to_owned(),
             message,
+            missing: false,
         };
-        let text = std::fs::read_to_string(file).map_err(|e| {
-            bad(format!(
-                "The credentials file {shown} ({named_by}) cannot be read: {e}."
-            ))
-        })?;
+        let text =
+            crate::file::read_text(file, crate::file::FileKind::CREDENTIALS).map_err(|e| {
+                AdcError::File {
+                    file: file.to_owned(),
+                    message: format!(
+                        "The credentials file {shown} ({named_by}) {}.",
+                        match &e {
+                            crate::file::FileError::Missing { .. } =>
+                                "cannot be read: it does not exist".to_owned(),
+                            other => other.problem(),
+                        }
+                    ),
+                    missing: e.is_missing(),
+                }
+            })?;
         let parsed: CredentialsFile = serde_json::from_str(&text).map_err(|e| {
             bad(format!(
                 "The credentials file {shown} is not a credentials JSON file: {e}."
@@ -142,6 +167,7 @@ impl Credentials {
         let grant = match parsed.kind.as_deref() {
             Some("service_account") => {
                 let pem = parsed.private_key.ok_or_else(|| missing("private_key"))?;
+                crate::redact::remember(&pem);
                 let der = PrivatePkcs8KeyDer::from_pem_slice(pem.as_bytes()).map_err(|e| {
                     bad(format!(
                         "The private key in {shown} is not a PEM PKCS#8 key: {e}."
@@ -262,7 +288,11 @@ impl Credentials {
                 self.file.display()
             ))
         })?;
-        Ok(format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature)))
+        let assertion = format!("{signed}.{}", URL_SAFE_NO_PAD.encode(signature));
+        // The signed assertion is a credential for its lifetime: a token endpoint that quotes
+        // the request must not get it printed.
+        crate::redact::remember(&assertion);
+        Ok(assertion)
     }
 }
 
@@ -380,6 +410,19 @@ impl TokenSource {
                             .then(|| proxy.expose_url().to_owned())
                     }));
                 }
+                // Credentials are sent on only to the origin they were meant for: a redirect
+                // elsewhere comes back as the answer, and is refused.
+                builder = builder.redirect(reqwest::redirect::Policy::custom(|attempt| {
+                    let same_origin = attempt
+                        .previous()
+                        .first()
+                        .is_some_and(|first| origin_of(first) == origin_of(attempt.url()));
+                    if same_origin && attempt.previous().len() <= MAX_REDIRECTS {
+                        attempt.follow()
+                    } else {
+                        attempt.stop()
+                    }
+                }));
                 builder.build().map_err(|e| {
                     AdcError::Token(format!(
                         "Could not set up the HTTP client for tokens: {}",
@@ -407,27 +450,49 @@ impl TokenSource {
                     "The token_uri {uri:?} in {} is not a URL.",
                     self.credentials.file.display()
                 ),
+                missing: false,
             })?;
         let form = self.credentials.token_request()?;
-        let response = self
+        let mut response = self
             .client()?
             .post(uri)
             .form(&form)
             .send()
             .await
-            .map_err(|e| {
-                AdcError::Token(format!(
-                    "Could not get an access token from {endpoint}: {}.",
-                    chain(&e)
-                ))
-            })?;
+            .map_err(|e| AdcError::Token(self.request_failed(&endpoint, &e)))?;
         let status = response.status();
-        let body = response.text().await.map_err(|e| {
-            AdcError::Token(format!(
-                "The token endpoint {endpoint} broke off its answer: {}.",
-                chain(&e)
-            ))
-        })?;
+        if status.is_redirection() {
+            // Same-origin redirects were followed; this one leads elsewhere (or too far).
+            let to = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .and_then(|l| response.url().join(l).ok())
+                .map(|u| origin_of(&u))
+                .unwrap_or_else(|| "another address".to_owned());
+            return Err(AdcError::Token(format!(
+                "The token endpoint {endpoint} redirected the token request to {to}; livetalk does not send credentials on to another address. Set token_uri in {} to the address that answers.",
+                self.credentials.file.display()
+            )));
+        }
+        if status == reqwest::StatusCode::PROXY_AUTHENTICATION_REQUIRED {
+            return Err(AdcError::Token(proxy_wants_credentials(&endpoint)));
+        }
+        let body = read_body(&mut response, MAX_TOKEN_ANSWER_BYTES)
+            .await
+            .map_err(|why| {
+                AdcError::Token(match why {
+                    BodyError::TooLarge => format!(
+                        "The token endpoint {endpoint} sent an answer larger than {} KiB; that is not a token answer.",
+                        MAX_TOKEN_ANSWER_BYTES >> 10
+                    ),
+                    BodyError::Broken(e) => format!(
+                        "The token endpoint {endpoint} broke off its answer: {}.",
+                        chain(&e)
+                    ),
+                })
+            })?;
+        let body = String::from_utf8_lossy(&body);
         if !status.is_success() {
             let why = serde_json::from_str::<TokenRefusal>(&body)
                 .ok()
@@ -435,11 +500,16 @@ impl TokenSource {
                     (Some(e), Some(d)) => Some(format!("{e}: {d}")),
                     (e, d) => e.or(d),
                 })
-                .unwrap_or_else(|| status.to_string());
+                .unwrap_or_else(|| status.to_string())
+                // One line, whatever the endpoint's text was laid out as.
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
             return Err(AdcError::Token(crate::excerpt::sentence(&format!(
                 "The token endpoint {endpoint} refused the {} ({})",
                 self.credentials.describe(),
-                crate::excerpt::bounded(&why, crate::excerpt::SUMMARY)
+                // Scrubbed before it is cut: a secret cut in half is no longer recognised.
+                crate::excerpt::bounded(&crate::redact::scrub(&why), crate::excerpt::SUMMARY)
             ))));
         }
         let answer: TokenAnswer = serde_json::from_str(&body).map_err(|e| {
@@ -453,13 +523,15 @@ impl TokenSource {
                 "The token endpoint {endpoint} answered with an empty access token."
             )));
         }
-        // Google sends a number; some servers a string of one.
+        // Google sends a number; some servers a string of one. A lifetime past any real one
+        // is taken as the longest real one, so no deadline computed from it overflows.
         let lifetime = match &answer.expires_in {
             Some(serde_json::Value::Number(n)) => n.as_u64(),
             Some(serde_json::Value::String(s)) => s.trim().parse().ok(),
             _ => None,
         }
-        .unwrap_or(ASSERTION_LIFETIME);
+        .unwrap_or(ASSERTION_LIFETIME)
+        .min(MAX_TOKEN_LIFETIME);
         Ok((answer.access_token, Duration::from_secs(lifetime)))
     }
 }
@@ -467,7 +539,78 @@ impl TokenSource {
 /// When a token obtained at `now` and valid for `lifetime` stops being used for new
 /// connections: five minutes before it expires (at once for shorter-lived ones).
 fn renew_at(now: Instant, lifetime: Duration) -> Instant {
-    now + lifetime.saturating_sub(RENEW_BEFORE)
+    let left = lifetime
+        .min(Duration::from_secs(MAX_TOKEN_LIFETIME))
+        .saturating_sub(RENEW_BEFORE);
+    now.checked_add(left).unwrap_or(now)
+}
+
+impl TokenSource {
+    /// Why the token request could not be made, in the user's words: a proxy that wants
+    /// credentials is named as such, not as a refusal by the token endpoint.
+    fn request_failed(&self, endpoint: &str, error: &reqwest::Error) -> String {
+        let text = chain(error);
+        let lower = text.to_ascii_lowercase();
+        if lower.contains("407") || lower.contains("proxy auth") {
+            return proxy_wants_credentials(endpoint);
+        }
+        format!("Could not get an access token from {endpoint}: {text}.")
+    }
+}
+
+/// A 407 on the way to the token endpoint: the proxy, not the endpoint, wants something.
+fn proxy_wants_credentials(endpoint: &str) -> String {
+    match super::network::network()
+        .ok()
+        .and_then(|n| n.proxy.as_ref())
+    {
+        Some(proxy) if proxy.has_credentials() => format!(
+            "The proxy {} refused the user and password in {} for the token request to {endpoint} (407 Proxy Authentication Required).",
+            proxy.address, proxy.var
+        ),
+        Some(proxy) => format!(
+            "The proxy {} asks for a user and password for the token request to {endpoint} (407 Proxy Authentication Required): give them in {} as http://user:password@{}.",
+            proxy.address, proxy.var, proxy.address
+        ),
+        None => format!(
+            "A proxy between livetalk and the token endpoint {endpoint} asks for a user and password (407 Proxy Authentication Required): name it in HTTPS_PROXY as http://user:password@host:port."
+        ),
+    }
+}
+
+/// Why a body was not read whole.
+enum BodyError {
+    TooLarge,
+    Broken(reqwest::Error),
+}
+
+/// The body of `response`, refused once it passes `limit` bytes (an endless body is not
+/// buffered; the caller's deadline bounds a slow one).
+async fn read_body(response: &mut reqwest::Response, limit: usize) -> Result<Vec<u8>, BodyError> {
+    if response
+        .content_length()
+        .is_some_and(|declared| declared > limit as u64)
+    {
+        return Err(BodyError::TooLarge);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(BodyError::Broken)? {
+        if body.len() + chunk.len() > limit {
+            return Err(BodyError::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// `scheme://host:port` of a URL: what a credential may be sent on to.
+fn origin_of(url: &reqwest::Url) -> String {
+    format!(
+        "{}://{}:{}",
+        url.scheme(),
+        url.host_str().unwrap_or(""),
+        url.port_or_known_default().unwrap_or(0)
+    )
 }
 
 /// An error and its causes in one line (reqwest's own text stops at "error sending request").
@@ -572,5 +715,52 @@ mod tests {
             now + Duration::from_secs(3300)
         );
         assert_eq!(renew_at(now, Duration::from_secs(60)), now);
+        // An endpoint's lifetime of 2^63-1 seconds is taken as a day, not an overflow.
+        assert_eq!(
+            renew_at(now, Duration::from_secs(i64::MAX as u64)),
+            now + Duration::from_secs(MAX_TOKEN_LIFETIME) - RENEW_BEFORE
+        );
+        assert_eq!(
+            renew_at(now, Duration::MAX),
+            now + Duration::from_secs(MAX_TOKEN_LIFETIME) - RENEW_BEFORE
+        );
+    }
+
+    #[test]
+    fn a_credentials_file_that_is_no_file_is_named_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo.json");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let huge = dir.path().join("huge.json");
+        std::fs::File::create(&huge)
+            .unwrap()
+            .set_len(2 << 20)
+            .unwrap();
+        for (path, says) in [
+            ("/dev/zero".into(), "is a character device, not a file"),
+            (fifo, "is a FIFO (named pipe), not a file"),
+            (dir.path().to_owned(), "is a folder, not a file"),
+            (huge, "is larger than the 1 MiB livetalk reads"),
+        ] {
+            let error = Credentials::find(&env_of(&[(
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                path.to_str().unwrap(),
+            )]))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                error.starts_with(&format!(
+                    "The credentials file {} (GOOGLE_APPLICATION_CREDENTIALS) {says}",
+                    path.display()
+                )),
+                "{error}"
+            );
+        }
     }
 }

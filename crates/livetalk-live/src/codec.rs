@@ -449,6 +449,63 @@ mod tests {
     }
 
     #[test]
+    fn a_counter_out_of_range_loses_that_field_not_the_frame() {
+        for count in [
+            "1e30",
+            "18446744073709551616",
+            "9223372036854775808",
+            "-1.5",
+            "\"lots\"",
+            "[1, 2]",
+            "{\"n\": 1}",
+            "true",
+        ] {
+            let frame = format!(
+                r#"{{"serverContent":{{"turnComplete":true}},"usageMetadata":{{"promptTokenCount":{count},"totalTokenCount":7,"responseTokensDetails":[{{"modality":"AUDIO","tokenCount":{count}}}]}}}}"#
+            );
+            let m = message(frame.as_bytes());
+            assert_eq!(
+                m.server_content.unwrap().turn_complete,
+                Some(true),
+                "{count}"
+            );
+            let usage = m.usage_metadata.unwrap();
+            assert_eq!(usage.prompt_token_count, None, "{count}");
+            assert_eq!(usage.total_token_count, Some(7), "{count}");
+            assert_eq!(
+                usage.response_tokens_details[0].token_count, None,
+                "{count}"
+            );
+        }
+        // A goAway whose time left is no duration is still a goAway; a flag that is no
+        // boolean is lost alone.
+        for time_left in [
+            r#""soon""#,
+            r#""1e300s""#,
+            r#""18446744073709551616s""#,
+            "-3",
+            "{}",
+        ] {
+            let frame = format!(r#"{{"goAway": {{"timeLeft": {time_left}}}}}"#);
+            let go_away = message(frame.as_bytes()).go_away;
+            assert_eq!(go_away, Some(GoAway { time_left: None }), "{time_left}");
+        }
+        let m = message(
+            br#"{"serverContent":{"turnComplete":"maybe","modelTurn":{"parts":[{"text":"Hi"}]}}}"#,
+        );
+        let content = m.server_content.unwrap();
+        assert_eq!(content.turn_complete, None);
+        assert_eq!(
+            content.model_turn.unwrap().parts[0].text.as_deref(),
+            Some("Hi")
+        );
+        let m = message(br#"{"sessionResumptionUpdate":{"newHandle":"h","lastConsumedClientMessageIndex":1e300}}"#);
+        let update = m.session_resumption_update.unwrap();
+        assert_eq!(update.new_handle.as_deref(), Some("h"));
+        assert_eq!(update.last_consumed_client_message_index, None);
+    }
+
+    #[test]
     fn malformed_frames_give_clear_errors() {
         assert_eq!(
             decode_server(&[0xff, 0xfe, 0x00]),
@@ -459,9 +516,11 @@ mod tests {
             Err(DecodeError::Json(_))
         ));
         assert_eq!(decode_server(b"[1,2]"), Err(DecodeError::NotAnObject));
-        let err = decode_server(br#"{"goAway": {"timeLeft": "soon"}}"#).unwrap_err();
+        let err = decode_server(br#"{"goAway": {"timeLeft": 5, "x": }}"#).unwrap_err();
+        assert!(matches!(&err, DecodeError::Json(_)), "{err}");
+        let err = decode_server(br#"{"serverContent": {"modelTurn": 5}}"#).unwrap_err();
         assert!(
-            matches!(&err, DecodeError::Field { path, .. } if path == "goAway.timeLeft"),
+            matches!(&err, DecodeError::Field { path, .. } if path == "serverContent.modelTurn"),
             "{err}"
         );
         let deep = "[".repeat(10_000);

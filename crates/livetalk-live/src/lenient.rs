@@ -96,7 +96,57 @@ impl Visitor<'_> for LenientI64 {
     }
 }
 
-/// Optional int32-style counters: sent as numbers, read from numbers or strings.
+/// A value read as the visitor inside reads it, where anything it refuses is no value rather
+/// than an error: a peer's counter that overflows (`1e30`, `2^64`), a duration no clock holds
+/// or a garbled flag loses that field, not the whole frame (and the `turnComplete` riding in
+/// it). Arrays and objects where a scalar belongs are skipped whole.
+struct Lossy<V>(V);
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for Lossy<V> {
+    type Value = Option<V::Value>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        self.0.expecting(f)
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(self.0.visit_bool::<E>(v).ok())
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(self.0.visit_i64::<E>(v).ok())
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(self.0.visit_u64::<E>(v).ok())
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(self.0.visit_f64::<E>(v).ok())
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(self.0.visit_str::<E>(v).ok())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map
+            .next_entry::<de::IgnoredAny, de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(None)
+    }
+}
+
+/// Optional int32-style counters: sent as numbers, read from numbers or strings; a value that
+/// is no integer in range is read as absent.
 pub(crate) mod opt_int {
     use super::*;
 
@@ -110,11 +160,12 @@ pub(crate) mod opt_int {
     pub fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<Option<i64>, D::Error> {
-        deserializer.deserialize_option(OptionOf(LenientI64))
+        deserializer.deserialize_any(Lossy(LenientI64))
     }
 }
 
-/// Optional int64 fields: proto3-JSON writes them as strings; read numbers or strings.
+/// Optional int64 fields: proto3-JSON writes them as strings; read numbers or strings; a value
+/// that is no integer in range is read as absent.
 pub(crate) mod opt_int64 {
     use super::*;
 
@@ -128,7 +179,7 @@ pub(crate) mod opt_int64 {
     pub fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<Option<i64>, D::Error> {
-        deserializer.deserialize_option(OptionOf(LenientI64))
+        deserializer.deserialize_any(Lossy(LenientI64))
     }
 }
 
@@ -152,7 +203,8 @@ impl Visitor<'_> for LenientBool {
     }
 }
 
-/// Optional booleans that some producers write as strings (`"resumable": "true"`).
+/// Optional booleans that some producers write as strings (`"resumable": "true"`); anything
+/// else is read as absent.
 pub(crate) mod opt_bool {
     use super::*;
 
@@ -169,7 +221,7 @@ pub(crate) mod opt_bool {
     pub fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<Option<bool>, D::Error> {
-        deserializer.deserialize_option(OptionOf(LenientBool))
+        deserializer.deserialize_any(Lossy(LenientBool))
     }
 }
 
@@ -243,7 +295,8 @@ impl Visitor<'_> for LenientDuration {
     }
 }
 
-/// Optional `google.protobuf.Duration` fields.
+/// Optional `google.protobuf.Duration` fields; one that is no duration (or too long for one)
+/// is read as absent.
 pub(crate) mod opt_duration {
     use super::*;
 
@@ -260,27 +313,7 @@ pub(crate) mod opt_duration {
     pub fn deserialize<'de, D: Deserializer<'de>>(
         deserializer: D,
     ) -> Result<Option<Duration>, D::Error> {
-        deserializer.deserialize_option(OptionOf(LenientDuration))
-    }
-}
-
-/// Wraps a visitor so `null` and absent values become `None`.
-struct OptionOf<V>(V);
-
-impl<'de, V: Visitor<'de>> Visitor<'de> for OptionOf<V> {
-    type Value = Option<V::Value>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        self.0.expecting(f)
-    }
-    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(self.0).map(Some)
+        deserializer.deserialize_any(Lossy(LenientDuration))
     }
 }
 

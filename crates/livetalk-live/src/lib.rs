@@ -109,7 +109,8 @@
 //!   turn's reply is still coming.
 //! - [`models`]: what differs between Live models; [`close`]: what close codes mean.
 //! - [`redact`]: secrets kept out of every output; [`excerpt`]: bounded excerpts of what a
-//!   peer sent; [`wav`]: model audio written to a WAV file.
+//!   peer sent; [`file`]: files named from outside, read with bounds; [`wav`]: model audio
+//!   written to a WAV file.
 
 #![deny(missing_docs)]
 
@@ -123,6 +124,7 @@ mod dial;
 pub mod endpoint;
 pub mod events;
 pub mod excerpt;
+pub mod file;
 pub mod lenient;
 pub mod models;
 pub mod network;

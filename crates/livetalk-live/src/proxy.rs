@@ -91,9 +91,25 @@ impl Proxy {
         if host.is_empty() {
             return Err(unusable("it names no host"));
         }
+        // The `http` crate parses any digits as a port and gives none for one past 65535:
+        // such a proxy must be refused, not reached on the default port.
+        let host_and_port = authority.as_str().rsplit('@').next().unwrap_or_default();
+        let port = match host_and_port.rsplit_once(':') {
+            Some((_, port)) if !host_and_port.ends_with(']') && !port.is_empty() => {
+                match port.parse::<u16>() {
+                    Ok(port) if port > 0 => port,
+                    _ => {
+                        return Err(unusable(&format!(
+                            "its port {port} is not a port (1 to 65535)"
+                        )));
+                    }
+                }
+            }
+            _ => DEFAULT_PORT,
+        };
         let address = Address {
             host,
-            port: authority.port_u16().unwrap_or(DEFAULT_PORT),
+            port,
             tls: false,
         };
         let authorization = match userinfo {
@@ -155,6 +171,11 @@ impl Proxy {
                 .is_ok_and(|uri| self.matcher.intercept(&uri).is_some())
     }
 
+    /// Whether the proxy URL carries a user and password.
+    pub(crate) fn has_credentials(&self) -> bool {
+        self.authorization.is_some()
+    }
+
     /// The proxy URL with its credentials, for the token requests' HTTP client only.
     pub(crate) fn expose_url(&self) -> &str {
         &self.url
@@ -212,7 +233,11 @@ impl Proxy {
                 }
             }
             if answer.len() > MAX_ANSWER_BYTES {
-                return Err(self.not_http(target));
+                return Err(format!(
+                    "The proxy {proxy} ({}) sent more than {} KiB without ending its answer to the request for a tunnel to {target}; is it an HTTP proxy?",
+                    self.var,
+                    MAX_ANSWER_BYTES >> 10
+                ));
             }
         };
         match status {
@@ -373,6 +398,10 @@ mod tests {
                 "did not answer the request for a tunnel to live.example:443 in HTTP",
             ),
             (&[b"HTTP/1.1 200"], "hung up instead of answering"),
+            (
+                &[b"HTTP/1.1 200 OK\r\n", &[b'X'; 20 << 10]],
+                "sent more than 16 KiB without ending its answer to the request for a tunnel to live.example:443",
+            ),
         ] {
             let (port, _served) = proxy_answering(answer).await;
             let p = Proxy::parse("HTTPS_PROXY", &format!("127.0.0.1:{port}"), "").unwrap();
@@ -397,6 +426,13 @@ mod tests {
                 error.starts_with("HTTPS_PROXY is not a usable proxy URL"),
                 "{error}"
             );
+        }
+        for bad in ["http://p:99999", "p:0", "http://u:pw@[::1]:65536"] {
+            let error = proxy(&[("HTTPS_PROXY", bad)]).unwrap_err();
+            assert!(error.contains("is not a port (1 to 65535)"), "{error}");
+        }
+        for good in ["http://p:65535", "http://[::1]", "http://u:p@h:8080"] {
+            assert!(proxy(&[("HTTPS_PROXY", good)]).is_ok(), "{good}");
         }
     }
 

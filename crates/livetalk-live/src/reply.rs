@@ -36,7 +36,10 @@ enum Reply {
     AfterInterrupt,
     /// Nothing of the reply has arrived yet.
     Waiting,
-    /// The reply is arriving.
+    /// Only tool calls of the reply have arrived (and perhaps been answered): nothing the user
+    /// saw or heard, and work a lost connection takes with it.
+    Working,
+    /// The reply is arriving: the model speaks or writes.
     Started,
 }
 
@@ -76,14 +79,20 @@ impl ReplyWatch {
         self.reply != Reply::Idle
     }
 
-    /// Something of the reply has arrived.
+    /// Something of the reply has arrived (tool calls included).
     pub fn started(self) -> bool {
-        self.reply == Reply::Started
+        matches!(self.reply, Reply::Working | Reply::Started)
     }
 
     /// Nothing of the reply has arrived: a lost connection must send the turn again.
     pub fn unanswered(self) -> bool {
         self.awaited() && !self.started()
+    }
+
+    /// Only tool calls of the reply have arrived: a lost connection loses the model's work on
+    /// the turn, and only a resumed session can take the turn again without losing its place.
+    pub fn only_tool_work(self) -> bool {
+        self.reply == Reply::Working
     }
 
     /// The model is still working on the interaction after a `turnComplete` (it said
@@ -95,14 +104,15 @@ impl ReplyWatch {
     /// Moves on by one server event.
     pub fn observe(&mut self, event: &ServerEvent) {
         use Reply::*;
-        let content = matches!(
+        let work = matches!(event, ServerEvent::ToolCall(_));
+        let speech = matches!(
             event,
             ServerEvent::ModelText(_)
                 | ServerEvent::ModelAudio { .. }
                 | ServerEvent::OutputTranscription { .. }
-                | ServerEvent::ToolCall(_)
                 | ServerEvent::GenerationComplete
         );
+        let content = work || speech;
         let interrupted = matches!(event, ServerEvent::Interrupted);
         let turn_complete = matches!(event, ServerEvent::TurnComplete { .. });
         if let ServerEvent::Interaction { idle } = event {
@@ -121,10 +131,11 @@ impl ReplyWatch {
             BehindOldTurn if interrupted => AfterInterrupt,
             BehindOldTurn | AfterInterrupt if turn_complete => Waiting,
             BehindOldTurn => BehindOldTurn,
-            AfterInterrupt | Waiting | Started if content => Started,
+            AfterInterrupt | Waiting | Working | Started if speech => Started,
+            AfterInterrupt | Waiting | Working if work => Working,
             // The reply ended, whole or cut short.
-            Waiting | Started if ends_reply => Idle,
-            Started if interrupted => Idle,
+            Waiting | Working | Started if ends_reply => Idle,
+            Working | Started if interrupted => Idle,
             state => state,
         };
         self.model_turn = match self.model_turn {
@@ -185,6 +196,25 @@ mod tests {
         assert!(!run(watch, &[text(), turn_complete()]).awaited());
         // An empty reply is a reply too.
         assert!(!run(watch, &[turn_complete()]).awaited());
+    }
+
+    #[test]
+    fn a_reply_of_tool_calls_only_is_work_a_lost_connection_takes_with_it() {
+        let call = ServerEvent::ToolCall(Vec::new());
+        let watch = sent_after(&[]);
+        let working = run(watch, std::slice::from_ref(&call));
+        assert!(working.only_tool_work() && working.started() && working.awaited());
+        // More calls: still only work; then the model speaks: the reply is under way.
+        assert!(run(working, &[call.clone(), call.clone()]).only_tool_work());
+        let speaking = run(working, &[text()]);
+        assert!(speaking.started() && !speaking.only_tool_work());
+        assert!(!run(speaking, std::slice::from_ref(&call)).only_tool_work());
+        // A turn of tool calls only ends like any other.
+        assert!(!run(working, &[turn_complete()]).awaited());
+        // A lost connection: the turn goes again, so the reply is awaited afresh.
+        let mut replaced = working;
+        replaced.connection_replaced();
+        assert!(replaced.unanswered());
     }
 
     #[test]

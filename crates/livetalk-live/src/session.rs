@@ -100,6 +100,11 @@ pub enum SessionChange {
         /// The server's refusal, as one human sentence.
         message: String,
     },
+    /// The connection was lost after the model had called tools for the latest user turn,
+    /// and the new connection is a fresh session: the turn cannot be taken again without
+    /// running its tools twice for a model that no longer knows why. Nothing more of its reply
+    /// comes; the user must ask again.
+    TurnLost,
     /// A tool answer was not sent: the connection whose `toolCall` asked for it has ended (or
     /// the call was already answered).
     AnswerDropped {
@@ -109,6 +114,11 @@ pub enum SessionChange {
         name: String,
     },
 }
+
+/// What [`SessionChange::TurnLost`] means, in the user's words.
+pub const TURN_LOST: &str = "The last turn was lost with the connection: the model had called \
+     tools for it, and the new session does not know the conversation, so it was not sent again. \
+     Ask again.";
 
 /// Everything a session reports, in order.
 #[derive(Debug, Clone, PartialEq)]

@@ -97,5 +97,5 @@ pub mod voice;
 pub mod ws_server;
 
 pub use scenario::{Fault, FaultAction, Moment, Scenario, ScenarioError};
-pub use server::{MockOptions, MockServer, StartError, TlsFiles};
+pub use server::{MAX_SPEED, MIN_SPEED, MockOptions, MockServer, StartError, TlsFiles};
 pub use state::MockState;

@@ -22,6 +22,8 @@ pub enum Moment {
     UserTurn,
     /// A `toolCall` was sent.
     ToolCall,
+    /// A `toolResponse` answered the last open call; the model has not gone on yet.
+    ToolResponse,
     /// The first chunk of a reply was sent; the rest is still streaming.
     MidReply,
     /// The first words of a reply (its first transcription fragment, or its first text part)
@@ -198,14 +200,9 @@ pub struct Scenario {
 /// Why a scenario file could not be used. `Display` is the whole message, cause included.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    /// The file could not be read.
-    #[error("cannot read scenario {}: {error}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// What the system said.
-        error: std::io::Error,
-    },
+    /// The file could not be read (missing, not a regular file, too large, not UTF-8).
+    #[error("{0}")]
+    Read(livetalk_live::file::FileError),
     /// The file is no valid scenario: its syntax, an unknown key, or a fault that is wrong.
     #[error("bad scenario {}: {problem}", path.display())]
     Invalid {
@@ -224,10 +221,8 @@ impl Scenario {
 
     /// Reads a scenario file: `.json` as JSON, anything else as TOML.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|error| ScenarioError::Read {
-            path: path.to_owned(),
-            error,
-        })?;
+        let text = livetalk_live::file::read_text(path, livetalk_live::file::FileKind::SCENARIO)
+            .map_err(ScenarioError::Read)?;
         let json = path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("json"));

@@ -34,6 +34,11 @@ pub struct TlsFiles {
     pub key: PathBuf,
 }
 
+/// The slowest [`MockOptions::speed`]: a hundred times slower than real time.
+pub const MIN_SPEED: f64 = 0.01;
+/// The fastest [`MockOptions::speed`].
+pub const MAX_SPEED: f64 = 1000.0;
+
 /// How to run the mock.
 #[derive(Debug, Clone)]
 pub struct MockOptions {
@@ -42,7 +47,8 @@ pub struct MockOptions {
     pub listen: SocketAddr,
     /// Serve `wss://` with these files instead of plain `ws://`.
     pub tls: Option<TlsFiles>,
-    /// How much faster than real time reply audio is streamed.
+    /// How much faster than real time reply audio is streamed, from [`MIN_SPEED`] to
+    /// [`MAX_SPEED`] (taken as the nearer end beyond them; 1 when not a positive number).
     pub speed: f64,
     /// Faults to inject (none by default).
     pub scenario: Scenario,
@@ -144,7 +150,7 @@ impl MockServer {
         let local_addr = listener.local_addr().map_err(listen_error)?;
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         let speed = if options.speed.is_finite() && options.speed > 0.0 {
-            options.speed
+            options.speed.clamp(MIN_SPEED, MAX_SPEED)
         } else {
             1.0
         };
@@ -228,17 +234,26 @@ fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, St
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     install_crypto_provider();
-    let certs = CertificateDer::pem_file_iter(cert)
-        .map_err(|error| StartError::ReadCertificate {
-            path: cert.to_owned(),
-            error,
-        })?
+    // Read with bounds (a regular file, at most 16 MiB, within 5 s), then parsed.
+    let read = |path: &Path| {
+        livetalk_live::file::read_bounded(path, livetalk_live::file::FileKind::CERTIFICATES)
+            .map_err(|e| pem::Error::Io(std::io::Error::other(e.problem())))
+    };
+    let cert_pem = read(cert).map_err(|error| StartError::ReadCertificate {
+        path: cert.to_owned(),
+        error,
+    })?;
+    let key_pem = read(key).map_err(|error| StartError::ReadKey {
+        path: key.to_owned(),
+        error,
+    })?;
+    let certs = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|error| StartError::InvalidCertificate {
             path: cert.to_owned(),
             error,
         })?;
-    let key = PrivateKeyDer::from_pem_file(key).map_err(|error| StartError::ReadKey {
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|error| StartError::ReadKey {
         path: key.to_owned(),
         error,
     })?;

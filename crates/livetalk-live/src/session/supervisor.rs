@@ -117,6 +117,15 @@ impl OpenConnection {
     }
 }
 
+/// A user turn whose reply the lost connection took with it.
+#[derive(Debug)]
+struct Resend {
+    turn: ClientMessage,
+    /// The model had done tool work for it: only a resumed session (which knows the turn and
+    /// the work) can take it again; a fresh one gets told it was lost.
+    needs_resume: bool,
+}
+
 /// What is open on one connection: the turn, the calls, an unanswered user turn.
 #[derive(Debug, Default)]
 struct OpenWork {
@@ -221,7 +230,7 @@ struct Supervisor {
     /// Messages waiting for a connection, with when they were sent.
     queue: VecDeque<(ClientMessage, Instant)>,
     /// A user turn the lost connection never answered, to send again.
-    resend: Option<ClientMessage>,
+    resend: Option<Resend>,
     /// Failed attempts since the last stable connection.
     failures: u32,
     /// Hand-overs in a row asked for by connections that never became stable: a server that
@@ -454,7 +463,9 @@ impl Supervisor {
                 reason: close.message,
             };
         }
-        if self.policy.max_attempts > 0 && is_retryable(close.code, &close.reason) {
+        // After a goAway, a normal close is the move the server announced, not an ending.
+        let announced = planned && matches!(close.code, Some(1000) | Some(1005));
+        if self.policy.max_attempts > 0 && (announced || is_retryable(close.code, &close.reason)) {
             return Next::Reconnect {
                 planned,
                 reason: close.message,
@@ -477,8 +488,12 @@ impl Supervisor {
             );
             let _ = self.out.send(SessionEvent::Abandoned(abandoned)).await;
         }
-        if current.open.reply.unanswered() {
-            self.resend = current.open.user_turn;
+        let reply = current.open.reply;
+        if reply.unanswered() || reply.only_tool_work() {
+            self.resend = current.open.user_turn.map(|turn| Resend {
+                turn,
+                needs_resume: reply.only_tool_work(),
+            });
         }
     }
 
@@ -647,14 +662,25 @@ impl Supervisor {
     /// answered, then the queue in order (stale audio dropped).
     async fn flush(&mut self) {
         let resent = self.resend.take();
+        let resumed = self.current.as_ref().is_some_and(|l| l.resumed);
         let _ = self
             .out
-            .send(SessionEvent::Change(SessionChange::Reconnected {
-                resumed: self.current.as_ref().is_some_and(|l| l.resumed),
-            }))
+            .send(SessionEvent::Change(SessionChange::Reconnected { resumed }))
             .await;
-        if let Some(turn) = resent {
-            self.deliver(turn, Instant::now()).await;
+        match resent {
+            Some(Resend {
+                needs_resume: true, ..
+            }) if !resumed => {
+                warn!(
+                    "the connection was lost after tool calls of a turn, and the new session cannot resume it"
+                );
+                let _ = self
+                    .out
+                    .send(SessionEvent::Change(SessionChange::TurnLost))
+                    .await;
+            }
+            Some(Resend { turn, .. }) => self.deliver(turn, Instant::now()).await,
+            None => {}
         }
         let dropped = drop_stale_audio(&mut self.queue, Instant::now());
         self.shared

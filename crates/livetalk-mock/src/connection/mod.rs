@@ -328,7 +328,7 @@ impl MockConnection {
         // New client content interrupts any current generation, as the Live API documents it.
         self.interrupt_if_active();
         self.prompt_tokens += text.len() as f64 / 4.0;
-        if self.user_turn_faults() {
+        if self.faults_taking_over(Moment::UserTurn) {
             return;
         }
         let step = self.model.user_turn(text);
@@ -352,16 +352,16 @@ impl MockConnection {
                 }));
             }
         }
-        if self.user_turn_faults() {
+        if self.faults_taking_over(Moment::UserTurn) {
             return;
         }
         let step = self.model.audio_turn(speech);
         self.take_step(step).await;
     }
 
-    /// Runs the faults of a user turn; true when one of them replaced the model's answer.
-    fn user_turn_faults(&mut self) -> bool {
-        let actions = self.state.clock.tick(Moment::UserTurn);
+    /// Runs the faults of a moment; true when one of them replaced the model's next step.
+    fn faults_taking_over(&mut self, moment: Moment) -> bool {
+        let actions = self.state.clock.tick(moment);
         let took_over = actions.iter().any(FaultAction::takes_over_turn);
         for action in actions {
             self.apply(action);
@@ -440,6 +440,9 @@ impl MockConnection {
         let Some(answered) = self.calls.take_answered() else {
             return;
         };
+        if self.faults_taking_over(Moment::ToolResponse) {
+            return;
+        }
         let step = match answered.injected_summary() {
             Some(summary) => ModelStep::Reply(summary),
             None => self.model.tool_results(&answered.planned),

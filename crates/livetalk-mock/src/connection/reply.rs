@@ -149,7 +149,7 @@ impl Speech {
         let per_message = spoken_seconds / queue.len() as f64 / speed;
         Speech {
             queue,
-            interval: Duration::from_secs_f64(per_message),
+            interval: interval(per_message),
             next_at: Instant::now(),
             sent: 0,
             worded: false,
@@ -178,8 +178,19 @@ impl Speech {
 
     /// Streams the rest of the reply `factor` times slower.
     pub(super) fn slow_down(&mut self, factor: f64) {
-        self.interval = self.interval.mul_f64(factor);
+        self.interval = interval(self.interval.as_secs_f64() * factor);
     }
+}
+
+/// The longest pause between two messages of a reply, however slow the speed asked for.
+const MAX_INTERVAL: Duration = Duration::from_secs(60);
+
+/// `seconds` as the pause between two messages: at most [`MAX_INTERVAL`], never a panic on a
+/// speed so small the pause does not fit a `Duration`.
+fn interval(seconds: f64) -> Duration {
+    Duration::try_from_secs_f64(seconds)
+        .unwrap_or(MAX_INTERVAL)
+        .min(MAX_INTERVAL)
 }
 
 /// The reply's `turnComplete`, with the turn's usage beside it.
