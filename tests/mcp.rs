@@ -1296,7 +1296,8 @@ fn a_progress_flood_is_merged_before_the_screen_the_recording_and_the_log() {
     let record = tempfile::tempdir().unwrap();
     let dir = record.path().join("flood");
     let dir_arg = dir.display().to_string();
-    // The call sends progress and log notifications flat out for 5 s before it answers.
+    // The call sends progress and log notifications flat out for 6 s before it answers (past
+    // the 5 s window livetalk counts them in).
     let run = hostile_session("progress", &["--record", &dir_arg], |t| {
         t.contains("is up with")
     });
@@ -1311,9 +1312,9 @@ fn a_progress_flood_is_merged_before_the_screen_the_recording_and_the_log() {
         "progress: {progress} reports recorded, recording {} bytes",
         session.len()
     );
-    // About ten a second for five seconds.
+    // About ten a second for six seconds.
     assert!(
-        (10..=70).contains(&progress),
+        (10..=80).contains(&progress),
         "{progress} progress reports recorded"
     );
     assert!(session.len() < 1 << 20, "{} bytes recorded", session.len());

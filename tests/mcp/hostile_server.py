@@ -14,7 +14,7 @@ which answers "Echo: <message>", so a test can see the session go on; besides it
   relist         the first listing is plain; then `tools/list_changed`, and every later
                  listing's pages carry a `nextCursor`
   storm          2,000 `tools/list_changed` at once, and a different list at each listing
-  progress       `echo` sends progress (and log) notifications flat out for 5 s first
+  progress       `echo` sends progress (and log) notifications flat out for 6 s first
   stderr         stderr without a newline (hundreds of MB in 4 s), with bytes that are not
                  UTF-8, then short lines flat out for 2 s; `echo` answers once that is over,
                  and it dies of SIGPIPE if its stderr is closed before
@@ -152,7 +152,7 @@ def call(request):
     message = (params.get("arguments") or {}).get("message", "")
     token = (params.get("_meta") or {}).get("progressToken")
     if MODE == "progress":
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 6
         n = 0
         while time.monotonic() < deadline:
             n += 1

@@ -233,6 +233,9 @@ async fn log_stderr(
     if let Some(line) = reader.finish() {
         log_line(&server, &line, &tail, &mut budget);
     }
+    if let Some(summary) = budget.finish(std::time::Instant::now()) {
+        tracing::info!(%server, "stderr: {summary}");
+    }
     let _ = closed.send(true);
 }
 

@@ -50,35 +50,46 @@ impl Tally {
     }
 
     /// Counts one more; when a window with something held back has just ended, the line that
-    /// says so.
-    pub fn count(&mut self, passed: bool, now: Instant) -> Option<String> {
-        let summary = self.roll(now);
+    /// says so. When this is the first held back in its window, also how long until the window
+    /// ends: the caller then asks [`Tally::close`], so a flood that stops is still said.
+    pub fn count(&mut self, passed: bool, now: Instant) -> (Option<String>, Option<Duration>) {
+        let summary = self.close(now);
+        let started = *self.started.get_or_insert(now);
+        let mut close_in = None;
         if passed {
             self.passed += 1;
         } else {
+            if self.held == 0 {
+                close_in = Some(WINDOW.saturating_sub(now.saturating_duration_since(started)));
+            }
             self.held += 1;
         }
-        summary
+        (summary, close_in)
     }
 
-    /// Starts a new window if the current one is over, with the summary of the one that ended.
-    fn roll(&mut self, now: Instant) -> Option<String> {
-        let started = *self.started.get_or_insert(now);
-        let elapsed = now.saturating_duration_since(started);
-        if elapsed < WINDOW {
+    /// The summary of the current window if it is over (a new one then begins).
+    pub fn close(&mut self, now: Instant) -> Option<String> {
+        let started = self.started?;
+        if now.saturating_duration_since(started) < WINDOW {
             return None;
         }
+        self.finish(now)
+    }
+
+    /// The summary of what was counted since the window began, whether or not it is over (the
+    /// stream ended); counting begins again.
+    pub fn finish(&mut self, now: Instant) -> Option<String> {
+        let started = self.started.take()?;
         let summary = (self.held > 0).then(|| {
             format!(
                 "{} {} in {:.0} s, {} {}",
                 self.passed + self.held,
                 self.what,
-                elapsed.as_secs_f64(),
+                now.saturating_duration_since(started).as_secs_f64(),
                 self.held,
                 self.fate
             )
         });
-        self.started = Some(now);
         self.passed = 0;
         self.held = 0;
         summary
@@ -171,6 +182,11 @@ impl LogBudget {
 
     /// Whether a line of `len` bytes may be logged now, and the summary of a window that has
     /// just ended with lines held back.
+    /// What was held back since the window began, once the stream has ended.
+    pub fn finish(&mut self, now: Instant) -> Option<String> {
+        self.tally.finish(now)
+    }
+
     pub fn admit(&mut self, len: usize, now: Instant) -> (bool, Option<String>) {
         let len = len.saturating_add(LOG_LINE_OVERHEAD);
         let started = *self.started.get_or_insert(now);
@@ -184,7 +200,7 @@ impl LogBudget {
         } else {
             self.left = 0;
         }
-        (admitted, self.tally.count(admitted, now))
+        (admitted, self.tally.count(admitted, now).0)
     }
 }
 
@@ -228,16 +244,32 @@ mod tests {
     fn a_tally_says_once_per_window_what_it_held_back() {
         let mut tally = Tally::new("things", "held back");
         let start = Instant::now();
-        assert_eq!(tally.count(true, start), None);
-        for _ in 0..99 {
-            assert_eq!(tally.count(false, start + Duration::from_secs(1)), None);
-        }
+        assert_eq!(tally.count(true, start), (None, None));
+        let second = start + Duration::from_secs(1);
         assert_eq!(
-            tally.count(true, start + WINDOW).as_deref(),
+            tally.count(false, second),
+            (None, Some(WINDOW - Duration::from_secs(1))),
+            "the first held back asks to be closed when the window ends"
+        );
+        for _ in 0..98 {
+            assert_eq!(tally.count(false, second), (None, None));
+        }
+        assert_eq!(tally.close(second), None, "the window is not over");
+        assert_eq!(
+            tally.close(start + WINDOW).as_deref(),
             Some("100 things in 5 s, 99 held back")
         );
-        // A window with nothing held back says nothing.
-        assert_eq!(tally.count(true, start + WINDOW * 2), None);
+        assert_eq!(tally.close(start + WINDOW * 3), None, "said once");
+        // A window with nothing held back says nothing; one cut short by the end says its part.
+        assert_eq!(tally.count(true, start + WINDOW * 4), (None, None));
+        assert_eq!(tally.close(start + WINDOW * 5), None);
+        tally.count(false, start + WINDOW * 6);
+        assert_eq!(
+            tally
+                .finish(start + WINDOW * 6 + Duration::from_secs(2))
+                .as_deref(),
+            Some("1 things in 2 s, 1 held back")
+        );
     }
 
     #[test]

@@ -556,10 +556,26 @@ impl Server {
         } else {
             None
         };
-        let summary = gate.tally.count(offer == Some(flood::Offer::Now), now);
+        let (summary, close_in) = gate.tally.count(offer == Some(flood::Offer::Now), now);
         drop(gate);
         if let Some(summary) = summary {
             tracing::info!(server = %self.spec.name, "{summary}");
+        }
+        if let Some(close_in) = close_in {
+            // Said when the window ends, even if the flood has stopped by then.
+            let server = Arc::clone(&self);
+            tokio::spawn(async move {
+                tokio::time::sleep(close_in).await;
+                let summary = server
+                    .progress_gate
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .tally
+                    .close(Instant::now());
+                if let Some(summary) = summary {
+                    tracing::info!(server = %server.spec.name, "{summary}");
+                }
+            });
         }
         match offer {
             Some(flood::Offer::Now) => self.report_progress(&token, report),
