@@ -952,7 +952,10 @@ fn ctrl_c_while_mcp_servers_start_is_one_line_and_exit_0() {
     let slow = scratch.path().join("slow-server.sh");
     std::fs::write(
         &slow,
-        format!("#!/bin/sh\ntouch '{}'\nexec sleep 60\n", started.display()),
+        format!(
+            "#!/bin/sh\necho $$ > '{}'\nexec sleep 60\n",
+            started.display()
+        ),
     )
     .unwrap();
     std::fs::set_permissions(&slow, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -965,7 +968,8 @@ fn ctrl_c_while_mcp_servers_start_is_one_line_and_exit_0() {
         .spawn()
         .unwrap();
     let seen = poll(Duration::from_secs(20), Duration::from_millis(20), || {
-        started.exists().then_some(())
+        let pid = std::fs::read_to_string(&started).unwrap_or_default();
+        pid.ends_with('\n').then_some(())
     });
     assert!(seen.is_some(), "the MCP server never started");
     send_signal(child.id(), "INT");
@@ -979,4 +983,11 @@ fn ctrl_c_while_mcp_servers_start_is_one_line_and_exit_0() {
         said[0].starts_with("livetalk: stopped (Ctrl-C)"),
         "{stderr}"
     );
+    // The server it was starting is not left behind.
+    let pid = std::fs::read_to_string(&started).unwrap();
+    let proc = std::path::PathBuf::from(format!("/proc/{}", pid.trim()));
+    let gone = poll(Duration::from_secs(5), Duration::from_millis(20), || {
+        (!proc.exists()).then_some(())
+    });
+    assert!(gone.is_some(), "the MCP server {} still runs", pid.trim());
 }

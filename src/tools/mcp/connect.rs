@@ -124,6 +124,7 @@ pub(super) async fn connect(server: Arc<Server>) -> Result<Connected, String> {
                 .stderr(Stdio::piped())
                 .spawn()
                 .map_err(|e| format!("cannot run `{command}`: {e}"))?;
+            *server.child.lock().unwrap_or_else(PoisonError::into_inner) = transport.id();
             match child_stderr {
                 Some(child_stderr) => {
                     tokio::spawn(log_stderr(

@@ -146,6 +146,31 @@ struct Server {
     /// Bumped by every start, so the watcher of a replaced connection stays silent.
     generation: AtomicU64,
     events: mpsc::UnboundedSender<McpEvent>,
+    /// The process of a stdio server's latest start. rmcp stops it from a task it spawns,
+    /// which never runs when the runtime goes first (Ctrl-C while servers start); dropping the
+    /// server stops it here too.
+    child: Mutex<Option<u32>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let running = !matches!(
+            *self.slot.get_mut().unwrap_or_else(PoisonError::into_inner),
+            Slot::Down(_)
+        );
+        let child = self
+            .child
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        // A server known to have stopped may have been reaped, and its number given to
+        // another process: only a running one is signalled.
+        if running
+            && let Some(pid) = child.and_then(|pid| rustix::process::Pid::from_raw(pid as i32))
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+    }
 }
 
 enum Slot {
@@ -174,6 +199,7 @@ impl McpHub {
                     progress: Mutex::new(HashMap::new()),
                     generation: AtomicU64::new(0),
                     events: events.clone(),
+                    child: Mutex::new(None),
                 })
             })
             .collect();
