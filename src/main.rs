@@ -181,6 +181,10 @@ fn main() -> ExitCode {
 fn exit(result: anyhow::Result<u8>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
+        Err(e) if e.is::<livetalk::engine::launch::Interrupted>() => {
+            livetalk::output::err(&format!("livetalk: {e}"));
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             livetalk::output::err(&format!("livetalk: error: {e:#}"));
             ExitCode::from(1)

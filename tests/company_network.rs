@@ -82,6 +82,21 @@ impl Pki {
     fn path(&self, name: &str) -> String {
         self.dir.join(name).to_str().unwrap().to_owned()
     }
+
+    /// `livetalk mock` over TLS with the certificate this CA signed, 20× faster than real time.
+    fn tls_mock(&self, scratch: &Path) -> MockProcess {
+        MockProcess::start(
+            scratch,
+            &[
+                "--speed",
+                "20",
+                "--tls-cert",
+                &self.path("leaf.pem"),
+                "--tls-key",
+                &self.path("leaf.key"),
+            ],
+        )
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -581,17 +596,7 @@ fn proxy_url(port: u16, password: &str) -> String {
 fn the_dialogue_goes_through_an_authenticating_proxy_to_a_server_a_local_ca_signed() {
     let scratch = tempfile::tempdir().unwrap();
     let pki = Pki::create(scratch.path());
-    let mock = MockProcess::start(
-        scratch.path(),
-        &[
-            "--speed",
-            "20",
-            "--tls-cert",
-            &pki.path("leaf.pem"),
-            "--tls-key",
-            &pki.path("leaf.key"),
-        ],
-    );
+    let mock = pki.tls_mock(scratch.path());
     // By name: loopback addresses are never sent to a proxy.
     let endpoint = mock.url.replace("127.0.0.1", "localhost");
     assert!(endpoint.starts_with("wss://localhost:"), "{}", mock.url);
@@ -1314,17 +1319,7 @@ fn hostile_token_endpoints_get_no_secret_and_cost_no_memory() {
 fn a_certificate_file_that_cannot_be_read_is_named_when_trust_fails() {
     let scratch = tempfile::tempdir().unwrap();
     let pki = Pki::create(scratch.path());
-    let mock = MockProcess::start(
-        scratch.path(),
-        &[
-            "--speed",
-            "20",
-            "--tls-cert",
-            &pki.path("leaf.pem"),
-            "--tls-key",
-            &pki.path("leaf.key"),
-        ],
-    );
+    let mock = pki.tls_mock(scratch.path());
     let wss = mock.url.replace("ws://127.0.0.1", "wss://localhost");
     let dir = scratch.path().join("hostile");
     std::fs::create_dir(&dir).unwrap();

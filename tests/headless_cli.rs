@@ -962,3 +962,52 @@ fn bad_numbers_on_the_command_line_are_refused_by_name() {
         run.stderr
     );
 }
+
+/// Ctrl-C while an MCP server is still starting (before anything can catch it) ends the run as
+/// the user asked: one line, exit 0, the server stopped.
+#[test]
+fn ctrl_c_while_mcp_servers_start_is_one_line_and_exit_0() {
+    let scratch = tempfile::tempdir().unwrap();
+    let started = scratch.path().join("started");
+    let slow = scratch.path().join("slow-server.sh");
+    std::fs::write(
+        &slow,
+        format!(
+            "#!/bin/sh\necho $$ > '{}'\nexec sleep 60\n",
+            started.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&slow, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mcp = format!("slow={}", slow.display());
+    let mut child = livetalk(scratch.path())
+        .args(["--headless", "--offline", "--mcp", &mcp])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let seen = poll(Duration::from_secs(20), Duration::from_millis(20), || {
+        let pid = std::fs::read_to_string(&started).unwrap_or_default();
+        pid.ends_with('\n').then_some(())
+    });
+    assert!(seen.is_some(), "the MCP server never started");
+    send_signal(child.id(), "INT");
+    let stderr = read_all(child.stderr.take().unwrap());
+    let status = wait_exit(child, Duration::from_secs(10));
+    let stderr = stderr.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let said: Vec<&str> = stderr.lines().filter(|l| l.contains("Ctrl-C")).collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(
+        said[0].starts_with("livetalk: stopped (Ctrl-C)"),
+        "{stderr}"
+    );
+    // The server it was starting is not left behind.
+    let pid = std::fs::read_to_string(&started).unwrap();
+    let proc = std::path::PathBuf::from(format!("/proc/{}", pid.trim()));
+    let gone = poll(Duration::from_secs(5), Duration::from_millis(20), || {
+        (!proc.exists()).then_some(())
+    });
+    assert!(gone.is_some(), "the MCP server {} still runs", pid.trim());
+}

@@ -146,6 +146,24 @@ pub async fn launch(
     log_path: Option<&Path>,
     decider: Decider,
 ) -> anyhow::Result<(App, Engine)> {
+    // Nothing catches Ctrl-C before the drive loop runs: starting MCP servers or getting a
+    // token can take seconds, and the user may change their mind meanwhile.
+    tokio::select! {
+        launched = launch_now(settings, log_path, decider) => launched,
+        _ = tokio::signal::ctrl_c() => Err(Interrupted.into()),
+    }
+}
+
+/// Ctrl-C while the session was being set up: what the user asked for, not a failure.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped (Ctrl-C) before the session started; nothing was sent")]
+pub struct Interrupted;
+
+async fn launch_now(
+    settings: &Settings,
+    log_path: Option<&Path>,
+    decider: Decider,
+) -> anyhow::Result<(App, Engine)> {
     let (auth, auth_notice) = auth(settings)?;
     let home = SmartHome::new();
     let mut registry =

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::replay::initial_app;
-use super::{LOG_FILE, MIC_WAV, MODEL_WAV, Record, Recording, read_wav};
+use super::{LOG_FILE, MIC_WAV, MODEL_WAV, Record, Recording, wav_contents};
 use crate::app::{ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, ToolState, UserInput};
 use crate::tools::{ToolEvent, ToolStatus};
 use livetalk_live::ServerEvent;
@@ -217,14 +217,17 @@ impl Summary {
     }
 }
 
-fn wav_line(dir: &Path, name: &str) -> Option<String> {
-    let (rate, samples) = read_wav(&dir.join(name))?;
-    Some(format!(
-        "{name}: {:.2} s ({} samples at {} Hz)",
-        samples.len() as f64 / f64::from(rate.max(1)),
-        samples.len(),
-        rate
-    ))
+fn wav_line(dir: &Path, name: &str) -> String {
+    match wav_contents(&dir.join(name)) {
+        Ok(Some((rate, samples))) => format!(
+            "{name}: {:.2} s ({} samples at {} Hz)",
+            samples.len() as f64 / f64::from(rate.max(1)),
+            samples.len(),
+            rate
+        ),
+        Ok(None) => format!("{name}: none"),
+        Err(why) => format!("{name}: damaged: {why}"),
+    }
 }
 
 /// The `inspect` report.
@@ -299,8 +302,7 @@ pub fn report(recording: &Recording) -> String {
         s.total_tokens, s.prompt_tokens, s.response_tokens
     );
     for name in [MODEL_WAV, MIC_WAV] {
-        let line = wav_line(&recording.dir, name).unwrap_or_else(|| format!("{name}: none"));
-        let _ = writeln!(out, "{line}");
+        let _ = writeln!(out, "{}", wav_line(&recording.dir, name));
     }
     out
 }
@@ -467,4 +469,21 @@ pub fn sessions_table(root: &Path) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod wav_tests {
+    use super::*;
+
+    #[test]
+    fn a_damaged_wav_is_called_damaged_not_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(wav_line(dir.path(), MODEL_WAV), "model.wav: none");
+        std::fs::write(dir.path().join(MODEL_WAV), b"RIFF\x10\0\0\0WAVEjunk").unwrap();
+        let line = wav_line(dir.path(), MODEL_WAV);
+        assert!(line.starts_with("model.wav: damaged: "), "{line}");
+        std::fs::create_dir(dir.path().join(MIC_WAV)).unwrap();
+        let line = wav_line(dir.path(), MIC_WAV);
+        assert!(line.starts_with("mic.wav: damaged: "), "{line}");
+    }
 }

@@ -393,12 +393,22 @@ fn folder_size(dir: &Path) -> u64 {
 /// The samples of a recorded WAV file. A file whose header was not updated after the last
 /// write (a crash) is repaired on read: the samples are what the file holds.
 pub fn read_wav(path: &Path) -> Option<(u32, Vec<i16>)> {
+    wav_contents(path).ok().flatten()
+}
+
+/// A recording's WAV file: `None` when there is none, an error saying what is wrong with one
+/// that cannot be read (for `inspect`, which must not call a damaged file missing).
+pub fn wav_contents(path: &Path) -> Result<Option<(u32, Vec<i16>)>, String> {
+    if !path.exists() {
+        return Ok(None);
+    }
     // A regular file only: a FIFO in its place must not hang a replay.
-    let file = livetalk_live::file::open_regular(path, WAV_FILE).ok()?;
-    let reader = hound::WavReader::new(std::io::BufReader::new(file)).ok()?;
+    let file = livetalk_live::file::open_regular(path, WAV_FILE).map_err(|e| e.to_string())?;
+    let reader = hound::WavReader::new(std::io::BufReader::new(file))
+        .map_err(|e| format!("not a readable WAV file ({e})"))?;
     let rate = reader.spec().sample_rate;
     let samples: Vec<i16> = reader.into_samples::<i16>().map_while(Result::ok).collect();
-    Some((rate, samples))
+    Ok(Some((rate, samples)))
 }
 
 #[cfg(test)]

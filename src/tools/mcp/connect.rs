@@ -132,6 +132,7 @@ pub(super) async fn connect(server: Arc<Server>) -> Result<Connected, String> {
             let mut child = process
                 .spawn()
                 .map_err(|e| format!("cannot run `{command}`: {e}"))?;
+            *server.child.lock().unwrap_or_else(PoisonError::into_inner) = child.id();
             let child_stderr = child.stderr.take();
             let transport = ChildTransport::new(child, server.oversized.clone())
                 .map_err(|e| format!("cannot run `{command}`: {e}"))?;

@@ -164,6 +164,31 @@ struct Server {
     /// Counts the messages dropped for their size (stdio servers), so a listing waiting for
     /// one of them ends at once, saying why.
     oversized: tokio::sync::watch::Sender<u64>,
+    /// The process of a stdio server's latest start. rmcp stops it from a task it spawns,
+    /// which never runs when the runtime goes first (Ctrl-C while servers start); dropping the
+    /// server stops it here too.
+    child: Mutex<Option<u32>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let running = !matches!(
+            *self.slot.get_mut().unwrap_or_else(PoisonError::into_inner),
+            Slot::Down(_)
+        );
+        let child = self
+            .child
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        // A server known to have stopped may have been reaped, and its number given to
+        // another process: only a running one is signalled.
+        if running
+            && let Some(pid) = child.and_then(|pid| rustix::process::Pid::from_raw(pid as i32))
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+    }
 }
 
 /// Tool-list changes: one listing runs at a time, at most once every [`RELIST_INTERVAL`];
@@ -207,6 +232,7 @@ impl McpHub {
                     progress_gate: Mutex::default(),
                     trimmed: Mutex::default(),
                     oversized: tokio::sync::watch::Sender::new(0),
+                    child: Mutex::new(None),
                 })
             })
             .collect();
