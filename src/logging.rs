@@ -1,15 +1,18 @@
 //! Logging with `tracing`: to a file in the data directory for conversations (never to the
-//! terminal a UI owns), to stderr for the servers (`livetalk mock`, `livetalk serve`) through
-//! a writer that never blocks them. Every line is cut to a bounded length and scrubbed of
-//! secrets on its way out.
+//! terminal a UI owns), kept at most [`LOG_FILE_CAP`] twice over; to stderr for the servers
+//! (`livetalk mock`, `livetalk serve`) through a writer that never blocks them. Every line is
+//! cut to a bounded length and scrubbed of secrets on its way out.
 
+use std::fs::File;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use tracing_appender::non_blocking::{ErrorCounter, WorkerGuard};
-use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 use livetalk_live::{excerpt, redact};
 
@@ -20,24 +23,114 @@ fn level() -> LevelFilter {
         .unwrap_or(LevelFilter::INFO)
 }
 
+/// What is logged at `level`: everything of livetalk's own, but the MCP library only from
+/// warnings up unless debugging was asked for, because it logs every message a server sends
+/// at INFO (a server's notification flood became hundreds of MB of log).
+fn filter(level: LevelFilter) -> Targets {
+    let rmcp = if level >= LevelFilter::DEBUG {
+        level
+    } else {
+        level.min(LevelFilter::WARN)
+    };
+    Targets::new().with_default(level).with_target("rmcp", rmcp)
+}
+
+/// The most the log file holds before it is moved to `livetalk.log.1` (replacing the one
+/// before) and begun again: the log is appended to across runs, so without a cap it grows for
+/// ever.
+pub const LOG_FILE_CAP: u64 = 10 << 20;
+
 /// Logs to `<data dir>/livetalk.log`; returns its path, or `None` if it cannot be opened
 /// (logging is then off rather than spilling onto the terminal).
 pub fn to_data_dir() -> Option<PathBuf> {
     let dir = crate::paths::data_dir();
     std::fs::create_dir_all(&dir).ok()?;
     let path = dir.join("livetalk.log");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .ok()?;
-    tracing_subscriber::fmt()
-        .with_max_level(level())
-        .with_ansi(false)
-        .with_writer(BoundedLines(Mutex::new(file)))
+    let file = CappedFile::open(path.clone(), LOG_FILE_CAP).ok()?;
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(BoundedLines(Mutex::new(file))),
+        )
+        .with(filter(level()))
         .try_init()
         .ok()?;
     Some(path)
+}
+
+/// A log file that is moved aside to `<name>.1` once it would pass its cap, so the log takes at
+/// most twice the cap on disk. Writing stays a plain append to a local file, as before; the
+/// move is one rename.
+struct CappedFile {
+    path: PathBuf,
+    file: Option<File>,
+    len: u64,
+    cap: u64,
+}
+
+impl CappedFile {
+    /// Opens `path` for appending, first moving it aside if it is already at its cap (a log
+    /// left by earlier runs).
+    fn open(path: PathBuf, cap: u64) -> std::io::Result<CappedFile> {
+        let mut capped = CappedFile {
+            path,
+            file: None,
+            len: 0,
+            cap,
+        };
+        capped.reopen()?;
+        if capped.len >= cap {
+            capped.rotate()?;
+        }
+        Ok(capped)
+    }
+
+    fn reopen(&mut self) -> std::io::Result<()> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
+        self.len = file.metadata()?.len();
+        self.file = Some(file);
+        Ok(())
+    }
+
+    fn rotate(&mut self) -> std::io::Result<()> {
+        self.file = None;
+        std::fs::rename(&self.path, previous(&self.path))?;
+        self.reopen()
+    }
+}
+
+/// `livetalk.log.1` beside `livetalk.log`.
+fn previous(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".1");
+    PathBuf::from(name)
+}
+
+impl Write for CappedFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.len > 0 && self.len.saturating_add(buf.len() as u64) > self.cap {
+            // Another run may have moved it already: then this one starts a fresh file too.
+            if let Err(error) = self.rotate()
+                && self.file.is_none()
+            {
+                return Err(error);
+            }
+        }
+        let Some(file) = self.file.as_mut() else {
+            return Err(std::io::Error::other("the log file is not open"));
+        };
+        let written = file.write(buf)?;
+        self.len = self.len.saturating_add(written as u64);
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.as_mut().map_or(Ok(()), Write::flush)
+    }
 }
 
 /// Lines held for stderr while it is slow or not read at all; past this, new lines are dropped
@@ -69,9 +162,9 @@ pub fn to_stderr() -> Option<StderrLog> {
         .thread_name("livetalk-log")
         .finish(std::io::stderr());
     let dropped = writer.error_counter();
-    tracing_subscriber::fmt()
-        .with_max_level(level())
-        .with_writer(BoundedLines(writer))
+    tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(BoundedLines(writer)))
+        .with(filter(level()))
         .try_init()
         .ok()?;
     Some(StderrLog {
@@ -135,5 +228,47 @@ mod tests {
         );
         assert_eq!(lines.len(), 2);
         assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn the_mcp_library_logs_only_warnings_unless_debugging() {
+        use tracing::Level;
+        let info = filter(LevelFilter::INFO);
+        assert!(!info.would_enable("rmcp::service", &Level::INFO));
+        assert!(info.would_enable("rmcp::service", &Level::WARN));
+        assert!(info.would_enable("livetalk::tools::mcp", &Level::INFO));
+        let debug = filter(LevelFilter::DEBUG);
+        assert!(debug.would_enable("rmcp::service", &Level::DEBUG));
+        assert!(!filter(LevelFilter::ERROR).would_enable("rmcp::service", &Level::WARN));
+    }
+
+    #[test]
+    fn the_log_file_is_kept_twice_at_most() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("livetalk.log");
+        let old = dir.path().join("livetalk.log.1");
+        // A log an earlier run left at its cap is moved aside at once.
+        std::fs::write(&path, vec![b'a'; 1000]).unwrap();
+        let mut file = CappedFile::open(path.clone(), 1000).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+        assert_eq!(std::fs::metadata(&old).unwrap().len(), 1000);
+        let mut line = vec![b'b'; 99];
+        line.push(b'\n');
+        for _ in 0..100 {
+            file.write_all(&line).unwrap();
+        }
+        let now = std::fs::read(&path).unwrap();
+        let before = std::fs::read(&old).unwrap();
+        assert!(
+            now.len() <= 1000 && before.len() <= 1000,
+            "{} {}",
+            now.len(),
+            before.len()
+        );
+        assert!(now.iter().all(|b| *b != b'a') && before.iter().all(|b| *b != b'a'));
+        assert!(
+            now.len().is_multiple_of(100) && before.len() == 1000,
+            "lines are never split across the two files"
+        );
     }
 }

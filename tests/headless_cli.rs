@@ -686,6 +686,26 @@ fn the_demo_model_calls_a_declared_tool_by_name_with_arguments_from_the_words() 
     );
 }
 
+#[test]
+fn a_full_log_is_moved_aside_and_begun_again() {
+    let scratch = tempfile::tempdir().unwrap();
+    let data = scratch.path().join("data/livetalk");
+    std::fs::create_dir_all(&data).unwrap();
+    // What earlier runs left: the log at its cap, and an older one that goes.
+    let full = std::fs::File::create(data.join("livetalk.log")).unwrap();
+    full.set_len(livetalk::logging::LOG_FILE_CAP).unwrap();
+    std::fs::write(data.join("livetalk.log.1"), "the oldest log\n").unwrap();
+    let run = run_livetalk(scratch.path(), &["--headless"], &[], &["hello"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let before = std::fs::metadata(data.join("livetalk.log.1")).unwrap();
+    assert_eq!(before.len(), livetalk::logging::LOG_FILE_CAP);
+    let log = std::fs::read_to_string(data.join("livetalk.log")).unwrap();
+    assert!(
+        log.contains("Live API session set up") && log.len() < 64 << 10,
+        "{log}"
+    );
+}
+
 /// What a hostile path can be: `/dev/zero` (endless), a FIFO nobody writes to (a read that
 /// never ends), a folder, and a file past every size cap (sparse, so nothing is written).
 /// Each is made at `dir/name` (`/dev/zero` by a symbolic link) and said as the words the

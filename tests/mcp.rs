@@ -1040,3 +1040,376 @@ async fn servers_that_cannot_start_or_hang_at_start_are_one_notice_each() {
             .all(|s| matches!(s.state, ServerState::Down(_)))
     );
 }
+
+// A hostile server (`tests/mcp/hostile_server.py`) through the real binary: whatever it sends,
+// livetalk stays small, its log stays small, the bound hit is named, and the session goes on.
+
+/// The bounds every hostile case is held to.
+const PEAK_MIB: f64 = 150.0;
+const LOG_BYTES: u64 = 1 << 20;
+
+/// What a session with the hostile server came to.
+struct Hostile {
+    events: Vec<Value>,
+    /// livetalk's peak memory over the whole run.
+    peak_mib: f64,
+    /// The log's size at the end (the log starts empty).
+    log_bytes: u64,
+    /// From the start to the notice the test waited for.
+    to_notice: Duration,
+    scratch: tempfile::TempDir,
+}
+
+impl Hostile {
+    fn notices(&self) -> Vec<&str> {
+        self.events
+            .iter()
+            .filter(|e| e["type"] == "notice")
+            .filter_map(|e| e["text"].as_str())
+            .collect()
+    }
+
+    fn echo_answered(&self) -> bool {
+        tool_events(&self.events)
+            .iter()
+            .any(|c| c["name"] == "echo" && answer(c)["result"] == "Echo: hello")
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.scratch.path().join("data/livetalk/livetalk.log"))
+            .unwrap_or_default()
+    }
+
+    /// The bounds every case is held to, and that the session went on.
+    fn assert_bounded(&self, mode: &str) {
+        println!(
+            "{mode}: peak {:.1} MiB, log {} bytes, notice after {:.2} s",
+            self.peak_mib,
+            self.log_bytes,
+            self.to_notice.as_secs_f64()
+        );
+        assert!(
+            self.peak_mib < PEAK_MIB,
+            "{mode}: livetalk peaked at {:.1} MiB",
+            self.peak_mib
+        );
+        assert!(
+            self.log_bytes < LOG_BYTES,
+            "{mode}: the log grew to {} bytes",
+            self.log_bytes
+        );
+        assert!(
+            self.events.iter().any(|e| e["type"] == "model"),
+            "{mode}: the turn was answered: {:#?}",
+            self.events
+        );
+    }
+}
+
+/// `livetalk --headless --json` (the offline demo model) with the hostile server in `mode`:
+/// waits for a notice satisfying `notice`, asks for echo, waits for the model's reply, reads
+/// livetalk's peak memory, then ends the session by closing its stdin.
+fn hostile_session(mode: &str, extra: &[&str], notice: impl Fn(&str) -> bool) -> Hostile {
+    let stdio = format!(
+        "command = {python:?}\nargs = [{script:?}, {mode:?}]",
+        python = python().display().to_string(),
+        script = hostile_script().display().to_string(),
+    );
+    hostile_session_with(mode, &stdio, extra, notice)
+}
+
+fn hostile_script() -> PathBuf {
+    root().join("tests/mcp/hostile_server.py")
+}
+
+/// [`hostile_session`] with the server reached as `transport` says (its lines in
+/// `[mcp_servers.hostile]`).
+fn hostile_session_with(
+    mode: &str,
+    transport: &str,
+    extra: &[&str],
+    notice: impl Fn(&str) -> bool,
+) -> Hostile {
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        format!(
+            r#"[audio]
+enabled = false
+[mcp_servers.hostile]
+{transport}
+startup_timeout_sec = 30
+tool_timeout_sec = 30
+approval = "never"
+"#
+        ),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let peak = scratch.path().join("peak");
+    let mut child = livetalk_measured(scratch.path(), &peak)
+        .args(["--headless", "--json"])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = LineWatcher::new(child.stdout.take().unwrap());
+    let stderr = read_all(child.stderr.take().unwrap());
+    let is_notice = |line: &str| {
+        serde_json::from_str::<Value>(line)
+            .is_ok_and(|e| e["type"] == "notice" && e["text"].as_str().is_some_and(&notice))
+    };
+    let (noticed, _) = stdout.wait_for_arrival(Duration::from_secs(60), is_notice);
+    let to_notice = noticed - started;
+    let mut stdin = child.stdin.take().unwrap();
+    write_lines(&mut stdin, &["use the echo tool with message hello"]);
+    stdout.wait_for(Duration::from_secs(60), |l| l.contains(r#""type":"model""#));
+    drop(stdin);
+    let status = wait_exit(child, Duration::from_secs(30));
+    let stderr = stderr.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(status.code(), Some(0), "{mode}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{mode}: {stderr}");
+    let events = stdout
+        .rest()
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect();
+    let peak_mib = peak_mib(&peak);
+    // The log starts empty and stays far below its cap, so it is never moved aside here.
+    let log_bytes = log_bytes(scratch.path());
+    Hostile {
+        events,
+        peak_mib,
+        log_bytes,
+        to_notice,
+        scratch,
+    }
+}
+
+#[test]
+fn schemas_that_fan_out_or_weigh_too_much_leave_their_tool_out_and_the_rest_goes_on() {
+    // Five properties a level, twelve levels of `$ref`: 2.6 KB that inlines into millions.
+    let fan_out = hostile_session("fanout", &[], |t| t.contains("left out"));
+    fan_out.assert_bounded("fanout");
+    assert!(
+        fan_out.notices().contains(
+            &"MCP server hostile: 1 tool left out: deep (its argument schema would take more than 10000 parts once its `$ref`s are inlined)."
+        ),
+        "{:#?}",
+        fan_out.notices()
+    );
+    assert!(fan_out.echo_answered(), "{:#?}", fan_out.events);
+    // 60,000 properties: refused before any work.
+    let heavy = hostile_session("heavy", &[], |t| t.contains("left out"));
+    heavy.assert_bounded("heavy");
+    assert!(
+        heavy.notices().iter().any(|n| n.contains(
+            "1 tool left out: heavy (its argument schema is too large to read (more than 50000 parts"
+        )),
+        "{:#?}",
+        heavy.notices()
+    );
+    assert!(heavy.echo_answered(), "{:#?}", heavy.events);
+}
+
+#[test]
+fn a_hundred_thousand_tools_or_pages_without_end_are_listed_within_bounds() {
+    // 100,000 tools in pages of 1,000: the first 512 are kept, and no page past them is asked.
+    let many = hostile_session("many", &[], |t| t.contains("512 tools"));
+    many.assert_bounded("many");
+    assert!(
+        many.notices()
+            .contains(&"MCP server hostile is up with 512 tools."),
+        "{:#?}",
+        many.notices()
+    );
+    assert!(
+        many.notices().contains(
+            &"MCP server hostile: it offers more than 512 tools; the first 512 are declared."
+        ),
+        "{:#?}",
+        many.notices()
+    );
+    assert!(many.echo_answered(), "{:#?}", many.events);
+    // Every page has a `nextCursor`, from the first listing on.
+    let endless = |t: &str| t.contains("went on past 100 pages");
+    let pages = hostile_session("pages", &[], endless);
+    pages.assert_bounded("pages");
+    assert!(pages.echo_answered(), "{:#?}", pages.events);
+    // Only once the tool list changed: relisting has the same bounds.
+    let relist = hostile_session("relist", &[], endless);
+    relist.assert_bounded("relist");
+    assert!(
+        relist
+            .notices()
+            .contains(&"MCP server hostile is up with 1 tool."),
+        "the first listing was plain: {:#?}",
+        relist.notices()
+    );
+    assert!(relist.echo_answered(), "{:#?}", relist.events);
+}
+
+#[test]
+fn a_message_larger_than_livetalk_reads_is_dropped_and_named() {
+    // A 5 MB schema, and 100,000 tools in one 5 MB page: the MCP library would take
+    // 150-220 MB to read either.
+    for mode in ["huge", "bigpage"] {
+        let run = hostile_session(mode, &[], |t| t.contains("could not be started"));
+        run.assert_bounded(mode);
+        assert!(
+            run.notices().iter().any(|n| n.contains(
+                "listing its tools failed: its answer to tools/list was larger than 2 MiB, the most livetalk reads in one message"
+            )),
+            "{mode}: {:#?}",
+            run.notices()
+        );
+        // Long before its 30 s startup deadline.
+        assert!(run.to_notice < Duration::from_secs(20), "{mode}");
+    }
+}
+
+#[test]
+fn a_storm_of_tool_list_changes_is_one_listing_and_one_notice() {
+    // 2,000 `tools/list_changed`, and a list that differs at every listing.
+    let storm = hostile_session("storm", &[], |t| t.contains("changed its tools"));
+    storm.assert_bounded("storm");
+    let changed = storm
+        .notices()
+        .iter()
+        .filter(|n| n.contains("changed its tools"))
+        .count();
+    assert!(changed <= 2, "{:#?}", storm.notices());
+    assert!(storm.echo_answered(), "{:#?}", storm.events);
+    assert!(
+        storm
+            .log()
+            .contains("tool-list changes announced; listing once"),
+        "{}",
+        storm.log()
+    );
+}
+
+#[test]
+fn a_progress_flood_is_merged_before_the_screen_the_recording_and_the_log() {
+    let record = tempfile::tempdir().unwrap();
+    let dir = record.path().join("flood");
+    let dir_arg = dir.display().to_string();
+    // The call sends progress and log notifications flat out for 6 s before it answers (past
+    // the 5 s window livetalk counts them in).
+    let run = hostile_session("progress", &["--record", &dir_arg], |t| {
+        t.contains("is up with")
+    });
+    run.assert_bounded("progress");
+    assert!(run.echo_answered(), "{:#?}", run.events);
+    let session = std::fs::read_to_string(dir.join("session.jsonl")).unwrap();
+    let progress = session
+        .lines()
+        .filter(|l| l.contains(r#""progress":{"#))
+        .count();
+    println!(
+        "progress: {progress} reports recorded, recording {} bytes",
+        session.len()
+    );
+    // About ten a second for six seconds.
+    assert!(
+        (10..=80).contains(&progress),
+        "{progress} progress reports recorded"
+    );
+    assert!(session.len() < 1 << 20, "{} bytes recorded", session.len());
+    let log = run.log();
+    assert!(
+        log.contains("progress notifications in"),
+        "the flood is counted in the log: {log}"
+    );
+    assert!(!log.contains("received notification"), "{log}");
+}
+
+#[test]
+fn a_stderr_flood_without_newlines_or_utf8_is_drained_cut_and_capped() {
+    // Hundreds of MB without a newline (with bytes that are not UTF-8), then short lines flat
+    // out; echo answers once the flood is over, so its answer shows the server outlived it
+    // (a closed stderr would have killed it by SIGPIPE).
+    let run = hostile_session("stderr", &[], |t| t.contains("is up with"));
+    run.assert_bounded("stderr");
+    assert!(run.echo_answered(), "{:#?}", run.events);
+    let log = run.log();
+    assert!(
+        log.contains("more bytes of this line not kept"),
+        "long lines are cut: {}",
+        bounded_tail(&log)
+    );
+    assert!(
+        log.contains("\u{fffd}\u{fffd} not UTF-8"),
+        "decoded lossily: {}",
+        bounded_tail(&log)
+    );
+    assert!(
+        log.contains("stderr: short line 1 "),
+        "{}",
+        bounded_tail(&log)
+    );
+}
+
+/// The hostile server over streamable HTTP, in `mode`, until dropped.
+struct HostileHttp {
+    child: Child,
+    url: String,
+}
+
+impl HostileHttp {
+    fn start(mode: &str) -> HostileHttp {
+        let mut child = Command::new(python())
+            .arg(hostile_script())
+            .args([mode, "http"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = LineWatcher::new(child.stdout.take().unwrap());
+        let line = stdout.wait_for(Duration::from_secs(30), |l| l.starts_with("listening on "));
+        let port = line.trim_start_matches("listening on ");
+        HostileHttp {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for HostileHttp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_server_over_http_is_held_to_the_same_bounds() {
+    let huge = HostileHttp::start("huge");
+    let url = format!("url = {:?}", huge.url);
+    let run = hostile_session_with("huge", &url, &[], |t| t.contains("could not be started"));
+    run.assert_bounded("huge over HTTP");
+    assert!(
+        run.notices()
+            .iter()
+            .any(|n| n.contains("listing its tools failed: its answer to tools/list was larger than 2 MiB, the most livetalk reads in one message")),
+        "{:#?}",
+        run.notices()
+    );
+    let many = HostileHttp::start("many");
+    let url = format!("url = {:?}", many.url);
+    let run = hostile_session_with("many", &url, &[], |t| t.contains("512 tools"));
+    run.assert_bounded("many over HTTP");
+    assert!(run.echo_answered(), "{:#?}", run.events);
+}
+
+/// The end of a long text, for an assertion's message.
+fn bounded_tail(text: &str) -> &str {
+    let cut = text.len().saturating_sub(4000);
+    let cut = (cut..text.len())
+        .find(|i| text.is_char_boundary(*i))
+        .unwrap_or(text.len());
+    &text[cut..]
+}

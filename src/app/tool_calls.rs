@@ -255,6 +255,10 @@ impl App {
                     "MCP server {server} changed its tools (now {tools}); the model sees the new list from the next connection."
                 ),
             ),
+            McpEvent::Trimmed { server, message } => self.notice(
+                NoticeLevel::Warning,
+                format!("MCP server {server}: {message}."),
+            ),
         }
     }
 

@@ -414,6 +414,8 @@ impl Source for Engine {
                         McpEvent::Down { .. } => {
                             self.pending.push_back(Msg::ToolCatalog(self.catalog()));
                         }
+                        // Said before the listing's own event, which retools.
+                        McpEvent::Trimmed { .. } => {}
                     }
                     return Some(Msg::Mcp(event));
                 }

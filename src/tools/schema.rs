@@ -4,6 +4,7 @@
 //! down, so this keeps a closed list of keywords and refuses (rather than silently mangles) the
 //! constructs it cannot express: `$ref`, `oneOf`, `allOf`, `not`, tuples, multi-type unions.
 
+use livetalk_live::excerpt::bounded;
 use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value};
@@ -50,20 +51,81 @@ pub fn parameters_for<T: JsonSchema>() -> Result<Option<Value>, SchemaError> {
     Ok(has_properties.then_some(schema))
 }
 
+/// The most nodes (schemas, keywords, list entries) a foreign tool's parameters may take once
+/// simplified: inlining `$ref`s copies their targets, so a few KB that fan out can become
+/// millions of nodes. Past this the tool is left out rather than declared.
+pub const MAX_SCHEMA_NODES: usize = 10_000;
+
+/// The most text (property names, descriptions, enum values) a foreign tool's parameters may
+/// hold once simplified.
+pub const MAX_SCHEMA_TEXT: usize = 256 << 10;
+
+/// The most a foreign schema may be as the server sent it (nodes, and bytes of text) before
+/// livetalk works on it at all.
+pub const MAX_INPUT_NODES: usize = 50_000;
+pub const MAX_INPUT_TEXT: usize = 1 << 20;
+
+/// How deep the simplified parameters may nest; deeper parts are read as strings.
+const MAX_NESTING: usize = 32;
+
+/// Simplification notes kept per tool; the rest are counted in a last note.
+pub const MAX_NOTES: usize = 8;
+
+/// Why a foreign tool cannot be declared at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TooLarge {
+    #[error(
+        "its argument schema is too large to read (more than {MAX_INPUT_NODES} parts or {} KiB of text)",
+        MAX_INPUT_TEXT >> 10
+    )]
+    Input,
+    #[error(
+        "its argument schema would take more than {MAX_SCHEMA_NODES} parts once its `$ref`s are inlined"
+    )]
+    Nodes,
+    #[error(
+        "its argument schema would hold more than {} KiB of text once its `$ref`s are inlined",
+        MAX_SCHEMA_TEXT >> 10
+    )]
+    Text,
+}
+
+/// A foreign schema made declarable.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Foreign {
+    /// The parameters (`None` when there are none).
+    pub parameters: Option<Value>,
+    /// What was simplified, at most [`MAX_NOTES`] and a count of the rest.
+    pub notes: Vec<String>,
+    /// The nodes the simplified schema took, of [`MAX_SCHEMA_NODES`].
+    pub nodes: usize,
+}
+
 /// A schema written by someone else (an MCP server's `inputSchema`) as a function's
 /// `parameters`: what the Gemini subset cannot say is simplified first — local `$ref`s
 /// inlined, `oneOf` read as `anyOf`, `allOf` merged, `not` dropped, a union of types cut to
 /// its first, non-string `enum`s and tuples dropped — and a property that still cannot be
-/// expressed is left out. Returns the parameters (`None` when there are none) and a note
-/// for each simplification, for the log.
-pub fn normalize_foreign(schema: &Value) -> (Option<Value>, Vec<String>) {
-    let mut notes = Vec::new();
-    let defs = schema
-        .get("$defs")
-        .or_else(|| schema.get("definitions"))
-        .cloned()
-        .unwrap_or(Value::Null);
-    let mut simple = simplify(schema, &defs, 0, "#", &mut notes);
+/// expressed is left out. Each simplification is noted, for the log. A schema too large to
+/// read, or one that would grow past [`MAX_SCHEMA_NODES`] or [`MAX_SCHEMA_TEXT`] as it is
+/// simplified, is refused: the work stops as soon as a bound is passed.
+pub fn normalize_foreign(schema: &Value) -> Result<Foreign, TooLarge> {
+    let mut input = Budget::new(MAX_INPUT_NODES, MAX_INPUT_TEXT);
+    if input.charge_value(schema).is_err() {
+        return Err(TooLarge::Input);
+    }
+    let null = Value::Null;
+    let mut work = Simplifier {
+        defs: schema
+            .get("$defs")
+            .or_else(|| schema.get("definitions"))
+            .unwrap_or(&null),
+        budget: Budget::new(MAX_SCHEMA_NODES, MAX_SCHEMA_TEXT),
+        path: Vec::new(),
+        notes: Notes::default(),
+    };
+    let mut simple = work.simplify(schema, 0)?;
+    let nodes = MAX_SCHEMA_NODES - work.budget.nodes;
+    let mut notes = work.notes;
     if let Some(object) = simple.as_object_mut() {
         object.remove("description");
         object.remove("title");
@@ -72,8 +134,12 @@ pub fn normalize_foreign(schema: &Value) -> (Option<Value>, Vec<String>) {
         }
     }
     if simple.get("type").and_then(Value::as_str) != Some("object") {
-        notes.push("the arguments are not an object; declared without parameters".to_owned());
-        return (None, notes);
+        notes.push(|| "the arguments are not an object; declared without parameters".to_owned());
+        return Ok(Foreign {
+            parameters: None,
+            notes: notes.into_vec(),
+            nodes,
+        });
     }
     // Whatever still fails is left out property by property, so one odd argument does not
     // cost the whole tool.
@@ -81,172 +147,313 @@ pub fn normalize_foreign(schema: &Value) -> (Option<Value>, Vec<String>) {
         properties.retain(|name, property| match normalize_schema(property) {
             Ok(_) => true,
             Err(error) => {
-                notes.push(format!("argument `{name}` left out: {error}"));
+                notes.push(|| format!("argument `{name}` left out: {error}"));
                 false
             }
         });
     }
-    match normalize_schema(&simple) {
+    let parameters = match normalize_schema(&simple) {
         Ok(normalized) => {
             let has_properties = normalized
                 .get("properties")
                 .and_then(Value::as_object)
                 .is_some_and(|p| !p.is_empty());
-            (has_properties.then_some(normalized), notes)
+            has_properties.then_some(normalized)
         }
         Err(error) => {
-            notes.push(format!("declared without parameters: {error}"));
-            (None, notes)
+            notes.push(|| format!("declared without parameters: {error}"));
+            None
         }
-    }
+    };
+    Ok(Foreign {
+        parameters,
+        notes: notes.into_vec(),
+        nodes,
+    })
 }
 
 /// How deep `$ref`s are followed before the rest is cut off (recursive schemas).
 const MAX_REF_DEPTH: usize = 8;
 
-fn simplify(
-    schema: &Value,
-    defs: &Value,
-    depth: usize,
-    path: &str,
-    notes: &mut Vec<String>,
-) -> Value {
-    let Some(source) = schema.as_object() else {
-        // `true` (anything) and other shorthands: the model may send a string.
-        return serde_json::json!({"type": "string"});
-    };
-    if let Some(reference) = source.get("$ref").and_then(Value::as_str) {
-        let name = reference
-            .strip_prefix("#/$defs/")
-            .or_else(|| reference.strip_prefix("#/definitions/"));
-        let target = name.and_then(|n| defs.get(n));
-        return match target {
-            Some(target) if depth < MAX_REF_DEPTH => {
-                let mut inlined = simplify(target, defs, depth + 1, path, notes);
-                if let (Some(out), Some(description)) =
-                    (inlined.as_object_mut(), source.get("description"))
-                {
-                    out.insert("description".into(), description.clone());
-                }
-                inlined
-            }
-            _ => {
-                notes.push(format!(
-                    "{path}: `$ref` {reference} could not be inlined; read as a string"
-                ));
-                serde_json::json!({"type": "string"})
-            }
-        };
+/// What may still be spent: nodes and bytes of text.
+struct Budget {
+    nodes: usize,
+    text: usize,
+}
+
+/// A budget ran out.
+struct Spent {
+    text: bool,
+}
+
+impl Budget {
+    fn new(nodes: usize, text: usize) -> Budget {
+        Budget { nodes, text }
     }
-    let mut out = Map::new();
-    for (key, value) in source {
-        match key.as_str() {
-            "properties" => {
-                let mut properties = Map::new();
-                if let Some(map) = value.as_object() {
-                    for (name, property) in map {
-                        let child = simplify(
-                            property,
-                            defs,
-                            depth,
-                            &format!("{path}/properties/{name}"),
-                            notes,
-                        );
-                        properties.insert(name.clone(), child);
+
+    fn node(&mut self) -> Result<(), Spent> {
+        self.nodes = self.nodes.checked_sub(1).ok_or(Spent { text: false })?;
+        Ok(())
+    }
+
+    fn text(&mut self, bytes: usize) -> Result<(), Spent> {
+        self.text = self.text.checked_sub(bytes).ok_or(Spent { text: true })?;
+        Ok(())
+    }
+
+    /// Charges every node and string of `value`, walking it without recursion (a peer's
+    /// nesting is not this stack's to pay for) and stopping at the first overdraft.
+    fn charge_value(&mut self, value: &Value) -> Result<(), Spent> {
+        let mut stack = vec![value];
+        while let Some(value) = stack.pop() {
+            self.node()?;
+            match value {
+                Value::String(text) => self.text(text.len())?,
+                Value::Array(items) => stack.extend(items),
+                Value::Object(map) => {
+                    for (key, value) in map {
+                        self.text(key.len())?;
+                        stack.push(value);
                     }
                 }
-                out.insert(key.clone(), Value::Object(properties));
-            }
-            "items" => {
-                let item = match value {
-                    Value::Array(items) => {
-                        notes.push(format!(
-                            "{path}: tuple `items` read as a list of its first item"
-                        ));
-                        items.first().cloned().unwrap_or(Value::Bool(true))
-                    }
-                    other => other.clone(),
-                };
-                out.insert(
-                    key.clone(),
-                    simplify(&item, defs, depth, &format!("{path}/items"), notes),
-                );
-            }
-            "anyOf" | "oneOf" => {
-                if key == "oneOf" {
-                    notes.push(format!("{path}: `oneOf` read as `anyOf`"));
-                }
-                let variants: Vec<Value> = value
-                    .as_array()
-                    .map(|vs| {
-                        vs.iter()
-                            .enumerate()
-                            .map(|(i, v)| {
-                                simplify(v, defs, depth, &format!("{path}/{key}/{i}"), notes)
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                out.insert("anyOf".into(), Value::Array(variants));
-            }
-            "allOf" => {
-                notes.push(format!("{path}: `allOf` merged"));
-                for (i, part) in value.as_array().into_iter().flatten().enumerate() {
-                    let part = simplify(part, defs, depth, &format!("{path}/allOf/{i}"), notes);
-                    merge_into(&mut out, part);
-                }
-            }
-            "not" => notes.push(format!("{path}: `not` dropped")),
-            "type" => match value {
-                Value::Array(types) => {
-                    let non_null: Vec<&Value> = types
-                        .iter()
-                        .filter(|t| t.as_str() != Some("null"))
-                        .collect();
-                    let mut kept = match non_null.first() {
-                        Some(first) => vec![(*first).clone()],
-                        None => vec![Value::String("string".into())],
-                    };
-                    if non_null.len() > 1 {
-                        notes.push(format!(
-                            "{path}: a value of several types read as {}",
-                            kept[0]
-                        ));
-                    }
-                    if non_null.len() < types.len() {
-                        kept.push(Value::String("null".into()));
-                    }
-                    out.insert(key.clone(), Value::Array(kept));
-                }
-                other => {
-                    out.insert(key.clone(), other.clone());
-                }
-            },
-            "enum" => {
-                let strings = value
-                    .as_array()
-                    .is_some_and(|vs| vs.iter().all(|v| v.is_string() || v.is_null()));
-                if strings {
-                    out.insert(key.clone(), value.clone());
-                } else {
-                    notes.push(format!("{path}: an `enum` of non-strings dropped"));
-                }
-            }
-            "const" => {
-                if value.is_string() {
-                    out.insert("enum".into(), Value::Array(vec![value.clone()]));
-                }
-            }
-            "$defs" | "definitions" => {}
-            _ => {
-                out.insert(key.clone(), value.clone());
+                Value::Null | Value::Bool(_) | Value::Number(_) => {}
             }
         }
+        Ok(())
     }
-    if !out.contains_key("type") && out.contains_key("properties") {
-        out.insert("type".into(), Value::String("object".into()));
+}
+
+/// Simplification notes: the first [`MAX_NOTES`], written only when kept, and a count.
+#[derive(Default)]
+struct Notes {
+    kept: Vec<String>,
+    more: usize,
+}
+
+impl Notes {
+    fn push(&mut self, note: impl FnOnce() -> String) {
+        if self.kept.len() < MAX_NOTES {
+            self.kept.push(bounded(&note(), 1024).into_owned());
+        } else {
+            self.more += 1;
+        }
     }
-    Value::Object(out)
+
+    fn into_vec(mut self) -> Vec<String> {
+        if self.more > 0 {
+            self.kept
+                .push(format!("and {} more simplifications", self.more));
+        }
+        self.kept
+    }
+}
+
+/// One foreign schema being simplified under a budget.
+struct Simplifier<'a> {
+    defs: &'a Value,
+    budget: Budget,
+    /// Where the walk is, as segments; joined only for a note.
+    path: Vec<String>,
+    notes: Notes,
+}
+
+/// Keywords [`normalize_schema`] reads besides those simplified on their own; nothing else
+/// is copied (a large `default` or `examples` would be copied with every inlined `$ref`).
+const KEPT: &[&str] = &[
+    "description",
+    "format",
+    "required",
+    "minimum",
+    "maximum",
+    "minItems",
+    "maxItems",
+    "nullable",
+];
+
+/// `true`, the schema that allows anything.
+static ANYTHING: Value = Value::Bool(true);
+
+impl From<Spent> for TooLarge {
+    fn from(spent: Spent) -> TooLarge {
+        if spent.text {
+            TooLarge::Text
+        } else {
+            TooLarge::Nodes
+        }
+    }
+}
+
+impl Simplifier<'_> {
+    fn note(&mut self, note: impl FnOnce(&str) -> String) {
+        let path = &self.path;
+        self.notes.push(|| {
+            let mut here = String::from("#");
+            for segment in path {
+                here.push('/');
+                here.push_str(segment);
+            }
+            note(&here)
+        });
+    }
+
+    /// Simplifies `schema` with `segment` pushed onto the path.
+    fn child(&mut self, schema: &Value, depth: usize, segment: String) -> Result<Value, TooLarge> {
+        self.path.push(segment);
+        let child = self.simplify(schema, depth);
+        self.path.pop();
+        child
+    }
+
+    /// A copy of `value`, charged.
+    fn copy(&mut self, value: &Value) -> Result<Value, TooLarge> {
+        self.budget.charge_value(value)?;
+        Ok(value.clone())
+    }
+
+    fn string_schema(&mut self) -> Result<Value, TooLarge> {
+        self.budget.node()?;
+        self.budget.node()?;
+        Ok(serde_json::json!({"type": "string"}))
+    }
+
+    fn simplify(&mut self, schema: &Value, depth: usize) -> Result<Value, TooLarge> {
+        let Some(source) = schema.as_object() else {
+            // `true` (anything) and other shorthands: the model may send a string.
+            return self.string_schema();
+        };
+        if self.path.len() >= MAX_NESTING {
+            self.note(|path| format!("{path}: nested too deep; read as a string"));
+            return self.string_schema();
+        }
+        self.budget.node()?;
+        if let Some(reference) = source.get("$ref").and_then(Value::as_str) {
+            let name = reference
+                .strip_prefix("#/$defs/")
+                .or_else(|| reference.strip_prefix("#/definitions/"));
+            let target = name.and_then(|n| self.defs.get(n));
+            return match target {
+                Some(target) if depth < MAX_REF_DEPTH => {
+                    let mut inlined = self.simplify(target, depth + 1)?;
+                    if let Some(description) = source.get("description") {
+                        let description = self.copy(description)?;
+                        if let Some(out) = inlined.as_object_mut() {
+                            out.insert("description".into(), description);
+                        }
+                    }
+                    Ok(inlined)
+                }
+                _ => {
+                    self.note(|path| {
+                        format!(
+                            "{path}: `$ref` {} could not be inlined; read as a string",
+                            bounded(reference, 200)
+                        )
+                    });
+                    self.string_schema()
+                }
+            };
+        }
+        let mut out = Map::new();
+        for (key, value) in source {
+            match key.as_str() {
+                "properties" => {
+                    let mut properties = Map::new();
+                    if let Some(map) = value.as_object() {
+                        for (name, property) in map {
+                            self.budget.text(name.len())?;
+                            let child =
+                                self.child(property, depth, format!("properties/{name}"))?;
+                            properties.insert(name.clone(), child);
+                        }
+                    }
+                    out.insert(key.clone(), Value::Object(properties));
+                }
+                "items" => {
+                    let item = match value {
+                        Value::Array(items) => {
+                            self.note(|path| {
+                                format!("{path}: tuple `items` read as a list of its first item")
+                            });
+                            items.first().unwrap_or(&ANYTHING)
+                        }
+                        other => other,
+                    };
+                    let item = self.child(item, depth, "items".to_owned())?;
+                    out.insert(key.clone(), item);
+                }
+                "anyOf" | "oneOf" => {
+                    if key == "oneOf" {
+                        self.note(|path| format!("{path}: `oneOf` read as `anyOf`"));
+                    }
+                    let mut variants = Vec::new();
+                    for (i, variant) in value.as_array().into_iter().flatten().enumerate() {
+                        variants.push(self.child(variant, depth, format!("{key}/{i}"))?);
+                    }
+                    out.insert("anyOf".into(), Value::Array(variants));
+                }
+                "allOf" => {
+                    self.note(|path| format!("{path}: `allOf` merged"));
+                    for (i, part) in value.as_array().into_iter().flatten().enumerate() {
+                        let part = self.child(part, depth, format!("allOf/{i}"))?;
+                        merge_into(&mut out, part);
+                    }
+                }
+                "not" => self.note(|path| format!("{path}: `not` dropped")),
+                "type" => match value {
+                    Value::Array(types) => {
+                        let non_null: Vec<&Value> = types
+                            .iter()
+                            .filter(|t| t.as_str() != Some("null"))
+                            .collect();
+                        let first = match non_null.first() {
+                            Some(first) => self.copy(first)?,
+                            None => Value::String("string".into()),
+                        };
+                        if non_null.len() > 1 {
+                            self.note(|path| {
+                                format!("{path}: a value of several types read as {first}")
+                            });
+                        }
+                        let mut kept = vec![first];
+                        if non_null.len() < types.len() {
+                            kept.push(Value::String("null".into()));
+                        }
+                        self.budget.node()?;
+                        out.insert(key.clone(), Value::Array(kept));
+                    }
+                    other => {
+                        let other = self.copy(other)?;
+                        out.insert(key.clone(), other);
+                    }
+                },
+                "enum" => {
+                    let strings = value
+                        .as_array()
+                        .is_some_and(|vs| vs.iter().all(|v| v.is_string() || v.is_null()));
+                    if strings {
+                        let value = self.copy(value)?;
+                        out.insert(key.clone(), value);
+                    } else {
+                        self.note(|path| format!("{path}: an `enum` of non-strings dropped"));
+                    }
+                }
+                "const" if value.is_string() => {
+                    let value = self.copy(value)?;
+                    self.budget.node()?;
+                    out.insert("enum".into(), Value::Array(vec![value]));
+                }
+                kept if KEPT.contains(&kept) => {
+                    let value = self.copy(value)?;
+                    out.insert(key.clone(), value);
+                }
+                _ => {}
+            }
+        }
+        if !out.contains_key("type") && out.contains_key("properties") {
+            out.insert("type".into(), Value::String("object".into()));
+        }
+        Ok(Value::Object(out))
+    }
 }
 
 /// Folds one `allOf` part into the schema: properties and `required` are united, other
@@ -868,7 +1075,9 @@ mod tests {
             "additionalProperties": false,
             "$schema": "http://json-schema.org/draft-07/schema#"
         });
-        let (parameters, notes) = normalize_foreign(&schema);
+        let Foreign {
+            parameters, notes, ..
+        } = normalize_foreign(&schema).unwrap();
         let Some(parameters) = parameters else {
             panic!("the tool keeps its parameters: {notes:?}");
         };
@@ -897,7 +1106,112 @@ mod tests {
             json!({"type": "object"}),
             json!({}),
         ] {
-            assert_eq!(normalize_foreign(&schema).0, None, "{schema}");
+            assert_eq!(
+                normalize_foreign(&schema).unwrap().parameters,
+                None,
+                "{schema}"
+            );
         }
+    }
+
+    /// `$defs` L0…L{levels-1}, each with `fan` properties pointing at the next level.
+    fn fan_out(fan: usize, levels: usize) -> Value {
+        let mut defs = Map::new();
+        for level in 0..levels {
+            let mut properties = Map::new();
+            for i in 0..fan {
+                let property = if level + 1 < levels {
+                    json!({"$ref": format!("#/$defs/L{}", level + 1)})
+                } else {
+                    json!({"type": "string"})
+                };
+                properties.insert(format!("p{i}"), property);
+            }
+            defs.insert(
+                format!("L{level}"),
+                json!({"type": "object", "properties": properties}),
+            );
+        }
+        json!({"type": "object", "$defs": defs, "properties": {"root": {"$ref": "#/$defs/L0"}}})
+    }
+
+    #[test]
+    fn a_schema_whose_refs_fan_out_is_refused_by_the_copies_it_would_make() {
+        let started = std::time::Instant::now();
+        // 2.6 KB of schema that inlines into 5^8 copies.
+        let schema = fan_out(5, 12);
+        assert!(schema.to_string().len() < 4000);
+        assert_eq!(normalize_foreign(&schema), Err(TooLarge::Nodes));
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        // A small fan-out is declared whole.
+        let small = normalize_foreign(&fan_out(2, 3)).unwrap();
+        let parameters = small.parameters.unwrap();
+        assert_eq!(
+            parameters["properties"]["root"]["properties"]["p1"]["properties"]["p0"]["properties"]
+                ["p1"]["type"],
+            "STRING"
+        );
+    }
+
+    #[test]
+    fn large_copied_keywords_count_and_unread_ones_are_not_copied() {
+        let big = "x".repeat(100_000);
+        // A description copied with every inlined copy: the text budget stops it.
+        let schema = json!({
+            "type": "object",
+            "$defs": {"T": {"type": "string", "description": big}},
+            "properties": {"a": {"$ref": "#/$defs/T"}, "b": {"$ref": "#/$defs/T"}, "c": {"$ref": "#/$defs/T"}},
+        });
+        assert_eq!(normalize_foreign(&schema), Err(TooLarge::Text));
+        // `examples` is not something Gemini reads: not copied, not counted.
+        let schema = json!({
+            "type": "object",
+            "$defs": {"T": {"type": "string", "examples": [big]}},
+            "properties": {"a": {"$ref": "#/$defs/T"}, "b": {"$ref": "#/$defs/T"}, "c": {"$ref": "#/$defs/T"}},
+        });
+        let parameters = normalize_foreign(&schema).unwrap().parameters.unwrap();
+        assert_eq!(parameters["properties"]["c"], json!({"type": "STRING"}));
+    }
+
+    #[test]
+    fn a_schema_too_large_to_read_is_refused_before_any_work() {
+        let mut properties = Map::new();
+        for i in 0..60_000 {
+            properties.insert(format!("p{i}"), json!(true));
+        }
+        let many = json!({"type": "object", "properties": properties});
+        assert_eq!(normalize_foreign(&many), Err(TooLarge::Input));
+        let long = json!({"type": "object", "description": "y".repeat(5 << 20)});
+        assert_eq!(normalize_foreign(&long), Err(TooLarge::Input));
+    }
+
+    #[test]
+    fn notes_are_capped_and_counted() {
+        let mut properties = Map::new();
+        for i in 0..1000 {
+            properties.insert(format!("p{i}"), json!({"oneOf": [{"type": "string"}]}));
+        }
+        let schema = json!({"type": "object", "properties": properties});
+        let foreign = normalize_foreign(&schema).unwrap();
+        assert_eq!(foreign.notes.len(), MAX_NOTES + 1, "{:?}", foreign.notes);
+        assert_eq!(
+            foreign.notes.last().unwrap(),
+            &format!("and {} more simplifications", 1000 - MAX_NOTES)
+        );
+    }
+
+    #[test]
+    fn deep_nesting_is_cut_not_recursed_into() {
+        let mut schema = json!({"type": "string"});
+        for _ in 0..100 {
+            schema = json!({"type": "object", "properties": {"x": schema}});
+        }
+        let foreign = normalize_foreign(&schema).unwrap();
+        assert!(foreign.parameters.is_some());
+        assert!(
+            foreign.notes.iter().any(|n| n.contains("nested too deep")),
+            "{:?}",
+            foreign.notes
+        );
     }
 }

@@ -7,7 +7,10 @@
 //! error and one that was restarted serves them again, with no new registry needed. What
 //! happens to a server is reported as [`McpEvent`]s; the engine turns them into app messages.
 
+mod child;
 mod connect;
+mod flood;
+mod listing;
 mod names;
 mod tool;
 mod words;
@@ -16,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::model::ProgressToken;
 use rmcp::service::{Peer, RoleClient};
@@ -27,6 +30,9 @@ use super::registry::Registry;
 use super::{CallProgress, RegisterError};
 use livetalk_live::excerpt::{SUMMARY, bounded};
 
+pub use child::MAX_MESSAGE;
+pub use flood::{PROGRESS_INTERVAL, RELIST_INTERVAL};
+pub use listing::{MAX_PAGES, MAX_SERVER_SCHEMA_NODES, MAX_TOOLS};
 pub use names::{declared_names, valid_function_name};
 pub use tool::readable_result;
 
@@ -112,6 +118,9 @@ pub enum McpEvent {
     Down { server: String, message: String },
     /// The server's tool list changed; the model sees the new one from the next connection.
     ToolsChanged { server: String, tools: usize },
+    /// A bound left some of the server's tools out (too many, too large, a listing without
+    /// end): what and why, said once per listing that differs.
+    Trimmed { server: String, message: String },
 }
 
 /// A server's state as the tool list shows it.
@@ -146,6 +155,15 @@ struct Server {
     /// Bumped by every start, so the watcher of a replaced connection stays silent.
     generation: AtomicU64,
     events: mpsc::UnboundedSender<McpEvent>,
+    /// Tool-list changes waiting for their listing.
+    relist: Mutex<Relist>,
+    /// Progress reports on their way, at most ten a second.
+    progress_gate: Mutex<flood::ProgressGate>,
+    /// What the bounds left out at the last listing, so an unchanged trim is said once.
+    trimmed: Mutex<Option<String>>,
+    /// Counts the messages dropped for their size (stdio servers), so a listing waiting for
+    /// one of them ends at once, saying why.
+    oversized: tokio::sync::watch::Sender<u64>,
     /// The process of a stdio server's latest start. rmcp stops it from a task it spawns,
     /// which never runs when the runtime goes first (Ctrl-C while servers start); dropping the
     /// server stops it here too.
@@ -173,11 +191,22 @@ impl Drop for Server {
     }
 }
 
+/// Tool-list changes: one listing runs at a time, at most once every [`RELIST_INTERVAL`];
+/// the changes announced meanwhile wait for the next one.
+#[derive(Default)]
+struct Relist {
+    running: bool,
+    wanted: bool,
+    /// Changes announced since the last listing began.
+    announced: u64,
+    last: Option<Instant>,
+}
+
 enum Slot {
     Starting,
     Up {
         peer: Peer<RoleClient>,
-        tools: Vec<rmcp::model::Tool>,
+        tools: Vec<listing::Listed>,
         /// Dropping (or sending on) it stops the connection.
         _stop: oneshot::Sender<()>,
     },
@@ -199,6 +228,10 @@ impl McpHub {
                     progress: Mutex::new(HashMap::new()),
                     generation: AtomicU64::new(0),
                     events: events.clone(),
+                    relist: Mutex::default(),
+                    progress_gate: Mutex::default(),
+                    trimmed: Mutex::default(),
+                    oversized: tokio::sync::watch::Sender::new(0),
                     child: Mutex::new(None),
                 })
             })
@@ -256,11 +289,11 @@ impl McpHub {
     }
 
     /// Adds the tools of every server that is up to `registry` (which holds the built-ins),
-    /// under the names [`declared_names`] gives them. A tool whose schema cannot be
-    /// expressed even simplified is left out, with a warning in the log.
+    /// under the names [`declared_names`] gives them. Their schemas were simplified when they
+    /// were listed (and a tool the bounds left out said so then).
     pub fn add_tools_to(&self, registry: &mut Registry) {
         let builtins: Vec<String> = registry.names().iter().map(|n| (*n).to_owned()).collect();
-        let offered: Vec<(Arc<Server>, rmcp::model::Tool)> = self
+        let offered: Vec<(Arc<Server>, listing::Listed)> = self
             .servers
             .iter()
             .flat_map(|server| {
@@ -270,19 +303,18 @@ impl McpHub {
                 };
                 tools
                     .into_iter()
-                    .filter(|t| server.spec.offers(&t.name))
                     .map(|t| (Arc::clone(server), t))
                     .collect::<Vec<_>>()
             })
             .collect();
         let pairs: Vec<(&str, &str)> = offered
             .iter()
-            .map(|(s, t)| (s.spec.name.as_str(), t.name.as_ref()))
+            .map(|(s, t)| (s.spec.name.as_str(), t.tool.name.as_ref()))
             .collect();
         let names = declared_names(&builtins, &pairs);
         for ((server, tool), name) in offered.iter().zip(names) {
             let Some(name) = name else {
-                tracing::warn!(server = %server.spec.name, tool = %bounded(&tool.name, SUMMARY), "tool left out: no valid, unique name for it");
+                tracing::warn!(server = %server.spec.name, tool = %bounded(&tool.tool.name, SUMMARY), "tool left out: no valid, unique name for it");
                 continue;
             };
             let built = tool::McpTool::new(Arc::clone(server), tool, name);
@@ -362,15 +394,11 @@ impl Server {
         if self.generation.load(Ordering::SeqCst) != generation {
             return;
         }
-        let offered = connected
-            .tools
-            .iter()
-            .filter(|t| self.spec.offers(&t.name))
-            .count();
+        let offered = connected.tools.tools.len();
         let (stop, stopped) = oneshot::channel();
         self.set_slot(Slot::Up {
             peer: connected.service.peer().clone(),
-            tools: connected.tools,
+            tools: connected.tools.tools,
             _stop: stop,
         });
         tracing::info!(server = %name, tools = offered, "MCP server is up");
@@ -378,6 +406,13 @@ impl Server {
             server: name,
             tools: offered,
         });
+        self.say_trimmed(connected.tools.trimmed);
+        let mut relist = self.relist.lock().unwrap_or_else(PoisonError::into_inner);
+        if relist.wanted && !relist.running {
+            relist.running = true;
+            tokio::spawn(Arc::clone(&self).relister());
+        }
+        drop(relist);
         tokio::spawn(self.watch(generation, connected.service, connected.stderr, stopped));
     }
 
@@ -425,26 +460,99 @@ impl Server {
         });
     }
 
-    /// The tool list changed on the server: list again, and say so when what livetalk
-    /// declares from it differs.
+    /// Says what the bounds left out of a listing, unless the last listing said the same.
+    fn say_trimmed(&self, trimmed: Option<String>) {
+        let mut last = self.trimmed.lock().unwrap_or_else(PoisonError::into_inner);
+        if *last == trimmed {
+            return;
+        }
+        last.clone_from(&trimmed);
+        drop(last);
+        if let Some(message) = trimmed {
+            tracing::warn!(server = %self.spec.name, "{message}");
+            self.emit(McpEvent::Trimmed {
+                server: self.spec.name.clone(),
+                message,
+            });
+        }
+    }
+
+    /// The server says its tool list changed: list it again, at most once every
+    /// [`RELIST_INTERVAL`]; the changes announced meanwhile are served by the next listing.
+    fn list_changed(self: Arc<Self>) {
+        let mut relist = self.relist.lock().unwrap_or_else(PoisonError::into_inner);
+        relist.announced += 1;
+        relist.wanted = true;
+        if relist.running {
+            return;
+        }
+        relist.running = true;
+        drop(relist);
+        // Not on the connection's own task: listing is a request it has to answer.
+        tokio::spawn(self.relister());
+    }
+
+    /// Lists again while changes are announced, paced by [`RELIST_INTERVAL`].
+    async fn relister(self: Arc<Self>) {
+        loop {
+            let wait = {
+                let relist = self.relist.lock().unwrap_or_else(PoisonError::into_inner);
+                relist
+                    .last
+                    .map(|last| (last + RELIST_INTERVAL).saturating_duration_since(Instant::now()))
+            };
+            if let Some(wait) = wait {
+                tokio::time::sleep(wait).await;
+            }
+            let announced = {
+                let mut relist = self.relist.lock().unwrap_or_else(PoisonError::into_inner);
+                // A change announced while the server starts is listed once it is up (`run`
+                // looks at `wanted` after it set the slot, under this lock).
+                if !relist.wanted || !matches!(&*self.lock(), Slot::Up { .. }) {
+                    relist.running = false;
+                    return;
+                }
+                relist.wanted = false;
+                relist.last = Some(Instant::now());
+                std::mem::take(&mut relist.announced)
+            };
+            if announced > 1 {
+                tracing::info!(server = %self.spec.name, "{announced} tool-list changes announced; listing once");
+            }
+            Arc::clone(&self).relist().await;
+        }
+    }
+
+    /// Lists the tools again (under the same deadline and bounds as the first listing), and
+    /// says so when what livetalk declares from them differs.
     async fn relist(self: Arc<Self>) {
         let (peer, old) = match &*self.lock() {
             Slot::Up { peer, tools, .. } => (peer.clone(), tools.clone()),
             _ => return,
         };
-        let tools = match peer.list_all_tools().await {
-            Ok(tools) => tools,
-            Err(error) => {
-                tracing::warn!(server = %self.spec.name, "listing the changed tools failed: {}", words::service_error(&error));
+        let listed = tokio::time::timeout(
+            self.spec.startup_timeout,
+            listing::list(&peer, &self.spec, self.oversized.subscribe()),
+        )
+        .await;
+        let listing = match listed {
+            Ok(Ok(listing)) => listing,
+            Ok(Err(error)) => {
+                tracing::warn!(server = %self.spec.name, "listing the changed tools failed: {}", bounded(&error, SUMMARY));
+                return;
+            }
+            Err(_) => {
+                tracing::warn!(server = %self.spec.name, "listing the changed tools took longer than {} s; the tools listed before stay", self.spec.startup_timeout.as_secs_f64());
                 return;
             }
         };
-        if tools == old {
+        self.say_trimmed(listing.trimmed);
+        if listing.tools == old {
             return;
         }
-        let offered = tools.iter().filter(|t| self.spec.offers(&t.name)).count();
+        let offered = listing.tools.len();
         if let Slot::Up { tools: kept, .. } = &mut *self.lock() {
-            *kept = tools;
+            *kept = listing.tools;
         }
         tracing::info!(server = %self.spec.name, tools = offered, "MCP server's tools changed");
         self.emit(McpEvent::ToolsChanged {
@@ -453,22 +561,76 @@ impl Server {
         });
     }
 
-    fn progress(
-        &self,
-        token: &ProgressToken,
-        progress: f64,
-        total: Option<f64>,
-        message: Option<String>,
-    ) {
+    /// A progress notification: passed on to its call at most every [`PROGRESS_INTERVAL`]
+    /// per server, the latest of each call winning, so a flood reaches neither the screen nor
+    /// the recording.
+    fn progress(self: Arc<Self>, token: ProgressToken, report: flood::Report) {
+        // Servers keep sending progress for calls already cancelled: those tokens are gone,
+        // and cost nothing.
+        let known = self
+            .progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&token);
+        let now = Instant::now();
+        let mut gate = self
+            .progress_gate
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let offer = if known {
+            Some(gate.offer(token.clone(), report.clone(), now))
+        } else {
+            None
+        };
+        let (summary, close_in) = gate.tally.count(offer == Some(flood::Offer::Now), now);
+        drop(gate);
+        if let Some(summary) = summary {
+            tracing::info!(server = %self.spec.name, "{summary}");
+        }
+        if let Some(close_in) = close_in {
+            // Said when the window ends, even if the flood has stopped by then.
+            let server = Arc::clone(&self);
+            tokio::spawn(async move {
+                tokio::time::sleep(close_in).await;
+                let summary = server
+                    .progress_gate
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .tally
+                    .close(Instant::now());
+                if let Some(summary) = summary {
+                    tracing::info!(server = %server.spec.name, "{summary}");
+                }
+            });
+        }
+        match offer {
+            Some(flood::Offer::Now) => self.report_progress(&token, report),
+            Some(flood::Offer::HeldFlushIn(wait)) => {
+                tokio::spawn(async move {
+                    tokio::time::sleep(wait).await;
+                    let held = self
+                        .progress_gate
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .flush(Instant::now());
+                    for (token, report) in held {
+                        self.report_progress(&token, report);
+                    }
+                });
+            }
+            Some(flood::Offer::Held) | None => {}
+        }
+    }
+
+    fn report_progress(&self, token: &ProgressToken, report: flood::Report) {
         let sink = self
             .progress
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(token)
             .cloned();
-        // Servers keep sending progress for calls already cancelled: those tokens are gone.
         if let Some(sink) = sink {
-            sink.report(progress, total, message);
+            sink.report(report.progress, report.total, report.message);
         }
     }
 }

@@ -14,10 +14,10 @@ use rmcp::model::{
 use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
 use serde_json::{Map, Value, json};
 
+use super::listing::Listed;
 use super::{Server, words};
 use crate::tools::approval::{Approval, Gate, Hints};
 use crate::tools::registry::{DynTool, HandlerFuture};
-use crate::tools::schema::normalize_foreign;
 use crate::tools::{CallProgress, ToolError};
 use livetalk_live::excerpt::{SUMMARY, bounded};
 
@@ -35,13 +35,11 @@ pub(super) struct McpTool {
 }
 
 impl McpTool {
-    pub fn new(server: Arc<Server>, tool: &rmcp::model::Tool, name: String) -> McpTool {
+    /// The tool `listed` by `server`, declared as `name`.
+    pub fn new(server: Arc<Server>, listed: &Listed, name: String) -> McpTool {
+        let tool = &listed.tool;
         let remote = tool.name.to_string();
-        let schema = Value::Object((*tool.input_schema).clone());
-        let (parameters, notes) = normalize_foreign(&schema);
-        for note in notes {
-            tracing::info!(server = %server.spec.name, tool = %remote, "schema simplified: {note}");
-        }
+        let parameters = listed.parameters.clone();
         let description = tool
             .description
             .as_deref()
