@@ -109,7 +109,7 @@
 //!   turn's reply is still coming.
 //! - [`models`]: what differs between Live models; [`close`]: what close codes mean.
 //! - [`redact`]: secrets kept out of every output; [`excerpt`]: bounded excerpts of what a
-//!   peer sent; [`file`]: files named from outside, read with bounds; [`wav`]: model audio
+//!   peer sent; [`file`](mod@file): files named from outside, read with bounds; [`wav`]: model audio
 //!   written to a WAV file.
 
 #![deny(missing_docs)]
