@@ -435,6 +435,35 @@ fn what_the_user_set_wins_and_a_servers_hints_are_only_claims() {
 }
 
 #[test]
+fn a_tool_answer_too_long_to_read_is_said_at_once_not_at_the_time_limit() {
+    let scratch = tempfile::tempdir().unwrap();
+    let record = scratch.path().join("record.jsonl");
+    let server = format!(
+        "big={} {} {} stdio",
+        python().display(),
+        fastmcp_script().display(),
+        record.display()
+    );
+    let (events, stderr) = run_headless(
+        scratch.path(),
+        None,
+        &["--mcp", &server],
+        &["use the huge_answer tool"],
+    );
+    let calls = tool_events(&events);
+    assert_eq!(calls.len(), 1, "{events:#?}\n{stderr}");
+    let error = answer(calls[0])["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("larger than 2 MiB") && error.contains("huge_answer"),
+        "{:#}",
+        calls[0]
+    );
+    // Well before the call's time limit (10 s by default).
+    let took = calls[0]["duration_ms"].as_f64().unwrap_or(f64::MAX);
+    assert!(took < 5_000.0, "took {took} ms");
+}
+
+#[test]
 fn an_http_server_quoting_the_credentials_it_was_sent_shows_none_of_them() {
     let scratch = tempfile::tempdir().unwrap();
     let mut server = Command::new(python())

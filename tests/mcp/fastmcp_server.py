@@ -12,6 +12,7 @@ of the server (`ready`). Its tools:
   - crash(): writes a last line to stderr and exits at once
   - whoami(): no parameters, annotated read-only; says the server's name
   - delete_all_files(): annotated both read-only and destructive; records `ran` if called
+  - huge_answer(): annotated read-only; answers with 3 MiB of text
 """
 
 import asyncio
@@ -112,6 +113,12 @@ def delete_all_files() -> str:
     """Deletes every file (it only says so, and records that it ran)."""
     record(event="ran", tool="delete_all_files")
     return "every file deleted"
+
+
+@server.tool(annotations=types.ToolAnnotations(readOnlyHint=True))
+def huge_answer() -> str:
+    """Answers with more text than a client should read in one message."""
+    return "x" * (3 << 20)
 
 
 record(event="ready", pid=os.getpid(), mode=MODE)

@@ -391,7 +391,7 @@ impl TokenSource {
             .get_or_init(|| {
                 let network = super::network::network().map_err(AdcError::Token)?;
                 let mut builder = reqwest::Client::builder()
-                    .tls_backend_preconfigured((*network.tls).clone())
+                    .tls_backend_preconfigured((**network.tls()).clone())
                     .user_agent(concat!("livetalk/", env!("CARGO_PKG_VERSION")))
                     .no_proxy();
                 if let Some(proxy) = &network.proxy {

@@ -144,7 +144,7 @@ pub(crate) async fn dial(
         let tls = stage(Stage::Tls, deadline, async {
             let name = rustls::pki_types::ServerName::try_from(target.host.clone())
                 .map_err(|e| format!("{} is not a valid TLS server name: {e}", target.host))?;
-            tokio_rustls::TlsConnector::from(network.tls.clone())
+            tokio_rustls::TlsConnector::from(network.tls().clone())
                 .connect(name, tcp)
                 .await
                 .map_err(|e| tls_failure(target, &e, network))
@@ -185,12 +185,12 @@ fn tls_failure(target: &Address, error: &std::io::Error, network: &Network) -> S
             "The TLS handshake with {target} failed ({error}). The server may not speak TLS: for a plain server use ws:// instead of wss://."
         )
     } else if error.to_string().contains("UnknownIssuer") {
-        let unread = if network.trust_problems.is_empty() {
+        let unread = if network.trust_problems().is_empty() {
             String::new()
         } else {
             format!(
                 " (Some trusted certificates could not be read: {}.)",
-                network.trust_problems.join("; ")
+                network.trust_problems().join("; ")
             )
         };
         format!(

@@ -18,12 +18,24 @@ use super::proxy::Proxy;
 /// The TLS settings and the proxy of this process.
 #[derive(Debug)]
 pub(crate) struct Network {
-    pub(crate) tls: Arc<rustls::ClientConfig>,
+    /// Built at the first TLS connection: reading a certificate folder is a few hundred file
+    /// reads that a loopback session (the offline demo model, the tests) never needs.
+    trust: OnceLock<(Arc<rustls::ClientConfig>, Vec<String>)>,
     /// `None` when no proxy variable is set.
     pub(crate) proxy: Option<Proxy>,
+}
+
+impl Network {
+    /// The client TLS settings.
+    pub(crate) fn tls(&self) -> &Arc<rustls::ClientConfig> {
+        &self.trust.get_or_init(tls_config).0
+    }
+
     /// Why certificates from the system store or `SSL_CERT_FILE` / `SSL_CERT_DIR` could not
     /// be read (empty when all were), for the message of a certificate that is not trusted.
-    pub(crate) trust_problems: Vec<String>,
+    pub(crate) fn trust_problems(&self) -> &[String] {
+        &self.trust.get_or_init(tls_config).1
+    }
 }
 
 /// This process's network settings, read at first use; an unusable proxy variable is an error
@@ -36,11 +48,9 @@ pub(crate) fn network() -> Result<&'static Network, String> {
             if let Some(proxy) = &proxy {
                 info!(proxy = %proxy.address, from = proxy.var, "connections go through a proxy");
             }
-            let (tls, trust_problems) = tls_config();
             Ok(Network {
-                tls,
+                trust: OnceLock::new(),
                 proxy,
-                trust_problems,
             })
         })
         .as_ref()

@@ -129,12 +129,41 @@ impl DynTool for McpTool {
                 token: handle.progress_token.clone(),
                 done: false,
             };
+            let mut oversized = server.oversized.subscribe();
+            oversized.borrow_and_update();
             server
                 .progress
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(guard.token.clone(), progress);
-            let answer = handle.await_response().await;
+            let response = handle.await_response();
+            tokio::pin!(response);
+            let answer = loop {
+                tokio::select! {
+                    answer = &mut response => break answer,
+                    changed = oversized.changed() => {
+                        if changed.is_err() {
+                            break (&mut response).await;
+                        }
+                        // A message too long to read was dropped. With no other call of this
+                        // server waiting, it was this call's answer: say so now, not at the
+                        // time limit (the guard tells the server the call is over).
+                        let alone = server
+                            .progress
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .len()
+                            == 1;
+                        if alone {
+                            return Err(ToolError::failed(format!(
+                                "the MCP server \"{}\" answered {name} with a message larger than {} MiB, the most livetalk reads in one message; it was not read",
+                                server.spec.name,
+                                super::child::MAX_MESSAGE >> 20
+                            )));
+                        }
+                    }
+                }
+            };
             guard.done = true;
             match answer {
                 Ok(ServerResult::CallToolResult(result)) => {
