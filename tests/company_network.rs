@@ -172,6 +172,22 @@ fn tunnel(mut client: TcpStream, expected: &str, log: &ProxyLog) {
     let _ = upstream.join();
 }
 
+/// One HTTP request: its head and its body (as long as its `Content-Length` says).
+fn read_request(stream: &mut impl Read) -> Option<(String, Vec<u8>)> {
+    let head = read_head(stream)?;
+    let length: usize = head
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("content-length")
+                .then(|| value.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).ok()?;
+    Some((head, body))
+}
+
 /// An HTTP request's head, read a byte at a time so nothing after it is consumed.
 fn read_head(stream: &mut impl Read) -> Option<String> {
     let mut head = Vec::new();
@@ -261,21 +277,9 @@ fn answer_token_request(
     token_uri: &str,
     seen: &Mutex<TokenLog>,
 ) {
-    let Some(head) = read_head(stream) else {
+    let Some((head, body)) = read_request(stream) else {
         return;
     };
-    let length: usize = head
-        .lines()
-        .find_map(|l| {
-            let (name, value) = l.split_once(':')?;
-            name.eq_ignore_ascii_case("content-length")
-                .then(|| value.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    let mut body = vec![0u8; length];
-    if stream.read_exact(&mut body).is_err() {
-        return;
-    }
     let form = parse_form(&String::from_utf8_lossy(&body));
     let verdict = if !head.starts_with("POST /token ") {
         Err(format!(
@@ -1049,21 +1053,9 @@ fn start_hostile_token_endpoint(hostile: Hostile) -> (String, Arc<Mutex<Vec<Stri
             let Ok(mut stream) = stream else { break };
             let seen = seen.clone();
             std::thread::spawn(move || {
-                let Some(head) = read_head(&mut stream) else {
+                let Some((head, body)) = read_request(&mut stream) else {
                     return;
                 };
-                let length: usize = head
-                    .lines()
-                    .find_map(|l| {
-                        let (name, value) = l.split_once(':')?;
-                        name.eq_ignore_ascii_case("content-length")
-                            .then(|| value.trim().parse().ok())?
-                    })
-                    .unwrap_or(0);
-                let mut body = vec![0u8; length];
-                if stream.read_exact(&mut body).is_err() {
-                    return;
-                }
                 let form = String::from_utf8_lossy(&body).into_owned();
                 seen.lock().unwrap().push(form.clone());
                 let _ = match hostile {
