@@ -493,6 +493,47 @@ pub fn find(signal: &[f32], reference: &[f32], from: usize, to: usize) -> Found 
     }
 }
 
+/// [`find`] for a reference the signal may hold in pieces that moved: found whole first, then
+/// each `piece`-sample stretch of it on its own within `slack` samples of where the whole put
+/// it. The correlation and the level are the pieces', weighted by their energy. A rig whose
+/// loopback re-times itself mid-sound (PulseAudio's does, by some milliseconds, when a player
+/// joins its sink) shifts the rest of the sound: correlated whole, the shift reads as damage
+/// the client never did.
+pub fn find_in_pieces(
+    signal: &[f32],
+    reference: &[f32],
+    from: usize,
+    to: usize,
+    piece: usize,
+    slack: usize,
+) -> Found {
+    let whole = find(signal, reference, from, to);
+    let (mut correlation, mut dot, mut weight) = (0.0, 0.0, 0.0);
+    for (n, stretch) in reference.chunks(piece).enumerate() {
+        let energy: f64 = stretch.iter().map(|v| f64::from(*v).powi(2)).sum();
+        let near = whole.at + n * piece;
+        let Some((at, found)) = best_lag(signal, stretch, near.saturating_sub(slack), near + slack)
+        else {
+            continue;
+        };
+        correlation += found * energy;
+        dot += signal[at..at + stretch.len()]
+            .iter()
+            .zip(stretch)
+            .map(|(a, b)| f64::from(*a) * f64::from(*b))
+            .sum::<f64>();
+        weight += energy;
+    }
+    if weight == 0.0 {
+        return whole;
+    }
+    Found {
+        correlation: correlation / weight,
+        at: whole.at,
+        gain: dot / weight,
+    }
+}
+
 /// The lag in `from..=to` with the best normalised cross-correlation, and that correlation;
 /// `None` if no lag fits the reference inside the signal.
 fn best_lag(signal: &[f32], reference: &[f32], from: usize, to: usize) -> Option<(usize, f64)> {
