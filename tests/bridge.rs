@@ -929,8 +929,8 @@ async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_sessi
     send_json(&mut upstream, json!({"setupComplete": {}})).await;
     let mut session = connecting.await.unwrap().unwrap();
     assert_eq!(
-        session.events.recv().await,
-        Some(ServerEvent::SetupComplete { session_id: None })
+        session.inbound.recv().await.map(|frame| frame.events),
+        Some(vec![ServerEvent::SetupComplete { session_id: None }])
     );
     // A user turn goes up as SEND_MESSAGE and arrives upstream as clientContent.
     session.handle.send_user_text("hello").await.unwrap();
@@ -943,11 +943,11 @@ async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_sessi
     // (The bridge retries a close that retrying can fix; this one it cannot.)
     close_with(&mut upstream, 1007, "Request contains an invalid argument.").await;
     let mut events = Vec::new();
-    while let Some(event) = tokio::time::timeout(WAIT, session.events.recv())
+    while let Some(frame) = tokio::time::timeout(WAIT, session.inbound.recv())
         .await
         .unwrap()
     {
-        events.push(event);
+        events.extend(frame);
     }
     let Some(ServerEvent::Closed(close)) = events.last() else {
         panic!("{events:?}");

@@ -21,9 +21,12 @@ use crate::config::bridge_host;
 use livetalk_live::close::describe_http_status;
 use livetalk_live::connection::WireTap;
 use livetalk_live::connection::{self, Protocol, Read, SetupStep, close_info};
-use livetalk_live::events::events_from;
+use livetalk_live::events::Inbound;
 use livetalk_live::excerpt::{SUMMARY, bounded};
-use livetalk_live::wire::{ClientMessage, OUTPUT_SAMPLE_RATE, ServerContent, ServerMessage, Setup};
+use livetalk_live::wire::{
+    Blob, ClientMessage, Content, OUTPUT_AUDIO_MIME, Part, ServerContent, ServerMessage, Setup,
+    SetupComplete, ToolCall, ToolCallCancellation,
+};
 use livetalk_live::{CloseInfo, ConnectError, Connection, ServerEvent};
 
 /// The URL with `/` as its path when it has none: `ws://host:3001?token=T` (as people write
@@ -161,7 +164,7 @@ impl Protocol for Bridge {
             Err(e) => {
                 let reason = format!("skipped a bad bridge message: {e}");
                 warn!("{}", bounded(&reason, SUMMARY));
-                return Read::Events(vec![ServerEvent::FrameSkipped { reason }]);
+                return Read::Inbound(Inbound::news(ServerEvent::FrameSkipped { reason }));
             }
         };
         match message {
@@ -191,9 +194,15 @@ impl Protocol for Bridge {
                 let shown = format!("The bridge reported an error: {message}");
                 // Shown now; if GEMINI_DISCONNECTED follows it also becomes the close reason.
                 self.last_error = Some((message, code));
-                Read::Events(vec![ServerEvent::FrameSkipped { reason: shown }])
+                Read::Inbound(Inbound::news(ServerEvent::FrameSkipped { reason: shown }))
             }
-            other => Read::Events(events_for(other)),
+            other => Read::Inbound(match live_message(other) {
+                Some(message) => Inbound::message(message),
+                None => Inbound {
+                    message: None,
+                    events: Vec::new(),
+                },
+            }),
         }
     }
 
@@ -234,13 +243,19 @@ impl Protocol for Bridge {
     }
 }
 
-/// A bridge message as session events (errors and disconnects are handled by the reader).
-fn events_for(message: BridgeMessage) -> Vec<ServerEvent> {
-    match message {
+/// The Live API message a bridge message stands for, as the service would have sent it (errors
+/// and disconnects are handled by the reader); `None` for what says nothing to the session.
+fn live_message(message: BridgeMessage) -> Option<ServerMessage> {
+    let content = |server_content| ServerMessage {
+        server_content: Some(server_content),
+        ..ServerMessage::default()
+    };
+    Some(match message {
         BridgeMessage::ContentMessage { server_content } => {
             let content = *server_content;
             let mut server_content = content.content;
-            // TURN_COMPLETE says these (the status with it), INTERRUPTED that.
+            // TURN_COMPLETE says these (the status with it), INTERRUPTED that, and the audio
+            // comes as AUDIO_CHUNK.
             if server_content.turn_complete.take() == Some(true) {
                 server_content.interaction_status = None;
                 server_content.turn_complete_reason = None;
@@ -254,57 +269,75 @@ fn events_for(message: BridgeMessage) -> Vec<ServerEvent> {
                         .is_some_and(|b| b.mime_type.starts_with("audio/"))
                 });
             }
-            events_from(ServerMessage {
+            ServerMessage {
                 server_content: Some(server_content),
                 usage_metadata: content.usage_metadata,
                 ..ServerMessage::default()
-            })
+            }
         }
-        BridgeMessage::AudioChunk { data } => vec![ServerEvent::ModelAudio {
-            pcm: data,
-            sample_rate: OUTPUT_SAMPLE_RATE,
-        }],
-        BridgeMessage::TurnComplete(details) => events_from(ServerMessage {
-            server_content: Some(ServerContent {
-                turn_complete: Some(true),
-                turn_complete_reason: details.reason,
-                waiting_for_input: details.waiting_for_input,
-                interaction_status: details.interaction_status,
-                ..ServerContent::default()
+        BridgeMessage::AudioChunk { data } => content(ServerContent {
+            model_turn: Some(Content {
+                role: Some("model".to_owned()),
+                parts: vec![Part {
+                    inline_data: Some(Blob {
+                        mime_type: OUTPUT_AUDIO_MIME.to_owned(),
+                        data,
+                    }),
+                    ..Part::default()
+                }],
             }),
-            ..ServerMessage::default()
+            ..ServerContent::default()
         }),
-        BridgeMessage::Interrupted {} => vec![ServerEvent::Interrupted],
+        BridgeMessage::TurnComplete(details) => content(ServerContent {
+            turn_complete: Some(true),
+            turn_complete_reason: details.reason,
+            waiting_for_input: details.waiting_for_input,
+            interaction_status: details.interaction_status,
+            ..ServerContent::default()
+        }),
+        BridgeMessage::Interrupted {} => content(ServerContent {
+            interrupted: Some(true),
+            ..ServerContent::default()
+        }),
         BridgeMessage::ToolCall { tool_call } if !tool_call.function_calls.is_empty() => {
-            vec![ServerEvent::ToolCall(tool_call.function_calls)]
+            ServerMessage {
+                tool_call: Some(ToolCall {
+                    function_calls: tool_call.function_calls,
+                }),
+                ..ServerMessage::default()
+            }
         }
         BridgeMessage::ToolCallCancellation {
             tool_call_cancellation,
-        } if !tool_call_cancellation.ids.is_empty() => {
-            vec![ServerEvent::ToolCallCancelled(tool_call_cancellation.ids)]
-        }
+        } if !tool_call_cancellation.ids.is_empty() => ServerMessage {
+            tool_call_cancellation: Some(ToolCallCancellation {
+                ids: tool_call_cancellation.ids,
+            }),
+            ..ServerMessage::default()
+        },
         BridgeMessage::VoiceActivity {
             voice_activity,
             voice_activity_detection_signal,
-        } => events_from(ServerMessage {
+        } => ServerMessage {
             voice_activity,
             voice_activity_detection_signal,
             ..ServerMessage::default()
-        }),
+        },
         // After an UPDATE_CONFIG the session is ready again.
-        BridgeMessage::SetupComplete(details) if details.success => {
-            vec![ServerEvent::SetupComplete { session_id: None }]
-        }
+        BridgeMessage::SetupComplete(details) if details.success => ServerMessage {
+            setup_complete: Some(SetupComplete { session_id: None }),
+            ..ServerMessage::default()
+        },
         BridgeMessage::LogMessage { level, message, .. } => {
             log(level, &message);
-            Vec::new()
+            return None;
         }
         // Status follows the audio itself; grounding is read from CONTENT_MESSAGE.
         other => {
             debug!("bridge message without an event: {}", other.kind());
-            Vec::new()
+            return None;
         }
-    }
+    })
 }
 
 /// An app-side Live message in the bridge protocol.

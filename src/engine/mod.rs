@@ -395,7 +395,14 @@ impl Source for Engine {
                     }
                 },
                 event = self.session.recv(), if session_open => match event {
-                    Some(SessionEvent::Server(event)) => return Some(Msg::Server(event)),
+                    // A frame's events in order, before anything that comes after it.
+                    Some(SessionEvent::Server(frame)) => {
+                        let mut events = frame.events.into_iter().map(Msg::Server);
+                        if let Some(first) = events.next() {
+                            self.pending.extend(events);
+                            return Some(first);
+                        }
+                    }
                     Some(SessionEvent::Change(event)) => return Some(Msg::SessionChange(event)),
                     // Their connection is gone: stop them; the app sees them cancelled.
                     Some(SessionEvent::Abandoned(ids)) => {

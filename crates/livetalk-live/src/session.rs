@@ -27,7 +27,7 @@ use tracing::warn;
 use self::supervisor::start;
 use super::client::ConnectOptions;
 use super::connection::{Connection, Outbox, WireTap};
-use super::events::ServerEvent;
+use super::events::Inbound;
 use super::wire::{ClientMessage, ToolSet};
 
 /// How hard to try to get a connection back.
@@ -123,9 +123,9 @@ pub const TURN_LOST: &str = "The last turn was lost with the connection: the mod
 /// Everything a session reports, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SessionEvent {
-    /// What the server of the current connection said. `Closed` only comes once, when the
-    /// conversation is over for good.
-    Server(ServerEvent),
+    /// What the server of the current connection said, one frame at a time. `Closed` only
+    /// comes once, when the conversation is over for good.
+    Server(Inbound),
     /// The session moved to a new connection, lost one, or withheld an answer.
     Change(SessionChange),
     /// Calls of a connection that ended: stop them; they must not be answered.
