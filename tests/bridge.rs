@@ -1789,3 +1789,90 @@ async fn a_thousand_calls_answered_at_once_each_reach_their_own_connection_once(
     }
     assert_eq!(calls_seen, TOTAL, "every call reached the app once");
 }
+
+/// `livetalk --bridge … --record DIR`: the bridge goes away mid-session (killed) and comes back
+/// on the same address; the session reconnects to it and the next turn is answered. The
+/// recording then reads as a direct session's: `inspect` shows its wire view and tool calls,
+/// `replay` the whole conversation.
+#[test]
+fn a_bridged_session_survives_a_dropped_bridge_and_is_recorded_like_a_direct_one() {
+    let scratch = tempfile::tempdir().unwrap();
+    let serve_args = |listen: &str| {
+        vec![
+            "--offline".to_owned(),
+            "--listen".to_owned(),
+            listen.to_owned(),
+            "--speed".to_owned(),
+            "20".to_owned(),
+        ]
+    };
+    let args = serve_args("127.0.0.1:0");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let serve = ServeProcess::start(scratch.path(), &args, &[]);
+    let address = serve
+        .url
+        .trim_start_matches("ws://")
+        .split(['/', '?'])
+        .next()
+        .unwrap()
+        .to_owned();
+    let folder = scratch.path().join("bridged");
+    let mut client = livetalk(scratch.path())
+        .args(["--headless", "--bridge", &serve.url, "--record"])
+        .arg(&folder)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = client.stdin.take().unwrap();
+    let mut stdout = LineWatcher::new(client.stdout.take().unwrap());
+    let stderr = read_all(client.stderr.take().unwrap());
+    use std::io::Write as _;
+    writeln!(stdin, "{}", SMART_HOME_LINES[0]).unwrap();
+    stdout.wait_for(WAIT, |l| l.starts_with("Gemini: ") && l.contains("lamp"));
+
+    // The bridge goes away; another takes its address.
+    drop(serve);
+    let args = serve_args(&address);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let serve = ServeProcess::start(scratch.path(), &args, &[]);
+    writeln!(stdin, "{}", SMART_HOME_LINES[2]).unwrap();
+    stdout.wait_for(WAIT, |l| {
+        l.starts_with("Gemini: ") && l.contains("thermostat")
+    });
+    drop(stdin);
+    let status = wait_exit(client, WAIT);
+    let stderr = stderr.recv_timeout(WAIT).unwrap();
+    assert!(status.success(), "{status}\n{:#?}\n{stderr}", stdout.seen);
+    drop(serve);
+
+    // inspect: the wire view of the Live messages the bridge stood for, and both tool calls.
+    let inspected = livetalk(scratch.path())
+        .arg("inspect")
+        .arg(&folder)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&inspected.stdout);
+    assert!(
+        inspected.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&inspected.stderr)
+    );
+    assert!(text.contains("get_device_status"), "{text}");
+    assert!(
+        text.contains("Reconnect") || text.contains("reconnect"),
+        "{text}"
+    );
+    // replay: the conversation as it was.
+    let replayed = livetalk(scratch.path())
+        .args(["replay", "--headless", "--instant"])
+        .arg(&folder)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&replayed.stdout);
+    assert!(replayed.status.success(), "{text}");
+    let replies: Vec<&str> = text.lines().filter(|l| l.starts_with("Gemini: ")).collect();
+    assert_eq!(replies.len(), 2, "{text}");
+    assert!(replies[1].contains("thermostat"), "{text}");
+}

@@ -486,8 +486,12 @@ impl AppConnection {
         match livetalk_live::client::connect(options.clone()).await {
             Ok(connection) => {
                 info!(peer = %self.peer, model = %mapped.setup.model, "upstream session open");
-                let supervised =
-                    session::supervise(connection, Some(options), ReconnectPolicy::default(), None);
+                let supervised = session::supervise(
+                    connection,
+                    Some(options.into()),
+                    ReconnectPolicy::default(),
+                    None,
+                );
                 self.upstream = Some(UpstreamSession {
                     handle: supervised.handle,
                     events: supervised.events,

@@ -8,7 +8,10 @@
 //! `CONTENT_MESSAGE` are ignored; grounding is read from `CONTENT_MESSAGE`, where the bridge's
 //! other clients look for it.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use futures_util::future::BoxFuture;
 
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::handshake::client::Request;
@@ -19,10 +22,11 @@ use super::live_config::LiveConfig;
 use super::protocol::{AppMessage, BridgeMessage, LogLevel, RealtimeInputPayload};
 use crate::config::bridge_host;
 use livetalk_live::close::describe_http_status;
-use livetalk_live::connection::WireTap;
 use livetalk_live::connection::{self, Protocol, Read, SetupStep, close_info};
+use livetalk_live::connection::{TappedFrame, WireTap};
 use livetalk_live::events::Inbound;
 use livetalk_live::excerpt::{SUMMARY, bounded};
+use livetalk_live::session::Dialer;
 use livetalk_live::wire::{
     Blob, ClientMessage, Content, OUTPUT_AUDIO_MIME, Part, ServerContent, ServerMessage, Setup,
     SetupComplete, ToolCall, ToolCallCancellation,
@@ -53,6 +57,17 @@ pub async fn connect(
     setup: &Setup,
     connect_timeout: Duration,
 ) -> Result<Connection, ConnectError> {
+    connect_tapped(url, setup, connect_timeout, None).await
+}
+
+/// [`connect`], with the attempt, what is sent, the Live messages the bridge's stand for and
+/// the close shown to `tap` (a recording of a bridged session reads like a direct one's).
+pub async fn connect_tapped(
+    url: &str,
+    setup: &Setup,
+    connect_timeout: Duration,
+    tap: Option<Arc<dyn WireTap>>,
+) -> Result<Connection, ConnectError> {
     // The token rides in the URL's query; nothing livetalk writes may show it.
     livetalk_live::redact::remember_url_credentials(url);
     let sends_token = url
@@ -67,7 +82,26 @@ pub async fn connect(
         sends_token,
         last_error: None,
     };
-    connection::run(bridge, setup, connect_timeout, None).await
+    connection::run(bridge, setup, connect_timeout, tap).await
+}
+
+/// Opens the terminal's connections to a bridge (`livetalk --bridge`): a session that loses
+/// its bridge connection opens another, as a direct session opens another to the service.
+pub struct BridgeDialer {
+    /// The bridge's URL, its token included (remembered as a secret).
+    pub url: String,
+}
+
+impl Dialer for BridgeDialer {
+    fn dial(
+        &self,
+        setup: Setup,
+        connect_timeout: Duration,
+        tap: Option<Arc<dyn WireTap>>,
+    ) -> BoxFuture<'static, Result<Connection, ConnectError>> {
+        let url = self.url.clone();
+        Box::pin(async move { connect_tapped(&url, &setup, connect_timeout, tap).await })
+    }
 }
 
 /// The bridge's side of a connection: `CONNECT_GEMINI` → `SETUP_COMPLETE`, then bridge
@@ -105,11 +139,18 @@ impl Protocol for Bridge {
     }
 
     /// `GEMINI_CONNECTED`, then `SETUP_COMPLETE`; errors before it explain a failed setup.
-    fn setup_frame(&mut self, payload: &[u8], _tap: Option<&dyn WireTap>) -> SetupStep {
+    fn setup_frame(&mut self, payload: &[u8], tap: Option<&dyn WireTap>) -> SetupStep {
         match BridgeMessage::decode(payload) {
             Ok(BridgeMessage::SetupComplete(details)) if details.success => {
                 // An error the bridge recovered from explains nothing that comes later.
                 self.last_error = None;
+                if let Some(tap) = tap {
+                    let answer = ServerMessage {
+                        setup_complete: Some(SetupComplete { session_id: None }),
+                        ..ServerMessage::default()
+                    };
+                    tap.received(TappedFrame::Message(&answer), true);
+                }
                 return SetupStep::Done { session_id: None };
             }
             Ok(BridgeMessage::SetupComplete(details)) => {
@@ -158,7 +199,7 @@ impl Protocol for Bridge {
         Message::text(AppMessage::DisconnectGemini.encode())
     }
 
-    fn frame(&mut self, payload: &[u8], closing: bool, _tap: Option<&dyn WireTap>) -> Read {
+    fn frame(&mut self, payload: &[u8], closing: bool, tap: Option<&dyn WireTap>) -> Read {
         let message = match BridgeMessage::decode(payload) {
             Ok(message) => message,
             Err(e) => {
@@ -197,7 +238,12 @@ impl Protocol for Bridge {
                 Read::Inbound(Inbound::news(ServerEvent::FrameSkipped { reason: shown }))
             }
             other => Read::Inbound(match live_message(other) {
-                Some(message) => Inbound::message(message),
+                Some(message) => {
+                    if let Some(tap) = tap {
+                        tap.received(TappedFrame::Message(&message), false);
+                    }
+                    Inbound::message(message)
+                }
                 None => Inbound {
                     message: None,
                     events: Vec::new(),

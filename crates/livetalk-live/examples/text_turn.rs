@@ -64,8 +64,12 @@ async fn run() -> Result<(), String> {
     let connection = connect(options.clone())
         .await
         .map_err(|e| format!("could not connect: {e}"))?;
-    let mut session =
-        session::supervise(connection, Some(options), ReconnectPolicy::default(), None);
+    let mut session = session::supervise(
+        connection,
+        Some(options.into()),
+        ReconnectPolicy::default(),
+        None,
+    );
 
     println!("you: {QUESTION}");
     session

@@ -12,11 +12,11 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+use super::Redial;
 use super::{
     Command, ReconnectPolicy, Session, SessionChange, SessionEvent, SessionHandle, SessionStatus,
     Shared, Start,
 };
-use crate::client::{ConnectOptions, connect_tapped};
 use crate::close::is_retryable;
 use crate::connection::{ConnectError, Connection, ConnectionHandle, Outbox, WireTap};
 use crate::events::{CloseInfo, Inbound, ServerEvent};
@@ -35,7 +35,7 @@ const EVENT_CAPACITY: usize = 512;
 
 pub(super) fn start(
     first: Start,
-    options: Option<ConnectOptions>,
+    redial: Option<Redial>,
     policy: ReconnectPolicy,
     handle: Option<String>,
     tap: Option<Arc<dyn WireTap>>,
@@ -49,10 +49,10 @@ pub(super) fn start(
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = handle.clone();
     let supervisor = Supervisor {
-        resumption: options
+        resumption: redial
             .as_ref()
-            .is_some_and(|o| o.setup.session_resumption.is_some()),
-        options,
+            .is_some_and(|r| r.setup.session_resumption.is_some()),
+        redial,
         tap,
         policy,
         commands,
@@ -209,7 +209,7 @@ impl OpenWork {
 
 struct Supervisor {
     /// How to connect again; `None` when this session never reconnects.
-    options: Option<ConnectOptions>,
+    redial: Option<Redial>,
     tap: Option<Arc<dyn WireTap>>,
     policy: ReconnectPolicy,
     resumption: bool,
@@ -365,10 +365,10 @@ impl Supervisor {
     }
 
     fn set_tools(&mut self, tools: Vec<ToolSet>, hand_over: bool) {
-        if let Some(options) = &mut self.options {
-            options.setup.tools = tools;
+        if let Some(Redial { setup, .. }) = &mut self.redial {
+            setup.tools = tools;
             // Declared the way the model takes functions, as the first setup was.
-            crate::models::fit_declarations(&mut options.setup);
+            crate::models::fit_declarations(setup);
             self.tools_changed |= hand_over;
         }
     }
@@ -528,16 +528,17 @@ impl Supervisor {
                 return self.finish(CloseInfo::ended_by_client()).await;
             }
             let resuming = self.handle.is_some();
-            let Some(mut options) = self.options.clone() else {
+            let Some(redial) = &self.redial else {
                 return self.finish(CloseInfo::failed(last_code, reason)).await;
             };
+            let mut setup = redial.setup.clone();
             if self.resumption {
-                options.setup.session_resumption = Some(SessionResumptionConfig {
+                setup.session_resumption = Some(SessionResumptionConfig {
                     handle: self.handle.clone(),
                     ..SessionResumptionConfig::default()
                 });
             }
-            let connecting = connect_tapped(options, self.tap.clone());
+            let connecting = redial.dial(setup, self.tap.clone());
             let Some(result) = self.queueing(connecting).await else {
                 return self.finish(CloseInfo::ended_by_client()).await;
             };
@@ -658,13 +659,14 @@ impl Supervisor {
     /// Sends on the current connection (or queues without one), enforcing one answer per call.
     async fn deliver(&mut self, message: ClientMessage, at: Instant) {
         // A session that has to start afresh must begin with the preamble as it is now.
-        if let (ClientMessage::ContextUpdate(update), Some(options)) = (&message, &mut self.options)
+        if let (ClientMessage::ContextUpdate(update), Some(setup)) =
+            (&message, self.redial.as_mut().map(|r| &mut r.setup))
         {
             if let Some(instruction) = &update.system_instruction {
-                options.setup.system_instruction = Some(instruction.clone());
+                setup.system_instruction = Some(instruction.clone());
             }
             if let Some(tools) = &update.tools {
-                options.setup.tools = tools.tools.clone();
+                setup.tools = tools.tools.clone();
             }
         }
         let Some(current) = self.current.as_mut() else {
