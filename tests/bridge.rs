@@ -210,6 +210,9 @@ impl FakeLive {
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
+                // As the service's sockets are: a reply written right after another is not
+                // held back for the first one's acknowledgement.
+                let _ = stream.set_nodelay(true);
                 let tx = tx.clone();
                 tokio::spawn(async move {
                     let mut headers = HeaderMap::new();
@@ -929,8 +932,8 @@ async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_sessi
     send_json(&mut upstream, json!({"setupComplete": {}})).await;
     let mut session = connecting.await.unwrap().unwrap();
     assert_eq!(
-        session.events.recv().await,
-        Some(ServerEvent::SetupComplete { session_id: None })
+        session.inbound.recv().await.map(|frame| frame.events),
+        Some(vec![ServerEvent::SetupComplete { session_id: None }])
     );
     // A user turn goes up as SEND_MESSAGE and arrives upstream as clientContent.
     session.handle.send_user_text("hello").await.unwrap();
@@ -943,11 +946,11 @@ async fn the_bridge_client_turns_refusals_and_upstream_failures_into_clear_sessi
     // (The bridge retries a close that retrying can fix; this one it cannot.)
     close_with(&mut upstream, 1007, "Request contains an invalid argument.").await;
     let mut events = Vec::new();
-    while let Some(event) = tokio::time::timeout(WAIT, session.events.recv())
+    while let Some(frame) = tokio::time::timeout(WAIT, session.inbound.recv())
         .await
         .unwrap()
     {
-        events.push(event);
+        events.extend(frame);
     }
     let Some(ServerEvent::Closed(close)) = events.last() else {
         panic!("{events:?}");
@@ -1564,4 +1567,312 @@ async fn every_field_the_service_sent_reaches_the_app() {
         of_type(&before, "groundingMetadata")[0]["payload"],
         json!({"groundingMetadata": {"webSearchQueries": ["lamp"]}})
     );
+}
+
+/// How one upstream connection of the thousand-call run ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Ending {
+    /// A goAway after a completed turn: the bridge moves at that turn boundary.
+    GoAway,
+    /// The socket drops right after a `toolCall`, before its answers can arrive.
+    DropWithCallsOpen,
+    /// The socket drops between turns.
+    DropBetweenTurns,
+}
+
+/// What the fake service saw of one connection's calls.
+#[derive(Debug, Default)]
+struct Ledger {
+    issued: usize,
+    answered: usize,
+    /// Issued on this connection, never answered on it (it ended first).
+    unanswered: Vec<String>,
+    /// Answers that named a call this connection never made, or one already answered.
+    violations: Vec<String>,
+}
+
+/// Reads the bridge's messages on one upstream connection until every id in `open` is answered
+/// (or the connection ends), writing the answers into `ledger`.
+async fn take_answers(
+    ws: &mut WebSocketStream<TcpStream>,
+    issued: &std::collections::HashSet<String>,
+    open: &mut std::collections::HashSet<String>,
+    ledger: &mut Ledger,
+) {
+    let mut answered_here = std::collections::HashSet::new();
+    while !open.is_empty() {
+        let Ok(Some(Ok(frame))) = tokio::time::timeout(WAIT, ws.next()).await else {
+            panic!("the answers to {open:?} never came");
+        };
+        let Ok(message) = serde_json::from_slice::<Value>(&frame.into_data()) else {
+            continue;
+        };
+        for answer in message["toolResponse"]["functionResponses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let id = answer["id"].as_str().unwrap_or_default().to_owned();
+            if !issued.contains(&id) {
+                ledger
+                    .violations
+                    .push(format!("{id}: not a call of this connection"));
+            } else if !open.remove(&id) || !answered_here.insert(id.clone()) {
+                ledger.violations.push(format!("{id}: answered twice"));
+            } else {
+                ledger.answered += 1;
+            }
+        }
+    }
+}
+
+/// The fake service of the thousand-call run: `total` calls in batches of one to three, spread
+/// over connections that each end as `endings` says in turn.
+async fn thousand_calls_service(
+    mut fake: FakeLive,
+    total: usize,
+    per_connection: usize,
+) -> Vec<(Ending, Ledger)> {
+    let endings = [
+        Ending::GoAway,
+        Ending::DropWithCallsOpen,
+        Ending::DropBetweenTurns,
+    ];
+    let mut ledgers = Vec::new();
+    let mut made = 0;
+    let mut connection = 0;
+    while made < total {
+        let (_, _, mut ws) = fake.accept().await;
+        let ending = endings[connection % endings.len()];
+        send_json(&mut ws, json!({"setupComplete": {}})).await;
+        send_json(
+            &mut ws,
+            json!({"sessionResumptionUpdate": {"newHandle": format!("h{connection}"), "resumable": true}}),
+        )
+        .await;
+        let mut ledger = Ledger::default();
+        let mut issued = std::collections::HashSet::new();
+        let mut batch = 0;
+        let last = (made + per_connection).min(total);
+        while made < last {
+            let n = (1 + batch % 3).min(last - made);
+            let calls: Vec<Value> = (0..n)
+                .map(|i| {
+                    json!({"id": format!("c{connection}-b{batch}-{i}"), "name": "get_device_status",
+                           "args": {"device_name": "living room lamp"}})
+                })
+                .collect();
+            let mut open: std::collections::HashSet<String> = calls
+                .iter()
+                .map(|c| c["id"].as_str().unwrap().to_owned())
+                .collect();
+            issued.extend(open.iter().cloned());
+            send_json(&mut ws, json!({"toolCall": {"functionCalls": calls}})).await;
+            made += n;
+            ledger.issued += n;
+            batch += 1;
+            if ending == Ending::DropWithCallsOpen && made == last {
+                ledger.unanswered.extend(open.drain());
+                break;
+            }
+            take_answers(&mut ws, &issued, &mut open, &mut ledger).await;
+            send_json(
+                &mut ws,
+                json!({"serverContent": {"modelTurn": {"parts": [{"text": "Done."}]}, "turnComplete": true}}),
+            )
+            .await;
+        }
+        match ending {
+            Ending::GoAway if made < total => {
+                send_json(&mut ws, json!({"goAway": {"timeLeft": "10s"}})).await;
+                // The bridge moves at once (no call is open) and closes this connection; any
+                // answer arriving meanwhile would be a violation.
+                let mut none_open = std::collections::HashSet::new();
+                loop {
+                    match tokio::time::timeout(WAIT, ws.next()).await {
+                        Ok(Some(Ok(Message::Close(_)))) | Ok(None) | Ok(Some(Err(_))) => break,
+                        Ok(Some(Ok(frame))) => {
+                            let Ok(message) = serde_json::from_slice::<Value>(&frame.into_data())
+                            else {
+                                continue;
+                            };
+                            if message.get("toolResponse").is_some() {
+                                take_answers(&mut ws, &issued, &mut none_open, &mut ledger).await;
+                                ledger
+                                    .violations
+                                    .push(format!("an answer after the goAway: {message}"));
+                            }
+                        }
+                        Err(_) => panic!("the bridge did not move after the goAway"),
+                    }
+                }
+            }
+            _ => {}
+        }
+        // A drop: the socket goes without a close (and with it any answer still on its way).
+        drop(ws);
+        ledgers.push((ending, ledger));
+        connection += 1;
+    }
+    ledgers
+}
+
+/// An app that answers every tool call the moment its TOOL_CALL arrives, through a session
+/// whose upstream moves after goAways and drops with calls open, 1,000 calls in all: every
+/// call is answered exactly once on the connection that made it, or not at all when that
+/// connection ended first; never twice, never on another connection. Calls whose connection
+/// dropped are cancelled for the app.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_thousand_calls_answered_at_once_each_reach_their_own_connection_once() {
+    const TOTAL: usize = 1000;
+    let fake = FakeLive::start().await;
+    let server = BridgeServer::start(bridge_options(fake.endpoint()))
+        .await
+        .unwrap();
+    let service = tokio::spawn(thousand_calls_service(fake, TOTAL, 125));
+
+    let mut app = App::connect(&server.url()).await;
+    app.start(live_config("audio")).await;
+    let mut calls_seen = 0;
+    let mut cancelled = std::collections::HashSet::new();
+    while !service.is_finished() || calls_seen < TOTAL {
+        let message = tokio::select! {
+            message = app.next() => message.expect("the bridge stays connected"),
+            () = tokio::time::sleep(Duration::from_millis(50)), if service.is_finished() => break,
+        };
+        match message["type"].as_str() {
+            Some("TOOL_CALL") => {
+                let calls = &message["payload"]["toolCall"]["functionCalls"];
+                calls_seen += calls.as_array().unwrap().len();
+                let answers = function_responses(calls, &json!({"status": "off"}));
+                app.send(json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {"functionResponses": answers}}}))
+                    .await;
+            }
+            Some("TOOL_CALL_CANCELLATION") => {
+                for id in message["payload"]["toolCallCancellation"]["ids"]
+                    .as_array()
+                    .unwrap()
+                {
+                    cancelled.insert(id.as_str().unwrap().to_owned());
+                }
+            }
+            Some("GEMINI_ERROR" | "GEMINI_DISCONNECTED") => panic!("the session ended: {message}"),
+            _ => {}
+        }
+    }
+    let ledgers = service.await.unwrap();
+
+    let issued: usize = ledgers.iter().map(|(_, l)| l.issued).sum();
+    let answered: usize = ledgers.iter().map(|(_, l)| l.answered).sum();
+    let unanswered: Vec<&String> = ledgers.iter().flat_map(|(_, l)| &l.unanswered).collect();
+    let violations: Vec<&String> = ledgers.iter().flat_map(|(_, l)| &l.violations).collect();
+    eprintln!(
+        "{} connections: {issued} calls, {answered} answered on their own connection, {} \
+         unanswered as their connection dropped first ({} of them cancelled for the app)",
+        ledgers.len(),
+        unanswered.len(),
+        cancelled.len()
+    );
+    assert_eq!(issued, TOTAL);
+    assert!(violations.is_empty(), "{violations:#?}");
+    assert_eq!(answered + unanswered.len(), TOTAL);
+    assert!(ledgers.len() >= 8, "{} connections", ledgers.len());
+    for (ending, ledger) in &ledgers {
+        if *ending != Ending::DropWithCallsOpen {
+            assert!(ledger.unanswered.is_empty(), "{ending:?}: {ledger:?}");
+        }
+    }
+    // What the app was told to stop is exactly what dropped with its connection (an answer
+    // that was already on its way when the socket went is neither).
+    for id in &cancelled {
+        assert!(unanswered.contains(&id), "{id} cancelled but not lost");
+    }
+    assert_eq!(calls_seen, TOTAL, "every call reached the app once");
+}
+
+/// `livetalk --bridge … --record DIR`: the bridge goes away mid-session (killed) and comes back
+/// on the same address; the session reconnects to it and the next turn is answered. The
+/// recording then reads as a direct session's: `inspect` shows its wire view and tool calls,
+/// `replay` the whole conversation.
+#[test]
+fn a_bridged_session_survives_a_dropped_bridge_and_is_recorded_like_a_direct_one() {
+    let scratch = tempfile::tempdir().unwrap();
+    let serve_args = |listen: &str| {
+        vec![
+            "--offline".to_owned(),
+            "--listen".to_owned(),
+            listen.to_owned(),
+            "--speed".to_owned(),
+            "20".to_owned(),
+        ]
+    };
+    let args = serve_args("127.0.0.1:0");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let serve = ServeProcess::start(scratch.path(), &args, &[]);
+    let address = serve
+        .url
+        .trim_start_matches("ws://")
+        .split(['/', '?'])
+        .next()
+        .unwrap()
+        .to_owned();
+    let folder = scratch.path().join("bridged");
+    let mut client = livetalk(scratch.path())
+        .args(["--headless", "--bridge", &serve.url, "--record"])
+        .arg(&folder)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = client.stdin.take().unwrap();
+    let mut stdout = LineWatcher::new(client.stdout.take().unwrap());
+    let stderr = read_all(client.stderr.take().unwrap());
+    use std::io::Write as _;
+    writeln!(stdin, "{}", SMART_HOME_LINES[0]).unwrap();
+    stdout.wait_for(WAIT, |l| l.starts_with("Gemini: ") && l.contains("lamp"));
+
+    // The bridge goes away; another takes its address.
+    drop(serve);
+    let args = serve_args(&address);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let serve = ServeProcess::start(scratch.path(), &args, &[]);
+    writeln!(stdin, "{}", SMART_HOME_LINES[2]).unwrap();
+    stdout.wait_for(WAIT, |l| {
+        l.starts_with("Gemini: ") && l.contains("thermostat")
+    });
+    drop(stdin);
+    let status = wait_exit(client, WAIT);
+    let stderr = stderr.recv_timeout(WAIT).unwrap();
+    assert!(status.success(), "{status}\n{:#?}\n{stderr}", stdout.seen);
+    drop(serve);
+
+    // inspect: the wire view of the Live messages the bridge stood for, and both tool calls.
+    let inspected = livetalk(scratch.path())
+        .arg("inspect")
+        .arg(&folder)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&inspected.stdout);
+    assert!(
+        inspected.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&inspected.stderr)
+    );
+    assert!(text.contains("get_device_status"), "{text}");
+    assert!(
+        text.contains("Reconnect") || text.contains("reconnect"),
+        "{text}"
+    );
+    // replay: the conversation as it was.
+    let replayed = livetalk(scratch.path())
+        .args(["replay", "--headless", "--instant"])
+        .arg(&folder)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&replayed.stdout);
+    assert!(replayed.status.success(), "{text}");
+    let replies: Vec<&str> = text.lines().filter(|l| l.starts_with("Gemini: ")).collect();
+    assert_eq!(replies.len(), 2, "{text}");
+    assert!(replies[1].contains("thermostat"), "{text}");
 }

@@ -181,100 +181,71 @@ async fn the_demo_model_calls_a_users_tool_by_name_and_it_waits_for_approval() {
     );
 }
 
-/// A wire tap that answers every tool call the moment its frame is read, before the frame's
-/// events reach the link's supervisor: what a bridge's app does when it answers at once.
-struct AnswerAtOnce {
-    link: std::sync::OnceLock<livetalk_live::session::SessionHandle>,
-}
-
-impl livetalk_live::connection::WireTap for AnswerAtOnce {
-    fn connecting(&self, _host: &str) {}
-
-    fn sent(&self, _message: &livetalk_live::wire::ClientMessage) {}
-
-    fn received(&self, frame: livetalk_live::connection::TappedFrame<'_>, during_setup: bool) {
-        use livetalk_live::wire::{ClientMessage, FunctionResponse, ToolResponse};
-        let livetalk_live::connection::TappedFrame::Message(message) = frame else {
-            return;
-        };
-        let (Some(calls), false) = (&message.tool_call, during_setup) else {
-            return;
-        };
-        let answers = calls
-            .function_calls
-            .iter()
-            .map(|call| FunctionResponse {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                response: serde_json::json!({"status": "off", "temperature_celsius": 20}),
-                ..FunctionResponse::default()
-            })
-            .collect();
-        let link = self.link.get().expect("the link is up before any call");
-        let sent = link.try_send(ClientMessage::ToolResponse(ToolResponse {
-            function_responses: answers,
-        }));
-        assert_eq!(sent, Ok(true));
-    }
-
-    fn closed(&self, _close: &livetalk_live::CloseInfo) {}
-}
-
-/// The supervisor holds each call to one answer on its own connection. An answer that comes
-/// in (from a wire tap's listener) before the supervisor has taken in its `toolCall` is
-/// still that call's answer: it goes out, every time. On one thread, the answer and the
-/// call's events are both waiting when the supervisor next runs, which takes them in either
-/// order (its `select!` picks at random). Before the supervisor took in the waiting events first, four
-/// runs of four had one of the twelve answers withheld.
+/// The supervisor holds each call to one answer on its own connection, and hands out each
+/// server frame whole only after it has taken in the frame's calls: an app that answers from
+/// the message itself, the moment the frame reaches it and while the frame's events are still
+/// to be read (what a bridge's app does), has every answer sent. (When the bridge read frames
+/// from a wire tap on the reader task, an answer could overtake its own call; the supervisor
+/// then withheld it in four runs of four on one thread.)
 #[tokio::test(flavor = "current_thread")]
-async fn an_answer_sent_from_the_wire_tap_ahead_of_its_call_event_still_goes_out() {
-    use livetalk_live::client::connect_tapped;
-    use livetalk_live::connection::WireTap;
+async fn an_answer_sent_from_the_frame_before_its_events_are_read_still_goes_out() {
+    use livetalk_live::client::connect;
     use livetalk_live::session::{ReconnectPolicy, SessionChange, SessionEvent, supervise};
+    use livetalk_live::wire::FunctionResponse;
     let settings = default_settings();
     let mock = fast_mock(Vec::new()).await;
     let home = SmartHome::new();
     let registry =
         builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap();
-    let tap = Arc::new(AnswerAtOnce {
-        link: std::sync::OnceLock::new(),
-    });
-    let session = connect_tapped(
-        ConnectOptions {
-            endpoint: mock.endpoint(ApiVersion::V1),
-            auth: Auth::None,
-            setup: build_setup(&settings, &registry),
-            connect_timeout: Duration::from_secs(10),
-        },
-        Some(tap.clone() as Arc<dyn WireTap>),
-    )
+    let connection = connect(ConnectOptions {
+        endpoint: mock.endpoint(ApiVersion::V1),
+        auth: Auth::None,
+        setup: build_setup(&settings, &registry),
+        connect_timeout: Duration::from_secs(10),
+    })
     .await
     .unwrap();
-    let mut link = supervise(
-        session,
-        None,
-        ReconnectPolicy::default(),
-        Some(tap.clone() as Arc<dyn WireTap>),
-    );
-    assert!(tap.link.set(link.handle.clone()).is_ok());
+    let mut link = supervise(connection, None, ReconnectPolicy::default(), None);
     let lines = [SMART_HOME_LINES[0], SMART_HOME_LINES[2]];
+    let mut answered = 0;
     for turn in 0..12 {
         link.handle.send_user_text(lines[turn % 2]).await.unwrap();
         let mut called = false;
-        loop {
+        'turn: loop {
             let event = tokio::time::timeout(Duration::from_secs(20), link.events.recv())
                 .await
                 .unwrap_or_else(|_| panic!("turn {turn} did not end"))
                 .expect("the link is open");
-            match event {
+            let frame = match event {
                 SessionEvent::Change(SessionChange::AnswerDropped { id, name }) => {
                     panic!("turn {turn}: the answer to {name} ({id:?}) was withheld")
                 }
-                SessionEvent::Server(ServerEvent::ToolCall(_)) => called = true,
-                SessionEvent::Server(ServerEvent::TurnComplete { .. }) if called => break,
-                _ => {}
+                SessionEvent::Server(frame) => frame,
+                _ => continue,
+            };
+            if let Some(calls) = frame.message.as_ref().and_then(|m| m.tool_call.as_ref()) {
+                let answers: Vec<FunctionResponse> = calls
+                    .function_calls
+                    .iter()
+                    .map(|call| FunctionResponse {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        response: serde_json::json!({"status": "off", "temperature_celsius": 20}),
+                        ..FunctionResponse::default()
+                    })
+                    .collect();
+                answered += answers.len();
+                link.handle.send_tool_responses(answers).await.unwrap();
+            }
+            for event in frame {
+                match event {
+                    ServerEvent::ToolCall(_) => called = true,
+                    ServerEvent::TurnComplete { .. } if called => break 'turn,
+                    _ => {}
+                }
             }
         }
     }
+    assert!(answered >= 12, "{answered} answers in 12 turns");
     assert_eq!(link.status.figures().answers_dropped, 0);
 }

@@ -24,8 +24,6 @@ use super::protocol::{
     SetupCompleteDetails, SetupErrorDetails, TurnCompleteDetails,
 };
 use livetalk_live::Outbox;
-use livetalk_live::connection::{TappedFrame, WireTap};
-use livetalk_live::events::CloseInfo;
 use livetalk_live::session::{self, ReconnectPolicy, SessionChange, SessionEvent, SessionHandle};
 use livetalk_live::wire::{
     ClientContent, ClientMessage, Content, RealtimeInput, Scheduling, ServerMessage,
@@ -57,11 +55,6 @@ type ClientSink = SplitSink<WebSocketStream<TcpStream>, Message>;
 struct UpstreamSession {
     handle: SessionHandle,
     events: mpsc::Receiver<SessionEvent>,
-    /// Every server message as the service sent it (the supervisor's wire tap), which is what
-    /// the app gets; the events only tell the session's course.
-    frames: mpsc::UnboundedReceiver<ServerMessage>,
-    /// The tap may still send frames.
-    tapped: bool,
     status: session::SessionStatus,
     /// The setup it was opened with (before the resumption handle), to compare models.
     setup: Setup,
@@ -75,24 +68,6 @@ struct UpstreamSession {
     ready: bool,
 }
 
-/// Hands the bridge every server message the supervisor's connections receive after setup.
-struct Frames(mpsc::UnboundedSender<ServerMessage>);
-
-impl WireTap for Frames {
-    fn connecting(&self, _host: &str) {}
-
-    fn sent(&self, _message: &ClientMessage) {}
-
-    fn received(&self, frame: TappedFrame<'_>, during_setup: bool) {
-        if let (TappedFrame::Message(message), false) = (frame, during_setup) {
-            // The receiver goes with the upstream session; a frame after that has nowhere to go.
-            let _ = self.0.send(message.clone());
-        }
-    }
-
-    fn closed(&self, _close: &CloseInfo) {}
-}
-
 enum Flow {
     Continue,
     /// Close the client's WebSocket.
@@ -102,7 +77,6 @@ enum Flow {
 enum Incoming {
     Client(Option<Result<Message, tungstenite::Error>>),
     Upstream(Option<SessionEvent>),
-    Frame(Option<Box<ServerMessage>>),
 }
 
 pub(super) struct AppConnection {
@@ -126,16 +100,11 @@ impl AppConnection {
         let (sink, mut stream) = socket.split();
         self.sink = Some(sink);
         let ending = loop {
-            // Frames first: the tap hands a frame over before its events, so what the service
-            // sent reaches the app before the session's own news (a close, a reconnect).
+            // What the service sent and the session's own news come as one stream, in order.
             let incoming = match self.upstream.as_mut() {
                 Some(upstream) => {
-                    let (frames, events) = (&mut upstream.frames, &mut upstream.events);
-                    let tapped = upstream.tapped;
                     tokio::select! {
-                        biased;
-                        frame = frames.recv(), if tapped => Incoming::Frame(frame.map(Box::new)),
-                        event = events.recv() => Incoming::Upstream(event),
+                        event = upstream.events.recv() => Incoming::Upstream(event),
                         frame = stream.next() => Incoming::Client(frame),
                     }
                 }
@@ -163,17 +132,6 @@ impl AppConnection {
                 Incoming::Client(Some(Err(e))) => {
                     debug!(peer = %self.peer, "client read error: {e}");
                     break Ending::ReadFailed(e);
-                }
-                Incoming::Frame(Some(message)) => {
-                    self.on_server_message(*message).await;
-                    Flow::Continue
-                }
-                // The supervisor is gone, and its tap with it: the events tell how it ended.
-                Incoming::Frame(None) => {
-                    if let Some(upstream) = &mut self.upstream {
-                        upstream.tapped = false;
-                    }
-                    Flow::Continue
                 }
                 Incoming::Upstream(Some(event)) => self.on_upstream_event(event).await,
                 Incoming::Upstream(None) => {
@@ -525,22 +483,18 @@ impl AppConnection {
             setup,
             connect_timeout: upstream.connect_timeout,
         };
-        let (frames_tx, frames) = mpsc::unbounded_channel();
-        let tap: Arc<dyn WireTap> = Arc::new(Frames(frames_tx));
-        match livetalk_live::client::connect_tapped(options.clone(), Some(tap.clone())).await {
+        match livetalk_live::client::connect(options.clone()).await {
             Ok(connection) => {
                 info!(peer = %self.peer, model = %mapped.setup.model, "upstream session open");
                 let supervised = session::supervise(
                     connection,
-                    Some(options),
+                    Some(options.into()),
                     ReconnectPolicy::default(),
-                    Some(tap),
+                    None,
                 );
                 self.upstream = Some(UpstreamSession {
                     handle: supervised.handle,
                     events: supervised.events,
-                    frames,
-                    tapped: true,
                     status: supervised.status,
                     setup: mapped.setup,
                     scheduling: mapped.scheduling,
@@ -621,39 +575,25 @@ impl AppConnection {
         self.open_upstream(mapped, resume).await;
     }
 
-    /// The session's course. What the model said comes from the frames.
+    /// What the upstream session said: a server frame goes to the app as the service sent it
+    /// and its events tell the session's course; then the session's own news.
     async fn on_upstream_event(&mut self, event: SessionEvent) -> Flow {
+        let event = match event {
+            SessionEvent::Server(frame) => {
+                if let Some(message) = frame.message {
+                    self.on_server_message(Arc::unwrap_or_clone(message)).await;
+                }
+                for event in frame.events {
+                    self.on_server_event(event).await;
+                }
+                return Flow::Continue;
+            }
+            other => other,
+        };
         let Some(upstream) = &mut self.upstream else {
             return Flow::Continue;
         };
         let message = match event {
-            SessionEvent::Server(ServerEvent::SetupComplete { .. }) => {
-                // A new connection of the same session is news for the log, not for the app.
-                if std::mem::replace(&mut upstream.ready, true) {
-                    return Flow::Continue;
-                }
-                BridgeMessage::SetupComplete(SetupCompleteDetails {
-                    success: true,
-                    error: None,
-                })
-            }
-            SessionEvent::Server(ServerEvent::FrameSkipped { reason }) => {
-                BridgeMessage::log(LogLevel::Warn, reason)
-            }
-            SessionEvent::Server(ServerEvent::Closed(close)) => {
-                self.upstream = None;
-                info!(peer = %self.peer, code = ?close.code, "upstream closed: {}", close.message);
-                self.send(BridgeMessage::GeminiError {
-                    message: close.message.clone(),
-                    details: Some(json!({ "code": close.code, "reason": close.reason })),
-                })
-                .await;
-                self.send(BridgeMessage::GeminiDisconnected {
-                    reason: Some(close.message),
-                })
-                .await;
-                return Flow::Continue;
-            }
             SessionEvent::Server(_) => return Flow::Continue,
             SessionEvent::Change(SessionChange::Reconnecting {
                 planned, reason, ..
@@ -713,6 +653,41 @@ impl AppConnection {
         };
         self.send(message).await;
         Flow::Continue
+    }
+
+    /// One event of a server frame, where the app hears of it: the session set up, a frame
+    /// that could not be used, the end. (What the model said went with the frame's message.)
+    async fn on_server_event(&mut self, event: ServerEvent) {
+        let Some(upstream) = &mut self.upstream else {
+            return;
+        };
+        let message = match event {
+            ServerEvent::SetupComplete { .. } => {
+                // A new connection of the same session is news for the log, not for the app.
+                if std::mem::replace(&mut upstream.ready, true) {
+                    return;
+                }
+                BridgeMessage::SetupComplete(SetupCompleteDetails {
+                    success: true,
+                    error: None,
+                })
+            }
+            ServerEvent::FrameSkipped { reason } => BridgeMessage::log(LogLevel::Warn, reason),
+            ServerEvent::Closed(close) => {
+                self.upstream = None;
+                info!(peer = %self.peer, code = ?close.code, "upstream closed: {}", close.message);
+                self.send(BridgeMessage::GeminiError {
+                    message: close.message.clone(),
+                    details: Some(json!({ "code": close.code, "reason": close.reason })),
+                })
+                .await;
+                BridgeMessage::GeminiDisconnected {
+                    reason: Some(close.message),
+                }
+            }
+            _ => return,
+        };
+        self.send(message).await;
     }
 
     /// One server message, passed on as the service sent it: audio as `AUDIO_CHUNK`, the rest

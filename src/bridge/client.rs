@@ -8,7 +8,10 @@
 //! `CONTENT_MESSAGE` are ignored; grounding is read from `CONTENT_MESSAGE`, where the bridge's
 //! other clients look for it.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use futures_util::future::BoxFuture;
 
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::handshake::client::Request;
@@ -19,11 +22,15 @@ use super::live_config::LiveConfig;
 use super::protocol::{AppMessage, BridgeMessage, LogLevel, RealtimeInputPayload};
 use crate::config::bridge_host;
 use livetalk_live::close::describe_http_status;
-use livetalk_live::connection::WireTap;
 use livetalk_live::connection::{self, Protocol, Read, SetupStep, close_info};
-use livetalk_live::events::events_from;
+use livetalk_live::connection::{TappedFrame, WireTap};
+use livetalk_live::events::Inbound;
 use livetalk_live::excerpt::{SUMMARY, bounded};
-use livetalk_live::wire::{ClientMessage, OUTPUT_SAMPLE_RATE, ServerContent, ServerMessage, Setup};
+use livetalk_live::session::Dialer;
+use livetalk_live::wire::{
+    Blob, ClientMessage, Content, OUTPUT_AUDIO_MIME, Part, ServerContent, ServerMessage, Setup,
+    SetupComplete, ToolCall, ToolCallCancellation,
+};
 use livetalk_live::{CloseInfo, ConnectError, Connection, ServerEvent};
 
 /// The URL with `/` as its path when it has none: `ws://host:3001?token=T` (as people write
@@ -50,6 +57,17 @@ pub async fn connect(
     setup: &Setup,
     connect_timeout: Duration,
 ) -> Result<Connection, ConnectError> {
+    connect_tapped(url, setup, connect_timeout, None).await
+}
+
+/// [`connect`], with the attempt, what is sent, the Live messages the bridge's stand for and
+/// the close shown to `tap` (a recording of a bridged session reads like a direct one's).
+pub async fn connect_tapped(
+    url: &str,
+    setup: &Setup,
+    connect_timeout: Duration,
+    tap: Option<Arc<dyn WireTap>>,
+) -> Result<Connection, ConnectError> {
     // The token rides in the URL's query; nothing livetalk writes may show it.
     livetalk_live::redact::remember_url_credentials(url);
     let sends_token = url
@@ -64,7 +82,26 @@ pub async fn connect(
         sends_token,
         last_error: None,
     };
-    connection::run(bridge, setup, connect_timeout, None).await
+    connection::run(bridge, setup, connect_timeout, tap).await
+}
+
+/// Opens the terminal's connections to a bridge (`livetalk --bridge`): a session that loses
+/// its bridge connection opens another, as a direct session opens another to the service.
+pub struct BridgeDialer {
+    /// The bridge's URL, its token included (remembered as a secret).
+    pub url: String,
+}
+
+impl Dialer for BridgeDialer {
+    fn dial(
+        &self,
+        setup: Setup,
+        connect_timeout: Duration,
+        tap: Option<Arc<dyn WireTap>>,
+    ) -> BoxFuture<'static, Result<Connection, ConnectError>> {
+        let url = self.url.clone();
+        Box::pin(async move { connect_tapped(&url, &setup, connect_timeout, tap).await })
+    }
 }
 
 /// The bridge's side of a connection: `CONNECT_GEMINI` → `SETUP_COMPLETE`, then bridge
@@ -102,11 +139,18 @@ impl Protocol for Bridge {
     }
 
     /// `GEMINI_CONNECTED`, then `SETUP_COMPLETE`; errors before it explain a failed setup.
-    fn setup_frame(&mut self, payload: &[u8], _tap: Option<&dyn WireTap>) -> SetupStep {
+    fn setup_frame(&mut self, payload: &[u8], tap: Option<&dyn WireTap>) -> SetupStep {
         match BridgeMessage::decode(payload) {
             Ok(BridgeMessage::SetupComplete(details)) if details.success => {
                 // An error the bridge recovered from explains nothing that comes later.
                 self.last_error = None;
+                if let Some(tap) = tap {
+                    let answer = ServerMessage {
+                        setup_complete: Some(SetupComplete { session_id: None }),
+                        ..ServerMessage::default()
+                    };
+                    tap.received(TappedFrame::Message(&answer), true);
+                }
                 return SetupStep::Done { session_id: None };
             }
             Ok(BridgeMessage::SetupComplete(details)) => {
@@ -155,13 +199,13 @@ impl Protocol for Bridge {
         Message::text(AppMessage::DisconnectGemini.encode())
     }
 
-    fn frame(&mut self, payload: &[u8], closing: bool, _tap: Option<&dyn WireTap>) -> Read {
+    fn frame(&mut self, payload: &[u8], closing: bool, tap: Option<&dyn WireTap>) -> Read {
         let message = match BridgeMessage::decode(payload) {
             Ok(message) => message,
             Err(e) => {
                 let reason = format!("skipped a bad bridge message: {e}");
                 warn!("{}", bounded(&reason, SUMMARY));
-                return Read::Events(vec![ServerEvent::FrameSkipped { reason }]);
+                return Read::Inbound(Inbound::news(ServerEvent::FrameSkipped { reason }));
             }
         };
         match message {
@@ -191,9 +235,20 @@ impl Protocol for Bridge {
                 let shown = format!("The bridge reported an error: {message}");
                 // Shown now; if GEMINI_DISCONNECTED follows it also becomes the close reason.
                 self.last_error = Some((message, code));
-                Read::Events(vec![ServerEvent::FrameSkipped { reason: shown }])
+                Read::Inbound(Inbound::news(ServerEvent::FrameSkipped { reason: shown }))
             }
-            other => Read::Events(events_for(other)),
+            other => Read::Inbound(match live_message(other) {
+                Some(message) => {
+                    if let Some(tap) = tap {
+                        tap.received(TappedFrame::Message(&message), false);
+                    }
+                    Inbound::message(message)
+                }
+                None => Inbound {
+                    message: None,
+                    events: Vec::new(),
+                },
+            }),
         }
     }
 
@@ -234,13 +289,19 @@ impl Protocol for Bridge {
     }
 }
 
-/// A bridge message as session events (errors and disconnects are handled by the reader).
-fn events_for(message: BridgeMessage) -> Vec<ServerEvent> {
-    match message {
+/// The Live API message a bridge message stands for, as the service would have sent it (errors
+/// and disconnects are handled by the reader); `None` for what says nothing to the session.
+fn live_message(message: BridgeMessage) -> Option<ServerMessage> {
+    let content = |server_content| ServerMessage {
+        server_content: Some(server_content),
+        ..ServerMessage::default()
+    };
+    Some(match message {
         BridgeMessage::ContentMessage { server_content } => {
             let content = *server_content;
             let mut server_content = content.content;
-            // TURN_COMPLETE says these (the status with it), INTERRUPTED that.
+            // TURN_COMPLETE says these (the status with it), INTERRUPTED that, and the audio
+            // comes as AUDIO_CHUNK.
             if server_content.turn_complete.take() == Some(true) {
                 server_content.interaction_status = None;
                 server_content.turn_complete_reason = None;
@@ -254,57 +315,75 @@ fn events_for(message: BridgeMessage) -> Vec<ServerEvent> {
                         .is_some_and(|b| b.mime_type.starts_with("audio/"))
                 });
             }
-            events_from(ServerMessage {
+            ServerMessage {
                 server_content: Some(server_content),
                 usage_metadata: content.usage_metadata,
                 ..ServerMessage::default()
-            })
+            }
         }
-        BridgeMessage::AudioChunk { data } => vec![ServerEvent::ModelAudio {
-            pcm: data,
-            sample_rate: OUTPUT_SAMPLE_RATE,
-        }],
-        BridgeMessage::TurnComplete(details) => events_from(ServerMessage {
-            server_content: Some(ServerContent {
-                turn_complete: Some(true),
-                turn_complete_reason: details.reason,
-                waiting_for_input: details.waiting_for_input,
-                interaction_status: details.interaction_status,
-                ..ServerContent::default()
+        BridgeMessage::AudioChunk { data } => content(ServerContent {
+            model_turn: Some(Content {
+                role: Some("model".to_owned()),
+                parts: vec![Part {
+                    inline_data: Some(Blob {
+                        mime_type: OUTPUT_AUDIO_MIME.to_owned(),
+                        data,
+                    }),
+                    ..Part::default()
+                }],
             }),
-            ..ServerMessage::default()
+            ..ServerContent::default()
         }),
-        BridgeMessage::Interrupted {} => vec![ServerEvent::Interrupted],
+        BridgeMessage::TurnComplete(details) => content(ServerContent {
+            turn_complete: Some(true),
+            turn_complete_reason: details.reason,
+            waiting_for_input: details.waiting_for_input,
+            interaction_status: details.interaction_status,
+            ..ServerContent::default()
+        }),
+        BridgeMessage::Interrupted {} => content(ServerContent {
+            interrupted: Some(true),
+            ..ServerContent::default()
+        }),
         BridgeMessage::ToolCall { tool_call } if !tool_call.function_calls.is_empty() => {
-            vec![ServerEvent::ToolCall(tool_call.function_calls)]
+            ServerMessage {
+                tool_call: Some(ToolCall {
+                    function_calls: tool_call.function_calls,
+                }),
+                ..ServerMessage::default()
+            }
         }
         BridgeMessage::ToolCallCancellation {
             tool_call_cancellation,
-        } if !tool_call_cancellation.ids.is_empty() => {
-            vec![ServerEvent::ToolCallCancelled(tool_call_cancellation.ids)]
-        }
+        } if !tool_call_cancellation.ids.is_empty() => ServerMessage {
+            tool_call_cancellation: Some(ToolCallCancellation {
+                ids: tool_call_cancellation.ids,
+            }),
+            ..ServerMessage::default()
+        },
         BridgeMessage::VoiceActivity {
             voice_activity,
             voice_activity_detection_signal,
-        } => events_from(ServerMessage {
+        } => ServerMessage {
             voice_activity,
             voice_activity_detection_signal,
             ..ServerMessage::default()
-        }),
+        },
         // After an UPDATE_CONFIG the session is ready again.
-        BridgeMessage::SetupComplete(details) if details.success => {
-            vec![ServerEvent::SetupComplete { session_id: None }]
-        }
+        BridgeMessage::SetupComplete(details) if details.success => ServerMessage {
+            setup_complete: Some(SetupComplete { session_id: None }),
+            ..ServerMessage::default()
+        },
         BridgeMessage::LogMessage { level, message, .. } => {
             log(level, &message);
-            Vec::new()
+            return None;
         }
         // Status follows the audio itself; grounding is read from CONTENT_MESSAGE.
         other => {
             debug!("bridge message without an event: {}", other.kind());
-            Vec::new()
+            return None;
         }
-    }
+    })
 }
 
 /// An app-side Live message in the bridge protocol.

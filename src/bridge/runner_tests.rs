@@ -267,8 +267,8 @@ async fn an_open_session_sends_app_messages_and_ends_with_the_apps_close() {
         far.send(peer.set_up()).await.unwrap();
         let mut session = joined(connecting).await.unwrap();
         assert_eq!(
-            session.events.recv().await,
-            Some(ServerEvent::SetupComplete { session_id: None }),
+            session.inbound.recv().await.map(|frame| frame.events),
+            Some(vec![ServerEvent::SetupComplete { session_id: None }]),
             "{peer:?}"
         );
 
@@ -292,16 +292,16 @@ async fn an_open_session_sends_app_messages_and_ends_with_the_apps_close() {
         }
         while let Some(Ok(_)) = tokio::time::timeout(WAIT, far.next()).await.unwrap() {}
 
-        let Some(ServerEvent::Closed(close)) = tokio::time::timeout(WAIT, session.events.recv())
+        let frame = tokio::time::timeout(WAIT, session.inbound.recv())
             .await
-            .unwrap()
-        else {
+            .unwrap();
+        let Some(close) = frame.as_ref().and_then(|frame| frame.closed()) else {
             panic!("{peer:?}: the stream must end with Closed");
         };
         assert!(close.initiated_by_client, "{peer:?}: {close:?}");
         assert_eq!(close.message, "Session ended.", "{peer:?}");
         assert_eq!(
-            tokio::time::timeout(WAIT, session.events.recv())
+            tokio::time::timeout(WAIT, session.inbound.recv())
                 .await
                 .unwrap(),
             None,

@@ -180,16 +180,12 @@ async fn launch_now(
     }
     let setup = build_setup(settings, &engine.registry());
     engine.set_reconnect_policy(reconnect_policy(settings));
-    match &settings.record {
-        Some(_) if matches!(settings.target, Route::Bridge(_)) => anyhow::bail!(
-            "--record does not record a bridged session yet; record on the bridge's side or connect directly"
-        ),
-        Some(to) => engine.record_into(Recorder::create(
+    if let Some(to) = &settings.record {
+        engine.record_into(Recorder::create(
             &Recorder::folder(to),
             settings,
             home.snapshot(),
-        )?),
-        None => {}
+        )?);
     }
     let route = match &settings.target {
         Route::Bridge(url) => ConnectTo::Bridge {

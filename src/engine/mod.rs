@@ -199,7 +199,7 @@ impl Engine {
         if let ConnectTo::Live(options) = &route {
             self.vertex = options.endpoint.is_vertex();
             // Kept even when the first attempt fails, so the user's retry has somewhere to go.
-            self.session.retry_with(options.clone());
+            self.session.retry_with(options.clone().into());
         }
         self.start = Start::AwaitingAudio {
             route: Box::new(route),
@@ -213,7 +213,7 @@ impl Engine {
     /// Connects at once and waits for the session (tests drive the engine by hand).
     pub async fn connect(&mut self, options: ConnectOptions) -> Result<(), String> {
         self.vertex = options.endpoint.is_vertex();
-        self.session.retry_with(options.clone());
+        self.session.retry_with(options.clone().into());
         let session = open(
             ConnectTo::Live(options),
             self.session.policy(),
@@ -309,8 +309,8 @@ fn silent_as_when_idle(mut event: ToolEvent) -> ToolEvent {
     event
 }
 
-/// Connects along `route` and supervises the session: a Live session reconnects by the
-/// policy; a bridge connection's end is final here.
+/// Connects along `route` and supervises the session, which reconnects by the policy (to the
+/// service, or to the bridge).
 async fn open(
     route: ConnectTo,
     policy: ReconnectPolicy,
@@ -321,21 +321,28 @@ async fn open(
             let connection = livetalk_live::client::connect_tapped(options.clone(), tap.clone())
                 .await
                 .map_err(|e| e.to_string())?;
-            Ok(session::supervise(connection, Some(options), policy, tap))
+            Ok(session::supervise(
+                connection,
+                Some(options.into()),
+                policy,
+                tap,
+            ))
         }
         ConnectTo::Bridge {
             url,
             setup,
             connect_timeout,
         } => {
-            let connection = crate::bridge::client::connect(&url, &setup, connect_timeout)
-                .await
-                .map_err(|e| e.to_string())?;
-            let policy = ReconnectPolicy {
-                max_attempts: 0,
-                ..policy
-            };
-            Ok(session::supervise(connection, None, policy, None))
+            let connection =
+                crate::bridge::client::connect_tapped(&url, &setup, connect_timeout, tap.clone())
+                    .await
+                    .map_err(|e| e.to_string())?;
+            let redial = session::Redial::new(
+                setup,
+                connect_timeout,
+                Arc::new(crate::bridge::client::BridgeDialer { url }),
+            );
+            Ok(session::supervise(connection, Some(redial), policy, tap))
         }
     }
 }
@@ -395,7 +402,14 @@ impl Source for Engine {
                     }
                 },
                 event = self.session.recv(), if session_open => match event {
-                    Some(SessionEvent::Server(event)) => return Some(Msg::Server(event)),
+                    // A frame's events in order, before anything that comes after it.
+                    Some(SessionEvent::Server(frame)) => {
+                        let mut events = frame.events.into_iter().map(Msg::Server);
+                        if let Some(first) = events.next() {
+                            self.pending.extend(events);
+                            return Some(first);
+                        }
+                    }
                     Some(SessionEvent::Change(event)) => return Some(Msg::SessionChange(event)),
                     // Their connection is gone: stop them; the app sees them cancelled.
                     Some(SessionEvent::Abandoned(ids)) => {

@@ -64,8 +64,12 @@ async fn run() -> Result<(), String> {
     let connection = connect(options.clone())
         .await
         .map_err(|e| format!("could not connect: {e}"))?;
-    let mut session =
-        session::supervise(connection, Some(options), ReconnectPolicy::default(), None);
+    let mut session = session::supervise(
+        connection,
+        Some(options.into()),
+        ReconnectPolicy::default(),
+        None,
+    );
 
     println!("you: {QUESTION}");
     session
@@ -76,30 +80,32 @@ async fn run() -> Result<(), String> {
 
     let mut reply = String::new();
     let mut answered = 0;
-    loop {
-        let event = next(&mut session.events, "the reply").await?;
-        match event {
-            SessionEvent::Server(ServerEvent::ToolCall(calls)) => {
-                let answers: Vec<FunctionResponse> = calls.iter().map(answer).collect();
-                answered += answers.len();
-                session
-                    .handle
-                    .send_tool_responses(answers)
-                    .await
-                    .map_err(|e| format!("could not answer the tool call: {e}"))?;
+    'reply: loop {
+        let SessionEvent::Server(frame) = next(&mut session.events, "the reply").await? else {
+            continue;
+        };
+        for event in frame {
+            match event {
+                ServerEvent::ToolCall(calls) => {
+                    let answers: Vec<FunctionResponse> = calls.iter().map(answer).collect();
+                    answered += answers.len();
+                    session
+                        .handle
+                        .send_tool_responses(answers)
+                        .await
+                        .map_err(|e| format!("could not answer the tool call: {e}"))?;
+                }
+                ServerEvent::ModelText(text) => reply.push_str(&text),
+                ServerEvent::OutputTranscription { text, .. } => reply.push_str(&text),
+                ServerEvent::TurnComplete { .. } => break 'reply,
+                ServerEvent::Closed(close) => {
+                    return Err(format!(
+                        "the session ended before the reply: {}",
+                        close.message
+                    ));
+                }
+                _ => {}
             }
-            SessionEvent::Server(ServerEvent::ModelText(text)) => reply.push_str(&text),
-            SessionEvent::Server(ServerEvent::OutputTranscription { text, .. }) => {
-                reply.push_str(&text)
-            }
-            SessionEvent::Server(ServerEvent::TurnComplete { .. }) => break,
-            SessionEvent::Server(ServerEvent::Closed(close)) => {
-                return Err(format!(
-                    "the session ended before the reply: {}",
-                    close.message
-                ));
-            }
-            _ => {}
         }
     }
     println!("model: {}", reply.trim());
@@ -115,8 +121,8 @@ async fn run() -> Result<(), String> {
     // A clean close: the server agrees, and the stream ends with a close we asked for.
     session.handle.close().await;
     loop {
-        if let SessionEvent::Server(ServerEvent::Closed(close)) =
-            next(&mut session.events, "the close").await?
+        if let SessionEvent::Server(frame) = next(&mut session.events, "the close").await?
+            && let Some(close) = frame.closed()
         {
             if !close.initiated_by_client {
                 return Err(format!("the session ended badly: {}", close.message));

@@ -96,7 +96,10 @@ async fn run() -> Result<(), String> {
         .map_err(|e| format!("the mock server did not start: {e}"))?;
     println!("mock Live server on {}", mock.base_url());
 
-    let Connection { handle, mut events } = connect(ConnectOptions {
+    let Connection {
+        handle,
+        mut inbound,
+    } = connect(ConnectOptions {
         endpoint: mock.endpoint(ApiVersion::V1),
         auth: Auth::None,
         setup: Setup {
@@ -129,7 +132,7 @@ async fn run() -> Result<(), String> {
     let mut heard = String::new();
     println!("you: (speaking for {} s)", FIRST_UTTERANCE.as_secs_f32());
 
-    loop {
+    'conversation: loop {
         if Instant::now() > step_deadline {
             return Err(format!("stuck at {step:?} for over {} s", WAIT.as_secs()));
         }
@@ -154,10 +157,11 @@ async fn run() -> Result<(), String> {
                     .await
                     .map_err(|e| format!("could not send audio: {e}"))?;
             }
-            event = events.recv() => {
-                let Some(event) = event else {
+            frame = inbound.recv() => {
+                let Some(frame) = frame else {
                     return Err("the connection's events ended early".to_owned());
                 };
+                for event in frame {
                 match event {
                     ServerEvent::InputTranscription { text, finished } => {
                         heard.push_str(&text);
@@ -202,7 +206,7 @@ async fn run() -> Result<(), String> {
                     }
                     ServerEvent::TurnComplete { .. } if step == Step::ListeningAgain => {
                         println!("model: {}", transcript.trim());
-                        break;
+                        break 'conversation;
                     }
                     ServerEvent::TurnComplete { .. } if step == Step::Listening => {
                         return Err("the reply ended before there was time to speak over it".to_owned());
@@ -212,18 +216,21 @@ async fn run() -> Result<(), String> {
                     }
                     _ => {}
                 }
+                }
             }
         }
     }
 
     handle.close().await;
     loop {
-        match tokio::time::timeout(WAIT, events.recv()).await {
-            Ok(Some(ServerEvent::Closed(close))) if close.initiated_by_client => break,
-            Ok(Some(ServerEvent::Closed(close))) => {
-                return Err(format!("the connection ended badly: {}", close.message));
-            }
-            Ok(Some(_)) => {}
+        match tokio::time::timeout(WAIT, inbound.recv()).await {
+            Ok(Some(frame)) => match frame.closed() {
+                Some(close) if close.initiated_by_client => break,
+                Some(close) => {
+                    return Err(format!("the connection ended badly: {}", close.message));
+                }
+                None => {}
+            },
             Ok(None) => return Err("the events ended without a close".to_owned()),
             Err(_) => return Err(format!("no close within {} s", WAIT.as_secs())),
         }

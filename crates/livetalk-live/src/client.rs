@@ -19,7 +19,7 @@ use super::connection::{
     self, ConnectError, Connection, Protocol, Read, SetupStep, TappedFrame, WireTap,
 };
 use super::endpoint::{ApiKey, Endpoint};
-use super::events::{ServerEvent, events_from};
+use super::events::{Inbound, ServerEvent};
 use super::wire::{ClientMessage, Setup};
 use crate::excerpt::{SUMMARY, bounded};
 
@@ -189,14 +189,14 @@ impl Protocol for LiveApi {
         }))
     }
 
-    /// Every frame becomes events; bad frames are skipped with a reason.
+    /// Every frame is decoded once; bad frames are skipped with a reason.
     fn frame(&mut self, payload: &[u8], _closing: bool, tap: Option<&dyn WireTap>) -> Read {
         let reason = match decode_server(payload) {
             Ok(DecodedServerFrame::Message(message)) => {
                 if let Some(tap) = tap {
                     tap.received(TappedFrame::Message(&message), false);
                 }
-                return Read::Events(events_from(message));
+                return Read::Inbound(Inbound::message(message));
             }
             Ok(DecodedServerFrame::Unknown { keys }) => {
                 format!("skipped an unknown server message ({})", keys.join(", "))
@@ -212,7 +212,7 @@ impl Protocol for LiveApi {
         if let Some(tap) = tap {
             tap.received(TappedFrame::Skipped(&reason), false);
         }
-        Read::Events(vec![ServerEvent::FrameSkipped { reason }])
+        Read::Inbound(Inbound::news(ServerEvent::FrameSkipped { reason }))
     }
 
     /// A refused access token names the credentials, not the API key.
@@ -404,11 +404,11 @@ mod tests {
         close_quoting_the_key(&mut far, CloseCode::Error).await;
 
         let mut events = Vec::new();
-        while let Some(event) = tokio::time::timeout(WAIT, session.events.recv())
+        while let Some(frame) = tokio::time::timeout(WAIT, session.inbound.recv())
             .await
             .unwrap()
         {
-            events.push(event);
+            events.extend(frame);
         }
         assert_eq!(
             events.first(),

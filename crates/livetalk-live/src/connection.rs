@@ -18,7 +18,7 @@ use tracing::{debug, info};
 use super::address::Address;
 use super::close::{describe_close, describe_http_status, describe_io_error};
 use super::dial::{DialError, Stage, deadline_message, dial};
-use super::events::{CloseInfo, ServerEvent};
+use super::events::{CloseInfo, Inbound, ServerEvent};
 use super::wire::{
     ClientContent, ClientMessage, FunctionResponse, ServerMessage, Setup, ToolResponse,
 };
@@ -27,7 +27,7 @@ use super::wire::{
 pub const MAX_MESSAGE_BYTES: usize = 32 << 20;
 /// Outbound messages buffered before `send` waits.
 const OUTBOUND_CAPACITY: usize = 64;
-/// Events buffered before the reader stops reading the socket.
+/// Frames buffered before the reader stops reading the socket.
 const EVENT_CAPACITY: usize = 512;
 
 /// Why a connection could not be opened. `Display` is the human message; the variant says
@@ -126,18 +126,22 @@ pub trait Outbox {
     }
 }
 
-/// An open connection: the handle to send with and the server events to read. Dropping both
-/// ends the connection's tasks; [`Outbox::close`] ends it cleanly first.
+/// An open connection: the handle to send with and what the server says. Dropping both ends
+/// the connection's tasks; [`Outbox::close`] ends it cleanly first.
 pub struct Connection {
     /// Sends on this connection.
     pub handle: ConnectionHandle,
-    /// What the server said, in order: [`ServerEvent::SetupComplete`] (with the session id
-    /// when the server gives one) first, [`ServerEvent::Closed`] last.
-    pub events: mpsc::Receiver<ServerEvent>,
+    /// What the server said, frame by frame, in order: [`ServerEvent::SetupComplete`] (with
+    /// the session id when the server gives one) first, [`ServerEvent::Closed`] last, each on
+    /// its own.
+    pub inbound: mpsc::Receiver<Inbound>,
 }
 
 /// Observes every frame of a connection in both directions (the recorder's wire tap). Called
 /// from the reader and writer tasks, so it must be quick and must never block on the network.
+/// What the server says once the session is set up also reaches every consumer as
+/// [`Inbound`] values, in order; the tap is for what only the connection knows (the attempt,
+/// the handshake, what was sent, the close).
 pub trait WireTap: Send + Sync {
     /// A connection attempt to `host` starts (reconnects included).
     fn connecting(&self, host: &str);
@@ -172,8 +176,8 @@ pub enum SetupStep {
 
 /// What a frame read from an open connection amounts to.
 pub enum Read {
-    /// Events to pass on, in order (none for a frame that says nothing new).
-    Events(Vec<ServerEvent>),
+    /// The frame, decoded, to pass on.
+    Inbound(Inbound),
     /// The connection is over (the socket may still be open).
     End(CloseInfo),
 }
@@ -202,8 +206,8 @@ pub trait Protocol: Send + 'static {
     /// The last frame the writer sends when the app closes the connection.
     fn farewell() -> Message;
 
-    /// Turns a frame of an open connection into events; shows `tap` what it decoded. `closing`
-    /// is true once the app has asked to close.
+    /// Decodes a frame of an open connection; shows `tap` what it decoded. `closing` is true
+    /// once the app has asked to close.
     fn frame(&mut self, payload: &[u8], closing: bool, tap: Option<&dyn WireTap>) -> Read;
 
     /// The socket ended (`code` is `None` when it just dropped).
@@ -321,7 +325,7 @@ pub(crate) async fn run_until<P: Protocol>(
     info!(host = %host, "{} session set up", P::PEER);
 
     let (handle, mut outbound) = ConnectionHandle::channel(OUTBOUND_CAPACITY);
-    let (events_tx, events_rx) = mpsc::channel(EVENT_CAPACITY);
+    let (inbound_tx, inbound_rx) = mpsc::channel(EVENT_CAPACITY);
     let closing = Arc::new(AtomicBool::new(false));
 
     // Writer: owns the sink; sink sends never sit in a select! arm that could drop them.
@@ -354,11 +358,12 @@ pub(crate) async fn run_until<P: Protocol>(
         }
     });
 
-    // Reader: every frame becomes events until the socket or the protocol ends the session.
+    // Reader: every frame is decoded once and passed on until the socket or the protocol ends
+    // the session.
     tokio::spawn(async move {
-        let events = events_tx;
-        if events
-            .send(ServerEvent::SetupComplete { session_id })
+        let inbound = inbound_tx;
+        if inbound
+            .send(Inbound::news(ServerEvent::SetupComplete { session_id }))
             .await
             .is_err()
         {
@@ -389,11 +394,12 @@ pub(crate) async fn run_until<P: Protocol>(
                     None => Read::End(protocol.socket_closed(None, String::new(), by_client)),
                 };
             match read {
-                Read::Events(decoded) => {
-                    for event in decoded {
-                        if events.send(event).await.is_err() {
-                            return;
-                        }
+                Read::Inbound(frame) => {
+                    if frame.events.is_empty() && frame.message.is_none() {
+                        continue;
+                    }
+                    if inbound.send(frame).await.is_err() {
+                        return;
                     }
                 }
                 Read::End(close) => break close,
@@ -409,12 +415,14 @@ pub(crate) async fn run_until<P: Protocol>(
         if let Some(tap) = &tap {
             tap.closed(&close);
         }
-        let _ = events.send(ServerEvent::Closed(close)).await;
+        let _ = inbound
+            .send(Inbound::news(ServerEvent::Closed(close)))
+            .await;
     });
 
     Ok(Connection {
         handle,
-        events: events_rx,
+        inbound: inbound_rx,
     })
 }
 

@@ -132,6 +132,57 @@ impl CloseInfo {
     }
 }
 
+/// One thing the server said: a frame decoded once, kept whole, with the events it amounts to.
+/// A connection hands these out in arrival order, and a session passes each on whole, so a
+/// consumer that wants the message as the service sent it (a bridge, an inspector, a
+/// recorder) and one that wants the events read the same value, in the same order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inbound {
+    /// The message as decoded; `None` for a frame that could not be used
+    /// ([`ServerEvent::FrameSkipped`]) and for the connection's own news: its set-up as the
+    /// runner reports it, its close.
+    pub message: Option<std::sync::Arc<ServerMessage>>,
+    /// What it amounts to, in the order to apply them (none for a message that says nothing
+    /// new).
+    pub events: Vec<ServerEvent>,
+}
+
+impl Inbound {
+    /// A server message and its events.
+    pub fn message(message: ServerMessage) -> Inbound {
+        let events = events_from(message.clone());
+        Inbound {
+            message: Some(std::sync::Arc::new(message)),
+            events,
+        }
+    }
+
+    /// An event that stands for no message of the server's (set up, skipped, closed).
+    pub fn news(event: ServerEvent) -> Inbound {
+        Inbound {
+            message: None,
+            events: vec![event],
+        }
+    }
+
+    /// The close, when this is the connection's last word.
+    pub fn closed(&self) -> Option<&CloseInfo> {
+        match self.events.as_slice() {
+            [ServerEvent::Closed(close)] => Some(close),
+            _ => None,
+        }
+    }
+}
+
+impl IntoIterator for Inbound {
+    type Item = ServerEvent;
+    type IntoIter = std::vec::IntoIter<ServerEvent>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.events.into_iter()
+    }
+}
+
 /// Splits one server message into events, in the order a reader should apply them.
 pub fn events_from(message: ServerMessage) -> Vec<ServerEvent> {
     let mut events = Vec::new();

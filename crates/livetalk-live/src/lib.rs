@@ -5,14 +5,15 @@
 //! # Words
 //!
 //! - A *connection* is one WebSocket. [`connect`] opens one with [`ConnectOptions`] and hands
-//!   back a [`Connection`]: a [`ConnectionHandle`] to send with, and the [`ServerEvent`]s its
-//!   server sent, decoded, from `SetupComplete` to `Closed`.
+//!   back a [`Connection`]: a [`ConnectionHandle`] to send with, and what its server said,
+//!   from `SetupComplete` to `Closed`, as [`Inbound`] values: each frame decoded once, the
+//!   message kept whole beside the [`ServerEvent`]s it amounts to.
 //! - A *session* is the conversation across connections. [`session::supervise`] keeps one
 //!   going: it resumes by handle after a `goAway` or a dropped connection, queues what is
 //!   sent meanwhile, and lets each tool call be answered once, on the connection that asked.
 //!   Its [`SessionHandle`](session::SessionHandle) sends on whichever connection is current;
-//!   its [`SessionEvent`](session::SessionEvent)s are the server events plus what the session
-//!   did.
+//!   its [`SessionEvent`](session::SessionEvent)s are the servers' frames, passed on whole and
+//!   in order, plus what the session did.
 //! - Both handles are an [`Outbox`]: `send`, `close`, and the shorthands `send_user_text` and
 //!   `send_tool_responses`.
 //!
@@ -61,10 +62,12 @@
 //!
 //!     connection.handle.send_user_text("Is the living room lamp on?").await?;
 //!     let mut reply = String::new();
-//!     loop {
-//!         let event = tokio::time::timeout(Duration::from_secs(10), connection.events.recv())
+//!     'reply: loop {
+//!         let frame = tokio::time::timeout(Duration::from_secs(10), connection.inbound.recv())
 //!             .await?
 //!             .ok_or("the connection ended")?;
+//!         // One frame of the server's; its message is `frame.message`, its events:
+//!         for event in frame {
 //!         match event {
 //!             // Each call is answered once, with its own id and name.
 //!             ServerEvent::ToolCall(calls) => {
@@ -80,9 +83,10 @@
 //!                 connection.handle.send_tool_responses(answers).await?;
 //!             }
 //!             ServerEvent::ModelText(text) => reply.push_str(&text),
-//!             ServerEvent::TurnComplete { .. } => break,
+//!             ServerEvent::TurnComplete { .. } => break 'reply,
 //!             ServerEvent::Closed(close) => return Err(close.message.into()),
 //!             _ => {}
+//!         }
 //!         }
 //!     }
 //!     assert_eq!(reply, "No, the living room lamp is currently off.");
@@ -138,4 +142,4 @@ pub mod wire;
 pub use client::{Auth, ConnectOptions, connect};
 pub use connection::{ConnectError, Connection, ConnectionHandle, Outbox};
 pub use endpoint::{ApiKey, ApiVersion, Endpoint};
-pub use events::{CloseInfo, ServerEvent};
+pub use events::{CloseInfo, Inbound, ServerEvent};

@@ -25,10 +25,13 @@ use tokio::time::Instant;
 use tracing::warn;
 
 use self::supervisor::start;
-use super::client::ConnectOptions;
-use super::connection::{Connection, Outbox, WireTap};
-use super::events::ServerEvent;
-use super::wire::{ClientMessage, ToolSet};
+use super::client::{Auth, ConnectOptions};
+use super::endpoint::Endpoint;
+use futures_util::future::BoxFuture;
+
+use super::connection::{ConnectError, Connection, Outbox, WireTap};
+use super::events::Inbound;
+use super::wire::{ClientMessage, Setup, ToolSet};
 
 /// How hard to try to get a connection back.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -123,9 +126,9 @@ pub const TURN_LOST: &str = "The last turn was lost with the connection: the mod
 /// Everything a session reports, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SessionEvent {
-    /// What the server of the current connection said. `Closed` only comes once, when the
-    /// conversation is over for good.
-    Server(ServerEvent),
+    /// What the server of the current connection said, one frame at a time. `Closed` only
+    /// comes once, when the conversation is over for good.
+    Server(Inbound),
     /// The session moved to a new connection, lost one, or withheld an answer.
     Change(SessionChange),
     /// Calls of a connection that ended: stop them; they must not be answered.
@@ -274,19 +277,109 @@ pub struct Session {
     pub status: SessionStatus,
 }
 
+/// Opens a session's connections: the Live API's own way ([`ConnectOptions`]' endpoint and
+/// credentials), or another (a bridge in front of the service, a test's fake).
+pub trait Dialer: Send + Sync + 'static {
+    /// Opens a connection set up as `setup`, every stage within `connect_timeout`; `tap` sees
+    /// it.
+    fn dial(
+        &self,
+        setup: Setup,
+        connect_timeout: Duration,
+        tap: Option<Arc<dyn WireTap>>,
+    ) -> BoxFuture<'static, Result<Connection, ConnectError>>;
+}
+
+/// The Live API at an endpoint, with credentials.
+struct LiveApi {
+    endpoint: Endpoint,
+    auth: Auth,
+}
+
+impl Dialer for LiveApi {
+    fn dial(
+        &self,
+        setup: Setup,
+        connect_timeout: Duration,
+        tap: Option<Arc<dyn WireTap>>,
+    ) -> BoxFuture<'static, Result<Connection, ConnectError>> {
+        let options = ConnectOptions {
+            endpoint: self.endpoint.clone(),
+            auth: self.auth.clone(),
+            setup,
+            connect_timeout,
+        };
+        Box::pin(crate::client::connect_tapped(options, tap))
+    }
+}
+
+/// Where a session's next connection goes and how it is set up. The session keeps the setup
+/// current (tools, system instruction, resumption handle).
+#[derive(Clone)]
+pub struct Redial {
+    /// The first message of every new connection.
+    pub setup: Setup,
+    /// One deadline for every stage of opening a connection.
+    pub connect_timeout: Duration,
+    dialer: Arc<dyn Dialer>,
+}
+
+impl Redial {
+    /// New connections opened by `dialer`.
+    pub fn new(setup: Setup, connect_timeout: Duration, dialer: Arc<dyn Dialer>) -> Redial {
+        Redial {
+            setup,
+            connect_timeout,
+            dialer,
+        }
+    }
+
+    /// Opens a connection with the setup as it is now.
+    fn dial(
+        &self,
+        setup: Setup,
+        tap: Option<Arc<dyn WireTap>>,
+    ) -> BoxFuture<'static, Result<Connection, ConnectError>> {
+        self.dialer.dial(setup, self.connect_timeout, tap)
+    }
+}
+
+impl From<ConnectOptions> for Redial {
+    /// New connections to the Live API, as `options` say.
+    fn from(options: ConnectOptions) -> Self {
+        Redial {
+            setup: options.setup,
+            connect_timeout: options.connect_timeout,
+            dialer: Arc::new(LiveApi {
+                endpoint: options.endpoint,
+                auth: options.auth,
+            }),
+        }
+    }
+}
+
+impl std::fmt::Debug for Redial {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redial")
+            .field("setup", &self.setup)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Supervises a session from its first, open connection on: the caller connects (so it sees
 /// why a first connection fails), the session keeps the conversation going from there.
-/// With `options` (the ones `connection` was opened with) lost connections are replaced as
-/// `policy` says, resuming when `options.setup` asks for resumption; without, nothing is
-/// retried and the connection's end is the session's end (a bridge reconnects on its own
-/// side). `tap` sees every frame of every connection.
+/// With `redial` (the options `connection` was opened with, and how to open another) lost
+/// connections are replaced as `policy` says, resuming when the setup asks for resumption;
+/// without, nothing is retried and the connection's end is the session's end. `tap` sees
+/// every connection.
 pub fn supervise(
     connection: Connection,
-    options: Option<ConnectOptions>,
+    redial: Option<Redial>,
     policy: ReconnectPolicy,
     tap: Option<Arc<dyn WireTap>>,
 ) -> Session {
-    start(Start::Open(connection), options, policy, None, tap)
+    start(Start::Open(connection), redial, policy, None, tap)
 }
 
 /// Starts a session by connecting as a reconnect does, resuming with `handle` when there is
@@ -294,12 +387,12 @@ pub fn supervise(
 /// comes as [`SessionChange::Reconnecting`] events, and the end of the attempts as the
 /// closing event.
 pub fn reconnect(
-    options: ConnectOptions,
+    redial: Redial,
     policy: ReconnectPolicy,
     handle: Option<String>,
     tap: Option<Arc<dyn WireTap>>,
 ) -> Session {
-    start(Start::Reconnect, Some(options), policy, handle, tap)
+    start(Start::Reconnect, Some(redial), policy, handle, tap)
 }
 
 enum Start {
@@ -313,8 +406,8 @@ pub struct SessionSlot {
     handle: Option<SessionHandle>,
     events: Option<mpsc::Receiver<SessionEvent>>,
     status: SessionStatus,
-    /// Where to reconnect to; `None` for a bridge, which reconnects on its own side.
-    options: Option<ConnectOptions>,
+    /// Where a retry connects to; `None` before the first route is known.
+    redial: Option<Redial>,
     policy: ReconnectPolicy,
     tap: Option<Arc<dyn WireTap>>,
 }
@@ -326,7 +419,7 @@ impl SessionSlot {
             handle: None,
             events: None,
             status: SessionStatus::default(),
-            options: None,
+            redial: None,
             policy,
             tap,
         }
@@ -348,16 +441,16 @@ impl SessionSlot {
     }
 
     /// Remembers where a retry goes, even when the first connection failed.
-    pub fn retry_with(&mut self, options: ConnectOptions) {
-        self.options = Some(options);
+    pub fn retry_with(&mut self, redial: Redial) {
+        self.redial = Some(redial);
     }
 
     /// Declares `tools` from the next connection on (see [`SessionHandle::set_tools`]), and in
     /// a retry after the session gave up.
     pub async fn set_tools(&mut self, tools: Vec<ToolSet>, hand_over: bool) {
-        if let Some(options) = &mut self.options {
-            options.setup.tools = tools.clone();
-            super::models::fit_declarations(&mut options.setup);
+        if let Some(redial) = &mut self.redial {
+            redial.setup.tools = tools.clone();
+            super::models::fit_declarations(&mut redial.setup);
         }
         if let Some(handle) = &self.handle
             && handle.set_tools(tools, hand_over).await.is_err()
@@ -377,11 +470,11 @@ impl SessionSlot {
     /// Starts the session again by reconnecting with the newest resumption handle; false when there
     /// is nowhere to reconnect to.
     pub fn retry(&mut self) -> bool {
-        let Some(options) = self.options.clone() else {
+        let Some(redial) = self.redial.clone() else {
             return false;
         };
         let handle = self.status.resume_handle();
-        let session = reconnect(options, self.policy, handle, self.tap.clone());
+        let session = reconnect(redial, self.policy, handle, self.tap.clone());
         self.adopt(session);
         true
     }

@@ -12,14 +12,14 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+use super::Redial;
 use super::{
     Command, ReconnectPolicy, Session, SessionChange, SessionEvent, SessionHandle, SessionStatus,
     Shared, Start,
 };
-use crate::client::{ConnectOptions, connect_tapped};
 use crate::close::is_retryable;
 use crate::connection::{ConnectError, Connection, ConnectionHandle, Outbox, WireTap};
-use crate::events::{CloseInfo, ServerEvent};
+use crate::events::{CloseInfo, Inbound, ServerEvent};
 use crate::excerpt::{SUMMARY, bounded};
 use crate::reply::ReplyWatch;
 use crate::wire::{
@@ -35,7 +35,7 @@ const EVENT_CAPACITY: usize = 512;
 
 pub(super) fn start(
     first: Start,
-    options: Option<ConnectOptions>,
+    redial: Option<Redial>,
     policy: ReconnectPolicy,
     handle: Option<String>,
     tap: Option<Arc<dyn WireTap>>,
@@ -49,10 +49,10 @@ pub(super) fn start(
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = handle.clone();
     let supervisor = Supervisor {
-        resumption: options
+        resumption: redial
             .as_ref()
-            .is_some_and(|o| o.setup.session_resumption.is_some()),
-        options,
+            .is_some_and(|r| r.setup.session_resumption.is_some()),
+        redial,
         tap,
         policy,
         commands,
@@ -88,7 +88,7 @@ enum Next {
 /// The current connection.
 struct OpenConnection {
     handle: ConnectionHandle,
-    events: mpsc::Receiver<ServerEvent>,
+    inbound: mpsc::Receiver<Inbound>,
     opened: Instant,
     resumed: bool,
     /// After a goAway: move to a new connection by then at the latest.
@@ -102,7 +102,7 @@ impl OpenConnection {
     fn new(connection: Connection, resumed: bool) -> OpenConnection {
         OpenConnection {
             handle: connection.handle,
-            events: connection.events,
+            inbound: connection.inbound,
             opened: Instant::now(),
             resumed,
             go_away_deadline: None,
@@ -145,14 +145,6 @@ struct OpenWork {
 impl OpenWork {
     fn at_turn_boundary(&self) -> bool {
         !self.turn_open && self.calls.is_empty() && self.idless_calls.is_empty()
-    }
-
-    /// Whether this connection has an open call for this answer.
-    fn has_call(&self, response: &FunctionResponse) -> bool {
-        match &response.id {
-            Some(id) => self.calls.contains_key(id),
-            None => self.idless_calls.contains_key(&response.name),
-        }
     }
 
     /// Takes the call an answer is for; false when this connection has no such open call.
@@ -217,7 +209,7 @@ impl OpenWork {
 
 struct Supervisor {
     /// How to connect again; `None` when this session never reconnects.
-    options: Option<ConnectOptions>,
+    redial: Option<Redial>,
     tap: Option<Arc<dyn WireTap>>,
     policy: ReconnectPolicy,
     resumption: bool,
@@ -273,19 +265,13 @@ impl Supervisor {
             };
             let deadline = current.go_away_deadline;
             tokio::select! {
-                event = current.events.recv() => {
-                    if let Some(next) = self.on_connection_event(event).await {
+                frame = current.inbound.recv() => {
+                    if let Some(next) = self.on_inbound(frame).await {
                         return next;
                     }
                 }
                 command = self.commands.recv(), if self.commands_open => match command {
-                    Some(Command::Send(message, at)) => {
-                        let next = self.catch_up_before(&message).await;
-                        self.deliver(*message, at).await;
-                        if let Some(next) = next {
-                            return next;
-                        }
-                    }
+                    Some(Command::Send(message, at)) => self.deliver(*message, at).await,
                     Some(Command::SetTools { tools, hand_over }) => {
                         self.set_tools(tools, hand_over);
                         if let Some(next) = self.tools_hand_over().await {
@@ -305,57 +291,42 @@ impl Supervisor {
         }
     }
 
-    /// One event of the current connection (`None`: it ended without a close); returns what
-    /// to do next when the connection must be replaced.
-    async fn on_connection_event(&mut self, event: Option<ServerEvent>) -> Option<Next> {
-        let event = event.unwrap_or_else(|| {
-            ServerEvent::Closed(CloseInfo::failed(
+    /// One frame of the current connection (`None`: it ended without a close), taken in and
+    /// passed on whole; returns what to do next when the connection must be replaced.
+    async fn on_inbound(&mut self, frame: Option<Inbound>) -> Option<Next> {
+        let frame = frame.unwrap_or_else(|| {
+            Inbound::news(ServerEvent::Closed(CloseInfo::failed(
                 None,
                 "The connection ended without a close.".to_owned(),
-            ))
+            )))
         });
-        if let ServerEvent::Closed(close) = event {
+        if let Some(close) = frame.closed() {
+            let close = close.clone();
             return Some(self.on_closed(close).await);
         }
-        self.on_event(event).await
-    }
-
-    /// Before a tool answer whose call this connection has not seen open, takes in the events
-    /// that have already arrived. A wire tap hears each frame before its events reach this
-    /// loop (the bridge passes frames to its app from the tap), so an app that answers at once
-    /// can get its answer here ahead of the `toolCall` it answers, and the one-answer guard
-    /// would withhold it; the events are taken in first, in order, and the answer then goes
-    /// out. Returns what to do next if one of them ended the connection (the answer is still
-    /// delivered, and the guard then judges it).
-    async fn catch_up_before(&mut self, message: &ClientMessage) -> Option<Next> {
-        let ClientMessage::ToolResponse(response) = message else {
-            return None;
-        };
-        loop {
-            let current = self.current.as_mut()?;
-            if response
-                .function_responses
-                .iter()
-                .all(|answer| current.open.has_call(answer))
-            {
-                return None;
-            }
-            let event = match current.events.try_recv() {
-                Ok(event) => Some(event),
-                Err(mpsc::error::TryRecvError::Empty) => return None,
-                Err(mpsc::error::TryRecvError::Disconnected) => None,
-            };
-            if let Some(next) = self.on_connection_event(event).await {
-                return Some(next);
-            }
+        for event in &frame.events {
+            self.on_event(event);
         }
+        let _ = self.out.send(SessionEvent::Server(frame)).await;
+        let current = self.current.as_ref()?;
+        let handle_ready = self.handle.is_some() || !self.resumption;
+        if current.go_away_deadline.is_some() && current.open.at_turn_boundary() && handle_ready {
+            return Some(
+                self.hand_over("The server asked to move to a new connection (goAway).")
+                    .await,
+            );
+        }
+        self.tools_hand_over().await
     }
 
-    /// Forwards one event; returns what to do next when the connection must be replaced.
-    async fn on_event(&mut self, event: ServerEvent) -> Option<Next> {
-        let current = self.current.as_mut()?;
-        current.open.observe(&event);
-        match &event {
+    /// Takes in one event of the current connection: the calls it opened, the resumption
+    /// handle, a goAway's deadline.
+    fn on_event(&mut self, event: &ServerEvent) {
+        let Some(current) = self.current.as_mut() else {
+            return;
+        };
+        current.open.observe(event);
+        match event {
             ServerEvent::ResumptionUpdate { handle, resumable } => {
                 // Keep the newest usable handle; "not resumable right now" keeps the old one,
                 // which still restores the session as it was before this turn.
@@ -391,23 +362,13 @@ impl Supervisor {
             }
             _ => {}
         }
-        let _ = self.out.send(SessionEvent::Server(event)).await;
-        let current = self.current.as_ref()?;
-        let handle_ready = self.handle.is_some() || !self.resumption;
-        if current.go_away_deadline.is_some() && current.open.at_turn_boundary() && handle_ready {
-            return Some(
-                self.hand_over("The server asked to move to a new connection (goAway).")
-                    .await,
-            );
-        }
-        self.tools_hand_over().await
     }
 
     fn set_tools(&mut self, tools: Vec<ToolSet>, hand_over: bool) {
-        if let Some(options) = &mut self.options {
-            options.setup.tools = tools;
+        if let Some(Redial { setup, .. }) = &mut self.redial {
+            setup.tools = tools;
             // Declared the way the model takes functions, as the first setup was.
-            crate::models::fit_declarations(&mut options.setup);
+            crate::models::fit_declarations(setup);
             self.tools_changed |= hand_over;
         }
     }
@@ -516,7 +477,9 @@ impl Supervisor {
     async fn finish(&mut self, close: CloseInfo) -> Next {
         let _ = self
             .out
-            .send(SessionEvent::Server(ServerEvent::Closed(close)))
+            .send(SessionEvent::Server(Inbound::news(ServerEvent::Closed(
+                close,
+            ))))
             .await;
         Next::Finished
     }
@@ -565,16 +528,17 @@ impl Supervisor {
                 return self.finish(CloseInfo::ended_by_client()).await;
             }
             let resuming = self.handle.is_some();
-            let Some(mut options) = self.options.clone() else {
+            let Some(redial) = &self.redial else {
                 return self.finish(CloseInfo::failed(last_code, reason)).await;
             };
+            let mut setup = redial.setup.clone();
             if self.resumption {
-                options.setup.session_resumption = Some(SessionResumptionConfig {
+                setup.session_resumption = Some(SessionResumptionConfig {
                     handle: self.handle.clone(),
                     ..SessionResumptionConfig::default()
                 });
             }
-            let connecting = connect_tapped(options, self.tap.clone());
+            let connecting = redial.dial(setup, self.tap.clone());
             let Some(result) = self.queueing(connecting).await else {
                 return self.finish(CloseInfo::ended_by_client()).await;
             };
@@ -695,13 +659,14 @@ impl Supervisor {
     /// Sends on the current connection (or queues without one), enforcing one answer per call.
     async fn deliver(&mut self, message: ClientMessage, at: Instant) {
         // A session that has to start afresh must begin with the preamble as it is now.
-        if let (ClientMessage::ContextUpdate(update), Some(options)) = (&message, &mut self.options)
+        if let (ClientMessage::ContextUpdate(update), Some(setup)) =
+            (&message, self.redial.as_mut().map(|r| &mut r.setup))
         {
             if let Some(instruction) = &update.system_instruction {
-                options.setup.system_instruction = Some(instruction.clone());
+                setup.system_instruction = Some(instruction.clone());
             }
             if let Some(tools) = &update.tools {
-                options.setup.tools = tools.tools.clone();
+                setup.tools = tools.tools.clone();
             }
         }
         let Some(current) = self.current.as_mut() else {
