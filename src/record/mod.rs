@@ -412,4 +412,6 @@ pub fn wav_contents(path: &Path) -> Result<Option<(u32, Vec<i16>)>, String> {
 }
 
 #[cfg(test)]
+mod golden_tests;
+#[cfg(test)]
 mod tests;
