@@ -828,7 +828,7 @@ fn a_self_interruption_replays_flagged_in_text_json_and_markdown() {
     }));
     let records = std::iter::once(meta).chain(
         msgs.into_iter()
-            .map(|msg| Record::Applied { msg, audio: None }),
+            .map(|msg| Record::applied(&msg, None).unwrap()),
     );
     let log: String = records
         .enumerate()

@@ -14,6 +14,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::{Value, json};
 
+use super::format::{convert, v3};
 use super::*;
 use crate::app::{AudioAsked, Msg};
 use crate::audio::{
@@ -139,7 +140,7 @@ fn meta(format: u32) -> Meta {
         voice: "Puck".into(),
         endpoint_host: "127.0.0.1".into(),
         offline: false,
-        devices: devices(),
+        devices: convert::devices_to(&devices()),
         config: json!({
             "api_version": "v1beta",
             "tools_enabled": true,
@@ -152,18 +153,22 @@ fn meta(format: u32) -> Meta {
             "system_instruction_chars": 42,
             "api_key_set": true,
         }),
-        audio: (format >= 3).then_some(AudioAsked {
-            microphone: true,
-            input_wav: false,
-            output_wav: true,
-            push_to_talk: true,
-            echo: EchoMode::Gate,
-        }),
+        audio: (format >= 3).then_some(
+            AudioAsked {
+                microphone: true,
+                input_wav: false,
+                output_wav: true,
+                push_to_talk: true,
+                echo: EchoMode::Gate,
+            }
+            .into(),
+        ),
     }
 }
 
+/// The line as the recorder encodes it.
 fn encode(t: f64, record: Record) -> String {
-    serde_json::to_string(&Line { t, record }).unwrap() + "\n"
+    format::encode(&Line { t, record }).unwrap()
 }
 
 /// PCM16 LE bytes of these samples.
@@ -786,7 +791,7 @@ fn format_2_lines() -> Vec<Record> {
             at: 2,
         },
         Record::Devices {
-            devices: devices(),
+            devices: convert::devices_to(&devices()),
             at: 2,
         },
         recv(json!({"toolCallCancellation": {"ids": ["c2"]}})),
@@ -947,10 +952,7 @@ fn the_format_2_golden_file_replays_as_the_app_applied_it() {
         .map(|a| {
             encode(
                 a.t,
-                Record::Applied {
-                    msg: a.msg.clone(),
-                    audio: None,
-                },
+                Record::applied(&a.msg, None).expect("a recorded message"),
             )
         })
         .collect();
@@ -979,4 +981,36 @@ fn the_format_1_golden_file_ends_at_its_close_line() {
             Msg::Server(ServerEvent::Closed(CloseInfo::ended_by_client())),
         ]
     );
+}
+
+/// What the recorder keeps is what the app says a recording keeps: every message above, and
+/// none of raw input, layout, ticks or what came from a recording.
+#[test]
+fn the_recorded_kinds_are_the_ones_the_app_records() {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
+    for msg in every_message() {
+        assert!(v3::Msg::recorded(&msg).is_some(), "{msg:?}");
+    }
+    let never = [
+        Msg::Replayed {
+            event: ServerEvent::Interrupted,
+            arrived_at: jiff::civil::time(3, 4, 5, 0),
+        },
+        Msg::ReplayProgress(crate::app::ReplayProgress::default()),
+        Msg::Quit,
+        Msg::Key(KeyEvent::from(KeyCode::Char('a'))),
+        Msg::Mouse(MouseEvent {
+            kind: MouseEventKind::Moved,
+            column: 1,
+            row: 2,
+            modifiers: KeyModifiers::NONE,
+        }),
+        Msg::Paste("a secret pasted".into()),
+        Msg::Layout(crate::app::ScreenLayout::default()),
+        Msg::Tick,
+    ];
+    for msg in never {
+        assert!(!msg.is_recorded(), "{msg:?}");
+        assert_eq!(v3::Msg::recorded(&msg), None, "{msg:?}");
+    }
 }
