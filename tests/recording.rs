@@ -828,7 +828,7 @@ fn a_self_interruption_replays_flagged_in_text_json_and_markdown() {
     }));
     let records = std::iter::once(meta).chain(
         msgs.into_iter()
-            .map(|msg| Record::Applied { msg, audio: None }),
+            .map(|msg| Record::applied(&msg, None).unwrap()),
     );
     let log: String = records
         .enumerate()
@@ -1023,4 +1023,58 @@ fn absurd_line_times_replay_with_a_warning_not_a_panic_or_a_hang() {
         "{}",
         inspected.stdout
     );
+}
+
+/// The recordings of formats 1, 2 and 3 kept in the repository (`tests/data/recordings/`)
+/// replay, headless as text and as JSON, and inspect, as a summary and as Markdown, exactly
+/// as they did when the format was still the shape of the app's messages: what each command
+/// printed then is kept beside them (`expected/`, the folder shown as `<recording>`).
+/// `LIVETALK_BLESS_RECORDINGS=1` writes those files instead (for a new format version only).
+#[test]
+fn the_recordings_of_every_format_replay_and_inspect_as_before() {
+    let scratch = tempfile::tempdir().unwrap();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/recordings");
+    let bless = std::env::var_os("LIVETALK_BLESS_RECORDINGS").is_some();
+    for format in 1..=3 {
+        let golden = data.join(format!("format-{format}"));
+        // A copy of its own: the folder's name is printed, and a replay must not need to
+        // write beside it.
+        let dir = scratch.path().join(format!("format-{format}"));
+        std::fs::create_dir(&dir).unwrap();
+        for file in ["session.jsonl", "model.wav", "mic.wav"] {
+            if golden.join(file).exists() {
+                std::fs::copy(golden.join(file), dir.join(file)).unwrap();
+            }
+        }
+        let dir_arg = dir.to_str().unwrap();
+        let commands: [(&str, &[&str]); 4] = [
+            (
+                "replay.txt",
+                &["replay", dir_arg, "--headless", "--instant"],
+            ),
+            (
+                "replay.json",
+                &["replay", dir_arg, "--headless", "--instant", "--json"],
+            ),
+            ("inspect.txt", &["inspect", dir_arg]),
+            ("inspect.md", &["inspect", dir_arg, "--markdown"]),
+        ];
+        for (name, args) in commands {
+            let run = run_livetalk(scratch.path(), args, &[], &[]);
+            let shown = format!(
+                "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+                run.code, run.stdout, run.stderr
+            )
+            .replace(dir_arg, "<recording>");
+            let expected = golden.join("expected").join(name);
+            if bless {
+                std::fs::create_dir_all(expected.parent().unwrap()).unwrap();
+                std::fs::write(&expected, &shown).unwrap();
+                continue;
+            }
+            let want = std::fs::read_to_string(&expected)
+                .unwrap_or_else(|e| panic!("{}: {e}", expected.display()));
+            assert_eq!(shown, want, "format {format}: livetalk {}", args.join(" "));
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! What changes the app and what it asks for: [`Msg`] in, [`Effect`]s out. Messages are
-//! recorded as they are applied (their serde shape is the recording format's `msg`), effects
-//! are carried out by the drive loop.
+//! recorded as they are applied (converted to the recording format's own types in
+//! `record::format`, so their shape here is free to change), effects are carried out by the
+//! drive loop.
 
 use serde::{Deserialize, Serialize};
 

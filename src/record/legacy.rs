@@ -8,6 +8,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde_json::Value;
 
+use super::format::convert::devices_from;
 use super::{Applied, AudioFiles, AudioRef, Record, Recording};
 use crate::app::Msg;
 use crate::tools::{SlowCall, ToolEvent, ToolOutcome, ToolStatus};
@@ -261,7 +262,9 @@ pub fn applied(recording: &Recording) -> (Vec<Applied>, Vec<String>) {
             Record::UserText { text, at } => app_line(*at, Msg::UserText(text.clone())),
             Record::EndSession { at } => app_line(*at, Msg::EndSession),
             Record::Retry { at } => app_line(*at, Msg::Retry),
-            Record::Devices { devices, at } => app_line(*at, Msg::DevicesChanged(devices.clone())),
+            Record::Devices { devices, at } => {
+                app_line(*at, Msg::DevicesChanged(devices_from(devices.clone())))
+            }
             // The only run error these formats knew: a headless turn that got no answer.
             Record::Error { message, at } => app_line(*at, Msg::GaveUp(message.clone())),
             Record::ToolSlow {

@@ -4,9 +4,11 @@
 //! A recording holds two things: every message the app applied (`applied` lines, model audio
 //! by reference into `model.wav`), which replay feeds to the same `App` so it shows exactly
 //! what the screen showed; and the wire tap (every frame both ways, mic audio in `mic.wav`),
-//! which `inspect` reads. Recordings of earlier formats are turned into the same messages by
+//! which `inspect` reads. The lines are types of their own ([`format`]), converted from and to
+//! the app's messages; recordings of earlier formats are turned into the same messages by
 //! [`legacy`].
 
+pub mod format;
 pub mod inspect;
 pub mod legacy;
 pub mod locate;
@@ -16,13 +18,11 @@ pub mod replay;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use crate::app::{AudioAsked, Msg};
-use crate::tools::Device;
-use livetalk_live::wire::FunctionResponse;
+use crate::app::Msg;
 
+pub use format::FORMAT_VERSION;
+pub use format::v3::{AudioRef, Line, Meta, Record};
 pub use recorder::Recorder;
 
 /// The log, one JSON object per line.
@@ -34,161 +34,6 @@ pub const MIC_WAV: &str = "mic.wav";
 /// The latest time a line may carry, in seconds from the start (thirty days): a later one is
 /// damage, not a session.
 pub const MAX_LINE_TIME_SECS: f64 = 30.0 * 24.0 * 3600.0;
-/// Bumped when a line changes meaning. 3: what the app applied is recorded as `applied`
-/// messages, user intents included, and replay reads only those. 2: app-level side lines
-/// (user text, tool results, link notices, `session_ended`) beside the wire frames, from which
-/// replay rebuilt the messages. 1: as 2, but every `close` line ended the session.
-pub const FORMAT_VERSION: u32 = 3;
-
-/// One line: a monotonic timestamp (seconds since the recording started) and what happened.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Line {
-    pub t: f64,
-    #[serde(flatten)]
-    pub record: Record,
-}
-
-/// What a line records. Format 3 writes `meta`, `applied` and the wire tap (`connect`,
-/// `send`, `recv`, `close`); the other kinds are read from earlier formats only, where `at` is
-/// the number of session events the app had applied when the line was written.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Record {
-    /// The first line.
-    Meta(Box<Meta>),
-    /// A message the app applied; a model audio chunk's samples are at `audio`.
-    Applied {
-        msg: Msg,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        audio: Option<AudioRef>,
-    },
-    /// A connection attempt to this host.
-    Connect { host: String },
-    /// The attempt failed before the session started.
-    ConnectFailed { message: String },
-    /// A client message as sent (audio replaced by an [`AudioRef`]).
-    Send { message: Value },
-    /// A server frame as received (audio replaced by an [`AudioRef`]), or why it was skipped.
-    /// `setup` marks frames read while waiting for `setupComplete`.
-    Recv {
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        setup: bool,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        message: Option<Value>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        skipped: Option<String>,
-    },
-    /// The connection ended.
-    Close {
-        code: Option<u16>,
-        reason: String,
-        message: String,
-        initiated_by_client: bool,
-    },
-    /// A typed user turn.
-    UserText { text: String, at: u64 },
-    /// The user (or the end of input, or `end_session`) closed the session.
-    EndSession { at: u64 },
-    /// A tool call finished; `response` is exactly what was sent.
-    ToolResult {
-        id: Option<String>,
-        name: String,
-        args: Value,
-        /// ok, error, timed_out or panicked.
-        outcome: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        error: Option<String>,
-        duration_ms: f64,
-        /// Exact, so replay prints the same durations.
-        duration_ns: u64,
-        response: FunctionResponse,
-        truncated: bool,
-        at: u64,
-    },
-    /// The server cancelled a running call; it was not answered.
-    ToolCancelled {
-        id: String,
-        name: String,
-        duration_ms: f64,
-        duration_ns: u64,
-        at: u64,
-    },
-    /// The smart-home devices changed.
-    Devices { devices: Vec<Device>, at: u64 },
-    /// An error of the run itself (e.g. a headless turn timeout).
-    Error { message: String, at: u64 },
-    /// The connection is being replaced: `planned` after a goAway, otherwise the connection was
-    /// lost; `attempt` counts failed tries and the next one starts after `retry_in`.
-    Reconnecting {
-        planned: bool,
-        attempt: u32,
-        reason: String,
-        retry_in_ms: f64,
-        /// Exact, so replay shows the same wait.
-        retry_in_ns: u64,
-        at: u64,
-    },
-    /// A new connection is up (`resumed` by handle).
-    Reconnected { resumed: bool, at: u64 },
-    /// The saved session could not be resumed; a fresh one follows.
-    ResumeRejected { message: String, at: u64 },
-    /// A tool answer was not sent: the connection that asked for it had ended.
-    AnswerDropped {
-        id: Option<String>,
-        name: String,
-        at: u64,
-    },
-    /// The dispatcher saw a call run longer than expected.
-    ToolSlow {
-        id: Option<String>,
-        name: String,
-        elapsed_ms: f64,
-        elapsed_ns: u64,
-        at: u64,
-    },
-    /// The user asked to connect again after the session gave up.
-    Retry { at: u64 },
-    /// The session ended, as the app was told: the last connection's close, or why the session
-    /// gave up reconnecting (which no `close` line says).
-    SessionEnded {
-        code: Option<u16>,
-        reason: String,
-        message: String,
-        initiated_by_client: bool,
-        at: u64,
-    },
-}
-
-/// Metadata on the first line. Never holds the API key.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Meta {
-    pub format: u32,
-    pub livetalk_version: String,
-    /// Local wall-clock start, RFC 3339.
-    pub started_at: String,
-    pub model: String,
-    pub voice: String,
-    /// Host name or "offline demo model".
-    pub endpoint_host: String,
-    pub offline: bool,
-    /// Devices when the session started (later changes are `devices` lines).
-    pub devices: Vec<Device>,
-    /// A summary of the settings, for people.
-    pub config: Value,
-    /// The audio the session asked for (`None`: none, or a recording from before this was
-    /// kept), so a replay's app starts as the original's did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub audio: Option<AudioAsked>,
-}
-
-/// Where an audio payload went: samples `[sample_offset, sample_offset + sample_count)` of
-/// `file`, in the recording folder.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AudioRef {
-    pub file: String,
-    pub sample_offset: u64,
-    pub sample_count: u64,
-}
 
 /// A recording read back.
 #[derive(Debug, Clone)]
@@ -275,7 +120,7 @@ impl Recording {
                     l.record,
                     Record::UserText { .. }
                         | Record::Applied {
-                            msg: Msg::UserText(_),
+                            msg: format::v3::Msg::UserText(_),
                             ..
                         }
                 )
@@ -295,7 +140,7 @@ impl Recording {
             .iter()
             .filter_map(|line| match &line.record {
                 Record::Applied { msg, audio: at } => {
-                    let mut msg = msg.clone();
+                    let mut msg = Msg::from(msg.clone());
                     if let (Some(pcm), Some(at)) = (msg.model_audio_mut(), at) {
                         *pcm = audio.samples(at);
                     }
@@ -411,5 +256,7 @@ pub fn wav_contents(path: &Path) -> Result<Option<(u32, Vec<i16>)>, String> {
     Ok(Some((rate, samples)))
 }
 
+#[cfg(test)]
+mod golden_tests;
 #[cfg(test)]
 mod tests;

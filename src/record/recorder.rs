@@ -15,6 +15,7 @@ use anyhow::Context as _;
 use serde_json::Value;
 use tracing::warn;
 
+use super::format::{self, convert, v3};
 use super::{AudioRef, FORMAT_VERSION, LOG_FILE, Line, MIC_WAV, MODEL_WAV, Meta, Record};
 use crate::app::{AudioAsked, Msg};
 use crate::config::{RecordTo, Settings};
@@ -113,8 +114,8 @@ impl Recorder {
             voice: settings.voice.clone(),
             endpoint_host: settings.endpoint_label(),
             offline: settings.is_offline(),
-            devices,
-            audio: (!settings.audio.is_off()).then(|| AudioAsked::from(&settings.audio)),
+            devices: convert::devices_to(&devices),
+            audio: (!settings.audio.is_off()).then(|| AudioAsked::from(&settings.audio).into()),
             config: serde_json::json!({
                 "api_version": settings.api_version.as_str(),
                 "tools_enabled": settings.tools_enabled,
@@ -150,31 +151,32 @@ impl Recorder {
     }
 
     /// Records a message the app applied (raw input and ticks are not recorded). Its model
-    /// audio refers to the samples the wire tap already wrote, or is written now.
+    /// audio refers to the samples the wire tap already wrote, or is written now; the samples
+    /// are borrowed, never copied into the line.
     pub fn applied(&self, msg: &Msg) {
-        if !msg.is_recorded() {
+        let Some(recorded) = v3::Msg::recorded(msg) else {
             return;
-        }
-        let mut msg = msg.clone();
+        };
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
-        let audio = msg.model_audio_mut().and_then(|pcm| {
+        let audio = convert::model_audio(msg).and_then(|pcm| {
             let digest = digest(pcm);
-            let claimed = match inner.unclaimed.iter().position(|(d, _)| *d == digest) {
+            match inner.unclaimed.iter().position(|(d, _)| *d == digest) {
                 Some(at) => {
                     // Older chunks were never applied (a connection the session had left).
                     inner.unclaimed.drain(..at);
                     inner.unclaimed.pop_front().map(|(_, at)| at)
                 }
                 None => Recorder::audio(&mut inner, Track::Model, pcm, OUTPUT_SAMPLE_RATE),
-            };
-            pcm.clear();
-            claimed
+            }
         });
         let line = Line {
             t: self.now(),
-            record: Record::Applied { msg, audio },
+            record: Record::Applied {
+                msg: recorded,
+                audio,
+            },
         };
         inner.write_line(&line);
     }
@@ -240,15 +242,10 @@ impl Inner {
         if self.failed {
             return;
         }
-        let mut text = match serde_json::to_string(line) {
-            Ok(text) => text,
-            Err(e) => {
-                warn!("recording: could not encode a line: {e}");
-                return;
-            }
+        let Some(text) = format::encode(line) else {
+            warn!("recording: could not encode a line");
+            return;
         };
-        text = livetalk_live::redact::scrub(&text).into_owned();
-        text.push('\n');
         // One write per line, unbuffered: a crash leaves at most the last line cut short.
         if let Err(e) = self.log.write_all(text.as_bytes()) {
             warn!("recording stopped: writing {LOG_FILE} failed: {e}");

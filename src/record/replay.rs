@@ -6,6 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::format::convert::devices_from;
 use super::{Applied, Recording};
 use crate::app::{App, AppInit, Effect, Msg, ReplayProgress};
 use crate::audio::AudioWorker;
@@ -281,9 +282,13 @@ pub fn initial_app(recording: &Recording, log_path: Option<&Path>, total: usize)
         endpoint_label: meta.endpoint_host.clone(),
         recording: Some(recording.dir.display().to_string()),
         replay: Some(total),
-        audio: meta.audio,
+        audio: meta.audio.map(Into::into),
         no_color: crate::output::no_color(),
         log_path: log_path.map(|p| p.display().to_string()),
-        ..AppInit::new(meta.model.clone(), meta.offline, meta.devices.clone())
+        ..AppInit::new(
+            meta.model.clone(),
+            meta.offline,
+            devices_from(meta.devices.clone()),
+        )
     })
 }

@@ -515,7 +515,7 @@ async fn the_users_verdicts_replay_as_the_screen_showed_them() {
     use crate::app::ToolState;
     use crate::tools::{CallKey, Verdict, WaitingCall};
     use livetalk_live::wire::FunctionCall;
-    let applied = |msg: Msg| Record::Applied { msg, audio: None };
+    let applied = |msg: Msg| Record::applied(&msg, None).unwrap();
     let edited = json!({"device_name": "living room lamp", "new_status": "off"});
     let lines = vec![
         (
@@ -576,7 +576,7 @@ async fn the_users_verdicts_replay_as_the_screen_showed_them() {
 #[tokio::test]
 async fn an_interruption_flagged_as_echo_replays_flagged() {
     use crate::audio::{AudioEvent, AudioSetup, EchoFigures, EchoMode, StreamInfo};
-    let applied = |msg: Msg| Record::Applied { msg, audio: None };
+    let applied = |msg: Msg| Record::applied(&msg, None).unwrap();
     let device = |name: &str| StreamInfo {
         name: name.into(),
         path: "48 kHz".into(),
@@ -650,7 +650,7 @@ async fn a_replay_answers_recorded_audio_keys_as_the_original_did() {
         echo: EchoMode::Gate,
         ..AudioAsked::default()
     };
-    let applied = |msg: Msg| Record::Applied { msg, audio: None };
+    let applied = |msg: Msg| Record::applied(&msg, None).unwrap();
     let stream = |name: &str| {
         Some(StreamInfo {
             name: name.into(),
@@ -679,7 +679,7 @@ async fn a_replay_answers_recorded_audio_keys_as_the_original_did() {
     let Record::Meta(mut meta) = meta(FORMAT_VERSION, STARTED_AT) else {
         unreachable!()
     };
-    meta.audio = Some(asked);
+    meta.audio = Some(asked.into());
     let lines = msgs
         .into_iter()
         .enumerate()
@@ -687,7 +687,7 @@ async fn a_replay_answers_recorded_audio_keys_as_the_original_did() {
         .collect();
     let (_dir, recording) = load(Record::Meta(meta), lines);
     assert_eq!(
-        recording.meta.audio,
+        recording.meta.audio.map(AudioAsked::from),
         Some(asked),
         "kept in the metadata line"
     );
@@ -723,7 +723,11 @@ fn the_metadata_line_keeps_the_audio_asked_for() {
     let read_back = |settings: &crate::config::Settings, name: &str| {
         let dir = scratch.path().join(name);
         drop(super::Recorder::create(&dir, settings, Vec::new()).unwrap());
-        Recording::load(&dir).unwrap().meta.audio
+        Recording::load(&dir)
+            .unwrap()
+            .meta
+            .audio
+            .map(AudioAsked::from)
     };
     assert_eq!(
         read_back(&settings, "with"),
