@@ -181,7 +181,7 @@ fn alternate(batches: usize, mut ours: impl FnMut(), mut peer: impl FnMut()) -> 
     )
 }
 
-/// The side-by-side figures: what the README quotes.
+/// The side-by-side figures: what docs/performance.md quotes.
 fn side_by_side(frames: &Frames, batches: usize) {
     // Both codecs must agree on what they produce before their speed means anything.
     let mut peer = PeerEncoder::new();

@@ -11,5 +11,10 @@ fi
 # pkg-config + libasound2-dev build the audio backend (ALSA, which also reaches PulseAudio and
 # PipeWire); espeak-ng gives the offline demo model a real voice (else a synthetic one).
 scripts/setup-system.sh pkg-config libasound2-dev espeak-ng
-cargo build --release --quiet
+# Cargo's own progress shows: a cold build takes minutes and must not look like a hang. Once
+# built, only the one "Finished" line is left.
+if [ ! -x target/release/livetalk ]; then
+    echo "building livetalk (the first build takes a few minutes)…" >&2
+fi
+cargo build --release
 exec target/release/livetalk "$@"

@@ -23,13 +23,15 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve the embedded mock Live API (wire-compatible with the service and official SDKs).
+    /// Serve the embedded mock Live API server (wire-compatible with Google's service and its
+    /// official software development kits, the SDKs).
     Mock(MockArgs),
     /// Serve the app-facing bridge: apps speak a simple JSON protocol over WebSocket
     /// (docs/bridge-protocol.md), the server holds the API key and one Live session per app
     /// connection.
     Serve(ServeArgs),
-    /// Replay a recorded session (`--record`): in the TUI, headless, or against an endpoint.
+    /// Replay a recorded session (`--record`): in the full-screen app, headless, or against an
+    /// endpoint.
     Replay(ReplayArgs),
     /// Summarize a recorded session, or print it as a Markdown transcript.
     Inspect(InspectArgs),
@@ -37,6 +39,32 @@ pub enum Command {
     Sessions,
     /// List audio input and output devices with their default format; * marks the defaults.
     Devices(DevicesArgs),
+    /// Check what a session needs (config, key, route, network, a real connection, audio,
+    /// the demo model's voice, terminal, MCP servers, data folder) and say what to do about
+    /// each problem. Exits 1 when something would stop a session.
+    Doctor(DoctorArgs),
+    /// Print a shell completion script (bash, zsh, fish or powershell) to standard output.
+    Completions(CompletionsArgs),
+    /// Print livetalk's manual page (every command and flag) to standard output, for `man -l -`.
+    Man,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// Print the checks as one JSON object (for bug reports; secrets are never included).
+    #[arg(long)]
+    pub json: bool,
+    /// Test the connection with the embedded offline demo model instead of the configured
+    /// route.
+    #[arg(long)]
+    pub offline: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -116,14 +144,14 @@ pub struct SessionFlags {
     /// Speaker by name (see `livetalk devices`); default: the system's.
     #[arg(long, value_name = "NAME")]
     pub output_device: Option<String>,
-    /// Stream this WAV file (any rate, channels, 16-bit or float) as the microphone, in real
-    /// time, then silence.
+    /// Stream this WAV file as the microphone (any rate and channels; 8- to 32-bit integer
+    /// or 32-bit float samples), in real time, then silence.
     #[arg(long, value_name = "FILE")]
     pub input_wav: Option<PathBuf>,
     /// Also write the model's audio to this WAV file (24 kHz mono).
     #[arg(long, value_name = "FILE")]
     pub output_wav: Option<PathBuf>,
-    /// The --output-wav file stops growing at this many MiB (1 to 4095; default 512, or
+    /// The --output-wav file stops growing at this many MiB (mebibytes, 1 to 4095; default 512, or
     /// audio.output_wav_max_mb); the rest of the audio is not written, and you are told.
     #[arg(long, value_name = "MB", requires = "output_wav")]
     pub output_wav_max_mb: Option<u64>,
@@ -131,17 +159,18 @@ pub struct SessionFlags {
     /// --input-wav, the whole clip is one utterance).
     #[arg(long)]
     pub push_to_talk: bool,
-    /// How Gemini's voice is kept out of the mic: aec (cancel the speaker's echo, so you can
-    /// talk over Gemini; default), gate (send silence while Gemini is heard) or off
-    /// (headphones). F9 switches it while the session runs.
+    /// How Gemini's voice is kept out of the mic: aec (acoustic echo cancellation: remove the
+    /// speaker's echo from the mic, so you can talk over Gemini; default), gate (send silence
+    /// while Gemini is heard) or off (headphones). F9 switches it while the session runs.
     #[arg(long, value_name = "MODE", value_parser = ["aec", "gate", "off"])]
     pub echo: Option<String>,
     /// Leave the mic's noise unsuppressed (suppression is on by default, or
     /// audio.noise_suppression).
     #[arg(long)]
     pub no_noise_suppression: bool,
-    /// Add an MCP server for this run: 'NAME=COMMAND ARGS…', split like a shell (repeatable;
-    /// replaces a configured server of the same name).
+    /// Add an MCP (Model Context Protocol) server, whose tools the model may call, for this
+    /// run: 'NAME=COMMAND ARGS…', split like a shell (repeatable; replaces a configured server
+    /// of the same name).
     #[arg(long, value_name = "NAME=COMMAND ARGS…")]
     pub mcp: Vec<String>,
 }
@@ -199,7 +228,8 @@ pub struct MockArgs {
     /// Address to listen on; port 0 picks a free port (the URL is printed on stdout).
     #[arg(long, default_value = "127.0.0.1:9000")]
     pub listen: SocketAddr,
-    /// PEM certificate chain: serve wss:// (the official Python SDK only dials wss).
+    /// Certificate chain (a PEM file): serve wss://, WebSocket over TLS (the official Python
+    /// SDK only dials wss).
     #[arg(long, value_name = "PEM", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// PEM private key for --tls-cert.
@@ -209,8 +239,8 @@ pub struct MockArgs {
     /// from 0.01 to 1000.
     #[arg(long, default_value_t = 4.0, value_parser = speed_factor, allow_negative_numbers = true)]
     pub speed: f64,
-    /// Fault scenario (TOML, or JSON for a .json file): goAways, drops, closes, bad frames,
-    /// stalls at chosen moments. See `livetalk::mock::scenario` for the format.
+    /// Fault scenario (TOML, or JSON for a .json file): go-away notices, drops, closes, bad frames,
+    /// stalls at chosen moments. docs/mock.md describes the format.
     #[arg(long, value_name = "FILE")]
     pub scenario: Option<PathBuf>,
     /// Save the mic audio each connection sends as DIR/input-<n>.wav (16 kHz mono), to hear
@@ -265,7 +295,8 @@ pub struct ReplayArgs {
     /// No pauses: apply the whole recording at once.
     #[arg(long)]
     pub instant: bool,
-    /// Print what headless mode printed in the original run instead of drawing the TUI.
+    /// Print what headless mode printed in the original run instead of drawing the full-screen
+    /// app.
     #[arg(long)]
     pub headless: bool,
     /// With --headless or --against: print one JSON event per line.
@@ -345,4 +376,44 @@ pub fn refused_value(error: &clap::Error) -> Option<String> {
     let value = text(ContextKind::InvalidValue)?;
     let why = std::error::Error::source(error)?.to_string();
     Some(format!("{flag} {why} (got {value})"))
+}
+
+/// `livetalk completions SHELL`: the shell's completion script, generated from the
+/// definitions above, so a new flag completes without anyone editing a script.
+pub fn completion_script(shell: clap_complete::Shell) -> Vec<u8> {
+    use clap::CommandFactory as _;
+    let mut command = Cli::command();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "livetalk", &mut script);
+    script
+}
+
+/// `livetalk man`: one manual page (roff) with the top level's flags and, below them, a
+/// section for each command with its own synopsis, description and flags.
+pub fn man_page() -> std::io::Result<Vec<u8>> {
+    use clap::CommandFactory as _;
+    let mut command = Cli::command();
+    command.build();
+    let mut page = Vec::new();
+    clap_mangen::Man::new(command.clone()).render(&mut page)?;
+    for sub in command.get_subcommands() {
+        if sub.get_name() == "help" {
+            continue;
+        }
+        let man = clap_mangen::Man::new(sub.clone());
+        let mut part = Vec::new();
+        man.render_synopsis_section(&mut part)?;
+        man.render_description_section(&mut part)?;
+        man.render_options_section(&mut part)?;
+        // The command's parts become subsections of a section of its own.
+        let part = String::from_utf8_lossy(&part).replace("\n.SH ", "\n.SS ");
+        let part = part
+            .strip_prefix(".SH ")
+            .map_or(part.clone(), |rest| format!(".SS {rest}"));
+        page.extend_from_slice(
+            format!(".SH \"LIVETALK {}\"\n", sub.get_name().to_uppercase()).as_bytes(),
+        );
+        page.extend_from_slice(part.as_bytes());
+    }
+    Ok(page)
 }

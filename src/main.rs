@@ -123,7 +123,10 @@ fn main() -> ExitCode {
                         ExitCode::SUCCESS
                     }
                     Err(e) => {
-                        livetalk::output::err(&format!("livetalk: {e}"));
+                        livetalk::output::err(&format!(
+                            "livetalk: {e}\nlivetalk: {}",
+                            livetalk::audio::device::NO_DEVICES_HINT
+                        ));
                         ExitCode::from(1)
                     }
                 },
@@ -133,6 +136,38 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some(Command::Doctor(args)) => {
+            let checks = runtime.block_on(livetalk::doctor::checks(&args, cli.session.overrides()));
+            let text = if args.json {
+                livetalk::doctor::json(&checks) + "\n"
+            } else {
+                livetalk::doctor::report(&checks)
+            };
+            let _ = livetalk::output::out_raw(&text);
+            runtime.shutdown_background();
+            if livetalk::doctor::blocked(&checks) {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Some(Command::Completions(args)) => {
+            let script = livetalk::cli::completion_script(args.shell);
+            let _ = livetalk::output::out_raw(&String::from_utf8_lossy(&script));
+            ExitCode::SUCCESS
+        }
+        Some(Command::Man) => match livetalk::cli::man_page() {
+            Ok(page) => {
+                let _ = livetalk::output::out_raw(&String::from_utf8_lossy(&page));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                livetalk::output::err(&format!(
+                    "livetalk: error: cannot write the manual page: {e}"
+                ));
+                ExitCode::from(1)
+            }
+        },
         Some(Command::Sessions) => match Settings::load(&cli.session.overrides()) {
             Ok(settings) => {
                 let _ = livetalk::output::out_raw(&inspect::sessions_table(&settings.sessions_dir));

@@ -1011,3 +1011,496 @@ fn ctrl_c_while_mcp_servers_start_is_one_line_and_exit_0() {
     });
     assert!(gone.is_some(), "the MCP server {} still runs", pid.trim());
 }
+
+// ---- The first hour: the README's first steps, help texts, completions, man, doctor ----
+
+/// The repository's root (the README and the guide live there).
+fn repository() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The lines of the README section headed `heading`, up to the next `## ` heading.
+fn readme_section(heading: &str) -> Vec<String> {
+    let readme = std::fs::read_to_string(repository().join("README.md")).unwrap();
+    readme
+        .lines()
+        .skip_while(|line| *line != heading)
+        .skip(1)
+        .take_while(|line| !line.starts_with("## "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A PATH with the built livetalk first, as `cargo install` would leave it.
+fn path_with_livetalk() -> String {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_livetalk"))
+        .parent()
+        .unwrap()
+        .to_owned();
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// `sh -c LINE` with livetalk on the PATH, isolated like [`livetalk`], stdin closed.
+fn shell_line(scratch: &std::path::Path, line: &str) -> Run {
+    let mut command = std::process::Command::new("sh");
+    command.arg("-c").arg(line);
+    isolate(&mut command, scratch);
+    command.env("PATH", path_with_livetalk());
+    run_command(command, &[], Duration::from_secs(60))
+}
+
+#[test]
+fn every_command_of_the_readme_first_steps_runs_as_written() {
+    let section = readme_section("## First steps");
+    let commands: Vec<String> = section
+        .iter()
+        .skip_while(|line| !line.starts_with("```sh"))
+        .skip(1)
+        .take_while(|line| !line.starts_with("```"))
+        .filter(|line| !line.trim().is_empty())
+        .cloned()
+        .collect();
+    assert!(commands.len() >= 5, "the first steps: {commands:?}");
+    let scratch = tempfile::tempdir().unwrap();
+    let mut ran = 0;
+    for line in &commands {
+        assert!(
+            line.starts_with("livetalk ") || line.contains("| livetalk "),
+            "{line}"
+        );
+        // The full-screen app needs a terminal; the line after it is its line-console twin.
+        if line.contains("# interactive") {
+            continue;
+        }
+        let run = shell_line(scratch.path(), line);
+        assert_eq!(
+            run.code,
+            Some(0),
+            "`{line}` failed:\nstdout:\n{}\nstderr:\n{}",
+            run.stdout,
+            run.stderr
+        );
+        assert!(!run.stdout.trim().is_empty(), "`{line}` printed nothing");
+        if line.starts_with("livetalk doctor") {
+            assert!(
+                run.stdout.contains("✔ connection: setup answered"),
+                "{}",
+                run.stdout
+            );
+        }
+        if line.contains("lamp") && !line.contains("--json") {
+            assert!(run.stdout.contains("Gemini: "), "`{line}`:\n{}", run.stdout);
+        }
+        if line.starts_with("livetalk sessions") {
+            assert!(run.stdout.contains("first-steps"), "{}", run.stdout);
+        }
+        ran += 1;
+    }
+    assert!(ran >= 5, "{ran} commands ran");
+}
+
+/// The user guide: the README and every page of docs/ but the contributors' three.
+fn user_guide() -> String {
+    let mut text = std::fs::read_to_string(repository().join("README.md")).unwrap();
+    for entry in std::fs::read_dir(repository().join("docs")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if ["architecture.md", "testing.md", "performance.md"].contains(&name.as_str()) {
+            continue;
+        }
+        text.push_str(&std::fs::read_to_string(&path).unwrap());
+    }
+    text
+}
+
+/// The `--long-flags` a help text names.
+fn long_flags(help: &str) -> Vec<String> {
+    let mut flags = Vec::new();
+    let bytes = help.as_bytes();
+    for (at, _) in help.match_indices("--") {
+        if at > 0 && !(bytes[at - 1] == b' ' || bytes[at - 1] == b'(' || bytes[at - 1] == b'[') {
+            continue;
+        }
+        let flag: String = help[at + 2..]
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-')
+            .collect();
+        if !flag.is_empty() && !flags.contains(&format!("--{flag}")) {
+            flags.push(format!("--{flag}"));
+        }
+    }
+    flags
+}
+
+/// Whether `text` names `flag` as a whole flag (`--record` is not found in `--recording`).
+fn names_flag(text: &str, flag: &str) -> bool {
+    text.match_indices(flag).any(|(at, _)| {
+        !text[at + flag.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '-')
+    })
+}
+
+#[test]
+fn every_help_speaks_the_users_words_and_every_flag_is_in_the_guide() {
+    use clap::CommandFactory as _;
+    let scratch = tempfile::tempdir().unwrap();
+    let guide = user_guide();
+    let mut commands = vec![Vec::new()];
+    for sub in livetalk::cli::Cli::command().get_subcommands() {
+        commands.push(vec![sub.get_name().to_owned()]);
+    }
+    let mut missing = Vec::new();
+    for words in commands {
+        let run = run_livetalk(
+            scratch.path(),
+            &[
+                words.iter().map(String::as_str).collect::<Vec<_>>(),
+                vec!["--help"],
+            ]
+            .concat(),
+            &[],
+            &[],
+        );
+        assert_eq!(run.code, Some(0), "{words:?} --help: {}", run.stderr);
+        assert!(
+            !run.stdout.contains("::"),
+            "livetalk {words:?} --help names a code path:\n{}",
+            run.stdout
+        );
+        for flag in long_flags(&run.stdout) {
+            if !names_flag(&guide, &flag) {
+                missing.push(format!("livetalk {} {flag}", words.join(" ")));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "flags the user guide never names: {missing:#?}"
+    );
+}
+
+#[test]
+fn the_readme_key_table_is_the_key_map() {
+    let rows: Vec<(String, String)> = readme_section("## Keys")
+        .iter()
+        .filter(|line| line.starts_with("| `"))
+        .map(|line| {
+            let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();
+            assert_eq!(cells.len(), 2, "a key row: {line}");
+            (
+                cells[0].trim().trim_matches('`').to_owned(),
+                cells[1].trim().to_owned(),
+            )
+        })
+        .collect();
+    let map: Vec<(String, String)> = livetalk::app::KEY_MAP
+        .iter()
+        .map(|row| (row.keys.to_owned(), row.help.to_owned()))
+        .collect();
+    assert_eq!(
+        rows, map,
+        "the README's key table must be the key map, row for row"
+    );
+}
+
+#[test]
+fn bash_completion_completes_a_subcommand_and_the_other_shells_get_a_script() {
+    let scratch = tempfile::tempdir().unwrap();
+    let run = run_livetalk(scratch.path(), &["completions", "bash"], &[], &[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let script = scratch.path().join("livetalk.bash");
+    std::fs::write(&script, &run.stdout).unwrap();
+    // As bash calls a completion function: the words so far, the one being completed.
+    let complete = |line: &str| {
+        let program = format!(
+            "source {}\ncomplete -p livetalk\nCOMP_LINE='{line}'\nCOMP_POINT=${{#COMP_LINE}}\nread -ra COMP_WORDS <<< \"$COMP_LINE\"\n[[ $COMP_LINE == *' ' ]] && COMP_WORDS+=('')\nCOMP_CWORD=$((${{#COMP_WORDS[@]}} - 1))\n_livetalk livetalk \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+            script.display()
+        );
+        let mut bash = std::process::Command::new("bash");
+        bash.arg("--norc").arg("-c").arg(program);
+        run_command(bash, &[], Duration::from_secs(20))
+    };
+    let run = complete("livetalk doc");
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("-F _livetalk livetalk"),
+        "{}",
+        run.stdout
+    );
+    let offered: Vec<&str> = run.stdout.lines().skip(1).collect();
+    assert_eq!(offered, ["doctor"], "{}", run.stdout);
+    let run = complete("livetalk doctor --j");
+    assert!(run.stdout.lines().any(|l| l == "--json"), "{}", run.stdout);
+    for (shell, mark) in [
+        ("zsh", "#compdef livetalk"),
+        ("fish", "complete -c livetalk"),
+        ("powershell", "Register-ArgumentCompleter"),
+    ] {
+        let run = run_livetalk(scratch.path(), &["completions", shell], &[], &[]);
+        assert_eq!(run.code, Some(0), "{shell}: {}", run.stderr);
+        assert!(run.stdout.contains(mark), "{shell}:\n{}", run.stdout);
+        assert!(run.stdout.contains("doctor"), "{shell} completes doctor");
+    }
+}
+
+#[test]
+fn the_man_page_renders_with_every_command() {
+    let scratch = tempfile::tempdir().unwrap();
+    let run = run_livetalk(scratch.path(), &["man"], &[], &[]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let page = scratch.path().join("livetalk.1");
+    std::fs::write(&page, &run.stdout).unwrap();
+    let mut man = std::process::Command::new("man");
+    man.arg("-l")
+        .arg("-")
+        .stdin(std::fs::File::open(&page).unwrap())
+        .env("MANPAGER", "cat")
+        .env("PAGER", "cat")
+        .env("MANWIDTH", "100")
+        .env("LANG", "C.UTF-8");
+    let output = man
+        .output()
+        .expect("man-db's man (scripts/test.sh installs it)");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for expected in [
+        "livetalk",
+        "--input-wav",
+        "LIVETALK DOCTOR",
+        "LIVETALK MOCK",
+        "--scenario",
+        "LIVETALK COMPLETIONS",
+        "--json",
+    ] {
+        assert!(text.contains(expected), "`{expected}` in:\n{text}");
+    }
+    assert!(!text.contains("::"), "{text}");
+}
+
+/// `livetalk doctor ARGS` in `scratch` (its config as the test wrote it), with `envs`.
+fn doctor(scratch: &std::path::Path, args: &[&str], envs: &[(&str, &str)]) -> Run {
+    run_livetalk(scratch, &[&["doctor"], args].concat(), envs, &[])
+}
+
+/// What a check's line says it found (the part before what to do).
+fn found(line: &str) -> &str {
+    line.split(" → ").next().unwrap_or(line)
+}
+
+/// The line of a check, e.g. `connection`.
+fn check_line<'a>(run: &'a Run, check: &str) -> &'a str {
+    run.stdout
+        .lines()
+        .find(|line| {
+            line.get(4..)
+                .is_some_and(|rest| rest.starts_with(&format!("{check}:")))
+        })
+        .unwrap_or_else(|| panic!("no `{check}` line:\n{}\n{}", run.stdout, run.stderr))
+}
+
+#[test]
+fn doctor_with_no_config_and_no_audio_devices_says_what_to_do_and_exits_0() {
+    let scratch = tempfile::tempdir().unwrap();
+    let empty_alsa = scratch.path().join("empty-alsa.conf");
+    std::fs::write(&empty_alsa, "").unwrap();
+    // No config file at all: not the test one, not the default one.
+    let mut command = livetalk(scratch.path());
+    std::fs::remove_file(scratch.path().join("config.toml")).unwrap();
+    command
+        .env_remove("LIVETALK_CONFIG")
+        .env("ALSA_CONFIG_PATH", &empty_alsa)
+        .env("PULSE_SERVER", "unix:/nonexistent/pulse")
+        .args(["doctor", "--offline"]);
+    let run = run_command(command, &[], Duration::from_secs(60));
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let config = check_line(&run, "config");
+    assert!(
+        config.starts_with("✔") && config.contains("no config file"),
+        "{config}"
+    );
+    assert!(check_line(&run, "API key").starts_with("✔"));
+    assert!(check_line(&run, "route").contains("offline demo model"));
+    let connection = check_line(&run, "connection");
+    assert!(
+        connection
+            .starts_with("✔ connection: setup answered by the embedded offline demo model in"),
+        "{connection}"
+    );
+    let audio: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.contains(" audio"))
+        .collect();
+    assert!(!audio.is_empty(), "{}", run.stdout);
+    for line in &audio {
+        assert!(line.starts_with("⚠"), "no device is a warning: {line}");
+        for hint in ["--no-audio", "livetalk devices", "F6", "docs/audio.md"] {
+            assert!(line.contains(hint), "`{hint}` in {line}");
+        }
+    }
+    assert!(check_line(&run, "data folder").starts_with("✔"));
+    assert!(check_line(&run, "MCP servers").contains("none configured"));
+
+    // The other audio system, with no server to reach (audio on: an empty config).
+    std::fs::write(scratch.path().join("config.toml"), "").unwrap();
+    let run = doctor(
+        scratch.path(),
+        &["--offline"],
+        &[
+            ("LIVETALK_AUDIO_HOST", "pulseaudio"),
+            ("PULSE_SERVER", "unix:/nonexistent/pulse"),
+        ],
+    );
+    let audio = check_line(&run, "audio");
+    assert!(audio.starts_with("⚠ audio: pulseaudio"), "{audio}");
+    assert!(audio.contains("--no-audio"), "{audio}");
+}
+
+#[test]
+fn doctor_names_a_broken_config_and_exits_1() {
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        "[session]\nconnect_timeout_secs = \"soon\"\n",
+    )
+    .unwrap();
+    let run = doctor(scratch.path(), &[], &[]);
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    let config = check_line(&run, "config");
+    assert!(config.starts_with("✖ config: bad config in"), "{config}");
+    assert!(config.contains("session.connect_timeout_secs"), "{config}");
+    assert!(config.contains("→"), "says what to do: {config}");
+    assert!(
+        run.stdout.contains("would stop a session"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn doctor_connects_to_a_live_server_and_reports_json_without_the_key() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mock = MockProcess::start(scratch.path(), &[]);
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        format!("endpoint = \"{}\"\n[audio]\nenabled = false\n", mock.url),
+    )
+    .unwrap();
+    let key = "AIzaDoctorSecretKey0123456789";
+    let run = doctor(scratch.path(), &[], &[("GEMINI_API_KEY", key)]);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(check_line(&run, "API key").contains("from GEMINI_API_KEY"));
+    assert!(check_line(&run, "route").contains("the endpoint 127.0.0.1"));
+    let connection = check_line(&run, "connection");
+    assert!(
+        connection.starts_with("✔ connection: setup answered by 127.0.0.1 in"),
+        "{connection}"
+    );
+    assert!(check_line(&run, "audio").starts_with("✔ audio: off"));
+    let run = doctor(scratch.path(), &["--json"], &[("GEMINI_API_KEY", key)]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let report: serde_json::Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(report["ok"], true);
+    let checks = report["checks"].as_array().unwrap();
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["check"] == "connection" && c["status"] == "ok")
+    );
+    for text in [&run.stdout, &run.stderr] {
+        assert!(!text.contains(key), "the key leaked: {text}");
+    }
+}
+
+#[test]
+fn doctor_gives_up_on_a_silent_server_at_the_connect_deadline() {
+    let scratch = tempfile::tempdir().unwrap();
+    // Accepts and never says a word: not even the WebSocket upgrade's answer.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            held.push(stream);
+        }
+    });
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        format!(
+            "endpoint = \"ws://127.0.0.1:{port}\"\n[session]\nconnect_timeout_secs = 2\n[audio]\nenabled = false\n"
+        ),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let run = doctor(scratch.path(), &[], &[]);
+    let took = started.elapsed();
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    let connection = check_line(&run, "connection");
+    assert!(connection.starts_with("✖ connection:"), "{connection}");
+    assert!(
+        connection.contains(&format!("127.0.0.1:{port}")),
+        "{connection}"
+    );
+    assert!(connection.contains("connect_timeout_secs"), "{connection}");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(15),
+        "the deadline, not a hang: {took:?}"
+    );
+}
+
+#[test]
+fn doctor_names_an_unreachable_proxy_without_its_password() {
+    let scratch = tempfile::tempdir().unwrap();
+    // A port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        "endpoint = \"wss://live.example.com\"\n[audio]\nenabled = false\n",
+    )
+    .unwrap();
+    let password = "doctorProxyPassword42";
+    let proxy = format!("http://me:{password}@127.0.0.1:{port}");
+    let run = doctor(scratch.path(), &[], &[("HTTPS_PROXY", proxy.as_str())]);
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    let line = check_line(&run, "proxy");
+    assert!(
+        line.starts_with(&format!("✔ proxy: 127.0.0.1:{port} (HTTPS_PROXY)")),
+        "{line}"
+    );
+    let connection = check_line(&run, "connection");
+    assert!(connection.starts_with("✖ connection:"), "{connection}");
+    assert!(found(connection).contains("proxy"), "{connection}");
+    for text in [&run.stdout, &run.stderr] {
+        assert!(!text.contains(password), "the password leaked: {text}");
+    }
+}
+
+#[test]
+fn doctor_says_which_mcp_server_failed_to_start() {
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        "[audio]\nenabled = false\n[mcp_servers.broken]\ncommand = \"/nonexistent/livetalk-test-mcp-server\"\n",
+    )
+    .unwrap();
+    let run = doctor(scratch.path(), &["--offline"], &[]);
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    let line = check_line(&run, "MCP server broken");
+    assert!(line.starts_with("✖ MCP server broken:"), "{line}");
+    assert!(line.contains("[mcp_servers.broken]"), "{line}");
+    assert!(check_line(&run, "connection").starts_with("✔"));
+}

@@ -273,7 +273,10 @@ impl App {
                 .collect::<Vec<_>>()
                 .join("; ");
             let text = if nothing_opened {
-                format!("No audio device ({problems}). Text chat works.")
+                format!(
+                    "No audio device ({problems}). {}.",
+                    crate::audio::device::NO_DEVICES_IN_SESSION
+                )
             } else {
                 format!("Audio: {problems}.")
             };

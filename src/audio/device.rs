@@ -65,6 +65,17 @@ impl fmt::Display for AudioHost {
     }
 }
 
+/// What to do when a host has no devices (a machine without a sound card, a container), said
+/// by `livetalk devices` when it finds none.
+pub const NO_DEVICES_HINT: &str = "no sound card here? `livetalk --no-audio` talks in text only; \
+    `--audio-host alsa` or `--audio-host pulseaudio` tries the other audio system; \
+    docs/audio.md makes a virtual microphone and speaker to try voice";
+
+/// What to do when a session opened no device, said with the warning.
+pub const NO_DEVICES_IN_SESSION: &str = "Text chat works. F6 opens the devices again, \
+    `livetalk devices` lists them, --no-audio starts without audio, and docs/audio.md makes a \
+    virtual microphone and speaker";
+
 /// Why a device could not be used, in words for the user.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceError(pub String);
@@ -258,6 +269,9 @@ pub fn listing_table(host: AudioHost) -> Result<String, DeviceError> {
             "({} more entries the {host} host knows cannot be opened now and are not listed.)\n",
             list.unusable
         ));
+    }
+    if list.listings.is_empty() {
+        table.push_str(&format!("({NO_DEVICES_HINT}.)\n"));
     }
     Ok(table)
 }

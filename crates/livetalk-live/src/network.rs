@@ -57,6 +57,47 @@ pub(crate) fn network() -> Result<&'static Network, String> {
         .map_err(Clone::clone)
 }
 
+/// What this process's connections go through, in words for people (`livetalk doctor`).
+/// Never a secret: a proxy's user and password are not part of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkReport {
+    /// The proxy and the variable that named it, e.g. `proxy.corp.example:3128 (HTTPS_PROXY)`;
+    /// `None` when connections go direct.
+    pub proxy: Option<String>,
+    /// Where the trusted certificates come from besides the bundled web roots.
+    pub trust: String,
+    /// Why some of those certificates could not be read (empty when all were).
+    pub trust_problems: Vec<String>,
+}
+
+/// The proxy and the certificates every connection of this process uses, read as a
+/// connection reads them (the trust store is read now if no TLS connection has read it yet).
+/// An unusable proxy variable is the error every connection would report.
+pub fn report() -> Result<NetworkReport, String> {
+    let network = network()?;
+    let named = |var: &str| {
+        std::env::var_os(var)
+            .filter(|v| !v.is_empty())
+            .map(|v| format!("{var}={}", v.to_string_lossy()))
+    };
+    let trust = match (named(CERT_FILE_VAR), named(CERT_DIR_VAR)) {
+        (None, None) => "the operating system's certificates".to_owned(),
+        (file, dir) => file
+            .into_iter()
+            .chain(dir)
+            .collect::<Vec<_>>()
+            .join(" and "),
+    };
+    Ok(NetworkReport {
+        proxy: network
+            .proxy
+            .as_ref()
+            .map(|proxy| format!("{} ({})", proxy.address, proxy.var)),
+        trust,
+        trust_problems: network.trust_problems().to_vec(),
+    })
+}
+
 /// The client TLS settings: the bundled web roots and the system's (or `SSL_CERT_FILE` /
 /// `SSL_CERT_DIR`'s) certificates, TLS 1.2 and 1.3. A store that cannot be read leaves the
 /// web roots, and says why in the log.
