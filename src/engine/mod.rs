@@ -549,7 +549,10 @@ impl Source for Engine {
                 }
             }
             // The loop applies intents; a live session has no replay controls.
-            Effect::Intent(_) | Effect::PauseReplay | Effect::StepReplay => {}
+            Effect::Intent(_)
+            | Effect::PauseReplay
+            | Effect::StepReplay
+            | Effect::ReplaySpeed(_) => {}
         }
     }
 
