@@ -413,8 +413,7 @@ fn draw_notice(frame: &mut Frame, area: Rect, mut lines: Vec<Line<'static>>) {
             let spans = std::mem::take(&mut last.spans);
             let width = usize::from(area.width);
             let mut cut = cut_spans(spans, width.saturating_sub(1));
-            if spans_width(&cut) < width
-                && !cut.last().is_some_and(|s| s.content.ends_with('…'))
+            if spans_width(&cut) < width && !cut.last().is_some_and(|s| s.content.ends_with('…'))
             {
                 cut.push(Span::raw("…"));
             }

@@ -940,3 +940,24 @@ fn the_status_line_gives_way_by_importance_and_never_cuts_a_word() {
         );
     }
 }
+
+#[test]
+fn the_empty_screen_says_how_to_speak_in_push_to_talk_mode() {
+    let mut app = connected_from(App::new(AppInit {
+        audio: Some(crate::app::AudioAsked {
+            microphone: true,
+            input_wav: false,
+            output_wav: false,
+            push_to_talk: true,
+            echo: crate::audio::EchoMode::Aec,
+        }),
+        ..init()
+    }));
+    let screen = format!("{}", render(&mut app, 80, 24).backend());
+    assert!(screen.contains("Press F5 and speak"), "{screen}");
+    assert!(
+        screen.contains("F5 talk"),
+        "the footer offers it:\n{screen}"
+    );
+    assert!(!screen.contains("Say something"), "{screen}");
+}

@@ -105,10 +105,10 @@ pub fn lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
 fn empty_screen(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
     let how = if app.is_replay() {
         "Nothing was said yet in this recording."
-    } else if app.audio().mic_wanted && app.audio().input.is_some() {
-        "Say something, or type a message below and press Enter."
     } else if app.audio().mic_wanted && app.audio().push_to_talk {
         "Press F5 and speak, or type a message below and press Enter."
+    } else if app.audio().mic_wanted && app.audio().input.is_some() {
+        "Say something, or type a message below and press Enter."
     } else {
         "Type a message below and press Enter."
     };
