@@ -372,7 +372,7 @@ impl Printer {
                 if call.state.is_open() && !app.is_finished() {
                     return false;
                 }
-                let millis = call.duration.map(|d| d.as_secs_f64() * 1000.0);
+                let millis = call.duration.map(millis_for_people);
                 // The server chose the name, the id and the arguments, and the response may
                 // echo them: each is a bounded summary here (the recording has them whole).
                 let name = bounded(&call.name, SUMMARY);
@@ -535,6 +535,12 @@ impl Printer {
 }
 
 /// A figure to a tenth: more digits than that say nothing.
+/// A duration in milliseconds to the microsecond: finer is noise (and float noise at that,
+/// `0.014681999999999999`).
+fn millis_for_people(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1000.0
+}
+
 fn tenths(value: f32) -> f64 {
     (f64::from(value) * 10.0).round() / 10.0
 }
@@ -642,7 +648,18 @@ pub async fn replay_against(
 
 #[cfg(test)]
 mod tests {
-    use super::echo_text;
+    use super::{echo_text, millis_for_people};
+    use std::time::Duration;
+
+    #[test]
+    fn json_durations_are_rounded_to_the_microsecond() {
+        assert_eq!(millis_for_people(Duration::from_nanos(14_682)), 0.015);
+        assert_eq!(millis_for_people(Duration::from_millis(250)), 250.0);
+        assert_eq!(
+            serde_json::json!(millis_for_people(Duration::from_nanos(1_234_567))).to_string(),
+            "1.235"
+        );
+    }
     use crate::audio::{EchoFigures, EchoMode};
 
     #[test]

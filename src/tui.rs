@@ -63,7 +63,26 @@ pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<
     if lost && let ConnectionState::Disconnected { reason } = app.connection() {
         crate::output::err(&format!("livetalk: {reason}"));
     }
+    if let Some(dir) = engine.recording_dir() {
+        crate::output::err(&recorded_to(dir));
+    }
     Ok(if lost { 1 } else { 0 })
+}
+
+/// Where a session was recorded and how to open it, as the way out says it.
+pub fn recorded_to(dir: &Path) -> String {
+    let dir = shell_word(&dir.display().to_string());
+    format!("Recorded to {dir} · livetalk replay {dir} · livetalk inspect {dir}")
+}
+
+/// `text` as one word a shell reads back as it is: quoted only when it must be.
+fn shell_word(text: &str) -> String {
+    let plain = |c: char| c.is_alphanumeric() || "/._-+:=@%,".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
 }
 
 /// Replays a recording in the TUI at the recorded pace: no network, nothing sent, tools not
@@ -200,10 +219,10 @@ where
         }
     }
 
-    fn finished(&self, app: &App, source_open: bool) -> bool {
-        // `end_session` closed the session and nothing more can come; a lost session stays
-        // on screen to be read (and retried).
-        app.ended_cleanly() && !source_open && !app.is_replay()
+    fn finished(&self, _app: &App, _source_open: bool) -> bool {
+        // The screen stays until the user leaves: a session ended by `end_session` to be read
+        // to the end of its goodbye (any key then leaves), a lost one to be read and retried.
+        false
     }
 }
 

@@ -98,8 +98,9 @@ fn help_popup_opens_and_esc_closes_it() {
     let screen = pane.wait_for("the help popup with the log path", TURN, |s| {
         s.contains("┌ Help ") && s.contains("livetalk.log")
     });
+    // Audio is off here: the help has no mute key, but barge-in still cuts a reply short.
     assert!(
-        screen.contains("F3") && screen.contains("Ctrl-B"),
+        !screen.contains("F3 ") && screen.contains("Ctrl-B"),
         "{screen}"
     );
     pane.keys("Escape");
@@ -112,23 +113,104 @@ fn help_popup_opens_and_esc_closes_it() {
     });
     pane.keys("Escape");
     pane.wait_for("the notice to go", TURN, |s| !s.contains("Audio is off"));
-    // Esc with an empty input line quits.
+    // Esc with an empty input line first says that a second one quits, then quits.
+    pane.keys("Escape");
+    pane.wait_for("the offer to quit", TURN, |s| s.contains("Esc again quits"));
+    assert_eq!(pane.format("#{pane_dead}"), "0", "still running");
     pane.keys("Escape");
     let screen = pane.wait_exit(TURN);
     assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");
 }
 
 #[test]
-fn goodbye_ends_the_session_through_the_tool_and_exits_cleanly() {
+fn esc_twice_with_a_notice_does_not_quit_and_f_keys_stay_in_livetalk() {
     let scratch = tempfile::tempdir().unwrap();
-    let pane = Pane::start(scratch.path(), 100, 30);
+    let pane = Pane::start_with(scratch.path(), 80, 24, &["--no-audio"], |_| {});
+    pane.wait_for("the session to be ready", TURN, |s| {
+        s.contains("Gemini is listening…")
+    });
+    pane.keys("F9");
+    pane.wait_for("a notice", TURN, |s| s.contains("Audio is off"));
+    // Two presses to clear a notice: the second only offers to quit.
+    pane.keys("Escape");
+    pane.keys("Escape");
+    pane.wait_for("the offer to quit", TURN, |s| s.contains("Esc again quits"));
+    // F8 opens the tool list in livetalk; nothing of it reaches the shell.
+    pane.keys("F8");
+    pane.wait_for("the tool list", TURN, |s| s.contains("set_device_status"));
+    pane.keys("Escape");
+    pane.wait_for("the tool list to close", TURN, |s| {
+        !s.contains("┌ Tools") && s.contains("Gemini is listening…")
+    });
+    assert_eq!(pane.format("#{pane_dead}"), "0", "still running");
+    pane.keys("C-c");
+    let screen = pane.wait_exit(TURN);
+    assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");
+    assert!(!screen.contains("[19~"), "{screen}");
+    assert_terminal_restored(&pane, &screen);
+}
+
+#[test]
+fn goodbye_leaves_the_reply_on_screen_until_a_key_then_says_where_it_was_recorded() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("rec");
+    let dir_arg = dir.to_str().unwrap();
+    let pane = Pane::start_with(scratch.path(), 160, 30, &["--record", dir_arg], |_| {});
     pane.wait_for("the session to be ready", TURN, |s| {
         s.contains("Gemini is listening…")
     });
     pane.type_line("Thanks, goodbye!");
-    // The model calls end_session, says goodbye, and livetalk leaves by itself.
+    // The model calls end_session and says goodbye; the screen stays with all of it.
+    let screen = pane.wait_for("the end of the session", TURN, |s| {
+        s.contains("Press any key to leave")
+    });
+    assert!(screen.contains("Session ended"), "{screen}");
+    let said = screen
+        .lines()
+        .find(|l| l.contains("Gemini: "))
+        .unwrap_or_else(|| panic!("the goodbye on the screen:\n{screen}"));
+    assert!(
+        !said.contains('▍'),
+        "the whole reply, not a streaming one: {said}"
+    );
+    assert_eq!(pane.format("#{pane_dead}"), "0", "waits for a key");
+    pane.keys("x");
     let output = pane.wait_exit(TURN);
     assert!(output.contains("LIVETALK_EXIT=0"), "{output}");
+    assert!(
+        output.contains(&format!(
+            "Recorded to {dir_arg} · livetalk replay {dir_arg} · livetalk inspect {dir_arg}"
+        )),
+        "{output}"
+    );
+    assert_terminal_restored(&pane, &output);
+}
+
+#[test]
+fn the_badge_never_says_listening_while_a_killed_mock_is_reconnected_to() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut mock = common::MockProcess::start(scratch.path(), &[]);
+    let url = mock.url.clone();
+    let pane = Pane::start_with(scratch.path(), 120, 30, &["--endpoint", &url], |_| {});
+    pane.wait_for("the session to be ready", TURN, |s| {
+        s.contains("Gemini is listening…")
+    });
+    mock.child.kill().unwrap();
+    mock.child.wait().unwrap();
+    // Every screen from the loss on: the link is down, and the badge says so.
+    let mut seen_reconnecting = false;
+    let screen = pane.wait_for("the reconnects to be tried", TURN, |s| {
+        let down = s.contains("Reconnect") || s.contains("Connection lost");
+        assert!(
+            !(down && s.contains("listening")),
+            "listening while the link is down:\n{s}"
+        );
+        s.contains("Reconnect attempt 2") || s.contains("✖ Disconnected")
+    });
+    seen_reconnecting |= screen.contains("Reconnect");
+    assert!(seen_reconnecting, "{screen}");
+    pane.keys("C-c");
+    let output = pane.wait_exit(TURN);
     assert_terminal_restored(&pane, &output);
 }
 
@@ -243,12 +325,39 @@ fn replay_pauses_steps_and_reaches_the_recorded_end_then_quits_cleanly() {
         screen.contains("Reconnected; the conversation continues. (+1 more)"),
         "{screen}"
     );
-    assert!(screen.contains("Disconnected: Session ended."), "{screen}");
+    assert!(screen.contains("■ Session ended"), "{screen}");
 
     pane.keys("q");
     let output = pane.wait_exit(TURN);
     assert!(output.contains("LIVETALK_EXIT=0"), "{output}");
     assert_terminal_restored(&pane, &output);
+
+    // q leaves a replay from every pane: Tab goes transcript → tool log → devices → the
+    // replay's controls; nothing is typed anywhere.
+    for tabs in 0..4 {
+        let pane = Pane::start_with(
+            scratch.path(),
+            150,
+            45,
+            &["replay", dir_arg, "--instant"],
+            |_| {},
+        );
+        pane.wait_for("the replay's end", TURN, |s| s.contains("(finished)"));
+        for _ in 0..tabs {
+            pane.keys("Tab");
+        }
+        let screen = pane.screen();
+        assert!(
+            !screen.contains("Type to interrupt") && !screen.contains("Enter send"),
+            "{screen}"
+        );
+        pane.keys("q");
+        let output = pane.wait_exit(TURN);
+        assert!(
+            output.contains("LIVETALK_EXIT=0"),
+            "after {tabs} tabs: {output}"
+        );
+    }
 }
 
 #[test]

@@ -9,7 +9,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind};
 
 use super::view::{Focus, Popup};
-use super::{App, ConnectionState, Effect, Msg, ToolRow};
+use super::{App, ConnectionState, Effect, Msg, NoticeLevel, ToolRow};
 
 /// Where a binding applies. Earlier scopes in [`Scope::PRIORITY`] win.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,8 +49,8 @@ impl Scope {
         Scope::Replay,
         Scope::Panes,
         Scope::NotToolLog,
-        Scope::Input,
         Scope::EmptyInput,
+        Scope::Input,
         Scope::Transcript,
         Scope::ToolLog,
         Scope::NotInput,
@@ -116,6 +116,8 @@ pub enum Action {
     // A replay's own controls.
     PauseReplay,
     StepReplay,
+    /// Twice as fast (1) or half as fast (-1).
+    ReplaySpeed(i8),
 }
 
 /// A key with the Ctrl modifier or without.
@@ -140,39 +142,74 @@ const fn ch(c: char) -> Chord {
     key(KeyCode::Char(c))
 }
 
-/// One row of the key map: the keys as the help shows them, what they do there, and how the
-/// footer shows them (rows without a footer entry stay out of it).
+/// One row of the key map: the keys as the help shows them, what they do there, when the help
+/// lists them, and how the footer shows them (rows without a footer entry stay out of it).
 pub struct KeyRow {
     pub keys: &'static str,
     pub help: &'static str,
+    /// When the row means something: a replay has its own keys, and audio keys need audio.
+    pub when: When,
     pub footer: Option<Footer>,
     pub bindings: &'static [(Scope, Chord, Action)],
 }
 
+/// When a key means something to the person looking at the screen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum When {
+    Always,
+    /// In a live session (a replay sends nothing).
+    Live,
+    /// While replaying a recording.
+    Replay,
+    /// In a live session with audio.
+    Audio,
+    /// In a live session with a microphone.
+    Mic,
+    /// In a live session in push-to-talk mode.
+    PushToTalk,
+}
+
 /// A key in the footer: its place (the footer is cut at the screen's width, so the most useful
-/// come first), the key and a word or two.
+/// come first), when it is offered, the key and a word or two.
 pub struct Footer {
     pub rank: u8,
+    pub when: When,
     pub key: &'static str,
     pub what: &'static str,
 }
 
-const fn footer(rank: u8, key: &'static str, what: &'static str) -> Option<Footer> {
-    Some(Footer { rank, key, what })
+const fn footer(rank: u8, when: When, key: &'static str, what: &'static str) -> Option<Footer> {
+    Some(Footer {
+        rank,
+        when,
+        key,
+        what,
+    })
 }
 
-/// The footer's keys, in order.
-pub fn footer_keys() -> Vec<&'static Footer> {
+/// The footer's keys for this app, in order.
+pub fn footer_keys(app: &App) -> Vec<&'static Footer> {
     let mut keys: Vec<&Footer> = KEY_MAP
         .iter()
+        .filter(|row| app.key_applies(row.when))
         .filter_map(|row| row.footer.as_ref())
+        .filter(|footer| app.key_applies(footer.when))
         .collect();
     keys.sort_by_key(|f| f.rank);
     keys
 }
 
+/// The rows the help lists for this app.
+pub fn help_rows(app: &App) -> impl Iterator<Item = &'static KeyRow> {
+    KEY_MAP.iter().filter(|row| app.key_applies(row.when))
+}
+
 use Action as A;
 use Scope as S;
+use When as W;
+
+/// What the first Esc on an empty line says: the second one quits.
+pub const ESC_AGAIN_QUITS: &str = "Esc again quits (so do Ctrl-C, and q outside the input line).";
 
 /// The key that goes to the call waiting for the user (notices name it).
 pub const GO_TO_WAITING: &str = "F7";
@@ -184,12 +221,14 @@ pub const ECHO_KEY: &str = "F9";
 pub const KEY_MAP: &[KeyRow] = &[
     KeyRow {
         keys: "Enter",
+        when: W::Live,
         help: "send the typed message (interrupts Gemini if it is speaking)",
-        footer: footer(0, "Enter", "send"),
+        footer: footer(0, W::Live, "Enter", "send"),
         bindings: &[(S::Input, key(KeyCode::Enter), A::Send)],
     },
     KeyRow {
         keys: "←/→  Home/End",
+        when: W::Live,
         help: "move in the input line or the editor (also Ctrl-A / Ctrl-E)",
         footer: None,
         bindings: &[
@@ -209,6 +248,7 @@ pub const KEY_MAP: &[KeyRow] = &[
     },
     KeyRow {
         keys: "Backspace/Del",
+        when: W::Live,
         help: "delete a character; Ctrl-W a word, Ctrl-U to the start",
         footer: None,
         bindings: &[
@@ -224,6 +264,7 @@ pub const KEY_MAP: &[KeyRow] = &[
     },
     KeyRow {
         keys: "↑/↓",
+        when: W::Always,
         help: "input: earlier messages · transcript: scroll · tool log: select",
         footer: None,
         bindings: &[
@@ -233,6 +274,8 @@ pub const KEY_MAP: &[KeyRow] = &[
             (S::Transcript, key(KeyCode::Down), A::ScrollTranscript(1)),
             (S::Transcript, key(KeyCode::Home), A::TranscriptTop),
             (S::Transcript, key(KeyCode::End), A::TranscriptBottom),
+            // Focus starts in the input line: with nothing typed, End has nothing to move.
+            (S::EmptyInput, key(KeyCode::End), A::TranscriptBottom),
             (S::ToolLog, key(KeyCode::Up), A::SelectTool(-1)),
             (S::ToolLog, key(KeyCode::Down), A::SelectTool(1)),
             (S::ToolLog, key(KeyCode::Home), A::FirstTool),
@@ -244,8 +287,9 @@ pub const KEY_MAP: &[KeyRow] = &[
     },
     KeyRow {
         keys: "PgUp/PgDn",
+        when: W::Always,
         help: "scroll the transcript (the tool log or popup when focused)",
-        footer: footer(6, "PgUp/PgDn", "scroll"),
+        footer: footer(6, W::Always, "PgUp/PgDn", "scroll"),
         bindings: &[
             (S::NotToolLog, key(KeyCode::PageUp), A::TranscriptPage(-1)),
             (S::NotToolLog, key(KeyCode::PageDown), A::TranscriptPage(1)),
@@ -257,14 +301,16 @@ pub const KEY_MAP: &[KeyRow] = &[
     },
     KeyRow {
         keys: "Mouse wheel",
+        when: W::Always,
         help: "scroll the pane under the pointer; click a tool call to select it",
         footer: None,
         bindings: &[],
     },
     KeyRow {
         keys: "Tab / Shift-Tab",
+        when: W::Always,
         help: "move focus: input → transcript → tool log → devices",
-        footer: footer(5, "Tab", "focus"),
+        footer: footer(5, W::Live, "Tab", "focus"),
         bindings: &[
             (S::Panes, key(KeyCode::Tab), A::FocusNext),
             (S::Panes, key(KeyCode::BackTab), A::FocusPrevious),
@@ -272,12 +318,14 @@ pub const KEY_MAP: &[KeyRow] = &[
     },
     KeyRow {
         keys: "Enter on a tool call",
+        when: W::Always,
         help: "show its full arguments and the response sent",
         footer: None,
         bindings: &[(S::ToolLog, key(KeyCode::Enter), A::OpenToolCall)],
     },
     KeyRow {
         keys: "F7; a d e r",
+        when: W::Live,
         help: "go to a waiting call; approve · deny · edit args · answer by hand",
         footer: None,
         bindings: &[
@@ -292,42 +340,49 @@ pub const KEY_MAP: &[KeyRow] = &[
     },
     KeyRow {
         keys: "F2",
+        when: W::Always,
         help: "show or hide the device panel",
         footer: None,
         bindings: &[(S::Anywhere, key(KeyCode::F(2)), A::ToggleDevices)],
     },
     KeyRow {
         keys: "F3",
+        when: W::Mic,
         help: "mute or unmute the microphone",
-        footer: footer(3, "F3", "mute"),
+        footer: footer(3, W::Mic, "F3", "mute"),
         bindings: &[(S::Anywhere, key(KeyCode::F(3)), A::ToggleMute)],
     },
     KeyRow {
         keys: "F4",
+        when: W::Always,
         help: "audio details: devices, echo canceller, drops, underruns, latencies",
         footer: None,
         bindings: &[(S::Anywhere, key(KeyCode::F(4)), A::AudioDetails)],
     },
     KeyRow {
         keys: "F5",
+        when: W::PushToTalk,
         help: "push-to-talk (--push-to-talk): start speaking, press again when done",
-        footer: None,
+        footer: footer(3, W::PushToTalk, "F5", "talk"),
         bindings: &[(S::Anywhere, key(KeyCode::F(5)), A::PushToTalk)],
     },
     KeyRow {
         keys: "F6",
+        when: W::Audio,
         help: "open the audio devices again (after one failed or was plugged in)",
         footer: None,
         bindings: &[(S::Anywhere, key(KeyCode::F(6)), A::ReopenAudio)],
     },
     KeyRow {
         keys: ECHO_KEY,
+        when: W::Mic,
         help: "echo handling: aec → gate → off (when Gemini interrupts itself)",
         footer: None,
         bindings: &[(S::Anywhere, key(KeyCode::F(9)), A::SwitchEcho)],
     },
     KeyRow {
         keys: "F8; Space r",
+        when: W::Live,
         help: "the tools and MCP servers: Space turns one on or off, r restarts a server",
         footer: None,
         bindings: &[
@@ -340,13 +395,15 @@ pub const KEY_MAP: &[KeyRow] = &[
     },
     KeyRow {
         keys: "Ctrl-B",
+        when: W::Live,
         help: "barge in: silence Gemini now (speak or type after it)",
-        footer: footer(4, "Ctrl-B", "barge in"),
+        footer: footer(4, W::Audio, "Ctrl-B", "barge in"),
         bindings: &[(S::Anywhere, ctrl('b'), A::BargeIn)],
     },
     KeyRow {
         keys: "Esc",
-        help: "close a popup or notice; back to the input; quit when the input is empty",
+        when: W::Always,
+        help: "close a popup or notice; back to the input; on an empty line twice, quit",
         footer: None,
         bindings: &[
             (S::Popup, key(KeyCode::Esc), A::ClosePopup),
@@ -357,14 +414,19 @@ pub const KEY_MAP: &[KeyRow] = &[
     },
     KeyRow {
         keys: "q",
-        help: "quit (outside the input line)",
-        footer: None,
-        bindings: &[(S::NotInput, ch('q'), A::Quit)],
+        when: W::Always,
+        help: "quit (outside the input line; anywhere in a replay)",
+        footer: footer(2, W::Replay, "q", "quit"),
+        bindings: &[
+            (S::Replay, ch('q'), A::Quit),
+            (S::NotInput, ch('q'), A::Quit),
+        ],
     },
     KeyRow {
         keys: "? or F1",
+        when: W::Always,
         help: "this help (? when the input line is empty)",
-        footer: footer(1, "F1", "help"),
+        footer: footer(1, W::Always, "F1", "help"),
         bindings: &[
             (S::Anywhere, key(KeyCode::F(1)), A::Help),
             (S::HelpPopup, ch('?'), A::ClosePopup),
@@ -373,24 +435,42 @@ pub const KEY_MAP: &[KeyRow] = &[
         ],
     },
     KeyRow {
-        keys: "Space / n",
-        help: "replay: pause or resume; step one event while paused",
-        footer: None,
+        keys: "Space",
+        when: W::Replay,
+        help: "pause or resume the replay",
+        footer: footer(0, W::Replay, "Space", "pause"),
+        bindings: &[(S::Replay, ch(' '), A::PauseReplay)],
+    },
+    KeyRow {
+        keys: "n",
+        when: W::Replay,
+        help: "step one recorded event while paused",
+        footer: footer(1, W::Replay, "n", "step"),
+        bindings: &[(S::Replay, ch('n'), A::StepReplay)],
+    },
+    KeyRow {
+        keys: "+ / -",
+        when: W::Replay,
+        help: "replay twice as fast, or half as fast",
+        footer: footer(3, W::Replay, "+/-", "speed"),
         bindings: &[
-            (S::Replay, ch(' '), A::PauseReplay),
-            (S::Replay, ch('n'), A::StepReplay),
+            (S::Replay, ch('+'), A::ReplaySpeed(1)),
+            (S::Replay, ch('='), A::ReplaySpeed(1)),
+            (S::Replay, ch('-'), A::ReplaySpeed(-1)),
         ],
     },
     KeyRow {
         keys: "Ctrl-R",
+        when: W::Live,
         help: "reconnect after the connection was lost for good",
         footer: None,
         bindings: &[(S::Anywhere, ctrl('r'), A::Retry)],
     },
     KeyRow {
         keys: "Ctrl-C",
+        when: W::Always,
         help: "quit",
-        footer: footer(2, "Ctrl-C", "quit"),
+        footer: footer(2, W::Live, "Ctrl-C", "quit"),
         bindings: &[(S::Anywhere, ctrl('c'), A::Quit)],
     },
 ];
@@ -405,6 +485,19 @@ fn lookup(scope: Scope, chord: Chord) -> Option<Action> {
 }
 
 impl App {
+    /// True when keys offered `when` mean something in this app.
+    pub fn key_applies(&self, when: When) -> bool {
+        let live = self.replay.is_none();
+        match when {
+            When::Always => true,
+            When::Live => live,
+            When::Replay => !live,
+            When::Audio => live && self.audio.enabled,
+            When::Mic => live && (self.audio.mic_wanted || self.audio.input.is_some()),
+            When::PushToTalk => live && self.audio.push_to_talk,
+        }
+    }
+
     /// True when bindings of `scope` apply in the app's current state.
     fn scope_applies(&self, scope: Scope) -> bool {
         let editing = self.view.editor.is_some();
@@ -445,6 +538,11 @@ impl App {
         if key.kind == KeyEventKind::Release {
             return Vec::new();
         }
+        // The session was ended on purpose: the last screen stays to be read until a key.
+        if self.ended_cleanly() && self.replay.is_none() {
+            self.view.quit = true;
+            return Vec::new();
+        }
         if let Some(action) = self.key_action(key) {
             return self.perform(action);
         }
@@ -458,9 +556,11 @@ impl App {
             editor.line.insert(c);
             return Vec::new();
         }
+        // A replay only plays: there is no line to type into.
         if let KeyCode::Char(c) = key.code
             && !ctrl
             && self.view.popup.is_none()
+            && self.replay.is_none()
         {
             self.view.focus = Focus::Input;
             self.view.input.insert(c);
@@ -500,6 +600,8 @@ impl App {
                 if text.trim().is_empty() {
                     return Vec::new();
                 }
+                // What is sent, and its reply, are what the user wants to see.
+                self.view.transcript_top = None;
                 return self.intent(Msg::UserText(text));
             }
             Action::Send => {}
@@ -594,6 +696,10 @@ impl App {
             Action::PopupTop => self.scroll_popup(-i32::from(u16::MAX)),
             Action::PauseReplay => return vec![Effect::PauseReplay],
             Action::StepReplay => return vec![Effect::StepReplay],
+            Action::ReplaySpeed(by) => {
+                let factor = if by > 0 { 2.0 } else { 0.5 };
+                return vec![Effect::ReplaySpeed(factor)];
+            }
         }
         Vec::new()
     }
@@ -666,13 +772,26 @@ impl App {
         (last + 1).saturating_sub(rows)
     }
 
+    /// Esc steps back: a notice, then the focus, and on an empty line it quits only once it
+    /// has said so, since Esc is also what clears notices and a second press is easy to make.
     fn escape(&mut self) -> Vec<Effect> {
+        let at_empty_line = self.view.focus == Focus::Input && self.view.input.is_empty();
+        let quit_offered = self.pending_notices() > 0
+            && self
+                .view
+                .esc_quits
+                .is_some_and(|at| at + 1 == self.notices.len());
+        if quit_offered && at_empty_line {
+            return self.quit();
+        }
         if self.visible_notice().is_some() {
             self.view.notices_dismissed = self.notices.len();
+            self.view.esc_quits = None;
         } else if self.view.focus != Focus::Input {
             self.view.focus = Focus::Input;
-        } else if self.view.input.is_empty() {
-            return self.quit();
+        } else if at_empty_line {
+            self.notice(NoticeLevel::Info, ESC_AGAIN_QUITS.to_owned());
+            self.view.esc_quits = Some(self.notices.len() - 1);
         }
         Vec::new()
     }

@@ -28,12 +28,14 @@ pub mod view;
 
 pub use audio::{AudioAsked, AudioState, MicState, echo_meaning};
 pub use msg::{Effect, Msg, ReplayProgress};
-pub use session::ConnectionState;
+pub use session::{Badge, ConnectionState};
 pub use tool_calls::{ToolCallRecord, ToolRow, ToolState};
 pub use transcript::{ECHO_INTERRUPTION, Entry, Floor, ModelTurnStatus, UserInput};
 
 pub use editor::{ERROR_PREFIX, typed_arguments, typed_result};
-pub use keys::{Action, ECHO_KEY, Footer, KEY_MAP, KeyRow, footer_keys};
+pub use keys::{
+    Action, ECHO_KEY, ESC_AGAIN_QUITS, Footer, KEY_MAP, KeyRow, When, footer_keys, help_rows,
+};
 pub use view::{Area, Editor, EditorPurpose, Focus, InputLine, Popup, ScreenLayout, View};
 
 /// How much a notice matters (its colour, and whether headless prints it as a warning).
@@ -158,11 +160,42 @@ pub struct App {
     waiting_notice: Option<usize>,
 }
 
-/// The instruction of a `/system TEXT` line.
-fn instruction_command(text: &str) -> Option<&str> {
-    let rest = text.strip_prefix("/system")?;
-    let instruction = rest.trim();
-    (rest.starts_with(char::is_whitespace) && !instruction.is_empty()).then_some(instruction)
+/// What a typed line means: text for the model, or one of the app's slash commands.
+#[derive(Debug, PartialEq, Eq)]
+enum SlashLine<'a> {
+    Text(&'a str),
+    /// `/system TEXT`.
+    Instruction(&'a str),
+    /// A slash command that is bare or unknown: what to tell the user instead of sending it.
+    Usage(String),
+}
+
+/// The slash commands, as their usage is shown.
+pub const SLASH_COMMANDS: &str =
+    "/system TEXT changes the system instruction for the next turns; //text sends /text.";
+
+fn slash_line(text: &str) -> SlashLine<'_> {
+    // `//text` is how a message that starts with a slash is sent.
+    if let Some(rest) = text.strip_prefix("//") {
+        return SlashLine::Text(&text[text.len() - rest.len() - 1..]);
+    }
+    let Some(command) = text.strip_prefix('/') else {
+        return SlashLine::Text(text);
+    };
+    let name = command.split_whitespace().next().unwrap_or_default();
+    let argument = command[name.len()..].trim();
+    match name {
+        "system" if !argument.is_empty() => SlashLine::Instruction(argument),
+        "system" => SlashLine::Usage(format!(
+            "/system needs the instruction: /system TEXT. Commands: {SLASH_COMMANDS}"
+        )),
+        _ => {
+            let name = excerpt::bounded(name, 40);
+            SlashLine::Usage(format!(
+                "There is no command /{name}. Commands: {SLASH_COMMANDS}"
+            ))
+        }
+    }
 }
 
 fn local_time_now() -> jiff::civil::Time {
@@ -291,6 +324,11 @@ impl App {
         }
     }
 
+    /// Where the replay stands, when this app shows one.
+    pub fn replay_progress(&self) -> Option<ReplayProgress> {
+        self.replay
+    }
+
     /// True when this app shows a recording.
     pub fn is_replay(&self) -> bool {
         self.replay.is_some()
@@ -333,6 +371,7 @@ impl App {
             || self.connection == ConnectionState::Reconnecting
             || self.running_tools() > 0
             || self.model_working()
+            || self.badge() == Badge::Thinking
             || self.view.device_highlight.iter().any(|&t| t > 0)
     }
 
@@ -443,15 +482,23 @@ impl App {
                 if text.is_empty() || !open || self.closing {
                     return Vec::new();
                 }
-                // `/system TEXT`: the model follows a new system instruction from the next
-                // turn on; the session stays, and so does the conversation.
-                if let Some(instruction) = instruction_command(&text) {
-                    self.notice(
-                        NoticeLevel::Info,
-                        format!("System instruction changed for the next turns: {instruction}"),
-                    );
-                    return vec![Effect::SendInstruction(instruction.to_owned())];
-                }
+                let text = match slash_line(&text) {
+                    SlashLine::Text(text) => text.to_owned(),
+                    // `/system TEXT`: the model follows a new system instruction from the next
+                    // turn on; the session stays, and so does the conversation.
+                    SlashLine::Instruction(instruction) => {
+                        self.notice(
+                            NoticeLevel::Info,
+                            format!("System instruction changed for the next turns: {instruction}"),
+                        );
+                        return vec![Effect::SendInstruction(instruction.to_owned())];
+                    }
+                    // A command the app does not know is not a message for the model.
+                    SlashLine::Usage(usage) => {
+                        self.notice(NoticeLevel::Warning, usage);
+                        return Vec::new();
+                    }
+                };
                 // Sending while the model speaks interrupts it (clientContent semantics); the
                 // server confirms with `interrupted`, but the speaker goes quiet right away.
                 let mut effects = self.barge_in();

@@ -127,6 +127,9 @@ pub struct ReplayProgress {
     pub applied: usize,
     pub total: usize,
     pub paused: bool,
+    /// The pace in percent of the recorded one (`None`: as fast as possible).
+    #[serde(default)]
+    pub speed_percent: Option<u32>,
 }
 
 /// Work for the loop to do on the app's behalf.
@@ -172,6 +175,8 @@ pub enum Effect {
     PauseReplay,
     /// Replay: apply the next message while paused.
     StepReplay,
+    /// Replay: multiply the speed by this (within the speeds `--speed` takes).
+    ReplaySpeed(f64),
     /// Turn a tool on or off; the model is told at the next turn boundary.
     SetToolEnabled {
         name: String,

@@ -17,9 +17,78 @@ pub enum ConnectionState {
     Disconnected { reason: String },
 }
 
+/// Where the conversation stands, as the status badge (and anything else that names the
+/// state) says it. One word per state, and never one the link contradicts: while there is no
+/// connection the badge says so, whatever the floor was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Badge {
+    Connecting,
+    Listening,
+    /// A turn was sent and nothing of the reply has arrived yet.
+    Thinking,
+    Speaking,
+    /// Tool calls run, or the model goes on with the interaction after its turn (3.8 Live).
+    Working,
+    Reconnecting,
+    Disconnected,
+    /// The session was ended on purpose (`end_session`, the end of input).
+    Ended,
+}
+
+impl Badge {
+    /// The badge's words, after its symbol.
+    pub fn label(self) -> &'static str {
+        match self {
+            Badge::Connecting => "Connecting…",
+            Badge::Listening => "Gemini is listening…",
+            Badge::Thinking => "Gemini is thinking…",
+            Badge::Speaking => "Gemini is speaking…",
+            Badge::Working => "Gemini is working…",
+            Badge::Reconnecting => "Reconnecting…",
+            Badge::Disconnected => "Disconnected",
+            Badge::Ended => "Session ended",
+        }
+    }
+
+    /// A short word for the state, for lines and JSON.
+    pub fn word(self) -> &'static str {
+        match self {
+            Badge::Connecting => "connecting",
+            Badge::Listening => "listening",
+            Badge::Thinking => "thinking",
+            Badge::Speaking => "speaking",
+            Badge::Working => "working",
+            Badge::Reconnecting => "reconnecting",
+            Badge::Disconnected => "disconnected",
+            Badge::Ended => "ended",
+        }
+    }
+}
+
 impl App {
     pub fn connection(&self) -> &ConnectionState {
         &self.connection
+    }
+
+    /// What the status badge says now.
+    pub fn badge(&self) -> Badge {
+        match &self.connection {
+            ConnectionState::Connecting => Badge::Connecting,
+            ConnectionState::Reconnecting => Badge::Reconnecting,
+            ConnectionState::Disconnected { .. } if self.ended_cleanly() => Badge::Ended,
+            ConnectionState::Disconnected { .. } => Badge::Disconnected,
+            ConnectionState::Connected if self.floor == Floor::Speaking => Badge::Speaking,
+            ConnectionState::Connected if self.model_working() || self.running_tools() > 0 => {
+                Badge::Working
+            }
+            // Sent, or tools answered, and nothing of what follows has come yet.
+            ConnectionState::Connected
+                if self.reply.unanswered() || self.reply.only_tool_work() =>
+            {
+                Badge::Thinking
+            }
+            ConnectionState::Connected => Badge::Listening,
+        }
     }
 
     /// True when the model has finished with the last input and no tool call is running.

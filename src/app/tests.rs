@@ -397,8 +397,218 @@ fn esc_quits_only_when_nothing_else_is_open() {
     assert!(press(&mut app, KeyCode::Esc).is_empty());
     assert!(!app.view.quit, "Esc does not throw away a draft");
     app.view.input.take();
+    // The first Esc on an empty line says what the second does.
+    assert!(press(&mut app, KeyCode::Esc).is_empty());
+    assert!(!app.view.quit);
+    assert_eq!(
+        app.visible_notice().map(|n| n.text.as_str()),
+        Some(ESC_AGAIN_QUITS)
+    );
     assert_eq!(press(&mut app, KeyCode::Esc), vec![Effect::CloseSession]);
     assert!(app.view.quit);
+}
+
+#[test]
+fn esc_twice_to_clear_notices_does_not_quit() {
+    use crossterm::event::KeyCode;
+    let mut app = connected_app();
+    app.notice(NoticeLevel::Warning, "first".into());
+    app.notice(NoticeLevel::Warning, "second".into());
+    // Both notices go with the first Esc; the second only offers to quit.
+    press(&mut app, KeyCode::Esc);
+    assert!(app.visible_notice().is_none());
+    press(&mut app, KeyCode::Esc);
+    assert!(!app.view.quit, "two presses to clear notices never quit");
+    assert_eq!(
+        app.visible_notice().map(|n| n.text.as_str()),
+        Some(ESC_AGAIN_QUITS)
+    );
+    // A notice that arrives in between is what the next Esc clears.
+    app.notice(NoticeLevel::Info, "Reconnected.".into());
+    press(&mut app, KeyCode::Esc);
+    assert!(!app.view.quit);
+    // Typing, then Esc from a pane, does not quit either.
+    type_text(&mut app, "x");
+    press(&mut app, KeyCode::Esc);
+    assert!(!app.view.quit);
+}
+
+#[test]
+fn once_the_session_ended_on_purpose_any_key_leaves() {
+    use crossterm::event::KeyCode;
+    let mut app = connected_app();
+    app.update(Msg::UserText("bye".into()));
+    app.update(Msg::Server(ServerEvent::ToolCall(vec![call(
+        "e1",
+        END_SESSION,
+    )])));
+    app.update(finished("e1", END_SESSION, ToolStatus::Ok));
+    app.update(Msg::Server(ServerEvent::OutputTranscription {
+        text: "Goodbye!".into(),
+        finished: true,
+    }));
+    app.update(Msg::Server(ServerEvent::TurnComplete {
+        reason: None,
+        waiting_for_input: false,
+    }));
+    app.update(Msg::Server(ServerEvent::Closed(
+        CloseInfo::ended_by_client(),
+    )));
+    assert!(app.ended_cleanly());
+    assert_eq!(app.badge(), Badge::Ended);
+    assert!(!app.wants_to_quit(), "the goodbye stays to be read");
+    assert!(press(&mut app, KeyCode::Char('x')).is_empty());
+    assert!(app.wants_to_quit());
+    assert!(app.view.input.is_empty(), "the key is not typed");
+}
+
+#[test]
+fn the_badge_never_says_listening_without_a_connection() {
+    let mut app = App::new(AppInit::new("models/test", true, Vec::new()));
+    assert_eq!(app.badge(), Badge::Connecting);
+    app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
+    assert_eq!(app.badge(), Badge::Listening);
+    app.update(Msg::UserText("is the lamp on?".into()));
+    assert_eq!(app.badge(), Badge::Thinking);
+    app.update(Msg::Server(ServerEvent::ToolCall(vec![call(
+        "c1",
+        "get_device_status",
+    )])));
+    assert_eq!(app.badge(), Badge::Working);
+    app.update(finished("c1", "get_device_status", ToolStatus::Ok));
+    assert_eq!(app.badge(), Badge::Thinking, "waiting for the model again");
+    app.update(Msg::Server(ServerEvent::ModelText("It is".into())));
+    assert_eq!(app.badge(), Badge::Speaking);
+    // Lost mid-reply: whatever the floor was, the badge says the link is down.
+    for attempt in 1..=3 {
+        app.update(reconnecting(false, attempt));
+        assert_eq!(app.badge(), Badge::Reconnecting);
+    }
+    app.update(Msg::Server(ServerEvent::ModelText("late".into())));
+    assert_ne!(app.badge(), Badge::Listening);
+    app.update(Msg::SessionChange(SessionChange::Reconnected {
+        resumed: true,
+    }));
+    app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
+    assert_eq!(app.badge(), Badge::Listening);
+    app.update(Msg::GaveUp("The connection was lost for good.".into()));
+    assert_eq!(app.badge(), Badge::Disconnected);
+    assert_eq!(app.badge().word(), "disconnected");
+}
+
+#[test]
+fn sending_returns_to_the_bottom_and_end_works_from_an_empty_line() {
+    use crossterm::event::KeyCode;
+    let mut app = connected_app();
+    app.view.layout.transcript.height = 5;
+    app.view.layout.transcript_rows = 40;
+    press(&mut app, KeyCode::PageUp);
+    assert!(app.view.transcript_top.is_some());
+    assert_eq!(app.view.focus, Focus::Input);
+    press(&mut app, KeyCode::End);
+    assert_eq!(
+        app.view.transcript_top, None,
+        "End from the empty input line"
+    );
+    press(&mut app, KeyCode::PageUp);
+    type_text(&mut app, "hello");
+    press(&mut app, KeyCode::Home);
+    press(&mut app, KeyCode::End);
+    assert!(
+        app.view.transcript_top.is_some(),
+        "with text, End moves the cursor"
+    );
+    assert_eq!(app.view.input.cursor(), 5);
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(app.view.transcript_top, None, "what is sent is in view");
+}
+
+fn replaying() -> App {
+    App::new(AppInit {
+        replay: Some(10),
+        ..AppInit::new("models/test", true, Vec::new())
+    })
+}
+
+#[test]
+fn a_replay_quits_with_q_from_every_pane_and_types_nothing() {
+    use crossterm::event::KeyCode;
+    for presses in 0..4 {
+        let mut app = replaying();
+        for _ in 0..presses {
+            press(&mut app, KeyCode::Tab);
+        }
+        press(&mut app, KeyCode::Char('h'));
+        assert!(app.view.input.is_empty(), "a replay has no line to type in");
+        press(&mut app, KeyCode::Char('q'));
+        assert!(app.wants_to_quit(), "q quits from {:?}", app.view.focus);
+    }
+    let app = replaying();
+    let footer: Vec<&str> = footer_keys(&app).iter().map(|f| f.key).collect();
+    assert_eq!(footer, ["Space", "F1", "n", "q", "+/-", "PgUp/PgDn"]);
+    let help: Vec<&str> = help_rows(&app).map(|row| row.keys).collect();
+    assert!(help.contains(&"Space") && help.contains(&"n"), "{help:?}");
+    assert!(
+        !help.contains(&"Enter") && !help.contains(&"Ctrl-B"),
+        "{help:?}"
+    );
+}
+
+#[test]
+fn the_footer_offers_only_keys_that_do_something_here() {
+    let keys = |app: &App| -> Vec<&str> { footer_keys(app).iter().map(|f| f.key).collect() };
+    // No audio: no mute, no barge-in.
+    let app = connected_app();
+    assert_eq!(keys(&app), ["Enter", "F1", "Ctrl-C", "Tab", "PgUp/PgDn"]);
+    assert!(help_rows(&app).all(|row| row.keys != "F3" && row.keys != "F5"));
+    // Push-to-talk: its key is offered.
+    let app = with_audio(true);
+    assert_eq!(
+        keys(&app),
+        [
+            "Enter",
+            "F1",
+            "Ctrl-C",
+            "F3",
+            "F5",
+            "Ctrl-B",
+            "Tab",
+            "PgUp/PgDn"
+        ]
+    );
+    let app = with_audio(false);
+    assert_eq!(
+        keys(&app),
+        ["Enter", "F1", "Ctrl-C", "F3", "Ctrl-B", "Tab", "PgUp/PgDn"]
+    );
+}
+
+#[test]
+fn slash_lines_are_commands_or_say_how_to_use_them() {
+    let mut app = connected_app();
+    for line in ["/system", "/system   ", "/foo bar", "/"] {
+        assert_eq!(app.update(Msg::UserText(line.into())), Vec::new(), "{line}");
+        let notice = &app.notices().last().unwrap().text;
+        assert!(
+            notice.contains(SLASH_COMMANDS),
+            "{line}: the list of commands in {notice:?}"
+        );
+    }
+    assert!(
+        app.notices()[0]
+            .text
+            .starts_with("/system needs the instruction")
+    );
+    assert!(
+        app.notices()[2]
+            .text
+            .starts_with("There is no command /foo.")
+    );
+    assert!(app.transcript.is_empty(), "nothing went to the model");
+    assert_eq!(
+        app.update(Msg::UserText("//system is a word".into())),
+        vec![Effect::SendText("/system is a word".into())]
+    );
 }
 
 #[test]
@@ -1255,10 +1465,12 @@ fn a_system_command_changes_the_instruction_in_place() {
     assert!(app.ready_for_user(), "no reply is awaited");
     assert!(app.transcript.is_empty());
     assert!(app.notices()[0].text.contains("Answer briefly."));
-    // Not a command: sent as it is.
-    assert_eq!(
-        app.update(Msg::UserText("/systematic".into())),
-        vec![Effect::SendText("/systematic".into())]
+    // Not a command the app knows: said so, not sent.
+    assert!(app.update(Msg::UserText("/systematic".into())).is_empty());
+    assert!(
+        app.notices()
+            .last()
+            .is_some_and(|n| n.text.starts_with("There is no command /systematic."))
     );
 }
 

@@ -97,6 +97,9 @@ pub struct View {
     pub log_path: Option<String>,
     /// The user asked to leave.
     pub quit: bool,
+    /// The notice (by index) that said Esc again quits; while it shows, Esc on an empty line
+    /// quits.
+    pub esc_quits: Option<usize>,
 }
 
 impl Default for View {
@@ -116,6 +119,7 @@ impl Default for View {
             no_color: false,
             log_path: None,
             quit: false,
+            esc_quits: None,
         }
     }
 }

@@ -563,7 +563,10 @@ impl Source for Engine {
                 }
             }
             // The loop applies intents; a live session has no replay controls.
-            Effect::Intent(_) | Effect::PauseReplay | Effect::StepReplay => {}
+            Effect::Intent(_)
+            | Effect::PauseReplay
+            | Effect::StepReplay
+            | Effect::ReplaySpeed(_) => {}
         }
     }
 

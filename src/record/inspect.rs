@@ -230,13 +230,22 @@ fn wav_line(dir: &Path, name: &str) -> String {
     }
 }
 
+/// A recorded start time as a person reads it (`2026-11-25 16:48:27 UTC`); a time that does
+/// not parse is shown as it was recorded.
+fn readable_time(recorded: &str) -> String {
+    match recorded.parse::<jiff::Zoned>() {
+        Ok(time) => time.strftime("%Y-%m-%d %H:%M:%S %Z").to_string(),
+        Err(_) => recorded.to_owned(),
+    }
+}
+
 /// The `inspect` report.
 pub fn report(recording: &Recording) -> String {
     let s = Summary::of(recording);
     let meta = &recording.meta;
     let mut out = String::new();
     let _ = writeln!(out, "Recording: {}", recording.dir.display());
-    let _ = writeln!(out, "Started: {}", meta.started_at);
+    let _ = writeln!(out, "Started: {}", readable_time(&meta.started_at));
     let _ = writeln!(out, "Duration: {:.1} s", s.duration_secs);
     let _ = writeln!(out, "Model: {} (voice {})", meta.model, meta.voice);
     let _ = writeln!(out, "Endpoint: {}", meta.endpoint_host);
@@ -485,5 +494,19 @@ mod wav_tests {
         std::fs::create_dir(dir.path().join(MIC_WAV)).unwrap();
         let line = wav_line(dir.path(), MIC_WAV);
         assert!(line.starts_with("mic.wav: damaged: "), "{line}");
+    }
+}
+
+#[cfg(test)]
+mod time_tests {
+    use super::readable_time;
+
+    #[test]
+    fn the_start_reads_as_a_date_and_a_time() {
+        assert_eq!(
+            readable_time("2026-11-25T16:48:27.032496545+00:00[Etc/UTC]"),
+            "2026-11-25 16:48:27 UTC"
+        );
+        assert_eq!(readable_time("yesterday"), "yesterday");
     }
 }

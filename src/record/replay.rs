@@ -63,6 +63,26 @@ impl Pace {
         }
     }
 
+    /// Multiplies the speed by `factor`, within the speeds `--speed` takes; moments already
+    /// applied keep the pace they had.
+    pub fn change_speed(&mut self, factor: f64) {
+        if let Pacing::Speed(speed) = self.pacing {
+            let speed = if speed.is_finite() && speed > 0.0 {
+                speed
+            } else {
+                1.0
+            };
+            self.pacing = Pacing::Speed(
+                (speed * factor).clamp(livetalk_mock::MIN_SPEED, livetalk_mock::MAX_SPEED),
+            );
+        }
+    }
+
+    /// The pace in percent of the recorded one (`None`: as fast as possible).
+    pub fn speed_percent(&self) -> Option<u32> {
+        self.speed().map(|speed| (speed * 100.0).round() as u32)
+    }
+
     /// Makes a step taken by hand while paused count as having happened now.
     pub fn stepped_to(&mut self, t: f64) {
         self.advance(t);
@@ -166,6 +186,7 @@ impl Replay {
             applied: self.applied,
             total: self.total,
             paused: self.pace.is_paused(),
+            speed_percent: self.pace.speed_percent(),
         })
     }
 
@@ -262,6 +283,10 @@ impl Source for Replay {
                 }
             }
             Effect::StepReplay if self.pace.is_paused() => self.step_once = true,
+            Effect::ReplaySpeed(factor) => {
+                self.pace.change_speed(factor);
+                self.progress_due = true;
+            }
             // Everything else happened in the original run and is in the recording.
             _ => {}
         }

@@ -11,6 +11,7 @@ use super::Theme;
 use super::wrap::truncate;
 use crate::app::{App, Focus};
 use crate::tools::{Device, DeviceKind};
+use unicode_width::UnicodeWidthStr;
 
 /// The state of one device as spans: `● on  ██ blue  80%`, `idle  20.0 °C`, `locked`.
 fn state_spans(device: &Device, theme: Theme) -> Vec<Span<'static>> {
@@ -67,6 +68,19 @@ fn state_spans(device: &Device, theme: Theme) -> Vec<Span<'static>> {
     spans
 }
 
+/// The fewest letters of a device's name the one-line form keeps.
+const MIN_NAME: usize = 8;
+
+/// The state without the colour's name (the swatch shows it).
+fn state_spans_short(device: &Device, theme: Theme) -> Vec<Span<'static>> {
+    let mut spans = state_spans(device, theme);
+    if let Some(color) = &device.color {
+        let named = format!(" {color}");
+        spans.retain(|s| s.content != named);
+    }
+    spans
+}
+
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
     let focused = app.view().focus == Focus::Devices;
     let block = Block::bordered()
@@ -84,8 +98,31 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
         .max()
         .unwrap_or(0)
         .min(width / 2);
+    // On one line, the state is what the panel is for: the names give it room, down to a few
+    // letters, and then a colour's name goes (its swatch stays). Names share one width.
+    let spans_width = |state: &[Span]| state.iter().map(|s| s.content.width()).sum::<usize>();
+    let room = |state: &[Span]| width.saturating_sub(2 + 1 + spans_width(state));
+    let states: Vec<Vec<Span<'static>>> = app
+        .devices()
+        .iter()
+        .map(|device| {
+            let state = state_spans(device, theme);
+            if !roomy && room(&state) < MIN_NAME && device.color.is_some() {
+                state_spans_short(device, theme)
+            } else {
+                state
+            }
+        })
+        .collect();
+    let name_width = states
+        .iter()
+        .map(|state| room(state))
+        .min()
+        .unwrap_or(width)
+        .min(name_width)
+        .max(MIN_NAME.min(width));
     let mut lines = Vec::new();
-    for (i, device) in app.devices().iter().enumerate() {
+    for (i, (device, state)) in app.devices().iter().zip(states).enumerate() {
         let changed = app.view().is_highlighted(i);
         let marker = if changed { "✦ " } else { "  " };
         let name_style = if changed {
@@ -93,7 +130,6 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
         } else {
             theme.bold()
         };
-        let state = state_spans(device, theme);
         if roomy {
             lines.push(Line::from(vec![
                 Span::styled(marker, theme.warning()),
@@ -104,7 +140,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
             lines.push(Line::from(detail));
         } else {
             let name = truncate(&device.name, name_width);
-            let pad = name_width.saturating_sub(name.chars().count());
+            let pad = name_width.saturating_sub(name.width());
             let mut line = vec![
                 Span::styled(marker, theme.warning()),
                 Span::styled(name, name_style),

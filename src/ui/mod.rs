@@ -19,8 +19,8 @@ use unicode_width::UnicodeWidthStr;
 pub use theme::Theme;
 
 use crate::app::{
-    App, Area, ConnectionState, ERROR_PREFIX, Editor, EditorPurpose, Floor, Focus, KEY_MAP,
-    NoticeLevel, Popup, ScreenLayout, ToolState, footer_keys,
+    App, Area, Badge, ConnectionState, ERROR_PREFIX, Editor, EditorPurpose, Floor, Focus,
+    NoticeLevel, Popup, ScreenLayout, ToolState, footer_keys, help_rows,
 };
 use livetalk_live::excerpt;
 use tool_log::format_duration;
@@ -39,28 +39,57 @@ fn area(rect: Rect) -> Area {
     }
 }
 
+/// Below this size the screen says it is too small rather than drawing panes with no room.
+pub const MIN_WIDTH: u16 = 30;
+pub const MIN_HEIGHT: u16 = 8;
+/// Below this many rows for the panes, the tool log gives its room to the conversation.
+const TOOL_LOG_MIN_BODY: u16 = 12;
+/// A notice takes at most this many rows; the rest of a longer one is cut at a word, with "…".
+const NOTICE_MAX_ROWS: u16 = 4;
+
 /// Draws the whole screen and says where things went.
 pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
     let theme = Theme::new(app.view().no_color);
     let full = frame.area();
-    let notice_rows = notice_height(app, full.width);
-    let [status, body, notice, input, footer] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Min(4),
-        Constraint::Length(notice_rows),
-        Constraint::Length(3),
-        Constraint::Length(1),
-    ])
-    .areas(full);
-
-    draw_status(frame, status, app, theme);
     let mut layout = ScreenLayout {
         width: full.width,
         height: full.height,
         ..ScreenLayout::default()
     };
+    if full.width < MIN_WIDTH || full.height < MIN_HEIGHT {
+        draw_too_small(frame, full, theme);
+        return layout;
+    }
+    // What must stay: the status line, the input and three rows of conversation. Then, in
+    // order, a notice's first row, the footer, the rest of the notice.
+    let mut spare = full.height - 1 - 3 - 3;
+    let notice_lines = notice_lines(app, theme, full.width);
+    let wanted = u16::try_from(notice_lines.len()).unwrap_or(u16::MAX);
+    let mut notice_rows = wanted.min(1).min(spare);
+    spare -= notice_rows;
+    let footer_rows = 1.min(spare);
+    spare -= footer_rows;
+    let more = wanted
+        .saturating_sub(notice_rows)
+        .min(NOTICE_MAX_ROWS - 1)
+        .min(spare / 2);
+    notice_rows += more;
+    let [status, body, notice, input, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(notice_rows),
+        Constraint::Length(3),
+        Constraint::Length(footer_rows),
+    ])
+    .areas(full);
+
+    draw_status(frame, status, app, theme);
     let show_devices = app.view().show_devices && !app.devices().is_empty();
-    if full.width >= WIDE_LAYOUT_MIN_WIDTH {
+    if body.height < TOOL_LOG_MIN_BODY {
+        let (inner, rows) = transcript::draw(frame, body, app, theme);
+        layout.transcript = area(inner);
+        layout.transcript_rows = rows;
+    } else if full.width >= WIDE_LAYOUT_MIN_WIDTH {
         let log_rows = (app.tool_calls().len() as u16 + 4)
             .clamp(6, 12)
             .min(body.height / 2);
@@ -101,9 +130,9 @@ pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
         };
         layout.tool_log = area(tool_log::draw(frame, log, app, theme));
     }
-    draw_notice(frame, notice, app, theme);
+    draw_notice(frame, notice, notice_lines);
     draw_input(frame, input, app, theme);
-    draw_footer(frame, footer, theme);
+    draw_footer(frame, footer, app, theme);
     layout.popup = match app.view().popup {
         Some(Popup::Help { scroll }) => Some(draw_help(frame, full, app, theme, scroll)),
         Some(Popup::ToolDetail { index, scroll }) => {
@@ -135,76 +164,221 @@ pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
     layout
 }
 
+/// The whole screen, when it is too small for the panes: what it is and what is needed.
+fn draw_too_small(frame: &mut Frame, full: Rect, theme: Theme) {
+    let text = format!(
+        "The terminal is too small ({}×{}): livetalk needs at least {MIN_WIDTH}×{MIN_HEIGHT}. Ctrl-C quits.",
+        full.width, full.height
+    );
+    let lines = wrap::wrap(
+        Vec::new(),
+        &[(text, theme.warning())],
+        usize::from(full.width),
+    );
+    frame.render_widget(Paragraph::new(lines), full);
+}
+
 const SPINNER: &[&str] = &["◐", "◓", "◑", "◒"];
+
+/// A part of the status line: its forms from the fullest to the shortest, and its rank
+/// (higher ranks give way first when the line is too narrow).
+struct Segment {
+    rank: u8,
+    forms: Vec<Vec<Span<'static>>>,
+}
+
+fn spans_width(spans: &[Span]) -> usize {
+    spans.iter().map(|s| s.content.width()).sum()
+}
+
+/// The segments that fit `width`: the least important shorten, then go; what is left is cut at
+/// a word, never inside one, with "…".
+fn fit_segments(mut segments: Vec<Segment>, width: usize) -> Vec<Span<'static>> {
+    let mut chosen: Vec<Option<usize>> = vec![Some(0); segments.len()];
+    let total = |segments: &[Segment], chosen: &[Option<usize>]| -> usize {
+        segments
+            .iter()
+            .zip(chosen)
+            .filter_map(|(s, c)| c.map(|c| spans_width(&s.forms[c])))
+            .sum()
+    };
+    while total(&segments, &chosen) > width {
+        // The present segment of the highest rank, the first one never.
+        let Some(at) = (1..segments.len())
+            .filter(|&i| chosen[i].is_some())
+            .max_by_key(|&i| (segments[i].rank, i))
+        else {
+            break;
+        };
+        chosen[at] = chosen[at]
+            .map(|c| c + 1)
+            .filter(|&c| c < segments[at].forms.len());
+    }
+    // What gave way early may fit again beside what shortened later: the most important
+    // first, in their fullest form that fits.
+    let mut order: Vec<usize> = (1..segments.len()).collect();
+    order.sort_by_key(|&i| segments[i].rank);
+    for i in order {
+        let best = chosen[i].unwrap_or(segments[i].forms.len());
+        for form in 0..best {
+            let mut tried = chosen.clone();
+            tried[i] = Some(form);
+            if total(&segments, &tried) <= width {
+                chosen = tried;
+                break;
+            }
+        }
+    }
+    let mut spans = Vec::new();
+    let mut first = true;
+    for (segment, choice) in segments.iter_mut().zip(&chosen) {
+        if let Some(c) = choice {
+            let mut form = std::mem::take(&mut segment.forms[*c]);
+            // Right after the badge, a separator separates nothing.
+            if spans.len() == 2
+                && !first
+                && let Some(lead) = form.first_mut()
+                && let Some(rest) = lead.content.strip_prefix(" · ")
+            {
+                lead.content = rest.to_owned().into();
+            }
+            first = false;
+            spans.append(&mut form);
+        }
+    }
+    cut_spans(spans, width)
+}
+
+/// Spans cut to `width` columns at a word, ending with "…" when cut.
+fn cut_spans(spans: Vec<Span<'static>>, width: usize) -> Vec<Span<'static>> {
+    if spans_width(&spans) <= width {
+        return spans;
+    }
+    let mut out = Vec::new();
+    let mut used = 0;
+    for span in spans {
+        let w = span.content.width();
+        if used + w < width {
+            used += w;
+            out.push(span);
+            continue;
+        }
+        let cut = wrap::cut_at_word(&span.content, width.saturating_sub(used));
+        out.push(Span::styled(cut, span.style));
+        break;
+    }
+    out
+}
 
 fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     let spinner = SPINNER[(app.view().ticks as usize) % SPINNER.len()];
-    let badge = match (&app.connection(), app.floor()) {
-        (ConnectionState::Connecting, _) => {
-            Span::styled(format!(" {spinner} Connecting… "), theme.pending_badge())
+    let badge = app.badge();
+    let (symbol, style) = match badge {
+        Badge::Connecting | Badge::Thinking | Badge::Working | Badge::Reconnecting => {
+            (spinner, theme.pending_badge())
         }
-        (ConnectionState::Disconnected { .. }, _) => {
-            Span::styled(" ✖ Disconnected ", theme.error_badge())
+        Badge::Disconnected => ("✖", theme.error_badge()),
+        Badge::Ended => ("■", theme.pending_badge()),
+        Badge::Speaking => ("▶", theme.speaking_badge()),
+        Badge::Listening => ("●", theme.listening_badge()),
+    };
+    let plain = |text: String| Span::styled(text, theme.status_bar());
+    let mut segments = vec![Segment {
+        rank: 0,
+        forms: vec![vec![
+            Span::styled(format!(" {symbol} {} ", badge.label()), style),
+            plain("  ".to_owned()),
+        ]],
+    }];
+    let audio = audio_panel::status_spans(app, theme);
+    if !audio.is_empty() {
+        segments.push(Segment {
+            rank: 3,
+            forms: vec![audio],
+        });
+    }
+    // The badge says connecting, reconnecting and ended; a lost session says why here.
+    match app.connection() {
+        ConnectionState::Connected => segments.push(Segment {
+            rank: 9,
+            forms: vec![vec![plain("Connected · ".to_owned())]],
+        }),
+        ConnectionState::Disconnected { reason } if !app.ended_cleanly() => {
+            segments.push(Segment {
+                rank: 1,
+                forms: vec![vec![
+                    Span::styled(format!("Disconnected: {reason}"), theme.error()),
+                    plain(" · ".to_owned()),
+                ]],
+            })
         }
-        (_, Floor::Speaking) => Span::styled(" ▶ Gemini is speaking… ", theme.speaking_badge()),
-        // 3.8 Live: the turn is complete, the interaction is not.
-        (_, Floor::Listening) if app.model_working() => Span::styled(
-            format!(" {spinner} Gemini is working… "),
-            theme.pending_badge(),
-        ),
-        (_, Floor::Listening) => Span::styled(" ● Gemini is listening… ", theme.listening_badge()),
-    };
-    let connection = match &app.connection() {
-        ConnectionState::Connecting => "Connecting…".to_owned(),
-        ConnectionState::Connected => "Connected".to_owned(),
-        ConnectionState::Reconnecting => format!("{spinner} Reconnecting…"),
-        ConnectionState::Disconnected { reason } => format!("Disconnected: {reason}"),
-    };
-    let mut spans = vec![badge, Span::raw("  ")];
-    spans.extend(audio_panel::status_spans(app, theme));
-    let connection_style = match app.connection() {
-        ConnectionState::Disconnected { .. } => theme.error(),
-        ConnectionState::Reconnecting => theme.warning(),
-        _ => theme.status_bar(),
-    };
-    spans.push(Span::styled(connection, connection_style));
-    spans.push(Span::styled(" · ", theme.status_bar()));
-    spans.push(Span::styled(
-        app.model().trim_start_matches("models/").to_owned(),
-        theme.status_bar(),
-    ));
+        _ => {}
+    }
+    segments.push(Segment {
+        rank: 5,
+        forms: vec![vec![plain(
+            app.model().trim_start_matches("models/").to_owned(),
+        )]],
+    });
     if app.offline() {
-        spans.push(Span::styled(" · offline demo model", theme.status_bar()));
+        segments.push(Segment {
+            rank: 6,
+            forms: vec![
+                vec![plain(" · offline demo model".to_owned())],
+                vec![plain(" · offline".to_owned())],
+            ],
+        });
     }
     if let Some(recording) = &app.recording_label() {
-        spans.push(Span::styled(" · ", theme.status_bar()));
-        spans.push(Span::styled(format!("● {recording}"), theme.error()));
+        // A path cut short says nothing: it shows whole, or as its last part, or not at all
+        // (the way out prints it).
+        let mut forms = vec![vec![
+            plain(" · ".to_owned()),
+            Span::styled(format!("● {recording}"), theme.error()),
+        ]];
+        if let Some((head, path)) = recording.rsplit_once(' ')
+            && let Some(name) = std::path::Path::new(path).file_name()
+        {
+            forms.push(vec![
+                plain(" · ".to_owned()),
+                Span::styled(
+                    format!("● {head} …/{}", name.to_string_lossy()),
+                    theme.error(),
+                ),
+            ]);
+        }
+        if app.is_replay() {
+            if let Some(progress) = recording.split(" (").next() {
+                forms.push(vec![
+                    plain(" · ".to_owned()),
+                    Span::styled(format!("● {progress}"), theme.error()),
+                ]);
+            }
+        } else {
+            forms.push(vec![
+                plain(" · ".to_owned()),
+                Span::styled("● REC", theme.error()),
+            ]);
+        }
+        segments.push(Segment { rank: 4, forms });
     }
     if app.total_tokens() > 0 {
-        spans.push(Span::styled(
-            format!(" · {} tokens", app.total_tokens()),
-            theme.status_bar(),
-        ));
+        segments.push(Segment {
+            rank: 7,
+            forms: vec![vec![plain(format!(" · {} tokens", app.total_tokens()))]],
+        });
     }
+    let spans = fit_segments(segments, usize::from(area.width));
     frame.render_widget(
         Paragraph::new(Line::from(spans)).style(theme.status_bar()),
         area,
     );
 }
 
-fn notice_height(app: &App, width: u16) -> u16 {
-    match app.visible_notice() {
-        None => 0,
-        Some(notice) => {
-            let text = notice.text.width() + 30;
-            if text > usize::from(width) { 2 } else { 1 }
-        }
-    }
-}
-
-fn draw_notice(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
+/// The visible notice as lines at `width` columns (none without one).
+fn notice_lines(app: &App, theme: Theme, width: u16) -> Vec<Line<'static>> {
     let Some(notice) = app.visible_notice() else {
-        return;
+        return Vec::new();
     };
     let (symbol, style) = match notice.level {
         NoticeLevel::Error => ("✖ ", theme.error()),
@@ -217,15 +391,58 @@ fn draw_notice(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     } else {
         String::new()
     };
-    let line = Line::from(vec![
-        Span::styled(symbol, style),
-        Span::styled(notice.text.clone(), style),
-        Span::styled(format!("{more}  Esc dismisses"), theme.dim()),
-    ]);
-    frame.render_widget(Paragraph::new(line).wrap(Wrap { trim: true }), area);
+    wrap::wrap(
+        vec![Span::styled(symbol, style)],
+        &[
+            (notice.text.clone(), style),
+            (format!("{more}  Esc dismisses"), theme.dim()),
+        ],
+        usize::from(width),
+    )
+}
+
+fn draw_notice(frame: &mut Frame, area: Rect, mut lines: Vec<Line<'static>>) {
+    let rows = usize::from(area.height);
+    if rows == 0 {
+        return;
+    }
+    if lines.len() > rows {
+        lines.truncate(rows);
+        // The last row shown says there was more.
+        if let Some(last) = lines.last_mut() {
+            let spans = std::mem::take(&mut last.spans);
+            let width = usize::from(area.width);
+            let mut cut = cut_spans(spans, width.saturating_sub(1));
+            if spans_width(&cut) < width && !cut.last().is_some_and(|s| s.content.ends_with('…'))
+            {
+                cut.push(Span::raw("…"));
+            }
+            last.spans = cut;
+        }
+    }
+    frame.render_widget(Paragraph::new(lines), area);
 }
 
 fn draw_input(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
+    if app.is_replay() {
+        return draw_replay_controls(frame, area, app, theme);
+    }
+    if app.ended_cleanly() {
+        let block = Block::bordered()
+            .title(" Session ended ")
+            .border_style(theme.border(true));
+        let inner = block.inner(area);
+        frame.render_widget(block, area);
+        let text = cut_spans(
+            vec![Span::styled(
+                "The session has ended. Press any key to leave.",
+                theme.bold(),
+            )],
+            usize::from(inner.width),
+        );
+        frame.render_widget(Paragraph::new(Line::from(text)), inner);
+        return;
+    }
     let focused = app.view().focus == Focus::Input && app.view().popup.is_none();
     let block = Block::bordered()
         .title(" Message ")
@@ -247,7 +464,11 @@ fn draw_input(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
             }
             ConnectionState::Disconnected { .. } => "The session has ended · Ctrl-C quits",
         };
-        frame.render_widget(Paragraph::new(Span::styled(hint, theme.dim())), inner);
+        let hint = cut_spans(
+            vec![Span::styled(hint, theme.dim())],
+            usize::from(inner.width),
+        );
+        frame.render_widget(Paragraph::new(Line::from(hint)), inner);
         if focused {
             frame.set_cursor_position(Position::new(inner.x, inner.y));
         }
@@ -279,10 +500,49 @@ fn draw_input(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     }
 }
 
-fn draw_footer(frame: &mut Frame, area: Rect, theme: Theme) {
+/// A replay has nothing to type into: in the input's place, where it stands and its keys.
+fn draw_replay_controls(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
+    let block = Block::bordered()
+        .title(" Replay ")
+        .border_style(theme.border(false));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let Some(progress) = app.replay_progress() else {
+        return;
+    };
+    let state = if progress.applied >= progress.total {
+        "Finished: q quits, PgUp scrolls back"
+    } else if progress.paused {
+        "Paused: Space resumes, n steps one event, q quits"
+    } else {
+        "Playing: Space pauses, +/- changes the speed, q quits"
+    };
+    let speed = match progress.speed_percent {
+        Some(percent) => format!("×{}  ", f64::from(percent) / 100.0),
+        None => "as fast as it goes  ".to_owned(),
+    };
+    let spans = cut_spans(
+        vec![
+            Span::styled(
+                format!("{}/{} events  ", progress.applied, progress.total),
+                theme.bold(),
+            ),
+            Span::styled(speed, theme.plain()),
+            Span::styled(state, theme.dim()),
+        ],
+        usize::from(inner.width),
+    );
+    frame.render_widget(Paragraph::new(Line::from(spans)), inner);
+}
+
+fn draw_footer(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
+    // Once the session has ended, any key leaves: no key has anything else to do.
+    if app.ended_cleanly() && !app.is_replay() {
+        return;
+    }
     let mut spans = Vec::new();
     let mut used = 0;
-    for footer in footer_keys() {
+    for footer in footer_keys(app) {
         let (key, what) = (footer.key, footer.what);
         let item = format!(" {key} {what} ");
         if used + item.width() > usize::from(area.width) {
@@ -415,7 +675,7 @@ fn draw_help(frame: &mut Frame, full: Rect, app: &App, theme: Theme, scroll: u16
         inner_width,
     ));
     lines.push(Line::default());
-    for row in KEY_MAP {
+    for row in help_rows(app) {
         let prefix = vec![Span::styled(format!("  {:<22}", row.keys), theme.bold())];
         lines.extend(wrap::wrap(
             prefix,

@@ -1,4 +1,4 @@
-//! Snapshots of the drawn screen in each state, at 80×24 and 120×40 (and a narrow 60×20),
+//! Snapshots of the drawn screen in each state, at 80×24, 120×40 and 40×10 (and a narrow 60×20),
 //! with a fixed clock so the files are stable.
 
 use std::time::Duration;
@@ -194,8 +194,9 @@ fn render(app: &mut App, width: u16, height: u16) -> Terminal<TestBackend> {
     terminal
 }
 
-fn snapshot_both_sizes(name: &str, make: fn() -> App) {
-    for (width, height) in [(80, 24), (120, 40)] {
+/// Snapshots of one state at the sizes people use: roomy, the classic terminal, and small.
+fn snapshot_sizes(name: &str, make: fn() -> App) {
+    for (width, height) in [(80, 24), (120, 40), (40, 10)] {
         let mut app = make();
         let terminal = render(&mut app, width, height);
         insta::assert_snapshot!(format!("{name}_{width}x{height}"), terminal.backend());
@@ -204,32 +205,32 @@ fn snapshot_both_sizes(name: &str, make: fn() -> App) {
 
 #[test]
 fn connecting() {
-    snapshot_both_sizes("connecting", new_app);
+    snapshot_sizes("connecting", new_app);
 }
 
 #[test]
 fn listening_after_a_tool_call() {
-    snapshot_both_sizes("listening", listening);
+    snapshot_sizes("listening", listening);
 }
 
 #[test]
 fn speaking_with_a_device_just_changed() {
-    snapshot_both_sizes("speaking", speaking);
+    snapshot_sizes("speaking", speaking);
 }
 
 #[test]
 fn tool_call_running() {
-    snapshot_both_sizes("tool_running", tool_running);
+    snapshot_sizes("tool_running", tool_running);
 }
 
 #[test]
 fn tool_call_failed() {
-    snapshot_both_sizes("tool_error", tool_error);
+    snapshot_sizes("tool_error", tool_error);
 }
 
 #[test]
 fn help_popup() {
-    snapshot_both_sizes("help_popup", || {
+    snapshot_sizes("help_popup", || {
         let mut app = listening();
         key(&mut app, KeyCode::F(1));
         app
@@ -238,7 +239,7 @@ fn help_popup() {
 
 #[test]
 fn tool_detail_popup() {
-    snapshot_both_sizes("tool_detail", || {
+    snapshot_sizes("tool_detail", || {
         let mut app = speaking();
         // Tab to the tool log, select the lamp call, open it.
         key(&mut app, KeyCode::Tab);
@@ -250,7 +251,7 @@ fn tool_detail_popup() {
 
 #[test]
 fn disconnected_with_a_reason() {
-    snapshot_both_sizes("disconnected", || {
+    snapshot_sizes("disconnected", || {
         let mut app = listening();
         session(
             &mut app,
@@ -286,12 +287,12 @@ fn narrow_terminal_stacks_panes_and_hides_devices() {
 fn scrolled_up_transcript_stays_put_while_the_model_streams() {
     // A short terminal, so the conversation is taller than its pane.
     let mut app = speaking();
-    let _ = render(&mut app, 80, 16);
+    let _ = render(&mut app, 80, 12);
     key(&mut app, KeyCode::PageUp);
     let top = app.view().transcript_top;
     assert!(top.is_some(), "PageUp leaves the bottom");
     model_says(&mut app, " and set its color to blue.", true);
-    let terminal = render(&mut app, 80, 16);
+    let terminal = render(&mut app, 80, 12);
     assert_eq!(app.view().transcript_top, top);
     let screen = format!("{}", terminal.backend());
     assert!(screen.contains("scrolled"), "the title says so:\n{screen}");
@@ -361,7 +362,7 @@ fn speaking_with_audio() -> App {
 
 #[test]
 fn speaking_with_audio_devices() {
-    snapshot_both_sizes("speaking_with_audio", speaking_with_audio);
+    snapshot_sizes("speaking_with_audio", speaking_with_audio);
 }
 
 #[test]
@@ -511,7 +512,7 @@ fn interrupted_by_echo() -> App {
 
 #[test]
 fn an_interruption_by_echo_is_marked_with_the_key_that_switches_echo_handling() {
-    snapshot_both_sizes("interrupted_by_echo", interrupted_by_echo);
+    snapshot_sizes("interrupted_by_echo", interrupted_by_echo);
 }
 
 fn with_mcp_tools() -> App {
@@ -581,7 +582,7 @@ fn with_mcp_tools() -> App {
 
 #[test]
 fn tool_list_popup() {
-    snapshot_both_sizes("tool_list", || {
+    snapshot_sizes("tool_list", || {
         let mut app = with_mcp_tools();
         key(&mut app, KeyCode::F(8));
         key(&mut app, KeyCode::Down);
@@ -591,7 +592,7 @@ fn tool_list_popup() {
 
 #[test]
 fn progress_of_a_running_call() {
-    snapshot_both_sizes("tool_progress", with_mcp_tools);
+    snapshot_sizes("tool_progress", with_mcp_tools);
 }
 
 /// 3.8 Live: between a `turnComplete` marked `IN_PROGRESS` and `IDLE` the badge says the model
@@ -650,8 +651,8 @@ fn tool_waiting() -> App {
 
 #[test]
 fn a_call_waiting_for_the_user() {
-    snapshot_both_sizes("tool_waiting", tool_waiting);
-    snapshot_both_sizes("tool_waiting_selected", || {
+    snapshot_sizes("tool_waiting", tool_waiting);
+    snapshot_sizes("tool_waiting_selected", || {
         let mut app = tool_waiting();
         keys(&mut app, &[KeyCode::F(7)]);
         app
@@ -660,7 +661,7 @@ fn a_call_waiting_for_the_user() {
 
 #[test]
 fn the_argument_editor_says_why_json_is_refused() {
-    snapshot_both_sizes("tool_edit_bad_json", || {
+    snapshot_sizes("tool_edit_bad_json", || {
         let mut app = tool_waiting();
         keys(&mut app, &[KeyCode::F(7), KeyCode::Char('e'), KeyCode::End]);
         // Drop the closing brace and add a key without a value.
@@ -673,13 +674,13 @@ fn the_argument_editor_says_why_json_is_refused() {
 
 #[test]
 fn a_result_typed_by_hand() {
-    snapshot_both_sizes("tool_answer_typing", || {
+    snapshot_sizes("tool_answer_typing", || {
         let mut app = tool_waiting();
         keys(&mut app, &[KeyCode::F(7), KeyCode::Char('r')]);
         typed(&mut app, "error: garage on fire");
         app
     });
-    snapshot_both_sizes("tool_answered_by_hand", || {
+    snapshot_sizes("tool_answered_by_hand", || {
         let mut app = tool_waiting();
         keys(&mut app, &[KeyCode::F(7), KeyCode::Char('r')]);
         typed(&mut app, "error: garage on fire");
@@ -703,4 +704,260 @@ fn a_result_typed_by_hand() {
         model_says(&mut app, "Oh no, the garage is on fire!", true);
         app
     });
+}
+
+/// A turn sent, nothing of the reply yet.
+fn thinking() -> App {
+    let mut app = listening();
+    app.update(Msg::UserText("Turn it on and make it blue".into()));
+    app
+}
+
+#[test]
+fn the_badge_says_thinking_while_the_reply_is_awaited() {
+    snapshot_sizes("badge_thinking", thinking);
+}
+
+/// The link dropped mid-reply and is being reconnected to.
+fn reconnecting() -> App {
+    let mut app = speaking();
+    app.update(Msg::SessionChange(
+        livetalk_live::session::SessionChange::Reconnecting {
+            planned: false,
+            attempt: 2,
+            reason: "The connection was lost.".into(),
+            retry_in: Duration::from_millis(1500),
+        },
+    ));
+    app
+}
+
+#[test]
+fn the_badge_says_reconnecting_not_listening_while_the_link_is_down() {
+    snapshot_sizes("badge_reconnecting", reconnecting);
+    for (width, height) in [(80, 24), (120, 40), (40, 10)] {
+        let mut app = reconnecting();
+        let screen = format!("{}", render(&mut app, width, height).backend());
+        assert!(!screen.contains("listening"), "{screen}");
+        assert!(screen.contains("Reconnecting…"), "{screen}");
+    }
+}
+
+/// The goodbye said, the session closed by `end_session`.
+fn ended() -> App {
+    let mut app = listening();
+    app.update(Msg::UserText("Thanks, goodbye!".into()));
+    tool_call(&mut app, "function-call-2", "end_session", json!({}));
+    tool_done(
+        &mut app,
+        "function-call-2",
+        "end_session",
+        ToolStatus::Ok,
+        json!({"success": true}),
+    );
+    model_says(
+        &mut app,
+        "You're welcome! Goodbye, and have a lovely evening with your blue lamp.",
+        true,
+    );
+    session(&mut app, ServerEvent::Closed(CloseInfo::ended_by_client()));
+    app
+}
+
+#[test]
+fn the_ending_keeps_the_goodbye_and_says_the_session_ended() {
+    snapshot_sizes("ended", ended);
+    let mut app = ended();
+    let screen = format!("{}", render(&mut app, 80, 24).backend());
+    assert!(screen.contains("have a lovely evening"), "{screen}");
+    assert!(screen.contains("Press any key to leave"), "{screen}");
+}
+
+/// What `set_device_status` answers for these arguments.
+fn set_device(home: &SmartHome, args: &Value) -> Value {
+    let setting: Option<crate::tools::Setting> = args
+        .get("setting")
+        .map(|s| serde_json::from_value(s.clone()).expect("a setting"));
+    let report = home
+        .set(
+            args["device_name"].as_str().unwrap_or_default(),
+            args["new_status"].as_str().unwrap_or_default(),
+            setting.as_ref(),
+        )
+        .expect("a change the smart home takes");
+    let mut response = report.device.state();
+    response["settings_updated"] = Value::Object(report.settings_updated);
+    response
+}
+
+/// Each change the demo model makes, answered as the smart home answers it.
+fn summaries() -> App {
+    let mut app = connected_from(new_app());
+    let home = SmartHome::new();
+    let changes = [
+        (
+            "Turn it on and make it blue",
+            json!({"device_name": "living room lamp", "new_status": "on", "setting": {"color": "blue"}}),
+        ),
+        (
+            "Dim the lamp to 30%",
+            json!({"device_name": "living room lamp", "new_status": "on", "setting": {"brightness": 30}}),
+        ),
+        (
+            "Set the thermostat to 22 degrees",
+            json!({"device_name": "kitchen thermostat", "new_status": "heating", "setting": {"temperature_celsius": 22}}),
+        ),
+        (
+            "Unlock the front door",
+            json!({"device_name": "front door lock", "new_status": "unlocked"}),
+        ),
+    ];
+    for (i, (said, args)) in changes.into_iter().enumerate() {
+        let id = format!("function-call-{i}");
+        app.update(Msg::UserText(said.into()));
+        tool_call(&mut app, &id, "set_device_status", args.clone());
+        let response = set_device(&home, &args);
+        app.update(Msg::DevicesChanged(home.snapshot()));
+        tool_done(&mut app, &id, "set_device_status", ToolStatus::Ok, response);
+        model_says(&mut app, "Done.", true);
+    }
+    app
+}
+
+#[test]
+fn summaries_say_what_changed_first_each_field_once() {
+    snapshot_sizes("summaries", summaries);
+    let mut app = summaries();
+    let screen = format!("{}", render(&mut app, 200, 40).backend());
+    assert!(
+        screen.contains("brightness: 100, color: blue, status: on"),
+        "{screen}"
+    );
+    assert!(screen.contains("brightness: 30, status: on"), "{screen}");
+    // At 80 columns the device panel keeps brightness and degrees.
+    let screen = format!("{}", render(&mut app, 80, 24).backend());
+    assert!(
+        screen.contains("30%") && screen.contains("22.0 °C"),
+        "{screen}"
+    );
+}
+
+/// A replay, paused part way.
+fn replaying() -> App {
+    let mut app = App::new(AppInit {
+        replay: Some(40),
+        recording: Some("/home/dev/.local/share/livetalk/recordings/2026-11-25T16-48-27".into()),
+        ..init()
+    });
+    app = listening_from(app);
+    app.update(Msg::ReplayProgress(crate::app::ReplayProgress {
+        applied: 12,
+        total: 40,
+        paused: true,
+        speed_percent: Some(50),
+    }));
+    app
+}
+
+#[test]
+fn a_replay_has_its_own_controls_and_help() {
+    snapshot_sizes("replay", replaying);
+    snapshot_sizes("replay_help", || {
+        let mut app = replaying();
+        key(&mut app, KeyCode::F(1));
+        app
+    });
+    let mut app = replaying();
+    let screen = format!("{}", render(&mut app, 80, 24).backend());
+    assert!(
+        !screen.contains("Message") && !screen.contains("Enter send"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("Space pause") && screen.contains("q quit"),
+        "{screen}"
+    );
+}
+
+/// Nothing said yet, with the offline demo model and no audio.
+fn empty_screen() -> App {
+    connected_from(new_app())
+}
+
+#[test]
+fn the_empty_screen_suggests_what_the_demo_model_understands() {
+    snapshot_sizes("empty", empty_screen);
+    let mut app = empty_screen();
+    let screen = format!("{}", render(&mut app, 120, 40).backend());
+    assert!(!screen.contains("Say something"), "no mic:\n{screen}");
+    for prompt in livetalk_mock::DEMO_PROMPTS {
+        assert!(screen.contains(prompt), "{prompt:?}:\n{screen}");
+    }
+}
+
+#[test]
+fn a_screen_too_small_says_so() {
+    let mut app = listening();
+    let terminal = render(&mut app, 28, 6);
+    insta::assert_snapshot!("too_small_28x6", terminal.backend());
+    // At 40×10 with a notice, the input keeps its room and the notice is cut at a word.
+    snapshot_sizes("long_notice", || {
+        let mut app = listening();
+        session(
+            &mut app,
+            ServerEvent::Closed(CloseInfo {
+                code: Some(1008),
+                reason: String::new(),
+                message: "models/gemini-2.0-flash-live-001 is not found for API version v1, or is not supported for bidiGenerateContent. Call ListModels to see the list of available models and their supported methods.".into(),
+                initiated_by_client: false,
+            }),
+        );
+        app
+    });
+}
+
+#[test]
+fn the_status_line_gives_way_by_importance_and_never_cuts_a_word() {
+    let mut app = App::new(AppInit {
+        recording: Some("REC /home/me/.local/share/livetalk/recordings/2026-11-25T16-48-27".into()),
+        ..init()
+    });
+    app = listening_from(app);
+    for width in [40u16, 60, 80, 100, 120] {
+        let terminal = render(&mut app, width, 24);
+        let status: String = (0..width)
+            .map(|x| terminal.backend().buffer()[(x, 0)].symbol().to_owned())
+            .collect();
+        assert!(status.contains("Gemini is listening…"), "{width}: {status}");
+        // The recording's path shows whole, by its last part, or not at all.
+        assert!(
+            !status.contains("/home/me/.loc") || status.contains("2026-11-25T16-48-27"),
+            "{width}: {status}"
+        );
+        assert!(
+            !status.contains("· off ") && !status.trim_end().ends_with("· off"),
+            "{width}: {status}"
+        );
+    }
+}
+
+#[test]
+fn the_empty_screen_says_how_to_speak_in_push_to_talk_mode() {
+    let mut app = connected_from(App::new(AppInit {
+        audio: Some(crate::app::AudioAsked {
+            microphone: true,
+            input_wav: false,
+            output_wav: false,
+            push_to_talk: true,
+            echo: crate::audio::EchoMode::Aec,
+        }),
+        ..init()
+    }));
+    let screen = format!("{}", render(&mut app, 80, 24).backend());
+    assert!(screen.contains("Press F5 and speak"), "{screen}");
+    assert!(
+        screen.contains("F5 talk"),
+        "the footer offers it:\n{screen}"
+    );
+    assert!(!screen.contains("Say something"), "{screen}");
 }

@@ -10,10 +10,11 @@ use ratatui::widgets::{Block, Cell, Paragraph, Row, Table};
 use serde_json::Value;
 
 use super::Theme;
-use super::wrap::truncate;
+use super::wrap::{cut_at_word, truncate};
 use crate::app::{App, Focus, ToolCallRecord, ToolState};
 use crate::tools::ProgressReport;
 use livetalk_live::excerpt::{SUMMARY, bounded, into_bounded};
+use unicode_width::UnicodeWidthStr;
 
 const SPINNER: &[&str] = &["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
@@ -42,17 +43,47 @@ pub fn args_values(args: &Value) -> String {
     join(&fields)
 }
 
-/// The response's fields, leaving out those that only echo an argument (the device name),
-/// with `status` and `error` first since they are what a person looks for.
+/// The response's fields, one line a person reads at a glance: an error first, then what the
+/// call changed (a `settings_updated` object, as the smart home reports it), then `status`,
+/// then the rest; each field once, and none that only echoes an argument (the device name).
 pub fn result_summary(response: &Value, args: &Value) -> String {
     let mut echoed = Vec::new();
     flatten(args, None, &mut echoed);
-    let mut fields = Vec::new();
-    flatten(response, None, &mut fields);
-    fields.retain(|field| !echoed.contains(field));
-    fields.sort_by_key(|(key, _)| !matches!(key.as_deref(), Some("error" | "status")));
+    let mut changed = Vec::new();
+    if let Some(updated) = response.get(CHANGED) {
+        flatten(updated, None, &mut changed);
+    }
+    let mut rest = Vec::new();
+    match response {
+        Value::Object(map) => {
+            for (k, v) in map.iter().filter(|(k, _)| *k != CHANGED) {
+                flatten(v, Some(k), &mut rest);
+            }
+        }
+        other => flatten(other, None, &mut rest),
+    }
+    rest.retain(|field| !echoed.contains(field));
+    rest.sort_by_key(|(key, _)| match key.as_deref() {
+        Some("error") => 0,
+        Some("status") => 2,
+        _ => 3,
+    });
+    let error = rest
+        .iter()
+        .position(|(key, _)| key.as_deref() == Some("error"))
+        .map(|at| rest.remove(at));
+    let mut fields: Vec<(Option<String>, String)> = Vec::new();
+    for field in error.into_iter().chain(changed).chain(rest) {
+        if field.0.is_some() && fields.iter().any(|(key, _)| *key == field.0) {
+            continue;
+        }
+        fields.push(field);
+    }
     join(&fields)
 }
+
+/// The field in which a tool reports what it changed.
+const CHANGED: &str = "settings_updated";
 
 fn flatten(value: &Value, key: Option<&str>, out: &mut Vec<(Option<String>, String)>) {
     match value {
@@ -180,6 +211,51 @@ fn call_state_cell(app: &App, theme: Theme, call: &ToolCallRecord) -> Span<'stat
     state_cell(app, theme, &call.state)
 }
 
+/// What the result column says about a call.
+fn result_text(call: &ToolCallRecord) -> String {
+    match &call.state {
+        ToolState::Ok | ToolState::ByHand => call
+            .response
+            .as_ref()
+            .map(|r| result_summary(&r.response, &call.args))
+            .unwrap_or_default(),
+        ToolState::Error(message) | ToolState::Refused(message) => {
+            bounded(message, SUMMARY).into_owned()
+        }
+        ToolState::TimedOut => "no answer in time".to_owned(),
+        ToolState::Cancelled => "cancelled by the server".to_owned(),
+        ToolState::Waiting => "a approve · d deny · e edit · r answer".to_owned(),
+        ToolState::Running => call
+            .progress
+            .as_ref()
+            .map(progress_summary)
+            .unwrap_or_default(),
+    }
+}
+
+/// Columns the "unasked (…)" flag takes before a result.
+fn unasked_width(call: &ToolCallRecord) -> usize {
+    call.unasked
+        .map(|why| format!("unasked ({}) ", why.tag()).width())
+        .unwrap_or(0)
+}
+
+/// Splits `free` columns between two that want `a` and `b`: each gets what it wants when both
+/// fit; a column that wants no more than half gets it all; otherwise the space goes by what
+/// each holds, and neither gets less than a quarter of it.
+fn share(free: usize, a: usize, b: usize) -> (usize, usize) {
+    // The result column takes what is left: it is the last one.
+    if a + b <= free || a <= free / 2 {
+        return (a.min(free), free - a.min(free));
+    }
+    if b <= free / 2 {
+        return (free - b, b);
+    }
+    let floor = free / 4;
+    let a_share = (free * a / (a + b).max(1)).clamp(a.min(floor), free - b.min(floor));
+    (a_share, free - a_share)
+}
+
 /// Draws the log; returns the inner area of its rows (for mouse hit-testing).
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
     let focused = app.view().focus == Focus::ToolLog;
@@ -221,20 +297,52 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
         .max()
         .unwrap_or(0)
         .clamp(11, 20) as u16;
+    let spacing = 1u16;
+    let fixed_widths: Vec<u16> = match (wide, show_time) {
+        (true, _) => vec![8, 18, state_width, 8],
+        (false, true) => vec![8, 17, state_width],
+        (false, false) => vec![17, state_width],
+    };
+    let columns = fixed_widths.len() as u16 + if wide { 2 } else { 1 };
+    let free = usize::from(
+        inner
+            .width
+            .saturating_sub(fixed_widths.iter().sum::<u16>() + spacing * (columns - 1)),
+    );
+    // Arguments and results share what is left by what they hold: neither is cut while the
+    // other has room to spare.
+    let first = app.tool_log_first_row();
+    let visible = usize::from(inner.height.saturating_sub(1));
+    let shown = || app.tool_calls().iter().skip(first).take(visible);
+    let (args_width, result_width) = if wide {
+        let args = shown()
+            .map(|c| args_summary(&c.args).width())
+            .max()
+            .unwrap_or(0)
+            .max("arguments".len());
+        let results = shown()
+            .map(|c| result_text(c).width() + unasked_width(c))
+            .max()
+            .unwrap_or(0)
+            .max("result".len());
+        share(free, args, results)
+    } else {
+        (0, free)
+    };
     let widths: Vec<Constraint> = if wide {
         vec![
             Constraint::Length(8),
             Constraint::Length(18),
-            Constraint::Fill(3),
+            Constraint::Length(args_width as u16),
             Constraint::Length(state_width),
             Constraint::Length(8),
-            Constraint::Fill(2),
+            Constraint::Length(result_width as u16),
         ]
     } else {
         let mut widths = vec![
             Constraint::Length(17),
             Constraint::Length(state_width),
-            Constraint::Fill(1),
+            Constraint::Length(result_width as u16),
         ];
         if show_time {
             widths.insert(0, Constraint::Length(8));
@@ -249,8 +357,6 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
         );
         return rows_area;
     }
-    let first = app.tool_log_first_row();
-    let visible = usize::from(rows_area.height);
     let rows = app
         .tool_calls()
         .iter()
@@ -260,24 +366,10 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
         .map(|(index, call)| {
             let time = call.started_at.strftime("%H:%M:%S").to_string();
             let took = call.duration.map(format_duration).unwrap_or_default();
-            let result = match &call.state {
-                ToolState::Ok | ToolState::ByHand => call
-                    .response
-                    .as_ref()
-                    .map(|r| result_summary(&r.response, &call.args))
-                    .unwrap_or_default(),
-                ToolState::Error(message) | ToolState::Refused(message) => {
-                    bounded(message, SUMMARY).into_owned()
-                }
-                ToolState::TimedOut => "no answer in time".to_owned(),
-                ToolState::Cancelled => "cancelled by the server".to_owned(),
-                ToolState::Waiting => "a approve · d deny · e edit · r answer".to_owned(),
-                ToolState::Running => call
-                    .progress
-                    .as_ref()
-                    .map(progress_summary)
-                    .unwrap_or_default(),
-            };
+            let result = cut_at_word(
+                &result_text(call),
+                result_width.saturating_sub(unasked_width(call)),
+            );
             let mut cells = Vec::new();
             if show_time {
                 cells.push(Cell::from(Span::styled(time, theme.dim())));
@@ -287,7 +379,10 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
                 theme.tool(),
             )));
             if wide {
-                cells.push(Cell::from(args_summary(&call.args)));
+                cells.push(Cell::from(cut_at_word(
+                    &args_summary(&call.args),
+                    args_width,
+                )));
             }
             cells.push(Cell::from(call_state_cell(app, theme, call)));
             if wide {
@@ -311,7 +406,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
         std::iter::once(header).chain(rows).collect::<Vec<_>>(),
         widths,
     )
-    .column_spacing(1);
+    .column_spacing(spacing);
     frame.render_widget(table, inner);
     rows_area
 }
@@ -345,6 +440,53 @@ mod tests {
             result_summary(&response, &args),
             "status: off, brightness: 0"
         );
+    }
+
+    /// The smart home's answers to a change, as the demo model's requests make them.
+    #[test]
+    fn result_summaries_say_what_changed_first_and_each_field_once() {
+        let on_and_blue = json!({"device_name": "living room lamp", "new_status": "on", "setting": {"color": "blue"}});
+        let response = json!({
+            "device_name": "living room lamp", "type": "light", "status": "on",
+            "brightness": 100, "color": "blue",
+            "settings_updated": {"color": "blue", "brightness": 100},
+        });
+        assert_eq!(
+            result_summary(&response, &on_and_blue),
+            "brightness: 100, color: blue, status: on, type: light"
+        );
+        let dim = json!({"device_name": "living room lamp", "new_status": "on", "setting": {"brightness": 30}});
+        let response = json!({
+            "device_name": "living room lamp", "type": "light", "status": "on",
+            "brightness": 30, "color": "white", "settings_updated": {"brightness": 30},
+        });
+        assert_eq!(
+            result_summary(&response, &dim),
+            "brightness: 30, status: on, color: white, type: light"
+        );
+        let warmer = json!({"device_name": "kitchen thermostat", "new_status": "heating", "setting": {"temperature_celsius": 22}});
+        let response = json!({
+            "device_name": "kitchen thermostat", "type": "thermostat", "status": "heating",
+            "temperature_celsius": 22.0, "settings_updated": {"temperature_celsius": 22.0},
+        });
+        assert_eq!(
+            result_summary(&response, &warmer),
+            "temperature_celsius: 22.0, status: heating, type: thermostat"
+        );
+        let failed = json!({"error": "no such device", "settings_updated": {}});
+        assert_eq!(result_summary(&failed, &dim), "error: no such device");
+    }
+
+    #[test]
+    fn columns_share_the_width_by_what_they_hold() {
+        assert_eq!(share(100, 30, 20), (30, 70));
+        // A column that wants no more than half gets it.
+        assert_eq!(share(100, 150, 50), (50, 50));
+        assert_eq!(share(100, 500, 5), (95, 5));
+        assert_eq!(share(100, 10, 500), (10, 90));
+        // Too much for both: by what each holds, neither below a quarter.
+        assert_eq!(share(100, 300, 100), (75, 25));
+        assert_eq!(share(100, 2000, 60), (75, 25));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use ratatui::widgets::{Block, Paragraph, Scrollbar, ScrollbarOrientation, Scroll
 
 use super::Theme;
 use super::tool_log::{args_values, outcome_summary, state_style};
-use super::wrap::{truncate, wrap};
+use super::wrap::{cut_at_word, truncate, wrap};
 use crate::app::{App, ECHO_INTERRUPTION, ECHO_KEY, Entry, Focus, ModelTurnStatus, UserInput};
 use livetalk_live::excerpt::{SUMMARY, bounded};
 use unicode_width::UnicodeWidthStr;
@@ -91,13 +91,46 @@ pub fn lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
                     Span::styled("  ⚙ ", theme.tool()),
                     Span::styled(call_text, theme.tool()),
                     Span::styled(state, state_style(theme, &call.state)),
-                    Span::styled(truncate(&outcome, room), theme.dim()),
+                    Span::styled(cut_at_word(&outcome, room), theme.dim()),
                 ]);
                 out.push(line);
             }
         }
     }
     out
+}
+
+/// The conversation before anything was said: how to start, and with the offline demo model,
+/// what it understands.
+fn empty_screen(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
+    let how = if app.is_replay() {
+        "Nothing was said yet in this recording."
+    } else if app.audio().mic_wanted && app.audio().push_to_talk {
+        "Press F5 and speak, or type a message below and press Enter."
+    } else if app.audio().mic_wanted && app.audio().input.is_some() {
+        "Say something, or type a message below and press Enter."
+    } else {
+        "Type a message below and press Enter."
+    };
+    let mut lines = wrap(Vec::new(), &[(how.to_owned(), theme.dim())], width);
+    if app.offline() && !app.is_replay() {
+        lines.push(Line::default());
+        lines.extend(wrap(
+            Vec::new(),
+            &[(
+                "The offline demo model runs a small smart home. Try:".to_owned(),
+                theme.dim(),
+            )],
+            width,
+        ));
+        for prompt in livetalk_mock::DEMO_PROMPTS {
+            lines.push(Line::from(vec![
+                Span::styled("  › ", theme.dim()),
+                Span::styled(truncate(prompt, width.saturating_sub(4)), theme.plain()),
+            ]));
+        }
+    }
+    lines
 }
 
 /// Draws the pane; returns the wrapped row count.
@@ -117,10 +150,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> (Rect, us
     let text_width = usize::from(inner.width.saturating_sub(1));
     let mut all = lines(app, theme, text_width);
     if all.is_empty() {
-        all.push(Line::styled(
-            "Say something, or type a message below and press Enter.",
-            theme.dim(),
-        ));
+        all = empty_screen(app, theme, text_width);
     }
     let rows = all.len();
     let height = usize::from(inner.height);

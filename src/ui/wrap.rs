@@ -77,6 +77,31 @@ pub fn truncate(text: &str, width: usize) -> String {
     out
 }
 
+/// Cuts `text` to at most `width` columns at the end of a word, ending with `…` when cut; a
+/// first word wider than that is cut where it must be.
+pub fn cut_at_word(text: &str, width: usize) -> String {
+    if text.width() <= width {
+        return text.to_owned();
+    }
+    let cut = truncate(text, width);
+    let kept = cut.trim_end_matches('…');
+    // The cut fell inside a word: go back to the space before it.
+    let next = text[kept.len()..].chars().next();
+    if next.is_some_and(|c| !c.is_whitespace())
+        && !kept.ends_with(char::is_whitespace)
+        && let Some(space) = kept.rfind(char::is_whitespace)
+    {
+        let words = kept[..space].trim_end_matches([' ', ',', ';', ':', '·']);
+        if !words.is_empty() {
+            return format!("{words}…");
+        }
+    }
+    format!(
+        "{}…",
+        kept.trim_end().trim_end_matches([',', ';', ':', '·'])
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +137,14 @@ mod tests {
         let lines = wrap(Vec::new(), &body, 8);
         assert!(lines.iter().all(|l| l.width() <= 8), "{:?}", text(&lines));
         assert_eq!(lines.len(), 2);
+    }
+
+    #[test]
+    fn cuts_fall_between_words() {
+        assert_eq!(cut_at_word("offline demo model", 14), "offline demo…");
+        assert_eq!(cut_at_word("offline demo model", 18), "offline demo model");
+        assert_eq!(cut_at_word("Call ListModels to see", 12), "Call…");
+        assert_eq!(cut_at_word("abcdefghij", 5), "abcd…");
     }
 
     #[test]

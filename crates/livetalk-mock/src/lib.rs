@@ -96,6 +96,7 @@ mod vad;
 pub mod voice;
 pub mod ws_server;
 
+pub use model::DEMO_PROMPTS;
 pub use scenario::{Fault, FaultAction, Moment, Scenario, ScenarioError};
 pub use server::{MAX_SPEED, MIN_SPEED, MockOptions, MockServer, StartError, TlsFiles};
 pub use state::MockState;

@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tracing::{debug, info};
+use tracing::debug;
 
 use crate::connection::MockConnection;
 use crate::flavor::{Flavor, live_path_flavor};
@@ -179,7 +179,10 @@ impl MockServer {
                 )
             },
         );
-        info!(%local_addr, tls, "mock Live server listening");
+        // Debug, not info: the embedded mock behind `serve` would otherwise be heard saying it
+        // listens before the bridge in front of it refuses to start; `livetalk mock` says where
+        // it listens on stdout.
+        debug!(%local_addr, tls, "mock Live server listening");
         Ok(MockServer {
             local_addr,
             tls,

@@ -33,6 +33,18 @@ use understanding::understand;
 
 use livetalk_live::wire::FunctionDeclaration;
 
+/// Requests the scripted model answers, as a first turn each, the way a person new to it would
+/// type them: the app's empty screen suggests these, and the model's tests hold it to them.
+pub const DEMO_PROMPTS: &[&str] = &[
+    "What is the lamp's status?",
+    "Turn it on and make it blue",
+    "Dim the lamp to 30%",
+    "Set the thermostat to 22 degrees",
+    "Is the front door locked?",
+    "What time is it?",
+    "Goodbye",
+];
+
 /// What the model does next.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum ModelStep {

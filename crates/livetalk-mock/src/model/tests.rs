@@ -839,3 +839,35 @@ fn only_an_ask_for_one_sentence_cuts_replies_short() {
         "a later instruction replaces it"
     );
 }
+
+/// Each prompt the app suggests, as the first turn of a fresh conversation: tool calls the
+/// request asks for, then a reply that neither fails to understand nor asks which device.
+#[test]
+fn the_suggested_prompts_are_understood_as_first_turns() {
+    let home = json!({
+        "living room lamp": {"device_name": "living room lamp", "type": "light", "status": "on", "brightness": 100, "color": "blue"},
+        "kitchen thermostat": {"device_name": "kitchen thermostat", "type": "thermostat", "status": "heating", "temperature_celsius": 22.0},
+        "front door lock": {"device_name": "front door lock", "type": "lock", "status": "locked"},
+    });
+    for prompt in DEMO_PROMPTS {
+        let mut model = model();
+        let planned = match model.user_turn(prompt) {
+            ModelStep::CallTools(calls) => calls,
+            ModelStep::Reply(said) => panic!("{prompt:?} was answered without a call: {said:?}"),
+        };
+        let responses: Vec<Value> = planned
+            .iter()
+            .map(
+                |call| match call.args.get("device_name").and_then(Value::as_str) {
+                    Some(device) => home[device].clone(),
+                    None => json!({"time": "10:30", "success": true}),
+                },
+            )
+            .collect();
+        let said = reply(answer(&mut model, &planned, &responses));
+        assert!(
+            !said.contains("Sorry") && !said.contains(WHICH_DEVICE),
+            "{prompt:?}: {planned:?} → {said:?}"
+        );
+    }
+}

@@ -436,7 +436,22 @@ pub(super) fn understand(text: &str, last_device: Option<Device>) -> Understandi
     let mut previous_mode: Option<Mode> = None;
     // A clause like "and the door" borrows the request of the clause before it.
     let mut previous_command: Option<Vec<String>> = None;
-    for clause in split_clauses(text) {
+    let clauses = split_clauses(text);
+    // A first request may name its device after the pronoun: "turn it on and make it blue"
+    // is about the lamp the colour implies, not a question of which device.
+    if understood.last_device.is_none() {
+        understood.last_device = clauses.iter().find_map(|clause| {
+            let w = Words(&clause.words);
+            mentions(w)
+                .into_iter()
+                .find_map(|m| match m {
+                    Mention::Known(device) => Some(device),
+                    Mention::Unknown(..) => None,
+                })
+                .or_else(|| implied_device(w))
+        });
+    }
+    for clause in clauses {
         let words = strip_leading(&clause.words, &mut understood.greeted);
         let w = Words(words);
         if words.is_empty() {

@@ -8,6 +8,9 @@ pub(super) struct Clause {
     pub(super) question: bool,
 }
 
+/// Device nouns a request may put in the possessive ("the lamp's colour").
+const POSSESSED_NOUNS: &[&str] = &["lamp", "light", "thermostat", "heater", "door", "lock"];
+
 pub(super) fn split_clauses(text: &str) -> Vec<Clause> {
     let lower = text.to_lowercase();
     let chars: Vec<char> = lower.chars().collect();
@@ -29,7 +32,13 @@ pub(super) fn split_clauses(text: &str) -> Vec<Clause> {
     }
     let mut clauses = vec![Clause::default()];
     for raw in padded.split_whitespace() {
-        for word in split_digits(raw.trim_matches('\'')) {
+        let raw = raw.trim_matches('\'');
+        // "the lamp's status" is about the lamp; "what's" and "it's" stay as they are.
+        let raw = match raw.strip_suffix("'s") {
+            Some(noun) if POSSESSED_NOUNS.contains(&noun) => noun,
+            _ => raw,
+        };
+        for word in split_digits(raw) {
             match word.as_str() {
                 "|" | "and" | "then" | "also" | "plus" | "but" => clauses.push(Clause::default()),
                 "?" => {
