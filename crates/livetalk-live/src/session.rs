@@ -271,7 +271,7 @@ pub struct Session {
     /// Sends on whichever connection is current.
     pub handle: SessionHandle,
     /// What the session's servers said and what the session did, in order; the last event is
-    /// [`ServerEvent::Closed`], once the conversation is over for good.
+    /// [`ServerEvent::Closed`](crate::events::ServerEvent::Closed), once the conversation is over for good.
     pub events: mpsc::Receiver<SessionEvent>,
     /// Its figures and newest resumption handle.
     pub status: SessionStatus,
