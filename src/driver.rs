@@ -62,8 +62,12 @@ pub async fn drive<S: Source, P: Presenter>(
 ) -> anyhow::Result<()> {
     let mut source_open = true;
     let mut leave_by: Option<Instant> = None;
+    // Nothing on screen changes with a frame for the closed inspector: no need to show it.
+    let mut changed = true;
     loop {
-        if let Some(msg) = presenter.show(app)? {
+        if std::mem::take(&mut changed)
+            && let Some(msg) = presenter.show(app)?
+        {
             apply(app, source, msg).await;
         }
         if presenter.finished(app, source_open) {
@@ -80,12 +84,17 @@ pub async fn drive<S: Source, P: Presenter>(
         tokio::select! {
             msg = source.next(), if source_open => match msg {
                 Some(msg) => {
-                    presenter.heard_from_source();
+                    // A frame says nothing by itself (what was sent least of all); its events do.
+                    changed = msg.may_show();
+                    if changed {
+                        presenter.heard_from_source();
+                    }
                     apply(app, source, msg).await;
                 }
-                None => source_open = false,
+                None => (source_open, changed) = (false, true),
             },
             input = presenter.next_input(), if leave_by.is_none() => {
+                changed = true;
                 // A retry (Ctrl-R) gives a source that had ended something to say again.
                 if let Some(msg) = input
                     && apply(app, source, msg).await

@@ -249,3 +249,132 @@ async fn an_answer_sent_from_the_frame_before_its_events_are_read_still_goes_out
     assert!(answered >= 12, "{answered} answers in 12 turns");
     assert_eq!(link.status.figures().answers_dropped, 0);
 }
+
+/// Every frame of a session, both ways, reaches the app once and in the order it crossed the
+/// wire (the inspector's source), and a recording of the same session has each once: its wire
+/// lines match the app's frames one for one, no applied line stands for a frame, and the model
+/// audio is in `model.wav` once, each applied chunk pointing at the samples its frame put there.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_frame_reaches_the_app_once_in_wire_order_and_is_recorded_once() {
+    use livetalk::app::WireBody;
+    use livetalk::record::{Record, Recorder, Recording};
+    use livetalk_live::wire::ClientMessage;
+
+    let settings = default_settings();
+    let mock = fast_mock(Vec::new()).await;
+    let home = SmartHome::new();
+    let registry = Arc::new(
+        builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap(),
+    );
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("rec");
+    let mut engine = Engine::new(registry.clone(), &home, livetalk::tools::Decider::Person);
+    engine.record_into(Recorder::create(&dir, &settings, home.snapshot()).unwrap());
+    let mut app = App::new(AppInit::new(settings.model.clone(), true, home.snapshot()));
+    connect(&mut engine, &mock, &settings, &registry, CONNECT).await;
+    for line in &SMART_HOME_LINES[..2] {
+        until_ready(&mut app, &mut engine).await;
+        apply(&mut app, &mut engine, Msg::UserText((*line).into())).await;
+    }
+    until_ready(&mut app, &mut engine).await;
+    drop(engine);
+
+    let frames = app.wire().frames();
+    assert_eq!(app.wire().dropped(), 0);
+    assert!(
+        frames
+            .iter()
+            .zip(frames.iter().skip(1))
+            .all(|(a, b)| a.at <= b.at)
+    );
+    let kinds: Vec<String> = frames
+        .iter()
+        .map(|frame| match &frame.body {
+            WireBody::Sent(message) => match message.as_ref() {
+                ClientMessage::Setup(_) => "sent setup".to_owned(),
+                ClientMessage::ClientContent(_) => "sent text".to_owned(),
+                ClientMessage::ToolResponse(_) => "sent answer".to_owned(),
+                other => format!("sent {other:?}"),
+            },
+            WireBody::Received(message) if message.setup_complete.is_some() => {
+                format!("setup complete, handshake {}", frame.handshake)
+            }
+            WireBody::Received(message) if message.tool_call.is_some() => "call".to_owned(),
+            WireBody::Received(_) => "received".to_owned(),
+            WireBody::Unreadable(why) => format!("unreadable {why}"),
+        })
+        .collect();
+    assert_eq!(kinds[..2], ["sent setup", "setup complete, handshake true"]);
+    let sent: Vec<&String> = kinds.iter().filter(|k| k.starts_with("sent")).collect();
+    assert_eq!(
+        sent,
+        [
+            "sent setup",
+            "sent text",
+            "sent answer",
+            "sent text",
+            "sent answer"
+        ],
+        "{kinds:#?}"
+    );
+    // Each answer went after its call, each call after the text that asked for it.
+    let at = |kind: &str, nth: usize| {
+        kinds
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| *k == kind)
+            .nth(nth)
+            .unwrap()
+            .0
+    };
+    for turn in 0..2 {
+        assert!(at("sent text", turn) < at("call", turn), "{kinds:#?}");
+        assert!(at("call", turn) < at("sent answer", turn), "{kinds:#?}");
+    }
+    assert!(frames.iter().all(|f| f.bytes > 0), "every frame has a size");
+    let audio_bytes: usize = frames
+        .iter()
+        .filter_map(|f| match &f.body {
+            WireBody::Received(m) => m.server_content.as_ref()?.model_turn.as_ref(),
+            _ => None,
+        })
+        .flat_map(|turn| &turn.parts)
+        .filter_map(|part| part.inline_data.as_ref())
+        .map(|blob| blob.data.len())
+        .sum();
+    assert_eq!(audio_bytes as u64, app.model_audio_bytes());
+
+    let recording = Recording::load(&dir).unwrap();
+    let received = recording
+        .lines
+        .iter()
+        .filter(|l| matches!(l.record, Record::Recv { .. }))
+        .count();
+    let sent_lines = recording
+        .lines
+        .iter()
+        .filter(|l| matches!(l.record, Record::Send { .. }))
+        .count();
+    let received_frames = frames
+        .iter()
+        .filter(|f| !matches!(f.body, WireBody::Sent(_)))
+        .count();
+    assert_eq!((received, sent_lines), (received_frames, sent.len()));
+    let applied_audio: Vec<_> = recording
+        .lines
+        .iter()
+        .filter_map(|l| match &l.record {
+            Record::Applied { audio, .. } => audio.clone(),
+            _ => None,
+        })
+        .collect();
+    // The chunks were applied in the order their frames put them in the file, each once.
+    let mut next = 0;
+    for at in &applied_audio {
+        assert_eq!(at.sample_offset, next, "{applied_audio:?}");
+        next += at.sample_count;
+    }
+    let model = hound::WavReader::open(dir.join("model.wav")).unwrap();
+    assert_eq!(u64::from(model.duration()), next);
+    assert_eq!(next * 2, app.model_audio_bytes());
+}

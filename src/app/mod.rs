@@ -6,7 +6,7 @@
 //! and how the session moved between connections), `transcript` (the conversation),
 //! `tool_calls` (the tool log and the tool list), `audio` (microphone, speaker and echo),
 //! `keys` and `view` (what the TUI's keys mean and what it shows), `editor` (a call's
-//! arguments or result typed by hand).
+//! arguments or result typed by hand), `wire_log` (the session's frames both ways).
 
 use std::collections::HashSet;
 
@@ -25,6 +25,7 @@ mod session;
 mod tool_calls;
 mod transcript;
 pub mod view;
+mod wire_log;
 
 pub use audio::{AudioAsked, AudioState, MicState, echo_meaning};
 pub use msg::{Effect, Msg, ReplayProgress};
@@ -37,6 +38,7 @@ pub use keys::{
     Action, ECHO_KEY, ESC_AGAIN_QUITS, Footer, KEY_MAP, KeyRow, When, footer_keys, help_rows,
 };
 pub use view::{Area, Editor, EditorPurpose, Focus, InputLine, Popup, ScreenLayout, View};
+pub use wire_log::{WIRE_LOG_FRAMES, WireBody, WireFrame, WireLog};
 
 /// How much a notice matters (its colour, and whether headless prints it as a warning).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,6 +160,8 @@ pub struct App {
     tools_pending: bool,
     /// The notice asking the user to answer a waiting call, by its index.
     waiting_notice: Option<usize>,
+    /// The session's frames both ways, for the event inspector.
+    wire: WireLog,
 }
 
 /// What a typed line means: text for the model, or one of the app's slash commands.
@@ -235,6 +239,7 @@ impl App {
             transcript: Vec::new(),
             echo_check: None,
             tool_calls: Vec::new(),
+            wire: WireLog::default(),
             devices: init.devices,
             notices,
             last_usage: None,
@@ -438,6 +443,10 @@ impl App {
             }
             Msg::Layout(layout) => {
                 self.view.layout = layout;
+                Vec::new()
+            }
+            Msg::Wire(frame) => {
+                self.wire.push(frame);
                 Vec::new()
             }
             Msg::Tick => {

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ScreenLayout;
+use super::{ScreenLayout, WireFrame};
 use crate::audio::EchoMode;
 use crate::tools::mcp::{Catalog, McpEvent};
 use crate::tools::{CallKey, Device, KeyedCall, ToolEvent, Verdict};
@@ -93,6 +93,11 @@ pub enum Msg {
     /// Animation tick (only while something animates).
     #[serde(skip)]
     Tick,
+    /// A frame went over the wire, either way: kept for the event inspector. Not recorded
+    /// (the recording's wire lines are written from it and from the tap), and drawn only when
+    /// something shows it.
+    #[serde(skip)]
+    Wire(WireFrame),
 }
 
 impl Msg {
@@ -109,7 +114,14 @@ impl Msg {
                 | Msg::Paste(_)
                 | Msg::Layout(_)
                 | Msg::Tick
+                | Msg::Wire(_)
         )
+    }
+
+    /// True when applying it may change what is shown: a frame for the inspector changes
+    /// nothing on screen while it is closed, and a voice turn is 75 of them a second.
+    pub fn may_show(&self) -> bool {
+        !matches!(self, Msg::Wire(_))
     }
 
     /// The model audio this message carries, for a recorder that keeps audio in a WAV file.

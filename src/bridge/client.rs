@@ -149,7 +149,7 @@ impl Protocol for Bridge {
                         setup_complete: Some(SetupComplete { session_id: None }),
                         ..ServerMessage::default()
                     };
-                    tap.received(TappedFrame::Message(&answer), true);
+                    tap.handshake(TappedFrame::Message(&answer), payload.len());
                 }
                 return SetupStep::Done { session_id: None };
             }
@@ -191,15 +191,17 @@ impl Protocol for Bridge {
     }
 
     /// The app's Live messages in the bridge's words.
-    fn encode(message: ClientMessage) -> Message {
-        Message::text(app_message(message).encode())
+    fn encode(message: &ClientMessage) -> Message {
+        Message::text(app_message(message.clone()).encode())
     }
 
     fn farewell() -> Message {
         Message::text(AppMessage::DisconnectGemini.encode())
     }
 
-    fn frame(&mut self, payload: &[u8], closing: bool, tap: Option<&dyn WireTap>) -> Read {
+    /// A bridge message that stands for a Live message comes as that message, so the session,
+    /// its recording and its inspector read a bridged session like a direct one.
+    fn frame(&mut self, payload: &[u8], closing: bool) -> Read {
         let message = match BridgeMessage::decode(payload) {
             Ok(message) => message,
             Err(e) => {
@@ -237,18 +239,16 @@ impl Protocol for Bridge {
                 self.last_error = Some((message, code));
                 Read::Inbound(Inbound::news(ServerEvent::FrameSkipped { reason: shown }))
             }
-            other => Read::Inbound(match live_message(other) {
-                Some(message) => {
-                    if let Some(tap) = tap {
-                        tap.received(TappedFrame::Message(&message), false);
-                    }
-                    Inbound::message(message)
-                }
-                None => Inbound {
+            other => match live_message(other) {
+                Some(message) => Read::Inbound(Inbound::message(message)),
+                // Nothing the session needs (the runner passes on no empty frame).
+                None => Read::Inbound(Inbound {
                     message: None,
                     events: Vec::new(),
-                },
-            }),
+                    at: std::time::Instant::now(),
+                    bytes: 0,
+                }),
+            },
         }
     }
 

@@ -4,6 +4,7 @@
 //! and, for the offline demo model, the embedded mock. [`launch`] builds it from the settings.
 
 pub mod launch;
+mod wiretap;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::warn;
 
-use crate::app::{Effect, Msg};
+use crate::app::{Effect, Msg, WireFrame};
 use crate::audio::{AudioEvent, AudioOutput, AudioWorker, MicFrame};
 use crate::driver::Source;
 use crate::record::Recorder;
@@ -31,6 +32,7 @@ use livetalk_mock::MockServer;
 
 pub use launch::{auth, build_setup, launch, reconnect_policy, tool_sets};
 use livetalk_live::Outbox;
+use wiretap::Wiretap;
 
 /// How long the engine waits for the audio devices before connecting anyway.
 const AUDIO_OPEN_WAIT: Duration = Duration::from_secs(5);
@@ -91,6 +93,10 @@ pub struct Engine {
     _mock: Option<MockServer>,
     /// The session is on Vertex AI, which ignores `SILENT` scheduling.
     vertex: bool,
+    /// Frames sent, and read in the handshake, as the tap passes them on (the session's own
+    /// frames come with what it reads).
+    frames: mpsc::Receiver<WireFrame>,
+    frames_tx: mpsc::Sender<WireFrame>,
 }
 
 impl Engine {
@@ -100,8 +106,12 @@ impl Engine {
         let builtins = (*registry).clone();
         let (dispatcher, tool_events) = ToolDispatcher::new(registry, decider);
         let (mcp, mcp_events) = McpHub::empty();
+        let (frames_tx, frames) = mpsc::channel(wiretap::FRAMES_WAITING);
         Engine {
-            session: SessionSlot::new(ReconnectPolicy::default(), None),
+            session: SessionSlot::new(
+                ReconnectPolicy::default(),
+                Some(Wiretap::shared(None, frames_tx.clone())),
+            ),
             dispatcher,
             tool_events,
             builtins,
@@ -116,6 +126,8 @@ impl Engine {
             held: Vec::new(),
             _mock: None,
             vertex: false,
+            frames,
+            frames_tx,
         }
     }
 
@@ -168,7 +180,7 @@ impl Engine {
     pub fn record_into(&mut self, recorder: Recorder) {
         self.session = SessionSlot::new(
             self.session.policy(),
-            Some(Arc::new(recorder.clone()) as Arc<dyn livetalk_live::connection::WireTap>),
+            Some(Wiretap::shared(Some(recorder.clone()), self.frames_tx.clone())),
         );
         self.recorder = Some(recorder);
     }
@@ -402,13 +414,11 @@ impl Source for Engine {
                     }
                 },
                 event = self.session.recv(), if session_open => match event {
-                    // A frame's events in order, before anything that comes after it.
+                    // The frame, then its events in order, before anything that comes after it.
                     Some(SessionEvent::Server(frame)) => {
-                        let mut events = frame.events.into_iter().map(Msg::Server);
-                        if let Some(first) = events.next() {
-                            self.pending.extend(events);
-                            return Some(first);
-                        }
+                        let wire = WireFrame::received(&frame).map(Msg::Wire);
+                        self.pending.extend(wire);
+                        self.pending.extend(frame.events.into_iter().map(Msg::Server));
                     }
                     Some(SessionEvent::Change(event)) => return Some(Msg::SessionChange(event)),
                     // Their connection is gone: stop them; the app sees them cancelled.
@@ -418,6 +428,7 @@ impl Source for Engine {
                     None => {}
                 },
                 Some(event) = self.tool_events.recv() => return Some(Msg::Tool(self.on_this_service(event))),
+                Some(frame) = self.frames.recv() => return Some(Msg::Wire(frame)),
                 Some(event) = self.mcp_events.recv() => {
                     match &event {
                         // A server that came (back) up: its tools at the next turn boundary.

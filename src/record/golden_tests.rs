@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::format::{convert, v3};
 use super::*;
-use crate::app::{AudioAsked, Msg};
+use crate::app::{AudioAsked, Msg, WireFrame};
 use crate::audio::{
     AudioEvent, AudioFigures, AudioSetup, Direction, EchoFigures, EchoMode, Latency, StreamInfo,
 };
@@ -31,7 +31,7 @@ use livetalk_live::wire::{
     ClientMessage, FunctionCall, FunctionResponse, ModalityTokenCount, Scheduling, ServerMessage,
     UsageMetadata,
 };
-use livetalk_live::{CloseInfo, ServerEvent};
+use livetalk_live::{CloseInfo, Inbound, ServerEvent};
 
 /// 03:04:05 at a fixed offset, so no time zone database is needed.
 const STARTED_AT: &str = "2020-01-02T03:04:05+02:00[+02:00]";
@@ -591,40 +591,56 @@ fn record_every_kind(dir: &Path) -> Vec<Msg> {
     let mic = pcm(&[1, 2, 3, 4, 5, 6, 7, 8]);
 
     recorder.connecting("127.0.0.1");
-    recorder.sent(&client(
-        json!({"setup": {"model": "models/gemini-live-test"}}),
-    ));
-    recorder.received(
+    recorder.sent(
+        &client(json!({"setup": {"model": "models/gemini-live-test"}})),
+        0,
+    );
+    recorder.handshake(
         TappedFrame::Message(&server(
             json!({"setupComplete": {"sessionId": "session-7"}}),
         )),
-        true,
+        0,
     );
-    recorder.received(TappedFrame::Skipped("an unknown frame during setup"), true);
-    recorder.sent(&client(json!({"clientContent": {
-        "turns": [{"role": "user", "parts": [{"text": "Is the living room lamp on?"}]}],
-        "turnComplete": true
-    }})));
-    recorder.sent(&client(json!({"realtimeInput": {
-        "audio": {"mimeType": "audio/pcm;rate=16000", "data": base64(&mic)}
-    }})));
-    recorder.sent(&client(json!({"realtimeInput": {
-        "mediaChunks": [
-            {"mimeType": "audio/pcm;rate=16000", "data": base64(&mic[..4])},
-            {"mimeType": "image/jpeg", "data": base64(b"jpeg")}
-        ]
-    }})));
-    recorder.sent(&client(json!({"realtimeInput": {"activityStart": {}}})));
-    recorder.sent(&client(json!({"realtimeInput": {"activityEnd": {}}})));
-    recorder.sent(&client(json!({"realtimeInput": {"audioStreamEnd": true}})));
-    recorder.received(
-        TappedFrame::Message(&server(json!({"serverContent": {"modelTurn": {"parts": [
+    recorder.handshake(TappedFrame::Skipped("an unknown frame during setup"), 0);
+    recorder.sent(
+        &client(json!({"clientContent": {
+            "turns": [{"role": "user", "parts": [{"text": "Is the living room lamp on?"}]}],
+            "turnComplete": true
+        }})),
+        0,
+    );
+    recorder.sent(
+        &client(json!({"realtimeInput": {
+            "audio": {"mimeType": "audio/pcm;rate=16000", "data": base64(&mic)}
+        }})),
+        0,
+    );
+    recorder.sent(
+        &client(json!({"realtimeInput": {
+            "mediaChunks": [
+                {"mimeType": "audio/pcm;rate=16000", "data": base64(&mic[..4])},
+                {"mimeType": "image/jpeg", "data": base64(b"jpeg")}
+            ]
+        }})),
+        0,
+    );
+    recorder.sent(&client(json!({"realtimeInput": {"activityStart": {}}})), 0);
+    recorder.sent(&client(json!({"realtimeInput": {"activityEnd": {}}})), 0);
+    recorder.sent(
+        &client(json!({"realtimeInput": {"audioStreamEnd": true}})),
+        0,
+    );
+    // A frame the session read is recorded when the app takes it in, before its events.
+    let receive = |inbound: Inbound| {
+        recorder.applied(&Msg::Wire(WireFrame::received(&inbound).unwrap()));
+    };
+    receive(Inbound::message(server(
+        json!({"serverContent": {"modelTurn": {"parts": [
             {"text": "Let me"},
             {"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": base64(&said)}},
             {"inlineData": {"mimeType": "audio/pcm", "data": base64(&again)}}
-        ]}}}))),
-        false,
-    );
+        ]}}}),
+    )));
     // The app applies what the frame carried: its audio refers to the samples above.
     apply(Msg::Server(ServerEvent::ModelText("Let me".into())));
     apply(Msg::Server(ServerEvent::ModelAudio {
@@ -640,23 +656,24 @@ fn record_every_kind(dir: &Path) -> Vec<Msg> {
         pcm: unsent,
         sample_rate: 16_000,
     }));
-    recorder.received(TappedFrame::Skipped("not JSON"), false);
-    recorder.received(
-        TappedFrame::Message(&server(json!({"toolCall": {"functionCalls": [
+    receive(Inbound::news(ServerEvent::FrameSkipped {
+        reason: "not JSON".into(),
+    }));
+    receive(Inbound::message(server(
+        json!({"toolCall": {"functionCalls": [
             {"id": "call-0", "name": "get_device_status", "args": {"device_name": "lamp"}}
-        ]}}))),
-        false,
+        ]}}),
+    )));
+    recorder.sent(
+        &client(json!({"toolResponse": {"functionResponses": [
+            {"id": "call-0", "name": "get_device_status", "response": {"status": "on"}}
+        ]}})),
+        0,
     );
-    recorder.sent(&client(json!({"toolResponse": {"functionResponses": [
-        {"id": "call-0", "name": "get_device_status", "response": {"status": "on"}}
-    ]}})));
-    recorder.received(
-        TappedFrame::Message(&server(json!({
-            "serverContent": {"turnComplete": true},
-            "usageMetadata": {"promptTokenCount": 12, "responseTokenCount": 3, "totalTokenCount": 15}
-        }))),
-        false,
-    );
+    receive(Inbound::message(server(json!({
+        "serverContent": {"turnComplete": true},
+        "usageMetadata": {"promptTokenCount": 12, "responseTokenCount": 3, "totalTokenCount": 15}
+    }))));
     for msg in every_message() {
         apply(msg);
     }

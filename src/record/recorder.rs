@@ -1,8 +1,9 @@
 //! The recorder: writes one session into a folder as it happens (every message the app
-//! applied, plus the session's wire tap), crash-safe: every line is written whole and at once,
-//! and WAV headers are updated after every chunk, before the line that refers to it. Model
-//! audio is written once: the tap puts a received chunk in `model.wav`, and the message that
-//! carries the same chunk to the app refers to those samples.
+//! applied, every frame, and what only the connection knows from its wire tap), crash-safe:
+//! every line is written whole and at once, and WAV headers are updated after every chunk,
+//! before the line that refers to it. Model audio is written once: a received frame puts its
+//! chunks in `model.wav`, and the events the app applies from that frame, which come next and
+//! in the same order, refer to those samples.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -17,16 +18,12 @@ use tracing::warn;
 
 use super::format::{self, convert, v3};
 use super::{AudioRef, FORMAT_VERSION, LOG_FILE, Line, MIC_WAV, MODEL_WAV, Meta, Record};
-use crate::app::{AudioAsked, Msg};
+use crate::app::{AudioAsked, Msg, WireBody, WireFrame};
 use crate::config::{RecordTo, Settings};
 use crate::tools::Device;
 use livetalk_live::CloseInfo;
 use livetalk_live::connection::{TappedFrame, WireTap};
 use livetalk_live::wire::{ClientMessage, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, ServerMessage};
-
-/// Received audio chunks the app has not applied yet, oldest first. Bounded: chunks of a
-/// connection the session left are never applied.
-const UNCLAIMED_AUDIO: usize = 256;
 
 /// Records one session. Cheap to clone; all clones write to the same folder.
 #[derive(Clone)]
@@ -44,8 +41,9 @@ struct Inner {
     /// Redacted from every line, whatever quotes it (a server close reason, say).
     /// After a write error the recording stops (once, with a warning); the session goes on.
     failed: bool,
-    /// Where received model audio went, by a digest of its bytes, until the app applies it.
-    unclaimed: VecDeque<(u64, AudioRef)>,
+    /// Where the model audio of the frame received last went, in the order its events carry
+    /// it to the app.
+    unclaimed: VecDeque<AudioRef>,
 }
 
 struct WavTrack {
@@ -150,26 +148,24 @@ impl Recorder {
         inner.write_line(&line);
     }
 
-    /// Records a message the app applied (raw input and ticks are not recorded). Its model
-    /// audio refers to the samples the wire tap already wrote, or is written now; the samples
-    /// are borrowed, never copied into the line.
+    /// Records a message the app applied (raw input and ticks are not recorded); a received
+    /// frame becomes its wire line. Model audio refers to the samples its frame put in
+    /// `model.wav` (written now if no frame did); the samples are borrowed, never copied into
+    /// the line.
     pub fn applied(&self, msg: &Msg) {
+        if let Msg::Wire(frame) = msg {
+            self.received(frame);
+            return;
+        }
         let Some(recorded) = v3::Msg::recorded(msg) else {
             return;
         };
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
-        let audio = convert::model_audio(msg).and_then(|pcm| {
-            let digest = digest(pcm);
-            match inner.unclaimed.iter().position(|(d, _)| *d == digest) {
-                Some(at) => {
-                    // Older chunks were never applied (a connection the session had left).
-                    inner.unclaimed.drain(..at);
-                    inner.unclaimed.pop_front().map(|(_, at)| at)
-                }
-                None => Recorder::audio(&mut inner, Track::Model, pcm, OUTPUT_SAMPLE_RATE),
-            }
+        let audio = convert::model_audio(msg).and_then(|pcm| match inner.unclaimed.pop_front() {
+            Some(at) if at.sample_count == (pcm.len() / 2) as u64 => Some(at),
+            _ => Recorder::audio(&mut inner, Track::Model, pcm, OUTPUT_SAMPLE_RATE),
         });
         let line = Line {
             t: self.now(),
@@ -181,8 +177,40 @@ impl Recorder {
         inner.write_line(&line);
     }
 
+    /// A frame the session read, stamped with when it was read: its line, with its model
+    /// audio moved into `model.wav`. Frames sent and the handshake are the tap's to record, as
+    /// they happen.
+    fn received(&self, frame: &WireFrame) {
+        if frame.handshake {
+            return;
+        }
+        let (message, skipped) = match &frame.body {
+            WireBody::Received(message) => (Some(message.as_ref()), None),
+            WireBody::Unreadable(reason) => (None, Some(reason.clone())),
+            WireBody::Sent(_) => return,
+        };
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        inner.unclaimed.clear();
+        let message = message.and_then(|message| self.server_value(&mut inner, message));
+        let line = Line {
+            t: self.since_start(frame.at),
+            record: Record::Recv {
+                setup: false,
+                message,
+                skipped,
+            },
+        };
+        inner.write_line(&line);
+    }
+
     fn now(&self) -> f64 {
-        (self.started.elapsed().as_micros() as f64) / 1e6
+        self.since_start(Instant::now())
+    }
+
+    fn since_start(&self, at: Instant) -> f64 {
+        (at.saturating_duration_since(self.started).as_micros() as f64) / 1e6
     }
 
     /// Writes the audio of `blob_data` to a track and returns where it went.
@@ -275,7 +303,7 @@ impl WireTap for Recorder {
         });
     }
 
-    fn sent(&self, message: &ClientMessage) {
+    fn sent(&self, message: &ClientMessage, _bytes: usize) {
         let Ok(mut value) = serde_json::to_value(message) else {
             return;
         };
@@ -310,31 +338,25 @@ impl WireTap for Recorder {
         inner.write_line(&line);
     }
 
-    fn received(&self, frame: TappedFrame<'_>, during_setup: bool) {
-        let record = match frame {
-            TappedFrame::Skipped(reason) => Record::Recv {
-                setup: during_setup,
-                message: None,
-                skipped: Some(reason.to_owned()),
-            },
-            TappedFrame::Message(message) => {
-                let Ok(mut inner) = self.inner.lock() else {
-                    return;
-                };
-                let value = self.server_value(&mut inner, message);
-                let line = Line {
-                    t: self.now(),
-                    record: Record::Recv {
-                        setup: during_setup,
-                        message: value,
-                        skipped: None,
-                    },
-                };
-                inner.write_line(&line);
-                return;
-            }
+    fn handshake(&self, frame: TappedFrame<'_>, _bytes: usize) {
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
         };
-        self.write(record);
+        let (message, skipped) = match frame {
+            TappedFrame::Message(message) => (self.server_value(&mut inner, message), None),
+            TappedFrame::Skipped(reason) => (None, Some(reason.to_owned())),
+        };
+        // Nothing the app applies refers to audio of the handshake.
+        inner.unclaimed.clear();
+        let line = Line {
+            t: self.now(),
+            record: Record::Recv {
+                setup: true,
+                message,
+                skipped,
+            },
+        };
+        inner.write_line(&line);
     }
 
     fn closed(&self, close: &CloseInfo) {
@@ -368,12 +390,7 @@ impl Recorder {
             let Some(audio) = Recorder::audio(inner, Track::Model, &blob.data, rate) else {
                 continue;
             };
-            if inner.unclaimed.len() == UNCLAIMED_AUDIO {
-                inner.unclaimed.pop_front();
-            }
-            inner
-                .unclaimed
-                .push_back((digest(&blob.data), audio.clone()));
+            inner.unclaimed.push_back(audio.clone());
             if let Some(part_value) = value
                 .get_mut("serverContent")
                 .and_then(|v| v.get_mut("modelTurn"))
@@ -385,11 +402,4 @@ impl Recorder {
         }
         Some(value)
     }
-}
-
-/// FNV-1a over the bytes: tells one audio chunk from another.
-fn digest(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
-    })
 }

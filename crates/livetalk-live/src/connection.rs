@@ -137,18 +137,19 @@ pub struct Connection {
     pub inbound: mpsc::Receiver<Inbound>,
 }
 
-/// Observes every frame of a connection in both directions (the recorder's wire tap). Called
-/// from the reader and writer tasks, so it must be quick and must never block on the network.
-/// What the server says once the session is set up also reaches every consumer as
-/// [`Inbound`] values, in order; the tap is for what only the connection knows (the attempt,
-/// the handshake, what was sent, the close).
+/// Sees what only the connection knows: each attempt, the handshake, every frame sent, the
+/// close. It is the one place outbound frames pass (every consumer of them reads it); what the
+/// server says once the session is set up reaches consumers as [`Inbound`] values instead, in
+/// order, so nothing has to join two streams back together. Called from the runner's tasks: it
+/// must be quick and must never block on the network.
 pub trait WireTap: Send + Sync {
     /// A connection attempt to `host` starts (reconnects included).
     fn connecting(&self, host: &str);
-    /// A client message, just before it is written to the socket.
-    fn sent(&self, message: &ClientMessage);
-    /// A server frame as decoded; `during_setup` is true until `setupComplete` has arrived.
-    fn received(&self, frame: TappedFrame<'_>, during_setup: bool);
+    /// A client message, just before it is written to the socket as `bytes` bytes.
+    fn sent(&self, message: &ClientMessage, bytes: usize);
+    /// A server frame of `bytes` bytes read before `setupComplete` (the setup answer
+    /// included), as decoded.
+    fn handshake(&self, frame: TappedFrame<'_>, bytes: usize);
     /// The connection ended (also when setup failed).
     fn closed(&self, close: &CloseInfo);
 }
@@ -182,6 +183,16 @@ pub enum Read {
     End(CloseInfo),
 }
 
+impl Read {
+    /// Notes the size of the frame read (the runner knows it; the protocol need not).
+    fn sized(self, bytes: usize) -> Read {
+        match self {
+            Read::Inbound(inbound) => Read::Inbound(inbound.sized(bytes)),
+            end => end,
+        }
+    }
+}
+
 /// What differs between the ways livetalk talks to a model. The reader task owns the protocol,
 /// so state kept between frames (such as an error that explains a later close) lives in it.
 pub trait Protocol: Send + 'static {
@@ -201,14 +212,14 @@ pub trait Protocol: Send + 'static {
     fn setup_frame(&mut self, payload: &[u8], tap: Option<&dyn WireTap>) -> SetupStep;
 
     /// An app message on the wire.
-    fn encode(message: ClientMessage) -> Message;
+    fn encode(message: &ClientMessage) -> Message;
 
     /// The last frame the writer sends when the app closes the connection.
     fn farewell() -> Message;
 
-    /// Decodes a frame of an open connection; shows `tap` what it decoded. `closing` is true
-    /// once the app has asked to close.
-    fn frame(&mut self, payload: &[u8], closing: bool, tap: Option<&dyn WireTap>) -> Read;
+    /// Decodes a frame of an open connection. `closing` is true once the app has asked to
+    /// close.
+    fn frame(&mut self, payload: &[u8], closing: bool) -> Read;
 
     /// The socket ended (`code` is `None` when it just dropped).
     fn socket_closed(&mut self, code: Option<u16>, reason: String, by_client: bool) -> CloseInfo {
@@ -276,10 +287,14 @@ pub(crate) async fn run_until<P: Protocol>(
             })?;
     let (mut sink, mut stream) = socket.split();
 
+    let opening = P::opening(setup);
     if let Some(tap) = &tap {
-        tap.sent(&ClientMessage::Setup(Box::new(setup.clone())));
+        tap.sent(
+            &ClientMessage::Setup(Box::new(setup.clone())),
+            opening.len(),
+        );
     }
-    sink.send(P::opening(setup))
+    sink.send(opening)
         .await
         .map_err(|e| connect_error(&protocol, &target, e))?;
 
@@ -335,10 +350,11 @@ pub(crate) async fn run_until<P: Protocol>(
         while let Some(item) = outbound.recv().await {
             let (frame, last) = match item {
                 Outbound::Message(message) => {
+                    let frame = P::encode(&message);
                     if let Some(tap) = &writer_tap {
-                        tap.sent(&message);
+                        tap.sent(&message, frame.len());
                     }
-                    (P::encode(*message), false)
+                    (frame, false)
                 }
                 Outbound::Close => {
                     writer_closing.store(true, Ordering::SeqCst);
@@ -375,10 +391,10 @@ pub(crate) async fn run_until<P: Protocol>(
             let read =
                 match frame {
                     Some(Ok(Message::Text(text))) => {
-                        protocol.frame(text.as_bytes(), by_client, tap.as_deref())
+                        protocol.frame(text.as_bytes(), by_client).sized(text.len())
                     }
                     Some(Ok(Message::Binary(bytes))) => {
-                        protocol.frame(&bytes, by_client, tap.as_deref())
+                        protocol.frame(&bytes, by_client).sized(bytes.len())
                     }
                     Some(Ok(Message::Close(frame))) => {
                         let (code, reason) = close_frame(&frame, Some(1005));

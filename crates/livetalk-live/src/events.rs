@@ -136,7 +136,7 @@ impl CloseInfo {
 /// A connection hands these out in arrival order, and a session passes each on whole, so a
 /// consumer that wants the message as the service sent it (a bridge, an inspector, a
 /// recorder) and one that wants the events read the same value, in the same order.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Inbound {
     /// The message as decoded; `None` for a frame that could not be used
     /// ([`ServerEvent::FrameSkipped`]) and for the connection's own news: its set-up as the
@@ -145,6 +145,10 @@ pub struct Inbound {
     /// What it amounts to, in the order to apply them (none for a message that says nothing
     /// new).
     pub events: Vec<ServerEvent>,
+    /// When the frame was read (consumers may take it later: latency is measured from here).
+    pub at: std::time::Instant,
+    /// The frame's size on the wire; 0 for news that came in no frame.
+    pub bytes: usize,
 }
 
 impl Inbound {
@@ -154,7 +158,15 @@ impl Inbound {
         Inbound {
             message: Some(std::sync::Arc::new(message)),
             events,
+            at: std::time::Instant::now(),
+            bytes: 0,
         }
+    }
+
+    /// The same, read from a frame of `bytes` bytes.
+    pub fn sized(mut self, bytes: usize) -> Inbound {
+        self.bytes = bytes;
+        self
     }
 
     /// An event that stands for no message of the server's (set up, skipped, closed).
@@ -162,6 +174,8 @@ impl Inbound {
         Inbound {
             message: None,
             events: vec![event],
+            at: std::time::Instant::now(),
+            bytes: 0,
         }
     }
 

@@ -124,7 +124,7 @@ pub const TURN_LOST: &str = "The last turn was lost with the connection: the mod
      Ask again.";
 
 /// Everything a session reports, in order.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum SessionEvent {
     /// What the server of the current connection said, one frame at a time. `Closed` only
     /// comes once, when the conversation is over for good.

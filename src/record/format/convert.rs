@@ -12,7 +12,7 @@ use livetalk_live::{CloseInfo, ServerEvent};
 
 impl v3::Msg {
     /// The message as a recording keeps it, or `None` for what is never recorded (raw input,
-    /// layout, ticks, and what came from a recording in the first place). Model audio is left
+    /// layout, ticks, frames, and what came from a recording in the first place). Model audio is left
     /// out: its samples go to a WAV file (see [`model_audio`]).
     pub fn recorded(msg: &Msg) -> Option<v3::Msg> {
         Some(match msg {
@@ -49,7 +49,9 @@ impl v3::Msg {
             | Msg::Mouse(_)
             | Msg::Paste(_)
             | Msg::Layout(_)
-            | Msg::Tick => return None,
+            | Msg::Tick
+            // Written as the wire lines (`recv`, `send`), not as an applied message.
+            | Msg::Wire(_) => return None,
         })
     }
 }

@@ -1,0 +1,168 @@
+//! The session's frames in both directions, as they went over the wire: what the event
+//! inspector draws from. Bounded: beyond [`WIRE_LOG_FRAMES`] the oldest go, and are counted.
+//! Never recorded (a recording has its own wire lines), so it costs a push per frame.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use livetalk_live::ServerEvent;
+use livetalk_live::events::Inbound;
+use livetalk_live::wire::{ClientMessage, ServerMessage};
+
+/// Frames kept; a voice turn is about 75 frames a second, so this is about a minute of talk.
+pub const WIRE_LOG_FRAMES: usize = 4096;
+
+/// One frame of the session, either way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireFrame {
+    /// When it was read, or written.
+    pub at: Instant,
+    /// Its size on the wire.
+    pub bytes: usize,
+    /// Read before the session was set up (the setup answer included).
+    pub handshake: bool,
+    /// What it said.
+    pub body: WireBody,
+}
+
+/// What a frame said.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WireBody {
+    /// A server message, as decoded.
+    Received(Arc<ServerMessage>),
+    /// A server frame that could not be used, and why.
+    Unreadable(String),
+    /// A client message, as sent.
+    Sent(Arc<ClientMessage>),
+}
+
+impl WireFrame {
+    /// The frame an inbound value was read from; `None` for the connection's own news (its
+    /// set-up as the runner reports it, its close), which came in no frame of its own.
+    pub fn received(inbound: &Inbound) -> Option<WireFrame> {
+        let body = match (&inbound.message, inbound.events.as_slice()) {
+            (Some(message), _) => WireBody::Received(message.clone()),
+            (None, [ServerEvent::FrameSkipped { reason }]) => WireBody::Unreadable(reason.clone()),
+            _ => return None,
+        };
+        Some(WireFrame {
+            at: inbound.at,
+            bytes: inbound.bytes,
+            handshake: false,
+            body,
+        })
+    }
+
+    /// A client message just written as `bytes` bytes.
+    pub fn sent(message: &ClientMessage, bytes: usize) -> WireFrame {
+        WireFrame {
+            at: Instant::now(),
+            bytes,
+            handshake: false,
+            body: WireBody::Sent(Arc::new(message.clone())),
+        }
+    }
+}
+
+/// The frames of the session, oldest first, in the order they crossed the wire.
+#[derive(Debug, Clone, Default)]
+pub struct WireLog {
+    frames: VecDeque<WireFrame>,
+    dropped: u64,
+}
+
+impl WireLog {
+    /// Adds a frame in time order: the two directions reach the app by different roads, so a
+    /// frame may come a little after one that crossed the wire later.
+    pub(super) fn push(&mut self, frame: WireFrame) {
+        if self.frames.len() == WIRE_LOG_FRAMES {
+            self.frames.pop_front();
+            self.dropped += 1;
+        }
+        let at = self
+            .frames
+            .iter()
+            .rposition(|kept| kept.at <= frame.at)
+            .map_or(0, |i| i + 1);
+        self.frames.insert(at, frame);
+    }
+
+    /// The frames kept, oldest first.
+    pub fn frames(&self) -> &VecDeque<WireFrame> {
+        &self.frames
+    }
+
+    /// Frames dropped to keep the log bounded.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+}
+
+impl super::App {
+    /// The session's frames both ways, oldest first (what the event inspector shows).
+    pub fn wire(&self) -> &WireLog {
+        &self.wire
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn sent_at(at: Instant, text: &str) -> WireFrame {
+        WireFrame {
+            at,
+            bytes: text.len(),
+            handshake: false,
+            body: WireBody::Unreadable(text.to_owned()),
+        }
+    }
+
+    fn texts(log: &WireLog) -> Vec<String> {
+        log.frames()
+            .iter()
+            .map(|f| match &f.body {
+                WireBody::Unreadable(text) => text.clone(),
+                _ => unreachable!(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn frames_are_kept_in_wire_order_and_the_oldest_beyond_the_bound_are_counted() {
+        let start = Instant::now();
+        let mut log = WireLog::default();
+        log.push(sent_at(start + Duration::from_millis(2), "b"));
+        // Read earlier, taken in later: it goes before.
+        log.push(sent_at(start + Duration::from_millis(1), "a"));
+        log.push(sent_at(start + Duration::from_millis(2), "c"));
+        assert_eq!(texts(&log), ["a", "b", "c"]);
+        for i in 0..WIRE_LOG_FRAMES {
+            log.push(sent_at(start + Duration::from_millis(3 + i as u64), "n"));
+        }
+        assert_eq!(log.frames().len(), WIRE_LOG_FRAMES);
+        assert_eq!(log.dropped(), 3);
+        assert!(
+            log.frames()
+                .iter()
+                .all(|f| f.at >= start + Duration::from_millis(3))
+        );
+    }
+
+    #[test]
+    fn news_that_came_in_no_frame_is_not_a_frame() {
+        let closed = Inbound::news(ServerEvent::Closed(
+            livetalk_live::CloseInfo::ended_by_client(),
+        ));
+        assert!(WireFrame::received(&closed).is_none());
+        let skipped = Inbound::news(ServerEvent::FrameSkipped {
+            reason: "bad".into(),
+        })
+        .sized(3);
+        let frame = WireFrame::received(&skipped).unwrap();
+        assert_eq!(frame.bytes, 3);
+        assert!(matches!(frame.body, WireBody::Unreadable(ref why) if why == "bad"));
+    }
+}

@@ -1,0 +1,78 @@
+//! The engine's wire tap: what only the connection knows (each attempt, the handshake, every
+//! frame sent, the close) goes to the recorder as it happens, and every frame sent and read in
+//! the handshake also goes to the app, where it joins the frames the session reads.
+
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tracing::debug;
+
+use crate::app::{WireBody, WireFrame};
+use crate::record::Recorder;
+use livetalk_live::CloseInfo;
+use livetalk_live::connection::{TappedFrame, WireTap};
+use livetalk_live::wire::ClientMessage;
+
+/// Frames the app has not taken yet: twenty seconds of a voice turn. Beyond it they are
+/// dropped for the inspector (the recorder has them already), never waited for: the tap runs
+/// on the connection's tasks.
+pub(super) const FRAMES_WAITING: usize = 1024;
+
+/// See the module doc.
+pub(super) struct Wiretap {
+    pub(super) recorder: Option<Recorder>,
+    pub(super) frames: mpsc::Sender<WireFrame>,
+}
+
+impl Wiretap {
+    /// The tap a session is opened with.
+    pub(super) fn shared(
+        recorder: Option<Recorder>,
+        frames: mpsc::Sender<WireFrame>,
+    ) -> Arc<dyn WireTap> {
+        Arc::new(Wiretap { recorder, frames })
+    }
+
+    fn to_app(&self, frame: WireFrame) {
+        if self.frames.try_send(frame).is_err() {
+            debug!("a frame was not passed to the app: it is behind or gone");
+        }
+    }
+}
+
+impl WireTap for Wiretap {
+    fn connecting(&self, host: &str) {
+        if let Some(recorder) = &self.recorder {
+            recorder.connecting(host);
+        }
+    }
+
+    fn sent(&self, message: &ClientMessage, bytes: usize) {
+        if let Some(recorder) = &self.recorder {
+            recorder.sent(message, bytes);
+        }
+        self.to_app(WireFrame::sent(message, bytes));
+    }
+
+    fn handshake(&self, frame: TappedFrame<'_>, bytes: usize) {
+        let body = match &frame {
+            TappedFrame::Message(message) => WireBody::Received(Arc::new((*message).clone())),
+            TappedFrame::Skipped(reason) => WireBody::Unreadable((*reason).to_owned()),
+        };
+        if let Some(recorder) = &self.recorder {
+            recorder.handshake(frame, bytes);
+        }
+        self.to_app(WireFrame {
+            at: std::time::Instant::now(),
+            bytes,
+            handshake: true,
+            body,
+        });
+    }
+
+    fn closed(&self, close: &CloseInfo) {
+        if let Some(recorder) = &self.recorder {
+            recorder.closed(close);
+        }
+    }
+}
