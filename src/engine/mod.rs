@@ -180,7 +180,10 @@ impl Engine {
     pub fn record_into(&mut self, recorder: Recorder) {
         self.session = SessionSlot::new(
             self.session.policy(),
-            Some(Wiretap::shared(Some(recorder.clone()), self.frames_tx.clone())),
+            Some(Wiretap::shared(
+                Some(recorder.clone()),
+                self.frames_tx.clone(),
+            )),
         );
         self.recorder = Some(recorder);
     }
