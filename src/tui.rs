@@ -147,6 +147,10 @@ where
 struct Screen<B: Backend, E> {
     terminal: Terminal<B>,
     events: E,
+    /// The terminal's events ended or kept failing: nobody can press a key any more.
+    events_ended: bool,
+    /// Reads of the terminal that failed in a row.
+    event_errors: u32,
     tick: tokio::time::Interval,
     quit: Option<QuitSignals>,
     frames: Option<mpsc::UnboundedSender<Buffer>>,
@@ -162,6 +166,8 @@ impl<B: Backend, E> Screen<B, E> {
         Screen {
             terminal,
             events,
+            events_ended: false,
+            event_errors: 0,
             tick,
             quit: None,
             frames: None,
@@ -211,8 +217,25 @@ where
         let dirty = self.dirty;
         let animating = self.animating;
         let signals = self.quit.is_some();
+        let reading = !self.events_ended;
         tokio::select! {
-            event = self.events.next() => event_msg(event),
+            event = self.events.next(), if reading => match event_msg(event) {
+                Ok(msg) => {
+                    self.event_errors = 0;
+                    msg
+                }
+                Err(Unreadable::Once) if self.event_errors < 2 => {
+                    self.event_errors += 1;
+                    None
+                }
+                // Leave as a signal would: with no terminal to read, the loop must not wait
+                // for a key (or poll an ended stream) forever.
+                Err(_) => {
+                    error!("the terminal cannot be read any more: leaving");
+                    self.events_ended = true;
+                    Some(Msg::Quit)
+                }
+            },
             _ = self.tick.tick(), if animating => Some(Msg::Tick),
             () = tokio::time::sleep_until(self.next_frame), if dirty => None,
             () = async { if let Some(quit) = &mut self.quit { quit.recv().await } }, if signals => Some(Msg::Quit),
@@ -253,18 +276,28 @@ impl QuitSignals {
 }
 
 /// Turns a terminal event into a message; `None` for what the app ignores.
-fn event_msg(event: Option<io::Result<Event>>) -> Option<Msg> {
-    match event? {
-        Ok(Event::Key(key)) if key.kind != KeyEventKind::Release => Some(Msg::Key(key)),
-        Ok(Event::Mouse(mouse)) => Some(Msg::Mouse(mouse)),
-        Ok(Event::Paste(text)) => Some(Msg::Paste(text)),
+/// Why a terminal event could not be read.
+enum Unreadable {
+    /// Reading failed (three times in a row means the terminal is gone).
+    Once,
+    /// The events ended.
+    Ended,
+}
+
+/// The message for a terminal event, or why there is none.
+fn event_msg(event: Option<io::Result<Event>>) -> Result<Option<Msg>, Unreadable> {
+    match event {
+        Some(Ok(Event::Key(key))) if key.kind != KeyEventKind::Release => Ok(Some(Msg::Key(key))),
+        Some(Ok(Event::Mouse(mouse))) => Ok(Some(Msg::Mouse(mouse))),
+        Some(Ok(Event::Paste(text))) => Ok(Some(Msg::Paste(text))),
         // A resize just needs a redraw, which every handled event gets.
-        Ok(Event::Resize(..)) => Some(Msg::Tick),
-        Ok(_) => None,
-        Err(e) => {
+        Some(Ok(Event::Resize(..))) => Ok(Some(Msg::Tick)),
+        Some(Ok(_)) => Ok(None),
+        Some(Err(e)) => {
             error!("reading terminal events failed: {e}");
-            None
+            Err(Unreadable::Once)
         }
+        None => Err(Unreadable::Ended),
     }
 }
 
@@ -367,4 +400,43 @@ fn install_panic_hook() {
             error!("panic on a worker thread: {info}");
         }
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::{AppInit, Effect};
+
+    /// A session that goes on and never says anything.
+    struct Quiet;
+
+    impl Source for Quiet {
+        async fn next(&mut self) -> Option<Msg> {
+            std::future::pending().await
+        }
+
+        async fn carry_out(&mut self, _effect: Effect) {}
+    }
+
+    async fn runs_out(events: Vec<io::Result<Event>>) -> App {
+        let mut app = App::new(AppInit::new("m", true, Vec::new()));
+        let terminal = Terminal::new(ratatui::backend::TestBackend::new(80, 24)).unwrap();
+        let events = futures_util::stream::iter(events);
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            run_on(&mut app, &mut Quiet, terminal, events, None),
+        )
+        .await
+        .expect("the loop ends when the terminal cannot be read")
+        .unwrap();
+        app
+    }
+
+    #[tokio::test]
+    async fn a_terminal_whose_events_end_or_keep_failing_ends_the_loop() {
+        assert!(runs_out(Vec::new()).await.wants_to_quit());
+        let broken = || Err(io::Error::other("the terminal is gone"));
+        let app = runs_out(vec![broken(), broken(), broken()]).await;
+        assert!(app.wants_to_quit());
+    }
 }
