@@ -6,6 +6,9 @@
 //! prints p50 and p99. It first runs the same server against a minimal in-process client that
 //! answers each call at once: that floor is the harness's own share (the server's work, the
 //! loopback socket and the wake-ups on both ends), the rest is livetalk's.
+//!
+//! `-- --against PATH --rounds 3` also times another livetalk binary (a build from before a
+//! change), in turn with this one, and prints each one's median p50 and their ratio.
 
 // A bench prints its own figures; it holds no secrets.
 #![allow(clippy::disallowed_macros)]
@@ -41,13 +44,23 @@ struct Figures {
     server_work: Vec<Duration>,
 }
 
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
 impl Figures {
+    /// The median round trip.
+    fn p50(&self) -> Duration {
+        let mut rt = self.round_trip.clone();
+        rt.sort();
+        rt[rt.len() / 2]
+    }
+
     fn report(&mut self, label: &str) {
         let (rt, work) = (&mut self.round_trip, &mut self.server_work);
         rt.sort();
         work.sort();
         let at = |v: &[Duration], q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)];
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
         println!(
             "  {label}: {} calls, p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms (server's own work p50 {:.3} ms)",
             rt.len(),
@@ -209,13 +222,22 @@ fn drain(from: impl Read + Send + 'static) -> (Arc<Mutex<Vec<String>>>, mpsc::Re
     (tail, closed_rx)
 }
 
-async fn livetalk(warm_up: usize, timed: usize) -> anyhow::Result<Figures> {
+/// Times `binary` (this build's livetalk when `None`).
+async fn livetalk(binary: Option<&str>, warm_up: usize, timed: usize) -> anyhow::Result<Figures> {
     let scratch = tempfile::tempdir()?;
     // An empty config: every setting at its default.
     std::fs::write(scratch.path().join("config.toml"), "")?;
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let endpoint = format!("ws://{}", listener.local_addr()?);
-    let mut child = common::livetalk(scratch.path())
+    let mut command = match binary {
+        Some(path) => {
+            let mut command = std::process::Command::new(path);
+            common::isolate(&mut command, scratch.path());
+            command
+        }
+        None => common::livetalk(scratch.path()),
+    };
+    let mut child = command
         .args(["--headless", "--no-audio", "--endpoint", &endpoint])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -258,6 +280,18 @@ fn main() -> anyhow::Result<()> {
     }
     // Run as a test (no `--bench`), a few calls prove the harness works.
     let benching = args.iter().any(|a| a == "--bench");
+    // `--against PATH`: another build of livetalk, timed in turn with this one, `--rounds N`
+    // times each (a change's cost measured side by side, on the same machine at the same time).
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+    };
+    let against = value("--against").cloned();
+    let rounds: usize = match value("--rounds") {
+        Some(n) => n.parse().context("--rounds takes a number")?,
+        None => 1,
+    };
     let (warm_up, timed) = if benching {
         (WARM_UP_CALLS, TIMED_CALLS)
     } else {
@@ -271,9 +305,32 @@ fn main() -> anyhow::Result<()> {
         floor(warm_up, timed)
             .await?
             .report("floor (a client that answers at once)");
-        livetalk(warm_up, timed)
-            .await?
-            .report("livetalk --headless --no-audio");
+        let builds = [("this build", None), ("--against", against.as_deref())];
+        let builds = &builds[..if against.is_some() { 2 } else { 1 }];
+        let mut medians = vec![Vec::new(); builds.len()];
+        for _ in 0..rounds.max(1) {
+            for ((label, binary), p50s) in builds.iter().zip(&mut medians) {
+                let mut figures = livetalk(*binary, warm_up, timed).await?;
+                figures.report(&format!("livetalk --headless --no-audio ({label})"));
+                p50s.push(figures.p50());
+            }
+        }
+        if builds.len() == 2 || rounds > 1 {
+            let median = |v: &mut Vec<Duration>| {
+                v.sort();
+                v[v.len() / 2]
+            };
+            let ours = median(&mut medians[0]);
+            print!("  median p50 of {rounds}: this build {:.3} ms", ms(ours));
+            if let Some(theirs) = medians.get_mut(1).map(median) {
+                print!(
+                    ", --against {:.3} ms: {:.3}×",
+                    ms(theirs),
+                    ours.as_secs_f64() / theirs.as_secs_f64()
+                );
+            }
+            println!();
+        }
         Ok(())
     })
 }
