@@ -260,6 +260,71 @@ impl PulseRig {
             .expect("paplay")
     }
 
+    /// Plays a 440 Hz tone into the virtual microphone over and over, through `pacat` asking
+    /// the server for `latency`, until the player is dropped; returns once the server lists
+    /// the stream. The tone is at espeak-ng's rate, so the server resamples it into the sink,
+    /// as it does [`PulseRig::play_into_mic`]'s phrases: with a short latency the microphone's
+    /// source then hands its clients audio in pieces smaller than a 10 ms period (at the
+    /// sink's own rate it does not).
+    pub fn loop_into_mic(&self, latency: Duration) -> LoopedPlayer {
+        const NAME: &str = "livetalk-test-loop";
+        /// espeak-ng's rate.
+        const LOOP_RATE: u32 = 22_050;
+        let mut child = self
+            .command("pacat")
+            .args([
+                "--playback",
+                "--device=mic",
+                "--channels=1",
+                "--format=s16le",
+            ])
+            .arg(format!("--rate={LOOP_RATE}"))
+            .arg(format!("--latency-msec={}", latency.as_millis()))
+            .arg(format!("--client-name={NAME}"))
+            .arg(format!("--stream-name={NAME}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("pacat");
+        let mut stdin = child.stdin.take().unwrap();
+        // One second of the tone, written again and again: pacat takes it at the sink's pace,
+        // and the write fails (the pipe is closed) once pacat is gone.
+        let second: Vec<u8> = (0..LOOP_RATE)
+            .flat_map(|i| {
+                let v = 0.3
+                    * (std::f64::consts::TAU * 440.0 * f64::from(i) / f64::from(LOOP_RATE)).sin();
+                ((v * 32_767.0) as i16).to_le_bytes()
+            })
+            .collect();
+        let feeder = std::thread::spawn(move || {
+            use std::io::Write;
+            while stdin.write_all(&second).is_ok() {}
+        });
+        let mut player = LoopedPlayer {
+            child,
+            feeder: Some(feeder),
+        };
+        let listed = super::poll(Duration::from_secs(20), Duration::from_millis(50), || {
+            if let Ok(Some(status)) = player.child.try_wait() {
+                panic!("pacat exited ({status}) before it played");
+            }
+            let out = self
+                .command("pactl")
+                .args(["list", "sink-inputs"])
+                .output()
+                .ok()?;
+            String::from_utf8_lossy(&out.stdout)
+                .contains(&format!("application.name = \"{NAME}\""))
+                .then_some(())
+        });
+        assert!(
+            listed.is_some(),
+            "the server did not list pacat's stream in 20 s"
+        );
+        player
+    }
+
     /// Records the virtual speaker (24 kHz mono) from now on.
     pub fn record_speaker(&self) -> SpeakerRecording {
         let mut child = self
@@ -311,6 +376,73 @@ impl Drop for PulseRig {
         let _ = self.server.kill();
         let _ = self.server.wait();
     }
+}
+
+/// A player started by [`PulseRig::loop_into_mic`]; dropping it stops the sound.
+pub struct LoopedPlayer {
+    child: Child,
+    feeder: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for LoopedPlayer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(feeder) = self.feeder.take() {
+            let _ = feeder.join();
+        }
+    }
+}
+
+/// One thread of a process and the CPU time it has used so far.
+#[derive(Debug, Clone)]
+pub struct ThreadTime {
+    pub tid: u32,
+    /// The thread's name (`comm`, 15 bytes at most): what it was named, or else the name of
+    /// the thread that started it, which a new thread inherits.
+    pub name: String,
+    /// User plus system time, in seconds.
+    pub cpu: f64,
+}
+
+/// The CPU time of each of `pid`'s threads so far, from `/proc/PID/task/*/stat` (a thread that
+/// ends while it is read is left out).
+pub fn thread_times(pid: u32) -> Vec<ThreadTime> {
+    let per_second = clock_ticks_per_second();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(|task| {
+            let task = task.ok()?;
+            let tid: u32 = task.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+            // The name is in parentheses and may hold spaces and parentheses of its own.
+            let name = stat.get(stat.find('(')? + 1..stat.rfind(')')?)?.to_owned();
+            let fields: Vec<&str> = stat
+                .get(stat.rfind(')')? + 2..)?
+                .split_whitespace()
+                .collect();
+            // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
+            let ticks: u64 =
+                fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+            Some(ThreadTime {
+                tid,
+                name,
+                cpu: ticks as f64 / per_second,
+            })
+        })
+        .collect()
+}
+
+fn clock_ticks_per_second() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(100.0)
 }
 
 /// What the virtual speaker played, as it is recorded.
