@@ -146,12 +146,7 @@ fn bad_config_exits_with_a_clear_message() {
 #[test]
 fn connection_refused_is_a_clear_error() {
     let scratch = tempfile::tempdir().unwrap();
-    // Bind then drop to get a port nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let output = livetalk(scratch.path())
         .args([
             "--headless",
@@ -1461,12 +1456,7 @@ fn doctor_gives_up_on_a_silent_server_at_the_connect_deadline() {
 #[test]
 fn doctor_names_an_unreachable_proxy_without_its_password() {
     let scratch = tempfile::tempdir().unwrap();
-    // A port nobody listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     std::fs::write(
         scratch.path().join("config.toml"),
         "endpoint = \"wss://live.example.com\"\n[audio]\nenabled = false\n",

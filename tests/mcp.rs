@@ -540,11 +540,7 @@ struct HttpServer {
 
 impl HttpServer {
     fn start(record: &Path) -> HttpServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = common::free_port();
         let mut child = Command::new(python())
             .arg(fastmcp_script())
             .arg(record)

@@ -147,6 +147,15 @@ pub fn log_bytes(scratch: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// A loopback port nothing listens on (bound, then let go): a refused connection, or a port
+/// for a child to listen on.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
 /// A FIFO at `path` that nobody writes to: reading it waits for ever.
 pub fn mkfifo(path: &Path) {
     let status = Command::new("mkfifo")
