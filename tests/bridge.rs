@@ -1876,3 +1876,71 @@ fn a_bridged_session_survives_a_dropped_bridge_and_is_recorded_like_a_direct_one
     assert_eq!(replies.len(), 2, "{text}");
     assert!(replies[1].contains("thermostat"), "{text}");
 }
+
+/// `livetalk --bridge`: a session that lost its bridge and gave up (no reconnect attempts) is
+/// opened again by the user's retry (Ctrl-R), to the same bridge, as a direct session is. The
+/// bridge here is a fake that hangs up on the first connection right after its setup.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bridged_session_that_gave_up_is_opened_again_by_the_users_retry() {
+    use common::harness::{default_settings, run_until, test_policy};
+    use livetalk::app::{App, AppInit, Msg};
+    use livetalk::engine::{ConnectTo, Engine, build_setup};
+    use livetalk::tools::{SmartHome, builtin_registry};
+    use std::sync::Arc;
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let (opened_tx, mut opened) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        for nth in 0.. {
+            let (stream, _) = listener.accept().await.unwrap();
+            let mut socket = tokio_tungstenite::accept_async(stream).await.unwrap();
+            let hello = socket.next().await.unwrap().unwrap();
+            let hello: Value = serde_json::from_str(hello.to_text().unwrap()).unwrap();
+            assert_eq!(hello["type"], "CONNECT_GEMINI", "{hello}");
+            let ready = json!({"type": "SETUP_COMPLETE", "payload": {"success": true}});
+            socket.send(Message::text(ready.to_string())).await.unwrap();
+            opened_tx.send(nth).unwrap();
+            if nth == 0 {
+                // Gone without a word.
+                drop(socket);
+            } else {
+                tokio::spawn(async move { while socket.next().await.is_some() {} });
+            }
+        }
+    });
+
+    let settings = default_settings();
+    let home = SmartHome::new();
+    let registry = Arc::new(
+        builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap(),
+    );
+    let mut engine = Engine::new(registry.clone(), &home, livetalk::tools::Decider::Person);
+    engine.set_reconnect_policy(test_policy(0));
+    engine.start(ConnectTo::Bridge {
+        url,
+        setup: build_setup(&settings, &registry),
+        connect_timeout: WAIT,
+    });
+    let mut app = App::new(AppInit::new(settings.model.clone(), true, home.snapshot()));
+    run_until(
+        &mut app,
+        &mut engine,
+        WAIT,
+        "the session gives up",
+        App::can_retry,
+    )
+    .await;
+    assert_eq!(opened.try_recv(), Ok(0));
+
+    livetalk::driver::apply(&mut app, &mut engine, Msg::Retry).await;
+    run_until(
+        &mut app,
+        &mut engine,
+        WAIT,
+        "the retried session is up",
+        |app| app.ready_for_user(),
+    )
+    .await;
+    assert_eq!(opened.try_recv(), Ok(1), "the retry went to the bridge");
+}

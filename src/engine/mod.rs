@@ -213,9 +213,9 @@ impl Engine {
     pub fn start(&mut self, route: ConnectTo) {
         if let ConnectTo::Live(options) = &route {
             self.vertex = options.endpoint.is_vertex();
-            // Kept even when the first attempt fails, so the user's retry has somewhere to go.
-            self.session.retry_with(options.clone().into());
         }
+        // Kept even when the first attempt fails, so the user's retry has somewhere to go.
+        self.session.retry_with(route.redial());
         self.start = Start::AwaitingAudio {
             route: Box::new(route),
             until: Instant::now() + AUDIO_OPEN_WAIT,
@@ -344,20 +344,39 @@ async fn open(
             ))
         }
         ConnectTo::Bridge {
-            url,
-            setup,
+            ref url,
+            ref setup,
             connect_timeout,
         } => {
             let connection =
-                crate::bridge::client::connect_tapped(&url, &setup, connect_timeout, tap.clone())
+                crate::bridge::client::connect_tapped(url, setup, connect_timeout, tap.clone())
                     .await
                     .map_err(|e| e.to_string())?;
-            let redial = session::Redial::new(
+            Ok(session::supervise(
+                connection,
+                Some(route.redial()),
+                policy,
+                tap,
+            ))
+        }
+    }
+}
+
+impl ConnectTo {
+    /// How the session opens its later connections along this route (reconnects, hand-overs,
+    /// the user's retry).
+    fn redial(&self) -> session::Redial {
+        match self {
+            ConnectTo::Live(options) => options.clone().into(),
+            ConnectTo::Bridge {
+                url,
                 setup,
                 connect_timeout,
-                Arc::new(crate::bridge::client::BridgeDialer { url }),
-            );
-            Ok(session::supervise(connection, Some(redial), policy, tap))
+            } => session::Redial::new(
+                setup.clone(),
+                *connect_timeout,
+                Arc::new(crate::bridge::client::BridgeDialer { url: url.clone() }),
+            ),
         }
     }
 }

@@ -67,6 +67,7 @@ pub(super) fn start(
         jitter: Jitter::new(),
         current: None,
         tools_changed: false,
+        by_hand: false,
     };
     tokio::spawn(supervisor.run(first));
     Session {
@@ -210,6 +211,8 @@ impl OpenWork {
 struct Supervisor {
     /// How to connect again; `None` when this session never reconnects.
     redial: Option<Redial>,
+    /// The session started as the user's retry and has not connected yet.
+    by_hand: bool,
     tap: Option<Arc<dyn WireTap>>,
     policy: ReconnectPolicy,
     resumption: bool,
@@ -243,10 +246,13 @@ impl Supervisor {
                 self.current = Some(OpenConnection::new(connection, false));
                 Next::Serve
             }
-            Start::Reconnect => Next::Reconnect {
-                planned: false,
-                reason: "Retrying the connection.".to_owned(),
-            },
+            Start::Reconnect => {
+                self.by_hand = true;
+                Next::Reconnect {
+                    planned: false,
+                    reason: "Retrying the connection.".to_owned(),
+                }
+            }
         };
         loop {
             next = match next {
@@ -502,11 +508,17 @@ impl Supervisor {
         let mut hand_over_wait = self
             .policy
             .delay(quick.saturating_sub(1), self.jitter.next());
+        // A retry the user asked for tries at least once, even under a policy that never
+        // reconnects on its own.
+        let max_attempts = if self.by_hand {
+            self.policy.max_attempts.max(1)
+        } else {
+            self.policy.max_attempts
+        };
         loop {
-            if attempt > self.policy.max_attempts {
+            if attempt > max_attempts {
                 let message = format!(
-                    "Gave up reconnecting after {} attempts. Last error: {reason}",
-                    self.policy.max_attempts
+                    "Gave up reconnecting after {max_attempts} attempts. Last error: {reason}"
                 );
                 return self.finish(CloseInfo::failed(last_code, message)).await;
             }
@@ -545,6 +557,7 @@ impl Supervisor {
             match result {
                 Ok(connection) => {
                     self.failures = attempt;
+                    self.by_hand = false;
                     self.shared.connections.fetch_add(1, Ordering::Relaxed);
                     if resuming {
                         self.shared.resumed.fetch_add(1, Ordering::Relaxed);
