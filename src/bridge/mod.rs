@@ -7,6 +7,7 @@ pub mod live_config;
 mod payload;
 pub mod protocol;
 pub mod server;
+pub mod translator;
 
 #[cfg(test)]
 mod runner_tests;
@@ -15,3 +16,4 @@ pub use app_connection::Upstream;
 pub use live_config::LiveConfig;
 pub use protocol::{AppMessage, BridgeMessage};
 pub use server::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES};
+pub use translator::Translator;
