@@ -281,7 +281,16 @@ impl LiveConfig {
     /// A tool kind it does not know is an error, though: the app counts on that tool, and the
     /// model would go without it.
     pub fn from_value(value: Value) -> Result<(LiveConfig, Vec<String>), PayloadError> {
-        let unknown = match &value {
+        let config: LiveConfig = decode_value(value.clone())?;
+        let unknown = Self::check_keys(&value)?;
+        Ok((config, unknown))
+    }
+
+    /// What the typed form of a LiveConfig cannot tell: the top-level keys it does not know
+    /// (returned, to warn about), and tool kinds it does not know (an error, at `tools[i]`).
+    /// Run on the JSON the config was decoded from.
+    pub fn check_keys(value: &Value) -> Result<Vec<String>, PayloadError> {
+        let unknown = match value {
             Value::Object(map) => map
                 .keys()
                 .filter(|k| !LIVE_CONFIG_KEYS.contains(&k.as_str()))
@@ -289,7 +298,6 @@ impl LiveConfig {
                 .collect(),
             _ => Vec::new(),
         };
-        let config: LiveConfig = decode_value(value.clone())?;
         let tools = value.get("tools").and_then(Value::as_array);
         for (index, tool) in tools.into_iter().flatten().enumerate() {
             let kinds: Vec<String> = tool
@@ -309,7 +317,7 @@ impl LiveConfig {
                 });
             }
         }
-        Ok((config, unknown))
+        Ok(unknown)
     }
 
     /// Maps onto the Live API `setup`.

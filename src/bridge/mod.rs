@@ -1,5 +1,6 @@
-//! The app-facing WebSocket bridge (docs/bridge-protocol.md): the protocol, the `livetalk serve`
-//! server and the `--bridge` client that runs the normal app over a bridge.
+//! The app-facing bridge (docs/bridge-protocol.md): the protocol, the translator, the transports
+//! and the session loop over them, the `livetalk serve` server, and the `--bridge` client that
+//! runs the normal app over a bridge.
 
 mod app_connection;
 pub mod client;
@@ -7,6 +8,8 @@ pub mod live_config;
 mod payload;
 pub mod protocol;
 pub mod server;
+pub mod translator;
+pub mod transport;
 
 #[cfg(test)]
 mod runner_tests;
@@ -15,3 +18,5 @@ pub use app_connection::Upstream;
 pub use live_config::LiveConfig;
 pub use protocol::{AppMessage, BridgeMessage};
 pub use server::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES};
+pub use translator::Translator;
+pub use transport::{Received, Transport};

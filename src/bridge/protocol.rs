@@ -6,29 +6,16 @@
 //! content, speech config) is a `live::wire` type; this file only adds the envelope and the
 //! few shapes that exist in the bridge protocol alone.
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Value, json};
 
 use super::live_config::LiveConfig;
-use super::payload::{PayloadError, decode_value};
+use super::payload::{PayloadError, decode_tagged, tags};
 use livetalk_live::wire::{
     Blob, ContextUpdate, Part, RealtimeInput, ServerContent, ToolCall, ToolCallCancellation,
     ToolResponse, UsageMetadata, VoiceActivity, VoiceActivityDetectionSignal,
 };
-
-/// Client → bridge message types, as spelled on the wire.
-pub const APP_MESSAGE_TYPES: [&str; 10] = [
-    "CONNECT_GEMINI",
-    "SEND_MESSAGE",
-    "SEND_REALTIME_INPUT",
-    "SEND_TOOL_RESPONSE",
-    "UPDATE_CONFIG",
-    "DISCONNECT_GEMINI",
-    "WEBRTC_OFFER",
-    "WEBRTC_ICE_CANDIDATE",
-    "GENERATE_IMAGE",
-    "CONTEXT_UPDATE",
-];
 
 // ---------------------------------------------------------------------------------------------
 // Client → bridge
@@ -44,59 +31,110 @@ pub struct RealtimeInputPayload {
     pub chunks: Vec<Blob>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ConnectPayload {
-    initial_config: Value,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SendMessagePayload {
-    parts: Vec<Part>,
-    /// The SDKs default to a complete turn.
-    #[serde(default = "yes", alias = "turn_complete")]
-    turn_complete: bool,
-}
-
 fn yes() -> bool {
     true
 }
 
+/// One client message. The wire form is derived from these types, tagged like
+/// [`BridgeMessage`]: `{"type", "payload"}`, the payload left out when there is none. Decode
+/// with [`AppMessage::decode`], which strips `null`s first and words the errors for the app.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ToolResponsePayload {
-    #[serde(alias = "tool_response")]
-    tool_response: ToolResponse,
-}
-
-/// One client message.
-#[derive(Debug, Clone, PartialEq)]
+#[serde(
+    tag = "type",
+    content = "payload",
+    rename_all = "SCREAMING_SNAKE_CASE",
+    rename_all_fields = "camelCase"
+)]
 pub enum AppMessage {
-    /// The LiveConfig, and top-level keys of it that were not understood.
+    /// `{"initialConfig": LiveConfig}`.
     ConnectGemini {
+        #[serde(rename = "initialConfig")]
         config: LiveConfig,
+        /// Top-level keys of the config that were not understood: found while decoding, never
+        /// sent.
+        #[serde(skip)]
         ignored_keys: Vec<String>,
     },
     SendMessage {
         parts: Vec<Part>,
+        /// The SDKs default to a complete turn.
+        #[serde(default = "yes", alias = "turn_complete")]
         turn_complete: bool,
     },
     SendRealtimeInput(RealtimeInputPayload),
+    /// `{"toolResponse": ToolResponse}`.
+    #[serde(with = "tool_response_payload")]
     SendToolResponse(ToolResponse),
+    /// The LiveConfig is the payload itself.
+    #[serde(with = "config_payload")]
     UpdateConfig {
         config: LiveConfig,
         ignored_keys: Vec<String>,
     },
+    #[serde(deserialize_with = "any_payload")]
     DisconnectGemini,
     /// Kept only to answer it: this bridge has no WebRTC.
+    #[serde(deserialize_with = "any_payload")]
     WebrtcOffer,
+    #[serde(deserialize_with = "any_payload")]
     WebrtcIceCandidate,
     /// Kept only to refuse it: the Live API generates no images.
+    #[serde(deserialize_with = "any_payload")]
     GenerateImage,
     /// A new system instruction (or tools) for the open session, as the Live API's
     /// `contextUpdate` (livetalk extension).
     ContextUpdate(ContextUpdate),
+}
+
+/// A message that needs nothing of its payload takes whatever it is given.
+fn any_payload<'de, D: Deserializer<'de>>(payload: D) -> Result<(), D::Error> {
+    IgnoredAny::deserialize(payload).map(|_| ())
+}
+
+/// `SEND_TOOL_RESPONSE`'s payload wraps the response (`tool_response` read too).
+mod tool_response_payload {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use livetalk_live::wire::ToolResponse;
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Wire<T> {
+        #[serde(alias = "tool_response")]
+        tool_response: T,
+    }
+
+    pub fn serialize<S: Serializer>(response: &ToolResponse, s: S) -> Result<S::Ok, S::Error> {
+        Wire {
+            tool_response: response,
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ToolResponse, D::Error> {
+        Wire::<ToolResponse>::deserialize(d).map(|wire| wire.tool_response)
+    }
+}
+
+/// `UPDATE_CONFIG`'s payload is the config; its unknown keys are found by [`AppMessage::decode`].
+mod config_payload {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::bridge::live_config::LiveConfig;
+
+    pub fn serialize<S: Serializer>(
+        config: &LiveConfig,
+        _ignored_keys: &[String],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        config.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<(LiveConfig, Vec<String>), D::Error> {
+        LiveConfig::deserialize(d).map(|config| (config, Vec::new()))
+    }
 }
 
 /// Why a client message could not be used. `Display` is the sentence sent in `GEMINI_ERROR`.
@@ -110,7 +148,7 @@ pub enum ProtocolError {
         "The message must be a JSON object with a string `type`, like {{\"type\": \"SEND_MESSAGE\", \"payload\": {{...}}}}."
     )]
     NoType,
-    #[error("Unknown message type `{0}`. Known types: {known}.", known = APP_MESSAGE_TYPES.join(", "))]
+    #[error("Unknown message type `{0}`. Known types: {known}.", known = AppMessage::types().join(", "))]
     UnknownType(String),
     #[error("{kind} needs a payload: {expected}.")]
     MissingPayload {
@@ -171,124 +209,89 @@ fn strip_nulls(value: &mut Value) {
 }
 
 impl AppMessage {
-    /// Decodes one client frame.
+    /// The `type`s an app may send, as serde reads them.
+    pub fn types() -> &'static [&'static str] {
+        tags::<AppMessage>()
+    }
+
+    /// The wire name of this message's type (checked against serde's in the tests).
+    pub const fn kind(&self) -> &'static str {
+        match self {
+            AppMessage::ConnectGemini { .. } => "CONNECT_GEMINI",
+            AppMessage::SendMessage { .. } => "SEND_MESSAGE",
+            AppMessage::SendRealtimeInput(_) => "SEND_REALTIME_INPUT",
+            AppMessage::SendToolResponse(_) => "SEND_TOOL_RESPONSE",
+            AppMessage::UpdateConfig { .. } => "UPDATE_CONFIG",
+            AppMessage::DisconnectGemini => "DISCONNECT_GEMINI",
+            AppMessage::WebrtcOffer => "WEBRTC_OFFER",
+            AppMessage::WebrtcIceCandidate => "WEBRTC_ICE_CANDIDATE",
+            AppMessage::GenerateImage => "GENERATE_IMAGE",
+            AppMessage::ContextUpdate(_) => "CONTEXT_UPDATE",
+        }
+    }
+
+    /// Decodes one client frame: `null`s stripped, then the derived decoding; its failures
+    /// become sentences for the app.
     pub fn decode(frame: &[u8]) -> Result<AppMessage, ProtocolError> {
-        let (kind, payload) = envelope(frame)?;
-        let kind: &'static str = APP_MESSAGE_TYPES
-            .iter()
-            .find(|k| **k == kind)
-            .ok_or(ProtocolError::UnknownType(kind))?;
-        let mut payload = payload.map(|mut p| {
-            strip_nulls(&mut p);
-            p
-        });
-        let mut need = |expected: &'static str| {
-            payload
-                .take()
-                .ok_or(ProtocolError::MissingPayload { kind, expected })
-        };
+        let (kind, mut payload) = envelope(frame)?;
+        if let Some(payload) = &mut payload {
+            strip_nulls(payload);
+        }
+        let mut message: AppMessage = decode_tagged(&kind, payload.as_ref()).map_err(|error| {
+            let Some(kind) = Self::types().iter().copied().find(|k| *k == kind) else {
+                return ProtocolError::UnknownType(kind.clone());
+            };
+            match payload {
+                None => ProtocolError::MissingPayload {
+                    kind,
+                    expected: expected_payload(kind),
+                },
+                Some(_) => ProtocolError::Payload { kind, error },
+            }
+        })?;
+        // What the typed config cannot tell is read from the JSON it came from.
+        let kind = message.kind();
+        let raw = |value: Option<&Value>| LiveConfig::check_keys(value.unwrap_or(&Value::Null));
         let bad = |error: PayloadError| ProtocolError::Payload { kind, error };
-        Ok(match kind {
-            "CONNECT_GEMINI" => {
-                let payload: ConnectPayload =
-                    decode_value(need("{\"initialConfig\": LiveConfig}")?).map_err(bad)?;
-                let (config, ignored_keys) =
-                    LiveConfig::from_value(payload.initial_config).map_err(|e| {
-                        let path = match e.path.as_str() {
-                            "payload" => "initialConfig".to_owned(),
-                            inner => format!("initialConfig.{inner}"),
-                        };
-                        bad(PayloadError { path, ..e })
-                    })?;
-                AppMessage::ConnectGemini {
-                    config,
-                    ignored_keys,
-                }
+        match &mut message {
+            AppMessage::ConnectGemini { ignored_keys, .. } => {
+                let config = payload.as_ref().and_then(|p| p.get("initialConfig"));
+                *ignored_keys = raw(config).map_err(|e| {
+                    bad(PayloadError {
+                        path: format!("initialConfig.{}", e.path),
+                        ..e
+                    })
+                })?;
             }
-            "SEND_MESSAGE" => {
-                let payload: SendMessagePayload =
-                    decode_value(need("{\"parts\": Part[], \"turnComplete\": boolean}")?)
-                        .map_err(bad)?;
-                AppMessage::SendMessage {
-                    parts: payload.parts,
-                    turn_complete: payload.turn_complete,
-                }
+            AppMessage::UpdateConfig { ignored_keys, .. } => {
+                *ignored_keys = raw(payload.as_ref()).map_err(bad)?;
             }
-            "SEND_REALTIME_INPUT" => AppMessage::SendRealtimeInput(
-                decode_value(need(
-                    "{\"text\"?: string, \"audio\"?: {mimeType, data}, \"video\"?: {mimeType, data}}",
-                )?)
-                .map_err(bad)?,
-            ),
-            "SEND_TOOL_RESPONSE" => {
-                let payload: ToolResponsePayload = decode_value(need(
-                    "{\"toolResponse\": {\"functionResponses\": [{id, name, response}]}}",
-                )?)
-                .map_err(bad)?;
-                AppMessage::SendToolResponse(payload.tool_response)
-            }
-            "UPDATE_CONFIG" => {
-                let (config, ignored_keys) =
-                    LiveConfig::from_value(need("a LiveConfig")?).map_err(bad)?;
-                AppMessage::UpdateConfig {
-                    config,
-                    ignored_keys,
-                }
-            }
-            "DISCONNECT_GEMINI" => AppMessage::DisconnectGemini,
-            "WEBRTC_OFFER" => AppMessage::WebrtcOffer,
-            "GENERATE_IMAGE" => AppMessage::GenerateImage,
-            "CONTEXT_UPDATE" => AppMessage::ContextUpdate(
-                decode_value(need("{\"systemInstruction\": Content}")?).map_err(bad)?,
-            ),
-            _ => AppMessage::WebrtcIceCandidate,
-        })
+            _ => {}
+        }
+        Ok(message)
     }
 
     /// Encodes for the wire (what the bridge client sends).
     pub fn encode(&self) -> String {
-        let (kind, payload) = match self {
-            AppMessage::ConnectGemini { config, .. } => (
-                "CONNECT_GEMINI",
-                Some(json!({ "initialConfig": to_value(config) })),
-            ),
-            AppMessage::SendMessage {
-                parts,
-                turn_complete,
-            } => (
-                "SEND_MESSAGE",
-                Some(json!({ "parts": to_value(parts), "turnComplete": turn_complete })),
-            ),
-            AppMessage::SendRealtimeInput(input) => ("SEND_REALTIME_INPUT", Some(to_value(input))),
-            AppMessage::SendToolResponse(response) => (
-                "SEND_TOOL_RESPONSE",
-                Some(json!({ "toolResponse": to_value(response) })),
-            ),
-            AppMessage::UpdateConfig { config, .. } => ("UPDATE_CONFIG", Some(to_value(config))),
-            AppMessage::DisconnectGemini => ("DISCONNECT_GEMINI", None),
-            AppMessage::WebrtcOffer => ("WEBRTC_OFFER", Some(json!({ "sdp": "" }))),
-            AppMessage::WebrtcIceCandidate => (
-                "WEBRTC_ICE_CANDIDATE",
-                Some(json!({ "candidate": null, "sdpMid": null, "sdpMLineIndex": null })),
-            ),
-            AppMessage::GenerateImage => ("GENERATE_IMAGE", Some(json!({ "text": "" }))),
-            AppMessage::ContextUpdate(update) => ("CONTEXT_UPDATE", Some(to_value(update))),
-        };
-        encode_envelope(kind, payload)
+        serde_json::to_string(self).expect("protocol types always serialize")
     }
 }
 
-fn to_value<T: Serialize>(value: &T) -> Value {
-    serde_json::to_value(value).expect("protocol types always serialize")
-}
-
-fn encode_envelope(kind: &str, payload: Option<Value>) -> String {
-    let mut object = Map::new();
-    object.insert("type".into(), Value::String(kind.to_owned()));
-    if let Some(payload) = payload {
-        object.insert("payload".into(), payload);
+/// What a type that came without a payload needed, for the app.
+fn expected_payload(kind: &str) -> &'static str {
+    match kind {
+        "CONNECT_GEMINI" => "{\"initialConfig\": LiveConfig}",
+        "SEND_MESSAGE" => "{\"parts\": Part[], \"turnComplete\": boolean}",
+        "SEND_REALTIME_INPUT" => {
+            "{\"text\"?: string, \"audio\"?: {mimeType, data}, \"video\"?: {mimeType, data}}"
+        }
+        "SEND_TOOL_RESPONSE" => {
+            "{\"toolResponse\": {\"functionResponses\": [{id, name, response}]}}"
+        }
+        "UPDATE_CONFIG" => "a LiveConfig",
+        "CONTEXT_UPDATE" => "{\"systemInstruction\": Content}",
+        _ => "see docs/bridge-protocol.md",
     }
-    Value::Object(object).to_string()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -407,25 +410,6 @@ pub struct ImageGenerationResult {
     pub error: Option<String>,
 }
 
-/// Bridge → app message types, as spelled on the wire.
-pub const BRIDGE_MESSAGE_TYPES: [&str; 15] = [
-    "GEMINI_CONNECTED",
-    "GEMINI_DISCONNECTED",
-    "GEMINI_ERROR",
-    "CONTENT_MESSAGE",
-    "TOOL_CALL",
-    "TOOL_CALL_CANCELLATION",
-    "SETUP_COMPLETE",
-    "INTERRUPTED",
-    "TURN_COMPLETE",
-    "AUDIO_CHUNK",
-    "LOG_MESSAGE",
-    "ASSISTANT_SPEAKING",
-    "groundingMetadata",
-    "IMAGE_GENERATION_RESULT",
-    "VOICE_ACTIVITY",
-];
-
 /// One bridge message. The wire form is derived from these types: `{"type", "payload"}`, and
 /// every message has a payload (`{}` when it says nothing more), because apps written for the
 /// original bridge drop messages without one.
@@ -535,36 +519,36 @@ impl BridgeMessage {
         }
     }
 
-    /// The wire name of this message's type.
+    /// The `type`s the bridge sends, as serde reads them.
+    pub fn types() -> &'static [&'static str] {
+        tags::<BridgeMessage>()
+    }
+
+    /// The wire name of this message's type (checked against serde's in the tests).
     pub fn kind(&self) -> &str {
         match self {
+            BridgeMessage::GeminiConnected {} => "GEMINI_CONNECTED",
+            BridgeMessage::GeminiDisconnected { .. } => "GEMINI_DISCONNECTED",
+            BridgeMessage::GeminiError { .. } => "GEMINI_ERROR",
+            BridgeMessage::ContentMessage { .. } => "CONTENT_MESSAGE",
+            BridgeMessage::ToolCall { .. } => "TOOL_CALL",
+            BridgeMessage::ToolCallCancellation { .. } => "TOOL_CALL_CANCELLATION",
+            BridgeMessage::SetupComplete(_) => "SETUP_COMPLETE",
+            BridgeMessage::Interrupted {} => "INTERRUPTED",
+            BridgeMessage::TurnComplete(_) => "TURN_COMPLETE",
+            BridgeMessage::AudioChunk { .. } => "AUDIO_CHUNK",
+            BridgeMessage::LogMessage { .. } => "LOG_MESSAGE",
+            BridgeMessage::AssistantSpeaking { .. } => "ASSISTANT_SPEAKING",
+            BridgeMessage::GroundingMetadata { .. } => "groundingMetadata",
+            BridgeMessage::ImageGenerationResult(_) => "IMAGE_GENERATION_RESULT",
+            BridgeMessage::VoiceActivity { .. } => "VOICE_ACTIVITY",
             BridgeMessage::Other(kind) => kind,
-            other => {
-                let index = match other {
-                    BridgeMessage::GeminiConnected {} => 0,
-                    BridgeMessage::GeminiDisconnected { .. } => 1,
-                    BridgeMessage::GeminiError { .. } => 2,
-                    BridgeMessage::ContentMessage { .. } => 3,
-                    BridgeMessage::ToolCall { .. } => 4,
-                    BridgeMessage::ToolCallCancellation { .. } => 5,
-                    BridgeMessage::SetupComplete(_) => 6,
-                    BridgeMessage::Interrupted {} => 7,
-                    BridgeMessage::TurnComplete(_) => 8,
-                    BridgeMessage::AudioChunk { .. } => 9,
-                    BridgeMessage::LogMessage { .. } => 10,
-                    BridgeMessage::AssistantSpeaking { .. } => 11,
-                    BridgeMessage::GroundingMetadata { .. } => 12,
-                    BridgeMessage::ImageGenerationResult(_) => 13,
-                    BridgeMessage::VoiceActivity { .. } | BridgeMessage::Other(_) => 14,
-                };
-                BRIDGE_MESSAGE_TYPES[index]
-            }
         }
     }
 
     pub fn encode(&self) -> String {
         match self {
-            BridgeMessage::Other(kind) => encode_envelope(kind, Some(json!({}))),
+            BridgeMessage::Other(kind) => json!({ "type": kind, "payload": {} }).to_string(),
             message => serde_json::to_string(message).expect("protocol types always serialize"),
         }
     }
@@ -573,17 +557,12 @@ impl BridgeMessage {
     /// payload reads as `{}`, as other bridges send some types without one.
     pub fn decode(frame: &[u8]) -> Result<BridgeMessage, ProtocolError> {
         let (kind, payload) = envelope(frame)?;
-        let Some(name) = BRIDGE_MESSAGE_TYPES.iter().find(|k| **k == kind) else {
-            return Ok(BridgeMessage::Other(kind));
-        };
         let payload = payload.unwrap_or_else(|| json!({}));
-        decode_value(json!({ "type": name, "payload": payload })).map_err(|mut error| {
-            error.path = error
-                .path
-                .strip_prefix("payload.")
-                .map(str::to_owned)
-                .unwrap_or(error.path);
-            ProtocolError::Payload { kind: name, error }
+        decode_tagged(&kind, Some(&payload)).or_else(|error| {
+            match Self::types().iter().copied().find(|k| *k == kind) {
+                Some(kind) => Err(ProtocolError::Payload { kind, error }),
+                None => Ok(BridgeMessage::Other(kind)),
+            }
         })
     }
 }

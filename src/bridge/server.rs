@@ -1,6 +1,7 @@
-//! `livetalk serve`: the bridge's listener: its options, the upgrade with the token check, and
-//! one [`AppConnection`] per app, each with its own upstream Live session (the real service
-//! with the server's key, or the mock).
+//! `livetalk serve`: the bridge's listener: its options and limits, the upgrade with the token
+//! and origin checks, and one session loop (`app_connection.rs`) per app over the
+//! WebSocket transport, each with its own upstream Live session (the real service with the
+//! server's key, or the mock).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,9 +12,10 @@ use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode, Uri};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tracing::{debug, info};
+use tracing::{Instrument as _, debug, debug_span, info};
 
-use super::app_connection::{AppConnection, Shared, Upstream};
+use super::app_connection::{self, Shared, Upstream};
+use super::transport::WebSocketTransport;
 use livetalk_mock::ws_server::{self, Admission, ConnectionLimits};
 
 /// Default largest client message: room for a large base64 image frame.
@@ -133,7 +135,10 @@ async fn upgrade(
     match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
         Ok(socket) => Some(async move {
             debug!(%peer, "client connected");
-            AppConnection::new(shared, peer).run(socket).await;
+            let transport = WebSocketTransport::new(socket, peer, shared.max_message_bytes);
+            app_connection::run(shared, peer, transport)
+                .instrument(debug_span!("bridge app", %peer))
+                .await;
             debug!(%peer, "client gone");
         }),
         Err(e) => {
@@ -231,10 +236,6 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
-
-// ---------------------------------------------------------------------------------------------
-// One app connection
-// ---------------------------------------------------------------------------------------------
 
 #[cfg(test)]
 mod tests {

@@ -581,7 +581,7 @@ fn every_bridge_message_round_trips() {
             message,
             "{text}"
         );
-        assert!(BRIDGE_MESSAGE_TYPES.contains(&message.kind()), "{text}");
+        assert_eq!(encoded(&message)["type"], message.kind(), "{text}");
     }
     // Types this client has no use for are recognised as such, not errors.
     assert_eq!(
@@ -681,5 +681,147 @@ fn a_retired_model_is_replaced_by_the_current_one_with_a_warning() {
         mapped.warnings[0].contains("gemini-live-2.5-flash-preview has been retired"),
         "{:?}",
         mapped.warnings
+    );
+}
+
+/// One message of every type each way.
+fn every_app_message() -> Vec<AppMessage> {
+    let config = LiveConfig {
+        model: "models/m".into(),
+        ..LiveConfig::default()
+    };
+    vec![
+        AppMessage::ConnectGemini {
+            config: config.clone(),
+            ignored_keys: Vec::new(),
+        },
+        AppMessage::SendMessage {
+            parts: Vec::new(),
+            turn_complete: true,
+        },
+        AppMessage::SendRealtimeInput(RealtimeInputPayload::default()),
+        AppMessage::SendToolResponse(ToolResponse::default()),
+        AppMessage::UpdateConfig {
+            config,
+            ignored_keys: Vec::new(),
+        },
+        AppMessage::DisconnectGemini,
+        AppMessage::WebrtcOffer,
+        AppMessage::WebrtcIceCandidate,
+        AppMessage::GenerateImage,
+        AppMessage::ContextUpdate(ContextUpdate::default()),
+    ]
+}
+
+fn every_bridge_message() -> Vec<BridgeMessage> {
+    vec![
+        BridgeMessage::GeminiConnected {},
+        BridgeMessage::GeminiDisconnected { reason: None },
+        BridgeMessage::error("e"),
+        BridgeMessage::content(ServerContent::default(), None),
+        BridgeMessage::ToolCall {
+            tool_call: ToolCall::default(),
+        },
+        BridgeMessage::ToolCallCancellation {
+            tool_call_cancellation: ToolCallCancellation::default(),
+        },
+        BridgeMessage::SetupComplete(SetupCompleteDetails::default()),
+        BridgeMessage::Interrupted {},
+        BridgeMessage::TurnComplete(TurnCompleteDetails::default()),
+        BridgeMessage::AudioChunk { data: Vec::new() },
+        BridgeMessage::log(LogLevel::Info, "i"),
+        BridgeMessage::AssistantSpeaking { speaking: true },
+        BridgeMessage::GroundingMetadata {
+            grounding_metadata: None,
+        },
+        BridgeMessage::ImageGenerationResult(ImageGenerationResult::default()),
+        BridgeMessage::VoiceActivity {
+            voice_activity: None,
+            voice_activity_detection_signal: None,
+        },
+    ]
+}
+
+#[test]
+fn each_kind_is_serdes_tag_and_the_type_lists_are_serdes() {
+    let app = every_app_message();
+    let app_kinds: Vec<&str> = app.iter().map(AppMessage::kind).collect();
+    assert_eq!(AppMessage::types(), app_kinds.as_slice());
+    for message in &app {
+        let wire: Value = serde_json::from_str(&message.encode()).unwrap();
+        assert_eq!(wire["type"], message.kind());
+    }
+    let bridge = every_bridge_message();
+    let bridge_kinds: Vec<&str> = bridge.iter().map(BridgeMessage::kind).collect();
+    assert_eq!(BridgeMessage::types(), bridge_kinds.as_slice());
+    for message in &bridge {
+        assert_eq!(encoded(message)["type"], message.kind());
+        assert_eq!(
+            &BridgeMessage::decode(message.encode().as_bytes()).unwrap(),
+            message
+        );
+    }
+    // The unknown type's answer lists them all.
+    let unknown = AppMessage::decode(br#"{"type": "SEND_TEXT"}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        unknown.ends_with(&format!("Known types: {}.", app_kinds.join(", "))),
+        "{unknown}"
+    );
+}
+
+#[test]
+fn a_type_without_its_payload_is_told_what_it_needs() {
+    for kind in AppMessage::types() {
+        match AppMessage::decode(json!({ "type": kind }).to_string().as_bytes()) {
+            // The types that need nothing take whatever payload they get, and none.
+            Ok(message) => {
+                assert_eq!(message.kind(), *kind);
+                let with = json!({ "type": kind, "payload": {"sdp": "", "text": "a cat"} });
+                assert_eq!(decode(with).unwrap(), message);
+            }
+            Err(error) => {
+                let ProtocolError::MissingPayload { expected, .. } = &error else {
+                    panic!("{kind}: {error}");
+                };
+                assert!(
+                    expected.starts_with('{') || expected.starts_with("a "),
+                    "{kind}: {error}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn unknown_config_keys_are_found_in_both_config_messages() {
+    let connect = decode(
+        json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {"model": "m", "extra": 1}}}),
+    )
+    .unwrap();
+    assert!(
+        matches!(connect, AppMessage::ConnectGemini { ignored_keys, .. } if ignored_keys == ["extra"])
+    );
+    let update =
+        decode(json!({"type": "UPDATE_CONFIG", "payload": {"model": "m", "more": 1}})).unwrap();
+    assert!(
+        matches!(update, AppMessage::UpdateConfig { ignored_keys, .. } if ignored_keys == ["more"])
+    );
+    let error = decode(
+        json!({"type": "UPDATE_CONFIG", "payload": {"model": "m", "tools": [{"urlContext": {}}]}}),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.starts_with("UPDATE_CONFIG payload is invalid: at `tools[0]`"),
+        "{error}"
+    );
+    let typed = decode(json!({"type": "UPDATE_CONFIG", "payload": {"model": 5}}))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        typed.starts_with("UPDATE_CONFIG payload is invalid: at `model`"),
+        "{typed}"
     );
 }

@@ -1,0 +1,622 @@
+//! The bridge's translation, apart from any transport: what an app's message asks of its Live
+//! session, and what the session's news and the service's messages are for the app. It keeps
+//! what one app's conversation needs remembered (the session's setup, unanswered calls, whether
+//! the model is speaking) and does no I/O, so the session loop can run it over any transport.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::json;
+use tracing::info;
+
+use super::live_config::MappedConfig;
+use super::protocol::{
+    AppMessage, BridgeMessage, ImageGenerationResult, LogLevel, RealtimeInputPayload,
+    SetupCompleteDetails, SetupErrorDetails, TurnCompleteDetails,
+};
+use livetalk_live::events::Inbound;
+use livetalk_live::session::{SessionChange, SessionEvent};
+use livetalk_live::wire::{
+    ClientContent, ClientMessage, Content, RealtimeInput, Scheduling, ServerMessage,
+    SessionResumptionConfig, Setup, ToolCallCancellation, ToolResponse,
+};
+use livetalk_live::{ServerEvent, excerpt};
+
+/// What the translator remembers of the open Live session.
+#[derive(Debug, Default)]
+struct Session {
+    /// The setup it was opened with (before the resumption handle), to compare models.
+    setup: Setup,
+    /// `defaultScheduling` of NON_BLOCKING functions.
+    scheduling: HashMap<String, Scheduling>,
+    /// Unanswered calls: id → name (fills in a missing `name` of a response).
+    pending_calls: HashMap<String, String>,
+    /// Model audio is flowing in the current turn (`ASSISTANT_SPEAKING` was sent).
+    speaking: bool,
+    /// `SETUP_COMPLETE` was sent; later connections of the same session do not repeat it.
+    ready: bool,
+}
+
+/// What one app message comes to. The loop sends `to_app` first, then `to_live` to the open
+/// session, then takes the `session` step.
+#[derive(Debug, Default, PartialEq)]
+pub struct Reply {
+    pub to_app: Vec<BridgeMessage>,
+    pub to_live: Vec<ClientMessage>,
+    pub session: Option<SessionStep>,
+}
+
+/// A change of Live session the app asked for: the loop's to make, as it takes I/O.
+#[derive(Debug, PartialEq)]
+pub enum SessionStep {
+    /// `CONNECT_GEMINI` with a usable config: open a session ([`Translator::opening`]).
+    Open(MappedConfig),
+    /// `UPDATE_CONFIG` with a usable config: the Live API cannot change an open session's
+    /// setup, so the session is replaced ([`Translator::reopening`], then as `Open`).
+    Reopen(MappedConfig),
+    /// `DISCONNECT_GEMINI`: close the session, tell the app `farewell`, close the connection.
+    Disconnect { farewell: BridgeMessage },
+}
+
+/// One app connection's translation state.
+#[derive(Debug, Default)]
+pub struct Translator {
+    session: Option<Session>,
+    /// The session being opened, until [`Translator::opened`] or [`Translator::setup_failed`].
+    opening: Option<Session>,
+}
+
+impl Translator {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A Live session is open (the loop holds one exactly when this says so).
+    pub fn is_open(&self) -> bool {
+        self.session.is_some()
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // App → Live
+    // -----------------------------------------------------------------------------------------
+
+    /// One message from the app.
+    pub fn app(&mut self, message: AppMessage) -> Reply {
+        let mut reply = Reply::default();
+        match message {
+            AppMessage::GenerateImage => {
+                // Apps wait a minute for the result: say at once that none is coming.
+                reply.to_app.push(BridgeMessage::ImageGenerationResult(ImageGenerationResult {
+                    success: false,
+                    error: Some("This bridge cannot generate images: the Gemini Live API answers with audio or text only. Ask for a description instead, or use an image generation API.".into()),
+                    ..ImageGenerationResult::default()
+                }));
+            }
+            AppMessage::WebrtcOffer | AppMessage::WebrtcIceCandidate => {
+                reply.to_app.push(BridgeMessage::error(
+                    "This bridge speaks WebSocket audio only: WebRTC (WEBRTC_OFFER, WEBRTC_ICE_CANDIDATE) is not supported yet. Stream microphone audio with SEND_REALTIME_INPUT and play AUDIO_CHUNK messages instead.",
+                ));
+            }
+            AppMessage::ConnectGemini {
+                config,
+                ignored_keys,
+            } => {
+                if self.session.is_some() {
+                    reply.to_app.push(BridgeMessage::error("A Gemini session is already open on this connection. Use UPDATE_CONFIG to change its configuration, or DISCONNECT_GEMINI first."));
+                    return reply;
+                }
+                reply.to_app.extend(ignored(&ignored_keys));
+                reply.to_app.push(BridgeMessage::GeminiConnected {});
+                match config.to_setup() {
+                    Ok(mapped) => reply.session = Some(SessionStep::Open(mapped)),
+                    Err(e) => reply.to_app.extend(self.setup_failed(
+                        None,
+                        excerpt::sentence(&format!("The LiveConfig cannot be used: {e}")),
+                    )),
+                }
+            }
+            AppMessage::DisconnectGemini => {
+                self.session = None;
+                reply.session = Some(SessionStep::Disconnect {
+                    farewell: BridgeMessage::GeminiDisconnected {
+                        reason: Some("Disconnected at the client's request.".into()),
+                    },
+                });
+            }
+            other => {
+                let Some(session) = &mut self.session else {
+                    reply.to_app.push(BridgeMessage::error(format!(
+                        "No Gemini session is open: send CONNECT_GEMINI first ({} was ignored).",
+                        other.kind()
+                    )));
+                    return reply;
+                };
+                match other {
+                    AppMessage::SendMessage {
+                        parts,
+                        turn_complete,
+                    } => {
+                        let content = ClientContent {
+                            turns: if parts.is_empty() {
+                                Vec::new()
+                            } else {
+                                vec![Content {
+                                    role: Some("user".into()),
+                                    parts,
+                                }]
+                            },
+                            turn_complete: Some(turn_complete),
+                        };
+                        reply.to_live.push(ClientMessage::ClientContent(content));
+                    }
+                    AppMessage::SendRealtimeInput(payload) => realtime_input(payload, &mut reply),
+                    AppMessage::SendToolResponse(response) => {
+                        session.tool_response(response, &mut reply)
+                    }
+                    AppMessage::ContextUpdate(update) => {
+                        reply.to_live.push(ClientMessage::ContextUpdate(update))
+                    }
+                    AppMessage::UpdateConfig {
+                        config,
+                        ignored_keys,
+                    } => {
+                        // Checked before the open session is touched: a config that cannot
+                        // work leaves it as it was.
+                        match config.to_setup() {
+                            Ok(mapped) => {
+                                reply.to_app.extend(ignored(&ignored_keys));
+                                reply.session = Some(SessionStep::Reopen(mapped));
+                            }
+                            Err(e) => reply.to_app.push(BridgeMessage::error(excerpt::sentence(
+                                &format!("UPDATE_CONFIG was refused and the session goes on unchanged: the LiveConfig cannot be used: {e}"),
+                            ))),
+                        }
+                    }
+                    AppMessage::ConnectGemini { .. }
+                    | AppMessage::DisconnectGemini
+                    | AppMessage::WebrtcOffer
+                    | AppMessage::WebrtcIceCandidate
+                    | AppMessage::GenerateImage => {}
+                }
+            }
+        }
+        reply
+    }
+
+    /// The session to open for a checked config, resuming `resume` when given: the app is
+    /// told the config's warnings, and the loop connects with the setup (which always asks for
+    /// resumption handles, so a goAway, a drop or a later `UPDATE_CONFIG` can keep the
+    /// conversation). Then [`Self::opened`] or [`Self::setup_failed`].
+    pub fn opening(
+        &mut self,
+        mapped: MappedConfig,
+        resume: Option<String>,
+    ) -> (Vec<BridgeMessage>, Setup) {
+        let warnings = mapped
+            .warnings
+            .into_iter()
+            .map(|warning| BridgeMessage::log(LogLevel::Warn, warning))
+            .collect();
+        let mut setup = mapped.setup.clone();
+        setup.session_resumption = Some(SessionResumptionConfig {
+            handle: resume,
+            transparent: None,
+        });
+        self.opening = Some(Session {
+            setup: mapped.setup,
+            scheduling: mapped.scheduling,
+            ..Session::default()
+        });
+        (warnings, setup)
+    }
+
+    /// The session being opened is connected (`SETUP_COMPLETE` follows from its first event).
+    pub fn opened(&mut self) {
+        self.session = self.opening.take();
+    }
+
+    /// A session that could not be opened, for whatever reason, is told the same way: the
+    /// failed `SETUP_COMPLETE`, the `GEMINI_ERROR` and `GEMINI_DISCONNECTED`, so an app has one
+    /// sequence to handle.
+    pub fn setup_failed(&mut self, code: Option<u16>, message: String) -> Vec<BridgeMessage> {
+        self.opening = None;
+        vec![
+            BridgeMessage::SetupComplete(SetupCompleteDetails {
+                success: false,
+                error: Some(SetupErrorDetails {
+                    code,
+                    message: Some(message.clone()),
+                    details: None,
+                }),
+            }),
+            BridgeMessage::error(message.clone()),
+            BridgeMessage::GeminiDisconnected {
+                reason: Some(message),
+            },
+        ]
+    }
+
+    /// `UPDATE_CONFIG`'s replacement of the open session: whether the new one resumes the
+    /// conversation (with `handle`, the open session's latest, when the model is unchanged),
+    /// and what the app is told about it. The open session is forgotten; the loop closes it
+    /// and goes on as for [`SessionStep::Open`].
+    pub fn reopening(
+        &mut self,
+        mapped: &MappedConfig,
+        handle: Option<String>,
+    ) -> (BridgeMessage, Option<String>) {
+        let same_model = self
+            .session
+            .take()
+            .is_some_and(|old| old.setup.model == mapped.setup.model);
+        match (handle, same_model) {
+            (Some(handle), true) => (
+                BridgeMessage::log(
+                    LogLevel::Info,
+                    "Applying the new config by reconnecting with session resumption; the conversation continues.",
+                ),
+                Some(handle),
+            ),
+            (Some(_), false) => (
+                BridgeMessage::log(
+                    LogLevel::Warn,
+                    "The model changed, which a resumed session cannot do: starting a fresh session without the conversation so far.",
+                ),
+                None,
+            ),
+            (None, _) => (
+                BridgeMessage::log(
+                    LogLevel::Warn,
+                    "No session resumption handle has arrived yet: the new session starts without the conversation so far.",
+                ),
+                None,
+            ),
+        }
+    }
+
+    /// The session's events ended without its close (defensive: the reader always sends one).
+    pub fn session_lost(&mut self) {
+        self.session = None;
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Live → app
+    // -----------------------------------------------------------------------------------------
+
+    /// What the upstream session said: a server frame goes to the app as the service sent it
+    /// and its events tell the session's course; then the session's own news.
+    pub fn session_event(&mut self, event: SessionEvent) -> Vec<BridgeMessage> {
+        let event = match event {
+            SessionEvent::Server(inbound) => return self.inbound(inbound),
+            other => other,
+        };
+        let Some(session) = &mut self.session else {
+            return Vec::new();
+        };
+        let message = match event {
+            SessionEvent::Server(_) => return Vec::new(),
+            SessionEvent::Change(SessionChange::Reconnecting {
+                planned, reason, ..
+            }) => {
+                session.speaking = false;
+                let what = if planned {
+                    "Moving the Gemini session to a new connection"
+                } else {
+                    "The connection to the Live API was lost; reconnecting"
+                };
+                BridgeMessage::log(
+                    if planned {
+                        LogLevel::Info
+                    } else {
+                        LogLevel::Warn
+                    },
+                    excerpt::sentence(&format!("{what} ({})", reason.trim_end_matches('.'))),
+                )
+            }
+            SessionEvent::Change(SessionChange::Reconnected { resumed: true }) => {
+                BridgeMessage::log(
+                    LogLevel::Info,
+                    "Reconnected to the Live API; the conversation continues.",
+                )
+            }
+            SessionEvent::Change(SessionChange::Reconnected { resumed: false }) => {
+                BridgeMessage::log(
+                    LogLevel::Warn,
+                    "Reconnected to the Live API with a fresh session: the model does not know the conversation so far.",
+                )
+            }
+            SessionEvent::Change(SessionChange::TurnLost) => {
+                BridgeMessage::log(LogLevel::Warn, livetalk_live::session::TURN_LOST)
+            }
+            SessionEvent::Change(SessionChange::ResumeRejected { message }) => {
+                BridgeMessage::log(LogLevel::Warn, message)
+            }
+            SessionEvent::Change(SessionChange::AnswerDropped { id, name }) => BridgeMessage::log(
+                LogLevel::Warn,
+                format!(
+                    "The answer to {name} (id {}) was not sent: its call belongs to a connection that has ended, or was answered already.",
+                    id.as_deref().unwrap_or("none")
+                ),
+            ),
+            SessionEvent::Abandoned(ids) => {
+                // The calls' connection is gone: the app must stop them and not answer.
+                for id in &ids {
+                    session.pending_calls.remove(id);
+                }
+                BridgeMessage::ToolCallCancellation {
+                    tool_call_cancellation: ToolCallCancellation { ids },
+                }
+            }
+        };
+        vec![message]
+    }
+
+    /// One frame of the service's: its message as the service sent it, then where its events
+    /// concern the app (the session set up, a frame that could not be used, the end).
+    pub fn inbound(&mut self, inbound: Inbound) -> Vec<BridgeMessage> {
+        let mut out = Vec::new();
+        if let Some(message) = inbound.message {
+            self.server_message(Arc::unwrap_or_clone(message), &mut out);
+        }
+        for event in inbound.events {
+            self.server_event(event, &mut out);
+        }
+        out
+    }
+
+    fn server_event(&mut self, event: ServerEvent, out: &mut Vec<BridgeMessage>) {
+        let Some(session) = &mut self.session else {
+            return;
+        };
+        match event {
+            // A new connection of the same session is news for the log, not for the app.
+            ServerEvent::SetupComplete { .. } if !session.ready => {
+                session.ready = true;
+                out.push(BridgeMessage::SetupComplete(SetupCompleteDetails {
+                    success: true,
+                    error: None,
+                }));
+            }
+            ServerEvent::FrameSkipped { reason } => {
+                out.push(BridgeMessage::log(LogLevel::Warn, reason))
+            }
+            ServerEvent::Closed(close) => {
+                self.session = None;
+                info!(code = ?close.code, "upstream closed: {}", close.message);
+                out.push(BridgeMessage::GeminiError {
+                    message: close.message.clone(),
+                    details: Some(json!({ "code": close.code, "reason": close.reason })),
+                });
+                out.push(BridgeMessage::GeminiDisconnected {
+                    reason: Some(close.message),
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// One server message, passed on as the service sent it: audio as `AUDIO_CHUNK` (its
+    /// bytes moved, encoded once on the way out), the rest of `serverContent` (and the usage
+    /// beside it) as `CONTENT_MESSAGE`, then the dedicated messages apps look for
+    /// (`INTERRUPTED`, `TURN_COMPLETE`, `TOOL_CALL`, …).
+    fn server_message(&mut self, mut message: ServerMessage, out: &mut Vec<BridgeMessage>) {
+        let Some(session) = &mut self.session else {
+            return;
+        };
+        let mut usage = message.usage_metadata.take();
+        if let Some(mut content) = message.server_content.take() {
+            if let Some(turn) = &mut content.model_turn {
+                let mut audio = Vec::new();
+                turn.parts.retain_mut(|part| match &mut part.inline_data {
+                    Some(blob) if blob.mime_type.starts_with("audio/") => {
+                        audio.push(std::mem::take(&mut blob.data));
+                        false
+                    }
+                    _ => true,
+                });
+                for data in audio {
+                    if !std::mem::replace(&mut session.speaking, true) {
+                        out.push(BridgeMessage::AssistantSpeaking { speaking: true });
+                    }
+                    out.push(BridgeMessage::AudioChunk { data });
+                }
+                if turn.parts.is_empty() {
+                    content.model_turn = None;
+                }
+            }
+            let interrupted = content.interrupted == Some(true);
+            let turn_complete = content.turn_complete == Some(true);
+            let details = TurnCompleteDetails {
+                reason: content.turn_complete_reason.clone(),
+                waiting_for_input: content.waiting_for_input.filter(|w| *w),
+                interaction_status: content.interaction_status.clone(),
+            };
+            let grounding = content.grounding_metadata.clone();
+            if content != Default::default() || usage.is_some() {
+                out.push(BridgeMessage::content(content, usage.take()));
+            }
+            if let Some(metadata) = grounding {
+                // Apps read it from CONTENT_MESSAGE; the protocol also names a message of its own.
+                out.push(BridgeMessage::GroundingMetadata {
+                    grounding_metadata: Some(metadata),
+                });
+            }
+            if interrupted {
+                session.speaking = false;
+                out.push(BridgeMessage::Interrupted {});
+            }
+            if turn_complete {
+                session.speaking = false;
+                out.push(BridgeMessage::TurnComplete(details));
+            }
+        }
+        if usage.is_some() {
+            out.push(BridgeMessage::content(Default::default(), usage));
+        }
+        if let Some(call) = message.tool_call.take() {
+            for call in &call.function_calls {
+                if let Some(id) = &call.id {
+                    session.pending_calls.insert(id.clone(), call.name.clone());
+                }
+            }
+            out.push(BridgeMessage::ToolCall { tool_call: call });
+        }
+        if let Some(cancel) = message.tool_call_cancellation.take() {
+            for id in &cancel.ids {
+                session.pending_calls.remove(id);
+            }
+            out.push(BridgeMessage::ToolCallCancellation {
+                tool_call_cancellation: cancel,
+            });
+        }
+        if message.voice_activity.is_some() || message.voice_activity_detection_signal.is_some() {
+            out.push(BridgeMessage::VoiceActivity {
+                voice_activity: message.voice_activity.take(),
+                voice_activity_detection_signal: message.voice_activity_detection_signal.take(),
+            });
+        }
+        if let Some(go_away) = message.go_away.take() {
+            let when = go_away
+                .time_left
+                .map(|t| format!(" in {:.0} s", t.as_secs_f64()))
+                .unwrap_or_default();
+            out.push(BridgeMessage::log(
+                LogLevel::Info,
+                format!(
+                    "The Live API will end this connection{when} (goAway); the bridge moves the session to a new one and the conversation continues."
+                ),
+            ));
+        }
+        // `sessionResumptionUpdate` is the supervisor's business; `setupComplete` came during
+        // setup.
+    }
+}
+
+impl Session {
+    fn tool_response(&mut self, mut response: ToolResponse, reply: &mut Reply) {
+        if response.function_responses.is_empty() {
+            reply.to_app.push(BridgeMessage::error("SEND_TOOL_RESPONSE needs toolResponse.functionResponses: [{\"id\", \"name\", \"response\"}] (the nested Content/Part form is deprecated and not accepted)."));
+            return;
+        }
+        for (index, answer) in response.function_responses.iter_mut().enumerate() {
+            let Some(id) = answer.id.clone().filter(|id| !id.is_empty()) else {
+                reply.to_app.push(BridgeMessage::error(format!("SEND_TOOL_RESPONSE functionResponses[{index}] needs the `id` of the TOOL_CALL it answers; nothing was sent.")));
+                return;
+            };
+            if answer.name.trim().is_empty() {
+                match self.pending_calls.get(&id) {
+                    Some(name) => answer.name = name.clone(),
+                    None => {
+                        reply.to_app.push(BridgeMessage::error(format!("SEND_TOOL_RESPONSE functionResponses[{index}] needs a `name` (no pending call has id {id:?}); nothing was sent.")));
+                        return;
+                    }
+                }
+            }
+            // The Live API needs a JSON object; wrap bare values the way the SDKs document.
+            if !answer.response.is_object() {
+                answer.response = json!({ "output": answer.response.take() });
+            }
+            if answer.scheduling.is_none() {
+                answer.scheduling = self.scheduling.get(&answer.name).copied();
+            }
+        }
+        for answer in &response.function_responses {
+            if let Some(id) = &answer.id
+                && answer.will_continue != Some(true)
+            {
+                self.pending_calls.remove(id);
+            }
+        }
+        reply.to_live.push(ClientMessage::ToolResponse(response));
+    }
+}
+
+/// `SEND_REALTIME_INPUT`: the Live API takes one realtime item per message, so the payload
+/// goes as one message per item, the activity markers around the media they frame.
+fn realtime_input(payload: RealtimeInputPayload, reply: &mut Reply) {
+    let RealtimeInputPayload { mut input, chunks } = payload;
+    let mut deprecated = std::mem::take(&mut input.media_chunks);
+    deprecated.extend(chunks);
+    if !deprecated.is_empty() {
+        let count = deprecated.len();
+        let used = deprecated.swap_remove(0);
+        let slot = if used.mime_type.starts_with("audio/") {
+            &mut input.audio
+        } else {
+            &mut input.video
+        };
+        if slot.is_none() {
+            *slot = Some(used);
+        }
+        reply.to_app.push(BridgeMessage::log(
+            LogLevel::Warn,
+            format!(
+                "SEND_REALTIME_INPUT `chunks`/`mediaChunks` is deprecated: only the first of {count} chunk(s) was used. Send `audio`, `video` or `text` instead."
+            ),
+        ));
+    }
+    if let Some(audio) = &input.audio
+        && !audio.mime_type.starts_with("audio/")
+    {
+        reply.to_app.push(BridgeMessage::error(format!(
+            "SEND_REALTIME_INPUT `audio` must have an audio MIME type such as \"audio/pcm;rate=16000\", not {:?}; ignored.",
+            audio.mime_type
+        )));
+        return;
+    }
+    let items = [
+        RealtimeInput {
+            activity_start: input.activity_start,
+            ..RealtimeInput::default()
+        },
+        RealtimeInput {
+            audio: input.audio,
+            ..RealtimeInput::default()
+        },
+        RealtimeInput {
+            video: input.video,
+            ..RealtimeInput::default()
+        },
+        RealtimeInput {
+            text: input.text,
+            ..RealtimeInput::default()
+        },
+        RealtimeInput {
+            activity_end: input.activity_end,
+            ..RealtimeInput::default()
+        },
+        RealtimeInput {
+            audio_stream_end: input.audio_stream_end,
+            ..RealtimeInput::default()
+        },
+    ];
+    let before = reply.to_live.len();
+    reply.to_live.extend(
+        items
+            .into_iter()
+            .filter(|item| *item != RealtimeInput::default())
+            .map(ClientMessage::RealtimeInput),
+    );
+    if reply.to_live.len() == before {
+        reply.to_app.push(BridgeMessage::error(
+            "SEND_REALTIME_INPUT needs at least one of `text`, `audio` or `video`.",
+        ));
+    }
+}
+
+/// The `LOG_MESSAGE` about LiveConfig keys the bridge does not know, when there are any.
+fn ignored(keys: &[String]) -> Option<BridgeMessage> {
+    (!keys.is_empty()).then(|| {
+        let quoted: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+        BridgeMessage::log(
+            LogLevel::Warn,
+            format!(
+                "LiveConfig fields this bridge does not know were ignored: {}",
+                quoted.join(", ")
+            ),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests;

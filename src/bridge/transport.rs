@@ -1,0 +1,163 @@
+//! How an app's messages reach the bridge and the bridge's reach the app: the [`Transport`]
+//! the session loop runs over, and the WebSocket one (`livetalk serve`). The loop and the
+//! translator know nothing of the socket; a transport knows nothing of the Live API. A WebRTC
+//! media transport (audio on a media track, the rest on a data channel) is meant to go beside
+//! the WebSocket one, implementing the same trait.
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpStream;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tracing::debug;
+
+use super::protocol::{AppMessage, BridgeMessage};
+use livetalk_mock::ws_server::{self, Ending};
+
+/// What the app did next.
+#[derive(Debug)]
+pub enum Received {
+    /// One message (boxed: a config makes it large).
+    Message(Box<AppMessage>),
+    /// Something that could not be used: the sentence to answer with (`GEMINI_ERROR`). The
+    /// connection goes on.
+    Refused(String),
+    /// The app's side is over: it left, closed, or broke the transport's rules. `last_words`
+    /// is what the app should still be told (`GEMINI_ERROR`) before the transport closes.
+    Ended { last_words: Option<String> },
+}
+
+/// One app's connection, as the session loop uses it.
+pub trait Transport: Send {
+    /// The app's next message. Cancel-safe: the loop selects over it and the Live session, and
+    /// nothing the app sent is lost when it drops the future before it is ready.
+    fn receive(&mut self) -> impl Future<Output = Received> + Send;
+
+    /// Sends one message, secrets scrubbed (any of it may quote upstream text) through
+    /// `livetalk_live::redact`. `false` when the app is gone: the loop then ends.
+    fn send(&mut self, message: &BridgeMessage) -> impl Future<Output = bool> + Send;
+
+    /// Ends the connection: its own close when the app has not ended it, else whatever the
+    /// app's ending calls for.
+    fn close(self) -> impl Future<Output = ()> + Send;
+}
+
+type Sink = SplitSink<WebSocketStream<TcpStream>, Message>;
+
+/// The WebSocket transport: one JSON text message per bridge message, either kind from the
+/// app. Messages over `max_message_bytes` are refused one by one; the socket's hard limit
+/// (set at the upgrade) ends the connection.
+pub struct WebSocketTransport {
+    sink: Option<Sink>,
+    stream: SplitStream<WebSocketStream<TcpStream>>,
+    peer: SocketAddr,
+    max_message_bytes: usize,
+    /// How the app's side ended, once it has.
+    ending: Option<Ending>,
+}
+
+impl WebSocketTransport {
+    pub fn new(
+        socket: WebSocketStream<TcpStream>,
+        peer: SocketAddr,
+        max_message_bytes: usize,
+    ) -> Self {
+        let (sink, stream) = socket.split();
+        WebSocketTransport {
+            sink: Some(sink),
+            stream,
+            peer,
+            max_message_bytes,
+            ending: None,
+        }
+    }
+
+    fn decode(&self, frame: &[u8]) -> Received {
+        if frame.len() > self.max_message_bytes {
+            return Received::Refused(format!(
+                "The message of {} bytes is larger than this bridge's limit of {} bytes and was dropped. Send large images as smaller JPEG frames.",
+                frame.len(),
+                self.max_message_bytes
+            ));
+        }
+        match AppMessage::decode(frame) {
+            Ok(message) => Received::Message(Box::new(message)),
+            Err(e) => Received::Refused(e.to_string()),
+        }
+    }
+
+    fn ended(&mut self, ending: Ending, last_words: Option<String>) -> Received {
+        self.ending = Some(ending);
+        Received::Ended { last_words }
+    }
+}
+
+impl Transport for WebSocketTransport {
+    async fn receive(&mut self) -> Received {
+        if self.sink.is_none() {
+            return self.ended(Ending::Gone, None);
+        }
+        // The one await is the stream's (cancel-safe); the rest runs in the same poll.
+        loop {
+            return match self.stream.next().await {
+                Some(Ok(Message::Text(text))) => self.decode(text.as_bytes()),
+                Some(Ok(Message::Binary(bytes))) => self.decode(&bytes),
+                Some(Ok(Message::Close(_))) => self.ended(Ending::PeerClosed, None),
+                None => self.ended(Ending::Gone, None),
+                // Pings are answered by tungstenite as we keep reading.
+                Some(Ok(_)) => continue,
+                Some(Err(tungstenite::Error::Capacity(e))) => {
+                    let words = format!(
+                        "The message was far larger than this bridge accepts ({e}); closing the connection. Messages up to {} bytes are allowed.",
+                        self.max_message_bytes
+                    );
+                    self.ended(
+                        Ending::ReadFailed(tungstenite::Error::Capacity(e)),
+                        Some(words),
+                    )
+                }
+                Some(Err(e)) => {
+                    debug!(peer = %self.peer, "client read error: {e}");
+                    self.ended(Ending::ReadFailed(e), None)
+                }
+            };
+        }
+    }
+
+    async fn send(&mut self, message: &BridgeMessage) -> bool {
+        let Some(sink) = &mut self.sink else {
+            return false;
+        };
+        let text = message.encode();
+        let text = livetalk_live::redact::scrub(&text).into_owned();
+        if let Err(e) = sink.send(Message::text(text)).await {
+            debug!(peer = %self.peer, "client send failed: {e}");
+            self.sink = None;
+            return false;
+        }
+        true
+    }
+
+    async fn close(mut self) {
+        let Some(mut sink) = self.sink.take() else {
+            return;
+        };
+        let ending = match self.ending.take() {
+            Some(ending) => ending,
+            None => {
+                let frame = CloseFrame {
+                    code: CloseCode::Normal,
+                    reason: "".into(),
+                };
+                let _ = sink.send(Message::Close(Some(frame))).await;
+                Ending::CloseSent
+            }
+        };
+        ws_server::end(sink, self.stream, ending).await;
+    }
+}
