@@ -17,24 +17,20 @@ use livetalk_live::wire::FunctionResponse;
 /// devices and the audio system, and what the user means (a turn sent, a barge-in, the end),
 /// is recorded as it is applied and replayed as it was; raw input (keys, mouse, paste), the
 /// layout and the tick only move the view and are never recorded.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Msg {
     /// The connection attempt failed before the session started.
     ConnectFailed(String),
     /// What the server said, as the session passed it on. (Recordings name it `session`.)
-    #[serde(rename = "session")]
     Server(ServerEvent),
     /// A server event from a recording, with the local time of day it arrived in the
     /// original run: applied like `Server`, but the tool log shows that time, not the clock.
-    #[serde(skip)]
     Replayed {
         event: ServerEvent,
         arrived_at: jiff::civil::Time,
     },
     /// The session moved to a new connection, lost one, or withheld an answer. (Recordings
     /// name it `link`.)
-    #[serde(rename = "link")]
     SessionChange(SessionChange),
     /// A tool call finished, was cancelled, is running long, waits for the user, or reported
     /// progress.
@@ -76,27 +72,20 @@ pub enum Msg {
     /// Where a replay stands (the status line shows it).
     ReplayProgress(ReplayProgress),
     /// Leave the app (a signal): ends the session like the quit key.
-    #[serde(skip)]
     Quit,
     /// A key press in the TUI.
-    #[serde(skip)]
     Key(crossterm::event::KeyEvent),
     /// A mouse event in the TUI.
-    #[serde(skip)]
     Mouse(crossterm::event::MouseEvent),
     /// Text pasted into the TUI.
-    #[serde(skip)]
     Paste(String),
     /// Where the TUI drew things in its last frame.
-    #[serde(skip)]
     Layout(ScreenLayout),
     /// Animation tick (only while something animates).
-    #[serde(skip)]
     Tick,
     /// A frame went over the wire, either way: kept for the event inspector. Not recorded
     /// (the recording's wire lines are written from it and from the tap), and drawn only when
     /// something shows it.
-    #[serde(skip)]
     Wire(WireFrame),
 }
 
