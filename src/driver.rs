@@ -15,6 +15,9 @@ use livetalk_live::{CloseInfo, ServerEvent};
 /// How long leaving waits for the session to close cleanly before it stops waiting.
 pub const LEAVE_GRACE: Duration = Duration::from_secs(2);
 
+/// Messages applied from the source before input gets a look again.
+const READY_AT_ONCE: usize = 32;
+
 /// Where the app's messages come from and where its effects go.
 pub trait Source {
     /// The next message; `None` once nothing more can come. Must be cancel-safe: the loop
@@ -23,6 +26,12 @@ pub trait Source {
 
     /// Carries out an effect the app asked for.
     fn carry_out(&mut self, effect: Effect) -> impl Future<Output = ()>;
+
+    /// A message that is already waiting, handed over without waiting: the rest of what one
+    /// frame amounts to is applied at once, not a trip round the loop each.
+    fn ready(&mut self) -> Option<Msg> {
+        None
+    }
 
     /// A message is about to be applied (a live session records it here).
     fn applied(&mut self, _msg: &Msg) {}
@@ -83,13 +92,20 @@ pub async fn drive<S: Source, P: Presenter>(
         presenter.observe(app);
         tokio::select! {
             msg = source.next(), if source_open => match msg {
-                Some(msg) => {
-                    // A frame says nothing by itself (what was sent least of all); its events do.
-                    changed = msg.may_show();
-                    if changed {
-                        presenter.heard_from_source();
+                Some(mut msg) => {
+                    for _ in 0..READY_AT_ONCE {
+                        // A frame says nothing by itself (what was sent least of all); its
+                        // events do.
+                        if msg.may_show() {
+                            changed = true;
+                            presenter.heard_from_source();
+                        }
+                        apply(app, source, msg).await;
+                        match source.ready() {
+                            Some(next) => msg = next,
+                            None => break,
+                        }
                     }
-                    apply(app, source, msg).await;
                 }
                 None => (source_open, changed) = (false, true),
             },

@@ -384,6 +384,11 @@ impl ConnectTo {
 impl Source for Engine {
     async fn next(&mut self) -> Option<Msg> {
         loop {
+            // Frames sent are taken in whenever the engine is woken for something else: waking
+            // it for each would put a trip round the loop after every answer and mic frame.
+            while let Ok(frame) = self.frames.try_recv() {
+                self.pending.push_back(Msg::Wire(frame));
+            }
             if let Some(msg) = self.pending.pop_front() {
                 return Some(msg);
             }
@@ -450,7 +455,6 @@ impl Source for Engine {
                     None => {}
                 },
                 Some(event) = self.tool_events.recv() => return Some(Msg::Tool(self.on_this_service(event))),
-                Some(frame) = self.frames.recv() => return Some(Msg::Wire(frame)),
                 Some(event) = self.mcp_events.recv() => {
                     match &event {
                         // A server that came (back) up: its tools at the next turn boundary.
@@ -601,6 +605,10 @@ impl Source for Engine {
             | Effect::StepReplay
             | Effect::ReplaySpeed(_) => {}
         }
+    }
+
+    fn ready(&mut self) -> Option<Msg> {
+        self.pending.pop_front()
     }
 
     fn applied(&mut self, msg: &Msg) {
