@@ -1790,20 +1790,38 @@ async fn a_thousand_calls_answered_at_once_each_reach_their_own_connection_once(
     assert_eq!(calls_seen, TOTAL, "every call reached the app once");
 }
 
-/// `livetalk --bridge … --record DIR`: the bridge goes away mid-session (killed) and comes back
-/// on the same address; the session reconnects to it and the next turn is answered. The
+/// `livetalk --bridge … --record DIR`: the bridge's upstream is told to go away (goAway) after
+/// the first turn and moves; then the bridge itself goes away mid-session (killed) and comes
+/// back on the same address; the session reconnects to it and each next turn is answered. The
 /// recording then reads as a direct session's: `inspect` shows its wire view and tool calls,
 /// `replay` the whole conversation.
-#[test]
-fn a_bridged_session_survives_a_dropped_bridge_and_is_recorded_like_a_direct_one() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridged_session_survives_a_goaway_upstream_and_a_dropped_bridge_and_is_recorded_like_a_direct_one()
+ {
+    use livetalk_mock::{Fault, FaultAction, Moment, Scenario};
     let scratch = tempfile::tempdir().unwrap();
+    let mock = MockServer::start(MockOptions {
+        speed: 20.0,
+        scenario: Scenario::new(vec![Fault::once(
+            Moment::TurnComplete,
+            1,
+            FaultAction::GoAway {
+                time_left: Duration::from_secs(3),
+                code: 1008,
+                reason: "The operation was aborted.".into(),
+            },
+        )]),
+        ..MockOptions::loopback()
+    })
+    .await
+    .unwrap();
+    let upstream = mock.endpoint(ApiVersion::V1).url().to_owned();
     let serve_args = |listen: &str| {
         vec![
-            "--offline".to_owned(),
+            "--endpoint".to_owned(),
+            upstream.clone(),
             "--listen".to_owned(),
             listen.to_owned(),
-            "--speed".to_owned(),
-            "20".to_owned(),
         ]
     };
     let args = serve_args("127.0.0.1:0");
@@ -1831,6 +1849,14 @@ fn a_bridged_session_survives_a_dropped_bridge_and_is_recorded_like_a_direct_one
     use std::io::Write as _;
     writeln!(stdin, "{}", SMART_HOME_LINES[0]).unwrap();
     stdout.wait_for(WAIT, |l| l.starts_with("Gemini: ") && l.contains("lamp"));
+    // The goAway after that turn moves the bridge's upstream; "it" is still the lamp.
+    writeln!(stdin, "{}", SMART_HOME_LINES[1]).unwrap();
+    stdout.wait_for(WAIT, |l| l.starts_with("Gemini: ") && l.contains("blue"));
+    assert!(
+        mock.connections() >= 2,
+        "the upstream moved: {} connections",
+        mock.connections()
+    );
 
     // The bridge goes away; another takes its address.
     drop(serve);
@@ -1873,8 +1899,9 @@ fn a_bridged_session_survives_a_dropped_bridge_and_is_recorded_like_a_direct_one
     let text = String::from_utf8_lossy(&replayed.stdout);
     assert!(replayed.status.success(), "{text}");
     let replies: Vec<&str> = text.lines().filter(|l| l.starts_with("Gemini: ")).collect();
-    assert_eq!(replies.len(), 2, "{text}");
-    assert!(replies[1].contains("thermostat"), "{text}");
+    assert_eq!(replies.len(), 3, "{text}");
+    assert!(replies[1].contains("blue"), "{text}");
+    assert!(replies[2].contains("thermostat"), "{text}");
 }
 
 /// `livetalk --bridge`: a session that lost its bridge and gave up (no reconnect attempts) is
