@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use livetalk_live::ServerEvent;
 use livetalk_live::events::Inbound;
-use livetalk_live::wire::{ClientMessage, ServerMessage};
+use livetalk_live::wire::{Blob, ClientMessage, ServerMessage};
 
 /// Frames kept; a voice turn is about 75 frames a second, so this is about a minute of talk.
 pub const WIRE_LOG_FRAMES: usize = 4096;
@@ -22,6 +22,8 @@ pub struct WireFrame {
     pub bytes: usize,
     /// Read before the session was set up (the setup answer included).
     pub handshake: bool,
+    /// Bytes of audio and images the log's copy leaves out (see [`WireLog`]).
+    pub elided: usize,
     /// What it said.
     pub body: WireBody,
 }
@@ -50,6 +52,7 @@ impl WireFrame {
             at: inbound.at,
             bytes: inbound.bytes,
             handshake: false,
+            elided: 0,
             body,
         })
     }
@@ -60,12 +63,68 @@ impl WireFrame {
             at: Instant::now(),
             bytes,
             handshake: false,
+            elided: 0,
             body: WireBody::Sent(Arc::new(message.clone())),
         }
     }
 }
 
-/// The frames of the session, oldest first, in the order they crossed the wire.
+impl WireFrame {
+    /// The frame as the log keeps it: the data of its audio and images left out, counted in
+    /// `elided`. The inspector shows their sizes and durations, never their bytes, and a few
+    /// thousand frames of a voice turn would otherwise hold megabytes. Done in place when the
+    /// log holds the only copy (the recorder has written the samples by then).
+    fn kept(mut self) -> WireFrame {
+        let elided = match &mut self.body {
+            WireBody::Received(message) => {
+                let has_data = message
+                    .server_content
+                    .as_ref()
+                    .and_then(|content| content.model_turn.as_ref())
+                    .is_some_and(|turn| {
+                        turn.parts.iter().any(|part| {
+                            part.inline_data
+                                .as_ref()
+                                .is_some_and(|b| !b.data.is_empty())
+                        })
+                    });
+                if !has_data {
+                    return self;
+                }
+                let parts = Arc::make_mut(message)
+                    .server_content
+                    .as_mut()
+                    .and_then(|content| content.model_turn.as_mut())
+                    .map(|turn| turn.parts.iter_mut().filter_map(|p| p.inline_data.as_mut()));
+                parts.into_iter().flatten().map(elide).sum()
+            }
+            WireBody::Sent(message) => {
+                let ClientMessage::RealtimeInput(input) = message.as_ref() else {
+                    return self;
+                };
+                if input.audio.is_none() && input.video.is_none() && input.media_chunks.is_empty() {
+                    return self;
+                }
+                let ClientMessage::RealtimeInput(input) = Arc::make_mut(message) else {
+                    return self;
+                };
+                let blobs = input.audio.iter_mut().chain(&mut input.video);
+                blobs.chain(&mut input.media_chunks).map(elide).sum()
+            }
+            WireBody::Unreadable(_) => 0,
+        };
+        self.elided += elided;
+        self
+    }
+}
+
+/// Empties a blob's data; returns how many bytes it held.
+fn elide(blob: &mut Blob) -> usize {
+    std::mem::take(&mut blob.data).len()
+}
+
+/// The frames of the session, oldest first, in the order they crossed the wire. Audio and
+/// images are left out of what it keeps (see [`WireFrame::elided`]).
 #[derive(Debug, Clone, Default)]
 pub struct WireLog {
     frames: VecDeque<WireFrame>,
@@ -76,6 +135,7 @@ impl WireLog {
     /// Adds a frame in time order: the two directions reach the app by different roads, so a
     /// frame may come a little after one that crossed the wire later.
     pub(super) fn push(&mut self, frame: WireFrame) {
+        let frame = frame.kept();
         if self.frames.len() == WIRE_LOG_FRAMES {
             self.frames.pop_front();
             self.dropped += 1;
@@ -116,6 +176,7 @@ mod tests {
             at,
             bytes: text.len(),
             handshake: false,
+            elided: 0,
             body: WireBody::Unreadable(text.to_owned()),
         }
     }
@@ -149,6 +210,53 @@ mod tests {
                 .iter()
                 .all(|f| f.at >= start + Duration::from_millis(3))
         );
+    }
+
+    #[test]
+    fn the_log_keeps_no_audio_or_images_only_how_much_there_was() {
+        use livetalk_live::wire::RealtimeInput;
+        let audio: ServerMessage = serde_json::from_value(serde_json::json!({
+            "serverContent": {"modelTurn": {"parts": [
+                {"text": "hi"},
+                {"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": "AQACAAMA"}}
+            ]}}
+        }))
+        .unwrap();
+        let mut log = WireLog::default();
+        log.push(WireFrame::received(&Inbound::message(audio)).unwrap());
+        let mut mic = RealtimeInput::mic_audio(vec![7; 640]);
+        mic.media_chunks.push(Blob {
+            mime_type: "image/jpeg".into(),
+            data: vec![1; 100],
+        });
+        log.push(WireFrame::sent(&ClientMessage::RealtimeInput(mic), 900));
+        let [received, sent] = [&log.frames()[0], &log.frames()[1]];
+        assert_eq!((received.elided, sent.elided), (6, 740));
+        let WireBody::Received(message) = &received.body else {
+            panic!("{received:?}")
+        };
+        let parts = &message
+            .server_content
+            .as_ref()
+            .unwrap()
+            .model_turn
+            .as_ref()
+            .unwrap()
+            .parts;
+        assert_eq!(parts[0].text.as_deref(), Some("hi"));
+        let blob = parts[1].inline_data.as_ref().unwrap();
+        assert_eq!(
+            (blob.mime_type.as_str(), blob.data.len()),
+            ("audio/pcm;rate=24000", 0)
+        );
+        let WireBody::Sent(message) = &sent.body else {
+            panic!("{sent:?}")
+        };
+        let ClientMessage::RealtimeInput(input) = message.as_ref() else {
+            panic!("{message:?}")
+        };
+        assert!(input.audio.as_ref().unwrap().data.is_empty());
+        assert!(input.media_chunks[0].data.is_empty());
     }
 
     #[test]

@@ -66,6 +66,7 @@ impl WireTap for Wiretap {
             at: std::time::Instant::now(),
             bytes,
             handshake: true,
+            elided: 0,
             body,
         });
     }
