@@ -1401,10 +1401,10 @@ async fn the_android_apps_own_messages_hold_a_conversation_with_a_tool_call() {
     android_readable(&[bye]);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_goaway_moves_the_upstream_and_the_apps_next_turn_keeps_the_conversation() {
+/// A fast mock whose service tells the connection to go away after the first turn.
+async fn go_away_after_the_first_turn() -> MockServer {
     use livetalk_mock::{Fault, FaultAction, Moment, Scenario};
-    let mock = MockServer::start(MockOptions {
+    MockServer::start(MockOptions {
         speed: 20.0,
         scenario: Scenario::new(vec![Fault::once(
             Moment::TurnComplete,
@@ -1418,7 +1418,12 @@ async fn a_goaway_moves_the_upstream_and_the_apps_next_turn_keeps_the_conversati
         ..MockOptions::loopback()
     })
     .await
-    .unwrap();
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_goaway_moves_the_upstream_and_the_apps_next_turn_keeps_the_conversation() {
+    let mock = go_away_after_the_first_turn().await;
     let server = BridgeServer::start(bridge_options(mock.endpoint(ApiVersion::V1)))
         .await
         .unwrap();
@@ -1798,23 +1803,8 @@ async fn a_thousand_calls_answered_at_once_each_reach_their_own_connection_once(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bridged_session_survives_a_goaway_upstream_and_a_dropped_bridge_and_is_recorded_like_a_direct_one()
  {
-    use livetalk_mock::{Fault, FaultAction, Moment, Scenario};
     let scratch = tempfile::tempdir().unwrap();
-    let mock = MockServer::start(MockOptions {
-        speed: 20.0,
-        scenario: Scenario::new(vec![Fault::once(
-            Moment::TurnComplete,
-            1,
-            FaultAction::GoAway {
-                time_left: Duration::from_secs(3),
-                code: 1008,
-                reason: "The operation was aborted.".into(),
-            },
-        )]),
-        ..MockOptions::loopback()
-    })
-    .await
-    .unwrap();
+    let mock = go_away_after_the_first_turn().await;
     let upstream = mock.endpoint(ApiVersion::V1).url().to_owned();
     let serve_args = |listen: &str| {
         vec![

@@ -11,7 +11,7 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
@@ -231,16 +231,6 @@ fn cpu_seconds(pid: u32) -> f64 {
     // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
     let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
     ticks as f64 / clock_ticks_per_second()
-}
-
-fn clock_ticks_per_second() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(100.0)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -147,6 +147,17 @@ pub fn log_bytes(scratch: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// How many clock ticks a second `/proc/PID/stat` counts CPU time in.
+pub fn clock_ticks_per_second() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
 /// A loopback port nothing listens on (bound, then let go): a refused connection, or a port
 /// for a child to listen on.
 pub fn free_port() -> u16 {

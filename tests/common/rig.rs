@@ -408,7 +408,7 @@ pub struct ThreadTime {
 /// The CPU time of each of `pid`'s threads so far, from `/proc/PID/task/*/stat` (a thread that
 /// ends while it is read is left out).
 pub fn thread_times(pid: u32) -> Vec<ThreadTime> {
-    let per_second = clock_ticks_per_second();
+    let per_second = super::clock_ticks_per_second();
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Vec::new();
     };
@@ -433,16 +433,6 @@ pub fn thread_times(pid: u32) -> Vec<ThreadTime> {
             })
         })
         .collect()
-}
-
-fn clock_ticks_per_second() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .and_then(|text| text.trim().parse().ok())
-        .unwrap_or(100.0)
 }
 
 /// What the virtual speaker played, as it is recorded.
