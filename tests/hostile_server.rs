@@ -662,11 +662,8 @@ async fn every_hostile_input_is_skipped_recovered_or_ends_with_one_clear_message
                 let errors = h.notices(NoticeLevel::Error);
                 assert_eq!(errors.len(), 1, "{}: {errors:?}", case.name);
                 assert!(errors[0].contains(error), "{}: {errors:?}", case.name);
-                assert!(
-                    h.engine.next().await.is_none(),
-                    "{}: the engine stopped",
-                    case.name
-                );
+                let after = h.engine.next().await;
+                assert!(after.is_none(), "{}: the engine stopped: {after:?}", case.name);
             }
         }
         (case.check)(&h.app);

@@ -384,11 +384,6 @@ impl ConnectTo {
 impl Source for Engine {
     async fn next(&mut self) -> Option<Msg> {
         loop {
-            // Frames sent are taken in whenever the engine is woken for something else: waking
-            // it for each would put a trip round the loop after every answer and mic frame.
-            while let Ok(frame) = self.frames.try_recv() {
-                self.pending.push_back(Msg::Wire(frame));
-            }
             if let Some(msg) = self.pending.pop_front() {
                 return Some(msg);
             }
@@ -443,6 +438,13 @@ impl Source for Engine {
                 event = self.session.recv(), if session_open => match event {
                     // The frame, then its events in order, before anything that comes after it.
                     Some(SessionEvent::Server(frame)) => {
+                        // What was sent (and read in a handshake) before it: taken in with what
+                        // the server says, as waking the engine for each would put a trip round
+                        // the loop after every answer and mic frame. What is sent after the
+                        // session's last word is never shown.
+                        while let Ok(sent) = self.frames.try_recv() {
+                            self.pending.push_back(Msg::Wire(sent));
+                        }
                         let wire = WireFrame::received(&frame).map(Msg::Wire);
                         self.pending.extend(wire);
                         self.pending.extend(frame.events.into_iter().map(Msg::Server));
