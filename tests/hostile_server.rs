@@ -663,7 +663,11 @@ async fn every_hostile_input_is_skipped_recovered_or_ends_with_one_clear_message
                 assert_eq!(errors.len(), 1, "{}: {errors:?}", case.name);
                 assert!(errors[0].contains(error), "{}: {errors:?}", case.name);
                 let after = h.engine.next().await;
-                assert!(after.is_none(), "{}: the engine stopped: {after:?}", case.name);
+                assert!(
+                    after.is_none(),
+                    "{}: the engine stopped: {after:?}",
+                    case.name
+                );
             }
         }
         (case.check)(&h.app);

@@ -58,13 +58,13 @@ impl WireFrame {
     }
 
     /// A client message just written as `bytes` bytes.
-    pub fn sent(message: &ClientMessage, bytes: usize) -> WireFrame {
+    pub fn sent(message: &Arc<ClientMessage>, bytes: usize) -> WireFrame {
         WireFrame {
             at: Instant::now(),
             bytes,
             handshake: false,
             elided: 0,
-            body: WireBody::Sent(Arc::new(message.clone())),
+            body: WireBody::Sent(message.clone()),
         }
     }
 }
@@ -229,7 +229,10 @@ mod tests {
             mime_type: "image/jpeg".into(),
             data: vec![1; 100],
         });
-        log.push(WireFrame::sent(&ClientMessage::RealtimeInput(mic), 900));
+        log.push(WireFrame::sent(
+            &Arc::new(ClientMessage::RealtimeInput(mic)),
+            900,
+        ));
         let [received, sent] = [&log.frames()[0], &log.frames()[1]];
         assert_eq!((received.elided, sent.elided), (6, 740));
         let WireBody::Received(message) = &received.body else {

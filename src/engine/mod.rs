@@ -304,6 +304,13 @@ impl Engine {
         }
     }
 
+    /// Queues the frames the wire tap has passed on since the last time.
+    fn take_in_sent_frames(&mut self) {
+        while let Ok(sent) = self.frames.try_recv() {
+            self.pending.push_back(Msg::Wire(sent));
+        }
+    }
+
     /// True once nothing more can come: the session has ended and no tool is running.
     fn exhausted(&self) -> bool {
         matches!(self.start, Start::Done)
@@ -438,16 +445,21 @@ impl Source for Engine {
                 event = self.session.recv(), if session_open => match event {
                     // The frame, then its events in order, before anything that comes after it.
                     Some(SessionEvent::Server(frame)) => {
-                        // What was sent (and read in a handshake) before it: taken in with what
-                        // the server says, as waking the engine for each would put a trip round
-                        // the loop after every answer and mic frame. What is sent after the
-                        // session's last word is never shown.
-                        while let Ok(sent) = self.frames.try_recv() {
-                            self.pending.push_back(Msg::Wire(sent));
+                        // What was sent (and read in a handshake) before it is taken in with
+                        // what the server says: waking the engine for each would put a trip
+                        // round the loop after every answer and mic frame. After the frame's
+                        // events (the log keeps frames in time order), so an answer is not held
+                        // up; before the session's last word, so nothing follows it.
+                        let last = frame.closed().is_some();
+                        if last {
+                            self.take_in_sent_frames();
                         }
                         let wire = WireFrame::received(&frame).map(Msg::Wire);
                         self.pending.extend(wire);
                         self.pending.extend(frame.events.into_iter().map(Msg::Server));
+                        if !last {
+                            self.take_in_sent_frames();
+                        }
                     }
                     Some(SessionEvent::Change(event)) => return Some(Msg::SessionChange(event)),
                     // Their connection is gone: stop them; the app sees them cancelled.

@@ -47,7 +47,7 @@ impl WireTap for Wiretap {
         }
     }
 
-    fn sent(&self, message: &ClientMessage, bytes: usize) {
+    fn sent(&self, message: &Arc<ClientMessage>, bytes: usize) {
         if let Some(recorder) = &self.recorder {
             recorder.sent(message, bytes);
         }

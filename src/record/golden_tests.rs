@@ -559,8 +559,8 @@ fn every_message() -> Vec<Msg> {
     msgs
 }
 
-fn client(value: Value) -> ClientMessage {
-    serde_json::from_value(value).unwrap()
+fn client(value: Value) -> std::sync::Arc<ClientMessage> {
+    std::sync::Arc::new(serde_json::from_value(value).unwrap())
 }
 
 fn server(value: Value) -> ServerMessage {

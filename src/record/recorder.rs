@@ -303,14 +303,14 @@ impl WireTap for Recorder {
         });
     }
 
-    fn sent(&self, message: &ClientMessage, _bytes: usize) {
+    fn sent(&self, message: &Arc<ClientMessage>, _bytes: usize) {
         let Ok(mut value) = serde_json::to_value(message) else {
             return;
         };
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
-        if let ClientMessage::RealtimeInput(input) = message {
+        if let ClientMessage::RealtimeInput(input) = message.as_ref() {
             if let Some(blob) = &input.audio {
                 let rate = blob.declared_rate().unwrap_or(INPUT_SAMPLE_RATE);
                 if let Some(audio) = Recorder::audio(&mut inner, Track::Mic, &blob.data, rate) {

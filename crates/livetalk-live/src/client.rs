@@ -266,7 +266,7 @@ mod tests {
             self.push(format!("connecting {host}"));
         }
 
-        fn sent(&self, message: &ClientMessage, bytes: usize) {
+        fn sent(&self, message: &Arc<ClientMessage>, bytes: usize) {
             let text = encode_client(message);
             assert_eq!(bytes, text.len(), "the size on the wire of {text}");
             self.push(format!("sent {text}"));

@@ -145,8 +145,9 @@ pub struct Connection {
 pub trait WireTap: Send + Sync {
     /// A connection attempt to `host` starts (reconnects included).
     fn connecting(&self, host: &str);
-    /// A client message, just before it is written to the socket as `bytes` bytes.
-    fn sent(&self, message: &ClientMessage, bytes: usize);
+    /// A client message, just before it is written to the socket as `bytes` bytes; shared, so
+    /// a consumer can keep it without a copy.
+    fn sent(&self, message: &Arc<ClientMessage>, bytes: usize);
     /// A server frame of `bytes` bytes read before `setupComplete` (the setup answer
     /// included), as decoded.
     fn handshake(&self, frame: TappedFrame<'_>, bytes: usize);
@@ -290,7 +291,7 @@ pub(crate) async fn run_until<P: Protocol>(
     let opening = P::opening(setup);
     if let Some(tap) = &tap {
         tap.sent(
-            &ClientMessage::Setup(Box::new(setup.clone())),
+            &Arc::new(ClientMessage::Setup(Box::new(setup.clone()))),
             opening.len(),
         );
     }
@@ -352,7 +353,7 @@ pub(crate) async fn run_until<P: Protocol>(
                 Outbound::Message(message) => {
                     let frame = P::encode(&message);
                     if let Some(tap) = &writer_tap {
-                        tap.sent(&message, frame.len());
+                        tap.sent(&Arc::from(message), frame.len());
                     }
                     (frame, false)
                 }
