@@ -20,8 +20,8 @@ pub(super) const FRAMES_WAITING: usize = 1024;
 
 /// See the module doc.
 pub(super) struct Wiretap {
-    pub(super) recorder: Option<Recorder>,
-    pub(super) frames: mpsc::Sender<WireFrame>,
+    recorder: Option<Recorder>,
+    frames: mpsc::Sender<WireFrame>,
 }
 
 impl Wiretap {
