@@ -8,7 +8,10 @@
 //! loopback socket and the wake-ups on both ends), the rest is livetalk's.
 //!
 //! `-- --against PATH --rounds 3` also times another livetalk binary (a build from before a
-//! change), in turn with this one, and prints each one's median p50 and their ratio.
+//! change), in turn with this one, and prints each one's median p50 and their ratio, and the
+//! same for the CPU time each spent on a call (all its threads, from `schedstat`): latency on
+//! loopback moves with where the scheduler puts four busy threads on the cores, CPU time far
+//! less.
 
 // A bench prints its own figures; it holds no secrets.
 #![allow(clippy::disallowed_macros)]
@@ -42,6 +45,9 @@ struct Figures {
     /// The server's own work on the critical path: encoding and writing the call, then
     /// parsing the answer it read.
     server_work: Vec<Duration>,
+    /// The client's CPU time (all its threads) over the timed calls, per call; `None` for the
+    /// floor, which runs inside the bench.
+    cpu_per_call: Option<Duration>,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -61,8 +67,12 @@ impl Figures {
         rt.sort();
         work.sort();
         let at = |v: &[Duration], q: f64| v[((v.len() as f64 * q) as usize).min(v.len() - 1)];
+        let cpu = self
+            .cpu_per_call
+            .map(|cpu| format!(", CPU {:.1} µs a call", cpu.as_secs_f64() * 1e6))
+            .unwrap_or_default();
         println!(
-            "  {label}: {} calls, p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms (server's own work p50 {:.3} ms)",
+            "  {label}: {} calls, p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms (server's own work p50 {:.3} ms){cpu}",
             rt.len(),
             ms(at(rt, 0.50)),
             ms(at(rt, 0.90)),
@@ -74,8 +84,14 @@ impl Figures {
 }
 
 /// The fake server: upgrade, read `setup`, answer `setupComplete`, then call the tool
-/// `warm_up + timed` times, timing the last `timed`.
-async fn serve(listener: TcpListener, warm_up: usize, timed: usize) -> anyhow::Result<Figures> {
+/// `warm_up + timed` times, timing the last `timed` (and the CPU the process `client` spent on
+/// them, when it is another process).
+async fn serve(
+    listener: TcpListener,
+    warm_up: usize,
+    timed: usize,
+    client: Option<u32>,
+) -> anyhow::Result<Figures> {
     let (stream, _) = tokio::time::timeout(ANSWER_DEADLINE, listener.accept())
         .await
         .context("nobody connected")??;
@@ -93,8 +109,13 @@ async fn serve(listener: TcpListener, warm_up: usize, timed: usize) -> anyhow::R
     let mut figures = Figures {
         round_trip: Vec::with_capacity(timed),
         server_work: Vec::with_capacity(timed),
+        cpu_per_call: None,
     };
+    let mut cpu_before = None;
     for n in 0..warm_up + timed {
+        if n == warm_up {
+            cpu_before = client.map(cpu_time).transpose()?;
+        }
         let id = format!("function-call-{n}");
         let started = Instant::now();
         let call = json!({"toolCall": {"functionCalls": [
@@ -123,10 +144,26 @@ async fn serve(listener: TcpListener, warm_up: usize, timed: usize) -> anyhow::R
                 .push((sent - started) + (parsed - answered));
         }
     }
+    if let (Some(pid), Some(before)) = (client, cpu_before) {
+        figures.cpu_per_call = Some((cpu_time(pid)? - before) / timed.max(1) as u32);
+    }
     // A clean goodbye: close, then read until the client has closed too.
     socket.send(Message::Close(None)).await?;
     while let Ok(Some(Ok(_))) = tokio::time::timeout(ANSWER_DEADLINE, socket.next()).await {}
     Ok(figures)
+}
+
+/// The CPU time every thread of process `pid` has had so far: the first field of each thread's
+/// `schedstat`, in nanoseconds (the tick counts of `stat` are too coarse for a few thousand
+/// calls of tens of microseconds).
+fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let stat = std::fs::read_to_string(task?.path().join("schedstat"))?;
+        let ns = stat.split_whitespace().next().unwrap_or("0");
+        total += ns.parse::<u64>().context("a thread's schedstat")?;
+    }
+    Ok(Duration::from_nanos(total))
 }
 
 /// The next data frame's payload and when it was read.
@@ -195,7 +232,7 @@ async fn floor(warm_up: usize, timed: usize) -> anyhow::Result<Figures> {
             .map_err(anyhow::Error::from)
             .and_then(|runtime| runtime.block_on(echo_client(url)))
     });
-    let figures = serve(listener, warm_up, timed).await?;
+    let figures = serve(listener, warm_up, timed, None).await?;
     match client.join() {
         Ok(result) => result?,
         Err(_) => bail!("the echo client panicked"),
@@ -249,7 +286,7 @@ async fn livetalk(binary: Option<&str>, warm_up: usize, timed: usize) -> anyhow:
     let (stdout, exited) = drain(child.stdout.take().context("stdout")?);
     let (stderr, _) = drain(child.stderr.take().context("stderr")?);
 
-    let served = serve(listener, warm_up, timed).await;
+    let served = serve(listener, warm_up, timed, Some(child.id())).await;
     // End of input and a closed session: livetalk exits by itself, or is stopped.
     drop(stdin);
     if exited.recv_timeout(Duration::from_secs(5)).is_err() {
@@ -308,11 +345,13 @@ fn main() -> anyhow::Result<()> {
         let builds = [("this build", None), ("--against", against.as_deref())];
         let builds = &builds[..if against.is_some() { 2 } else { 1 }];
         let mut medians = vec![Vec::new(); builds.len()];
+        let mut cpus = vec![Vec::new(); builds.len()];
         for _ in 0..rounds.max(1) {
-            for ((label, binary), p50s) in builds.iter().zip(&mut medians) {
+            for (((label, binary), p50s), cpu) in builds.iter().zip(&mut medians).zip(&mut cpus) {
                 let mut figures = livetalk(*binary, warm_up, timed).await?;
                 figures.report(&format!("livetalk --headless --no-audio ({label})"));
                 p50s.push(figures.p50());
+                cpu.extend(figures.cpu_per_call);
             }
         }
         if builds.len() == 2 || rounds > 1 {
@@ -326,6 +365,19 @@ fn main() -> anyhow::Result<()> {
                 print!(
                     ", --against {:.3} ms: {:.3}×",
                     ms(theirs),
+                    ours.as_secs_f64() / theirs.as_secs_f64()
+                );
+            }
+            println!();
+            let ours = median(&mut cpus[0]);
+            print!(
+                "  median CPU a call: this build {:.1} µs",
+                ours.as_secs_f64() * 1e6
+            );
+            if let Some(theirs) = cpus.get_mut(1).map(median) {
+                print!(
+                    ", --against {:.1} µs: {:.3}×",
+                    theirs.as_secs_f64() * 1e6,
                     ours.as_secs_f64() / theirs.as_secs_f64()
                 );
             }
