@@ -228,8 +228,12 @@ fn supported_config_ranges(is_playback: bool) -> Vec<SupportedStreamConfigRange>
     for format in PULSE_FORMATS {
         for channel_count in 1..protocol::sample_spec::MAX_CHANNELS {
             let bytes_per_frame = channel_count as usize * format.sample_size();
-            // Playback uses a double-buffer.
-            let divisor = if is_playback { 2 } else { 1 };
+            // Playback buffers PLAYBACK_PERIODS periods.
+            let divisor = if is_playback {
+                PLAYBACK_PERIODS as usize
+            } else {
+                1
+            };
             let max_frames =
                 (protocol::MAX_MEMBLOCKQ_LENGTH / (divisor * bytes_per_frame)) as FrameCount;
             ranges.push(SupportedStreamConfigRange {
@@ -434,9 +438,11 @@ impl DeviceTrait for Device {
 
         if let BufferSize::Fixed(frame_count) = config.buffer_size {
             let bytes_per_frame = config.channels as usize * sample_format.sample_size();
-            // Playback uses a double-buffer (max_length = 2 × frame_count × bytes_per_frame),
-            // so the max period that fits in MAX_MEMBLOCKQ_LENGTH is halved.
-            let max_frames = (protocol::MAX_MEMBLOCKQ_LENGTH / (2 * bytes_per_frame)) as FrameCount;
+            // Playback buffers three periods (max_length = 3 × frame_count × bytes_per_frame),
+            // so the max period that fits in MAX_MEMBLOCKQ_LENGTH is a third of it.
+            let max_frames = (protocol::MAX_MEMBLOCKQ_LENGTH
+                / (PLAYBACK_PERIODS as usize * bytes_per_frame))
+                as FrameCount;
             if !(1..=max_frames).contains(&frame_count) {
                 return Err(Error::with_message(
                     ErrorKind::UnsupportedConfig,
@@ -609,6 +615,12 @@ fn make_channel_map(config: StreamConfig) -> protocol::ChannelMap {
     protocol::ChannelMap::new(aux.iter().copied().take(config.channels as usize))
 }
 
+/// Periods a playback stream buffers. With `adjust_latency` the server gives the sink
+/// `(target_length - 2 × minimum_request_length) / 2` of latency: with two periods that is
+/// nothing, and the sink runs at its minimum (0.5 ms on a null sink), waking the server
+/// thousands of times a second. Three give the sink half a period.
+const PLAYBACK_PERIODS: u64 = 3;
+
 fn make_playback_buffer_attr(
     config: StreamConfig,
     format: protocol::SampleFormat,
@@ -619,14 +631,14 @@ fn make_playback_buffer_attr(
             let len =
                 (frame_count as u64 * config.channels as u64 * format.bytes_per_sample() as u64)
                     .min(u32::MAX as u64) as u32;
-            let double_len = (len as u64 * 2).min(u32::MAX as u64) as u32;
+            let buffer_len = (len as u64 * PLAYBACK_PERIODS).min(u32::MAX as u64) as u32;
             protocol::stream::BufferAttr {
-                // Double-buffer: total buffer = 2 callback periods. With
-                // adjust_latency this becomes the end-to-end latency target,
+                // Total buffer = three callback periods (see PLAYBACK_PERIODS). With
+                // adjust_latency this becomes the end-to-end latency target.
                 // Minimum request = one callback period, ensuring the server
                 // always asks for exactly frame_count frames per call.
-                max_length: double_len,
-                target_length: double_len,
+                max_length: buffer_len,
+                target_length: buffer_len,
                 minimum_request_length: len,
                 ..Default::default()
             }

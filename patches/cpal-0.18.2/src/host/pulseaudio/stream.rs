@@ -22,13 +22,103 @@ use crate::{
     OutputCallbackInfo, OutputStreamTimestamp, SampleFormat, StreamInstant,
 };
 
-const LATENCY_MAX_INTERVAL: Duration = Duration::from_millis(100);
+/// The first timing query after a stream starts (or is played or paused) comes this soon after
+/// the one before; each later one twice as late, up to [`LATENCY_MAX_INTERVAL`]. Between
+/// queries the latency is interpolated from the bytes the callbacks moved and the time that
+/// passed, as libpulse does, so the callbacks never wait for the server.
+const LATENCY_MIN_INTERVAL: Duration = Duration::from_millis(10);
+const LATENCY_MAX_INTERVAL: Duration = Duration::from_millis(1000);
+
+/// What the last timing query said, packed in one atomic so that a callback never reads half of
+/// one query and half of the next: the device's own latency (µs, high 32 bits) and where the
+/// server's index stood at time zero (the index as µs of audio minus the µs since the stream
+/// was created when it was measured; low 32 bits, signed, in units of 100 µs). The index runs
+/// at the sample rate, so at time `t` it stands at `origin + t`.
+struct Anchor(AtomicU64);
+
+impl Anchor {
+    const NONE: u64 = u64::MAX;
+    const ORIGIN_UNIT_USEC: i64 = 100;
+
+    fn new() -> Self {
+        Anchor(AtomicU64::new(Self::NONE))
+    }
+
+    fn store(&self, device_usec: u64, origin_usec: i64) {
+        let device = device_usec.min(u32::MAX as u64 - 1);
+        let origin = (origin_usec / Self::ORIGIN_UNIT_USEC)
+            .clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+        self.0
+            .store(device << 32 | u64::from(origin as u32), Ordering::Relaxed);
+    }
+
+    /// `(device_usec, origin_usec)`, or `None` before the first query.
+    fn load(&self) -> Option<(u64, i64)> {
+        let packed = self.0.load(Ordering::Relaxed);
+        if packed == Self::NONE {
+            return None;
+        }
+        let origin = i64::from(packed as u32 as i32) * Self::ORIGIN_UNIT_USEC;
+        Some((packed >> 32, origin))
+    }
+}
+
+/// `bytes` of this stream's audio as microseconds.
+fn bytes_usec(sample_spec: protocol::SampleSpec, bytes: u64) -> i64 {
+    let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+    i64::try_from(sample_spec.bytes_to_duration(bytes).as_micros()).unwrap_or(i64::MAX)
+}
+
+/// Asks the server where a stream stands, every [`LATENCY_MIN_INTERVAL`] doubling up to
+/// [`LATENCY_MAX_INTERVAL`] (from the start again when `handle` is notified), and stores it in
+/// `anchor`. `query` returns the device latency and the index the anchor follows, in bytes.
+fn poll_timing<Q>(
+    cancel: &AtomicBool,
+    update: &(Mutex<bool>, Condvar),
+    start: Instant,
+    sample_spec: protocol::SampleSpec,
+    anchor: &Anchor,
+    mut query: Q,
+) -> Result<(), Error>
+where
+    Q: FnMut() -> Result<(u64, i64), Error>,
+{
+    let mut interval = LATENCY_MIN_INTERVAL;
+    loop {
+        if cancel.load(Ordering::Relaxed) {
+            break;
+        }
+        let asked = Instant::now().saturating_duration_since(start);
+        let (device_usec, index) = query()?;
+        let answered = Instant::now().saturating_duration_since(start);
+        // The server measured somewhere between the question and the answer.
+        let at_usec = ((asked + answered) / 2).as_micros() as i64;
+        anchor.store(
+            device_usec,
+            bytes_usec(sample_spec, index.max(0) as u64) - at_usec,
+        );
+
+        // Wait until woken by play/pause/drop or until the interval is up.
+        let (lock, cvar) = update;
+        let Ok(guard) = lock.lock() else { break };
+        let (mut guard, _) = cvar
+            .wait_timeout_while(guard, interval, |notified| !*notified)
+            .unwrap_or_else(|e| e.into_inner());
+        interval = if *guard {
+            LATENCY_MIN_INTERVAL
+        } else {
+            (interval * 2).min(LATENCY_MAX_INTERVAL)
+        };
+        *guard = false;
+    }
+    Ok(())
+}
 
 // Coordinates the latency polling thread
 struct LatencyHandle {
     // Cancellation on drop
     cancel: Arc<AtomicBool>,
-    // Event-driven early wakeup from callbacks and play/pause
+    // Event-driven early wakeup from play/pause
     update: Arc<(Mutex<bool>, Condvar)>,
 }
 
@@ -103,8 +193,10 @@ impl StreamTrait for Stream {
                 handle.notify();
             }
             StreamInner::Record(stream, _, handle) => {
+                // Not waiting for the first fragment (`started()`): a source that renders in
+                // long blocks, such as an idle null sink's monitor, may take seconds to send
+                // it, and the callback comes when it does.
                 block_on(stream.uncork()).map_err(Error::from)?;
-                block_on(stream.started()).map_err(Error::from)?;
                 handle.notify();
             }
         }
@@ -161,12 +253,9 @@ impl Stream {
     {
         let start = Instant::now();
 
-        let current_latency_micros = Arc::new(AtomicU64::new(0));
-        // Microseconds since stream creation at the time of the last latency poll, used
-        // to interpolate the latency between polls.
-        let last_poll_micros = Arc::new(AtomicU64::new(0));
-        let latency_clone = current_latency_micros.clone();
-        let poll_clone = last_poll_micros.clone();
+        // Where the server's read (playback) or write (record) index stood, for the callbacks.
+        let anchor = Arc::new(Anchor::new());
+        let callback_anchor = anchor.clone();
         let sample_spec = params.sample_spec;
         let pa_format = sample_spec.format;
 
@@ -188,25 +277,23 @@ impl Stream {
         };
 
         let handle = LatencyHandle::new();
-        let update_callback = handle.update.clone();
 
+        // Bytes the callback has handed to the server so far.
+        let mut written: u64 = 0;
         // Wrap the write callback to match the pulseaudio signature.
         let callback = move |buf: &mut [u8]| {
             let elapsed = Instant::now().saturating_duration_since(start);
-            let elapsed_usec = elapsed.as_micros() as u64;
-
-            // Interpolate the latency based on elapsed time since the last
-            // poll: as audio plays, the DAC drains the buffer at a constant
-            // rate, so the latency decreases linearly between polls.
-            let stored_latency = latency_clone.load(Ordering::Relaxed);
-            let poll_usec = poll_clone.load(Ordering::Relaxed);
-            // Cap to LATENCY_MAX_INTERVAL: the linear-drain assumption is only valid for that
-            // window, and a stale poll_usec (e.g. after cork/uncork where timing_info blocks)
-            // would otherwise saturate latency to zero.
-            let elapsed_since_poll = elapsed_usec
-                .saturating_sub(poll_usec)
-                .min(LATENCY_MAX_INTERVAL.as_micros() as u64);
-            let latency = stored_latency.saturating_sub(elapsed_since_poll);
+            let elapsed_usec = elapsed.as_micros() as i64;
+            // The first frame of `buf` plays once the device has played what is queued
+            // before it: everything written so far, less what the server's read index has
+            // passed (it runs at the sample rate), plus the device's own latency.
+            let latency = match callback_anchor.load() {
+                Some((device_usec, origin_usec)) => {
+                    let read_usec = origin_usec + elapsed_usec;
+                    device_usec + (bytes_usec(sample_spec, written) - read_usec).max(0) as u64
+                }
+                None => 0,
+            };
 
             let playback_time = elapsed + Duration::from_micros(latency);
 
@@ -230,10 +317,7 @@ impl Stream {
 
             data_callback(&mut data, &OutputCallbackInfo { timestamp });
 
-            // Notify the latency thread that audio was written, so it updates timing info.
-            let (lock, cvar) = &*update_callback;
-            *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
-            cvar.notify_one();
+            written += buf.len() as u64;
 
             // We always consider the full buffer filled, because cpal's
             // user-facing API doesn't allow short writes.
@@ -273,44 +357,23 @@ impl Stream {
         let cancel_thread = handle.cancel.clone();
         let update_thread = handle.update.clone();
         let stream_clone = stream.clone();
-        let latency_clone = current_latency_micros.clone();
-        let poll_clone = last_poll_micros.clone();
 
         let waiter_latency = latch.waiter();
         let latency_handle = std::thread::spawn(move || {
             waiter_latency.wait();
-            loop {
-                if cancel_thread.load(Ordering::Relaxed) {
-                    break;
-                }
-
-                let timing_info = match block_on(stream_clone.timing_info()) {
-                    Ok(timing_info) => timing_info,
-                    Err(e) => {
-                        emit_error(&error_callback, Error::from(e));
-                        break;
-                    }
-                };
-
-                let poll_since_epoch =
-                    Instant::now().saturating_duration_since(start).as_micros() as u64;
-                poll_clone.store(poll_since_epoch, Ordering::Relaxed);
-
-                store_latency(
-                    &latency_clone,
-                    sample_spec,
-                    timing_info.sink_usec,
-                    timing_info.write_offset,
-                    timing_info.read_offset,
-                );
-
-                // Wait until woken by a write/play/pause/drop event or until LATENCY_MAX_INTERVAL.
-                let (lock, cvar) = &*update_thread;
-                let Ok(guard) = lock.lock() else { break };
-                let (mut guard, _) = cvar
-                    .wait_timeout_while(guard, LATENCY_MAX_INTERVAL, |notified| !*notified)
-                    .unwrap_or_else(|e| e.into_inner());
-                *guard = false;
+            let polled = poll_timing(
+                &cancel_thread,
+                &update_thread,
+                start,
+                sample_spec,
+                &anchor,
+                || {
+                    let timing = block_on(stream_clone.timing_info()).map_err(Error::from)?;
+                    Ok((timing.sink_usec, timing.read_offset))
+                },
+            );
+            if let Err(e) = polled {
+                emit_error(&error_callback, e);
             }
         });
 
@@ -335,12 +398,9 @@ impl Stream {
     {
         let start = Instant::now();
 
-        let current_latency_micros = Arc::new(AtomicU64::new(0));
-        // Microseconds since stream creation at the time of the last latency poll, used
-        // to interpolate the latency between polls.
-        let last_poll_micros = Arc::new(AtomicU64::new(0));
-        let latency_clone = current_latency_micros.clone();
-        let poll_clone = last_poll_micros.clone();
+        // Where the server's read (playback) or write (record) index stood, for the callbacks.
+        let anchor = Arc::new(Anchor::new());
+        let callback_anchor = anchor.clone();
         let sample_spec = params.sample_spec;
         let pa_format = sample_spec.format;
 
@@ -352,24 +412,22 @@ impl Stream {
         })?;
 
         let handle = LatencyHandle::new();
-        let update_callback = handle.update.clone();
 
+        // Bytes the callback has been given so far.
+        let mut read: u64 = 0;
         let callback = move |buf: &[u8]| {
             let elapsed = Instant::now().saturating_duration_since(start);
-            let elapsed_usec = elapsed.as_micros() as u64;
-
-            // Interpolate the latency based on elapsed time since the last poll: as audio records,
-            // the ADC fills the buffer at a constant rate, so the latency increases linearly
-            // between polls.
-            let stored_latency = latency_clone.load(Ordering::Relaxed);
-            let poll_usec = poll_clone.load(Ordering::Relaxed);
-            // Cap to LATENCY_MAX_INTERVAL: the linear-fill assumption is only valid for that
-            // window, and a stale poll_usec (e.g. after cork/uncork where timing_info blocks)
-            // would otherwise keep inflating the interpolated latency up to the cap.
-            let elapsed_since_poll = elapsed_usec
-                .saturating_sub(poll_usec)
-                .min(LATENCY_MAX_INTERVAL.as_micros() as u64);
-            let latency = stored_latency.saturating_add(elapsed_since_poll);
+            let elapsed_usec = elapsed.as_micros() as i64;
+            // The first frame of `buf` was captured when the server's write index passed it
+            // (it runs at the sample rate), less the device's own latency: it is as old as what
+            // the server has written beyond it, plus that.
+            let latency = match callback_anchor.load() {
+                Some((device_usec, origin_usec)) => {
+                    let write_usec = origin_usec + elapsed_usec;
+                    device_usec + (write_usec - bytes_usec(sample_spec, read)).max(0) as u64
+                }
+                None => 0,
+            };
 
             let capture_time = elapsed
                 .checked_sub(Duration::from_micros(latency))
@@ -392,10 +450,7 @@ impl Stream {
 
             data_callback(&data, &InputCallbackInfo { timestamp });
 
-            // Notify the latency thread that audio was read, so it updates timing info.
-            let (lock, cvar) = &*update_callback;
-            *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
-            cvar.notify_one();
+            read += buf.len() as u64;
         };
 
         let stream =
@@ -405,8 +460,6 @@ impl Stream {
         let cancel_thread = handle.cancel.clone();
         let update_thread = handle.update.clone();
         let stream_clone = stream.clone();
-        let latency_clone = current_latency_micros.clone();
-        let poll_clone = last_poll_micros.clone();
 
         // The latch is released just before the `Stream` is returned so the latency thread cannot
         // fire any callbacks before the caller has the handle.
@@ -415,38 +468,19 @@ impl Stream {
 
         let latency_handle = std::thread::spawn(move || {
             waiter_latency.wait();
-            loop {
-                if cancel_thread.load(Ordering::Relaxed) {
-                    break;
-                }
-
-                let timing_info = match block_on(stream_clone.timing_info()) {
-                    Ok(timing_info) => timing_info,
-                    Err(e) => {
-                        error_callback(Error::from(e));
-                        break;
-                    }
-                };
-
-                let poll_since_epoch =
-                    Instant::now().saturating_duration_since(start).as_micros() as u64;
-                poll_clone.store(poll_since_epoch, Ordering::Relaxed);
-
-                store_latency(
-                    &latency_clone,
-                    sample_spec,
-                    timing_info.source_usec,
-                    timing_info.write_offset,
-                    timing_info.read_offset,
-                );
-
-                // Wait until woken by a read/play/pause/drop event or until LATENCY_MAX_INTERVAL.
-                let (lock, cvar) = &*update_thread;
-                let Ok(guard) = lock.lock() else { break };
-                let (mut guard, _) = cvar
-                    .wait_timeout_while(guard, LATENCY_MAX_INTERVAL, |notified| !*notified)
-                    .unwrap_or_else(|e| e.into_inner());
-                *guard = false;
+            let polled = poll_timing(
+                &cancel_thread,
+                &update_thread,
+                start,
+                sample_spec,
+                &anchor,
+                || {
+                    let timing = block_on(stream_clone.timing_info()).map_err(Error::from)?;
+                    Ok((timing.source_usec, timing.write_offset))
+                },
+            );
+            if let Err(e) = polled {
+                error_callback(e);
             }
         });
 
@@ -464,20 +498,3 @@ impl Stream {
     }
 }
 
-fn store_latency(
-    latency_micros: &AtomicU64,
-    sample_spec: protocol::SampleSpec,
-    device_latency_usec: u64,
-    write_offset: i64,
-    read_offset: i64,
-) {
-    let offset = (write_offset - read_offset).max(0) as u64;
-
-    let latency =
-        Duration::from_micros(device_latency_usec) + sample_spec.bytes_to_duration(offset as usize);
-
-    latency_micros.store(
-        latency.as_micros().try_into().unwrap_or(u64::MAX),
-        Ordering::Relaxed,
-    );
-}
