@@ -565,6 +565,7 @@ impl WorkerThread {
         let (stream, consumer) = device::open_input(
             &device,
             self.options.host,
+            self.options.frame,
             self.capture_shared.clone(),
             self.clock,
             self.error_sink(Direction::Input),

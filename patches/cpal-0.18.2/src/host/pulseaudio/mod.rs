@@ -659,7 +659,10 @@ fn make_record_buffer_attr(
             protocol::stream::BufferAttr {
                 // fragment_size controls the delivery chunk size for record
                 // streams; target_length is playback-only and is ignored here.
-                max_length: len,
+                // max_length stays the server's: it is how much recorded audio the
+                // server keeps for a client that reads late, and what does not fit is
+                // dropped without a word. One period lost whole fragments whenever the
+                // client was a few milliseconds late.
                 fragment_size: len,
                 ..Default::default()
             }
