@@ -24,6 +24,7 @@ mod msg;
 mod session;
 mod tool_calls;
 mod transcript;
+pub mod turn_timing;
 pub mod view;
 mod wire_log;
 
