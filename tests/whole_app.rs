@@ -43,10 +43,38 @@ fn events(keys: mpsc::UnboundedReceiver<Event>) -> Events {
     }))
 }
 
+/// The session panel's rows whose values are measured as the test runs (latencies, ages,
+/// the sparkline): a number's width varies, so their values are masked whole.
+const MEASURED_ROWS: [&str; 5] = [
+    "Last turn",
+    "Heard after",
+    "Last 20",
+    "Connection",
+    "Handle",
+];
+
 /// The screen with what changes from run to run masked: digits (times of day, durations,
-/// token counts, backoff delays), the spinner and the fading highlight of a changed device.
+/// token counts, backoff delays), the session panel's measured figures, the spinner and the
+/// fading highlight of a changed device.
 fn stable(screen: &str) -> String {
-    screen
+    let measured: Vec<String> = screen
+        .split('\n')
+        .map(|line| {
+            let Some(at) = MEASURED_ROWS
+                .iter()
+                .find_map(|label| line.find(&format!("│ {label} ")))
+            else {
+                return line.to_owned();
+            };
+            let value_at = at + "│ ".len() + 12;
+            let (head, rest) = line.split_at(value_at.min(line.len()));
+            let width = rest.trim_end_matches('│').chars().count();
+            let tail = &rest[rest.trim_end_matches('│').len()..];
+            format!("{head}{:<width$}{tail}", "(measured)")
+        })
+        .collect();
+    measured
+        .join("\n")
         .chars()
         .map(|c| match c {
             '0'..='9' => '#',
