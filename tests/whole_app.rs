@@ -350,7 +350,7 @@ async fn a_conversation_with_a_tool_call_a_barge_in_and_a_reconnect_keys_in_fram
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
         .filter(|l| l["type"] == "recv" && l["message"]["serverContent"]["interrupted"] == true)
         .count();
-    let interruptions = format!("Interruptions: {}\n", 1 + server_interrupts);
+    let interruptions = format!("Interruptions: {} (", 1 + server_interrupts);
     for expected in ["User turns: 4\n", &interruptions, "(reconnects: 1)"] {
         assert!(
             inspect.stdout.contains(expected),
