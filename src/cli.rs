@@ -323,8 +323,11 @@ pub struct InspectArgs {
     /// lists it.
     pub dir: PathBuf,
     /// Print a Markdown transcript (tool calls with arguments and results) instead.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "json")]
     pub markdown: bool,
+    /// Print the report as one JSON object (each turn's figures, interruptions, tokens, cost).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// A `--speed`: a positive finite number from [`livetalk_mock::MIN_SPEED`] to

@@ -39,7 +39,27 @@ struct FileLayer {
     record: Option<RecordLayer>,
     audio: Option<AudioLayer>,
     mcp_servers: Option<std::collections::BTreeMap<String, McpServerLayer>>,
+    pricing: Option<BTreeMap<String, PriceLayer>>,
 }
+
+/// `[pricing."MODEL"]`: US dollars per million tokens, per modality, in and out; what is not
+/// given keeps the built-in price (or 0 for a model the table does not know).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceLayer {
+    pub text_in: Option<f64>,
+    pub audio_in: Option<f64>,
+    pub video_in: Option<f64>,
+    pub text_out: Option<f64>,
+    pub audio_out: Option<f64>,
+}
+
+/// Models a config may price (a bound on what a file can make us hold).
+const PRICED_MODELS_MAX: usize = 64;
+
+/// The highest price taken, in dollars per million tokens: far above any published one, so a
+/// value past it is a slip (a price per token, or per thousand).
+const PRICE_MAX: f64 = 1000.0;
 
 /// `[mcp_servers.NAME]`: a stdio server (`command`…) or a streamable-HTTP one (`url`…).
 #[derive(Debug, Default, Deserialize)]
@@ -243,6 +263,8 @@ pub struct Settings {
     pub sessions_dir: PathBuf,
     /// Microphone, speaker and WAV files.
     pub audio: AudioOptions,
+    /// Prices set in `[pricing."MODEL"]`, by bare model id.
+    pub pricing: BTreeMap<String, PriceLayer>,
     /// MCP servers whose tools the model may call, by name.
     pub mcp_servers: Vec<ServerSpec>,
 }
@@ -502,6 +524,7 @@ impl Settings {
             sessions_dir,
             audio: merged.audio,
             mcp_servers: merged.mcp_servers.into_values().collect(),
+            pricing: merged.pricing,
         })
     }
 
@@ -517,6 +540,31 @@ impl Settings {
 
     pub fn is_offline(&self) -> bool {
         self.target == Route::OfflineMock
+    }
+
+    /// What the session's model costs: the published prices with `[pricing."MODEL"]` over
+    /// them. `None` for the offline demo model, and for a model nobody priced.
+    pub fn prices(&self) -> Option<crate::pricing::ModelPrices> {
+        if self.is_offline() {
+            return None;
+        }
+        let published = crate::pricing::published(&self.model);
+        let Some(set) = self.pricing.get(crate::pricing::model_id(&self.model)) else {
+            return published;
+        };
+        let mut prices = published.unwrap_or_default();
+        for (value, slot) in [
+            (set.text_in, &mut prices.text_in),
+            (set.audio_in, &mut prices.audio_in),
+            (set.video_in, &mut prices.video_in),
+            (set.text_out, &mut prices.text_out),
+            (set.audio_out, &mut prices.audio_out),
+        ] {
+            if let Some(value) = value {
+                *slot = value;
+            }
+        }
+        Some(prices)
     }
 }
 
@@ -546,6 +594,7 @@ struct Merged {
     reconnect_attempts: u32,
     audio: AudioOptions,
     mcp_servers: std::collections::BTreeMap<String, ServerSpec>,
+    pricing: BTreeMap<String, PriceLayer>,
 }
 
 impl Merged {
@@ -597,6 +646,9 @@ impl Merged {
     }
 
     fn apply(&mut self, layer: FileLayer, source: &str) -> Result<(), ConfigError> {
+        for (model, prices) in layer.pricing.unwrap_or_default() {
+            self.set_prices(&model, prices, source)?;
+        }
         if let Some(v) = layer.endpoint {
             self.set_str("endpoint", v, source)?;
         }
@@ -739,6 +791,66 @@ impl Merged {
                     ));
                 }
                 self.reconnect_attempts = attempts;
+            }
+        }
+        Ok(())
+    }
+
+    /// One `[pricing."MODEL"]` table, checked: a model id, and each price a number of dollars
+    /// per million tokens from 0 to [`PRICE_MAX`].
+    fn set_prices(
+        &mut self,
+        model: &str,
+        prices: PriceLayer,
+        source: &str,
+    ) -> Result<(), ConfigError> {
+        let shown = livetalk_live::excerpt::bounded(model, 80);
+        let id = crate::pricing::model_id(model);
+        if id.is_empty() {
+            return Err(ConfigError::new(
+                source,
+                &format!("pricing.{shown:?}"),
+                "names no model; use a model id, e.g. [pricing.\"gemini-3.8-live\"]",
+            ));
+        }
+        for (name, value) in [
+            ("text_in", prices.text_in),
+            ("audio_in", prices.audio_in),
+            ("video_in", prices.video_in),
+            ("text_out", prices.text_out),
+            ("audio_out", prices.audio_out),
+        ] {
+            if let Some(value) = value
+                && !(0.0..=PRICE_MAX).contains(&value)
+            {
+                return Err(ConfigError::new(
+                    source,
+                    &format!("pricing.{shown:?}.{name}"),
+                    format!(
+                        "{value} is not a price; give US dollars per million tokens, from 0 to {PRICE_MAX}"
+                    ),
+                ));
+            }
+        }
+        if !self.pricing.contains_key(id) && self.pricing.len() >= PRICED_MODELS_MAX {
+            return Err(ConfigError::new(
+                source,
+                "pricing",
+                format!(
+                    "prices more than {PRICED_MODELS_MAX} models; at most {PRICED_MODELS_MAX} are taken"
+                ),
+            ));
+        }
+        let slot = self.pricing.entry(id.to_owned()).or_default();
+        for (value, slot) in [
+            (prices.text_in, &mut slot.text_in),
+            (prices.audio_in, &mut slot.audio_in),
+            (prices.video_in, &mut slot.video_in),
+            (prices.text_out, &mut slot.text_out),
+            (prices.audio_out, &mut slot.audio_out),
+        ] {
+            if value.is_some() {
+                *slot = value;
             }
         }
         Ok(())

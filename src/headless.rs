@@ -235,6 +235,7 @@ impl LinePresenter {
     fn finish(&mut self, app: &App) -> u8 {
         self.printer.render(app);
         self.printer.audio_summary(app);
+        self.printer.cost_summary(app);
         self.printer.session_end(app);
         // A turn lost with a connection was never answered: the run did not do its job.
         if app.ended_cleanly() && app.turns_lost() == 0 {
@@ -426,6 +427,43 @@ impl Printer {
                 _ => String::new(),
             };
             self.json(json!({"type": "closed", "clean": app.ended_cleanly(), "reason": reason, "total_tokens": app.total_tokens()}));
+        }
+    }
+
+    /// What the session's tokens came to, by modality, and what they cost (text only: the
+    /// JSON lines have a `cost` event).
+    pub(crate) fn cost_summary(&self, app: &App) {
+        let tally = app.figures().tally();
+        if tally.total() == 0 {
+            return;
+        }
+        let cost = (!app.offline()).then(|| app.figures().cost()).flatten();
+        match self.format {
+            OutputFormat::Text => {
+                let priced = if app.offline() {
+                    "no cost (offline)".to_owned()
+                } else {
+                    match cost {
+                        Some(cost) => format!("{} so far", crate::pricing::dollars(cost)),
+                        None => "no price for this model".to_owned(),
+                    }
+                };
+                self.info(&format!(
+                    "tokens: {} (text {} in, {} out; audio {} in, {} out; images and video {} in), {priced}",
+                    tally.total(),
+                    tally.text_in,
+                    tally.text_out,
+                    tally.audio_in,
+                    tally.audio_out,
+                    tally.video_in,
+                ));
+            }
+            OutputFormat::Json => self.json(json!({
+                "type": "cost",
+                "tokens": crate::record::inspect::tally_json(tally),
+                "cost_usd": cost,
+                "offline": app.offline(),
+            })),
         }
     }
 

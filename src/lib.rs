@@ -13,6 +13,7 @@
 //! - [`bridge`]: the app-facing WebSocket bridge (`livetalk serve`, `--bridge`); its protocol
 //!   is described in docs/bridge-protocol.md.
 //! - [`doctor`]: `livetalk doctor`, what a session would meet on this machine.
+//! - [`pricing`]: the published prices per model and what a session's tokens cost.
 //! - [`config`], [`cli`], [`logging`]: settings, flags and logs; [`output`]: every line
 //!   written to the terminal, scrubbed of secrets.
 
@@ -28,6 +29,7 @@ pub mod headless;
 pub mod logging;
 pub mod output;
 pub mod paths;
+pub mod pricing;
 pub mod record;
 pub mod serve;
 pub mod tools;

@@ -101,6 +101,9 @@ fn main() -> ExitCode {
                 }
                 if args.markdown {
                     let _ = livetalk::output::out_raw(&inspect::markdown(&recording));
+                } else if args.json {
+                    let json = inspect::json(&recording);
+                    let _ = livetalk::output::out_raw(&format!("{json}\n"));
                 } else {
                     let _ = livetalk::output::out_raw(&inspect::report(&recording));
                 }

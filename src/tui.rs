@@ -236,7 +236,7 @@ where
                     Some(Msg::Quit)
                 }
             },
-            _ = self.tick.tick(), if animating => Some(Msg::Tick),
+            _ = self.tick.tick(), if animating => Some(Msg::Tick(std::time::Instant::now())),
             () = tokio::time::sleep_until(self.next_frame), if dirty => None,
             () = async { if let Some(quit) = &mut self.quit { quit.recv().await } }, if signals => Some(Msg::Quit),
         }
@@ -291,7 +291,7 @@ fn event_msg(event: Option<io::Result<Event>>) -> Result<Option<Msg>, Unreadable
         Some(Ok(Event::Mouse(mouse))) => Ok(Some(Msg::Mouse(mouse))),
         Some(Ok(Event::Paste(text))) => Ok(Some(Msg::Paste(text))),
         // A resize just needs a redraw, which every handled event gets.
-        Some(Ok(Event::Resize(..))) => Ok(Some(Msg::Tick)),
+        Some(Ok(Event::Resize(..))) => Ok(Some(Msg::Tick(std::time::Instant::now()))),
         Some(Ok(_)) => Ok(None),
         Some(Err(e)) => {
             error!("reading terminal events failed: {e}");

@@ -49,8 +49,16 @@ fn json_output_is_one_event_per_line() {
     let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(
         types,
-        ["session", "user", "tool_call", "model", "closed"],
+        ["session", "user", "tool_call", "model", "cost", "closed"],
         "{stdout}"
+    );
+    // The offline demo model counts tokens by modality and costs nothing.
+    let cost = &events[4];
+    assert_eq!(cost["offline"], true);
+    assert!(cost["cost_usd"].is_null(), "{cost}");
+    assert!(
+        cost["tokens"]["total"].as_u64().is_some_and(|n| n > 0),
+        "{cost}"
     );
     assert_eq!(events[0]["offline"], true);
     let tool = &events[2];
@@ -63,7 +71,7 @@ fn json_output_is_one_event_per_line() {
             .unwrap()
             .starts_with("function-call-")
     );
-    assert_eq!(events[4]["clean"], true);
+    assert_eq!(events[5]["clean"], true);
 }
 
 #[test]
@@ -1493,4 +1501,23 @@ fn doctor_says_which_mcp_server_failed_to_start() {
     assert!(line.starts_with("✖ MCP server broken:"), "{line}");
     assert!(line.contains("[mcp_servers.broken]"), "{line}");
     assert!(check_line(&run, "connection").starts_with("✔"));
+}
+
+/// A price that is not one stops livetalk before anything starts, naming the key.
+#[test]
+fn a_bad_price_in_the_config_exits_2_naming_its_key() {
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::write(
+        scratch.path().join("config.toml"),
+        "[audio]\nenabled = false\n[pricing.\"gemini-3.8-live\"]\naudio_out = -12\n",
+    )
+    .unwrap();
+    let run = run_livetalk(scratch.path(), &["--headless"], &[], &[]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("key `pricing.\"gemini-3.8-live\".audio_out`: -12 is not a price"),
+        "{}",
+        run.stderr
+    );
 }

@@ -148,8 +148,21 @@ fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
         "stderr: {}",
         replayed.stderr
     );
-    // Its stderr is the notices and nothing else (no warning about the recording).
-    assert_eq!(replayed.stderr.lines().collect::<Vec<_>>(), notices);
+    // Its stderr is the notices and what the tokens came to, as the session said it, and
+    // nothing else (no warning about the recording).
+    let tokens = |stderr: &str| {
+        stderr
+            .lines()
+            .filter(|l| l.starts_with("livetalk: tokens: "))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let spent = tokens(&original.stderr);
+    assert_eq!(spent.len(), 1, "{}", original.stderr);
+    assert!(spent[0].contains(" so far"), "priced: {}", spent[0]);
+    let mut expected: Vec<String> = notices.iter().map(|l| (*l).to_owned()).collect();
+    expected.extend(spent);
+    assert_eq!(replayed.stderr.lines().collect::<Vec<_>>(), expected);
     assert_eq!(replayed.code, Some(0));
 
     // Inspect counts what happened.
@@ -161,13 +174,13 @@ fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
         "Model turns: 3\n",
         "Tool calls: 3 (0 cancelled)\n",
         "Connections: 2 (reconnects: 1)\n",
-        "Interruptions: 1\n",
+        "Interruptions: 1 (1 by the user, 0 blamed on the echo)\n",
         "Closes: 2\n",
         "code none, by the server or network: The connection was lost without a close message (1006)",
         // The mock answers the client's Close, so its code is recorded.
         "code 1000, by livetalk: Session ended.",
         // The second question went out twice: on the dropped connection, then again.
-        "turn 2: end of input → first model audio: no model audio\n",
+        "Cost: ≈ $0.003 (published prices read 2026-11-26)\n",
         "mic.wav: none",
     ] {
         assert!(
@@ -177,13 +190,60 @@ fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
         );
     }
     assert_eq!(
-        inspect
-            .stdout
-            .matches("end of input → first model audio: ")
-            .count(),
+        inspect.stdout.matches("  turn ").count(),
         4,
         "{}",
         inspect.stdout
+    );
+    // The second question went out twice: on the dropped connection (no audio came back on
+    // it), then again; headless has no speaker, so nothing was heard.
+    let turns: Vec<&str> = inspect
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("  turn "))
+        .collect();
+    assert!(
+        turns.iter().all(|t| t.contains(": typed → first message ")),
+        "{turns:?}"
+    );
+    assert!(
+        turns[1].contains("first audio —, first audible —"),
+        "{turns:?}"
+    );
+    for turn in [turns[0], turns[2], turns[3]] {
+        assert!(turn.contains(" ms, first audible —, 0 underruns"), "{turn}");
+    }
+    // The same figures as JSON, computed by the same code.
+    let json = run_livetalk(scratch.path(), &["inspect", dir_arg, "--json"], &[], &[]);
+    assert_eq!(json.code, Some(0), "{}", json.stderr);
+    let report: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let json_turns = report["turns"].as_array().unwrap();
+    assert_eq!(json_turns.len(), 4, "{report}");
+    for (line, turn) in turns.iter().zip(json_turns) {
+        assert_eq!(turn["ended_by"], "typed");
+        let shown = |key: &str| match turn[key].as_u64() {
+            Some(ms) => format!("{ms} ms"),
+            None => "—".to_owned(),
+        };
+        let expected = format!(
+            "first message {}, first audio {}, first audible {}",
+            shown("first_message_ms"),
+            shown("first_audio_ms"),
+            shown("first_audible_ms")
+        );
+        assert!(line.contains(&expected), "{line} / {turn}");
+    }
+    assert_eq!(report["interruptions"]["by_user"], 1, "{report}");
+    assert_eq!(report["interruptions"]["echo"], 0);
+    assert_eq!(report["offline"], false);
+    assert!(
+        report["cost_usd"].as_f64().is_some_and(|c| c > 0.0),
+        "{report}"
+    );
+    assert_eq!(
+        report["tokens"]["total"].as_u64(),
+        Some(447),
+        "thinking-free prompt and reply, summed: {report}"
     );
     assert!(
         inspect
@@ -367,7 +427,10 @@ fn ctrl_c_mid_reply_ends_cleanly_and_replays_as_shown() {
     assert!(!replayed.stderr.contains("killed"), "{}", replayed.stderr);
     let inspect = run_livetalk(scratch.path(), &["inspect", dir_arg], &[], &[]);
     assert!(
-        inspect.stdout.contains("User turns: 1\n") && inspect.stdout.contains("Interruptions: 0\n"),
+        inspect.stdout.contains("User turns: 1\n")
+            && inspect
+                .stdout
+                .contains("Interruptions: 0 (0 by the user, 0 blamed on the echo)\n"),
         "{}",
         inspect.stdout
     );

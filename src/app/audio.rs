@@ -202,6 +202,9 @@ impl App {
             }
             AudioEvent::Audible(audible) => {
                 self.audio.audible = audible;
+                if audible {
+                    self.figures.on_audible();
+                }
                 if !audible {
                     self.audio.playing_out = false;
                 }
@@ -229,6 +232,7 @@ impl App {
                 Vec::new()
             }
             AudioEvent::Figures(figures) => {
+                self.figures.on_underruns(figures.underruns);
                 self.audio.figures = figures;
                 Vec::new()
             }

@@ -19,11 +19,13 @@ use livetalk_live::wire::UsageMetadata;
 
 mod audio;
 mod editor;
+mod health;
 mod keys;
 mod msg;
 mod session;
 mod tool_calls;
 mod transcript;
+pub mod turn_timing;
 pub mod view;
 mod wire_log;
 
@@ -34,6 +36,7 @@ pub use tool_calls::{ToolCallRecord, ToolRow, ToolState};
 pub use transcript::{ECHO_INTERRUPTION, Entry, Floor, ModelTurnStatus, UserInput};
 
 pub use editor::{ERROR_PREFIX, typed_arguments, typed_result};
+pub use health::{SessionFigures, TURNS_KEPT};
 pub use keys::{
     Action, ECHO_KEY, ESC_AGAIN_QUITS, Footer, KEY_MAP, KeyRow, When, footer_keys, help_rows,
 };
@@ -83,13 +86,22 @@ pub struct AppInit {
     pub catalog: Catalog,
     /// What setting up decided that the user should know (shown as notices at the start).
     pub notices: Vec<String>,
+    /// What the model's tokens cost (`None`: no price is known, or the offline demo model).
+    pub prices: Option<crate::pricing::ModelPrices>,
+    /// Where the service compresses the context, when the setup asks it to.
+    pub compression_trigger: Option<u64>,
 }
 
 impl AppInit {
     /// A live session's start: no audio, no recording, colours on.
     pub fn new(model: impl Into<String>, offline: bool, devices: Vec<Device>) -> Self {
+        let model = model.into();
         AppInit {
-            model: model.into(),
+            prices: (!offline)
+                .then(|| crate::pricing::published(&model))
+                .flatten(),
+            compression_trigger: None,
+            model,
             voice: String::new(),
             endpoint_label: String::new(),
             offline,
@@ -162,6 +174,8 @@ pub struct App {
     waiting_notice: Option<usize>,
     /// The session's frames both ways, for the event inspector.
     wire: WireLog,
+    /// Latency, health and cost.
+    figures: SessionFigures,
 }
 
 /// What a typed line means: text for the model, or one of the app's slash commands.
@@ -230,6 +244,7 @@ impl App {
             })
             .collect();
         App {
+            figures: SessionFigures::new(init.prices, init.compression_trigger),
             model: init.model,
             voice: init.voice,
             endpoint_label: init.endpoint_label,
@@ -378,6 +393,7 @@ impl App {
             || self.model_working()
             || self.badge() == Badge::Thinking
             || self.view.device_highlight.iter().any(|&t| t > 0)
+            || self.counting_down()
     }
 
     /// The one place state changes.
@@ -446,10 +462,12 @@ impl App {
                 Vec::new()
             }
             Msg::Wire(frame) => {
+                self.figures.on_frame(&frame);
                 self.wire.push(frame);
                 Vec::new()
             }
-            Msg::Tick => {
+            Msg::Tick(now) => {
+                self.figures.tell_time(now);
                 self.view.ticks = self.view.ticks.wrapping_add(1);
                 for ticks in &mut self.view.device_highlight {
                     *ticks = ticks.saturating_sub(1);
@@ -458,7 +476,7 @@ impl App {
             }
             Msg::Quit => self.quit(),
             Msg::Audio(event) => self.on_audio(event),
-            Msg::BargeIn => self.barge_in(),
+            Msg::BargeIn => self.user_barge_in(),
             Msg::ToggleMute => self.toggle_mute(),
             Msg::ToggleTalk => self.toggle_talk(),
             Msg::ReopenAudio => self.reopen_audio(),
@@ -510,7 +528,7 @@ impl App {
                 };
                 // Sending while the model speaks interrupts it (clientContent semantics); the
                 // server confirms with `interrupted`, but the speaker goes quiet right away.
-                let mut effects = self.barge_in();
+                let mut effects = self.user_barge_in();
                 self.fold_user_speech();
                 self.transcript.push(Entry::User {
                     text: text.clone(),

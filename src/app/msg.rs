@@ -81,8 +81,10 @@ pub enum Msg {
     Paste(String),
     /// Where the TUI drew things in its last frame.
     Layout(ScreenLayout),
-    /// Animation tick (only while something animates).
-    Tick,
+    /// The time is now this: the animation's tick (only while something animates), and the
+    /// moment the speaker's news arrived (the engine sends it just before). The app reads no
+    /// clock of its own.
+    Tick(std::time::Instant),
     /// A frame went over the wire, either way: kept for the event inspector. Not recorded
     /// (the recording's wire lines are written from it and from the tap), and drawn only when
     /// something shows it.
@@ -102,7 +104,7 @@ impl Msg {
                 | Msg::Mouse(_)
                 | Msg::Paste(_)
                 | Msg::Layout(_)
-                | Msg::Tick
+                | Msg::Tick(_)
                 | Msg::Wire(_)
         )
     }

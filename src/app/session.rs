@@ -187,6 +187,9 @@ impl App {
                 let heard = self.audio.audible;
                 let echo = self.audio.echo_suspected();
                 let index = self.streaming_model_entry();
+                if index.is_some() {
+                    self.figures.on_server_interruption();
+                }
                 if let Some(Entry::Model { echo_suspected, .. }) =
                     self.finish_model_entry(ModelTurnStatus::Interrupted)
                 {
@@ -242,6 +245,7 @@ impl App {
                 vec![Effect::CancelTools(ids)]
             }
             ServerEvent::GoAway { time_left } => {
+                self.figures.on_go_away(time_left);
                 let when = time_left
                     .map(|t| format!(" in {:.0} s", t.as_secs_f64()))
                     .unwrap_or_default();
@@ -251,9 +255,15 @@ impl App {
                 );
                 Vec::new()
             }
-            ServerEvent::ResumptionUpdate { .. } => Vec::new(),
+            ServerEvent::ResumptionUpdate { handle, .. } => {
+                if handle.is_some() {
+                    self.figures.on_handle();
+                }
+                Vec::new()
+            }
             ServerEvent::Usage(usage) => {
                 // A peer's count can be anything an i64 holds: add without overflowing.
+                self.figures.on_usage(&usage);
                 let count = usage.total_token_count.unwrap_or(0).max(0);
                 self.total_tokens = self.total_tokens.saturating_add(count);
                 self.last_usage = Some(usage);

@@ -667,7 +667,7 @@ fn changed_devices_are_highlighted_briefly() {
     assert!(!app.view.is_highlighted(1), "unchanged devices stay plain");
     assert!(app.animating());
     for _ in 0..view::DEVICE_HIGHLIGHT_TICKS {
-        app.update(Msg::Tick);
+        app.update(Msg::Tick(std::time::Instant::now()));
     }
     assert!(!app.view.is_highlighted(0));
 }

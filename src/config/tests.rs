@@ -515,3 +515,74 @@ fn built_in_approvals_come_from_the_tools_approval_table() {
         Some(&crate::tools::Approval::Never)
     );
 }
+
+#[test]
+fn prices_come_from_the_table_and_the_pricing_tables_over_it() {
+    let key = [("GEMINI_API_KEY", "k")];
+    let empty = config_file("");
+    let s = Settings::resolve(&with_file(&empty), &env_of(&key)).unwrap();
+    assert_eq!(s.prices(), crate::pricing::published("gemini-3.8-live"));
+    let offline = Settings::resolve(&with_file(&empty), &env_of(&[])).unwrap();
+    assert_eq!(
+        offline.prices(),
+        None,
+        "the offline demo model costs nothing"
+    );
+
+    let file = config_file(
+        "[pricing.\"gemini-3.8-live\"]\naudio_out = 20.0\n[pricing.\"models/my-tuned-live\"]\ntext_in = 1\n",
+    );
+    let s = Settings::resolve(&with_file(&file), &env_of(&key)).unwrap();
+    let prices = s.prices().unwrap();
+    assert_eq!(prices.audio_out, 20.0);
+    assert_eq!(
+        prices.audio_in, 3.0,
+        "what is not given keeps the published price"
+    );
+    assert_eq!(s.pricing["my-tuned-live"].text_in, Some(1.0));
+
+    let flags = FlagOverrides {
+        model: Some("my-tuned-live".into()),
+        ..with_file(&file)
+    };
+    let s = Settings::resolve(&flags, &env_of(&key)).unwrap();
+    let prices = s.prices().unwrap();
+    assert_eq!((prices.text_in, prices.audio_out), (1.0, 0.0));
+}
+
+#[test]
+fn bad_prices_are_named_by_their_key() {
+    for (text, key, says) in [
+        (
+            "[pricing.\"gemini-3.8-live\"]\naudio_in = -1\n",
+            "pricing.\"gemini-3.8-live\".audio_in",
+            "-1 is not a price",
+        ),
+        (
+            "[pricing.\"gemini-3.8-live\"]\ntext_out = nan\n",
+            "pricing.\"gemini-3.8-live\".text_out",
+            "NaN is not a price",
+        ),
+        (
+            "[pricing.\"gemini-3.8-live\"]\ntext_out = 1e9\n",
+            "pricing.\"gemini-3.8-live\".text_out",
+            "from 0 to 1000",
+        ),
+        (
+            "[pricing.\"models/\"]\ntext_in = 1\n",
+            "pricing.\"models/\"",
+            "names no model",
+        ),
+    ] {
+        let file = config_file(text);
+        let err = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap_err();
+        assert_eq!(err.key, key, "{text}");
+        assert!(err.problem.contains(says), "{err}");
+    }
+    let file = config_file("[pricing.\"gemini-3.8-live\"]\nimage_in = 1\n");
+    let err = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap_err();
+    assert!(err.problem.contains("unknown field `image_in`"), "{err}");
+    let file = config_file("[pricing.\"gemini-3.8-live\"]\naudio_in = \"cheap\"\n");
+    let err = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap_err();
+    assert!(err.to_string().contains("audio_in"), "{err}");
+}

@@ -82,6 +82,10 @@ pub fn build_setup(settings: &Settings, registry: &Registry) -> Setup {
     setup
 }
 
+/// Where the service compresses the context when the setup leaves it to the server (as ours
+/// does): 80% of the 131,072-token context of the Live models.
+const COMPRESSION_TRIGGER_DEFAULT: u64 = 104_857;
+
 /// Where the session connects. For the offline demo model this starts the embedded mock on a
 /// loopback port; the returned server must be kept alive as long as the session runs.
 pub async fn resolve_endpoint(
@@ -222,6 +226,10 @@ async fn launch_now(
         log_path: log_path.map(|p| p.display().to_string()),
         catalog: engine.catalog(),
         notices: auth_notice.into_iter().collect(),
+        prices: settings.prices(),
+        compression_trigger: settings
+            .context_compression
+            .then_some(COMPRESSION_TRIGGER_DEFAULT),
         ..AppInit::new(
             settings.model.clone(),
             settings.is_offline(),

@@ -433,6 +433,12 @@ impl Source for Engine {
                         if matches!(event, AudioEvent::Opened(_)) {
                             self.begin_connecting();
                         }
+                        // The app reads no clock: it is told when the speaker started, for
+                        // the turn's time to the first audible sample.
+                        if matches!(event, AudioEvent::Audible(true)) {
+                            self.pending.push_back(Msg::Audio(event));
+                            return Some(Msg::Tick(std::time::Instant::now()));
+                        }
                         return Some(Msg::Audio(event));
                     }
                     Some(AudioOutput::Frame(frame)) => self.send_mic_frame(frame),

@@ -1024,7 +1024,7 @@ fn the_recorded_kinds_are_the_ones_the_app_records() {
         }),
         Msg::Paste("a secret pasted".into()),
         Msg::Layout(crate::app::ScreenLayout::default()),
-        Msg::Tick,
+        Msg::Tick(std::time::Instant::now()),
     ];
     for msg in never {
         assert!(!msg.is_recorded(), "{msg:?}");

@@ -1,19 +1,26 @@
 //! Reading recordings for people: the `inspect` summary (what the app applied, plus figures
-//! from the wire tap), the Markdown transcript (the applied messages fed into an `App`, so it
+//! from the wire tap; each turn's timing with the live session's `TurnClock`, interruptions
+//! and cost from the applied messages fed into an `App`), its JSON, the Markdown transcript (the applied messages fed into an `App`, so it
 //! shows exactly what the app showed) and the `sessions` list.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
+use std::time::Duration;
 
-use serde_json::Value;
+use serde::Deserialize as _;
+use serde_json::{Value, json};
 
 use super::replay::initial_app;
 use super::{LOG_FILE, MIC_WAV, MODEL_WAV, Record, Recording, wav_contents};
-use crate::app::{ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, ToolState, UserInput};
+use crate::app::turn_timing::{Stamp, TurnClock, TurnTiming, millis};
+use crate::app::{App, ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, ToolState, UserInput};
+use crate::audio::AudioEvent;
+use crate::pricing::{PRICES_READ_ON, TokenTally, dollars};
 use crate::tools::{ToolEvent, ToolStatus};
 use livetalk_live::ServerEvent;
 use livetalk_live::session::SessionChange;
+use livetalk_live::wire::{ClientMessage, ServerMessage};
 
 /// What `inspect` reports, computed from the log alone.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -21,13 +28,17 @@ pub struct Summary {
     pub duration_secs: f64,
     pub user_turns: usize,
     pub model_turns: usize,
-    /// Per user turn: seconds from the end of the user's input to the first model audio.
-    pub turn_latencies: Vec<Option<f64>>,
+    /// Each turn's figures, as a live session measures them (`app::turn_timing`).
+    pub turns: Vec<TurnTiming>,
     /// (name, outcome, duration ms, seconds from the call to its response being sent).
     pub tool_calls: Vec<ToolLine>,
     pub tools_cancelled: usize,
     /// The server's `interrupted`, and the user's own barge-ins (Ctrl-B).
     pub interruptions: usize,
+    /// Interruptions the user made: Ctrl-B, typing over Gemini, speaking over it.
+    pub barge_ins: u32,
+    /// Interruptions the self-interruption detector blamed on Gemini's own voice.
+    pub echo_interruptions: u32,
     /// Connection attempts, failed ones included.
     pub connections: usize,
     /// Times the conversation moved to a new connection.
@@ -40,6 +51,11 @@ pub struct Summary {
     pub prompt_tokens: i64,
     pub response_tokens: i64,
     pub total_tokens: i64,
+    /// Tokens by modality, summed over the session's reports.
+    pub tally: TokenTally,
+    /// What they cost at the published prices (`None`: offline, or the model has none).
+    pub cost: Option<f64>,
+    pub offline: bool,
     pub frames_sent: usize,
     pub frames_received: usize,
 }
@@ -53,29 +69,80 @@ pub struct ToolLine {
     pub call_to_response_secs: Option<f64>,
 }
 
-fn has_model_audio(message: &Value) -> bool {
-    message
-        .pointer("/serverContent/modelTurn/parts")
-        .and_then(Value::as_array)
-        .is_some_and(|parts| {
-            parts.iter().any(|p| {
-                p.pointer("/inlineData/mimeType")
-                    .and_then(Value::as_str)
-                    .is_some_and(|m| m.starts_with("audio/"))
-            })
-        })
+/// A recording's time (seconds from its start) as a stamp; one that is not a time is 0.
+fn stamp(t: f64) -> Stamp {
+    Duration::try_from_secs_f64(t).unwrap_or_default()
 }
 
-fn ends_user_input(message: &Value) -> bool {
-    message
-        .pointer("/clientContent/turnComplete")
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
-        || message.pointer("/realtimeInput/activityEnd").is_some()
-        || message
-            .pointer("/realtimeInput/audioStreamEnd")
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
+/// Each turn's figures, from the frames a recording's wire lines hold and the speaker's news
+/// the app applied, fed to the `TurnClock` a live session feeds.
+fn turn_timings(recording: &Recording, applied: &[crate::record::Applied]) -> Vec<TurnTiming> {
+    let mut clock = TurnClock::new(usize::MAX);
+    // Underruns are a running count: fed in time order with the frames.
+    let mut figures: Vec<(f64, u64)> = Vec::new();
+    for applied in applied {
+        match &applied.msg {
+            Msg::Audio(AudioEvent::Audible(true)) => clock.audible(stamp(applied.t)),
+            Msg::Audio(AudioEvent::Figures(f)) => figures.push((applied.t, f.underruns)),
+            _ => {}
+        }
+    }
+    let mut figures = figures.into_iter().peekable();
+    for line in &recording.lines {
+        while let Some((_, total)) = figures.next_if(|(t, _)| *t <= line.t) {
+            clock.underruns(total);
+        }
+        match &line.record {
+            Record::Send { message } => {
+                if let Ok(message) = ClientMessage::deserialize(message) {
+                    clock.sent(&message, stamp(line.t));
+                }
+            }
+            Record::Recv {
+                message: Some(message),
+                ..
+            } => {
+                if let Some(message) = recorded_server_message(message) {
+                    clock.received(&message, stamp(line.t));
+                }
+            }
+            _ => {}
+        }
+    }
+    for (_, total) in figures {
+        clock.underruns(total);
+    }
+    clock.turns().copied().collect()
+}
+
+/// A recorded server message as the wire type. Its model audio lives in `model.wav`: the
+/// parts name where (an object in place of the base64 text), so they are read as empty.
+fn recorded_server_message(message: &Value) -> Option<ServerMessage> {
+    if let Ok(message) = ServerMessage::deserialize(message) {
+        return Some(message);
+    }
+    let mut message = message.clone();
+    if let Some(parts) = message
+        .pointer_mut("/serverContent/modelTurn/parts")
+        .and_then(Value::as_array_mut)
+    {
+        for data in parts
+            .iter_mut()
+            .filter_map(|part| part.pointer_mut("/inlineData/data"))
+        {
+            *data = Value::String(String::new());
+        }
+    }
+    ServerMessage::deserialize(&message).ok()
+}
+
+/// The recording's applied messages fed into an app, as replay shows them.
+fn replayed(recording: &Recording, applied: &[crate::record::Applied]) -> App {
+    let mut app = initial_app(recording, None, applied.len());
+    for applied in applied {
+        let _ = app.update(applied.msg.clone());
+    }
+    app
 }
 
 fn int(value: &Value, pointer: &str) -> i64 {
@@ -88,9 +155,17 @@ impl Summary {
             duration_secs: recording.duration_secs(),
             ..Summary::default()
         };
+        let applied = recording.applied().0;
+        s.turns = turn_timings(recording, &applied);
+        let app = replayed(recording, &applied);
+        s.barge_ins = app.user_barge_ins();
+        s.echo_interruptions = app.echo_interruptions();
+        s.tally = *app.figures().tally();
+        s.offline = app.offline();
+        s.cost = (!s.offline).then(|| app.figures().cost()).flatten();
         // What the app applied: turns, tools, interruptions, reconnects, the run's errors.
         let mut tool_ids = Vec::new();
-        for applied in recording.applied().0 {
+        for applied in applied {
             match applied.msg {
                 Msg::UserText(_) => s.user_turns += 1,
                 Msg::BargeIn => s.interruptions += 1,
@@ -121,7 +196,6 @@ impl Summary {
                 _ => {}
             }
         }
-        let mut waiting_since: Option<f64> = None;
         let mut calls_at: HashMap<String, f64> = HashMap::new();
         let mut answered_at: HashMap<String, f64> = HashMap::new();
         for line in &recording.lines {
@@ -129,13 +203,6 @@ impl Summary {
                 Record::Connect { .. } => s.connections += 1,
                 Record::Send { message } => {
                     s.frames_sent += 1;
-                    if ends_user_input(message) {
-                        if waiting_since.take().is_some() {
-                            // The previous turn never got model audio.
-                            s.turn_latencies.push(None);
-                        }
-                        waiting_since = Some(line.t);
-                    }
                     for response in message
                         .pointer("/toolResponse/functionResponses")
                         .and_then(Value::as_array)
@@ -155,11 +222,6 @@ impl Summary {
                         s.skipped_frames += 1;
                     }
                     let Some(message) = message else { continue };
-                    if has_model_audio(message)
-                        && let Some(since) = waiting_since.take()
-                    {
-                        s.turn_latencies.push(Some(line.t - since));
-                    }
                     if message.pointer("/serverContent/turnComplete") == Some(&Value::Bool(true)) {
                         s.model_turns += 1;
                     }
@@ -201,9 +263,6 @@ impl Summary {
         // failed attempt counts too, which is why later formats record them).
         if recording.meta.format < 2 {
             s.reconnects = s.connections.saturating_sub(1);
-        }
-        if waiting_since.is_some() {
-            s.turn_latencies.push(None);
         }
         // A response is sent after the call's result is applied, so pair them up at the end.
         for (tool, id) in s.tool_calls.iter_mut().zip(&tool_ids) {
@@ -262,15 +321,8 @@ pub fn report(recording: &Recording) -> String {
     );
     let _ = writeln!(out, "User turns: {}", s.user_turns);
     let _ = writeln!(out, "Model turns: {}", s.model_turns);
-    for (i, latency) in s.turn_latencies.iter().enumerate() {
-        let shown = latency.map_or("no model audio".to_owned(), |l| {
-            format!("{:.0} ms", l * 1e3)
-        });
-        let _ = writeln!(
-            out,
-            "  turn {}: end of input → first model audio: {shown}",
-            i + 1
-        );
+    for (i, turn) in s.turns.iter().enumerate() {
+        let _ = writeln!(out, "  turn {}: {}", i + 1, turn_line(turn));
     }
     let slow = if s.slow_calls > 0 {
         format!(", {} flagged slow", s.slow_calls)
@@ -294,7 +346,11 @@ pub fn report(recording: &Recording) -> String {
             tool.name, tool.args, tool.outcome, tool.duration_ms
         );
     }
-    let _ = writeln!(out, "Interruptions: {}", s.interruptions);
+    let _ = writeln!(
+        out,
+        "Interruptions: {} ({} by the user, {} blamed on the echo)",
+        s.interruptions, s.barge_ins, s.echo_interruptions
+    );
     let _ = writeln!(out, "Closes: {}", s.closes.len());
     for close in &s.closes {
         let _ = writeln!(out, "  {close}");
@@ -310,10 +366,104 @@ pub fn report(recording: &Recording) -> String {
         "Tokens: {} total ({} prompt, {} response)",
         s.total_tokens, s.prompt_tokens, s.response_tokens
     );
+    let t = &s.tally;
+    let _ = writeln!(
+        out,
+        "  by modality: text {} in, {} out; audio {} in, {} out; images and video {} in",
+        t.text_in, t.text_out, t.audio_in, t.audio_out, t.video_in
+    );
+    let _ = writeln!(out, "Cost: {}", cost_words(&s));
     for name in [MODEL_WAV, MIC_WAV] {
         let _ = writeln!(out, "{}", wav_line(&recording.dir, name));
     }
     out
+}
+
+/// One turn's figures in a line: how it ended, then each figure from that end.
+fn turn_line(turn: &TurnTiming) -> String {
+    let ms = |d: Option<Duration>| millis(d).map_or("—".to_owned(), |ms| format!("{ms} ms"));
+    format!(
+        "{} → first message {}, first audio {}, first audible {}, {} underruns",
+        match turn.ended_by {
+            crate::app::turn_timing::TurnEnd::Typed => "typed",
+            crate::app::turn_timing::TurnEnd::ActivityEnd => "activityEnd",
+            crate::app::turn_timing::TurnEnd::VoiceEnd => "voice end",
+        },
+        ms(turn.first_message),
+        ms(turn.first_audio),
+        ms(turn.first_audible),
+        turn.underruns
+    )
+}
+
+fn cost_words(s: &Summary) -> String {
+    if s.offline {
+        return "no cost (offline)".to_owned();
+    }
+    match s.cost {
+        Some(cost) => format!("{} (published prices read {PRICES_READ_ON})", dollars(cost)),
+        None => "no price for this model".to_owned(),
+    }
+}
+
+/// Tokens by modality as JSON, for `inspect --json` and the headless `cost` line.
+pub fn tally_json(tally: &TokenTally) -> Value {
+    json!({
+        "text_in": tally.text_in,
+        "audio_in": tally.audio_in,
+        "video_in": tally.video_in,
+        "text_out": tally.text_out,
+        "audio_out": tally.audio_out,
+        "total": tally.total(),
+    })
+}
+
+/// `inspect --json`: the report's figures as one object.
+pub fn json(recording: &Recording) -> Value {
+    let s = Summary::of(recording);
+    let meta = &recording.meta;
+    let turns: Vec<Value> = s
+        .turns
+        .iter()
+        .map(|turn| {
+            json!({
+                "ended_by": turn.ended_by.word(),
+                "ended_at_ms": millis(Some(turn.ended_at)),
+                "first_message_ms": millis(turn.first_message),
+                "first_audio_ms": millis(turn.first_audio),
+                "first_audible_ms": millis(turn.first_audible),
+                "underruns": turn.underruns,
+            })
+        })
+        .collect();
+    json!({
+        "recording": recording.dir.display().to_string(),
+        "started_at": meta.started_at,
+        "duration_secs": s.duration_secs,
+        "model": meta.model,
+        "voice": meta.voice,
+        "endpoint_host": meta.endpoint_host,
+        "connections": s.connections,
+        "reconnects": s.reconnects,
+        "frames_sent": s.frames_sent,
+        "frames_received": s.frames_received,
+        "skipped_frames": s.skipped_frames,
+        "user_turns": s.user_turns,
+        "model_turns": s.model_turns,
+        "turns": turns,
+        "tool_calls": s.tool_calls.len(),
+        "tools_cancelled": s.tools_cancelled,
+        "interruptions": {
+            "total": s.interruptions,
+            "by_user": s.barge_ins,
+            "echo": s.echo_interruptions,
+        },
+        "tokens": tally_json(&s.tally),
+        "cost_usd": s.cost,
+        "offline": s.offline,
+        "prices_read_on": PRICES_READ_ON,
+        "errors": s.errors,
+    })
 }
 
 /// A readable Markdown transcript, tool calls with arguments and results included (they are

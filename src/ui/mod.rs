@@ -362,6 +362,15 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
         }
         segments.push(Segment { rank: 4, forms });
     }
+    // Where the session panel is not drawn, the last turn's wait and the cost are said here.
+    let panel_shown =
+        area.width >= WIDE_LAYOUT_MIN_WIDTH && app.view().show_devices && !app.devices().is_empty();
+    if !panel_shown && let Some(figures) = session_panel::status_figures(app) {
+        segments.push(Segment {
+            rank: 6,
+            forms: vec![vec![plain(format!(" · {figures}"))]],
+        });
+    }
     if app.total_tokens() > 0 {
         segments.push(Segment {
             rank: 7,

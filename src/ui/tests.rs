@@ -961,3 +961,101 @@ fn the_empty_screen_says_how_to_speak_in_push_to_talk_mode() {
     );
     assert!(!screen.contains("Say something"), "{screen}");
 }
+
+/// A session on Google's service three turns in, as the wire and the speaker told it: the
+/// session panel's figures (wide) or the status line's (narrow).
+fn session_with_figures() -> App {
+    use crate::app::{WireBody, WireFrame};
+    use crate::audio::{AudioEvent, AudioSetup, StreamInfo};
+    use std::sync::Arc;
+    use std::time::Instant;
+    let mut app = App::new(AppInit {
+        endpoint_label: "generativelanguage.googleapis.com".into(),
+        compression_trigger: Some(104_857),
+        ..AppInit::new("models/gemini-3.8-live", false, SmartHome::new().snapshot())
+    });
+    let start = Instant::now();
+    let frame = |app: &mut App, ms: u64, body: WireBody| {
+        app.update(Msg::Wire(WireFrame {
+            at: start + Duration::from_millis(ms),
+            bytes: 100,
+            handshake: false,
+            elided: 0,
+            body,
+        }));
+    };
+    let received = |app: &mut App, ms: u64, json: &str| {
+        let message: livetalk_live::wire::ServerMessage = serde_json::from_str(json).unwrap();
+        let events = livetalk_live::events::events_from(message.clone());
+        frame(app, ms, WireBody::Received(Arc::new(message)));
+        for event in events {
+            app.update(Msg::Server(event));
+        }
+    };
+    received(&mut app, 0, r#"{"setupComplete":{}}"#);
+    app.update(Msg::Audio(AudioEvent::Opened(AudioSetup {
+        input: Some(StreamInfo {
+            name: "mic".into(),
+            path: "48 kHz → 16 kHz".into(),
+        }),
+        output: Some(StreamInfo {
+            name: "spk".into(),
+            path: "24 kHz → 48 kHz".into(),
+        }),
+        problems: Vec::new(),
+    })));
+    let audio = r#"{"serverContent":{"modelTurn":{"parts":[{"inlineData":{"mimeType":"audio/pcm;rate=24000","data":"AQACAA=="}}]}}}"#;
+    let usage = r#"{"serverContent":{"turnComplete":true},"usageMetadata":{"promptTokenCount":2400,"responseTokenCount":900,
+        "promptTokensDetails":[{"modality":"TEXT","tokenCount":400},{"modality":"AUDIO","tokenCount":2000}],
+        "responseTokensDetails":[{"modality":"AUDIO","tokenCount":900}]}}"#;
+    for (turn, (voice_end, first, audio_at, heard)) in [
+        (4_000, 4_090, 4_420, 4_510),
+        (12_000, 12_080, 12_900, 13_020),
+        (20_000, 20_100, 20_350, 20_470),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        received(
+            &mut app,
+            voice_end,
+            r#"{"voiceActivity":{"type":"ACTIVITY_END"}}"#,
+        );
+        received(
+            &mut app,
+            first,
+            r#"{"serverContent":{"inputTranscription":{"text":"turn on the lamp"}}}"#,
+        );
+        received(&mut app, audio_at, audio);
+        app.update(Msg::Tick(start + Duration::from_millis(heard)));
+        app.update(Msg::Audio(AudioEvent::Audible(true)));
+        if turn == 1 {
+            app.update(Msg::BargeIn);
+        } else {
+            received(&mut app, heard + 1500, usage);
+            app.update(Msg::Audio(AudioEvent::Audible(false)));
+        }
+    }
+    received(
+        &mut app,
+        30_000,
+        r#"{"sessionResumptionUpdate":{"newHandle":"h","resumable":true}}"#,
+    );
+    received(&mut app, 540_000, r#"{"goAway":{"timeLeft":"50s"}}"#);
+    app.update(Msg::Tick(start + Duration::from_millis(552_000)));
+    app
+}
+
+#[test]
+fn the_session_panel_shows_latency_health_and_cost() {
+    let mut app = session_with_figures();
+    let terminal = render(&mut app, 120, 40);
+    insta::assert_snapshot!("session_figures_120x40", terminal.backend());
+    let screen = format!("{}", terminal.backend());
+    assert!(screen.contains("≈ $0.034 so far"), "{screen}");
+    let mut app = session_with_figures();
+    let terminal = render(&mut app, 100, 30);
+    insta::assert_snapshot!("session_figures_100x30", terminal.backend());
+    let screen = format!("{}", terminal.backend());
+    assert!(screen.contains("⏱ 470 ms · ≈ $0.034"), "{screen}");
+}

@@ -49,7 +49,7 @@ impl v3::Msg {
             | Msg::Mouse(_)
             | Msg::Paste(_)
             | Msg::Layout(_)
-            | Msg::Tick
+            | Msg::Tick(_)
             // Written as the wire lines (`recv`, `send`), not as an applied message.
             | Msg::Wire(_) => return None,
         })
