@@ -12,6 +12,7 @@
 //! - [`record`]: session recordings (`--record`), replay, inspect and the sessions list.
 //! - [`bridge`]: the app-facing WebSocket bridge (`livetalk serve`, `--bridge`); its protocol
 //!   is described in docs/bridge-protocol.md.
+//! - [`check`]: `livetalk check`, recordings and scenarios as regression tests.
 //! - [`doctor`]: `livetalk doctor`, what a session would meet on this machine.
 //! - [`config`], [`cli`], [`logging`]: settings, flags and logs; [`output`]: every line
 //!   written to the terminal, scrubbed of secrets.
@@ -19,6 +20,7 @@
 pub mod app;
 pub mod audio;
 pub mod bridge;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod doctor;
