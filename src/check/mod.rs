@@ -97,11 +97,8 @@ pub async fn run(args: CheckArgs, flags: FlagOverrides) -> u8 {
                 if let Some(why) = &result.incomplete {
                     problems.push(why.clone());
                 }
-                problems.extend(compare::judge(&turn.expect, &result.observed, args.r#match));
-                if result.incomplete.is_some() && problems.len() > 1 {
-                    // A turn that never completed: what it made so far still shows, but its
-                    // missing reply is not news beyond the first line.
-                    problems.truncate(2);
+                if !result.not_run {
+                    problems.extend(compare::judge(&turn.expect, &result.observed, args.r#match));
                 }
                 let judged = TurnReport { problems, result };
                 report::turn(format, &file, run, index, &judged);

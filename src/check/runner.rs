@@ -33,6 +33,8 @@ pub struct TurnResult {
     pub first_audio_ms: Option<f64>,
     /// Why the turn did not complete; `None` when it did.
     pub incomplete: Option<String>,
+    /// It was not sent: an earlier turn did not complete.
+    pub not_run: bool,
 }
 
 /// How a run went.
@@ -68,6 +70,7 @@ pub async fn run(scenario: &Scenario, settings: &Settings) -> anyhow::Result<Run
         {
             results.push(TurnResult {
                 incomplete: Some("not run: an earlier turn did not complete".into()),
+                not_run: true,
                 ..TurnResult::default()
             });
             continue;
@@ -160,6 +163,7 @@ impl TurnWatch {
             },
             first_audio_ms: since_end(self.first_audio),
             incomplete,
+            not_run: false,
         }
     }
 }
