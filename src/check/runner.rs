@@ -1,8 +1,9 @@
 //! Runs one scenario as a live session, turn by turn: the same set-up (`engine::launch`), the
 //! same engine and the same `App` as a headless session, with the check in the user's seat. A
 //! typed turn is sent as typed; a spoken one is streamed as the mic in real time, followed by
-//! a second of silence. What each turn showed (its calls, its reply, its latencies, whether it
-//! completed) is gathered from the messages the app applies.
+//! a second of silence. What each turn showed (its calls, its reply, whether it completed) is
+//! gathered from the messages the app applies; its latencies are the cockpit's
+//! (`app::turn_timing`), fed the frames both ways.
 
 use std::time::Duration;
 
@@ -10,7 +11,8 @@ use tokio::time::Instant;
 
 use super::compare::Observed;
 use super::scenario::{Call, Input, SPOKEN_RATE, Scenario};
-use crate::app::{App, ConnectionState, Msg};
+use crate::app::turn_timing::{Stamp, TurnClock};
+use crate::app::{App, ConnectionState, Msg, WireBody};
 use crate::config::Settings;
 use crate::driver::{LEAVE_GRACE, Source as _, apply};
 use crate::engine::{Engine, launch};
@@ -55,6 +57,8 @@ pub async fn run(scenario: &Scenario, settings: &Settings) -> anyhow::Result<Run
         app: &mut app,
         engine: &mut engine,
         turn: None,
+        clock: TurnClock::new(scenario.turns.len() + 1),
+        origin: std::time::Instant::now(),
     };
     if let Err(reason) = session
         .connected(settings.connect_timeout + CONNECT_SLACK)
@@ -86,16 +90,20 @@ struct Session<'a> {
     app: &'a mut App,
     engine: &'a mut Engine,
     turn: Option<TurnWatch>,
+    /// The turns' latencies, from the frames both ways, as the cockpit measures them.
+    clock: TurnClock,
+    /// Where the clock's stamps count from.
+    origin: std::time::Instant,
 }
 
-/// What one turn has shown so far.
+/// What one turn has shown so far. Its latencies are the session's [`TurnClock`]'s.
 #[derive(Default)]
 struct TurnWatch {
-    /// The end of the user's turn: the typed turn sent, or the spoken turn's speech sent
-    /// (replaced by the server's voice activity end when it says so).
-    input_ended: Option<Instant>,
-    first_message: Option<Instant>,
-    first_audio: Option<Instant>,
+    /// When the turn was sent (or its audio began), on the session's clock: the clock's
+    /// turns that end from here on are this one's.
+    began: Stamp,
+    /// The model has begun to answer.
+    answered: bool,
     calls: Vec<Vec<Call>>,
     text: String,
     transcription: String,
@@ -106,28 +114,10 @@ struct TurnWatch {
 impl TurnWatch {
     /// Takes in what the server said, before the app applies it.
     fn observe(&mut self, event: &ServerEvent) {
-        let now = Instant::now();
-        self.last_heard = Some(now);
-        let response = matches!(
-            event,
-            ServerEvent::ModelText(_)
-                | ServerEvent::ModelAudio { .. }
-                | ServerEvent::OutputTranscription { .. }
-                | ServerEvent::ToolCall(_)
-                | ServerEvent::GenerationComplete
-                | ServerEvent::TurnComplete { .. }
-        );
-        if response && self.first_message.is_none() {
-            self.first_message = Some(now);
-            // A spoken turn the service answered before the audio sent was all speech.
-            self.input_ended.get_or_insert(now);
-        }
+        self.last_heard = Some(Instant::now());
         match event {
             ServerEvent::ModelText(text) => self.text += text,
             ServerEvent::OutputTranscription { text, .. } => self.transcription += text,
-            ServerEvent::ModelAudio { .. } => {
-                self.first_audio.get_or_insert(now);
-            }
             ServerEvent::ToolCall(calls) => self.calls.push(
                 calls
                     .iter()
@@ -137,19 +127,28 @@ impl TurnWatch {
                     })
                     .collect(),
             ),
-            ServerEvent::VoiceActivity { speaking: false } if self.first_message.is_none() => {
-                self.input_ended = Some(now);
-            }
             ServerEvent::TurnComplete { .. } => self.complete = true,
             _ => {}
         }
+        self.answered |= matches!(
+            event,
+            ServerEvent::ModelText(_)
+                | ServerEvent::ModelAudio { .. }
+                | ServerEvent::OutputTranscription { .. }
+                | ServerEvent::ToolCall(_)
+                | ServerEvent::TurnComplete { .. }
+        );
     }
 
-    fn result(self, incomplete: Option<String>) -> TurnResult {
-        let since_end = |at: Option<Instant>| {
-            let (end, at) = (self.input_ended?, at?);
-            Some(at.saturating_duration_since(end).as_secs_f64() * 1000.0)
-        };
+    /// The turn's result, with its figures from `clock` (none when the user's turn never
+    /// ended as the clock counts ends: a spoken turn the server said nothing of).
+    fn result(self, clock: &TurnClock, incomplete: Option<String>) -> TurnResult {
+        let timing = clock
+            .turns()
+            .rev()
+            .find(|t| t.ended_at >= self.began)
+            .copied();
+        let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1000.0);
         let reply = match (self.text.trim(), self.transcription.trim()) {
             (text, "") => text.to_owned(),
             ("", said) => said.to_owned(),
@@ -157,11 +156,11 @@ impl TurnWatch {
         };
         TurnResult {
             observed: Observed {
-                calls: self.calls.clone(),
+                calls: self.calls,
                 reply,
-                first_response_ms: since_end(self.first_message),
+                first_response_ms: ms(timing.and_then(|t| t.first_message)),
             },
-            first_audio_ms: since_end(self.first_audio),
+            first_audio_ms: ms(timing.and_then(|t| t.first_audio)),
             incomplete,
             not_run: false,
         }
@@ -172,7 +171,6 @@ impl TurnWatch {
 /// spoken.
 struct MicFeed {
     samples: Vec<i16>,
-    speech: usize,
     started: Instant,
     sent: usize,
 }
@@ -184,14 +182,13 @@ impl MicFeed {
         samples.resize(speech.len() + tail, 0);
         MicFeed {
             samples,
-            speech: speech.len(),
             started: Instant::now(),
             sent: 0,
         }
     }
 
-    /// The frames due by now, as PCM16 LE chunks; and whether the speech has all gone.
-    fn due(&mut self) -> (Vec<Vec<u8>>, bool) {
+    /// The frames due by now, as PCM16 LE chunks.
+    fn due(&mut self) -> Vec<Vec<u8>> {
         let elapsed = self.started.elapsed().as_secs_f64();
         let due = ((elapsed * f64::from(SPOKEN_RATE)) as usize).min(self.samples.len());
         let frame = (FRAME.as_secs_f64() * f64::from(SPOKEN_RATE)) as usize;
@@ -206,7 +203,7 @@ impl MicFeed {
             );
             self.sent = end;
         }
-        (chunks, self.sent >= self.speech)
+        chunks
     }
 
     fn done(&self) -> bool {
@@ -215,6 +212,11 @@ impl MicFeed {
 }
 
 impl Session<'_> {
+    /// A moment on the clock's scale.
+    fn stamp(&self, at: std::time::Instant) -> Stamp {
+        at.saturating_duration_since(self.origin)
+    }
+
     /// Applies what the engine has, watching it for the turn under way. `false` once the
     /// engine has nothing more to give.
     async fn step(&mut self) -> bool {
@@ -222,8 +224,21 @@ impl Session<'_> {
             return false;
         };
         loop {
-            if let (Some(turn), Msg::Server(event)) = (&mut self.turn, &msg) {
-                turn.observe(event);
+            match &msg {
+                Msg::Server(event) => {
+                    if let Some(turn) = &mut self.turn {
+                        turn.observe(event);
+                    }
+                }
+                Msg::Wire(frame) => {
+                    let at = self.stamp(frame.at);
+                    match &frame.body {
+                        WireBody::Received(message) => self.clock.received(message, at),
+                        WireBody::Sent(message) => self.clock.sent(message, at),
+                        WireBody::Unreadable(_) => {}
+                    }
+                }
+                _ => {}
             }
             apply(self.app, self.engine, msg).await;
             match self.engine.ready() {
@@ -277,14 +292,14 @@ impl Session<'_> {
                 }
             }
         }
-        self.turn = Some(TurnWatch::default());
+        self.turn = Some(TurnWatch {
+            began: self.stamp(std::time::Instant::now()),
+            ..TurnWatch::default()
+        });
         let mut mic = None;
         match input {
             Input::Say(text) => {
                 apply(self.app, self.engine, Msg::UserText(text.clone())).await;
-                if let Some(turn) = &mut self.turn {
-                    turn.input_ended = Some(Instant::now());
-                }
             }
             Input::Audio { samples, .. } => mic = Some(MicFeed::new(samples)),
         }
@@ -315,12 +330,8 @@ impl Session<'_> {
                 },
                 _ = ticker.tick(), if mic.is_some() => {
                     if let Some(feed) = &mut mic {
-                        let (chunks, speech_sent) = feed.due();
-                        for chunk in chunks {
+                        for chunk in feed.due() {
                             self.engine.send_audio(chunk).await;
-                        }
-                        if speech_sent && let Some(turn) = &mut self.turn && turn.input_ended.is_none() {
-                            turn.input_ended = Some(Instant::now());
                         }
                         if feed.done() {
                             mic = None;
@@ -330,7 +341,7 @@ impl Session<'_> {
                 }
                 () = sleep_until(deadline) => {
                     let secs = limit.map_or(0.0, |l| l.as_secs_f64());
-                    let started = self.turn.as_ref().is_some_and(|t| t.first_message.is_some());
+                    let started = self.turn.as_ref().is_some_and(|t| t.answered);
                     break Some(if started {
                         format!("the turn never completed: nothing more from the model for {secs:.0} s")
                     } else {
@@ -339,7 +350,10 @@ impl Session<'_> {
                 }
             }
         };
-        self.turn.take().unwrap_or_default().result(incomplete)
+        self.turn
+            .take()
+            .unwrap_or_default()
+            .result(&self.clock, incomplete)
     }
 
     /// Why the turn under way can no longer complete: its connection was lost and the turn
