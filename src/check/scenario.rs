@@ -186,7 +186,11 @@ pub fn load_scenario(path: &Path) -> Result<Scenario, BadScenario> {
         BadScenario(format!("{shown}: line {line}: {}", e.message()))
     })?;
     let file: ScenarioFile = serde_path_to_error::deserialize(deserializer).map_err(|e| {
-        let key = e.path().to_string();
+        // A turn is read spanned (for its line); the span's wrapper is no key of the file.
+        let key = e
+            .path()
+            .to_string()
+            .replace(".$__serde_spanned_private_value", "");
         let inner = e.into_inner();
         let line = inner.span().map(|s| line_at(&text, s.start)).unwrap_or(1);
         let key = if key == "." {
