@@ -1513,6 +1513,22 @@ fn check_sends_a_spoken_turn_in_real_time() {
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
     assert!(run.stdout.contains("✔ turn 1: (spoken, "), "{}", run.stdout);
     let recorded = records.join("spoken-1");
+    // Checked again into the same folder: said at once, nothing run over the recording.
+    let twice = check(
+        scratch.path(),
+        &[
+            "check",
+            scenario.to_str().unwrap(),
+            "--record",
+            records.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(twice.code, Some(2), "{}", twice.stderr);
+    assert!(
+        twice.stderr.contains("spoken-1 already holds a recording"),
+        "{}",
+        twice.stderr
+    );
     let again = check(scratch.path(), &["check", recorded.to_str().unwrap()]);
     assert_eq!(again.code, Some(0), "{}\n{}", again.stdout, again.stderr);
     assert!(

@@ -60,6 +60,24 @@ pub async fn run(args: CheckArgs, flags: FlagOverrides) -> u8 {
         Format::Text
     };
     let repeat = args.repeat as usize;
+    if let Some(dir) = &args.record {
+        // Each run records into a folder of its own: one already used (an earlier check's)
+        // or used twice (two files of one name) is said now, before anything runs.
+        let mut folders = std::collections::BTreeSet::new();
+        for (_, scenario) in &scenarios {
+            for run in 1..=repeat {
+                let folder = record_folder(dir, scenario, run);
+                if folder.join(LOG_FILE).exists() || !folders.insert(folder.clone()) {
+                    output::err(&format!(
+                        "livetalk: --record {}: {} already holds a recording; give another folder",
+                        dir.display(),
+                        folder.display()
+                    ));
+                    return UNREADABLE;
+                }
+            }
+        }
+    }
     let mut files = Vec::new();
     for (given, scenario) in &scenarios {
         let mut file = FileReport {
@@ -115,7 +133,10 @@ pub async fn run(args: CheckArgs, flags: FlagOverrides) -> u8 {
         FAILED
     };
     if let Some(path) = &args.junit
-        && let Err(e) = std::fs::write(path, report::junit(&files, args.min_pass_rate))
+        && let Err(e) = std::fs::write(
+            path,
+            livetalk_live::redact::scrub(&report::junit(&files, args.min_pass_rate)).as_bytes(),
+        )
     {
         output::err(&format!(
             "livetalk: error: cannot write the JUnit report {}: {e}",
@@ -190,13 +211,10 @@ fn run_settings(
         flags.model = flags.model.or_else(|| Some(recorded.model.clone()));
         flags.voice = flags.voice.or_else(|| Some(recorded.voice.clone()));
     }
-    flags.record = args.record.as_ref().map(|dir| {
-        let stem = Path::new(&scenario.name)
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "check".into());
-        Some(dir.join(format!("{stem}-{run}")))
-    });
+    flags.record = args
+        .record
+        .as_ref()
+        .map(|dir| Some(record_folder(dir, scenario, run)));
     let mut settings = Settings::load(&flags)?;
     if let Some(instruction) = &scenario.system_instruction {
         settings.system_instruction = instruction.clone();
@@ -207,6 +225,16 @@ fn run_settings(
     settings.audio.output_wav = None;
     settings.audio.push_to_talk = false;
     Ok(settings)
+}
+
+/// Where `--record DIR` records run `run` of `scenario`: `DIR/<file>-<n>`.
+fn record_folder(dir: &Path, scenario: &Scenario, run: usize) -> PathBuf {
+    let stem = scenario
+        .source
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "check".into());
+    dir.join(format!("{stem}-{run}"))
 }
 
 /// `--write-scenario RECORDING [--out FILE]`: the recording as a scenario, printed or
@@ -261,7 +289,10 @@ fn write_scenario(given: &Path, out: Option<&Path>, settings: &Settings) -> u8 {
             written.push(path);
         }
     }
-    if let Err(e) = std::fs::write(out, scenario::scenario_text(&scenario, &stem)) {
+    if let Err(e) = std::fs::write(
+        out,
+        livetalk_live::redact::scrub(&scenario::scenario_text(&scenario, &stem)).as_bytes(),
+    ) {
         output::err(&format!(
             "livetalk: error: cannot write {}: {e}",
             out.display()
