@@ -12,6 +12,7 @@
 //! - [`record`]: session recordings (`--record`), replay, inspect and the sessions list.
 //! - [`bridge`]: the app-facing WebSocket bridge (`livetalk serve`, `--bridge`); its protocol
 //!   is described in docs/bridge-protocol.md.
+//! - [`check`]: `livetalk check`, recordings and scenarios as regression tests.
 //! - [`doctor`]: `livetalk doctor`, what a session would meet on this machine.
 //! - [`pricing`]: the published prices per model and what a session's tokens cost.
 //! - [`config`], [`cli`], [`logging`]: settings, flags and logs; [`output`]: every line
@@ -20,6 +21,7 @@
 pub mod app;
 pub mod audio;
 pub mod bridge;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod doctor;

@@ -114,6 +114,12 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
+        Some(Command::Check(args)) => {
+            let _log = logging::to_data_dir();
+            let code = runtime.block_on(livetalk::check::run(args, cli.session.overrides()));
+            runtime.shutdown_background();
+            ExitCode::from(code)
+        }
         Some(Command::Devices(args)) => {
             let mut overrides = cli.session.overrides();
             if args.audio_host.is_some() {

@@ -1141,3 +1141,523 @@ fn the_recordings_of_every_format_replay_and_inspect_as_before() {
         }
     }
 }
+
+// ---- livetalk check ----
+
+/// `livetalk ARGS` in `scratch` (no stdin), waited for.
+fn check(scratch: &Path, args: &[&str]) -> Run {
+    run_livetalk(scratch, args, &[], &[])
+}
+
+/// A JUnit XML file's counts as a real XML parser reads them: (tests, failures) of the root,
+/// and each test case's name with whether it failed.
+fn junit_counts(path: &Path) -> (u64, u64, Vec<(String, bool)>) {
+    const READ: &str = "import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+print(root.get('tests'), root.get('failures'))
+for case in root.iter('testcase'):
+    print(int(case.find('failure') is not None), case.get('name'))";
+    let out = std::process::Command::new("python3")
+        .args(["-c", READ])
+        .arg(path)
+        .output()
+        .expect("python3 (scripts/test.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let counts: Vec<u64> = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let cases = lines
+        .map(|l| (l[2..].to_owned(), l.starts_with('1')))
+        .collect();
+    (counts[0], counts[1], cases)
+}
+
+/// The smart-home dialogue recorded against the offline demo model into `<scratch>/rec`.
+fn record_dialogue(scratch: &Path) -> std::path::PathBuf {
+    let dir = scratch.join("rec");
+    let run = run_livetalk(
+        scratch,
+        &["--headless", "--offline", "--record", dir.to_str().unwrap()],
+        &[],
+        &SMART_HOME_LINES,
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    dir
+}
+
+/// A recording made by `--record` checks clean against the same model, turn by turn, in text
+/// and in JSON; the scenario `--write-scenario` makes of it passes three times over, and its
+/// JUnit report reads as three passing cases.
+#[test]
+fn check_passes_a_recording_and_the_scenario_written_from_it() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = record_dialogue(scratch.path());
+    let rec = dir.to_str().unwrap();
+
+    let run = check(scratch.path(), &["check", rec]);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let turns: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.contains(" turn "))
+        .collect();
+    assert_eq!(turns.len(), 3, "{}", run.stdout);
+    assert!(
+        turns.iter().all(|t| t.trim_start().starts_with('✔')),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        turns[0].contains("get_device_status {device_name: living room lamp}"),
+        "{}",
+        turns[0]
+    );
+    assert!(
+        run.stdout.contains("rec: passed: 3 of 3 turns passed"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("first response p50 "), "{}", run.stdout);
+
+    let json = check(scratch.path(), &["check", rec, "--json"]);
+    assert_eq!(json.code, Some(0), "{}", json.stderr);
+    let events: Vec<Value> = json
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let turn_events: Vec<&Value> = events.iter().filter(|e| e["type"] == "turn").collect();
+    assert_eq!(turn_events.len(), 3, "{}", json.stdout);
+    for turn in &turn_events {
+        assert_eq!(turn["passed"], true, "{turn}");
+        let first = turn["first_response_ms"]
+            .as_f64()
+            .expect("a first response");
+        let audio = turn["first_audio_ms"].as_f64().expect("a first audio byte");
+        assert!(first <= audio && audio < 5000.0, "{turn}");
+    }
+    assert_eq!(turn_events[1]["tools"][0]["name"], "set_device_status");
+    let summary = events.last().unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["exit"], 0);
+    assert!(summary["first_response_ms"]["p90"].is_number(), "{summary}");
+
+    // The scenario of the recording, printed and written.
+    let printed = check(scratch.path(), &["check", "--write-scenario", rec]);
+    assert_eq!(printed.code, Some(0), "{}", printed.stderr);
+    assert!(
+        printed.stdout.contains("say = \"Is the living room lamp on?\"")
+            && printed.stdout.contains(
+                "tools = [{ name = \"get_device_status\", args = { device_name = \"living room lamp\" } }]"
+            ),
+        "{}",
+        printed.stdout
+    );
+    let file = scratch.path().join("lamp.toml");
+    let written = check(
+        scratch.path(),
+        &[
+            "check",
+            "--write-scenario",
+            rec,
+            "--out",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(written.code, Some(0), "{}", written.stderr);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), printed.stdout);
+
+    let junit = scratch.path().join("junit.xml");
+    let repeated = check(
+        scratch.path(),
+        &[
+            "check",
+            file.to_str().unwrap(),
+            "--repeat",
+            "3",
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        repeated.code,
+        Some(0),
+        "{}\n{}",
+        repeated.stdout,
+        repeated.stderr
+    );
+    assert!(
+        repeated
+            .stdout
+            .contains("rec: passed: 3 of 3 runs passed (100%); turn 1 100% (3 of 3)"),
+        "{}",
+        repeated.stdout
+    );
+    let (tests, failures, cases) = junit_counts(&junit);
+    assert_eq!((tests, failures), (3, 0));
+    assert_eq!(
+        cases[0],
+        (
+            "rec / turn 1: Is the living room lamp on?".to_owned(),
+            false
+        )
+    );
+}
+
+/// Local servers that misbehave in known ways: each is the right failure, with the expected
+/// call beside the one made, and the right exit status. A drop that resumption recovers is not
+/// a failure; a turn lost with its connection is; a model nobody answers for is exit 3.
+#[test]
+fn check_reports_each_misbehaving_server_with_its_diff() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = record_dialogue(scratch.path());
+    let rec = dir.to_str().unwrap();
+    let against = |name: &str, faults: &str, extra: &[&str]| {
+        let scenario = scratch.path().join(format!("{name}.toml"));
+        std::fs::write(&scenario, faults).unwrap();
+        let mock = MockProcess::start(
+            scratch.path(),
+            &["--speed", "20", "--scenario", scenario.to_str().unwrap()],
+        );
+        let mut args = vec!["check", rec, "--endpoint", &mock.url];
+        args.extend_from_slice(extra);
+        check(scratch.path(), &args)
+    };
+    let failed_turn = |run: &Run, turn: usize| -> Vec<String> {
+        let lines: Vec<&str> = run.stdout.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.trim_start().starts_with(&format!("✖ turn {turn}:")))
+            .unwrap_or_else(|| panic!("turn {turn} did not fail:\n{}", run.stdout));
+        lines[at + 1..]
+            .iter()
+            .take_while(|l| l.starts_with("      "))
+            .map(|l| l.trim().to_owned())
+            .collect()
+    };
+
+    // Another tool.
+    let other_tool = against(
+        "other-tool",
+        "[[fault]]\nat = \"user_turn\"\naction = \"tool_calls\"\nname = \"set_device_status\"\nargs = { device_name = \"living room lamp\", new_status = \"on\" }\n",
+        &[],
+    );
+    assert_eq!(other_tool.code, Some(1), "{}", other_tool.stdout);
+    assert_eq!(
+        failed_turn(&other_tool, 1),
+        [
+            "expected get_device_status {device_name: living room lamp}, got set_device_status {device_name: living room lamp, new_status: on}"
+        ]
+    );
+    assert!(
+        other_tool.stdout.contains("✔ turn 2:"),
+        "{}",
+        other_tool.stdout
+    );
+
+    // The same tool with other arguments (and --match names lets it pass).
+    let other_args = "[[fault]]\nat = \"user_turn\"\naction = \"tool_calls\"\nname = \"get_device_status\"\nargs = { device_name = \"front door lock\" }\n";
+    let run = against("other-args", other_args, &[]);
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    assert_eq!(
+        failed_turn(&run, 1),
+        [
+            "expected get_device_status {device_name: living room lamp}, got get_device_status {device_name: front door lock}"
+        ]
+    );
+    let names = against("other-args-names", other_args, &["--match", "names"]);
+    assert_eq!(names.code, Some(0), "{}", names.stdout);
+
+    // No call: the model answers without one (its tools were taken away).
+    let no_tools = scratch.path().join("no-tools.toml");
+    std::fs::write(
+        &no_tools,
+        "[audio]\nenabled = false\n[tools]\nenabled = []\n",
+    )
+    .unwrap();
+    let run = check(
+        scratch.path(),
+        &[
+            "--config",
+            no_tools.to_str().unwrap(),
+            "check",
+            rec,
+            "--offline",
+        ],
+    );
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    assert_eq!(
+        failed_turn(&run, 1),
+        ["expected get_device_status {device_name: living room lamp}, got no call"]
+    );
+
+    // A turn that never completes, with a deadline: the rest are not run.
+    let stall = against(
+        "stall",
+        "[[fault]]\nat = \"user_turn\"\nnth = 2\naction = \"stall\"\nsecs = 60\n",
+        &["--turn-timeout", "1"],
+    );
+    assert_eq!(stall.code, Some(1), "{}", stall.stdout);
+    let problems = failed_turn(&stall, 2);
+    assert_eq!(
+        problems[0],
+        "the turn never completed: no reply from the model within 1 s"
+    );
+    assert!(problems[1].ends_with("got no call"), "{problems:?}");
+    assert_eq!(
+        failed_turn(&stall, 3),
+        ["not run: an earlier turn did not complete"]
+    );
+
+    // A dropped connection that resumption recovers: the turn is sent again and passes.
+    let recovered = against(
+        "drop",
+        "[[fault]]\nat = \"user_turn\"\nnth = 2\naction = \"drop\"\n",
+        &[],
+    );
+    assert_eq!(
+        recovered.code,
+        Some(0),
+        "{}\n{}",
+        recovered.stdout,
+        recovered.stderr
+    );
+
+    // A drop that no reconnect recovers: the turn is lost with it.
+    let one_try = scratch.path().join("one-try.toml");
+    std::fs::write(
+        &one_try,
+        "[audio]\nenabled = false\n[session]\nreconnect_attempts = 1\n",
+    )
+    .unwrap();
+    let lost = against(
+        "lost",
+        "[[fault]]\nat = \"user_turn\"\nnth = 2\naction = \"drop\"\n\n[[fault]]\nat = \"setup\"\nnth = 2\nevery = 1\naction = \"close\"\ncode = 1011\nreason = \"down for maintenance\"\n",
+        &["--config", one_try.to_str().unwrap()],
+    );
+    assert_eq!(lost.code, Some(1), "{}", lost.stdout);
+    let problems = failed_turn(&lost, 2);
+    assert!(
+        problems[0].starts_with("the session ended before the turn did: ")
+            && problems[0].contains("down for maintenance"),
+        "{problems:?}"
+    );
+
+    // Nothing listens: the model cannot be reached.
+    let port = free_port().to_string();
+    let nobody = check(
+        scratch.path(),
+        &[
+            "check",
+            rec,
+            "--endpoint",
+            &format!("ws://127.0.0.1:{port}"),
+        ],
+    );
+    assert_eq!(nobody.code, Some(3), "{}\n{}", nobody.stdout, nobody.stderr);
+    assert!(
+        nobody
+            .stderr
+            .contains("cannot reach the model at 127.0.0.1"),
+        "{}",
+        nobody.stderr
+    );
+}
+
+/// `--repeat 3` against a server that misbehaves on the second run only: the file passes two
+/// runs of three, its first turn is marked flaky; the minimum pass rate decides the exit
+/// status, and the JUnit report (read by a real XML parser) fails that turn with its diff.
+#[test]
+fn check_repeats_report_pass_rates_and_flaky_turns() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = record_dialogue(scratch.path());
+    let rec = dir.to_str().unwrap();
+    // The fault clock counts across connections: user turn 4 is the second run's first.
+    let faults = scratch.path().join("second-run.toml");
+    std::fs::write(
+        &faults,
+        "[[fault]]\nat = \"user_turn\"\nnth = 4\naction = \"tool_calls\"\nname = \"get_current_time\"\nargs = {}\n",
+    )
+    .unwrap();
+    let mock = MockProcess::start(
+        scratch.path(),
+        &["--speed", "20", "--scenario", faults.to_str().unwrap()],
+    );
+    let junit = scratch.path().join("junit.xml");
+    let strict = check(
+        scratch.path(),
+        &[
+            "check",
+            rec,
+            "--endpoint",
+            &mock.url,
+            "--repeat",
+            "3",
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(strict.code, Some(1), "{}", strict.stdout);
+    assert!(
+        strict.stdout.contains(
+            "rec: FAILED: 2 of 3 runs passed (67%); turn 1 67% (2 of 3) flaky; turn 2 100% (3 of 3); turn 3 100% (3 of 3)"
+        ),
+        "{}",
+        strict.stdout
+    );
+    let (tests, failures, cases) = junit_counts(&junit);
+    assert_eq!((tests, failures), (3, 1));
+    assert_eq!(
+        cases[0],
+        ("rec / turn 1: Is the living room lamp on?".to_owned(), true)
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("run 2: expected get_device_status {device_name: living room lamp}, got get_current_time"),
+        "{xml}"
+    );
+
+    // The same again (turns 10 on: no fault) with a minimum of 0.6: it passes.
+    let lenient = check(
+        scratch.path(),
+        &[
+            "check",
+            rec,
+            "--endpoint",
+            &mock.url,
+            "--repeat",
+            "3",
+            "--min-pass-rate",
+            "0.6",
+        ],
+    );
+    assert_eq!(lenient.code, Some(0), "{}", lenient.stdout);
+}
+
+/// A scenario with a spoken turn (a WAV espeak-ng made) passes against the demo model; the
+/// recording `--record` made of the run checks clean too, its spoken turn sent from the
+/// recorded mic audio.
+#[test]
+fn check_sends_a_spoken_turn_in_real_time() {
+    let scratch = tempfile::tempdir().unwrap();
+    let phrase = scratch.path().join("lamp.wav");
+    let spoken = std::process::Command::new("espeak-ng")
+        .arg("-w")
+        .arg(&phrase)
+        .arg("Is the lamp on?")
+        .status()
+        .expect("espeak-ng (scripts/test.sh installs it)");
+    assert!(spoken.success());
+    let scenario = scratch.path().join("spoken.toml");
+    std::fs::write(
+        &scenario,
+        "[[turn]]\naudio = \"lamp.wav\"\n[turn.expect]\nno_tools = true\nreply_contains = [\"heard\"]\n\n[[turn]]\nsay = \"Is the living room lamp on?\"\n[turn.expect]\ntools = [{ name = \"get_device_status\" }]\nreply_contains = [\"off\"]\n",
+    )
+    .unwrap();
+    let records = scratch.path().join("runs");
+    let run = check(
+        scratch.path(),
+        &[
+            "check",
+            scenario.to_str().unwrap(),
+            "--record",
+            records.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("✔ turn 1: (spoken, "), "{}", run.stdout);
+    let recorded = records.join("spoken-1");
+    // Checked again into the same folder: said at once, nothing run over the recording.
+    let twice = check(
+        scratch.path(),
+        &[
+            "check",
+            scenario.to_str().unwrap(),
+            "--record",
+            records.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(twice.code, Some(2), "{}", twice.stderr);
+    assert!(
+        twice.stderr.contains("spoken-1 already holds a recording"),
+        "{}",
+        twice.stderr
+    );
+    let again = check(scratch.path(), &["check", recorded.to_str().unwrap()]);
+    assert_eq!(again.code, Some(0), "{}\n{}", again.stdout, again.stderr);
+    assert!(
+        again.stdout.contains("✔ turn 1: (spoken, "),
+        "{}",
+        again.stdout
+    );
+    assert!(
+        again
+            .stdout
+            .contains("✔ turn 2: Is the living room lamp on?"),
+        "{}",
+        again.stdout
+    );
+}
+
+/// What cannot be read is exit 2 with one message naming the file, the line and the key (or
+/// the flag); nothing runs.
+#[test]
+fn check_refuses_bad_files_and_flags_with_exit_2() {
+    let scratch = tempfile::tempdir().unwrap();
+    let bad = scratch.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "name = \"x\"\n\n[[turn]]\nsay = \"hi\"\n[turn.expect]\nno_tool = true\n",
+    )
+    .unwrap();
+    let run = check(scratch.path(), &["check", bad.to_str().unwrap()]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("bad.toml: line 6: key `turn[0].expect.no_tool`: unknown field"),
+        "{}",
+        run.stderr
+    );
+    std::fs::write(&bad, "[[turn]]\n[turn.expect]\nno_tools = true\n").unwrap();
+    let run = check(scratch.path(), &["check", bad.to_str().unwrap()]);
+    assert_eq!(run.code, Some(2));
+    assert!(
+        run.stderr
+            .contains("bad.toml: line 1: key `turn[0].say`: the turn says nothing"),
+        "{}",
+        run.stderr
+    );
+    std::fs::write(&bad, "[[turn]]\naudio = \"missing.wav\"\n").unwrap();
+    let run = check(scratch.path(), &["check", bad.to_str().unwrap()]);
+    assert_eq!(run.code, Some(2));
+    assert!(
+        run.stderr.contains("line 1: key `turn[0].audio`: ") && run.stderr.contains("missing.wav"),
+        "{}",
+        run.stderr
+    );
+    let fifo = scratch.path().join("fifo.toml");
+    mkfifo(&fifo);
+    let run = check(scratch.path(), &["check", fifo.to_str().unwrap()]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    let run = check(scratch.path(), &["check", "no-such-recording"]);
+    assert_eq!(run.code, Some(2));
+    assert!(
+        run.stderr.contains("No recording named no-such-recording"),
+        "{}",
+        run.stderr
+    );
+    for (flag, value) in [("--min-pass-rate", "2"), ("--repeat", "0")] {
+        let run = check(scratch.path(), &["check", "x.toml", flag, value]);
+        assert_eq!(run.code, Some(2), "{flag}: {}", run.stderr);
+        assert!(run.stderr.contains(flag), "{}", run.stderr);
+    }
+}

@@ -1,0 +1,570 @@
+//! What `livetalk check` runs: a scenario, written by hand (TOML) or made from a recording,
+//! as turns (typed or spoken) with what each must show. Reading a scenario file (every problem
+//! one message naming the file, the line and the key), turning a recording into turns, and
+//! writing a recording out as a scenario (`--write-scenario`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::app::Msg;
+use crate::record::{MIC_WAV, Record, Recording, read_wav};
+use livetalk_live::ServerEvent;
+use livetalk_live::file::{FileKind, read_text};
+
+/// The rate spoken turns are sent at (the Live API's input rate).
+pub const SPOKEN_RATE: u32 = crate::audio::INPUT_RATE;
+
+/// The longest spoken turn taken (ten minutes, a whole Live connection): a clip is held in
+/// memory and sent in real time, so a longer one is a mistake, not a turn.
+const MAX_SPOKEN_SECS: f64 = 600.0;
+
+/// Turns a scenario may hold: a scenario is written by hand, and each turn takes seconds.
+const MAX_TURNS: usize = 1000;
+
+/// A scenario file.
+const SCENARIO_FILE: FileKind = FileKind::SCENARIO;
+
+/// One thing to check: its turns in order, and how its session is set up.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// As reports name it: the `name` key, else the file's (or recording folder's) name.
+    pub name: String,
+    /// The file (or recording folder) it came from.
+    pub source: PathBuf,
+    /// It came from a recording: its calls are compared whole, and its model and voice used.
+    pub from_recording: Option<RecordedSession>,
+    pub system_instruction: Option<String>,
+    pub turns: Vec<Turn>,
+}
+
+/// What a recording fixes about its session.
+#[derive(Debug, Clone)]
+pub struct RecordedSession {
+    pub model: String,
+    pub voice: String,
+}
+
+/// One user turn and what must follow it.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    pub input: Input,
+    pub expect: Expect,
+}
+
+/// What the user does in a turn.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// A typed turn.
+    Say(String),
+    /// A spoken turn: 16 kHz mono samples, sent in real time and followed by a second of
+    /// silence. `from` says where they came from, for people.
+    Audio { samples: Vec<i16>, from: String },
+}
+
+impl Input {
+    /// "Is the living room lamp on?" or "(spoken, 1.3 s)": how a report names the turn.
+    pub fn title(&self) -> String {
+        match self {
+            Input::Say(text) => first_words(text, 8),
+            Input::Audio { samples, .. } => format!(
+                "(spoken, {:.1} s)",
+                samples.len() as f64 / f64::from(SPOKEN_RATE)
+            ),
+        }
+    }
+}
+
+/// A function call: its name and arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    pub name: String,
+    pub args: Value,
+}
+
+/// What a turn must show.
+#[derive(Debug, Clone, Default)]
+pub struct Expect {
+    pub tools: ToolsExpected,
+    /// Each must appear (case-insensitive) in the reply's text or its transcription.
+    pub reply_contains: Vec<String>,
+    /// From the end of the user's turn to the model's first message.
+    pub max_first_response_ms: Option<f64>,
+}
+
+/// What a turn's tool calls must be.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum ToolsExpected {
+    /// Anything (no expectation given).
+    #[default]
+    Any,
+    /// No call at all (`no_tools = true`).
+    None,
+    /// These calls, in this order, others allowed between and after; each matches by name and
+    /// by the arguments given (a subset, recursively).
+    InOrder(Vec<Call>),
+    /// What a recording made: the same `toolCall`s, each the same calls in any order.
+    Recorded(Vec<Vec<Call>>),
+}
+
+/// The first `words` words of `text`, with an ellipsis when there were more.
+pub fn first_words(text: &str, words: usize) -> String {
+    let all: Vec<&str> = text.split_whitespace().collect();
+    let mut title = all
+        .iter()
+        .take(words)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ");
+    if all.len() > words {
+        title.push('…');
+    }
+    livetalk_live::excerpt::bounded(&title, 80).into_owned()
+}
+
+// ---- scenario files ----
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScenarioFile {
+    name: Option<String>,
+    system_instruction: Option<String>,
+    #[serde(default)]
+    turn: Vec<toml::Spanned<TurnEntry>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnEntry {
+    say: Option<String>,
+    audio: Option<PathBuf>,
+    #[serde(default)]
+    expect: ExpectEntry,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExpectEntry {
+    tools: Option<Vec<CallEntry>>,
+    #[serde(default)]
+    no_tools: bool,
+    #[serde(default)]
+    reply_contains: Vec<String>,
+    max_first_response_ms: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallEntry {
+    name: String,
+    #[serde(default = "empty_object")]
+    args: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+/// A scenario file that cannot be used: one sentence naming the file, and where it can, the
+/// line and the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadScenario(pub String);
+
+fn line_at(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// Reads a scenario file.
+pub fn load_scenario(path: &Path) -> Result<Scenario, BadScenario> {
+    let shown = path.display();
+    let text = read_text(path, SCENARIO_FILE).map_err(|e| BadScenario(e.to_string()))?;
+    let deserializer = toml::Deserializer::parse(&text).map_err(|e| {
+        let line = e.span().map(|s| line_at(&text, s.start)).unwrap_or(1);
+        BadScenario(format!("{shown}: line {line}: {}", e.message()))
+    })?;
+    let file: ScenarioFile = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        // A turn is read spanned (for its line); the span's wrapper is no key of the file.
+        let key = e
+            .path()
+            .to_string()
+            .replace(".$__serde_spanned_private_value", "");
+        let inner = e.into_inner();
+        let line = inner.span().map(|s| line_at(&text, s.start)).unwrap_or(1);
+        let key = if key == "." {
+            String::new()
+        } else {
+            format!("key `{key}`: ")
+        };
+        BadScenario(format!("{shown}: line {line}: {key}{}", inner.message()))
+    })?;
+    if file.turn.is_empty() {
+        return Err(BadScenario(format!(
+            "{shown}: line 1: key `turn`: the scenario has no turns (add [[turn]] with say = \"…\" or audio = \"clip.wav\")"
+        )));
+    }
+    if file.turn.len() > MAX_TURNS {
+        return Err(BadScenario(format!(
+            "{shown}: key `turn`: {} turns; a scenario holds at most {MAX_TURNS}",
+            file.turn.len()
+        )));
+    }
+    let folder = path.parent().unwrap_or(Path::new("."));
+    let mut turns = Vec::new();
+    for (index, spanned) in file.turn.into_iter().enumerate() {
+        let line = line_at(&text, spanned.span().start);
+        let at = |key: &str, problem: String| {
+            BadScenario(format!(
+                "{shown}: line {line}: key `turn[{index}].{key}`: {problem}"
+            ))
+        };
+        let entry = spanned.into_inner();
+        let input = match (entry.say, entry.audio) {
+            (Some(_), Some(_)) => {
+                return Err(at(
+                    "say",
+                    "a turn is typed (say) or spoken (audio), not both".into(),
+                ));
+            }
+            (None, None) => {
+                return Err(at(
+                    "say",
+                    "the turn says nothing: give say = \"…\" or audio = \"clip.wav\"".into(),
+                ));
+            }
+            (Some(text), None) if text.trim().is_empty() => {
+                return Err(at("say", "is empty".into()));
+            }
+            (Some(text), None) => Input::Say(text),
+            (None, Some(audio)) => {
+                let file = folder.join(&audio);
+                let samples = spoken_samples(&file).map_err(|e| at("audio", e))?;
+                Input::Audio {
+                    samples,
+                    from: audio.display().to_string(),
+                }
+            }
+        };
+        let e = entry.expect;
+        let tools = match (e.tools, e.no_tools) {
+            (Some(tools), true) if !tools.is_empty() => {
+                return Err(at(
+                    "expect.no_tools",
+                    "no_tools = true and tools = […] contradict each other".into(),
+                ));
+            }
+            (_, true) => ToolsExpected::None,
+            (Some(tools), false) if !tools.is_empty() => ToolsExpected::InOrder(
+                tools
+                    .into_iter()
+                    .map(|c| Call {
+                        name: c.name,
+                        args: c.args,
+                    })
+                    .collect(),
+            ),
+            _ => ToolsExpected::Any,
+        };
+        if let Some(ms) = e.max_first_response_ms
+            && !(ms.is_finite() && ms > 0.0)
+        {
+            return Err(at(
+                "expect.max_first_response_ms",
+                format!("{ms} is not a positive number of milliseconds"),
+            ));
+        }
+        turns.push(Turn {
+            input,
+            expect: Expect {
+                tools,
+                reply_contains: e.reply_contains,
+                max_first_response_ms: e.max_first_response_ms,
+            },
+        });
+    }
+    Ok(Scenario {
+        name: file.name.unwrap_or_else(|| file_name(path)),
+        source: path.to_owned(),
+        from_recording: None,
+        system_instruction: file.system_instruction,
+        turns,
+    })
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// A WAV file as 16 kHz mono samples.
+fn spoken_samples(path: &Path) -> Result<Vec<i16>, String> {
+    let clip = crate::audio::wav::read_mono(path).map_err(|e| format!("{e:#}"))?;
+    if clip.duration().as_secs_f64() > MAX_SPOKEN_SECS {
+        return Err(format!(
+            "{} lasts {:.0} s; a spoken turn lasts at most {MAX_SPOKEN_SECS:.0} s",
+            path.display(),
+            clip.duration().as_secs_f64()
+        ));
+    }
+    let mut resampler = crate::audio::resample::StreamResampler::new(clip.rate, SPOKEN_RATE)
+        .map_err(|e| format!("{e:#}"))?;
+    let mut out = Vec::with_capacity(clip.samples.len());
+    resampler.push(&clip.samples, &mut out);
+    resampler.flush(&mut out);
+    Ok(out.into_iter().map(crate::audio::pcm::f32_to_i16).collect())
+}
+
+// ---- recordings ----
+
+/// A recording as a scenario: its typed turns as typed, its spoken turns as the mic audio
+/// sent from the end of the model's previous turn to the end of this one, and each turn's
+/// `toolCall`s as what must come again.
+pub fn from_recording(recording: &Recording) -> Result<Scenario, BadScenario> {
+    let (applied, _warnings) = recording.applied();
+    let mic = mic_sends(recording);
+    let mic_samples = read_wav(&recording.dir.join(MIC_WAV))
+        .map(|(_, s)| s)
+        .unwrap_or_default();
+    let mut turns: Vec<Turn> = Vec::new();
+    // Where the current turn stands: its model turn ended (a new speech starts a new turn).
+    let mut turn_over = true;
+    // When the model's previous turn ended, and when the current spoken turn's speech ended.
+    let mut previous_end = 0.0;
+    let mut speech: Option<(f64, Option<f64>)> = None;
+    let close_speech =
+        |turns: &mut Vec<Turn>, speech: &mut Option<(f64, Option<f64>)>, end: f64| {
+            if let Some((from, ended)) = speech.take() {
+                let until = ended.unwrap_or(end);
+                let samples = mic_between(&mic, &mic_samples, from, until);
+                if let Some(Turn {
+                    input: Input::Audio { samples: s, .. },
+                    ..
+                }) = turns.last_mut()
+                {
+                    *s = samples;
+                }
+            }
+        };
+    for entry in &applied {
+        match &entry.msg {
+            Msg::UserText(text) if !text.trim().is_empty() && !text.starts_with('/') => {
+                close_speech(&mut turns, &mut speech, entry.t);
+                turns.push(Turn {
+                    input: Input::Say(text.trim().to_owned()),
+                    expect: recorded_expect(),
+                });
+                turn_over = false;
+            }
+            Msg::Server(ServerEvent::InputTranscription { .. })
+            | Msg::Server(ServerEvent::VoiceActivity { speaking: true })
+                if turn_over =>
+            {
+                turns.push(Turn {
+                    input: Input::Audio {
+                        samples: Vec::new(),
+                        from: format!("{}, {MIC_WAV}", recording.dir.display()),
+                    },
+                    expect: recorded_expect(),
+                });
+                speech = Some((previous_end, None));
+                turn_over = false;
+            }
+            Msg::Server(ServerEvent::VoiceActivity { speaking: false }) => {
+                if let Some((_, ended)) = &mut speech {
+                    ended.get_or_insert(entry.t);
+                }
+            }
+            Msg::Server(
+                ServerEvent::ModelText(_)
+                | ServerEvent::ModelAudio { .. }
+                | ServerEvent::OutputTranscription { .. }
+                | ServerEvent::GenerationComplete,
+            ) => {
+                if let Some((_, ended)) = &mut speech {
+                    ended.get_or_insert(entry.t);
+                }
+            }
+            Msg::Server(ServerEvent::ToolCall(calls)) => {
+                if let Some((_, ended)) = &mut speech {
+                    ended.get_or_insert(entry.t);
+                }
+                if let Some(Turn {
+                    expect:
+                        Expect {
+                            tools: ToolsExpected::Recorded(groups),
+                            ..
+                        },
+                    ..
+                }) = turns.last_mut()
+                {
+                    groups.push(
+                        calls
+                            .iter()
+                            .map(|c| Call {
+                                name: c.name.clone(),
+                                args: c.args.clone(),
+                            })
+                            .collect(),
+                    );
+                }
+            }
+            Msg::Server(ServerEvent::TurnComplete { .. }) => {
+                close_speech(&mut turns, &mut speech, entry.t);
+                turn_over = true;
+                previous_end = entry.t;
+            }
+            _ => {}
+        }
+    }
+    let end = applied.last().map_or(0.0, |a| a.t);
+    close_speech(&mut turns, &mut speech, end);
+    // A spoken turn whose audio is not in the recording cannot be sent again.
+    turns.retain(|t| !matches!(&t.input, Input::Audio { samples, .. } if samples.is_empty()));
+    if turns.is_empty() {
+        return Err(BadScenario(format!(
+            "{}: the recording has no user turn to check (nothing typed, no mic audio)",
+            recording.dir.display()
+        )));
+    }
+    Ok(Scenario {
+        name: file_name(&recording.dir),
+        source: recording.dir.clone(),
+        from_recording: Some(RecordedSession {
+            model: recording.meta.model.clone(),
+            voice: recording.meta.voice.clone(),
+        }),
+        system_instruction: None,
+        turns,
+    })
+}
+
+fn recorded_expect() -> Expect {
+    Expect {
+        tools: ToolsExpected::Recorded(Vec::new()),
+        ..Expect::default()
+    }
+}
+
+/// When each chunk of mic audio was sent, and where it is in `mic.wav`.
+fn mic_sends(recording: &Recording) -> Vec<(f64, u64, u64)> {
+    recording
+        .lines
+        .iter()
+        .filter_map(|line| match &line.record {
+            Record::Send { message } => {
+                let data = &message["realtimeInput"]["audio"]["data"];
+                (data["file"] == MIC_WAV).then(|| {
+                    (
+                        line.t,
+                        data["sample_offset"].as_u64().unwrap_or(0),
+                        data["sample_count"].as_u64().unwrap_or(0),
+                    )
+                })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The mic samples sent after `from` and up to `until` (seconds into the recording).
+fn mic_between(sends: &[(f64, u64, u64)], samples: &[i16], from: f64, until: f64) -> Vec<i16> {
+    let mut out = Vec::new();
+    let max = (MAX_SPOKEN_SECS * f64::from(SPOKEN_RATE)) as usize;
+    for &(t, offset, count) in sends {
+        if t > from && t <= until {
+            let start = usize::try_from(offset)
+                .unwrap_or(usize::MAX)
+                .min(samples.len());
+            let end = start
+                .saturating_add(usize::try_from(count).unwrap_or(0))
+                .min(samples.len());
+            out.extend_from_slice(&samples[start..end]);
+            if out.len() >= max {
+                out.truncate(max);
+                break;
+            }
+        }
+    }
+    out
+}
+
+// ---- writing a scenario ----
+
+/// A recording as a scenario file's text: its typed turns as `say`, its spoken turns as
+/// `audio` entries named `<stem>-turnN.wav` (written by the caller beside the file), its tool
+/// calls as expectations (`no_tools` where it made none).
+pub fn scenario_text(scenario: &Scenario, audio_stem: &str) -> String {
+    let mut out = String::new();
+    out += &format!(
+        "# Made by `livetalk check --write-scenario` from {}.\n",
+        scenario.source.display()
+    );
+    out += "# Edit freely: tools match in order, by name and by the arguments given (a subset).\n";
+    out += &format!("name = {}\n", toml_string(&scenario.name));
+    for (index, turn) in scenario.turns.iter().enumerate() {
+        out += "\n[[turn]]\n";
+        match &turn.input {
+            Input::Say(text) => out += &format!("say = {}\n", toml_string(text)),
+            Input::Audio { .. } => {
+                out += &format!(
+                    "audio = {}\n",
+                    toml_string(&spoken_file_name(audio_stem, index + 1))
+                )
+            }
+        }
+        out += "[turn.expect]\n";
+        match &turn.expect.tools {
+            ToolsExpected::Recorded(groups) if groups.iter().all(Vec::is_empty) => {
+                out += "no_tools = true\n";
+            }
+            ToolsExpected::Recorded(groups) => {
+                let calls: Vec<String> = groups
+                    .iter()
+                    .flatten()
+                    .map(|call| match toml_value(&call.args) {
+                        Some(args) => {
+                            format!("{{ name = {}, args = {args} }}", toml_string(&call.name))
+                        }
+                        None => format!("{{ name = {} }}", toml_string(&call.name)),
+                    })
+                    .collect();
+                out += &format!("tools = [{}]\n", calls.join(", "));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The name of spoken turn `n`'s WAV file beside a written scenario.
+pub fn spoken_file_name(stem: &str, n: usize) -> String {
+    format!("{stem}-turn{n}.wav")
+}
+
+fn toml_string(text: &str) -> String {
+    toml::Value::String(text.to_owned()).to_string()
+}
+
+/// A JSON value in TOML (which has no null: a null leaves its key out).
+fn toml_value(value: &Value) -> Option<toml::Value> {
+    Some(match value {
+        Value::Null => return None,
+        Value::Bool(b) => toml::Value::Boolean(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => toml::Value::Integer(i),
+            None => toml::Value::Float(n.as_f64().unwrap_or(0.0)),
+        },
+        Value::String(s) => toml::Value::String(s.clone()),
+        Value::Array(items) => toml::Value::Array(items.iter().filter_map(toml_value).collect()),
+        Value::Object(map) => toml::Value::Table(
+            map.iter()
+                .filter_map(|(k, v)| Some((k.clone(), toml_value(v)?)))
+                .collect::<BTreeMap<_, _>>()
+                .into_iter()
+                .collect(),
+        ),
+    })
+}
