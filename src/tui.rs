@@ -95,7 +95,8 @@ pub async fn replay(
     audio: Option<AudioOptions>,
 ) -> anyhow::Result<u8> {
     let recording = Recording::load(dir)?;
-    let (mut replay, warnings) = Replay::new(&recording, pacing);
+    let (replay, warnings) = Replay::new(&recording, pacing);
+    let mut replay = replay.with_frames(&recording);
     if let Some(options) = audio {
         let (speaker, feeds) = Audio::start(options)?;
         replay.play_on(AudioWorker::new(speaker, feeds));
