@@ -12,7 +12,7 @@ use super::wire_log::{WireBody, WireFrame, WireLog};
 use super::{App, Effect, NoticeLevel};
 use livetalk_live::excerpt;
 use livetalk_live::redact;
-use livetalk_live::wire::{Blob, ClientMessage, RealtimeInput, ServerMessage};
+use livetalk_live::wire::{Blob, ClientMessage, RealtimeInput, ServerContent, ServerMessage};
 
 /// The most a copy puts on the clipboard: terminals cap what an OSC 52 sequence may carry
 /// (tmux and xterm at around 100 KB of base64).
@@ -100,6 +100,8 @@ pub struct WireRow {
     pub frames: usize,
     /// Audio it carried (frames that are only audio).
     pub audio: Option<Duration>,
+    /// What the model's audio in a run said, from the transcription frames folded into it.
+    pub said: String,
     /// Read before the session was set up.
     pub handshake: bool,
 }
@@ -119,6 +121,9 @@ struct Described {
     topics: Topics,
     /// The frame is audio and nothing else: (its duration) — folded into runs.
     audio_only: Option<Duration>,
+    /// The frame is a fragment of the transcription of the model's speech and nothing else:
+    /// it goes into the model's audio run, when one is open, as the words of it.
+    said: Option<String>,
 }
 
 /// Longest summary kept for a row: a row is one line, cut to the screen's width anyway.
@@ -138,13 +143,21 @@ pub fn wire_rows(log: &WireLog, filter: WireFilter) -> Vec<WireRow> {
         }
         let direction = direction(frame);
         let side = usize::from(direction == Direction::Received);
+        if let (Some(words), Some(row)) =
+            (&described.said, open[side].and_then(|at| rows.get_mut(at)))
+        {
+            row.frames += 1;
+            row.bytes += frame.bytes;
+            add_words(&mut row.said, words);
+            row.summary = run_summary(row);
+            continue;
+        }
         if let Some(duration) = described.audio_only {
             if let Some(row) = open[side].and_then(|at| rows.get_mut(at)) {
                 row.frames += 1;
                 row.bytes += frame.bytes;
-                let total = row.audio.unwrap_or_default() + duration;
-                row.audio = Some(total);
-                row.summary = audio_run_summary(row.frames, total);
+                row.audio = Some(row.audio.unwrap_or_default() + duration);
+                row.summary = run_summary(row);
                 continue;
             }
             open[side] = Some(rows.len());
@@ -164,6 +177,7 @@ pub fn wire_rows(log: &WireLog, filter: WireFilter) -> Vec<WireRow> {
             },
             frames: 1,
             audio: described.audio_only,
+            said: String::new(),
             handshake: frame.handshake,
         });
     }
@@ -175,6 +189,29 @@ fn direction(frame: &WireFrame) -> Direction {
         WireBody::Sent(_) => Direction::Sent,
         _ => Direction::Received,
     }
+}
+
+/// A run's summary: its audio, and what it said.
+fn run_summary(row: &WireRow) -> String {
+    let audio = audio_run_summary(row.frames, row.audio.unwrap_or_default());
+    if row.said.is_empty() {
+        audio
+    } else {
+        format!("{audio} · said {}", quoted(&row.said))
+    }
+}
+
+/// Adds a transcription fragment to a run's words, bounded; fragments that carry no spaces
+/// of their own are words.
+fn add_words(said: &mut String, words: &str) {
+    if said.len() > SUMMARY_MAX {
+        return;
+    }
+    let joined = said.ends_with(char::is_whitespace) || words.starts_with(char::is_whitespace);
+    if !said.is_empty() && !joined {
+        said.push(' ');
+    }
+    said.push_str(&excerpt::bounded(words, SUMMARY_MAX));
 }
 
 fn audio_run_summary(frames: usize, audio: Duration) -> String {
@@ -209,6 +246,7 @@ fn describe(frame: &WireFrame) -> Described {
                 ..Topics::default()
             },
             audio_only: None,
+            said: None,
         },
     }
 }
@@ -268,6 +306,7 @@ fn describe_sent(message: &ClientMessage, elided: usize) -> Described {
                 summary,
                 topics: conversation,
                 audio_only,
+                said: None,
             };
         }
         ClientMessage::ToolResponse(response) => {
@@ -312,6 +351,7 @@ fn describe_sent(message: &ClientMessage, elided: usize) -> Described {
         summary: one_line(&summary),
         topics,
         audio_only: None,
+        said: None,
     }
 }
 
@@ -516,11 +556,25 @@ fn describe_received(message: &ServerMessage, elided: usize) -> Described {
     if kinds.len() > 1 {
         audio_only = None;
     }
+    // Only the words of the model's speech: they belong with its audio.
+    let said = message
+        .server_content
+        .as_ref()
+        .filter(|content| {
+            kinds.len() == 1
+                && **content
+                    == ServerContent {
+                        output_transcription: content.output_transcription.clone(),
+                        ..ServerContent::default()
+                    }
+        })
+        .and_then(|content| content.output_transcription.as_ref()?.text.clone());
     Described {
         kind: kinds.join(" + "),
         summary: one_line(&summary.join(" · ")),
         topics,
         audio_only,
+        said,
     }
 }
 

@@ -1831,6 +1831,11 @@ fn audio_frames_fold_into_runs_one_way_each_until_another_frame() {
         app.update(Msg::Wire(mic_frame(base, i * 20)));
         app.update(Msg::Wire(model_audio_frame(base, i * 20 + 5)));
     }
+    // The words of the model's speech go with its audio.
+    for (ms, word) in [(90, "The"), (95, "lamp")] {
+        let said = json!({"serverContent": {"outputTranscription": {"text": word}}});
+        app.update(Msg::Wire(wire(base, ms, false, said)));
+    }
     let done = json!({"serverContent": {"turnComplete": true}});
     app.update(Msg::Wire(wire(base, 100, false, done)));
     app.update(Msg::Wire(mic_frame(base, 120)));
@@ -1844,7 +1849,11 @@ fn audio_frames_fold_into_runs_one_way_each_until_another_frame() {
         [
             // Four frames of six bytes (three samples at 16 kHz) each; nine at 24 kHz.
             (Direction::Sent, 4, "audio ×4 · 0 ms".to_owned()),
-            (Direction::Received, 4, "audio ×4 · 0 ms".to_owned()),
+            (
+                Direction::Received,
+                6,
+                "audio ×6 · 0 ms · said \"The lamp\"".to_owned()
+            ),
             (Direction::Received, 1, String::new()),
             (Direction::Sent, 1, "audio 0 ms".to_owned()),
         ]
@@ -1857,6 +1866,7 @@ fn audio_frames_fold_into_runs_one_way_each_until_another_frame() {
     );
     // Only conversation: the runs; only tools: nothing of them.
     assert_eq!(wire_rows(app.wire(), WireFilter::Conversation).len(), 4);
+    assert_eq!(rows[1].said, "The lamp");
     assert!(wire_rows(app.wire(), WireFilter::Tools).is_empty());
 }
 

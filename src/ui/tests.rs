@@ -1086,7 +1086,7 @@ fn the_event_inspector_filters_conversation_tools_and_session() {
 fn the_event_inspector_expands_a_frame_with_its_secrets_scrubbed() {
     let mut app = inspecting();
     // From the newest (the goAway), up to the tool response.
-    keys(&mut app, &[KeyCode::Up; 6]);
+    keys(&mut app, &[KeyCode::Up; 5]);
     keys(&mut app, &[KeyCode::Enter]);
     let terminal = render(&mut app, 120, 40);
     let buffer = terminal.backend().buffer();
