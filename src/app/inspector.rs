@@ -531,8 +531,12 @@ fn describe_received(message: &ServerMessage, elided: usize) -> Described {
     if let Some(usage) = &message.usage_metadata {
         kinds.push("usageMetadata".to_owned());
         topics.session = true;
-        if let Some(total) = usage.total_token_count {
-            summary.push(format!("{total} tokens"));
+        // Some servers give only the parts.
+        let parts = usage.prompt_token_count.unwrap_or(0) + usage.response_token_count.unwrap_or(0);
+        match usage.total_token_count {
+            Some(total) => summary.push(format!("{total} tokens")),
+            None if parts > 0 => summary.push(format!("{parts} tokens")),
+            None => {}
         }
     }
     if let Some(activity) = &message.voice_activity {

@@ -166,7 +166,7 @@ fn row_line(
         Span::styled(format!("{time} "), theme.dim()),
         Span::styled(format!("{arrow} "), style),
         Span::styled(kind, theme.bold()),
-        Span::styled(format!(" {size:>8}  "), theme.dim()),
+        Span::styled(format!(" {size:>9}  "), theme.dim()),
         Span::styled(row.summary.clone(), theme.plain()),
     ];
     Line::from(cut_spans(spans, width))

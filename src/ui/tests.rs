@@ -1107,8 +1107,8 @@ fn the_event_inspector_expands_a_frame_with_its_secrets_scrubbed() {
 fn the_event_inspector_counts_the_frames_it_dropped_or_never_saw() {
     let mut app = inspecting();
     let mut late = wire_frame(
-        std::time::Instant::now() + Duration::from_secs(90),
-        0,
+        app.wire().origin().expect("frames were taken in"),
+        90_000,
         false,
         json!({"serverContent": {"interrupted": true}}),
     );
