@@ -177,8 +177,9 @@ fn help_popup_opens_and_esc_closes_it() {
     });
     pane.keys("F1");
     // The popup is drawn in one frame, but a capture can land mid-write: wait for all of it.
+    // Its bottom edge is drawn last.
     let screen = pane.wait_for("the help popup with the log path", TURN, |s| {
-        s.contains("┌ Help ") && s.contains("livetalk.log")
+        s.contains("┌ Help ") && s.contains("livetalk.log") && s.contains("Esc closes ┘")
     });
     // Audio is off here: the help has no mute key, but barge-in still cuts a reply short.
     assert!(
