@@ -53,6 +53,10 @@ pub trait Presenter {
     /// The source has just delivered a message (headless measures its turn timeout by it).
     fn heard_from_source(&mut self) {}
 
+    /// Carries out what only the presenter can ([`Effect::is_presenters`]): the TUI copies to
+    /// the clipboard; elsewhere there is nothing to copy to.
+    fn carry_out(&mut self, _effect: Effect) {}
+
     /// The next input message, or `None` when something happened that only needs the app
     /// shown again. Must be cancel-safe.
     fn next_input(&mut self) -> impl Future<Output = Option<Msg>>;
@@ -77,7 +81,7 @@ pub async fn drive<S: Source, P: Presenter>(
         if std::mem::take(&mut changed)
             && let Some(msg) = presenter.show(app)?
         {
-            apply(app, source, msg).await;
+            apply_shown(app, source, presenter, msg).await;
         }
         if presenter.finished(app, source_open) {
             break;
@@ -99,8 +103,11 @@ pub async fn drive<S: Source, P: Presenter>(
                         if msg.may_show() {
                             changed = true;
                             presenter.heard_from_source();
+                        } else if app.inspecting() {
+                            // The inspector shows every frame as it comes.
+                            changed = true;
                         }
-                        apply(app, source, msg).await;
+                        apply_shown(app, source, presenter, msg).await;
                         match source.ready() {
                             Some(next) => msg = next,
                             None => break,
@@ -113,7 +120,7 @@ pub async fn drive<S: Source, P: Presenter>(
                 changed = true;
                 // A retry (Ctrl-R) gives a source that had ended something to say again.
                 if let Some(msg) = input
-                    && apply(app, source, msg).await
+                    && apply_shown(app, source, presenter, msg).await
                 {
                     source_open = true;
                 }
@@ -121,13 +128,13 @@ pub async fn drive<S: Source, P: Presenter>(
             () = sleep_until(leave_by), if leave_by.is_some() => {
                 // The server never confirmed the close: the session is over all the same.
                 let ended = Msg::Server(ServerEvent::Closed(CloseInfo::ended_by_client()));
-                apply(app, source, ended).await;
+                apply_shown(app, source, presenter, ended).await;
                 break;
             }
         }
     }
     for msg in source.settle().await {
-        apply(app, source, msg).await;
+        apply_shown(app, source, presenter, msg).await;
     }
     presenter.show(app)?;
     Ok(())
@@ -141,8 +148,28 @@ async fn sleep_until(deadline: Option<Instant>) {
 }
 
 /// Applies a message and carries out its effects; intents the app hands back are applied as
-/// messages of their own, in order. Returns true when the app asked to connect again.
+/// messages of their own, in order. Returns true when the app asked to connect again. With no
+/// presenter, what only a presenter carries out (a copy) is dropped.
 pub async fn apply<S: Source>(app: &mut App, source: &mut S, msg: Msg) -> bool {
+    apply_with(app, source, &mut |_| {}, msg).await
+}
+
+/// [`apply`], with the presenter's effects carried out by `presenter`.
+async fn apply_shown<S: Source, P: Presenter>(
+    app: &mut App,
+    source: &mut S,
+    presenter: &mut P,
+    msg: Msg,
+) -> bool {
+    apply_with(app, source, &mut |effect| presenter.carry_out(effect), msg).await
+}
+
+async fn apply_with<S: Source>(
+    app: &mut App,
+    source: &mut S,
+    present: &mut impl FnMut(Effect),
+    msg: Msg,
+) -> bool {
     let mut queue = VecDeque::from([msg]);
     let mut reconnect = false;
     while let Some(msg) = queue.pop_front() {
@@ -150,6 +177,7 @@ pub async fn apply<S: Source>(app: &mut App, source: &mut S, msg: Msg) -> bool {
         for effect in app.update(msg) {
             match effect {
                 Effect::Intent(intent) => queue.push_back(intent),
+                effect if effect.is_presenters() => present(effect),
                 effect => {
                     reconnect |= effect == Effect::Reconnect;
                     source.carry_out(effect).await;
@@ -161,7 +189,8 @@ pub async fn apply<S: Source>(app: &mut App, source: &mut S, msg: Msg) -> bool {
 }
 
 /// [`apply`] for the app's unit tests, which have no session: the effects it would carry out
-/// are returned, in order, instead. Nothing here waits, so `apply` is done on its first poll.
+/// (the presenter's included) are returned, in order, instead. Nothing here waits, so it is
+/// done on its first poll.
 #[cfg(test)]
 pub(crate) fn apply_collecting(app: &mut App, msg: Msg) -> Vec<Effect> {
     use futures_util::FutureExt as _;
@@ -179,9 +208,11 @@ pub(crate) fn apply_collecting(app: &mut App, msg: Msg) -> Vec<Effect> {
     }
 
     let mut effects = Collect(Vec::new());
-    apply(app, &mut effects, msg)
+    let mut presented = Vec::new();
+    apply_with(app, &mut effects, &mut |effect| presented.push(effect), msg)
         .now_or_never()
         .expect("collecting effects never waits");
+    effects.0.extend(presented);
     effects.0
 }
 

@@ -20,14 +20,14 @@ use crossterm::terminal::{
 };
 use futures_util::{Stream, StreamExt as _};
 use ratatui::Terminal;
-use ratatui::backend::{Backend, CrosstermBackend};
+use ratatui::backend::{Backend, CrosstermBackend, TestBackend};
 use ratatui::buffer::Buffer;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, MissedTickBehavior};
 use tracing::error;
 
-use crate::app::{App, ConnectionState, Msg};
+use crate::app::{App, ConnectionState, Effect, Msg};
 use crate::audio::{Audio, AudioOptions, AudioWorker};
 use crate::config::Settings;
 use crate::driver::{Presenter, Source, drive};
@@ -95,7 +95,8 @@ pub async fn replay(
     audio: Option<AudioOptions>,
 ) -> anyhow::Result<u8> {
     let recording = Recording::load(dir)?;
-    let (mut replay, warnings) = Replay::new(&recording, pacing);
+    let (replay, warnings) = Replay::new(&recording, pacing);
+    let mut replay = replay.with_frames(&recording);
     if let Some(options) = audio {
         let (speaker, feeds) = Audio::start(options)?;
         replay.play_on(AudioWorker::new(speaker, feeds));
@@ -134,12 +135,34 @@ pub async fn run_on<S, B, E>(
 ) -> anyhow::Result<()>
 where
     S: Source,
-    B: Backend,
+    B: Backend + Clipboard,
     E: Stream<Item = io::Result<Event>> + Unpin,
 {
     let mut screen = Screen::new(terminal, events);
     screen.frames = frames;
     drive(app, source, &mut screen).await
+}
+
+/// A terminal the clipboard is reached through. The real one takes OSC 52, which the local
+/// terminal carries out even over SSH and inside tmux (with `set-clipboard on`); a test
+/// backend has no clipboard.
+pub trait Clipboard {
+    fn copy(&mut self, text: &str) -> io::Result<()>;
+}
+
+impl<W: io::Write> Clipboard for CrosstermBackend<W> {
+    fn copy(&mut self, text: &str) -> io::Result<()> {
+        crossterm::execute!(
+            self,
+            crossterm::clipboard::CopyToClipboard::to_clipboard_from(text)
+        )
+    }
+}
+
+impl Clipboard for TestBackend {
+    fn copy(&mut self, _text: &str) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The terminal as a presenter: draws at most every [`FRAME_INTERVAL`], ticks only while
@@ -185,7 +208,7 @@ impl<B: Backend, E> Screen<B, E> {
 
 impl<B, E> Presenter for Screen<B, E>
 where
-    B: Backend,
+    B: Backend + Clipboard,
     E: Stream<Item = io::Result<Event>> + Unpin,
 {
     fn show(&mut self, app: &App) -> anyhow::Result<Option<Msg>> {
@@ -211,6 +234,14 @@ where
 
     fn observe(&mut self, app: &App) {
         self.animating = app.animating();
+    }
+
+    fn carry_out(&mut self, effect: Effect) {
+        if let Effect::Copy(text) = effect
+            && let Err(e) = self.terminal.backend_mut().copy(&text)
+        {
+            error!("copying to the clipboard through the terminal failed: {e}");
+        }
     }
 
     async fn next_input(&mut self) -> Option<Msg> {

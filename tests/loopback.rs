@@ -385,3 +385,85 @@ async fn every_frame_reaches_the_app_once_in_wire_order_and_is_recorded_once() {
     assert_eq!(u64::from(model.duration()), next);
     assert_eq!(next * 2, app.model_audio_bytes());
 }
+
+/// With the event inspector open, what the mic sends reaches it while the server says nothing
+/// (the engine takes in sent frames as they go, not with the next frame read), and closing it
+/// tells the engine so.
+#[tokio::test(flavor = "multi_thread")]
+async fn sent_frames_reach_the_open_inspector_while_the_server_is_silent() {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use livetalk::app::{ConnectionState, WireBody};
+    use livetalk_live::wire::ClientMessage;
+
+    let settings = default_settings();
+    let mock = fast_mock(Vec::new()).await;
+    let home = SmartHome::new();
+    let registry = Arc::new(
+        builtin_registry(&settings.tools_enabled, settings.tool_limits, home.clone()).unwrap(),
+    );
+    let mut engine = Engine::new(registry.clone(), &home, livetalk::tools::Decider::Person);
+    let mut app = App::new(AppInit::new(settings.model.clone(), true, home.snapshot()));
+    connect(&mut engine, &mock, &settings, &registry, CONNECT).await;
+    run_until(
+        &mut app,
+        &mut engine,
+        REACH,
+        "the session is set up",
+        |app| *app.connection() == ConnectionState::Connected,
+    )
+    .await;
+    // What the mock says after setup (a resumption handle) is in first: a frame read later
+    // would bring the sent ones along and prove nothing.
+    run_until(
+        &mut app,
+        &mut engine,
+        REACH,
+        "the first resumption handle",
+        |app| {
+            app.wire().frames().iter().any(|f| {
+            matches!(&f.body, WireBody::Received(m) if m.session_resumption_update.is_some())
+        })
+        },
+    )
+    .await;
+    let f12 = || Msg::Key(KeyEvent::new(KeyCode::F(12), KeyModifiers::NONE));
+    apply(&mut app, &mut engine, f12()).await;
+    assert!(app.inspecting());
+    let mic_frames = |app: &App| {
+        app.wire()
+            .frames()
+            .iter()
+            .filter(|f| {
+                matches!(&f.body, WireBody::Sent(m) if matches!(m.as_ref(), ClientMessage::RealtimeInput(_)))
+            })
+            .count()
+    };
+    // Silence: the mock's speech detector hears nothing, so nothing comes back.
+    for _ in 0..3 {
+        engine.send_audio(vec![0; 640]).await;
+    }
+    run_until(
+        &mut app,
+        &mut engine,
+        REACH,
+        "the mic's frames in the inspector",
+        |app| mic_frames(app) == 3,
+    )
+    .await;
+    // They came on their own: the server read nothing after the first of them was sent (had
+    // they waited for a frame from the server, one would be in the log after them).
+    let frames = app.wire().frames();
+    let first_mic = frames
+        .iter()
+        .find(|f| matches!(&f.body, WireBody::Sent(m) if matches!(m.as_ref(), ClientMessage::RealtimeInput(_))))
+        .unwrap()
+        .at;
+    let read_after: Vec<_> = frames
+        .iter()
+        .filter(|f| !matches!(f.body, WireBody::Sent(_)) && f.at > first_mic)
+        .collect();
+    assert!(read_after.is_empty(), "{read_after:#?}");
+    apply(&mut app, &mut engine, f12()).await;
+    assert!(!app.inspecting());
+    assert_eq!(app.wire().dropped(), 0);
+}

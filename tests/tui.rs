@@ -73,6 +73,88 @@ fn typed_conversation_shows_tool_calls_and_devices_then_quits_cleanly() {
     assert_terminal_restored(&pane, &screen);
 }
 
+/// The event inspector in a real terminal: F12 opens it on every frame of the turn, `f`
+/// filters, Enter shows a frame's JSON, `y` copies it through the terminal (OSC 52, which
+/// tmux turns into its paste buffer), Esc closes it; `y` in the tool log copies a call with its
+/// response.
+#[test]
+fn the_event_inspector_opens_filters_expands_copies_and_closes() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pane = Pane::start_with(scratch.path(), 120, 40, &["--no-audio"], |_| {});
+    pane.wait_for("the session to be ready", TURN, |s| {
+        s.contains("Gemini is listening…")
+    });
+    pane.type_line(SMART_HOME_LINES[0]);
+    pane.wait_for("the first reply", TURN, |s| {
+        s.contains("currently off.") && s.contains("Gemini is listening…")
+    });
+    pane.keys("F12");
+    let screen = pane.wait_for("the inspector on every frame", TURN, |s| {
+        s.contains("Events · all") && s.contains("serverContent turnComplete")
+    });
+    for kind in [
+        "→ setup",
+        "← setupComplete (setup)",
+        "→ clientContent turnComplete",
+        "← toolCall",
+        "→ toolResponse",
+    ] {
+        assert!(screen.contains(kind), "{kind} in:\n{screen}");
+    }
+    pane.keys("f");
+    pane.wait_for("the conversation filter", TURN, |s| {
+        s.contains("Events · conversation") && !s.contains("← toolCall")
+    });
+    pane.keys("f");
+    let screen = pane.wait_for("the tools filter", TURN, |s| {
+        s.contains("Events · tools") && s.contains("→ toolResponse")
+    });
+    assert!(!screen.contains("setupComplete"), "{screen}");
+    // From the newest (the answer) up to the call, and its JSON.
+    pane.keys("Up");
+    pane.keys("Enter");
+    pane.wait_for("the call's JSON", TURN, |s| {
+        s.contains("\"functionCalls\": [") && s.contains("End follows")
+    });
+    pane.keys("y");
+    let copied = common::poll(TURN, Duration::from_millis(50), || {
+        let copied = pane.clipboard();
+        copied.contains("\"toolCall\"").then_some(copied)
+    })
+    .unwrap_or_else(|| panic!("the copy reached tmux; the screen:\n{}", pane.screen()));
+    let json: serde_json::Value = serde_json::from_str(&copied).unwrap();
+    assert_eq!(
+        json["toolCall"]["functionCalls"][0]["name"],
+        "get_device_status"
+    );
+    pane.wait_for("the copy's notice", TURN, |s| {
+        s.contains("Copied the toolCall frame's JSON")
+    });
+    pane.keys("Escape");
+    pane.wait_for("the inspector to close", TURN, |s| !s.contains("Events ·"));
+    // The tool log: Tab twice from the input line, then y.
+    pane.keys("Tab");
+    pane.keys("Tab");
+    pane.keys("y");
+    let copied = common::poll(TURN, Duration::from_millis(50), || {
+        let copied = pane.clipboard();
+        copied.contains("functionResponse").then_some(copied)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the call's copy reached tmux; the screen:\n{}",
+            pane.screen()
+        )
+    });
+    let json: serde_json::Value = serde_json::from_str(&copied).unwrap();
+    assert_eq!(json["functionCall"]["name"], "get_device_status");
+    assert_eq!(json["functionResponse"]["name"], "get_device_status");
+    pane.keys("C-c");
+    let screen = pane.wait_exit(TURN);
+    assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");
+    assert_terminal_restored(&pane, &screen);
+}
+
 #[test]
 fn sigterm_restores_the_terminal() {
     let scratch = tempfile::tempdir().unwrap();
@@ -95,8 +177,9 @@ fn help_popup_opens_and_esc_closes_it() {
     });
     pane.keys("F1");
     // The popup is drawn in one frame, but a capture can land mid-write: wait for all of it.
+    // Its bottom edge is drawn last.
     let screen = pane.wait_for("the help popup with the log path", TURN, |s| {
-        s.contains("┌ Help ") && s.contains("livetalk.log")
+        s.contains("┌ Help ") && s.contains("livetalk.log") && s.contains("Esc closes ┘")
     });
     // Audio is off here: the help has no mute key, but barge-in still cuts a reply short.
     assert!(

@@ -260,6 +260,7 @@ mod tests {
                 bytes: 100,
                 handshake: false,
                 elided: 0,
+                missed_before: 0,
                 body,
             };
             self.app.update(Msg::Wire(frame));

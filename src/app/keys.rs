@@ -24,6 +24,8 @@ pub enum Scope {
     HelpPopup,
     /// While the tool list is open.
     ToolsPopup,
+    /// While the event inspector is open.
+    InspectorPopup,
     /// While replaying a recording, with no popup open.
     Replay,
     /// With no popup open, whatever has the focus.
@@ -40,11 +42,12 @@ pub enum Scope {
 }
 
 impl Scope {
-    const PRIORITY: [Scope; 13] = [
+    const PRIORITY: [Scope; 14] = [
         Scope::Anywhere,
         Scope::Editor,
         Scope::HelpPopup,
         Scope::ToolsPopup,
+        Scope::InspectorPopup,
         Scope::Popup,
         Scope::Replay,
         Scope::Panes,
@@ -101,6 +104,17 @@ pub enum Action {
     FirstTool,
     LastTool,
     OpenToolCall,
+    /// Copy the selected call and its response to the clipboard.
+    CopyToolCall,
+    // The event inspector.
+    Inspector,
+    SelectFrame(i8),
+    FramePage(i8),
+    FirstFrame,
+    FollowFrames,
+    ExpandFrame,
+    NextWireFilter,
+    CopyFrame,
     // The person's side of tool calls.
     GoToWaiting,
     ApproveCall,
@@ -324,6 +338,31 @@ pub const KEY_MAP: &[KeyRow] = &[
         bindings: &[(S::ToolLog, key(KeyCode::Enter), A::OpenToolCall)],
     },
     KeyRow {
+        keys: "y on a tool call",
+        when: W::Always,
+        help: "copy the call and its response as JSON (OSC 52: works over SSH and in tmux)",
+        footer: None,
+        bindings: &[(S::ToolLog, ch('y'), A::CopyToolCall)],
+    },
+    KeyRow {
+        keys: "F12 or /events",
+        when: W::Always,
+        help: "event inspector: every frame both ways; ↑/↓ select, Enter JSON, f filter, y copy, End newest",
+        footer: None,
+        bindings: &[
+            (S::Anywhere, key(KeyCode::F(12)), A::Inspector),
+            (S::InspectorPopup, key(KeyCode::Up), A::SelectFrame(-1)),
+            (S::InspectorPopup, key(KeyCode::Down), A::SelectFrame(1)),
+            (S::InspectorPopup, key(KeyCode::PageUp), A::FramePage(-1)),
+            (S::InspectorPopup, key(KeyCode::PageDown), A::FramePage(1)),
+            (S::InspectorPopup, key(KeyCode::Home), A::FirstFrame),
+            (S::InspectorPopup, key(KeyCode::End), A::FollowFrames),
+            (S::InspectorPopup, key(KeyCode::Enter), A::ExpandFrame),
+            (S::InspectorPopup, ch('f'), A::NextWireFilter),
+            (S::InspectorPopup, ch('y'), A::CopyFrame),
+        ],
+    },
+    KeyRow {
         keys: "F7; a d e r",
         when: W::Live,
         help: "go to a waiting call; approve · deny · edit args · answer by hand",
@@ -510,6 +549,9 @@ impl App {
             Scope::Popup => popup && !editing,
             Scope::HelpPopup => !editing && matches!(self.view.popup, Some(Popup::Help { .. })),
             Scope::ToolsPopup => !editing && matches!(self.view.popup, Some(Popup::Tools { .. })),
+            Scope::InspectorPopup => {
+                !editing && matches!(self.view.popup, Some(Popup::Inspector(_)))
+            }
             Scope::Replay => !popup && self.replay.is_some(),
             Scope::Panes => !popup,
             Scope::NotToolLog => !popup && focus != Focus::ToolLog,
@@ -592,6 +634,16 @@ impl App {
             None => &mut self.view.input,
         };
         match action {
+            // The commands that only move the view are the screen's own: never sent, never
+            // recorded, and taken before the session is up.
+            Action::Send if input.text().trim() == "/events" => {
+                input.take();
+                self.toggle_inspector();
+            }
+            Action::Send if input.text().trim() == "/help" => {
+                input.take();
+                self.toggle_help();
+            }
             // Until the session is ready the line stays in the box rather than being lost.
             Action::Send
                 if self.connection == ConnectionState::Connected && self.replay.is_none() =>
@@ -683,6 +735,15 @@ impl App {
             Action::FirstTool => {}
             Action::LastTool => self.view.tool_selected = None,
             Action::OpenToolCall => self.open_selected_tool(),
+            Action::CopyToolCall => return self.copy_selected_call(),
+            Action::Inspector => self.toggle_inspector(),
+            Action::SelectFrame(by) => self.select_frame(isize::from(by)),
+            Action::FramePage(by) => self.scroll_frame_json(10 * i32::from(by)),
+            Action::FirstFrame => self.first_frame(),
+            Action::FollowFrames => self.follow_frames(),
+            Action::ExpandFrame => self.toggle_frame_json(),
+            Action::NextWireFilter => self.next_wire_filter(),
+            Action::CopyFrame => return self.copy_frame(),
             Action::GoToWaiting => self.go_to_waiting(),
             Action::ApproveCall => return self.approve_selected(),
             Action::DenyCall => return self.deny_selected(),
@@ -705,6 +766,9 @@ impl App {
     }
 
     fn scroll_popup(&mut self, by: i32) {
+        if self.inspecting() {
+            return self.select_frame(by as isize);
+        }
         let scroll = |s: u16| (i32::from(s) + by).clamp(0, i32::from(u16::MAX)) as u16;
         self.view.popup = self.view.popup.map(|popup| match popup {
             Popup::Help { scroll: s } => Popup::Help { scroll: scroll(s) },
@@ -713,7 +777,7 @@ impl App {
                 scroll: scroll(s),
             },
             Popup::Audio { scroll: s } => Popup::Audio { scroll: scroll(s) },
-            tools @ Popup::Tools { .. } => tools,
+            other @ (Popup::Tools { .. } | Popup::Inspector(_)) => other,
         });
     }
 

@@ -6,7 +6,8 @@
 //! and how the session moved between connections), `transcript` (the conversation),
 //! `tool_calls` (the tool log and the tool list), `audio` (microphone, speaker and echo),
 //! `keys` and `view` (what the TUI's keys mean and what it shows), `editor` (a call's
-//! arguments or result typed by hand), `wire_log` (the session's frames both ways).
+//! arguments or result typed by hand), `wire_log` (the session's frames both ways) and
+//! `inspector` (the event inspector's view of them).
 
 use std::collections::HashSet;
 
@@ -20,6 +21,7 @@ use livetalk_live::wire::UsageMetadata;
 mod audio;
 mod editor;
 mod health;
+mod inspector;
 mod keys;
 mod msg;
 mod session;
@@ -37,6 +39,7 @@ pub use transcript::{ECHO_INTERRUPTION, Entry, Floor, ModelTurnStatus, UserInput
 
 pub use editor::{ERROR_PREFIX, typed_arguments, typed_result};
 pub use health::{SessionFigures, TURNS_KEPT};
+pub use inspector::{COPY_MAX, Direction, Inspector, WireFilter, WireRow, frame_json, wire_rows};
 pub use keys::{
     Action, ECHO_KEY, ESC_AGAIN_QUITS, Footer, KEY_MAP, KeyRow, When, footer_keys, help_rows,
 };
@@ -189,8 +192,18 @@ enum SlashLine<'a> {
 }
 
 /// The slash commands, as their usage is shown.
-pub const SLASH_COMMANDS: &str =
-    "/system TEXT changes the system instruction for the next turns; //text sends /text.";
+pub const SLASH_COMMANDS: &str = "/system TEXT changes the system instruction for the next turns; /events opens the event inspector (F12); /help lists the keys and commands; //text sends /text.";
+
+/// The slash commands the terminal UI's input line takes, one a row, for the help.
+pub const SLASH_HELP: &[(&str, &str)] = &[
+    (
+        "/system TEXT",
+        "change the system instruction for the next turns",
+    ),
+    ("/events", "open the event inspector (as F12 does)"),
+    ("/help", "this help"),
+    ("//text", "send a message that starts with a slash"),
+];
 
 fn slash_line(text: &str) -> SlashLine<'_> {
     // `//text` is how a message that starts with a slash is sent.
@@ -207,6 +220,11 @@ fn slash_line(text: &str) -> SlashLine<'_> {
         "system" => SlashLine::Usage(format!(
             "/system needs the instruction: /system TEXT. Commands: {SLASH_COMMANDS}"
         )),
+        // The terminal UI opens these itself; a line of input elsewhere has no screen.
+        "events" => SlashLine::Usage(
+            "The event inspector is part of the terminal UI (F12 or /events there).".to_owned(),
+        ),
+        "help" => SlashLine::Usage(format!("Commands: {SLASH_COMMANDS}")),
         _ => {
             let name = excerpt::bounded(name, 40);
             SlashLine::Usage(format!(
@@ -443,7 +461,15 @@ impl App {
                 self.devices = devices;
                 Vec::new()
             }
-            Msg::Key(key) => self.on_key(key),
+            Msg::Key(key) => {
+                let inspecting = self.inspecting();
+                let mut effects = self.on_key(key);
+                // However the inspector opened or closed, the source learns it.
+                if inspecting != self.inspecting() {
+                    effects.push(Effect::WatchWire(!inspecting));
+                }
+                effects
+            }
             Msg::Mouse(mouse) => {
                 self.on_mouse(mouse);
                 Vec::new()

@@ -187,4 +187,18 @@ pub enum Effect {
     },
     /// Stop an MCP server (if it runs) and start it again.
     RestartMcpServer(String),
+    /// The event inspector opened (`true`) or closed: while it is open the frames sent are
+    /// wanted as they go, not only with the next frame the server sends.
+    WatchWire(bool),
+    /// Put this text on the user's clipboard. The presenter carries it out (the TUI writes it
+    /// through the terminal as OSC 52, which reaches the local clipboard over SSH and tmux);
+    /// the source never sees it.
+    Copy(String),
+}
+
+impl Effect {
+    /// True for what the presenter carries out rather than the source.
+    pub fn is_presenters(&self) -> bool {
+        matches!(self, Effect::Copy(_))
+    }
 }

@@ -1725,3 +1725,206 @@ fn a_replay_shows_verdicts_but_offers_no_editor() {
         json!({"device_name": "front door lock"})
     );
 }
+
+/// A frame `ms` into the session: a client message if `sent`, else a server message.
+fn wire(base: std::time::Instant, ms: u64, sent: bool, message: serde_json::Value) -> WireFrame {
+    use std::sync::Arc;
+    let body = if sent {
+        WireBody::Sent(Arc::new(serde_json::from_value(message).unwrap()))
+    } else {
+        WireBody::Received(Arc::new(serde_json::from_value(message).unwrap()))
+    };
+    WireFrame {
+        at: base + Duration::from_millis(ms),
+        bytes: 100,
+        handshake: false,
+        elided: 0,
+        missed_before: 0,
+        body,
+    }
+}
+
+fn mic_frame(base: std::time::Instant, ms: u64) -> WireFrame {
+    let audio = json!({"realtimeInput": {"audio": {"mimeType": "audio/pcm;rate=16000", "data": "AAAAAAAA"}}});
+    wire(base, ms, true, audio)
+}
+
+fn model_audio_frame(base: std::time::Instant, ms: u64) -> WireFrame {
+    let audio = json!({"serverContent": {"modelTurn": {"parts": [{"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": "AAAAAAAAAAAA"}}]}}});
+    wire(base, ms, false, audio)
+}
+
+#[test]
+fn the_inspector_opens_by_f12_or_events_and_the_source_hears_of_it() {
+    use crossterm::event::KeyCode;
+    let mut app = connected_app();
+    assert_eq!(press(&mut app, KeyCode::F(12)), [Effect::WatchWire(true)]);
+    assert!(app.inspecting());
+    assert_eq!(press(&mut app, KeyCode::Esc), [Effect::WatchWire(false)]);
+    assert!(!app.inspecting());
+    // Typed: nothing is sent, and the line is not kept in the box.
+    type_text(&mut app, "/events");
+    assert_eq!(press(&mut app, KeyCode::Enter), [Effect::WatchWire(true)]);
+    assert!(app.inspecting() && app.view.input.is_empty());
+    assert!(app.transcript.is_empty());
+    // Whatever replaces it closes it, and says so.
+    assert_eq!(press(&mut app, KeyCode::F(1)), [Effect::WatchWire(false)]);
+    assert!(matches!(app.view.popup, Some(Popup::Help { .. })));
+    press(&mut app, KeyCode::Esc);
+    assert_eq!(press(&mut app, KeyCode::F(12)), [Effect::WatchWire(true)]);
+    assert_eq!(press(&mut app, KeyCode::F(12)), [Effect::WatchWire(false)]);
+    // `/help` opens the help; headless, which has no screen, is told what the commands are.
+    type_text(&mut app, "/help");
+    assert!(press(&mut app, KeyCode::Enter).is_empty());
+    assert!(matches!(app.view.popup, Some(Popup::Help { .. })));
+    assert!(app.update(Msg::UserText("/events".into())).is_empty());
+    let notice = &app.notices.last().unwrap().text;
+    assert!(notice.contains("F12"), "{notice}");
+}
+
+#[test]
+fn the_inspector_follows_the_newest_frame_until_the_user_selects_one() {
+    use crossterm::event::KeyCode;
+    let base = std::time::Instant::now();
+    let mut app = connected_app();
+    let text = |ms, text: &str| {
+        wire(
+            base,
+            ms,
+            true,
+            json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": text}]}], "turnComplete": true}}),
+        )
+    };
+    for (ms, line) in [(0, "one"), (10, "two"), (20, "three")] {
+        app.update(Msg::Wire(text(ms, line)));
+    }
+    press(&mut app, KeyCode::F(12));
+    let summary = |app: &App| {
+        let rows = app.inspector_rows();
+        rows[app.inspector_selected(&rows).unwrap()].summary.clone()
+    };
+    assert_eq!(summary(&app), "\"three\"");
+    app.update(Msg::Wire(text(30, "four")));
+    assert_eq!(summary(&app), "\"four\"", "it follows the newest");
+    press(&mut app, KeyCode::Up);
+    press(&mut app, KeyCode::Up);
+    assert_eq!(summary(&app), "\"two\"");
+    app.update(Msg::Wire(text(40, "five")));
+    assert_eq!(summary(&app), "\"two\"", "the selection stays put");
+    press(&mut app, KeyCode::Home);
+    assert_eq!(summary(&app), "\"one\"");
+    press(&mut app, KeyCode::End);
+    app.update(Msg::Wire(text(50, "six")));
+    assert_eq!(summary(&app), "\"six\"", "End follows the newest again");
+    // Going down to the newest follows too.
+    press(&mut app, KeyCode::Up);
+    press(&mut app, KeyCode::Down);
+    app.update(Msg::Wire(text(60, "seven")));
+    assert_eq!(summary(&app), "\"seven\"");
+}
+
+#[test]
+fn audio_frames_fold_into_runs_one_way_each_until_another_frame() {
+    let base = std::time::Instant::now();
+    let mut app = connected_app();
+    for i in 0..4 {
+        app.update(Msg::Wire(mic_frame(base, i * 20)));
+        app.update(Msg::Wire(model_audio_frame(base, i * 20 + 5)));
+    }
+    // The words of the model's speech go with its audio.
+    for (ms, word) in [(90, "The"), (95, "lamp")] {
+        let said = json!({"serverContent": {"outputTranscription": {"text": word}}});
+        app.update(Msg::Wire(wire(base, ms, false, said)));
+    }
+    let done = json!({"serverContent": {"turnComplete": true}});
+    app.update(Msg::Wire(wire(base, 100, false, done)));
+    app.update(Msg::Wire(mic_frame(base, 120)));
+    let rows = wire_rows(app.wire(), WireFilter::All);
+    let shown: Vec<(Direction, usize, String)> = rows
+        .iter()
+        .map(|r| (r.direction, r.frames, r.summary.clone()))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            // Four frames of six bytes (three samples at 16 kHz) each; nine at 24 kHz.
+            (Direction::Sent, 4, "audio ×4 · 0 ms".to_owned()),
+            (
+                Direction::Received,
+                6,
+                "audio ×6 · 0 ms · said \"The lamp\"".to_owned()
+            ),
+            (Direction::Received, 1, String::new()),
+            (Direction::Sent, 1, "audio 0 ms".to_owned()),
+        ]
+    );
+    assert_eq!(rows[2].kind, "serverContent turnComplete");
+    assert_eq!(rows[0].bytes, 400);
+    assert_eq!(
+        rows[1].audio,
+        Some(Duration::from_secs_f64(4.0 * 9.0 / 2.0 / 24_000.0))
+    );
+    // Only conversation: the runs; only tools: nothing of them.
+    assert_eq!(wire_rows(app.wire(), WireFilter::Conversation).len(), 4);
+    assert_eq!(rows[1].said, "The lamp");
+    assert!(wire_rows(app.wire(), WireFilter::Tools).is_empty());
+}
+
+#[test]
+fn y_copies_the_selected_frame_or_a_tool_call_with_its_response() {
+    use crossterm::event::KeyCode;
+    livetalk_live::redact::remember("inspector-copy-secret-5521");
+    let base = std::time::Instant::now();
+    let mut app = connected_app();
+    app.update(Msg::Server(ServerEvent::ToolCall(vec![call(
+        "c1",
+        "get_device_status",
+    )])));
+    app.update(finished("c1", "get_device_status", ToolStatus::Ok));
+    let answer = json!({"toolResponse": {"functionResponses": [{"id": "c1", "name": "get_device_status", "response": {"token": "inspector-copy-secret-5521"}}]}});
+    app.update(Msg::Wire(wire(base, 0, true, answer)));
+    app.update(Msg::Wire(mic_frame(base, 20)));
+    press(&mut app, KeyCode::F(12));
+    press(&mut app, KeyCode::Up);
+    let effects = press(&mut app, KeyCode::Char('y'));
+    let [Effect::Copy(json)] = effects.as_slice() else {
+        panic!("{effects:?}");
+    };
+    let copied: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(
+        copied["toolResponse"]["functionResponses"][0]["response"]["token"],
+        "[redacted]"
+    );
+    assert!(
+        app.notices
+            .last()
+            .unwrap()
+            .text
+            .starts_with("Copied the toolResponse frame's JSON")
+    );
+    // The mic frame's audio was never kept: the copy says so where it was.
+    press(&mut app, KeyCode::End);
+    let effects = press(&mut app, KeyCode::Char('y'));
+    let [Effect::Copy(json)] = effects.as_slice() else {
+        panic!("{effects:?}");
+    };
+    assert!(
+        json.contains("\"data\": \"(left out: 6 B in this frame)\""),
+        "{json}"
+    );
+    press(&mut app, KeyCode::Esc);
+
+    // In the tool log: the call with the response sent for it.
+    app.view.focus = Focus::ToolLog;
+    let effects = press(&mut app, KeyCode::Char('y'));
+    let [Effect::Copy(json)] = effects.as_slice() else {
+        panic!("{effects:?}");
+    };
+    let copied: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(copied["functionCall"]["name"], "get_device_status");
+    assert_eq!(
+        copied["functionCall"]["args"]["device_name"],
+        "living room lamp"
+    );
+    assert_eq!(copied["functionResponse"]["response"]["status"], "off");
+}

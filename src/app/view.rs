@@ -31,6 +31,8 @@ pub enum Popup {
     Tools {
         selected: usize,
     },
+    /// The event inspector: every frame both ways.
+    Inspector(super::inspector::Inspector),
 }
 
 /// A screen rectangle; the UI reports where it drew each pane so the mouse can find them.

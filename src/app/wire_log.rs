@@ -24,6 +24,9 @@ pub struct WireFrame {
     pub handshake: bool,
     /// Bytes of audio and images the log's copy leaves out (see [`WireLog`]).
     pub elided: usize,
+    /// Frames the wire tap could not pass to the app just before this one (the app was
+    /// behind): the log counts them with the frames it dropped.
+    pub missed_before: u64,
     /// What it said.
     pub body: WireBody,
 }
@@ -53,6 +56,7 @@ impl WireFrame {
             bytes: inbound.bytes,
             handshake: false,
             elided: 0,
+            missed_before: 0,
             body,
         })
     }
@@ -64,6 +68,7 @@ impl WireFrame {
             bytes,
             handshake: false,
             elided: 0,
+            missed_before: 0,
             body: WireBody::Sent(message.clone()),
         }
     }
@@ -128,7 +133,13 @@ fn elide(blob: &mut Blob) -> usize {
 #[derive(Debug, Clone, Default)]
 pub struct WireLog {
     frames: VecDeque<WireFrame>,
+    /// Each frame's number in the order it was taken in, beside it: what the inspector's
+    /// selection holds on to while frames come and go.
+    numbers: VecDeque<u64>,
+    taken_in: u64,
     dropped: u64,
+    /// When the earliest frame crossed the wire: the inspector's times count from it.
+    origin: Option<Instant>,
 }
 
 impl WireLog {
@@ -136,8 +147,11 @@ impl WireLog {
     /// frame may come a little after one that crossed the wire later.
     pub(super) fn push(&mut self, frame: WireFrame) {
         let frame = frame.kept();
+        self.dropped += frame.missed_before;
+        self.origin = Some(self.origin.map_or(frame.at, |origin| origin.min(frame.at)));
         if self.frames.len() == WIRE_LOG_FRAMES {
             self.frames.pop_front();
+            self.numbers.pop_front();
             self.dropped += 1;
         }
         let at = self
@@ -146,6 +160,24 @@ impl WireLog {
             .rposition(|kept| kept.at <= frame.at)
             .map_or(0, |i| i + 1);
         self.frames.insert(at, frame);
+        self.numbers.insert(at, self.taken_in);
+        self.taken_in += 1;
+    }
+
+    /// When the earliest frame crossed the wire, dropped ones included.
+    pub fn origin(&self) -> Option<Instant> {
+        self.origin
+    }
+
+    /// The number the frame at `index` was taken in as: it stays the frame's while older
+    /// frames go.
+    pub fn number(&self, index: usize) -> Option<u64> {
+        self.numbers.get(index).copied()
+    }
+
+    /// Where the frame taken in as `number` is now, if it is still kept.
+    pub fn index_of(&self, number: u64) -> Option<usize> {
+        self.numbers.iter().position(|n| *n == number)
     }
 
     /// The frames kept, oldest first.
@@ -153,7 +185,8 @@ impl WireLog {
         &self.frames
     }
 
-    /// Frames dropped to keep the log bounded.
+    /// Frames dropped to keep the log bounded, and frames that never reached it (the app was
+    /// behind the wire tap).
     pub fn dropped(&self) -> u64 {
         self.dropped
     }
@@ -177,6 +210,7 @@ mod tests {
             bytes: text.len(),
             handshake: false,
             elided: 0,
+            missed_before: 0,
             body: WireBody::Unreadable(text.to_owned()),
         }
     }
@@ -210,6 +244,19 @@ mod tests {
                 .iter()
                 .all(|f| f.at >= start + Duration::from_millis(3))
         );
+    }
+
+    #[test]
+    fn frames_the_tap_could_not_pass_on_are_counted_with_those_dropped() {
+        let start = Instant::now();
+        let mut log = WireLog::default();
+        let mut frame = sent_at(start, "a");
+        frame.missed_before = 7;
+        log.push(frame);
+        log.push(sent_at(start, "b"));
+        assert_eq!((log.frames().len(), log.dropped()), (2, 7));
+        assert_eq!((log.number(0), log.number(1)), (Some(0), Some(1)));
+        assert_eq!(log.origin(), Some(start));
     }
 
     #[test]

@@ -97,6 +97,10 @@ pub struct Engine {
     /// frames come with what it reads).
     frames: mpsc::Receiver<WireFrame>,
     frames_tx: mpsc::Sender<WireFrame>,
+    /// The event inspector is open: frames sent are taken in as they go, so the mic's show
+    /// while the server is silent. Closed, they wait for the next frame read, and sending
+    /// wakes nothing.
+    wire_watched: bool,
 }
 
 impl Engine {
@@ -128,6 +132,7 @@ impl Engine {
             vertex: false,
             frames,
             frames_tx,
+            wire_watched: false,
         }
     }
 
@@ -405,6 +410,7 @@ impl Source for Engine {
                 _ => None,
             };
             let connecting = matches!(self.start, Start::Connecting(_));
+            let wire_watched = self.wire_watched;
             tokio::select! {
                 joined = async {
                     match &mut self.start {
@@ -474,6 +480,10 @@ impl Source for Engine {
                     }
                     None => {}
                 },
+                Some(sent) = self.frames.recv(), if wire_watched => {
+                    self.pending.push_back(Msg::Wire(sent));
+                    self.take_in_sent_frames();
+                }
                 Some(event) = self.tool_events.recv() => return Some(Msg::Tool(self.on_this_service(event))),
                 Some(event) = self.mcp_events.recv() => {
                     match &event {
@@ -613,14 +623,23 @@ impl Source for Engine {
                     warn!("no MCP server named {name} to restart");
                 }
             }
+            Effect::WatchWire(open) => {
+                self.wire_watched = open;
+                // What waited for the next frame read shows at once.
+                if open {
+                    self.take_in_sent_frames();
+                }
+            }
             // The app asks only once the session gave up.
             Effect::Reconnect => {
                 if !self.session.retry() {
                     warn!("nowhere to reconnect to");
                 }
             }
-            // The loop applies intents; a live session has no replay controls.
+            // The loop applies intents, the presenter copies; a live session has no replay
+            // controls.
             Effect::Intent(_)
+            | Effect::Copy(_)
             | Effect::PauseReplay
             | Effect::StepReplay
             | Effect::ReplaySpeed(_) => {}

@@ -1,8 +1,11 @@
 //! The engine's wire tap: what only the connection knows (each attempt, the handshake, every
 //! frame sent, the close) goes to the recorder as it happens, and every frame sent and read in
-//! the handshake also goes to the app, where it joins the frames the session reads.
+//! the handshake also goes to the app, where it joins the frames the session reads. A frame
+//! the app cannot take (it is behind) is counted, and the count rides on the next frame that
+//! gets through, so the inspector's log says how many it never saw.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::mpsc;
 use tracing::debug;
@@ -14,14 +17,16 @@ use livetalk_live::connection::{TappedFrame, WireTap};
 use livetalk_live::wire::ClientMessage;
 
 /// Frames the app has not taken yet: twenty seconds of a voice turn. Beyond it they are
-/// dropped for the inspector (the recorder has them already), never waited for: the tap runs
-/// on the connection's tasks.
+/// dropped for the inspector (the recorder has them already) and counted, never waited for:
+/// the tap runs on the connection's tasks.
 pub(super) const FRAMES_WAITING: usize = 1024;
 
 /// See the module doc.
 pub(super) struct Wiretap {
     recorder: Option<Recorder>,
     frames: mpsc::Sender<WireFrame>,
+    /// Frames not passed on since the last one that was.
+    missed: AtomicU64,
 }
 
 impl Wiretap {
@@ -30,11 +35,19 @@ impl Wiretap {
         recorder: Option<Recorder>,
         frames: mpsc::Sender<WireFrame>,
     ) -> Arc<dyn WireTap> {
-        Arc::new(Wiretap { recorder, frames })
+        Arc::new(Wiretap {
+            recorder,
+            frames,
+            missed: AtomicU64::new(0),
+        })
     }
 
-    fn to_app(&self, frame: WireFrame) {
+    fn to_app(&self, mut frame: WireFrame) {
+        // Both connection tasks tap: a count taken here and not passed on is put back.
+        let missed = self.missed.swap(0, Ordering::Relaxed);
+        frame.missed_before = missed;
         if self.frames.try_send(frame).is_err() {
+            self.missed.fetch_add(missed + 1, Ordering::Relaxed);
             debug!("a frame was not passed to the app: it is behind or gone");
         }
     }
@@ -67,6 +80,7 @@ impl WireTap for Wiretap {
             bytes,
             handshake: true,
             elided: 0,
+            missed_before: 0,
             body,
         });
     }

@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::format::convert::devices_from;
+use super::format::convert::{devices_from, wire_frame};
 use super::{Applied, Recording};
-use crate::app::{App, AppInit, Effect, Msg, ReplayProgress};
+use crate::app::{App, AppInit, Effect, Msg, ReplayProgress, WireFrame};
 use crate::audio::AudioWorker;
 use crate::driver::Source;
 use livetalk_live::ServerEvent;
@@ -151,6 +151,9 @@ pub struct Replay {
     step_once: bool,
     /// The progress changed since the app was last told.
     progress_due: bool,
+    /// The recording's wire lines as frames, for the event inspector, each due at its time
+    /// (only when asked for: see [`Replay::with_frames`]).
+    frames: std::iter::Peekable<std::vec::IntoIter<(f64, WireFrame)>>,
 }
 
 impl Replay {
@@ -167,8 +170,23 @@ impl Replay {
             speaker: None,
             step_once: false,
             progress_due: true,
+            frames: Vec::new().into_iter().peekable(),
         };
         (replay, warnings)
+    }
+
+    /// Also hands the app the recording's frames (its `send` and `recv` lines) at their
+    /// times, so the event inspector shows them; they are not counted as the replay's events.
+    pub fn with_frames(mut self, recording: &Recording) -> Self {
+        let base = std::time::Instant::now();
+        let mut frames: Vec<(f64, WireFrame)> = recording
+            .lines
+            .iter()
+            .filter_map(|line| Some((line.t, wire_frame(line, base)?)))
+            .collect();
+        frames.sort_by(|a, b| a.0.total_cmp(&b.0));
+        self.frames = frames.into_iter().peekable();
+        self
     }
 
     /// How many messages the recording holds.
@@ -227,9 +245,19 @@ impl Source for Replay {
             self.progress_due = false;
             return Some(self.progress());
         }
-        let step_t = self.steps.peek()?.t;
+        // A frame is handed over before the events applied at its time, as in the live run.
+        let frame_t = self.frames.peek().map(|(t, _)| *t);
+        let (frame_first, step_t) = match (frame_t, self.steps.peek().map(|s| s.t)) {
+            (Some(frame), Some(step)) if frame <= step => (true, frame),
+            (_, Some(step)) => (false, step),
+            (Some(frame), None) => (true, frame),
+            (None, None) => return None,
+        };
         let due = if self.step_once {
-            self.step_once = false;
+            // A step by hand brings the frames before its event along.
+            if !frame_first {
+                self.step_once = false;
+            }
             self.pace.stepped_to(step_t);
             None
         } else if self.pace.is_paused() {
@@ -261,6 +289,11 @@ impl Source for Replay {
                     }
                 }
             }
+        }
+        if frame_first {
+            let (t, frame) = self.frames.next()?;
+            self.pace.advance(t);
+            return Some(Msg::Wire(frame));
         }
         let step = self.steps.next()?;
         self.pace.advance(step.t);

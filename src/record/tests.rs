@@ -801,3 +801,59 @@ fn absurd_times_are_clamped_and_no_pause_outlasts_a_minute() {
         );
     }
 }
+
+/// A replay in the TUI hands the app the recording's wire lines as frames, at their places
+/// among the applied messages, for the event inspector: every `send` and `recv` line once,
+/// audio left out but counted from its WAV reference, and none of them counted as one of the
+/// replay's events.
+#[tokio::test]
+async fn a_replay_shows_the_recordings_wire_lines_in_the_inspector() {
+    use crate::app::{WireBody, WireFilter, wire_rows};
+    use livetalk_live::wire::ClientMessage;
+
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/recordings/format-3");
+    let recording = Recording::load(&dir).unwrap();
+    let wire_lines = recording
+        .lines
+        .iter()
+        .filter(|l| matches!(l.record, Record::Send { .. } | Record::Recv { .. }))
+        .count();
+    let (playback, _) = Replay::new(&recording, Pacing::Instant);
+    let total = playback.total();
+    let mut playback = playback.with_frames(&recording);
+    let mut app = initial_app(&recording, None, total);
+    let mut progress = None;
+    while let Some(msg) = playback.next().await {
+        if let Msg::ReplayProgress(p) = &msg {
+            progress = Some(*p);
+        }
+        let _ = app.update(msg);
+    }
+    assert_eq!(progress.map(|p| (p.applied, p.total)), Some((total, total)));
+    let frames = app.wire().frames();
+    assert_eq!(frames.len(), wire_lines);
+    assert_eq!(app.wire().dropped(), 0);
+    assert!(
+        frames
+            .iter()
+            .zip(frames.iter().skip(1))
+            .all(|(a, b)| a.at <= b.at)
+    );
+    // The first two: the setup sent, its answer read in the handshake.
+    assert!(
+        matches!(&frames[0].body, WireBody::Sent(m) if matches!(m.as_ref(), ClientMessage::Setup(_)))
+    );
+    assert!(frames[1].handshake && frames[1].bytes > 0);
+    // The mic frame's eight samples are left out and counted, as a live log counts them.
+    let mic = frames
+        .iter()
+        .find(|f| matches!(&f.body, WireBody::Sent(m) if matches!(m.as_ref(), ClientMessage::RealtimeInput(i) if i.audio.is_some())))
+        .unwrap();
+    assert_eq!(mic.elided, 16);
+    let kinds: Vec<String> = wire_rows(app.wire(), WireFilter::Tools)
+        .into_iter()
+        .map(|r| r.kind)
+        .collect();
+    assert_eq!(kinds, ["toolCall", "toolResponse"]);
+}

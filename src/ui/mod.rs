@@ -3,6 +3,7 @@
 
 mod audio_panel;
 mod devices;
+mod inspector;
 mod session_panel;
 mod theme;
 mod tool_list;
@@ -20,7 +21,7 @@ pub use theme::Theme;
 
 use crate::app::{
     App, Area, Badge, ConnectionState, ERROR_PREFIX, Editor, EditorPurpose, Floor, Focus,
-    NoticeLevel, Popup, ScreenLayout, ToolState, footer_keys, help_rows,
+    NoticeLevel, Popup, SLASH_HELP, ScreenLayout, ToolState, footer_keys, help_rows,
 };
 use livetalk_live::excerpt;
 use tool_log::format_duration;
@@ -139,6 +140,7 @@ pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
             draw_tool_detail(frame, full, app, theme, index, scroll)
         }
         Some(Popup::Tools { selected }) => Some(tool_list::draw(frame, full, app, theme, selected)),
+        Some(Popup::Inspector(view)) => Some(inspector::draw(frame, full, app, theme, view)),
         Some(Popup::Audio { scroll }) => {
             let lines = audio_panel::detail_lines(app, theme);
             let width = 90.min(full.width.saturating_sub(2));
@@ -691,6 +693,19 @@ fn draw_help(frame: &mut Frame, full: Rect, app: &App, theme: Theme, scroll: u16
             &[(row.help.to_owned(), theme.plain())],
             inner_width,
         ));
+    }
+    // A replay has no input line to type them into.
+    if !app.is_replay() {
+        lines.push(Line::default());
+        lines.push(Line::styled("  Typed in the input line", theme.dim()));
+        for (command, help) in SLASH_HELP {
+            let prefix = vec![Span::styled(format!("  {command:<22}"), theme.bold())];
+            lines.extend(wrap::wrap(
+                prefix,
+                &[((*help).to_owned(), theme.plain())],
+                inner_width,
+            ));
+        }
     }
     let rect = centered(
         full,

@@ -981,6 +981,7 @@ fn session_with_figures() -> App {
             bytes: 100,
             handshake: false,
             elided: 0,
+            missed_before: 0,
             body,
         }));
     };
@@ -1046,6 +1047,99 @@ fn session_with_figures() -> App {
     app
 }
 
+/// A frame of the first smart-home turn, `ms` after the session's first, as the wire log
+/// takes it: a client message if `sent`, else a server message.
+fn wire_frame(
+    base: std::time::Instant,
+    ms: u64,
+    sent: bool,
+    message: Value,
+) -> crate::app::WireFrame {
+    use crate::app::{WireBody, WireFrame};
+    use std::sync::Arc;
+    let bytes = message.to_string().len();
+    let body = if sent {
+        WireBody::Sent(Arc::new(
+            serde_json::from_value(message).expect("a client message"),
+        ))
+    } else {
+        WireBody::Received(Arc::new(
+            serde_json::from_value(message).expect("a server message"),
+        ))
+    };
+    WireFrame {
+        at: base + Duration::from_millis(ms),
+        bytes,
+        handshake: ms < 100 && !sent,
+        elided: 0,
+        missed_before: 0,
+        body,
+    }
+}
+
+/// What a tool answered in these frames: a token a careless tool gave away, which the
+/// inspector's JSON must not show.
+const LEAKED_TOKEN: &str = "ya29.inspector-test-token-8d41c";
+
+/// The first smart-home turn's frames, both ways: setup, the typed turn, the call and its
+/// answer, mic audio and model audio side by side, the transcription, the turn's end with
+/// usage, a resumption handle and a goAway.
+fn with_frames(mut app: App) -> App {
+    livetalk_live::redact::remember(LEAKED_TOKEN);
+    let base = std::time::Instant::now();
+    let mic = || json!({"realtimeInput": {"audio": {"mimeType": "audio/pcm;rate=16000", "data": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}}});
+    let model = || json!({"serverContent": {"modelTurn": {"parts": [{"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}}]}}});
+    let mut frames = vec![
+        wire_frame(
+            base,
+            0,
+            true,
+            json!({"setup": {"model": "models/gemini-3.8-live", "tools": [{"functionDeclarations": [{"name": "get_device_status"}, {"name": "set_device_status"}]}], "sessionResumption": {}}}),
+        ),
+        wire_frame(base, 41, false, json!({"setupComplete": {}})),
+        wire_frame(
+            base,
+            1_020,
+            true,
+            json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": "Is the living room lamp on?"}]}], "turnComplete": true}}),
+        ),
+        wire_frame(
+            base,
+            1_310,
+            false,
+            json!({"toolCall": {"functionCalls": [{"id": "function-call-1", "name": "get_device_status", "args": {"device_name": "living room lamp"}}]}}),
+        ),
+        wire_frame(
+            base,
+            1_312,
+            true,
+            json!({"toolResponse": {"functionResponses": [{"id": "function-call-1", "name": "get_device_status", "response": {"status": "off", "session_token": LEAKED_TOKEN}}]}}),
+        ),
+    ];
+    for i in 0..6 {
+        frames.push(wire_frame(base, 1_400 + i * 20, true, mic()));
+        if i % 2 == 0 {
+            frames.push(wire_frame(base, 1_405 + i * 20, false, model()));
+        }
+    }
+    frames.extend([
+        wire_frame(base, 1_530, false, json!({"serverContent": {"outputTranscription": {"text": "No, the living room lamp is currently off."}}})),
+        wire_frame(base, 1_610, false, json!({"serverContent": {"turnComplete": true}, "usageMetadata": {"totalTokenCount": 412}})),
+        wire_frame(base, 1_700, false, json!({"sessionResumptionUpdate": {"newHandle": "CkVzZXNzaW9uLWhhbmRsZS0x", "resumable": true}})),
+        wire_frame(base, 61_800, false, json!({"goAway": {"timeLeft": "10s"}})),
+    ]);
+    for frame in frames {
+        app.update(Msg::Wire(frame));
+    }
+    app
+}
+
+fn inspecting() -> App {
+    let mut app = with_frames(listening());
+    keys(&mut app, &[KeyCode::F(12)]);
+    app
+}
+
 #[test]
 fn the_session_panel_shows_latency_health_and_cost() {
     let mut app = session_with_figures();
@@ -1058,4 +1152,68 @@ fn the_session_panel_shows_latency_health_and_cost() {
     insta::assert_snapshot!("session_figures_100x30", terminal.backend());
     let screen = format!("{}", terminal.backend());
     assert!(screen.contains("⏱ 470 ms · ≈ $0.034"), "{screen}");
+}
+
+#[test]
+fn the_event_inspector_lists_every_frame_with_audio_in_runs() {
+    snapshot_sizes("inspector", inspecting);
+}
+
+#[test]
+fn the_event_inspector_filters_conversation_tools_and_session() {
+    for (presses, name) in [
+        (1, "inspector_conversation"),
+        (2, "inspector_tools"),
+        (3, "inspector_session"),
+    ] {
+        let mut app = inspecting();
+        for _ in 0..presses {
+            keys(&mut app, &[KeyCode::Char('f')]);
+        }
+        let terminal = render(&mut app, 120, 40);
+        insta::assert_snapshot!(name, terminal.backend());
+    }
+    // A fourth press lists them all again.
+    let mut app = inspecting();
+    keys(&mut app, &[KeyCode::Char('f'); 4]);
+    let all = render(&mut app, 120, 40);
+    let first = render(&mut inspecting(), 120, 40);
+    assert_eq!(all.backend().buffer(), first.backend().buffer());
+}
+
+#[test]
+fn the_event_inspector_expands_a_frame_with_its_secrets_scrubbed() {
+    let mut app = inspecting();
+    // From the newest (the goAway), up to the tool response.
+    keys(&mut app, &[KeyCode::Up; 5]);
+    keys(&mut app, &[KeyCode::Enter]);
+    let terminal = render(&mut app, 120, 40);
+    let buffer = terminal.backend().buffer();
+    let screen: String = (0..buffer.area.height)
+        .map(|y| {
+            let row: String = (0..buffer.area.width)
+                .map(|x| buffer[(x, y)].symbol().to_owned())
+                .collect();
+            row + "\n"
+        })
+        .collect();
+    assert!(screen.contains("[redacted]"), "{screen}");
+    assert!(!screen.contains(LEAKED_TOKEN), "{screen}");
+    insta::assert_snapshot!("inspector_expanded_120x40", terminal.backend());
+}
+
+#[test]
+fn the_event_inspector_counts_the_frames_it_dropped_or_never_saw() {
+    let mut app = inspecting();
+    let mut late = wire_frame(
+        app.wire().origin().expect("frames were taken in"),
+        90_000,
+        false,
+        json!({"serverContent": {"interrupted": true}}),
+    );
+    late.missed_before = 12;
+    late.handshake = false;
+    app.update(Msg::Wire(late));
+    let terminal = render(&mut app, 80, 24);
+    insta::assert_snapshot!("inspector_dropped_80x24", terminal.backend());
 }

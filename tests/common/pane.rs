@@ -34,8 +34,12 @@ impl Pane {
             dir: tempfile::tempdir().expect("a folder for tmux"),
         };
         let conf = pane.dir.path().join("tmux.conf");
-        std::fs::write(&conf, "set -g remain-on-exit on\nset -g status off\n")
-            .expect("write tmux.conf");
+        // `set-clipboard on`: what a program copies with OSC 52 becomes tmux's paste buffer.
+        std::fs::write(
+            &conf,
+            "set -g remain-on-exit on\nset -g status off\nset -s set-clipboard on\n",
+        )
+        .expect("write tmux.conf");
         let command: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_livetalk"))
             .chain(args.iter().copied())
             .map(|word| format!("'{}'", word.replace('\'', r"'\''")))
@@ -105,6 +109,12 @@ impl Pane {
     pub fn type_line(&self, text: &str) {
         self.tmux(&["send-keys", "-t", "lt", "-l", text]);
         self.tmux(&["send-keys", "-t", "lt", "Enter"]);
+    }
+
+    /// What livetalk last copied to the clipboard (OSC 52), as tmux keeps it: its newest
+    /// paste buffer; empty while there is none.
+    pub fn clipboard(&self) -> String {
+        self.tmux(&["show-buffer"])
     }
 
     pub fn keys(&self, keys: &str) {

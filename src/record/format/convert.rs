@@ -56,6 +56,80 @@ impl v3::Msg {
     }
 }
 
+/// The frame a wire line (`send`, `recv`) recorded, for the event inspector of a replay;
+/// `base` is when the recording's time 0 is taken to be. Audio went to a WAV file and is left
+/// out, counted; the size is the line's message as the wire spells it (a recording keeps no
+/// frame sizes), its audio as base64. `None` for the other lines and for a message that no
+/// longer reads as one.
+pub fn wire_frame(line: &v3::Line, base: std::time::Instant) -> Option<app::WireFrame> {
+    use livetalk_live::wire::{ClientMessage, ServerMessage};
+    use std::sync::Arc;
+
+    let at = base.checked_add(std::time::Duration::try_from_secs_f64(line.t).ok()?)?;
+    let frame = |bytes, handshake, elided, body| app::WireFrame {
+        at,
+        bytes,
+        handshake,
+        elided,
+        missed_before: 0,
+        body,
+    };
+    let (message, sent, handshake) = match &line.record {
+        v3::Record::Send { message } => (message, true, false),
+        v3::Record::Recv {
+            setup,
+            message: Some(message),
+            ..
+        } => (message, false, *setup),
+        v3::Record::Recv {
+            setup,
+            message: None,
+            skipped: Some(why),
+        } => {
+            let body = app::WireBody::Unreadable(why.clone());
+            return Some(frame(0, *setup, 0, body));
+        }
+        _ => return None,
+    };
+    let mut message = message.clone();
+    let elided = audio_left_out(&mut message);
+    let bytes = serde_json::to_string(&message).map_or(0, |s| s.len()) + elided.div_ceil(3) * 4;
+    let body = if sent {
+        app::WireBody::Sent(Arc::new(
+            serde_json::from_value::<ClientMessage>(message).ok()?,
+        ))
+    } else {
+        app::WireBody::Received(Arc::new(
+            serde_json::from_value::<ServerMessage>(message).ok()?,
+        ))
+    };
+    Some(frame(bytes, handshake, elided, body))
+}
+
+/// Empties every `data` that points into a WAV file ([`v3::AudioRef`]); returns the bytes of
+/// PCM16 they stood for.
+fn audio_left_out(value: &mut serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::Object(object) => {
+            let reference = object
+                .get("data")
+                .and_then(|d| serde_json::from_value::<v3::AudioRef>(d.clone()).ok());
+            let mut bytes = 0;
+            if let Some(reference) = reference {
+                object.insert("data".to_owned(), serde_json::Value::String(String::new()));
+                bytes = usize::try_from(reference.sample_count.saturating_mul(2)).unwrap_or(0);
+            }
+            object.values_mut().fold(bytes, |sum, inner| {
+                sum.saturating_add(audio_left_out(inner))
+            })
+        }
+        serde_json::Value::Array(items) => items
+            .iter_mut()
+            .fold(0, |sum, inner| sum.saturating_add(audio_left_out(inner))),
+        _ => 0,
+    }
+}
+
 /// The model audio a message carries (PCM16 LE), borrowed: the recorder writes it to a WAV
 /// file, never into the line.
 pub fn model_audio(msg: &Msg) -> Option<&[u8]> {

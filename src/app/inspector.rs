@@ -1,0 +1,787 @@
+//! The event inspector (F12, `/events`): what it looks at (filter, selection, the expanded
+//! frame) and what it shows of the wire log: one row per frame, the Live API message kind
+//! and its flags, a one-line summary, audio frames folded into runs, and a frame's JSON with
+//! its audio left out and secrets scrubbed. Drawing is `ui::inspector`'s.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::view::Popup;
+use super::wire_log::{WireBody, WireFrame, WireLog};
+use super::{App, Effect, NoticeLevel};
+use livetalk_live::excerpt;
+use livetalk_live::redact;
+use livetalk_live::wire::{Blob, ClientMessage, RealtimeInput, ServerContent, ServerMessage};
+
+/// The most a copy puts on the clipboard: terminals cap what an OSC 52 sequence may carry
+/// (tmux and xterm at around 100 KB of base64).
+pub const COPY_MAX: usize = 64 << 10;
+
+/// Which frames the inspector lists (`f` steps through them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WireFilter {
+    #[default]
+    All,
+    /// What was said: text, audio, transcriptions, turn signals.
+    Conversation,
+    /// Tool calls, their cancellations and the answers.
+    Tools,
+    /// The session's own business: setup, resumption, goAway, usage, instructions.
+    Session,
+}
+
+impl WireFilter {
+    /// The next filter in the order `f` steps through.
+    pub fn next(self) -> WireFilter {
+        match self {
+            WireFilter::All => WireFilter::Conversation,
+            WireFilter::Conversation => WireFilter::Tools,
+            WireFilter::Tools => WireFilter::Session,
+            WireFilter::Session => WireFilter::All,
+        }
+    }
+
+    /// As the inspector's title names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            WireFilter::All => "all",
+            WireFilter::Conversation => "conversation",
+            WireFilter::Tools => "tools",
+            WireFilter::Session => "session",
+        }
+    }
+
+    fn shows(self, topics: Topics) -> bool {
+        match self {
+            WireFilter::All => true,
+            WireFilter::Conversation => topics.conversation,
+            WireFilter::Tools => topics.tools,
+            WireFilter::Session => topics.session,
+        }
+    }
+}
+
+/// What the inspector looks at; part of the view, so it changes only in `update`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Inspector {
+    pub filter: WireFilter,
+    /// The selected row, by the number its first frame was taken in as (see
+    /// [`WireLog::number`]); `None` follows the newest.
+    pub selected: Option<u64>,
+    /// The selected frame's JSON is shown.
+    pub expanded: bool,
+    /// How far the expanded JSON is scrolled.
+    pub scroll: u16,
+}
+
+/// Which way a frame went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Sent,
+    Received,
+}
+
+/// One row of the inspector: a frame, or a run of audio frames one way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireRow {
+    /// Where its first frame is in the log.
+    pub first: usize,
+    /// The number its first frame was taken in as.
+    pub number: u64,
+    pub at: Instant,
+    pub direction: Direction,
+    /// The Live API message kind, with its flags (`serverContent turnComplete`).
+    pub kind: String,
+    /// Bytes on the wire, all of the run's frames together.
+    pub bytes: usize,
+    pub summary: String,
+    /// Frames in it: more than one for a run of audio.
+    pub frames: usize,
+    /// Audio it carried (frames that are only audio).
+    pub audio: Option<Duration>,
+    /// What the model's audio in a run said, from the transcription frames folded into it.
+    pub said: String,
+    /// Read before the session was set up.
+    pub handshake: bool,
+}
+
+/// Which filters show a frame.
+#[derive(Debug, Clone, Copy, Default)]
+struct Topics {
+    conversation: bool,
+    tools: bool,
+    session: bool,
+}
+
+/// What a frame amounts to, for its row.
+struct Described {
+    kind: String,
+    summary: String,
+    topics: Topics,
+    /// The frame is audio and nothing else: (its duration) — folded into runs.
+    audio_only: Option<Duration>,
+    /// The frame is a fragment of the transcription of the model's speech and nothing else:
+    /// it goes into the model's audio run, when one is open, as the words of it.
+    said: Option<String>,
+}
+
+/// Longest summary kept for a row: a row is one line, cut to the screen's width anyway.
+const SUMMARY_MAX: usize = 240;
+
+/// The rows the inspector lists for `filter`, oldest first. Audio frames one way are folded
+/// into a run until a frame that is not audio is listed; the two directions' runs go on side
+/// by side, as the mic and the speaker do.
+pub fn wire_rows(log: &WireLog, filter: WireFilter) -> Vec<WireRow> {
+    let mut rows: Vec<WireRow> = Vec::new();
+    // The run each direction is adding to, by its row.
+    let mut open: [Option<usize>; 2] = [None, None];
+    for (index, frame) in log.frames().iter().enumerate() {
+        let described = describe(frame);
+        if !filter.shows(described.topics) {
+            continue;
+        }
+        let direction = direction(frame);
+        let side = usize::from(direction == Direction::Received);
+        if let (Some(words), Some(row)) =
+            (&described.said, open[side].and_then(|at| rows.get_mut(at)))
+        {
+            row.frames += 1;
+            row.bytes += frame.bytes;
+            add_words(&mut row.said, words);
+            row.summary = run_summary(row);
+            continue;
+        }
+        if let Some(duration) = described.audio_only {
+            if let Some(row) = open[side].and_then(|at| rows.get_mut(at)) {
+                row.frames += 1;
+                row.bytes += frame.bytes;
+                row.audio = Some(row.audio.unwrap_or_default() + duration);
+                row.summary = run_summary(row);
+                continue;
+            }
+            open[side] = Some(rows.len());
+        } else {
+            open = [None, None];
+        }
+        rows.push(WireRow {
+            first: index,
+            number: log.number(index).unwrap_or_default(),
+            at: frame.at,
+            direction,
+            kind: described.kind,
+            bytes: frame.bytes,
+            summary: match described.audio_only {
+                Some(duration) => audio_run_summary(1, duration),
+                None => described.summary,
+            },
+            frames: 1,
+            audio: described.audio_only,
+            said: String::new(),
+            handshake: frame.handshake,
+        });
+    }
+    rows
+}
+
+fn direction(frame: &WireFrame) -> Direction {
+    match frame.body {
+        WireBody::Sent(_) => Direction::Sent,
+        _ => Direction::Received,
+    }
+}
+
+/// A run's summary: its audio, and what it said.
+fn run_summary(row: &WireRow) -> String {
+    let audio = audio_run_summary(row.frames, row.audio.unwrap_or_default());
+    if row.said.is_empty() {
+        audio
+    } else {
+        format!("{audio} · said {}", quoted(&row.said))
+    }
+}
+
+/// Adds a transcription fragment to a run's words, bounded; fragments that carry no spaces
+/// of their own are words.
+fn add_words(said: &mut String, words: &str) {
+    if said.len() > SUMMARY_MAX {
+        return;
+    }
+    let joined = said.ends_with(char::is_whitespace) || words.starts_with(char::is_whitespace);
+    if !said.is_empty() && !joined {
+        said.push(' ');
+    }
+    said.push_str(&excerpt::bounded(words, SUMMARY_MAX));
+}
+
+fn audio_run_summary(frames: usize, audio: Duration) -> String {
+    let ms = audio.as_millis();
+    let length = if ms >= 1000 {
+        format!("{:.2} s", audio.as_secs_f64())
+    } else {
+        format!("{ms} ms")
+    };
+    if frames == 1 {
+        format!("audio {length}")
+    } else {
+        format!("audio ×{frames} · {length}")
+    }
+}
+
+/// How long the audio of `bytes` bytes of PCM16 at the blob's rate plays.
+fn audio_length(blob: &Blob, bytes: usize, default_rate: u32) -> Duration {
+    let rate = blob.declared_rate().unwrap_or(default_rate).max(1);
+    Duration::from_secs_f64(bytes as f64 / 2.0 / f64::from(rate))
+}
+
+fn describe(frame: &WireFrame) -> Described {
+    match &frame.body {
+        WireBody::Sent(message) => describe_sent(message, frame.elided),
+        WireBody::Received(message) => describe_received(message, frame.elided),
+        WireBody::Unreadable(reason) => Described {
+            kind: "unreadable frame".to_owned(),
+            summary: one_line(reason),
+            topics: Topics {
+                session: true,
+                ..Topics::default()
+            },
+            audio_only: None,
+            said: None,
+        },
+    }
+}
+
+/// Text for one row: line breaks as spaces, bounded.
+fn one_line(text: &str) -> String {
+    let bounded = excerpt::bounded(text, SUMMARY_MAX);
+    bounded.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn quoted(text: &str) -> String {
+    format!("\"{}\"", one_line(text))
+}
+
+fn describe_sent(message: &ClientMessage, elided: usize) -> Described {
+    let conversation = Topics {
+        conversation: true,
+        ..Topics::default()
+    };
+    let session = Topics {
+        session: true,
+        ..Topics::default()
+    };
+    let (kind, summary, topics) = match message {
+        ClientMessage::Setup(setup) => {
+            let mut summary = setup.model.trim_start_matches("models/").to_owned();
+            let declared: usize = setup
+                .tools
+                .iter()
+                .map(|set| set.function_declarations.len())
+                .sum();
+            if declared > 0 {
+                summary.push_str(&format!(" · {declared} functions"));
+            }
+            if setup.session_resumption.is_some() {
+                summary.push_str(" · resumption");
+            }
+            ("setup".to_owned(), summary, session)
+        }
+        ClientMessage::ClientContent(content) => {
+            let text: Vec<&str> = content
+                .turns
+                .iter()
+                .flat_map(|turn| &turn.parts)
+                .filter_map(|part| part.text.as_deref())
+                .collect();
+            let mut kind = "clientContent".to_owned();
+            if content.turn_complete == Some(true) {
+                kind.push_str(" turnComplete");
+            }
+            (kind, quoted(&text.join(" ")), conversation)
+        }
+        ClientMessage::RealtimeInput(input) => {
+            let (kind, summary, audio_only) = describe_realtime(input, elided);
+            return Described {
+                kind,
+                summary,
+                topics: conversation,
+                audio_only,
+                said: None,
+            };
+        }
+        ClientMessage::ToolResponse(response) => {
+            let answers: Vec<String> = response
+                .function_responses
+                .iter()
+                .map(|r| {
+                    let verdict = if r.response.get("error").is_some() {
+                        "error"
+                    } else {
+                        "ok"
+                    };
+                    format!("{} → {verdict}", r.name)
+                })
+                .collect();
+            let topics = Topics {
+                tools: true,
+                ..Topics::default()
+            };
+            ("toolResponse".to_owned(), answers.join(", "), topics)
+        }
+        ClientMessage::ContextUpdate(update) => {
+            let text: Vec<&str> = update
+                .system_instruction
+                .iter()
+                .flat_map(|content| &content.parts)
+                .filter_map(|part| part.text.as_deref())
+                .collect();
+            let mut summary = if text.is_empty() {
+                String::new()
+            } else {
+                format!("system instruction {}", quoted(&text.join(" ")))
+            };
+            if update.tools.is_some() {
+                summary.push_str(" · tools");
+            }
+            ("contextUpdate".to_owned(), summary, session)
+        }
+    };
+    Described {
+        kind,
+        summary: one_line(&summary),
+        topics,
+        audio_only: None,
+        said: None,
+    }
+}
+
+fn describe_realtime(input: &RealtimeInput, elided: usize) -> (String, String, Option<Duration>) {
+    let mut parts = Vec::new();
+    let mut kind = "realtimeInput".to_owned();
+    let audio_blobs: Vec<&Blob> = input
+        .audio
+        .iter()
+        .chain(
+            input
+                .media_chunks
+                .iter()
+                .filter(|b| b.mime_type.starts_with("audio/")),
+        )
+        .collect();
+    let images = input.video.is_some()
+        || input
+            .media_chunks
+            .iter()
+            .any(|b| !b.mime_type.starts_with("audio/"));
+    let signals = input.activity_start.is_some()
+        || input.activity_end.is_some()
+        || input.audio_stream_end.is_some();
+    let audio = audio_blobs
+        .first()
+        .map(|blob| audio_length(blob, elided, livetalk_live::wire::INPUT_SAMPLE_RATE));
+    if let Some(length) = audio
+        && !images
+        && !signals
+        && input.text.is_none()
+    {
+        return (kind, String::new(), Some(length));
+    }
+    for (flag, set) in [
+        ("activityStart", input.activity_start.is_some()),
+        ("activityEnd", input.activity_end.is_some()),
+        ("audioStreamEnd", input.audio_stream_end.is_some()),
+    ] {
+        if set {
+            kind.push(' ');
+            kind.push_str(flag);
+        }
+    }
+    if let Some(text) = &input.text {
+        parts.push(quoted(text));
+    }
+    if let Some(length) = audio {
+        parts.push(audio_run_summary(1, length));
+    }
+    if images {
+        parts.push(format!("image, {}", excerpt::human_size(elided as u64)));
+    }
+    (kind, parts.join(" · "), None)
+}
+
+fn describe_received(message: &ServerMessage, elided: usize) -> Described {
+    let mut kinds = Vec::new();
+    let mut summary = Vec::new();
+    let mut topics = Topics::default();
+    let mut audio_only = None;
+    if let Some(complete) = &message.setup_complete {
+        kinds.push("setupComplete".to_owned());
+        if let Some(id) = &complete.session_id {
+            summary.push(format!("session {}", one_line(id)));
+        }
+        topics.session = true;
+    }
+    if let Some(content) = &message.server_content {
+        topics.conversation = true;
+        let mut kind = "serverContent".to_owned();
+        for (flag, set) in [
+            (
+                "generationComplete",
+                content.generation_complete == Some(true),
+            ),
+            ("turnComplete", content.turn_complete == Some(true)),
+            ("interrupted", content.interrupted == Some(true)),
+            ("waitingForInput", content.waiting_for_input == Some(true)),
+        ] {
+            if set {
+                kind.push(' ');
+                kind.push_str(flag);
+            }
+        }
+        let blobs: Vec<&Blob> = content
+            .model_turn
+            .iter()
+            .flat_map(|turn| &turn.parts)
+            .filter_map(|part| part.inline_data.as_ref())
+            .collect();
+        let text: Vec<&str> = content
+            .model_turn
+            .iter()
+            .flat_map(|turn| &turn.parts)
+            .filter_map(|part| part.text.as_deref())
+            .collect();
+        let audio = blobs
+            .first()
+            .map(|blob| audio_length(blob, elided, livetalk_live::wire::OUTPUT_SAMPLE_RATE));
+        if !text.is_empty() {
+            summary.push(quoted(&text.concat()));
+        }
+        for (label, transcription) in [
+            ("heard", &content.input_transcription),
+            ("said", &content.output_transcription),
+            ("hearing", &content.interim_input_transcription),
+        ] {
+            if let Some(text) = transcription.as_ref().and_then(|t| t.text.as_deref()) {
+                summary.push(format!("{label} {}", quoted(text)));
+            }
+        }
+        if let Some(reason) = &content.turn_complete_reason {
+            summary.push(one_line(reason));
+        }
+        if let Some(status) = &content.interaction_status {
+            summary.push(format!("interaction {}", one_line(status)));
+        }
+        if let Some(length) = audio {
+            let plain = summary.is_empty()
+                && kind == "serverContent"
+                && blobs.len()
+                    == content
+                        .model_turn
+                        .as_ref()
+                        .map_or(0, |turn| turn.parts.len());
+            if plain {
+                audio_only = Some(length);
+            } else {
+                summary.push(audio_run_summary(1, length));
+            }
+        }
+        kinds.push(kind);
+    }
+    if let Some(call) = &message.tool_call {
+        kinds.push("toolCall".to_owned());
+        topics.tools = true;
+        let calls: Vec<String> = call
+            .function_calls
+            .iter()
+            .map(|c| {
+                let args = excerpt::bounded_json(&c.args, SUMMARY_MAX);
+                format!("{}({args})", c.name)
+            })
+            .collect();
+        summary.push(calls.join(", "));
+    }
+    if let Some(cancel) = &message.tool_call_cancellation {
+        kinds.push("toolCallCancellation".to_owned());
+        topics.tools = true;
+        summary.push(cancel.ids.join(", "));
+    }
+    if let Some(go_away) = &message.go_away {
+        kinds.push("goAway".to_owned());
+        topics.session = true;
+        if let Some(left) = go_away.time_left {
+            summary.push(format!("{} s left", left.as_secs()));
+        }
+    }
+    if let Some(update) = &message.session_resumption_update {
+        kinds.push("sessionResumptionUpdate".to_owned());
+        topics.session = true;
+        let resumable = if update.resumable == Some(true) {
+            "resumable"
+        } else {
+            "not resumable"
+        };
+        summary.push(match update.new_handle.as_deref() {
+            // A handle resumes the session: a glimpse is enough to tell two apart.
+            Some(handle) if !handle.is_empty() => {
+                let end = excerpt::floor_char_boundary(handle, 8);
+                format!("handle {}… {resumable}", &handle[..end])
+            }
+            _ => resumable.to_owned(),
+        });
+    }
+    if let Some(usage) = &message.usage_metadata {
+        kinds.push("usageMetadata".to_owned());
+        topics.session = true;
+        // Some servers give only the parts.
+        let parts = usage.prompt_token_count.unwrap_or(0) + usage.response_token_count.unwrap_or(0);
+        match usage.total_token_count {
+            Some(total) => summary.push(format!("{total} tokens")),
+            None if parts > 0 => summary.push(format!("{parts} tokens")),
+            None => {}
+        }
+    }
+    if let Some(activity) = &message.voice_activity {
+        kinds.push("voiceActivity".to_owned());
+        topics.conversation = true;
+        if let Some(kind) = &activity.activity_type {
+            summary.push(one_line(kind));
+        }
+    }
+    if let Some(signal) = &message.voice_activity_detection_signal {
+        kinds.push("voiceActivityDetectionSignal".to_owned());
+        topics.conversation = true;
+        if let Some(kind) = &signal.vad_signal_type {
+            summary.push(one_line(kind));
+        }
+    }
+    if kinds.is_empty() {
+        kinds.push("(empty)".to_owned());
+        topics.session = true;
+    }
+    if kinds.len() > 1 {
+        audio_only = None;
+    }
+    // Only the words of the model's speech: they belong with its audio.
+    let said = message
+        .server_content
+        .as_ref()
+        .filter(|content| {
+            kinds.len() == 1
+                && **content
+                    == ServerContent {
+                        output_transcription: content.output_transcription.clone(),
+                        ..ServerContent::default()
+                    }
+        })
+        .and_then(|content| content.output_transcription.as_ref()?.text.clone());
+    Described {
+        kind: kinds.join(" + "),
+        summary: one_line(&summary.join(" · ")),
+        topics,
+        audio_only,
+        said,
+    }
+}
+
+/// A frame as JSON, pretty, for the expanded view and a copy: the data of its audio and
+/// images (which the log never kept) marked as left out, and every secret scrubbed.
+pub fn frame_json(frame: &WireFrame) -> String {
+    let value = match &frame.body {
+        WireBody::Sent(message) => serde_json::to_value(message.as_ref()),
+        WireBody::Received(message) => serde_json::to_value(message.as_ref()),
+        WireBody::Unreadable(reason) => Ok(serde_json::json!({ "unreadable": reason })),
+    };
+    let mut value = value.unwrap_or(Value::Null);
+    if frame.elided > 0 {
+        mark_left_out(&mut value, frame.elided);
+    }
+    let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    redact::scrub(&text).into_owned()
+}
+
+/// Puts a note where each blob's data was.
+fn mark_left_out(value: &mut Value, elided: usize) {
+    match value {
+        Value::Object(object) => {
+            let is_blob = object.contains_key("mimeType")
+                && object.get("data").is_some_and(|d| d.as_str() == Some(""));
+            if is_blob {
+                object.insert(
+                    "data".to_owned(),
+                    Value::String(format!(
+                        "(left out: {} in this frame)",
+                        excerpt::human_size(elided as u64)
+                    )),
+                );
+            }
+            for inner in object.values_mut() {
+                mark_left_out(inner, elided);
+            }
+        }
+        Value::Array(items) => {
+            for inner in items {
+                mark_left_out(inner, elided);
+            }
+        }
+        _ => {}
+    }
+}
+
+impl App {
+    /// True while the event inspector is open.
+    pub fn inspecting(&self) -> bool {
+        matches!(self.view.popup, Some(Popup::Inspector(_)))
+    }
+
+    /// The inspector's rows for its filter (none while it is closed).
+    pub fn inspector_rows(&self) -> Vec<WireRow> {
+        match self.view.popup {
+            Some(Popup::Inspector(inspector)) => wire_rows(&self.wire, inspector.filter),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Which of `rows` is selected: the one holding the selected frame, or the newest.
+    pub fn inspector_selected(&self, rows: &[WireRow]) -> Option<usize> {
+        let Some(Popup::Inspector(inspector)) = self.view.popup else {
+            return None;
+        };
+        let newest = rows.len().checked_sub(1)?;
+        Some(match inspector.selected {
+            None => newest,
+            // The row whose frames hold it: the last one starting at or before it (a frame
+            // dropped from the log falls back to the oldest row).
+            Some(number) => rows.iter().rposition(|r| r.number <= number).unwrap_or(0),
+        })
+    }
+
+    /// Opens the inspector, or closes it when it is open.
+    pub(super) fn toggle_inspector(&mut self) {
+        self.view.popup = match self.view.popup {
+            Some(Popup::Inspector(_)) => None,
+            _ => Some(Popup::Inspector(Inspector::default())),
+        };
+    }
+
+    fn inspector_mut(&mut self) -> Option<&mut Inspector> {
+        match &mut self.view.popup {
+            Some(Popup::Inspector(inspector)) => Some(inspector),
+            _ => None,
+        }
+    }
+
+    /// Moves the selection by `by` rows; reaching the newest follows it again.
+    pub(super) fn select_frame(&mut self, by: isize) {
+        let rows = self.inspector_rows();
+        let Some(current) = self.inspector_selected(&rows) else {
+            return;
+        };
+        let next = current.saturating_add_signed(by).min(rows.len() - 1);
+        let number = (next + 1 < rows.len()).then(|| rows[next].number);
+        if let Some(inspector) = self.inspector_mut() {
+            inspector.selected = number;
+            inspector.scroll = 0;
+        }
+    }
+
+    pub(super) fn first_frame(&mut self) {
+        let rows = self.inspector_rows();
+        let first = rows.first().map(|r| r.number);
+        let follow = rows.len() <= 1;
+        if let Some(inspector) = self.inspector_mut() {
+            inspector.selected = if follow { None } else { first };
+            inspector.scroll = 0;
+        }
+    }
+
+    pub(super) fn follow_frames(&mut self) {
+        if let Some(inspector) = self.inspector_mut() {
+            inspector.selected = None;
+            inspector.scroll = 0;
+        }
+    }
+
+    pub(super) fn next_wire_filter(&mut self) {
+        // The selection stays on its frame when the new filter lists it; else the newest.
+        let keep = self.inspector_mut().and_then(|i| {
+            i.filter = i.filter.next();
+            i.selected
+        });
+        let rows = self.inspector_rows();
+        let listed = keep.is_some_and(|n| rows.iter().any(|r| r.number == n));
+        if let Some(inspector) = self.inspector_mut()
+            && !listed
+        {
+            inspector.selected = None;
+        }
+    }
+
+    pub(super) fn toggle_frame_json(&mut self) {
+        if let Some(inspector) = self.inspector_mut() {
+            inspector.expanded = !inspector.expanded;
+            inspector.scroll = 0;
+        }
+    }
+
+    pub(super) fn scroll_frame_json(&mut self, by: i32) {
+        if let Some(inspector) = self.inspector_mut() {
+            if !inspector.expanded {
+                return self.select_frame(by as isize);
+            }
+            let scroll = (i32::from(inspector.scroll) + by).clamp(0, i32::from(u16::MAX));
+            inspector.scroll = scroll as u16;
+        }
+    }
+
+    /// The selected row and its first frame's JSON.
+    pub fn selected_frame_json(&self) -> Option<(WireRow, String)> {
+        let rows = self.inspector_rows();
+        let at = self.inspector_selected(&rows)?;
+        let row = rows.into_iter().nth(at)?;
+        let frame = self.wire.frames().get(row.first)?;
+        let json = frame_json(frame);
+        Some((row, json))
+    }
+
+    /// `y` in the inspector: the selected frame's JSON to the clipboard.
+    pub(super) fn copy_frame(&mut self) -> Vec<Effect> {
+        let Some((row, json)) = self.selected_frame_json() else {
+            return Vec::new();
+        };
+        self.copy(json, &format!("the {} frame's JSON", row.kind))
+    }
+
+    /// `y` in the tool log: the selected call (or the newest) and the response sent for it,
+    /// as the Live API spells them.
+    pub(super) fn copy_selected_call(&mut self) -> Vec<Effect> {
+        let index = self
+            .view
+            .tool_selected
+            .unwrap_or(self.tool_calls.len().saturating_sub(1));
+        let Some(call) = self.tool_calls.get(index) else {
+            return Vec::new();
+        };
+        let mut json = serde_json::json!({
+            "functionCall": {"id": call.id, "name": call.name, "args": call.args},
+            "functionResponse": call.response,
+        });
+        if let Some(sent) = &call.edited_from {
+            json["modelArgs"] = sent.clone();
+        }
+        let text = serde_json::to_string_pretty(&json).unwrap_or_default();
+        let text = redact::scrub(&text).into_owned();
+        let what = format!("the call of {} and its response", call.name);
+        self.copy(text, &what)
+    }
+
+    /// Hands `text` to the presenter to copy, and says so.
+    pub(super) fn copy(&mut self, text: String, what: &str) -> Vec<Effect> {
+        let size = excerpt::human_size(text.len() as u64);
+        let text = excerpt::into_bounded(text, COPY_MAX);
+        let what = one_line(what);
+        self.notice(
+            NoticeLevel::Info,
+            format!("Copied {what} ({size}) to the clipboard."),
+        );
+        vec![Effect::Copy(text)]
+    }
+}
