@@ -665,14 +665,7 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
 #[test]
 fn against_resends_the_recorded_mic_audio_in_real_time() {
     let scratch = tempfile::tempdir().unwrap();
-    let phrase = scratch.path().join("phrase.wav");
-    let spoken = std::process::Command::new("espeak-ng")
-        .arg("-w")
-        .arg(&phrase)
-        .arg("Is the living room lamp on?")
-        .status()
-        .expect("espeak-ng (scripts/test.sh installs it)");
-    assert!(spoken.success());
+    let phrase = rig::spoken_phrase(scratch.path(), "Is the living room lamp on?");
     let dir = scratch.path().join("spoken");
     let original = run_livetalk(
         scratch.path(),
@@ -1549,14 +1542,8 @@ fn check_repeats_report_pass_rates_and_flaky_turns() {
 #[test]
 fn check_sends_a_spoken_turn_in_real_time() {
     let scratch = tempfile::tempdir().unwrap();
-    let phrase = scratch.path().join("lamp.wav");
-    let spoken = std::process::Command::new("espeak-ng")
-        .arg("-w")
-        .arg(&phrase)
-        .arg("Is the lamp on?")
-        .status()
-        .expect("espeak-ng (scripts/test.sh installs it)");
-    assert!(spoken.success());
+    // The scenario names it by its file name, beside the scenario.
+    rig::spoken_wav(scratch.path(), "lamp", None, "Is the lamp on?");
     let scenario = scratch.path().join("spoken.toml");
     std::fs::write(
         &scenario,

@@ -222,7 +222,7 @@ mod tests {
 
     use super::*;
     use crate::app::{AppInit, Msg};
-    use crate::audio::{AudioEvent, AudioFigures, AudioSetup, StreamInfo};
+    use crate::audio::{AudioEvent, AudioFigures, AudioSetup};
     use crate::pricing::ModelPrices;
     use livetalk_live::ServerEvent;
     use livetalk_live::wire::{ClientMessage, ServerMessage};
@@ -294,17 +294,9 @@ mod tests {
         }
 
         fn with_speaker(mut self) -> Self {
-            self.app.update(Msg::Audio(AudioEvent::Opened(AudioSetup {
-                input: Some(StreamInfo {
-                    name: "mic".into(),
-                    path: "48 kHz → 16 kHz".into(),
-                }),
-                output: Some(StreamInfo {
-                    name: "spk".into(),
-                    path: "24 kHz → 48 kHz".into(),
-                }),
-                problems: Vec::new(),
-            })));
+            self.app.update(Msg::Audio(
+                AudioEvent::Opened(AudioSetup::mic_and_speaker()),
+            ));
             self
         }
 

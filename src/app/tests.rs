@@ -934,21 +934,13 @@ fn a_call_the_server_cancelled_is_not_answered_even_if_it_finished_first() {
 // Audio
 
 fn with_audio(push_to_talk: bool) -> App {
-    use crate::audio::{AudioEvent, AudioSetup, StreamInfo};
+    use crate::audio::{AudioEvent, AudioSetup};
     let mut app = connected_app();
     app.audio.enabled = true;
     app.audio.push_to_talk = push_to_talk;
-    let effects = app.update(Msg::Audio(AudioEvent::Opened(AudioSetup {
-        input: Some(StreamInfo {
-            name: "mic".into(),
-            path: "48 kHz → 16 kHz".into(),
-        }),
-        output: Some(StreamInfo {
-            name: "spk".into(),
-            path: "24 kHz → 48 kHz".into(),
-        }),
-        problems: Vec::new(),
-    })));
+    let effects = app.update(Msg::Audio(
+        AudioEvent::Opened(AudioSetup::mic_and_speaker()),
+    ));
     assert_eq!(effects, vec![Effect::SetMicOpen(!push_to_talk)]);
     app
 }

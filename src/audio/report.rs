@@ -24,6 +24,24 @@ pub struct AudioSetup {
     pub problems: Vec<String>,
 }
 
+#[cfg(test)]
+impl AudioSetup {
+    /// Both devices open, as the rig's are: for the app's and the screen's tests.
+    pub fn mic_and_speaker() -> AudioSetup {
+        AudioSetup {
+            input: Some(StreamInfo {
+                name: "mic".into(),
+                path: "48 kHz → 16 kHz".into(),
+            }),
+            output: Some(StreamInfo {
+                name: "spk".into(),
+                path: "24 kHz → 48 kHz".into(),
+            }),
+            problems: Vec::new(),
+        }
+    }
+}
+
 /// A latency measured many times: the latest and the worst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Latency {

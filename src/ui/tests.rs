@@ -966,7 +966,7 @@ fn the_empty_screen_says_how_to_speak_in_push_to_talk_mode() {
 /// session panel's figures (wide) or the status line's (narrow).
 fn session_with_figures() -> App {
     use crate::app::{WireBody, WireFrame};
-    use crate::audio::{AudioEvent, AudioSetup, StreamInfo};
+    use crate::audio::{AudioEvent, AudioSetup};
     use std::sync::Arc;
     use std::time::Instant;
     let mut app = App::new(AppInit {
@@ -994,17 +994,9 @@ fn session_with_figures() -> App {
         }
     };
     received(&mut app, 0, r#"{"setupComplete":{}}"#);
-    app.update(Msg::Audio(AudioEvent::Opened(AudioSetup {
-        input: Some(StreamInfo {
-            name: "mic".into(),
-            path: "48 kHz → 16 kHz".into(),
-        }),
-        output: Some(StreamInfo {
-            name: "spk".into(),
-            path: "24 kHz → 48 kHz".into(),
-        }),
-        problems: Vec::new(),
-    })));
+    app.update(Msg::Audio(
+        AudioEvent::Opened(AudioSetup::mic_and_speaker()),
+    ));
     let audio = r#"{"serverContent":{"modelTurn":{"parts":[{"inlineData":{"mimeType":"audio/pcm;rate=24000","data":"AQACAA=="}}]}}}"#;
     let usage = r#"{"serverContent":{"turnComplete":true},"usageMetadata":{"promptTokenCount":2400,"responseTokenCount":900,
         "promptTokensDetails":[{"modality":"TEXT","tokenCount":400},{"modality":"AUDIO","tokenCount":2000}],
