@@ -48,6 +48,9 @@ struct Figures {
     /// The client's CPU time (all its threads) over the timed calls, per call; `None` for the
     /// floor, which runs inside the bench.
     cpu_per_call: Option<Duration>,
+    /// The times its threads went to sleep over the timed calls, per call: each is a wake-up
+    /// later.
+    sleeps_per_call: Option<f64>,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -70,7 +73,11 @@ impl Figures {
         let cpu = self
             .cpu_per_call
             .map(|cpu| format!(", CPU {:.1} µs a call", cpu.as_secs_f64() * 1e6))
-            .unwrap_or_default();
+            .unwrap_or_default()
+            + &self
+                .sleeps_per_call
+                .map(|n| format!(", {n:.2} sleeps a call"))
+                .unwrap_or_default();
         println!(
             "  {label}: {} calls, p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms, max {:.3} ms (server's own work p50 {:.3} ms){cpu}",
             rt.len(),
@@ -110,6 +117,7 @@ async fn serve(
         round_trip: Vec::with_capacity(timed),
         server_work: Vec::with_capacity(timed),
         cpu_per_call: None,
+        sleeps_per_call: None,
     };
     let mut cpu_before = None;
     for n in 0..warm_up + timed {
@@ -144,8 +152,10 @@ async fn serve(
                 .push((sent - started) + (parsed - answered));
         }
     }
-    if let (Some(pid), Some(before)) = (client, cpu_before) {
-        figures.cpu_per_call = Some((cpu_time(pid)? - before) / timed.max(1) as u32);
+    if let (Some(pid), Some((cpu, sleeps))) = (client, cpu_before) {
+        let (cpu_after, sleeps_after) = cpu_time(pid)?;
+        figures.cpu_per_call = Some((cpu_after - cpu) / timed.max(1) as u32);
+        figures.sleeps_per_call = Some((sleeps_after - sleeps) as f64 / timed.max(1) as f64);
     }
     // A clean goodbye: close, then read until the client has closed too.
     socket.send(Message::Close(None)).await?;
@@ -153,17 +163,25 @@ async fn serve(
     Ok(figures)
 }
 
-/// The CPU time every thread of process `pid` has had so far: the first field of each thread's
-/// `schedstat`, in nanoseconds (the tick counts of `stat` are too coarse for a few thousand
-/// calls of tens of microseconds).
-fn cpu_time(pid: u32) -> anyhow::Result<Duration> {
-    let mut total = 0u64;
+/// The CPU time every thread of process `pid` has had so far (the first field of each
+/// thread's `schedstat`, in nanoseconds: the tick counts of `stat` are too coarse for a few
+/// thousand calls of tens of microseconds), and how many times they went to sleep (their
+/// voluntary context switches).
+fn cpu_time(pid: u32) -> anyhow::Result<(Duration, u64)> {
+    let (mut total, mut sleeps) = (0u64, 0u64);
     for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
-        let stat = std::fs::read_to_string(task?.path().join("schedstat"))?;
+        let task = task?.path();
+        let stat = std::fs::read_to_string(task.join("schedstat"))?;
         let ns = stat.split_whitespace().next().unwrap_or("0");
         total += ns.parse::<u64>().context("a thread's schedstat")?;
+        let status = std::fs::read_to_string(task.join("status"))?;
+        let voluntary = status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .unwrap_or("0");
+        sleeps += voluntary.trim().parse::<u64>().context("a thread's status")?;
     }
-    Ok(Duration::from_nanos(total))
+    Ok((Duration::from_nanos(total), sleeps))
 }
 
 /// The next data frame's payload and when it was read.
