@@ -179,7 +179,10 @@ fn cpu_time(pid: u32) -> anyhow::Result<(Duration, u64)> {
             .lines()
             .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
             .unwrap_or("0");
-        sleeps += voluntary.trim().parse::<u64>().context("a thread's status")?;
+        sleeps += voluntary
+            .trim()
+            .parse::<u64>()
+            .context("a thread's status")?;
     }
     Ok((Duration::from_nanos(total), sleeps))
 }
