@@ -118,15 +118,7 @@ impl TurnWatch {
         match event {
             ServerEvent::ModelText(text) => self.text += text,
             ServerEvent::OutputTranscription { text, .. } => self.transcription += text,
-            ServerEvent::ToolCall(calls) => self.calls.push(
-                calls
-                    .iter()
-                    .map(|c| Call {
-                        name: c.name.clone(),
-                        args: c.args.clone(),
-                    })
-                    .collect(),
-            ),
+            ServerEvent::ToolCall(calls) => self.calls.push(Call::all_of(calls)),
             ServerEvent::TurnComplete { .. } => self.complete = true,
             _ => {}
         }

@@ -13,6 +13,7 @@ use crate::app::Msg;
 use crate::record::{MIC_WAV, Record, Recording, read_wav};
 use livetalk_live::ServerEvent;
 use livetalk_live::file::{FileKind, read_text};
+use livetalk_live::wire::FunctionCall;
 
 /// The rate spoken turns are sent at (the Live API's input rate).
 pub const SPOKEN_RATE: u32 = crate::audio::INPUT_RATE;
@@ -82,6 +83,19 @@ impl Input {
 pub struct Call {
     pub name: String,
     pub args: Value,
+}
+
+impl Call {
+    /// The calls of one `toolCall`, as a recording holds them and a run observes them.
+    pub fn all_of(calls: &[FunctionCall]) -> Vec<Call> {
+        calls
+            .iter()
+            .map(|c| Call {
+                name: c.name.clone(),
+                args: c.args.clone(),
+            })
+            .collect()
+    }
 }
 
 /// What a turn must show.
@@ -400,15 +414,7 @@ pub fn from_recording(recording: &Recording) -> Result<Scenario, BadScenario> {
                     ..
                 }) = turns.last_mut()
                 {
-                    groups.push(
-                        calls
-                            .iter()
-                            .map(|c| Call {
-                                name: c.name.clone(),
-                                args: c.args.clone(),
-                            })
-                            .collect(),
-                    );
+                    groups.push(Call::all_of(calls));
                 }
             }
             Msg::Server(ServerEvent::TurnComplete { .. }) => {
