@@ -5,6 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each step's heading says when it began (seconds since this script started), so a CI run
+# shows where its 25 minutes went.
+step() { printf '== [%4ds] %s\n' "$SECONDS" "$*"; }
+
 if ! command -v cargo >/dev/null; then
     echo "livetalk: the Rust toolchain (cargo) is required: https://rustup.rs" >&2
     exit 1
@@ -25,7 +29,7 @@ fi
 everything=tests/mcp/node_modules/@modelcontextprotocol/server-everything/package.json
 wanted=$(sed -n 's/.*"@modelcontextprotocol\/server-everything": "\(.*\)".*/\1/p' tests/mcp/package.json)
 if ! grep -q "\"version\": \"$wanted\"" "$everything" 2>/dev/null; then
-    echo "== npm ci (MCP test servers)"
+    step "npm ci (MCP test servers)"
     npm ci --prefix tests/mcp --no-audit --no-fund --loglevel=error
 fi
 venv=.venv
@@ -35,19 +39,23 @@ if ! "$venv/bin/python" -c "import google.genai, pytest, mcp" >/dev/null 2>&1; t
         "pytest>=8,<10" "mcp>=1.20,<2"
 fi
 
-echo "== cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy --workspace --all-targets -- -D warnings"
+step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-echo "== Rust tests"
+step "Rust tests: build"
 if cargo nextest --version >/dev/null 2>&1; then
+    cargo nextest run --workspace --all-targets --no-run
+    step "Rust tests: run"
     cargo nextest run --workspace --all-targets --no-fail-fast
 else
+    cargo test --workspace --all-targets --no-run
+    step "Rust tests: run"
     cargo test --workspace --all-targets --no-fail-fast
 fi
 
-echo "== Library crates: docs without warnings, doc tests, and every example run offline"
+step "Library crates: docs without warnings, doc tests, and every example run offline"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p livetalk-live -p livetalk-mock
 cargo test --doc --workspace --quiet
 cargo build --examples --quiet -p livetalk-live -p livetalk-mock
@@ -58,8 +66,9 @@ for example in crates/*/examples/*.rs; do
     timeout 120 cargo run --quiet -p "$crate" --example "$name" >/dev/null
 done
 
-echo "== Python SDK compatibility tests"
+step "Python SDK compatibility tests"
 # The Rust tests above built the binary; `cargo build` would build the library again with other
 # features (dev-dependencies unify them differently), minutes for nothing on a cold clone.
 [ -x target/debug/livetalk ] || cargo build --quiet --bin livetalk
 LIVETALK_BIN="$PWD/target/debug/livetalk" "$venv/bin/python" -m pytest -q tests/python
+step "all checks and tests passed"
