@@ -57,6 +57,13 @@ impl Default for RigSetup {
     }
 }
 
+/// The rig's virtual microphone and speaker, as a client names them.
+pub const RIG_DEVICES: (&str, &str) = ("mic.monitor", "spk");
+
+/// The source and sink of the sound server's echo canceller, once loaded
+/// ([`PulseRig::load_system_canceller`]).
+pub const SYSTEM_CANCELLER_DEVICES: (&str, &str) = ("ec_mic", "ec_spk");
+
 /// Rate the speaker is recorded at.
 pub const RECORD_RATE: u32 = 24_000;
 
@@ -191,6 +198,11 @@ impl PulseRig {
     /// `livetalk` talking through this rig's virtual mic and speaker on the rig's audio host,
     /// with `scratch`'s config (see [`audio_scratch`]); the caller adds the rest.
     pub fn livetalk(&self, scratch: &Path) -> Command {
+        self.livetalk_on(scratch, RIG_DEVICES)
+    }
+
+    /// As [`PulseRig::livetalk`], on another source and sink of this server.
+    pub fn livetalk_on(&self, scratch: &Path, (source, sink): (&str, &str)) -> Command {
         let mut command = super::livetalk(scratch);
         self.apply(&mut command);
         match self.host {
@@ -198,14 +210,14 @@ impl PulseRig {
                 "--audio-host",
                 "pulseaudio",
                 "--input-device",
-                "mic.monitor",
+                source,
                 "--output-device",
-                "spk",
+                sink,
             ]),
             // The plugin's device takes its source and sink from the environment.
             RigHost::Alsa => command
-                .env("PULSE_SOURCE", "mic.monitor")
-                .env("PULSE_SINK", "spk")
+                .env("PULSE_SOURCE", source)
+                .env("PULSE_SINK", sink)
                 .args([
                     "--audio-host",
                     "alsa",
@@ -220,7 +232,12 @@ impl PulseRig {
 
     /// `livetalk --headless ARGS` on this rig's virtual mic and speaker, all pipes open.
     pub fn headless(&self, scratch: &Path, args: &[&str]) -> Child {
-        self.livetalk(scratch)
+        self.headless_on(scratch, RIG_DEVICES, args)
+    }
+
+    /// As [`PulseRig::headless`], on another source and sink of this server.
+    pub fn headless_on(&self, scratch: &Path, devices: (&str, &str), args: &[&str]) -> Child {
+        self.livetalk_on(scratch, devices)
             .arg("--headless")
             .args(args)
             .stdin(Stdio::piped())
@@ -323,6 +340,45 @@ impl PulseRig {
             "the server did not list pacat's stream in 20 s"
         );
         player
+    }
+
+    /// Puts the sound server's own echo canceller (`module-echo-cancel`, WebRTC's, with its
+    /// defaults) between the rig's devices, until [`PulseRig::unload_module`] is given the
+    /// index returned: a client on [`SYSTEM_CANCELLER_DEVICES`] (see
+    /// [`PulseRig::livetalk_on`]) hears the microphone with the speaker's echo taken out, as a
+    /// desktop user who turned the system's canceller on does.
+    pub fn load_system_canceller(&self) -> u32 {
+        let (source, sink) = SYSTEM_CANCELLER_DEVICES;
+        let out = self
+            .command("pactl")
+            .args([
+                "load-module",
+                "module-echo-cancel",
+                "aec_method=webrtc",
+                "source_master=mic.monitor",
+                "sink_master=spk",
+            ])
+            .arg(format!("source_name={source}"))
+            .arg(format!("sink_name={sink}"))
+            .output()
+            .expect("pactl");
+        let index = String::from_utf8_lossy(&out.stdout).trim().parse().ok();
+        index.unwrap_or_else(|| {
+            panic!(
+                "module-echo-cancel did not load: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    }
+
+    /// Unloads the module `index` from the server.
+    pub fn unload_module(&self, index: u32) {
+        let unloaded = self
+            .command("pactl")
+            .args(["unload-module", &index.to_string()])
+            .status()
+            .expect("pactl");
+        assert!(unloaded.success(), "module {index} did not unload");
     }
 
     /// Records the virtual speaker (24 kHz mono) from now on.
