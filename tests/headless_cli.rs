@@ -1637,3 +1637,47 @@ fn image_and_voice_lines_work_headless_and_bad_pictures_are_refused() {
     );
     assert!(setups[1]["sessionResumption"]["handle"].is_string());
 }
+
+/// `/model ID` in a headless line is taken as confirmed: the session moves at once to a fresh
+/// connection whose `setup` names the new model and carries no resumption handle, and the
+/// transcript says so; the demo model no longer knows the lamp asked about before.
+#[test]
+fn a_model_line_headless_starts_a_fresh_session_with_the_new_model() {
+    let scratch = tempfile::tempdir().unwrap();
+    let rec = scratch.path().join("rec");
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--offline", "--record", rec.to_str().unwrap()],
+        &[],
+        &[
+            SMART_HOME_LINES[0],
+            "/model gemini-3.1-flash-live-preview",
+            "turn it on",
+        ],
+    );
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains(
+            "Changed: Model is now gemini-3.1-flash-live-preview: a fresh session (the model does not know the conversation so far)"
+        ),
+        "{}",
+        run.stdout
+    );
+    let after = &run.stdout[run.stdout.find("Model is now").unwrap()..];
+    assert!(
+        !after.contains("set_device_status"),
+        "a fresh session has no \"it\" to turn on:\n{}",
+        run.stdout
+    );
+    let setups: Vec<serde_json::Value> = sent_messages(&rec)
+        .into_iter()
+        .filter_map(|m| m.get("setup").cloned())
+        .collect();
+    assert_eq!(setups.len(), 2, "{setups:#?}");
+    assert_eq!(setups[1]["model"], "models/gemini-3.1-flash-live-preview");
+    assert!(
+        setups[1]["sessionResumption"].get("handle").is_none(),
+        "no handle: {:#?}",
+        setups[1]
+    );
+}
