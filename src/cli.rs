@@ -13,12 +13,29 @@ use livetalk_live::ApiVersion;
 /// With no API key and no endpoint, livetalk talks to its embedded offline demo model.
 /// The API key comes from GEMINI_API_KEY (or GOOGLE_API_KEY) or the config file, never from a flag.
 #[derive(Debug, Parser)]
-#[command(name = "livetalk", version, about, long_about)]
+#[command(
+    name = "livetalk",
+    version,
+    about,
+    long_about,
+    after_long_help = slash_commands_help()
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
     #[command(flatten)]
     pub session: SessionFlags,
+}
+
+/// The input line's commands, for `--help` and the man page (from the app's one table).
+fn slash_commands_help() -> String {
+    let mut help = String::from(
+        "Commands, typed in the input line (Tab completes them) or as lines of their own with --headless:\n",
+    );
+    for (usage, what) in crate::app::slash_help() {
+        help.push_str(&format!("  {usage:<14} {what}\n"));
+    }
+    help
 }
 
 #[derive(Debug, Subcommand)]
@@ -115,7 +132,8 @@ pub struct SessionFlags {
     /// Prebuilt voice name, e.g. Puck or Kore.
     #[arg(long)]
     pub voice: Option<String>,
-    /// Read user turns from stdin, one per line, and print the conversation to stdout.
+    /// Read user turns from stdin, one per line, and print the conversation to stdout. A line
+    /// that starts with / is a command (/help lists them).
     #[arg(long)]
     pub headless: bool,
     /// With --headless: print one JSON event per line.

@@ -14,7 +14,9 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::app::{App, ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, NoticeLevel, UserInput};
+use crate::app::{
+    App, ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, NoticeLevel, UserInput, image_label,
+};
 use crate::config::FlagOverrides;
 use crate::config::Settings;
 use crate::driver::{Presenter, Source, drive};
@@ -362,6 +364,34 @@ impl Printer {
                         "text": text,
                         "status": if interrupted { "interrupted" } else { "complete" },
                         "echo_suspected": echo_suspected,
+                    })),
+                }
+                true
+            }
+            Entry::Change(text) => {
+                match self.format {
+                    OutputFormat::Text => self.line(&format!("Changed: {text}")),
+                    OutputFormat::Json => self.json(json!({"type": "change", "text": text})),
+                }
+                true
+            }
+            Entry::Image {
+                name,
+                file_bytes,
+                width,
+                height,
+            } => {
+                match self.format {
+                    OutputFormat::Text => self.line(&format!(
+                        "You (image): {}",
+                        image_label(name, *file_bytes, *width, *height)
+                    )),
+                    OutputFormat::Json => self.json(json!({
+                        "type": "image",
+                        "name": bounded(name, SUMMARY),
+                        "file_bytes": file_bytes,
+                        "width": width,
+                        "height": height,
                     })),
                 }
                 true

@@ -1189,6 +1189,25 @@ fn every_help_speaks_the_users_words_and_every_flag_is_in_the_guide() {
 }
 
 #[test]
+fn the_readme_command_table_is_the_apps_table_of_commands() {
+    let rows: Vec<(String, String)> = readme_section("## Slash commands")
+        .iter()
+        .filter(|line| line.starts_with("| `"))
+        .map(|line| {
+            let cells: Vec<&str> = line.trim_matches('|').split(" | ").collect();
+            (
+                cells[0].trim().trim_matches('`').to_owned(),
+                cells[1].trim().to_owned(),
+            )
+        })
+        .collect();
+    let table: Vec<(String, String)> = livetalk::app::slash_help()
+        .map(|(usage, help)| (usage, help.to_owned()))
+        .collect();
+    assert_eq!(rows, table, "the README's commands, row for row");
+}
+
+#[test]
 fn the_readme_key_table_is_the_key_map() {
     let rows: Vec<(String, String)> = readme_section("## Keys")
         .iter()
@@ -1519,5 +1538,146 @@ fn a_bad_price_in_the_config_exits_2_naming_its_key() {
             .contains("key `pricing.\"gemini-3.8-live\".audio_out`: -12 is not a price"),
         "{}",
         run.stderr
+    );
+}
+
+/// Slash commands in headless lines: `/image` with a PNG the test made reaches the demo model,
+/// which names its colour; `/voice` is said and handed over with the conversation kept ("turn
+/// it on" after it acts on the lamp asked about before). Files that cannot be pictures — a
+/// missing one, `/dev/zero`, a FIFO nobody writes to, a folder, one over the size cap, text
+/// named `.png`, a PNG header claiming 100,000 × 100,000 pixels — are one warning each with
+/// nothing sent, without blocking, in little memory.
+#[test]
+fn image_and_voice_lines_work_headless_and_bad_pictures_are_refused() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("pictures");
+    let mut bad = hostile_paths(&dir, "pic.png");
+    let notes = dir.join("notes.png");
+    std::fs::write(&notes, "these are notes, not a picture\n").unwrap();
+    let bomb = dir.join("bomb.png");
+    png_claiming(&bomb, 100_000, 100_000);
+    bad.extend([
+        (dir.join("missing.png"), "does not exist"),
+        (notes, "is not a PNG, JPEG or WebP file"),
+        (bomb, "is larger than livetalk decodes"),
+    ]);
+    let green = dir.join("green.png");
+    png_file(&green, 640, 480, [40, 190, 60]);
+    let rec = scratch.path().join("rec");
+
+    let mut lines = vec![
+        format!("/image {}", green.display()),
+        SMART_HOME_LINES[0].to_owned(),
+        "/voice Kore".to_owned(),
+        "turn it on".to_owned(),
+    ];
+    lines.extend(
+        bad.iter()
+            .map(|(path, _)| format!("/image {}", path.display())),
+    );
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let peak = scratch.path().join("peak");
+    let mut command = livetalk_measured(scratch.path(), &peak);
+    command.args(["--headless", "--offline", "--record", rec.to_str().unwrap()]);
+    let started = std::time::Instant::now();
+    let run = run_command(command, &lines, Duration::from_secs(60));
+    let took = started.elapsed();
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+
+    assert!(
+        run.stdout.contains("You (image): green.png (")
+            && run.stdout.contains("), sent as a 640×480 JPEG"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("Gemini: I see a 640 by 480 picture, mostly green."),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("Changed: Voice is now Kore"),
+        "{}",
+        run.stdout
+    );
+    let after_voice = &run.stdout[run.stdout.find("Voice is now Kore").unwrap()..];
+    assert!(
+        after_voice.contains("set_device_status") && after_voice.contains("living room lamp"),
+        "\"it\" is still the lamp after the hand-over:\n{}",
+        run.stdout
+    );
+    for (path, is) in &bad {
+        let says = format!("livetalk: warning: picture {} {is}", path.display());
+        assert!(run.stderr.contains(&says), "{says} in:\n{}", run.stderr);
+        assert!(
+            run.stderr.lines().any(
+                |l| l.contains(&path.display().to_string()) && l.ends_with("nothing was sent.")
+            ),
+            "{}",
+            run.stderr
+        );
+    }
+    let peak = peak_mib(&peak);
+    eprintln!("seven refused pictures and one sent: {took:.1?}, peak {peak:.0} MiB");
+    assert!(peak < 150.0, "peak memory {peak:.0} MiB");
+
+    let sent = sent_messages(&rec);
+    let frames: Vec<&serde_json::Value> = sent
+        .iter()
+        .filter_map(|m| m["realtimeInput"].get("video"))
+        .collect();
+    assert_eq!(frames.len(), 1, "only the good picture was sent");
+    assert_eq!(frames[0]["mimeType"], "image/jpeg");
+    let setups: Vec<&serde_json::Value> = sent.iter().filter_map(|m| m.get("setup")).collect();
+    assert_eq!(setups.len(), 2, "one hand-over");
+    assert_eq!(
+        setups[1]["generationConfig"]["speechConfig"]["voiceConfig"]["prebuiltVoiceConfig"]["voiceName"],
+        "Kore"
+    );
+    assert!(setups[1]["sessionResumption"]["handle"].is_string());
+}
+
+/// `/model ID` in a headless line is taken as confirmed: the session moves at once to a fresh
+/// connection whose `setup` names the new model and carries no resumption handle, and the
+/// transcript says so; the demo model no longer knows the lamp asked about before.
+#[test]
+fn a_model_line_headless_starts_a_fresh_session_with_the_new_model() {
+    let scratch = tempfile::tempdir().unwrap();
+    let rec = scratch.path().join("rec");
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--offline", "--record", rec.to_str().unwrap()],
+        &[],
+        &[
+            SMART_HOME_LINES[0],
+            "/model gemini-3.1-flash-live-preview",
+            "turn it on",
+        ],
+    );
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains(
+            "Changed: Model is now gemini-3.1-flash-live-preview: a fresh session (the model does not know the conversation so far)"
+        ),
+        "{}",
+        run.stdout
+    );
+    let after = &run.stdout[run.stdout.find("Model is now").unwrap()..];
+    assert!(
+        !after.contains("set_device_status"),
+        "a fresh session has no \"it\" to turn on:\n{}",
+        run.stdout
+    );
+    let setups: Vec<serde_json::Value> = sent_messages(&rec)
+        .into_iter()
+        .filter_map(|m| m.get("setup").cloned())
+        .collect();
+    assert_eq!(setups.len(), 2, "{setups:#?}");
+    assert_eq!(setups[1]["model"], "models/gemini-3.1-flash-live-preview");
+    assert!(
+        setups[1]["sessionResumption"].get("handle").is_none(),
+        "no handle: {:#?}",
+        setups[1]
     );
 }

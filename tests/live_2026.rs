@@ -337,3 +337,57 @@ async fn context_update_changes_the_instruction_with_or_without_a_role() {
         assert_eq!(words(&session.turn().await), long);
     }
 }
+
+/// A JPEG of `width`×`height` pixels in one colour, base64, as a client sends a camera frame.
+fn jpeg_base64(width: u32, height: u32, rgb: [u8; 3]) -> String {
+    use base64::Engine as _;
+    let mut jpeg = Vec::new();
+    image::RgbImage::from_pixel(width, height, image::Rgb(rgb))
+        .write_to(
+            &mut std::io::Cursor::new(&mut jpeg),
+            image::ImageFormat::Jpeg,
+        )
+        .unwrap();
+    base64::engine::general_purpose::STANDARD.encode(jpeg)
+}
+
+/// The demo model answers a picture with what it can tell, as the official SDKs send it
+/// (`realtimeInput.video`) and as older clients did (the legacy `mediaChunks`, on a model that
+/// still takes them).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_demo_model_names_the_size_and_colour_of_a_picture() {
+    let mut session = Session::open(json!({"model": "models/gemini-3.8-live",
+        "generationConfig": {"responseModalities": ["TEXT"]}}))
+    .await
+    .unwrap();
+    let blue = jpeg_base64(320, 200, [30, 60, 220]);
+    session
+        .send(json!({"realtimeInput": {"video": {"mimeType": "image/jpeg", "data": blue}}}))
+        .await;
+    let said = words(&session.turn().await);
+    assert!(
+        said.contains("I see a 320 by 200 picture, mostly blue."),
+        "{said}"
+    );
+
+    let mut older = Session::open(json!({"model": "models/gemini-2.5-flash-preview",
+        "generationConfig": {"responseModalities": ["TEXT"]}}))
+    .await
+    .unwrap();
+    let yellow = jpeg_base64(64, 48, [240, 225, 40]);
+    older
+        .send(
+            json!({"realtimeInput": {"mediaChunks": [{"mimeType": "image/jpeg", "data": yellow}]}}),
+        )
+        .await;
+    let said = words(&older.turn().await);
+    assert!(
+        said.contains("I see a 64 by 48 picture, mostly yellow."),
+        "{said}"
+    );
+    // What is not a JPEG is said so, and the session goes on.
+    older
+        .send(json!({"realtimeInput": {"video": {"mimeType": "image/jpeg", "data": "bm90IGEgcGljdHVyZQ=="}}}))
+        .await;
+    assert!(words(&older.turn().await).contains("could not make it out"));
+}

@@ -30,11 +30,7 @@ use serde_json::{Value, json};
 const FAKE_KEY: &str = "fake-test-key-recording-0123456789";
 
 fn lines(dir: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(dir.join("session.jsonl"))
-        .unwrap()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+    recording_lines(dir)
 }
 
 /// Sum of the sample counts the log refers to in `file`.

@@ -490,3 +490,115 @@ fn a_call_that_needs_approval_waits_then_runs_with_edited_arguments_or_is_denied
     assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");
     assert_terminal_restored(&pane, &screen);
 }
+
+/// `/image` in a real terminal: a PNG the test made is read, scaled and sent as a JPEG video
+/// frame (`realtimeInput.video`, `image/jpeg`), the transcript shows its name and size, and the
+/// demo model names its colour; Tab completes the command and the path on the way.
+#[test]
+fn an_image_reaches_the_demo_model_which_names_its_colour() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pictures = scratch.path().join("pictures");
+    std::fs::create_dir(&pictures).unwrap();
+    common::png_file(&pictures.join("sunset-red.png"), 2048, 1536, [210, 30, 25]);
+    let rec = scratch.path().join("rec");
+    let pane = Pane::start_with(
+        scratch.path(),
+        120,
+        40,
+        &["--record", rec.to_str().unwrap()],
+        |tmux| {
+            tmux.current_dir(scratch.path());
+        },
+    );
+    pane.wait_for("the session to be ready", TURN, |s| {
+        s.contains("Gemini is listening…")
+    });
+    pane.keys("/im");
+    pane.keys("Tab");
+    pane.wait_for("the command completed", TURN, |s| s.contains("/image "));
+    pane.keys("pictures/sun");
+    pane.keys("Tab");
+    pane.wait_for("the path completed", TURN, |s| {
+        s.contains("/image pictures/sunset-red.png")
+    });
+    pane.keys("Enter");
+    let screen = pane.wait_for("the model's answer", TURN, |s| {
+        s.contains("mostly red.") && s.contains("Gemini is listening…")
+    });
+    assert!(
+        screen.contains("You (image): sunset-red.png (") && screen.contains("1024×768 JPEG"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("I see a 1024 by 768 picture, mostly red."),
+        "{screen}"
+    );
+    pane.keys("C-c");
+    let screen = pane.wait_exit(TURN);
+    assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");
+    let frames: Vec<serde_json::Value> = common::sent_messages(&rec)
+        .into_iter()
+        .filter_map(|m| m["realtimeInput"].get("video").cloned())
+        .collect();
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert_eq!(frames[0]["mimeType"], "image/jpeg");
+    assert!(
+        frames[0]["data"].as_str().unwrap().starts_with("/9j/"),
+        "base64 of a JPEG"
+    );
+}
+
+/// `/voice` in a real terminal: the session moves to a new connection whose `setup` carries
+/// the voice and the resumption handle, and the conversation is kept: "turn it on" after it
+/// acts on the lamp asked about before.
+#[test]
+fn a_new_voice_is_handed_over_and_the_conversation_is_kept() {
+    let scratch = tempfile::tempdir().unwrap();
+    let rec = scratch.path().join("rec");
+    let pane = Pane::start_with(
+        scratch.path(),
+        120,
+        40,
+        &["--record", rec.to_str().unwrap(), "--voice", "Puck"],
+        |_| {},
+    );
+    pane.wait_for("the session to be ready", TURN, |s| {
+        s.contains("Gemini is listening…")
+    });
+    pane.type_line(SMART_HOME_LINES[0]);
+    pane.wait_for("the first reply", TURN, |s| {
+        s.contains("currently off.") && s.contains("Gemini is listening…")
+    });
+    pane.keys("/voice ko");
+    pane.keys("Tab");
+    pane.wait_for("the voice completed", TURN, |s| s.contains("/voice Kore"));
+    pane.keys("Enter");
+    pane.wait_for("the change said, and handed over", TURN, |s| {
+        s.contains("Voice is now Kore") && s.contains("the conversation continues")
+    });
+    pane.type_line("turn it on");
+    pane.wait_for("the lamp on", TURN, |s| {
+        s.contains("● ON") && s.contains("Gemini is listening…")
+    });
+    pane.keys("C-c");
+    let screen = pane.wait_exit(TURN);
+    assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");
+    let setups: Vec<serde_json::Value> = common::sent_messages(&rec)
+        .into_iter()
+        .filter_map(|m| m.get("setup").cloned())
+        .collect();
+    assert_eq!(setups.len(), 2, "{setups:#?}");
+    let voice = |setup: &serde_json::Value| {
+        setup["generationConfig"]["speechConfig"]["voiceConfig"]["prebuiltVoiceConfig"]["voiceName"]
+            .clone()
+    };
+    assert_eq!(voice(&setups[0]), "Puck");
+    assert_eq!(voice(&setups[1]), "Kore");
+    assert!(
+        setups[1]["sessionResumption"]["handle"]
+            .as_str()
+            .is_some_and(|h| !h.is_empty()),
+        "resumed with the handle: {:#?}",
+        setups[1]
+    );
+}

@@ -8,6 +8,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent, MouseEventKind};
 
+use super::slash::{model_command, screen_command};
 use super::view::{Focus, Popup};
 use super::{App, ConnectionState, Effect, Msg, NoticeLevel, ToolRow};
 
@@ -35,6 +36,10 @@ pub enum Scope {
     Input,
     /// The input line, while it is empty.
     EmptyInput,
+    /// The input line, while it holds a slash command.
+    SlashInput,
+    /// While a notice asks the user yes or no (`/model`).
+    Confirming,
     Transcript,
     ToolLog,
     /// Any pane but the input line.
@@ -42,14 +47,16 @@ pub enum Scope {
 }
 
 impl Scope {
-    const PRIORITY: [Scope; 14] = [
+    const PRIORITY: [Scope; 16] = [
         Scope::Anywhere,
         Scope::Editor,
+        Scope::Confirming,
         Scope::HelpPopup,
         Scope::ToolsPopup,
         Scope::InspectorPopup,
         Scope::Popup,
         Scope::Replay,
+        Scope::SlashInput,
         Scope::Panes,
         Scope::NotToolLog,
         Scope::EmptyInput,
@@ -77,6 +84,12 @@ pub enum Action {
     ToggleTool,
     /// Restart the MCP server of the selected row of the tool list.
     RestartServer,
+    /// Yes to the question a notice asks (`/model`).
+    Confirm,
+    /// No to it.
+    Decline,
+    /// Tab in a slash command: complete it.
+    Complete,
     // The view.
     Help,
     ToolList,
@@ -331,6 +344,24 @@ pub const KEY_MAP: &[KeyRow] = &[
         ],
     },
     KeyRow {
+        keys: "Tab after /",
+        when: W::Live,
+        help: "complete a command, a voice, a model id or a file's path",
+        footer: None,
+        bindings: &[(S::SlashInput, key(KeyCode::Tab), A::Complete)],
+    },
+    KeyRow {
+        keys: "y / n",
+        when: W::Live,
+        help: "answer a notice's question (/model asks before it starts a fresh session)",
+        footer: None,
+        bindings: &[
+            (S::Confirming, ch('y'), A::Confirm),
+            (S::Confirming, ch('n'), A::Decline),
+            (S::Confirming, key(KeyCode::Esc), A::Decline),
+        ],
+    },
+    KeyRow {
         keys: "Enter on a tool call",
         when: W::Always,
         help: "show its full arguments and the response sent",
@@ -557,6 +588,10 @@ impl App {
             Scope::NotToolLog => !popup && focus != Focus::ToolLog,
             Scope::Input => !popup && focus == Focus::Input,
             Scope::EmptyInput => !popup && focus == Focus::Input && self.view.input.is_empty(),
+            Scope::SlashInput => {
+                !popup && focus == Focus::Input && self.view.input.text().starts_with('/')
+            }
+            Scope::Confirming => !popup && self.view.confirm_model.is_some(),
             Scope::Transcript => !popup && focus == Focus::Transcript,
             Scope::ToolLog => !popup && focus == Focus::ToolLog,
             Scope::NotInput => !popup && focus != Focus::Input,
@@ -636,13 +671,22 @@ impl App {
         match action {
             // The commands that only move the view are the screen's own: never sent, never
             // recorded, and taken before the session is up.
-            Action::Send if input.text().trim() == "/events" => {
-                input.take();
-                self.toggle_inspector();
+            Action::Send if screen_command(input.text()).is_some() => {
+                match screen_command(&input.take()) {
+                    Some("events") => self.toggle_inspector(),
+                    Some("tools") => self.view.popup = Some(Popup::Tools { selected: 0 }),
+                    _ => self.toggle_help(),
+                }
             }
-            Action::Send if input.text().trim() == "/help" => {
-                input.take();
-                self.toggle_help();
+            // A new model starts a fresh session: asked first.
+            Action::Send
+                if self.connection == ConnectionState::Connected
+                    && self.replay.is_none()
+                    && model_command(input.text()).is_some() =>
+            {
+                if let Some(model) = model_command(&input.take()) {
+                    self.ask_model(model);
+                }
             }
             // Until the session is ready the line stays in the box rather than being lost.
             Action::Send
@@ -665,6 +709,9 @@ impl App {
             Action::Retry => return self.intent(Msg::Retry),
             Action::Quit => return self.quit(),
             Action::Help => self.toggle_help(),
+            Action::Confirm => return self.confirm_model(),
+            Action::Decline => self.decline_model(),
+            Action::Complete => return self.complete_input(),
             Action::ToolList => {
                 self.view.popup = match self.view.popup {
                     Some(Popup::Tools { .. }) => None,

@@ -5,7 +5,8 @@
 //! [`msg`](Msg) (what changes the app and what it asks for), `session` (what the server said
 //! and how the session moved between connections), `transcript` (the conversation),
 //! `tool_calls` (the tool log and the tool list), `audio` (microphone, speaker and echo),
-//! `keys` and `view` (what the TUI's keys mean and what it shows), `editor` (a call's
+//! `keys` and `view` (what the TUI's keys mean and what it shows), `slash` (the input line's
+//! commands and their completion), `editor` (a call's
 //! arguments or result typed by hand), `wire_log` (the session's frames both ways) and
 //! `inspector` (the event inspector's view of them).
 
@@ -25,6 +26,7 @@ mod inspector;
 mod keys;
 mod msg;
 mod session;
+mod slash;
 mod tool_calls;
 mod transcript;
 pub mod turn_timing;
@@ -32,10 +34,15 @@ pub mod view;
 mod wire_log;
 
 pub use audio::{AudioAsked, AudioState, MicState, echo_meaning};
-pub use msg::{Effect, Msg, ReplayProgress};
+pub use msg::{Effect, ImageSent, Msg, ReplayProgress};
 pub use session::{Badge, ConnectionState};
+pub use slash::{
+    Argument, Completion, ESCAPED_SLASH, MODEL_IDS, SLASH_COMMANDS, SlashCommand, complete,
+    complete_path, slash_help, slash_summary,
+};
+use slash::{SlashLine, slash_line};
 pub use tool_calls::{ToolCallRecord, ToolRow, ToolState};
-pub use transcript::{ECHO_INTERRUPTION, Entry, Floor, ModelTurnStatus, UserInput};
+pub use transcript::{ECHO_INTERRUPTION, Entry, Floor, ModelTurnStatus, UserInput, image_label};
 
 pub use editor::{ERROR_PREFIX, typed_arguments, typed_result};
 pub use health::{SessionFigures, TURNS_KEPT};
@@ -173,65 +180,14 @@ pub struct App {
     catalog: Catalog,
     /// The user changed the tool set; the model learns it at the next hand-over.
     tools_pending: bool,
+    /// A picture `/image` named is being made ready to send.
+    image_pending: bool,
     /// The notice asking the user to answer a waiting call, by its index.
     waiting_notice: Option<usize>,
     /// The session's frames both ways, for the event inspector.
     wire: WireLog,
     /// Latency, health and cost.
     figures: SessionFigures,
-}
-
-/// What a typed line means: text for the model, or one of the app's slash commands.
-#[derive(Debug, PartialEq, Eq)]
-enum SlashLine<'a> {
-    Text(&'a str),
-    /// `/system TEXT`.
-    Instruction(&'a str),
-    /// A slash command that is bare or unknown: what to tell the user instead of sending it.
-    Usage(String),
-}
-
-/// The slash commands, as their usage is shown.
-pub const SLASH_COMMANDS: &str = "/system TEXT changes the system instruction for the next turns; /events opens the event inspector (F12); /help lists the keys and commands; //text sends /text.";
-
-/// The slash commands the terminal UI's input line takes, one a row, for the help.
-pub const SLASH_HELP: &[(&str, &str)] = &[
-    (
-        "/system TEXT",
-        "change the system instruction for the next turns",
-    ),
-    ("/events", "open the event inspector (as F12 does)"),
-    ("/help", "this help"),
-    ("//text", "send a message that starts with a slash"),
-];
-
-fn slash_line(text: &str) -> SlashLine<'_> {
-    // `//text` is how a message that starts with a slash is sent.
-    if let Some(rest) = text.strip_prefix("//") {
-        return SlashLine::Text(&text[text.len() - rest.len() - 1..]);
-    }
-    let Some(command) = text.strip_prefix('/') else {
-        return SlashLine::Text(text);
-    };
-    let name = command.split_whitespace().next().unwrap_or_default();
-    let argument = command[name.len()..].trim();
-    match name {
-        "system" if !argument.is_empty() => SlashLine::Instruction(argument),
-        "system" => SlashLine::Usage(format!(
-            "/system needs the instruction: /system TEXT. Commands: {SLASH_COMMANDS}"
-        )),
-        // The terminal UI opens these itself; a line of input elsewhere has no screen.
-        "events" => SlashLine::Usage(
-            "The event inspector is part of the terminal UI (F12 or /events there).".to_owned(),
-        ),
-        "help" => SlashLine::Usage(format!("Commands: {SLASH_COMMANDS}")),
-        _ => {
-            let name = excerpt::bounded(name, 40);
-            SlashLine::Usage(format!(
-                "There is no command /{name}. Commands: {SLASH_COMMANDS}"
-            ))
-        }
-    }
 }
 
 fn local_time_now() -> jiff::civil::Time {
@@ -296,6 +252,7 @@ impl App {
             withdrawn_calls: HashSet::new(),
             catalog: init.catalog,
             tools_pending: false,
+            image_pending: false,
             waiting_notice: None,
         }
     }
@@ -487,6 +444,11 @@ impl App {
                 self.view.layout = layout;
                 Vec::new()
             }
+            Msg::PathChoices { typed, entries } => {
+                self.on_path_choices(&typed, &entries);
+                Vec::new()
+            }
+            Msg::Image(prepared) => self.on_image(prepared),
             Msg::Wire(frame) => {
                 self.figures.on_frame(&frame);
                 self.wire.push(frame);
@@ -537,20 +499,7 @@ impl App {
                 }
                 let text = match slash_line(&text) {
                     SlashLine::Text(text) => text.to_owned(),
-                    // `/system TEXT`: the model follows a new system instruction from the next
-                    // turn on; the session stays, and so does the conversation.
-                    SlashLine::Instruction(instruction) => {
-                        self.notice(
-                            NoticeLevel::Info,
-                            format!("System instruction changed for the next turns: {instruction}"),
-                        );
-                        return vec![Effect::SendInstruction(instruction.to_owned())];
-                    }
-                    // A command the app does not know is not a message for the model.
-                    SlashLine::Usage(usage) => {
-                        self.notice(NoticeLevel::Warning, usage);
-                        return Vec::new();
-                    }
+                    command => return self.on_command(command),
                 };
                 // Sending while the model speaks interrupts it (clientContent semantics); the
                 // server confirms with `interrupted`, but the speaker goes quiet right away.

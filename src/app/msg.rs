@@ -89,6 +89,27 @@ pub enum Msg {
     /// (the recording's wire lines are written from it and from the tap), and drawn only when
     /// something shows it.
     Wire(WireFrame),
+    /// The entries of the folder of a path Tab completes (`typed`: the path so far). Not
+    /// recorded: it only changes the input line.
+    PathChoices { typed: String, entries: Vec<String> },
+    /// The picture `/image` named, read and made ready to send, or why it cannot be. Not
+    /// recorded (a recording's line kinds are fixed per format version; see
+    /// docs/recording-format.md): a replay shows the `/image` line but not the picture.
+    Image(Result<ImageSent, String>),
+}
+
+/// A picture made ready for the model: what the transcript says of it, and the JPEG sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageSent {
+    /// The file's name (without its folder).
+    pub name: String,
+    /// The file's size in bytes.
+    pub file_bytes: u64,
+    /// The picture's size as sent (scaled to at most 1024 pixels on its longest side).
+    pub width: u32,
+    pub height: u32,
+    /// The picture as JPEG.
+    pub jpeg: Vec<u8>,
 }
 
 impl Msg {
@@ -106,6 +127,8 @@ impl Msg {
                 | Msg::Layout(_)
                 | Msg::Tick(_)
                 | Msg::Wire(_)
+                | Msg::PathChoices { .. }
+                | Msg::Image(_)
         )
     }
 
@@ -144,6 +167,20 @@ pub enum Effect {
     SendText(String),
     /// Change the session's system instruction in place (`contextUpdate`).
     SendInstruction(String),
+    /// Speak with this prebuilt voice from the next connection on, moved to at the next turn
+    /// boundary with the resumption handle (the conversation is kept).
+    SetVoice(String),
+    /// Start a fresh session (no resumption handle) with this model: a model cannot change
+    /// within a resumed session.
+    SwitchModel(String),
+    /// Read the picture at this path and make it ready to send, off the loop; the answer
+    /// comes back as [`Msg::Image`].
+    PrepareImage(std::path::PathBuf),
+    /// Send this JPEG as a video frame (`realtimeInput.video`).
+    SendImage(Vec<u8>),
+    /// List the folder of this path being typed, for Tab; the answer comes back as
+    /// [`Msg::PathChoices`].
+    ListPaths(String),
     /// Run these calls, each under its place in the tool log.
     RunTools(Vec<KeyedCall>),
     CancelTools(Vec<String>),

@@ -98,6 +98,7 @@ impl App {
             && self.running_tools() == 0
             && !self.audio.playing_out
             && !self.model_turn_streaming()
+            && !self.image_pending
     }
 
     /// True once the session is over (closed by us or lost).

@@ -590,7 +590,7 @@ fn slash_lines_are_commands_or_say_how_to_use_them() {
         assert_eq!(app.update(Msg::UserText(line.into())), Vec::new(), "{line}");
         let notice = &app.notices().last().unwrap().text;
         assert!(
-            notice.contains(SLASH_COMMANDS),
+            notice.contains(&slash_summary()),
             "{line}: the list of commands in {notice:?}"
         );
     }
@@ -1919,4 +1919,268 @@ fn y_copies_the_selected_frame_or_a_tool_call_with_its_response() {
         "living room lamp"
     );
     assert_eq!(copied["functionResponse"]["response"]["status"], "off");
+}
+
+#[test]
+fn voice_is_checked_against_the_prebuilt_voices_and_handed_over() {
+    let mut app = connected_app();
+    app.voice = "Puck".into();
+    // Any casing; the service's spelling is what is asked for.
+    assert_eq!(
+        app.update(Msg::UserText("/voice kore".into())),
+        vec![Effect::SetVoice("Kore".into())]
+    );
+    assert_eq!(app.voice(), "Kore");
+    assert_eq!(
+        app.transcript.last(),
+        Some(&Entry::Change("Voice is now Kore".into()))
+    );
+    assert!(app.ready_for_user(), "the next turn need not wait for it");
+    // The same voice again changes nothing.
+    assert!(app.update(Msg::UserText("/voice Kore".into())).is_empty());
+    assert!(app.notices.last().unwrap().text.contains("already"));
+    // An unknown name is a notice naming a few, and nothing is sent.
+    let entries = app.transcript.len();
+    assert!(app.update(Msg::UserText("/voice Nobody".into())).is_empty());
+    let notice = &app.notices.last().unwrap().text;
+    assert!(
+        notice.contains("There is no voice \"Nobody\"") && notice.contains("Zephyr, Puck"),
+        "{notice}"
+    );
+    assert_eq!(app.transcript.len(), entries);
+    assert!(app.update(Msg::UserText("/voice".into())).is_empty());
+    assert!(
+        app.notices
+            .last()
+            .unwrap()
+            .text
+            .starts_with("/voice needs a voice: /voice NAME")
+    );
+}
+
+#[test]
+fn a_model_headless_starts_a_fresh_session_at_once_and_says_so() {
+    let mut app = connected_app();
+    assert_eq!(
+        app.update(Msg::UserText("/model gemini-3.1-flash-live-preview".into())),
+        vec![Effect::SwitchModel(
+            "models/gemini-3.1-flash-live-preview".into()
+        )]
+    );
+    assert_eq!(app.model(), "models/gemini-3.1-flash-live-preview");
+    let Some(Entry::Change(said)) = app.transcript.last() else {
+        panic!("{:?}", app.transcript);
+    };
+    assert!(
+        said.starts_with("Model is now gemini-3.1-flash-live-preview: a fresh session"),
+        "{said}"
+    );
+    // Read as --model reads it.
+    assert!(
+        app.update(Msg::UserText("/model models/".into()))
+            .is_empty()
+    );
+    assert!(
+        app.notices.last().unwrap().text.contains("has no model id"),
+        "{:?}",
+        app.notices.last()
+    );
+    assert!(
+        app.update(Msg::UserText("/model gemini-3.1-flash-live-preview".into()))
+            .is_empty()
+    );
+    assert!(app.notices.last().unwrap().text.contains("already"));
+}
+
+#[test]
+fn a_model_in_the_tui_asks_first_and_no_keeps_the_session() {
+    use crossterm::event::KeyCode;
+    let mut app = connected_app();
+    type_text(&mut app, "/model gemini-3.8-live-extended-thinking");
+    assert!(press(&mut app, KeyCode::Enter).is_empty());
+    assert!(app.view.input.is_empty());
+    let question = app.visible_notice().unwrap().text.clone();
+    assert!(
+        question.starts_with("Switch to gemini-3.8-live-extended-thinking?")
+            && question.contains("y switches, n keeps test"),
+        "{question}"
+    );
+    assert!(press(&mut app, KeyCode::Char('n')).is_empty());
+    assert_eq!(app.model(), "models/test");
+    assert!(app.visible_notice().is_none(), "the question is gone");
+    assert!(app.transcript.is_empty());
+    // Asked again, yes: the line goes on as typed.
+    type_text(&mut app, "/model gemini-3.8-live-extended-thinking");
+    press(&mut app, KeyCode::Enter);
+    assert_eq!(
+        press(&mut app, KeyCode::Char('y')),
+        vec![Effect::SwitchModel(
+            "models/gemini-3.8-live-extended-thinking".into()
+        )]
+    );
+    assert_eq!(app.model(), "models/gemini-3.8-live-extended-thinking");
+    assert!(app.view.confirm_model.is_none());
+    // y and n type again once nothing is asked.
+    press(&mut app, KeyCode::Char('y'));
+    assert_eq!(app.view.input.text(), "y");
+}
+
+fn picture(name: &str) -> ImageSent {
+    ImageSent {
+        name: name.into(),
+        file_bytes: 12_345,
+        width: 640,
+        height: 480,
+        jpeg: vec![0xff, 0xd8, 0xff],
+    }
+}
+
+#[test]
+fn an_image_is_prepared_off_the_loop_then_shown_and_sent() {
+    let mut app = connected_app();
+    assert_eq!(
+        app.update(Msg::UserText("/image ~/red square.png".into())),
+        vec![Effect::PrepareImage("~/red square.png".into())]
+    );
+    assert!(
+        app.image_pending() && !app.ready_for_user(),
+        "the next line waits"
+    );
+    assert_eq!(
+        app.update(Msg::Image(Ok(picture("red square.png")))),
+        vec![Effect::SendImage(vec![0xff, 0xd8, 0xff])]
+    );
+    assert_eq!(
+        app.transcript.last(),
+        Some(&Entry::Image {
+            name: "red square.png".into(),
+            file_bytes: 12_345,
+            width: 640,
+            height: 480,
+        })
+    );
+    assert_eq!(
+        image_label("red square.png", 12_345, 640, 480),
+        "red square.png (12 KB), sent as a 640×480 JPEG"
+    );
+    // The offline demo model answers it.
+    assert!(!app.image_pending() && !app.ready_for_user());
+}
+
+#[test]
+fn an_image_that_cannot_be_read_is_one_notice_and_nothing_is_sent() {
+    let mut app = connected_app();
+    app.update(Msg::UserText("/image gone.png".into()));
+    let problem = "picture gone.png does not exist".to_owned();
+    assert!(app.update(Msg::Image(Err(problem))).is_empty());
+    assert_eq!(
+        app.notices.last().unwrap().text,
+        "picture gone.png does not exist; nothing was sent."
+    );
+    assert!(app.transcript.is_empty());
+    assert!(app.ready_for_user());
+    assert!(app.update(Msg::UserText("/image".into())).is_empty());
+    assert!(
+        app.notices
+            .last()
+            .unwrap()
+            .text
+            .starts_with("/image needs a file: /image PATH")
+    );
+    // A picture ready after the session ended is not sent.
+    app.update(Msg::UserText("/image late.png".into()));
+    app.update(Msg::EndSession);
+    assert!(app.update(Msg::Image(Ok(picture("late.png")))).is_empty());
+    assert!(app.transcript.is_empty());
+}
+
+#[test]
+fn tools_opens_the_tool_list_in_the_tui_and_is_explained_headless() {
+    use crossterm::event::KeyCode;
+    let mut app = connected_app();
+    type_text(&mut app, "/tools");
+    assert!(press(&mut app, KeyCode::Enter).is_empty());
+    assert_eq!(app.view.popup, Some(Popup::Tools { selected: 0 }));
+    assert!(app.view.input.is_empty());
+    assert!(app.update(Msg::UserText("/tools".into())).is_empty());
+    assert!(app.notices.last().unwrap().text.contains("F8"));
+    assert!(app.update(Msg::UserText("/help".into())).is_empty());
+    let help = &app.notices.last().unwrap().text;
+    for usage in [
+        "/voice NAME",
+        "/model ID",
+        "/image PATH",
+        "/tools",
+        "//text",
+    ] {
+        assert!(help.contains(usage), "{usage} in {help}");
+    }
+}
+
+#[test]
+fn tab_completes_commands_voices_model_ids_and_paths() {
+    use crossterm::event::KeyCode;
+    let mut app = connected_app();
+    type_text(&mut app, "/vo");
+    assert!(press(&mut app, KeyCode::Tab).is_empty());
+    assert_eq!(app.view.input.text(), "/voice ");
+    type_text(&mut app, "k");
+    press(&mut app, KeyCode::Tab);
+    assert_eq!(app.view.input.text(), "/voice Kore");
+    assert_eq!(app.view.focus, Focus::Input, "Tab did not move the focus");
+    // Several left: as far as they agree, and the rest listed.
+    app.view.input.replace("/voice al");
+    press(&mut app, KeyCode::Tab);
+    assert_eq!(app.view.input.text(), "/voice Al");
+    let listed = &app.visible_notice().unwrap().text;
+    assert!(
+        listed.contains("Algieba") && listed.contains("Alnilam"),
+        "{listed}"
+    );
+    app.view.input.replace("/model gemini-3.8");
+    press(&mut app, KeyCode::Tab);
+    assert_eq!(app.view.input.text(), "/model gemini-3.8-live");
+    // A command that takes nothing gets no space after it.
+    app.view.input.replace("/too");
+    press(&mut app, KeyCode::Tab);
+    assert_eq!(app.view.input.text(), "/tools");
+    // A path: the folder is listed off the loop, then completed if the line still asks.
+    app.view.input.replace("/image pics/re");
+    assert_eq!(
+        press(&mut app, KeyCode::Tab),
+        vec![Effect::ListPaths("pics/re".into())]
+    );
+    let entries = vec![
+        ".red-hidden.png".to_owned(),
+        "red.png".to_owned(),
+        "red.webp".to_owned(),
+        "blue.png".to_owned(),
+    ];
+    app.update(Msg::PathChoices {
+        typed: "pics/re".into(),
+        entries: entries.clone(),
+    });
+    assert_eq!(app.view.input.text(), "/image pics/red.");
+    app.update(Msg::PathChoices {
+        typed: "pics/red.w".into(),
+        entries: entries.clone(),
+    });
+    assert_eq!(
+        app.view.input.text(),
+        "/image pics/red.",
+        "an answer for another line changes nothing"
+    );
+    app.view.input.replace("/image pics/b");
+    app.update(Msg::PathChoices {
+        typed: "pics/b".into(),
+        entries,
+    });
+    assert_eq!(app.view.input.text(), "/image pics/blue.png");
+    // Text and free arguments complete nothing; Tab outside a command moves the focus.
+    app.view.input.replace("/system be br");
+    press(&mut app, KeyCode::Tab);
+    assert_eq!(app.view.input.text(), "/system be br");
+    app.view.input.replace("hello");
+    press(&mut app, KeyCode::Tab);
+    assert_eq!(app.view.focus, Focus::Transcript);
 }

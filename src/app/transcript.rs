@@ -46,6 +46,15 @@ pub enum Entry {
     },
     /// Index into [`App::tool_calls`].
     Tool(usize),
+    /// Something about the session changed at the user's word ("Voice is now Kore").
+    Change(String),
+    /// A picture shown to the model (`/image`).
+    Image {
+        name: String,
+        file_bytes: u64,
+        width: u32,
+        height: u32,
+    },
 }
 
 impl Entry {
@@ -59,6 +68,22 @@ impl Entry {
         };
         fold_whitespace(raw)
     }
+}
+
+/// How the transcript shows a picture sent with `/image`: its file's name and size, and the
+/// size it was sent at.
+pub fn image_label(name: &str, file_bytes: u64, width: u32, height: u32) -> String {
+    let size = if file_bytes >= 1 << 20 {
+        format!("{:.1} MB", file_bytes as f64 / f64::from(1 << 20))
+    } else if file_bytes >= 1 << 10 {
+        format!("{:.0} KB", file_bytes as f64 / f64::from(1 << 10))
+    } else {
+        format!("{file_bytes} bytes")
+    };
+    format!(
+        "{} ({size}), sent as a {width}×{height} JPEG",
+        livetalk_live::excerpt::bounded(name, 80)
+    )
 }
 
 /// How the transcript explains an entry's `echo_suspected`.

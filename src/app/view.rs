@@ -102,6 +102,9 @@ pub struct View {
     /// The notice (by index) that said Esc again quits; while it shows, Esc on an empty line
     /// quits.
     pub esc_quits: Option<usize>,
+    /// `/model ID` waits for the user's yes or no: the model asked for, and the notice that
+    /// asks.
+    pub confirm_model: Option<(String, usize)>,
 }
 
 impl Default for View {
@@ -122,6 +125,7 @@ impl Default for View {
             log_path: None,
             quit: false,
             esc_quits: None,
+            confirm_model: None,
         }
     }
 }
@@ -295,6 +299,14 @@ impl InputLine {
 
     pub fn end(&mut self) {
         self.cursor = self.len_chars();
+    }
+
+    /// Puts `text` in the line (Tab's completion), the cursor at its end.
+    pub fn replace(&mut self, text: &str) {
+        self.text.clear();
+        self.cursor = 0;
+        self.browsing = None;
+        self.insert_str(text);
     }
 
     /// Takes the line for sending and remembers it in the history.

@@ -4,6 +4,7 @@
 //! and, for the offline demo model, the embedded mock. [`launch`] builds it from the settings.
 
 pub mod launch;
+pub mod picture;
 mod wiretap;
 
 use std::collections::VecDeque;
@@ -22,10 +23,10 @@ use crate::record::Recorder;
 use crate::tools::mcp::{Catalog, McpEvent, McpHub};
 use crate::tools::{Decider, Device, Registry, SmartHome, ToolDispatcher, ToolEvent};
 use livetalk_live::session::{
-    self, ReconnectPolicy, Session, SessionEvent, SessionSlot, SessionStatus,
+    self, ReconnectPolicy, Session, SessionEvent, SessionSlot, SessionStatus, SetupChange,
 };
 use livetalk_live::wire::{
-    ClientMessage, Content, ContextUpdate, Empty, RealtimeInput, Scheduling, Setup,
+    Blob, ClientMessage, Content, ContextUpdate, Empty, RealtimeInput, Scheduling, Setup,
 };
 use livetalk_live::{CloseInfo, ConnectOptions, ServerEvent};
 use livetalk_mock::MockServer;
@@ -40,6 +41,10 @@ const AUDIO_OPEN_WAIT: Duration = Duration::from_secs(5);
 /// Signals held for the first connection at most: they come from the app's own effects, a
 /// handful at a time; more means something loops, and is dropped with a warning.
 const HELD_MAX: usize = 64;
+
+/// Answers of work done off the loop (a picture made ready, a folder listed) waiting to be
+/// taken: the user asks for them one at a time.
+const CHORES_WAITING: usize = 16;
 
 /// Where a session connects.
 #[derive(Debug, Clone)]
@@ -101,6 +106,9 @@ pub struct Engine {
     /// while the server is silent. Closed, they wait for the next frame read, and sending
     /// wakes nothing.
     wire_watched: bool,
+    /// What work done off the loop (`/image`, Tab in a path) answered.
+    chores: mpsc::Receiver<Msg>,
+    chores_tx: mpsc::Sender<Msg>,
 }
 
 impl Engine {
@@ -111,6 +119,7 @@ impl Engine {
         let (dispatcher, tool_events) = ToolDispatcher::new(registry, decider);
         let (mcp, mcp_events) = McpHub::empty();
         let (frames_tx, frames) = mpsc::channel(wiretap::FRAMES_WAITING);
+        let (chores_tx, chores) = mpsc::channel(CHORES_WAITING);
         Engine {
             session: SessionSlot::new(
                 ReconnectPolicy::default(),
@@ -133,6 +142,32 @@ impl Engine {
             frames,
             frames_tx,
             wire_watched: false,
+            chores,
+            chores_tx,
+        }
+    }
+
+    /// Does `work` on a thread of its own (it reads files, decodes pictures) and hands its
+    /// answer to the app as a message, so the screen never waits for it.
+    fn chore(&self, work: impl FnOnce() -> Msg + Send + 'static) {
+        let answers = self.chores_tx.clone();
+        tokio::task::spawn_blocking(move || {
+            if answers.try_send(work()).is_err() {
+                warn!("an answer of work done for the user was dropped: too many waiting");
+            }
+        });
+    }
+
+    /// `model` as this route's `setup.model` takes it: Vertex AI names a model by its whole
+    /// resource name, which the current setup has.
+    fn model_on_route(&self, model: &str) -> String {
+        let id = model.rsplit('/').next().unwrap_or(model);
+        match self.session.setup().map(|setup| setup.model.as_str()) {
+            Some(current) if current.starts_with("projects/") => match current.rfind("/models/") {
+                Some(at) => format!("{}/models/{id}", &current[..at]),
+                None => model.to_owned(),
+            },
+            _ => model.to_owned(),
         }
     }
 
@@ -485,6 +520,7 @@ impl Source for Engine {
                     self.take_in_sent_frames();
                 }
                 Some(event) = self.tool_events.recv() => return Some(Msg::Tool(self.on_this_service(event))),
+                Some(answer) = self.chores.recv() => return Some(answer),
                 Some(event) = self.mcp_events.recv() => {
                     match &event {
                         // A server that came (back) up: its tools at the next turn boundary.
@@ -532,6 +568,29 @@ impl Source for Engine {
                     warn!("dropped a system instruction: the session is closed");
                 }
             }
+            Effect::SetVoice(voice) => {
+                self.session.reconfigure(SetupChange::Voice(voice)).await;
+            }
+            Effect::SwitchModel(model) => {
+                let model = self.model_on_route(&model);
+                self.session.reconfigure(SetupChange::Model(model)).await;
+            }
+            Effect::PrepareImage(path) => self.chore(move || Msg::Image(picture::prepare(&path))),
+            Effect::SendImage(jpeg) => {
+                let frame = RealtimeInput {
+                    video: Some(Blob {
+                        mime_type: "image/jpeg".to_owned(),
+                        data: jpeg,
+                    }),
+                    ..RealtimeInput::default()
+                };
+                self.send(ClientMessage::RealtimeInput(frame), "a picture")
+                    .await;
+            }
+            Effect::ListPaths(typed) => self.chore(move || Msg::PathChoices {
+                entries: picture::folder_entries(&typed),
+                typed,
+            }),
             Effect::RunTools(calls) => self.dispatcher.dispatch(calls),
             Effect::CancelTools(ids) => {
                 self.dispatcher.cancel(&ids);

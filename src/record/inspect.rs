@@ -523,6 +523,18 @@ pub fn markdown(recording: &Recording) -> String {
                 };
                 let _ = writeln!(out, "**Gemini:** {shown}{mark}\n");
             }
+            Entry::Change(text) => {
+                let _ = writeln!(out, "_{text}._\n");
+            }
+            Entry::Image {
+                name,
+                file_bytes,
+                width,
+                height,
+            } => {
+                let shown = crate::app::image_label(name, *file_bytes, *width, *height);
+                let _ = writeln!(out, "**You (image):** {shown}\n");
+            }
             Entry::Tool(index) => {
                 let Some(call) = app.tool_calls().get(*index) else {
                     continue;

@@ -21,7 +21,7 @@ pub use theme::Theme;
 
 use crate::app::{
     App, Area, Badge, ConnectionState, ERROR_PREFIX, Editor, EditorPurpose, Floor, Focus,
-    NoticeLevel, Popup, SLASH_HELP, ScreenLayout, ToolState, footer_keys, help_rows,
+    NoticeLevel, Popup, ScreenLayout, ToolState, footer_keys, help_rows,
 };
 use livetalk_live::excerpt;
 use tool_log::format_duration;
@@ -698,11 +698,11 @@ fn draw_help(frame: &mut Frame, full: Rect, app: &App, theme: Theme, scroll: u16
     if !app.is_replay() {
         lines.push(Line::default());
         lines.push(Line::styled("  Typed in the input line", theme.dim()));
-        for (command, help) in SLASH_HELP {
+        for (command, help) in crate::app::slash_help() {
             let prefix = vec![Span::styled(format!("  {command:<22}"), theme.bold())];
             lines.extend(wrap::wrap(
                 prefix,
-                &[((*help).to_owned(), theme.plain())],
+                &[(help.to_owned(), theme.plain())],
                 inner_width,
             ));
         }

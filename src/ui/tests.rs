@@ -1209,3 +1209,35 @@ fn the_event_inspector_counts_the_frames_it_dropped_or_never_saw() {
     let terminal = render(&mut app, 80, 24);
     insta::assert_snapshot!("inspector_dropped_80x24", terminal.backend());
 }
+
+/// After `/voice Kore` and `/image`, with the demo model's answer, and `/model` asking first.
+fn changed_mid_session() -> App {
+    let mut app = listening();
+    app.update(Msg::UserText("/voice Kore".into()));
+    app.update(Msg::UserText("/image red.png".into()));
+    app.update(Msg::Image(Ok(crate::app::ImageSent {
+        name: "red.png".into(),
+        file_bytes: 2_345,
+        width: 640,
+        height: 480,
+        jpeg: vec![0xff, 0xd8],
+    })));
+    model_says(&mut app, "I see a 640 by 480 picture, mostly red.", true);
+    for c in "/model gemini-3.1-flash-live-preview".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    key(&mut app, KeyCode::Enter);
+    app
+}
+
+#[test]
+fn voice_image_and_a_model_question_in_the_transcript() {
+    for (width, height) in [(80, 24), (120, 40)] {
+        let mut app = changed_mid_session();
+        let terminal = render(&mut app, width, height);
+        insta::assert_snapshot!(
+            format!("changed_mid_session_{width}x{height}"),
+            terminal.backend()
+        );
+    }
+}

@@ -9,7 +9,9 @@ use ratatui::widgets::{Block, Paragraph, Scrollbar, ScrollbarOrientation, Scroll
 use super::Theme;
 use super::tool_log::{args_values, outcome_summary, state_style};
 use super::wrap::{cut_at_word, truncate, wrap};
-use crate::app::{App, ECHO_INTERRUPTION, ECHO_KEY, Entry, Focus, ModelTurnStatus, UserInput};
+use crate::app::{
+    App, ECHO_INTERRUPTION, ECHO_KEY, Entry, Focus, ModelTurnStatus, UserInput, image_label,
+};
 use livetalk_live::excerpt::{SUMMARY, bounded};
 use unicode_width::UnicodeWidthStr;
 
@@ -94,6 +96,23 @@ pub fn lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
                     Span::styled(cut_at_word(&outcome, room), theme.dim()),
                 ]);
                 out.push(line);
+            }
+            Entry::Change(text) => {
+                let body = [(text.clone(), theme.dim())];
+                out.extend(wrap(vec![Span::styled("  ↻ ", theme.dim())], &body, width));
+            }
+            Entry::Image {
+                name,
+                file_bytes,
+                width: w,
+                height: h,
+            } => {
+                let body = [(image_label(name, *file_bytes, *w, *h), theme.plain())];
+                out.extend(wrap(
+                    vec![Span::styled("You (image): ", theme.user())],
+                    &body,
+                    width,
+                ));
             }
         }
     }

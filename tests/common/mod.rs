@@ -183,6 +183,72 @@ pub fn sparse_file(path: &Path, bytes: u64) {
         .expect("make a sparse file");
 }
 
+/// A `width`×`height` PNG of one colour at `path`, written with the image crate.
+pub fn png_file(path: &Path, width: u32, height: u32, rgb: [u8; 3]) {
+    image::RgbImage::from_pixel(width, height, image::Rgb(rgb))
+        .save_with_format(path, image::ImageFormat::Png)
+        .expect("write a PNG");
+}
+
+/// A PNG whose header claims `width`×`height` pixels (a decompression bomb's start): a valid
+/// signature and header chunk, a few bytes of image data, an end.
+pub fn png_claiming(path: &Path, width: u32, height: u32) {
+    fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+        out.extend((data.len() as u32).to_be_bytes());
+        let start = out.len();
+        out.extend(kind);
+        out.extend(data);
+        let crc = crc32(&out[start..]);
+        out.extend(crc.to_be_bytes());
+    }
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for byte in bytes {
+            crc ^= u32::from(*byte);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xedb8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut header = Vec::new();
+    header.extend(width.to_be_bytes());
+    header.extend(height.to_be_bytes());
+    // 8-bit RGB, deflate, no filter, no interlace.
+    header.extend([8, 2, 0, 0, 0]);
+    chunk(&mut png, b"IHDR", &header);
+    chunk(
+        &mut png,
+        b"IDAT",
+        &[0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01],
+    );
+    chunk(&mut png, b"IEND", &[]);
+    std::fs::write(path, png).expect("write the PNG header");
+}
+
+/// The lines of a recording's `session.jsonl`, parsed.
+pub fn recording_lines(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("session.jsonl"))
+        .expect("the recording's session.jsonl")
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The messages a recording says livetalk sent (its `send` lines).
+pub fn sent_messages(dir: &Path) -> Vec<serde_json::Value> {
+    recording_lines(dir)
+        .into_iter()
+        .filter(|l| l["type"] == "send")
+        .map(|l| l["message"].clone())
+        .collect()
+}
+
 /// A running `livetalk mock` and the base URL it printed.
 pub struct MockProcess {
     pub child: Child,

@@ -45,6 +45,12 @@ impl FileKind {
         what: "recording",
         max_bytes: 256 << 20,
     };
+    /// A picture shown to the model (`/image`: PNG, JPEG or WebP): 20 MiB, more than a
+    /// camera's photo, and it is sent scaled down anyway.
+    pub const IMAGE: FileKind = FileKind {
+        what: "picture",
+        max_bytes: 20 << 20,
+    };
     /// A mock fault scenario (TOML or JSON): 64 MiB, the largest frame a fault may send, since
     /// a scenario can carry a huge tool call's arguments inline.
     pub const SCENARIO: FileKind = FileKind {

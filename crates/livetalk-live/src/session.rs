@@ -31,7 +31,7 @@ use futures_util::future::BoxFuture;
 
 use super::connection::{ConnectError, Connection, Outbox, WireTap};
 use super::events::Inbound;
-use super::wire::{ClientMessage, Setup, ToolSet};
+use super::wire::{ClientMessage, GenerationConfig, Setup, SpeechConfig, ToolSet};
 
 /// How hard to try to get a connection back.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -206,6 +206,39 @@ enum Command {
         tools: Vec<ToolSet>,
         hand_over: bool,
     },
+    /// Set up the next connections so: see [`SetupChange`].
+    Reconfigure(SetupChange),
+}
+
+/// A change to how a session's connections are set up, made mid-session by the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetupChange {
+    /// Speak with this prebuilt voice: applied by a hand-over at the next turn boundary that
+    /// resumes the session, so the conversation is kept.
+    Voice(String),
+    /// Use this model (as `setup.model` takes it). A model cannot change within a resumed
+    /// session: the session moves to a new connection at once and starts afresh, without its
+    /// resumption handle.
+    Model(String),
+}
+
+impl SetupChange {
+    /// Writes the change into `setup`.
+    pub fn apply(&self, setup: &mut Setup) {
+        match self {
+            SetupChange::Voice(voice) => {
+                setup
+                    .generation_config
+                    .get_or_insert_with(GenerationConfig::default)
+                    .speech_config = Some(SpeechConfig::voice(voice));
+            }
+            SetupChange::Model(model) => {
+                setup.model = model.clone();
+                // Declared the way the new model takes functions.
+                super::models::fit_declarations(setup);
+            }
+        }
+    }
 }
 
 /// Sends on whichever connection is current; cheap to clone. Sends never fail while the
@@ -260,6 +293,15 @@ impl SessionHandle {
     ) -> Result<(), SessionClosed> {
         self.commands
             .send(Command::SetTools { tools, hand_over })
+            .await
+            .map_err(|_| SessionClosed)
+    }
+
+    /// Sets the next connections up with `change` (see [`SetupChange`] for when it takes
+    /// effect).
+    pub async fn reconfigure(&self, change: SetupChange) -> Result<(), SessionClosed> {
+        self.commands
+            .send(Command::Reconfigure(change))
             .await
             .map_err(|_| SessionClosed)
     }
@@ -459,6 +501,19 @@ impl SessionSlot {
         }
     }
 
+    /// Sets the next connections up with `change` (see [`SessionHandle::reconfigure`]), and a
+    /// retry after the session gave up.
+    pub async fn reconfigure(&mut self, change: SetupChange) {
+        if let Some(redial) = &mut self.redial {
+            change.apply(&mut redial.setup);
+        }
+        if let Some(handle) = &self.handle
+            && handle.reconfigure(change).await.is_err()
+        {
+            warn!("the setup change reaches no connection: the conversation has ended");
+        }
+    }
+
     /// Uses `session` from now on; an old supervisor still winding down closes its connection
     /// when its handle and events are dropped here.
     pub fn adopt(&mut self, session: Session) {
@@ -477,6 +532,12 @@ impl SessionSlot {
         let session = reconnect(redial, self.policy, handle, self.tap.clone());
         self.adopt(session);
         true
+    }
+
+    /// The setup the next connection (or a retry) is made with; `None` before the first route
+    /// is known.
+    pub fn setup(&self) -> Option<&Setup> {
+        self.redial.as_ref().map(|redial| &redial.setup)
     }
 
     /// The current session's handle; `None` before the first session.

@@ -51,7 +51,11 @@ impl v3::Msg {
             | Msg::Layout(_)
             | Msg::Tick(_)
             // Written as the wire lines (`recv`, `send`), not as an applied message.
-            | Msg::Wire(_) => return None,
+            | Msg::Wire(_)
+            // Only the input line's completion; a picture's bytes are not kept (format 3 has
+            // no line for them).
+            | Msg::PathChoices { .. }
+            | Msg::Image(_) => return None,
         })
     }
 }

@@ -12,11 +12,11 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::Redial;
 use super::{
     Command, ReconnectPolicy, Session, SessionChange, SessionEvent, SessionHandle, SessionStatus,
     Shared, Start,
 };
+use super::{Redial, SetupChange};
 use crate::close::is_retryable;
 use crate::connection::{ConnectError, Connection, ConnectionHandle, Outbox, WireTap};
 use crate::events::{CloseInfo, Inbound, ServerEvent};
@@ -66,7 +66,7 @@ pub(super) fn start(
         quick_hand_overs: 0,
         jitter: Jitter::new(),
         current: None,
-        tools_changed: false,
+        hand_over_for: None,
         by_hand: false,
     };
     tokio::spawn(supervisor.run(first));
@@ -208,6 +208,13 @@ impl OpenWork {
     }
 }
 
+/// Why a session moves to a new connection for a tool change.
+const NEW_TOOLS: &str = "Applying the changed tool set (the conversation is kept).";
+/// Why it moves for a new voice.
+const NEW_VOICE: &str = "Applying the new voice (the conversation is kept).";
+/// Why it moves for a new model.
+const FRESH_MODEL: &str = "Starting a fresh session with the new model.";
+
 struct Supervisor {
     /// How to connect again; `None` when this session never reconnects.
     redial: Option<Redial>,
@@ -233,9 +240,9 @@ struct Supervisor {
     quick_hand_overs: u32,
     jitter: Jitter,
     current: Option<OpenConnection>,
-    /// The tools changed and the user wants the model to see it: hand over at the next
-    /// turn boundary.
-    tools_changed: bool,
+    /// The setup changed (the tools, the voice) and the user wants the model to see it: hand
+    /// over at the next turn boundary, for this reason.
+    hand_over_for: Option<&'static str>,
 }
 
 impl Supervisor {
@@ -280,7 +287,18 @@ impl Supervisor {
                     Some(Command::Send(message, at)) => self.deliver(*message, at).await,
                     Some(Command::SetTools { tools, hand_over }) => {
                         self.set_tools(tools, hand_over);
-                        if let Some(next) = self.tools_hand_over().await {
+                        if let Some(next) = self.planned_hand_over().await {
+                            return next;
+                        }
+                    }
+                    Some(Command::Reconfigure(change)) => {
+                        if self.reconfigure(change) {
+                            let next = self.hand_over(FRESH_MODEL).await;
+                            // The turn the old model never answered is not the new one's.
+                            self.resend = None;
+                            return next;
+                        }
+                        if let Some(next) = self.planned_hand_over().await {
                             return next;
                         }
                     }
@@ -322,7 +340,7 @@ impl Supervisor {
                     .await,
             );
         }
-        self.tools_hand_over().await
+        self.planned_hand_over().await
     }
 
     /// Takes in one event of the current connection: the calls it opened, the resumption
@@ -375,22 +393,53 @@ impl Supervisor {
             setup.tools = tools;
             // Declared the way the model takes functions, as the first setup was.
             crate::models::fit_declarations(setup);
-            self.tools_changed |= hand_over;
+            if hand_over {
+                self.hand_over_for.get_or_insert(NEW_TOOLS);
+            }
         }
     }
 
-    /// Moves to a new connection for a tool change once the turn is over and the session
+    /// Sets the next connections up with `change`; true when the session must move to a new
+    /// connection at once and start afresh (a new model).
+    fn reconfigure(&mut self, change: SetupChange) -> bool {
+        let Some(Redial { setup, .. }) = &mut self.redial else {
+            return false;
+        };
+        change.apply(setup);
+        match change {
+            SetupChange::Voice(_) => {
+                // A tool change waiting too is applied by the same hand-over.
+                self.hand_over_for.get_or_insert(NEW_VOICE);
+                false
+            }
+            SetupChange::Model(_) => {
+                // The old conversation cannot be resumed under another model, nor its
+                // unanswered turn sent again into the new one.
+                self.handle = None;
+                *self
+                    .shared
+                    .handle
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                self.resend = None;
+                self.hand_over_for = None;
+                // Now, rather than at a turn boundary: the user confirmed, and the old
+                // conversation has nothing more to finish.
+                self.current.is_some()
+            }
+        }
+    }
+
+    /// Moves to a new connection for a changed setup once the turn is over and the session
     /// can be resumed (without a handle it would start afresh and forget the conversation).
-    async fn tools_hand_over(&mut self) -> Option<Next> {
+    async fn planned_hand_over(&mut self) -> Option<Next> {
         let current = self.current.as_ref()?;
-        if !self.tools_changed || !current.open.at_turn_boundary() || self.handle.is_none() {
+        let reason = self.hand_over_for?;
+        if !current.open.at_turn_boundary() || self.handle.is_none() {
             return None;
         }
-        self.tools_changed = false;
-        Some(
-            self.hand_over("Applying the changed tool set (the conversation is kept).")
-                .await,
-        )
+        self.hand_over_for = None;
+        Some(self.hand_over(reason).await)
     }
 
     /// A planned move to a new connection: close this one ourselves, then reconnect.
@@ -614,6 +663,11 @@ impl Supervisor {
                     Some(Command::Send(message, at)) => self.enqueue(*message, at),
                     // Taken by the connection being made now, or the next one.
                     Some(Command::SetTools { tools, hand_over }) => self.set_tools(tools, hand_over),
+                    // The connection being made has the old setup; the voice comes with the
+                    // next hand-over, the model with the next connection.
+                    Some(Command::Reconfigure(change)) => {
+                        self.reconfigure(change);
+                    }
                     Some(Command::Close) | None => {
                         self.commands_open = false;
                         return None;

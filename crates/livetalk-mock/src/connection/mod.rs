@@ -359,6 +359,17 @@ impl MockConnection {
         self.take_step(step).await;
     }
 
+    /// The client showed a picture (a camera frame, `/image`): the demo model answers it at
+    /// once with what it can tell. (The service takes frames in as what the model sees and
+    /// speaks of them at the next turn; a demo is better served by an answer.)
+    async fn user_picture(&mut self, jpeg: &[u8]) {
+        self.interrupt_if_active();
+        // The service counts an image as 258 tokens.
+        self.prompt_tokens += 258.0;
+        let step = self.model.picture_turn(jpeg);
+        self.take_step(step).await;
+    }
+
     /// Runs the faults of a moment; true when one of them replaced the model's next step.
     fn faults_taking_over(&mut self, moment: Moment) -> bool {
         let actions = self.state.clock.tick(moment);
@@ -377,9 +388,21 @@ impl MockConnection {
             self.interrupt_if_active();
             self.hearing.activity_start();
         }
+        // The legacy `mediaChunks` carry audio or a picture; only the first chunk is used.
+        let (chunk_audio, chunk_picture) = match input.media_chunks.into_iter().next() {
+            Some(chunk) if chunk.mime_type.starts_with("image/") => (None, Some(chunk)),
+            chunk => (chunk, None),
+        };
+        let picture = input
+            .video
+            .filter(|b| b.mime_type.starts_with("image/"))
+            .or(chunk_picture);
+        if let Some(picture) = picture {
+            self.user_picture(&picture.data).await;
+        }
         let blob = input
             .audio
-            .or_else(|| input.media_chunks.into_iter().next())
+            .or(chunk_audio)
             .filter(|b| b.mime_type.starts_with("audio/"));
         if let Some(blob) = blob {
             let heard = self.hearing.audio(&blob, self.settings.manual_activity);

@@ -1,7 +1,7 @@
 //! The mock server's scripted model: reads plain-English smart-home requests, plans calls to the
 //! client's declared tools and phrases replies from their results, errors included; any
 //! declared tool can also be called by name. This file owns the model's turns (user text, tool
-//! results, user audio) and what it keeps between them; the tools, understanding, planning,
+//! results, user audio, pictures) and what it keeps between them; the tools, understanding, planning,
 //! the turn under way, calls by name and phrasing are the modules below.
 
 mod devices;
@@ -10,6 +10,7 @@ mod pending;
 mod phrasing;
 mod planner;
 mod results;
+mod sight;
 mod tools;
 mod understanding;
 mod words;
@@ -213,6 +214,13 @@ impl ScriptedModel {
         self.styled(ModelStep::Reply(format!(
             "I heard {heard}, but this demo model can't understand spoken words.{suggestion}"
         )))
+    }
+
+    /// A picture the client showed (a JPEG video frame): the model says what it can tell of
+    /// it, its size and its colour.
+    pub(crate) fn picture_turn(&mut self, jpeg: &[u8]) -> ModelStep {
+        self.pending = None;
+        self.styled(ModelStep::Reply(sight::describe(jpeg)))
     }
 
     /// Ends the model's part of a turn: the calls to make, kept with what to say once they

@@ -1,0 +1,120 @@
+//! What `/image` and Tab after it need from the file system, done off the drive loop: the
+//! picture read with bounds (a regular file of at most 20 MiB; a FIFO or a device refused
+//! without blocking), decoded within limits against decompression bombs, scaled to at most
+//! 1024 pixels on its longest side and encoded as JPEG, as the official clients send camera
+//! frames; and the entries of the folder of a path being typed.
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+
+use image::codecs::jpeg::JpegEncoder;
+use image::imageops::FilterType;
+use image::{ImageError, ImageFormat, ImageReader, Limits};
+use livetalk_live::file::{FileKind, read_bounded};
+
+use crate::app::ImageSent;
+
+/// The longest side of a picture as sent: what the service scales camera frames to anyway.
+pub const LONGEST_SIDE: u32 = 1024;
+
+/// The widest and tallest picture decoded: a small file can claim a huge size (a
+/// decompression bomb), and is refused before any pixel is allocated.
+pub const DECODED_SIDE_MAX: u32 = 16_384;
+
+/// The most memory a decoder may take.
+const DECODE_ALLOC_MAX: u64 = 512 << 20;
+
+/// JPEG quality: the official clients send camera frames at about this.
+const JPEG_QUALITY: u8 = 85;
+
+/// The most entries of a folder Tab looks at.
+const FOLDER_ENTRIES_MAX: usize = 2_000;
+
+/// `~/…` as the home folder, as a shell would read it.
+fn expand(path: &str) -> PathBuf {
+    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => Path::new(&home).join(rest),
+        _ => PathBuf::from(path),
+    }
+}
+
+/// Reads the picture at `path` and makes it ready to send, or says in one sentence why not.
+pub fn prepare(path: &Path) -> Result<ImageSent, String> {
+    let path = expand(&path.to_string_lossy());
+    let shown = path.display();
+    let bytes = read_bounded(&path, FileKind::IMAGE).map_err(|e| e.to_string())?;
+    let format = image::guess_format(&bytes)
+        .ok()
+        .filter(|f| matches!(f, ImageFormat::Png | ImageFormat::Jpeg | ImageFormat::WebP))
+        .ok_or_else(|| format!("picture {shown} is not a PNG, JPEG or WebP file"))?;
+    let mut reader = ImageReader::with_format(Cursor::new(&bytes), format);
+    let mut limits = Limits::default();
+    limits.max_image_width = Some(DECODED_SIDE_MAX);
+    limits.max_image_height = Some(DECODED_SIDE_MAX);
+    limits.max_alloc = Some(DECODE_ALLOC_MAX);
+    reader.limits(limits);
+    let picture = reader.decode().map_err(|error| match error {
+        ImageError::Limits(_) => format!(
+            "picture {shown} is larger than livetalk decodes (at most {DECODED_SIDE_MAX} pixels on a side)"
+        ),
+        _ => format!(
+            "picture {shown} could not be read as a {} file (damaged, or not what its start says)",
+            format_name(format)
+        ),
+    })?;
+    let picture = if picture.width().max(picture.height()) > LONGEST_SIDE {
+        picture.resize(LONGEST_SIDE, LONGEST_SIDE, FilterType::Triangle)
+    } else {
+        picture
+    };
+    // JPEG has no transparency.
+    let rgb = picture.into_rgb8();
+    let mut jpeg = Vec::new();
+    JpegEncoder::new_with_quality(&mut jpeg, JPEG_QUALITY)
+        .encode_image(&rgb)
+        .map_err(|_| format!("picture {shown} could not be made into a JPEG"))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| shown.to_string());
+    Ok(ImageSent {
+        name,
+        file_bytes: bytes.len() as u64,
+        width: rgb.width(),
+        height: rgb.height(),
+        jpeg,
+    })
+}
+
+fn format_name(format: ImageFormat) -> &'static str {
+    match format {
+        ImageFormat::Png => "PNG",
+        ImageFormat::WebP => "WebP",
+        _ => "JPEG",
+    }
+}
+
+/// The entries of the folder `typed` is in (names; a folder's end in `/`), sorted, at most
+/// [`FOLDER_ENTRIES_MAX`] of them.
+pub fn folder_entries(typed: &str) -> Vec<String> {
+    let folder = match typed.rfind('/') {
+        Some(at) => expand(&typed[..=at]),
+        None => PathBuf::from("."),
+    };
+    let Ok(entries) = std::fs::read_dir(&folder) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .take(FOLDER_ENTRIES_MAX)
+        .filter_map(Result::ok)
+        .map(|entry| {
+            let mut name = entry.file_name().to_string_lossy().into_owned();
+            if entry.path().is_dir() {
+                name.push('/');
+            }
+            name
+        })
+        .collect();
+    names.sort();
+    names
+}
