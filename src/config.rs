@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 use crate::audio::{AudioHost, AudioOptions, EchoMode};
 use crate::paths::{data_dir, default_config_path};
+use crate::pricing::{PriceBook, PriceOverride};
 use crate::tools::mcp::{self, ServerSpec};
 use crate::tools::{Approval, ApprovePolicy, BUILTIN_TOOLS, ToolLimits};
 use livetalk_live::file;
@@ -39,19 +40,7 @@ struct FileLayer {
     record: Option<RecordLayer>,
     audio: Option<AudioLayer>,
     mcp_servers: Option<std::collections::BTreeMap<String, McpServerLayer>>,
-    pricing: Option<BTreeMap<String, PriceLayer>>,
-}
-
-/// `[pricing."MODEL"]`: US dollars per million tokens, per modality, in and out; what is not
-/// given keeps the built-in price (or 0 for a model the table does not know).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PriceLayer {
-    pub text_in: Option<f64>,
-    pub audio_in: Option<f64>,
-    pub video_in: Option<f64>,
-    pub text_out: Option<f64>,
-    pub audio_out: Option<f64>,
+    pricing: Option<BTreeMap<String, PriceOverride>>,
 }
 
 /// Models a config may price (a bound on what a file can make us hold).
@@ -263,8 +252,8 @@ pub struct Settings {
     pub sessions_dir: PathBuf,
     /// Microphone, speaker and WAV files.
     pub audio: AudioOptions,
-    /// Prices set in `[pricing."MODEL"]`, by bare model id.
-    pub pricing: BTreeMap<String, PriceLayer>,
+    /// The prices sessions go by: the built-in table with `[pricing."MODEL"]` over it.
+    pub pricing: PriceBook,
     /// MCP servers whose tools the model may call, by name.
     pub mcp_servers: Vec<ServerSpec>,
 }
@@ -524,7 +513,7 @@ impl Settings {
             sessions_dir,
             audio: merged.audio,
             mcp_servers: merged.mcp_servers.into_values().collect(),
-            pricing: merged.pricing,
+            pricing: PriceBook::new(merged.pricing),
         })
     }
 
@@ -545,26 +534,9 @@ impl Settings {
     /// What the session's model costs: the published prices with `[pricing."MODEL"]` over
     /// them. `None` for the offline demo model, and for a model nobody priced.
     pub fn prices(&self) -> Option<crate::pricing::ModelPrices> {
-        if self.is_offline() {
-            return None;
-        }
-        let published = crate::pricing::published(&self.model);
-        let Some(set) = self.pricing.get(crate::pricing::model_id(&self.model)) else {
-            return published;
-        };
-        let mut prices = published.unwrap_or_default();
-        for (value, slot) in [
-            (set.text_in, &mut prices.text_in),
-            (set.audio_in, &mut prices.audio_in),
-            (set.video_in, &mut prices.video_in),
-            (set.text_out, &mut prices.text_out),
-            (set.audio_out, &mut prices.audio_out),
-        ] {
-            if let Some(value) = value {
-                *slot = value;
-            }
-        }
-        Some(prices)
+        (!self.is_offline())
+            .then(|| self.pricing.prices(&self.model))
+            .flatten()
     }
 }
 
@@ -594,7 +566,7 @@ struct Merged {
     reconnect_attempts: u32,
     audio: AudioOptions,
     mcp_servers: std::collections::BTreeMap<String, ServerSpec>,
-    pricing: BTreeMap<String, PriceLayer>,
+    pricing: BTreeMap<String, PriceOverride>,
 }
 
 impl Merged {
@@ -801,7 +773,7 @@ impl Merged {
     fn set_prices(
         &mut self,
         model: &str,
-        prices: PriceLayer,
+        prices: PriceOverride,
         source: &str,
     ) -> Result<(), ConfigError> {
         let shown = livetalk_live::excerpt::bounded(model, 80);

@@ -8,7 +8,10 @@
 //! tokens at the input price of their modality, the reply's at the output price, thinking
 //! tokens as text output.
 
+use std::collections::BTreeMap;
+
 use livetalk_live::wire::{ModalityTokenCount, UsageMetadata};
+use serde::Deserialize;
 
 /// When the prices below were read.
 pub const PRICES_READ_ON: &str = "2026-11-26";
@@ -72,6 +75,55 @@ const TABLE: [(&str, ModelPrices); 3] = [
         },
     ),
 ];
+
+/// `[pricing."MODEL"]`: US dollars per million tokens, per modality, in and out; what is not
+/// given keeps the built-in price (or 0 for a model the table does not know).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceOverride {
+    pub text_in: Option<f64>,
+    pub audio_in: Option<f64>,
+    pub video_in: Option<f64>,
+    pub text_out: Option<f64>,
+    pub audio_out: Option<f64>,
+}
+
+/// The prices a session goes by, for whichever model it talks to: the built-in table with the
+/// config's `[pricing."MODEL"]` over it (by bare model id), so a model changed mid-session is
+/// priced as the one it started with was.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PriceBook {
+    overrides: BTreeMap<String, PriceOverride>,
+}
+
+impl PriceBook {
+    /// The built-in table with `overrides` (bare model ids, already checked) over it.
+    pub fn new(overrides: BTreeMap<String, PriceOverride>) -> Self {
+        PriceBook { overrides }
+    }
+
+    /// What `model` costs: its published prices, each price the config gives in their place.
+    /// `None` for a model nobody priced.
+    pub fn prices(&self, model: &str) -> Option<ModelPrices> {
+        let published = published(model);
+        let Some(set) = self.overrides.get(model_id(model)) else {
+            return published;
+        };
+        let mut prices = published.unwrap_or_default();
+        for (value, slot) in [
+            (set.text_in, &mut prices.text_in),
+            (set.audio_in, &mut prices.audio_in),
+            (set.video_in, &mut prices.video_in),
+            (set.text_out, &mut prices.text_out),
+            (set.audio_out, &mut prices.audio_out),
+        ] {
+            if let Some(value) = value {
+                *slot = value;
+            }
+        }
+        Some(prices)
+    }
+}
 
 /// The bare id of a model name (`models/gemini-3.8-live` → `gemini-3.8-live`).
 pub fn model_id(model: &str) -> &str {
@@ -146,6 +198,17 @@ impl TokenTally {
         ]
         .iter()
         .fold(0u64, |sum, n| sum.saturating_add(*n))
+    }
+
+    /// The tokens added since `earlier` (a copy of this tally taken before).
+    pub fn since(&self, earlier: &TokenTally) -> TokenTally {
+        TokenTally {
+            text_in: self.text_in.saturating_sub(earlier.text_in),
+            audio_in: self.audio_in.saturating_sub(earlier.audio_in),
+            video_in: self.video_in.saturating_sub(earlier.video_in),
+            text_out: self.text_out.saturating_sub(earlier.text_out),
+            audio_out: self.audio_out.saturating_sub(earlier.audio_out),
+        }
     }
 
     /// What these tokens cost at these prices, in US dollars.

@@ -40,7 +40,12 @@ pub struct SessionFigures {
     /// Where the service compresses the context, when it is asked to.
     compression_trigger: Option<u64>,
     tally: TokenTally,
+    /// The prices of the model now in use.
     prices: Option<ModelPrices>,
+    /// What the tokens cost before the model last changed (`None`: some were of a model
+    /// nobody priced), and the tally then: the tokens since are at [`Self::prices`].
+    cost_before: Option<f64>,
+    tally_before: TokenTally,
 }
 
 impl SessionFigures {
@@ -58,6 +63,8 @@ impl SessionFigures {
             compression_trigger,
             tally: TokenTally::default(),
             prices,
+            cost_before: Some(0.0),
+            tally_before: TokenTally::default(),
         }
     }
 
@@ -159,9 +166,24 @@ impl SessionFigures {
         &self.tally
     }
 
-    /// What they cost so far, when the model's prices are known.
+    /// What they cost so far, when the models' prices are known.
     pub fn cost(&self) -> Option<f64> {
-        Some(self.tally.cost(self.prices.as_ref()?))
+        let since = self.tally.since(&self.tally_before);
+        match (&self.prices, self.cost_before) {
+            (Some(prices), Some(before)) => Some(before + since.cost(prices)),
+            // Changed to a model nobody priced, which has not been used yet.
+            (None, Some(before)) if since.total() == 0 && self.tally_before.total() > 0 => {
+                Some(before)
+            }
+            _ => None,
+        }
+    }
+
+    /// The model changed: the tokens so far keep their prices, later ones are at `prices`.
+    pub(super) fn reprice(&mut self, prices: Option<ModelPrices>) {
+        self.cost_before = self.cost();
+        self.tally_before = self.tally;
+        self.prices = prices;
     }
 
     /// Interruptions the user made: Ctrl-B, typing over Gemini, or speaking over it (the
@@ -223,7 +245,7 @@ mod tests {
     use super::*;
     use crate::app::{AppInit, Msg};
     use crate::audio::{AudioEvent, AudioFigures, AudioSetup};
-    use crate::pricing::ModelPrices;
+    use crate::pricing::{PriceBook, PriceOverride};
     use livetalk_live::ServerEvent;
     use livetalk_live::wire::{ClientMessage, ServerMessage};
 
@@ -436,10 +458,7 @@ mod tests {
         assert_eq!(s.app.figures().context(), (Some(10_000), None));
 
         let mut s = Session::new(AppInit {
-            prices: Some(ModelPrices {
-                audio_out: 20.0,
-                ..crate::pricing::published("gemini-3.8-live").unwrap()
-            }),
+            price_book: book("gemini-3.8-live", 20.0),
             compression_trigger: Some(104_857),
             ..AppInit::new("models/gemini-3.8-live", false, Vec::new())
         });
@@ -448,6 +467,47 @@ mod tests {
         // 2000 × 0.75 + 8000 × 3 + 5000 × 20, per million.
         assert!((cost - 0.1255).abs() < 1e-9, "{cost}");
         assert_eq!(s.app.figures().context(), (Some(10_000), Some(104_857)));
+    }
+
+    /// A price book where `model`'s audio out costs `audio_out`.
+    fn book(model: &str, audio_out: f64) -> PriceBook {
+        PriceBook::new(
+            [(
+                model.to_owned(),
+                PriceOverride {
+                    audio_out: Some(audio_out),
+                    ..PriceOverride::default()
+                },
+            )]
+            .into(),
+        )
+    }
+
+    #[test]
+    fn tokens_keep_the_price_of_the_model_they_were_spent_on() {
+        let mut s = Session::new(AppInit {
+            price_book: book("gemini-3.1-flash-live-preview", 0.0),
+            ..AppInit::new("models/gemini-3.8-live", false, Vec::new())
+        });
+        s.received(1000, USAGE);
+        // 2000 × 0.75 + 8000 × 3 + 5000 × 12, per million.
+        let cost = s.app.figures().cost().unwrap();
+        assert!((cost - 0.0855).abs() < 1e-9, "{cost}");
+        s.app
+            .update(Msg::UserText("/model gemini-3.1-flash-live-preview".into()));
+        assert_eq!(s.app.figures().cost(), Some(cost), "nothing spent yet");
+        s.received(2000, USAGE);
+        // The new model's audio out is free in this book: 2000 × 0.75 + 8000 × 3 more.
+        let cost = s.app.figures().cost().unwrap();
+        assert!((cost - 0.111).abs() < 1e-9, "{cost}");
+        // A model nobody priced: what was spent before stands until it is used.
+        s.app.update(Msg::UserText(
+            "/model gemini-2.5-flash-native-audio-preview-09-2025".into(),
+        ));
+        assert_eq!(s.app.figures().cost(), Some(cost));
+        s.received(3000, USAGE);
+        assert_eq!(s.app.figures().cost(), None);
+        assert_eq!(s.app.figures().tally().total(), 45_000);
     }
 
     #[test]

@@ -96,8 +96,8 @@ pub struct AppInit {
     pub catalog: Catalog,
     /// What setting up decided that the user should know (shown as notices at the start).
     pub notices: Vec<String>,
-    /// What the model's tokens cost (`None`: no price is known, or the offline demo model).
-    pub prices: Option<crate::pricing::ModelPrices>,
+    /// What models' tokens cost (the offline demo model's cost nothing).
+    pub price_book: crate::pricing::PriceBook,
     /// Where the service compresses the context, when the setup asks it to.
     pub compression_trigger: Option<u64>,
 }
@@ -107,9 +107,7 @@ impl AppInit {
     pub fn new(model: impl Into<String>, offline: bool, devices: Vec<Device>) -> Self {
         let model = model.into();
         AppInit {
-            prices: (!offline)
-                .then(|| crate::pricing::published(&model))
-                .flatten(),
+            price_book: crate::pricing::PriceBook::default(),
             compression_trigger: None,
             model,
             voice: String::new(),
@@ -132,6 +130,8 @@ impl AppInit {
 #[derive(Debug, Clone)]
 pub struct App {
     model: String,
+    /// What each model's tokens cost, for the model `/model` changes to.
+    price_book: crate::pricing::PriceBook,
     voice: String,
     endpoint_label: String,
     offline: bool,
@@ -218,7 +218,13 @@ impl App {
             })
             .collect();
         App {
-            figures: SessionFigures::new(init.prices, init.compression_trigger),
+            figures: SessionFigures::new(
+                (!init.offline)
+                    .then(|| init.price_book.prices(&init.model))
+                    .flatten(),
+                init.compression_trigger,
+            ),
+            price_book: init.price_book,
             model: init.model,
             voice: init.voice,
             endpoint_label: init.endpoint_label,

@@ -539,7 +539,10 @@ fn prices_come_from_the_table_and_the_pricing_tables_over_it() {
         prices.audio_in, 3.0,
         "what is not given keeps the published price"
     );
-    assert_eq!(s.pricing["my-tuned-live"].text_in, Some(1.0));
+    assert_eq!(
+        s.pricing.prices("models/my-tuned-live").map(|p| p.text_in),
+        Some(1.0)
+    );
 
     let flags = FlagOverrides {
         model: Some("my-tuned-live".into()),

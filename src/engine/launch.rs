@@ -226,7 +226,7 @@ async fn launch_now(
         log_path: log_path.map(|p| p.display().to_string()),
         catalog: engine.catalog(),
         notices: auth_notice.into_iter().collect(),
-        prices: settings.prices(),
+        price_book: settings.pricing.clone(),
         compression_trigger: settings
             .context_compression
             .then_some(COMPRESSION_TRIGGER_DEFAULT),
