@@ -34,10 +34,11 @@ if ! grep -q "\"version\": \"$wanted\"" "$everything" 2>/dev/null; then
     npm ci --prefix tests/mcp --no-audit --no-fund --loglevel=error
 fi
 venv=.venv
-if ! "$venv/bin/python" -c "import google.genai, pytest, mcp" >/dev/null 2>&1; then
+# aiortc is the independent WebRTC app of the bridge's WebRTC tests.
+if ! "$venv/bin/python" -c "import google.genai, pytest, mcp, aiortc" >/dev/null 2>&1; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai>=3.3,<4" \
-        "pytest>=8,<10" "mcp>=1.20,<2"
+        "pytest>=8,<10" "mcp>=1.20,<2" "aiortc>=1.9,<2"
 fi
 
 step "cargo fmt --check"
