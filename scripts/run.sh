@@ -9,8 +9,9 @@ if ! command -v cargo >/dev/null; then
     exit 1
 fi
 # pkg-config + libasound2-dev build the audio backend (ALSA, which also reaches PulseAudio and
-# PipeWire); espeak-ng gives the offline demo model a real voice (else a synthetic one).
-scripts/setup-system.sh pkg-config libasound2-dev espeak-ng
+# PipeWire); espeak-ng gives the offline demo model a real voice (else a synthetic one);
+# libopus-dev is the Opus codec the bridge's WebRTC audio links.
+scripts/setup-system.sh pkg-config libasound2-dev espeak-ng libopus-dev
 # Cargo's own progress shows: a cold build takes minutes and must not look like a hang. Once
 # built, only the one "Finished" line is left.
 if [ ! -x target/release/livetalk ]; then

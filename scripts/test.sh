@@ -16,9 +16,10 @@ fi
 # pkg-config + libasound2-dev build cpal's ALSA backend; pulseaudio + pulseaudio-utils are the
 # headless real-time audio rig (each audio test starts its own private server with null sinks
 # and stops it again); libasound2-plugins is ALSA's way to that server (the `pulse` device),
-# which the echo tests take to try the ALSA host; man-db renders `livetalk man` in its test.
+# which the echo tests take to try the ALSA host; man-db renders `livetalk man` in its test;
+# libopus-dev is the Opus codec the bridge's WebRTC audio links (no cmake build of it).
 scripts/setup-system.sh pkg-config libasound2-dev espeak-ng openssl python3 python3-venv tmux \
-    pulseaudio pulseaudio-utils libasound2-plugins man-db
+    pulseaudio pulseaudio-utils libasound2-plugins man-db libopus-dev
 
 # The MCP tests run livetalk against the reference MCP server (npm) and the Python SDK's
 # FastMCP (in the venv the Python SDK tests use too). A Node from elsewhere (nodesource, nvm)
@@ -33,10 +34,11 @@ if ! grep -q "\"version\": \"$wanted\"" "$everything" 2>/dev/null; then
     npm ci --prefix tests/mcp --no-audit --no-fund --loglevel=error
 fi
 venv=.venv
-if ! "$venv/bin/python" -c "import google.genai, pytest, mcp" >/dev/null 2>&1; then
+# aiortc is the independent WebRTC app of the bridge's WebRTC tests.
+if ! "$venv/bin/python" -c "import google.genai, pytest, mcp, aiortc" >/dev/null 2>&1; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "google-genai>=3.3,<4" \
-        "pytest>=8,<10" "mcp>=1.20,<2"
+        "pytest>=8,<10" "mcp>=1.20,<2" "aiortc>=1.9,<2"
 fi
 
 step "cargo fmt --check"

@@ -304,6 +304,13 @@ pub struct ServeArgs {
     /// Open connections held at once; past this, new clients get HTTP 503 with the reason.
     #[arg(long, value_name = "N", default_value_t = livetalk_mock::ws_server::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
+    /// Address announced to WebRTC apps for their audio (behind NAT or in a container),
+    /// instead of the --listen address (each interface's when listening on 0.0.0.0).
+    #[arg(long, value_name = "ADDR")]
+    pub webrtc_ip: Option<std::net::IpAddr>,
+    /// UDP port every WebRTC peer connection shares (0: a free one, chosen at start).
+    #[arg(long, value_name = "PORT", default_value_t = 0)]
+    pub webrtc_port: u16,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -143,6 +143,11 @@ pub async fn bridge(args: ServeArgs, config: Option<std::path::PathBuf>) -> anyh
         token,
         max_message_bytes: args.max_message_bytes,
         limits,
+        webrtc: crate::bridge::WebRtcOptions {
+            announce_ip: args.webrtc_ip,
+            port: args.webrtc_port,
+            ..Default::default()
+        },
     })
     .await?;
     output::out(&format!(

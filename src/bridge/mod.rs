@@ -1,5 +1,5 @@
 //! The app-facing bridge (docs/bridge-protocol.md): the protocol, the translator, the transports
-//! and the session loop over them, the `livetalk serve` server, and the `--bridge` client that
+//! (the WebSocket, and WebRTC media beside it) and the session loop over them, the `livetalk serve` server, and the `--bridge` client that
 //! runs the normal app over a bridge.
 
 mod app_connection;
@@ -10,6 +10,7 @@ pub mod protocol;
 pub mod server;
 pub mod translator;
 pub mod transport;
+pub mod webrtc;
 
 #[cfg(test)]
 mod runner_tests;
@@ -20,3 +21,4 @@ pub use protocol::{AppMessage, BridgeMessage};
 pub use server::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES};
 pub use translator::Translator;
 pub use transport::{Received, Transport};
+pub use webrtc::WebRtcOptions;

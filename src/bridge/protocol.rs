@@ -35,6 +35,71 @@ fn yes() -> bool {
     true
 }
 
+/// The payload of `WEBRTC_OFFER` and `WEBRTC_ANSWER`: a session description (its `type`, when
+/// an app sends one, is implied by the message and ignored).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebrtcSdp {
+    pub sdp: String,
+}
+
+/// `WEBRTC_ICE_CANDIDATE`: a browser's `RTCIceCandidateInit`. Read flat,
+/// `{"candidate": "candidate:…", "sdpMid", "sdpMLineIndex"}`, or nested as the original
+/// bridge's Android app sends it, `{"candidate": {"candidate", "sdpMid", "sdpMLineIndex"}}`;
+/// written flat. An empty `candidate` is the end of the app's candidates.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "IceCandidateWire", rename_all = "camelCase")]
+pub struct IceCandidate {
+    pub candidate: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sdp_mid: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sdp_m_line_index: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct IceCandidateWire {
+    candidate: CandidateField,
+    #[serde(default, alias = "sdp_mid")]
+    sdp_mid: Option<String>,
+    #[serde(default, alias = "sdp_m_line_index")]
+    sdp_m_line_index: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum CandidateField {
+    Line(String),
+    Nested {
+        candidate: String,
+        #[serde(default, alias = "sdp_mid", rename = "sdpMid")]
+        sdp_mid: Option<String>,
+        #[serde(default, alias = "sdp_m_line_index", rename = "sdpMLineIndex")]
+        sdp_m_line_index: Option<u32>,
+    },
+}
+
+impl From<IceCandidateWire> for IceCandidate {
+    fn from(wire: IceCandidateWire) -> Self {
+        match wire.candidate {
+            CandidateField::Line(candidate) => IceCandidate {
+                candidate,
+                sdp_mid: wire.sdp_mid,
+                sdp_m_line_index: wire.sdp_m_line_index,
+            },
+            CandidateField::Nested {
+                candidate,
+                sdp_mid,
+                sdp_m_line_index,
+            } => IceCandidate {
+                candidate,
+                sdp_mid: sdp_mid.or(wire.sdp_mid),
+                sdp_m_line_index: sdp_m_line_index.or(wire.sdp_m_line_index),
+            },
+        }
+    }
+}
+
 /// One client message. The wire form is derived from these types, tagged like
 /// [`BridgeMessage`]: `{"type", "payload"}`, the payload left out when there is none. Decode
 /// with [`AppMessage::decode`], which strips `null`s first and words the errors for the app.
@@ -73,11 +138,11 @@ pub enum AppMessage {
     },
     #[serde(deserialize_with = "any_payload")]
     DisconnectGemini,
-    /// Kept only to answer it: this bridge has no WebRTC.
-    #[serde(deserialize_with = "any_payload")]
-    WebrtcOffer,
-    #[serde(deserialize_with = "any_payload")]
-    WebrtcIceCandidate,
+    /// `{"sdp": "v=0…"}`: the app's WebRTC offer (audio track, data channel), answered with
+    /// `WEBRTC_ANSWER`.
+    WebrtcOffer(WebrtcSdp),
+    /// One trickled ICE candidate, flat or nested (see [`IceCandidate`]).
+    WebrtcIceCandidate(IceCandidate),
     /// Kept only to refuse it: the Live API generates no images.
     #[serde(deserialize_with = "any_payload")]
     GenerateImage,
@@ -223,8 +288,8 @@ impl AppMessage {
             AppMessage::SendToolResponse(_) => "SEND_TOOL_RESPONSE",
             AppMessage::UpdateConfig { .. } => "UPDATE_CONFIG",
             AppMessage::DisconnectGemini => "DISCONNECT_GEMINI",
-            AppMessage::WebrtcOffer => "WEBRTC_OFFER",
-            AppMessage::WebrtcIceCandidate => "WEBRTC_ICE_CANDIDATE",
+            AppMessage::WebrtcOffer(_) => "WEBRTC_OFFER",
+            AppMessage::WebrtcIceCandidate(_) => "WEBRTC_ICE_CANDIDATE",
             AppMessage::GenerateImage => "GENERATE_IMAGE",
             AppMessage::ContextUpdate(_) => "CONTEXT_UPDATE",
         }
@@ -290,6 +355,10 @@ fn expected_payload(kind: &str) -> &'static str {
         }
         "UPDATE_CONFIG" => "a LiveConfig",
         "CONTEXT_UPDATE" => "{\"systemInstruction\": Content}",
+        "WEBRTC_OFFER" => "{\"sdp\": string}",
+        "WEBRTC_ICE_CANDIDATE" => {
+            "{\"candidate\": string, \"sdpMid\"?: string, \"sdpMLineIndex\"?: number}"
+        }
         _ => "see docs/bridge-protocol.md",
     }
 }
@@ -478,7 +547,9 @@ pub enum BridgeMessage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         voice_activity_detection_signal: Option<VoiceActivityDetectionSignal>,
     },
-    /// A type this client does not use (`WEBRTC_ANSWER`, later additions).
+    /// The answer to the app's `WEBRTC_OFFER`.
+    WebrtcAnswer(WebrtcSdp),
+    /// A type this client does not use (later additions).
     #[serde(skip)]
     Other(String),
 }
@@ -542,6 +613,7 @@ impl BridgeMessage {
             BridgeMessage::GroundingMetadata { .. } => "groundingMetadata",
             BridgeMessage::ImageGenerationResult(_) => "IMAGE_GENERATION_RESULT",
             BridgeMessage::VoiceActivity { .. } => "VOICE_ACTIVITY",
+            BridgeMessage::WebrtcAnswer(_) => "WEBRTC_ANSWER",
             BridgeMessage::Other(kind) => kind,
         }
     }

@@ -16,6 +16,7 @@ use tracing::{Instrument as _, debug, debug_span, info};
 
 use super::app_connection::{self, Shared, Upstream};
 use super::transport::WebSocketTransport;
+use super::webrtc::{MediaHub, WebRtcOptions};
 use livetalk_mock::ws_server::{self, Admission, ConnectionLimits};
 
 /// Default largest client message: room for a large base64 image frame.
@@ -35,6 +36,8 @@ pub struct BridgeOptions {
     pub max_message_bytes: usize,
     /// Open connections held at once, and the time a new one has to upgrade (token included).
     pub limits: ConnectionLimits,
+    /// The WebRTC transport's port, announced address and bounds.
+    pub webrtc: WebRtcOptions,
 }
 
 /// Why the bridge refuses to start.
@@ -51,6 +54,7 @@ pub enum BridgeStartError {
 /// A running bridge; it stops accepting when dropped (open sessions run to their end).
 pub struct BridgeServer {
     local_addr: SocketAddr,
+    webrtc_port: u16,
     _shutdown: oneshot::Sender<()>,
 }
 
@@ -70,10 +74,13 @@ impl BridgeServer {
             .await
             .with_context(|| format!("cannot listen on {}", options.listen))?;
         let local_addr = listener.local_addr()?;
+        let media = MediaHub::bind(options.listen.ip(), options.webrtc).await?;
+        let webrtc_port = media.port();
         let shared = Arc::new(Shared {
             upstream: options.upstream,
             token: options.token,
             max_message_bytes: options.max_message_bytes.max(1024),
+            media: Some(media),
         });
         let (shutdown_tx, shutdown_rx) = oneshot::channel::<()>();
         ws_server::spawn_accept_loop(
@@ -83,15 +90,21 @@ impl BridgeServer {
             shutdown_rx,
             move |stream, peer, admission| upgrade(stream, peer, admission, shared.clone()),
         );
-        info!(%local_addr, "bridge listening");
+        info!(%local_addr, webrtc_port, "bridge listening");
         Ok(BridgeServer {
             local_addr,
+            webrtc_port,
             _shutdown: shutdown_tx,
         })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The UDP port of every WebRTC peer connection.
+    pub fn webrtc_port(&self) -> u16 {
+        self.webrtc_port
     }
 
     /// `ws://host:port`.
@@ -311,6 +324,7 @@ mod tests {
             token: None,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             limits: ConnectionLimits::default(),
+            webrtc: Default::default(),
         };
         let error = BridgeServer::start(options.clone())
             .await

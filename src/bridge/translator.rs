@@ -11,7 +11,7 @@ use tracing::info;
 
 use super::live_config::MappedConfig;
 use super::protocol::{
-    AppMessage, BridgeMessage, ImageGenerationResult, LogLevel, RealtimeInputPayload,
+    AppMessage, BridgeMessage, IceCandidate, ImageGenerationResult, LogLevel, RealtimeInputPayload,
     SetupCompleteDetails, SetupErrorDetails, TurnCompleteDetails,
 };
 use livetalk_live::events::Inbound;
@@ -38,12 +38,23 @@ struct Session {
 }
 
 /// What one app message comes to. The loop sends `to_app` first, then `to_live` to the open
-/// session, then takes the `session` step.
+/// session, then takes the `session` step, then the `media` step.
 #[derive(Debug, Default, PartialEq)]
 pub struct Reply {
     pub to_app: Vec<BridgeMessage>,
     pub to_live: Vec<ClientMessage>,
     pub session: Option<SessionStep>,
+    pub media: Option<MediaStep>,
+}
+
+/// The app's WebRTC signalling: the loop's to carry out, as it takes sockets. The loop holds
+/// it until the session is set up (an app may offer before `SETUP_COMPLETE`).
+#[derive(Debug, PartialEq)]
+pub enum MediaStep {
+    /// `WEBRTC_OFFER`: answer it with a new peer connection (replacing any other).
+    Offer(String),
+    /// `WEBRTC_ICE_CANDIDATE`: one more of the app's candidates for the peer connection.
+    Candidate(IceCandidate),
 }
 
 /// A change of Live session the app asked for: the loop's to make, as it takes I/O.
@@ -64,6 +75,9 @@ pub struct Translator {
     session: Option<Session>,
     /// The session being opened, until [`Translator::opened`] or [`Translator::setup_failed`].
     opening: Option<Session>,
+    /// The model's audio also goes out on a WebRTC track, whose pacing says when the model is
+    /// heard: `ASSISTANT_SPEAKING` is then the track's to send, not the translator's.
+    media_track: bool,
 }
 
 impl Translator {
@@ -74,6 +88,24 @@ impl Translator {
     /// A Live session is open (the loop holds one exactly when this says so).
     pub fn is_open(&self) -> bool {
         self.session.is_some()
+    }
+
+    /// The open session is set up (`SETUP_COMPLETE` was sent): WebRTC signalling held until
+    /// now may go ahead.
+    pub fn is_ready(&self) -> bool {
+        self.session.as_ref().is_some_and(|s| s.ready)
+    }
+
+    /// Whether a WebRTC track plays the model's audio (see [`Translator`]'s `media_track`).
+    pub fn set_media_track(&mut self, on: bool) {
+        self.media_track = on;
+    }
+
+    /// Microphone audio from the app's WebRTC track (16 kHz PCM16 mono), for the open session;
+    /// `None` when none is open.
+    pub fn track_audio(&self, pcm: Vec<u8>) -> Option<ClientMessage> {
+        self.session.as_ref()?;
+        Some(ClientMessage::RealtimeInput(RealtimeInput::mic_audio(pcm)))
     }
 
     // -----------------------------------------------------------------------------------------
@@ -92,10 +124,9 @@ impl Translator {
                     ..ImageGenerationResult::default()
                 }));
             }
-            AppMessage::WebrtcOffer | AppMessage::WebrtcIceCandidate => {
-                reply.to_app.push(BridgeMessage::error(
-                    "This bridge speaks WebSocket audio only: WebRTC (WEBRTC_OFFER, WEBRTC_ICE_CANDIDATE) is not supported yet. Stream microphone audio with SEND_REALTIME_INPUT and play AUDIO_CHUNK messages instead.",
-                ));
+            AppMessage::WebrtcOffer(offer) => reply.media = Some(MediaStep::Offer(offer.sdp)),
+            AppMessage::WebrtcIceCandidate(candidate) => {
+                reply.media = Some(MediaStep::Candidate(candidate))
             }
             AppMessage::ConnectGemini {
                 config,
@@ -174,8 +205,8 @@ impl Translator {
                     }
                     AppMessage::ConnectGemini { .. }
                     | AppMessage::DisconnectGemini
-                    | AppMessage::WebrtcOffer
-                    | AppMessage::WebrtcIceCandidate
+                    | AppMessage::WebrtcOffer(_)
+                    | AppMessage::WebrtcIceCandidate(_)
                     | AppMessage::GenerateImage => {}
                 }
             }
@@ -415,7 +446,7 @@ impl Translator {
                     _ => true,
                 });
                 for data in audio {
-                    if !std::mem::replace(&mut session.speaking, true) {
+                    if !std::mem::replace(&mut session.speaking, true) && !self.media_track {
                         out.push(BridgeMessage::AssistantSpeaking { speaking: true });
                     }
                     out.push(BridgeMessage::AudioChunk { data });

@@ -1,8 +1,8 @@
 //! How an app's messages reach the bridge and the bridge's reach the app: the [`Transport`]
 //! the session loop runs over, and the WebSocket one (`livetalk serve`). The loop and the
-//! translator know nothing of the socket; a transport knows nothing of the Live API. A WebRTC
-//! media transport (audio on a media track, the rest on a data channel) is meant to go beside
-//! the WebSocket one, implementing the same trait.
+//! translator know nothing of the socket; a transport knows nothing of the Live API. The
+//! WebRTC media transport (`webrtc/`) goes beside it: an app's signalling comes through its
+//! transport, and its audio on the peer connection the session loop holds.
 
 use std::future::Future;
 use std::net::SocketAddr;

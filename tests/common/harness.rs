@@ -159,6 +159,7 @@ pub fn bridge_options(upstream: Endpoint) -> BridgeOptions {
         token: None,
         max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
         limits: ConnectionLimits::default(),
+        webrtc: Default::default(),
     }
 }
 

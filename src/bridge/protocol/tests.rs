@@ -315,8 +315,12 @@ fn every_client_message_round_trips() {
             ignored_keys: Vec::new(),
         },
         AppMessage::DisconnectGemini,
-        AppMessage::WebrtcOffer,
-        AppMessage::WebrtcIceCandidate,
+        AppMessage::WebrtcOffer(WebrtcSdp { sdp: "v=0".into() }),
+        AppMessage::WebrtcIceCandidate(IceCandidate {
+            candidate: "candidate:1 1 udp 1 127.0.0.1 9 typ host".into(),
+            sdp_mid: Some("0".into()),
+            sdp_m_line_index: Some(0),
+        }),
     ];
     for message in messages {
         let text = message.encode();
@@ -585,8 +589,8 @@ fn every_bridge_message_round_trips() {
     }
     // Types this client has no use for are recognised as such, not errors.
     assert_eq!(
-        BridgeMessage::decode(br#"{"type": "WEBRTC_ANSWER", "payload": {"sdp": "v=0"}}"#).unwrap(),
-        BridgeMessage::Other("WEBRTC_ANSWER".into())
+        BridgeMessage::decode(br#"{"type": "WEBRTC_LATER", "payload": {"sdp": "v=0"}}"#).unwrap(),
+        BridgeMessage::Other("WEBRTC_LATER".into())
     );
     // Payloads other bridges leave out, or send empty, or wrapped only.
     assert_eq!(
@@ -706,8 +710,8 @@ fn every_app_message() -> Vec<AppMessage> {
             ignored_keys: Vec::new(),
         },
         AppMessage::DisconnectGemini,
-        AppMessage::WebrtcOffer,
-        AppMessage::WebrtcIceCandidate,
+        AppMessage::WebrtcOffer(WebrtcSdp::default()),
+        AppMessage::WebrtcIceCandidate(IceCandidate::default()),
         AppMessage::GenerateImage,
         AppMessage::ContextUpdate(ContextUpdate::default()),
     ]
@@ -739,7 +743,53 @@ fn every_bridge_message() -> Vec<BridgeMessage> {
             voice_activity: None,
             voice_activity_detection_signal: None,
         },
+        BridgeMessage::WebrtcAnswer(WebrtcSdp::default()),
     ]
+}
+
+#[test]
+fn ice_candidates_are_read_flat_and_nested() {
+    let expected = AppMessage::WebrtcIceCandidate(IceCandidate {
+        candidate: "candidate:1 1 udp 2130706431 127.0.0.1 50000 typ host".into(),
+        sdp_mid: Some("0".into()),
+        sdp_m_line_index: Some(0),
+    });
+    let line = "candidate:1 1 udp 2130706431 127.0.0.1 50000 typ host";
+    // The documented flat shape.
+    let flat = json!({"type": "WEBRTC_ICE_CANDIDATE",
+        "payload": {"candidate": line, "sdpMid": "0", "sdpMLineIndex": 0}});
+    assert_eq!(decode(flat).unwrap(), expected);
+    // The original bridge's Android app nests the browser's RTCIceCandidateInit.
+    let nested = json!({"type": "WEBRTC_ICE_CANDIDATE",
+        "payload": {"candidate": {"candidate": line, "sdpMid": "0", "sdpMLineIndex": 0}}});
+    assert_eq!(decode(nested).unwrap(), expected);
+    // With its explicit nulls, and an offer with its `type`.
+    let android = json!({"type": "WEBRTC_ICE_CANDIDATE",
+        "payload": {"candidate": {"candidate": line, "sdpMid": "0", "sdpMLineIndex": 0, "usernameFragment": null}}});
+    assert_eq!(decode(android).unwrap(), expected);
+    assert_eq!(
+        decode(json!({"type": "WEBRTC_OFFER", "payload": {"type": "offer", "sdp": "v=0"}}))
+            .unwrap(),
+        AppMessage::WebrtcOffer(WebrtcSdp { sdp: "v=0".into() })
+    );
+    // Shapes that are neither say so.
+    for payload in [
+        json!({"candidate": 5}),
+        json!({}),
+        json!({"candidate": {"sdpMid": "0"}}),
+    ] {
+        let error = decode(json!({"type": "WEBRTC_ICE_CANDIDATE", "payload": payload}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("WEBRTC_ICE_CANDIDATE payload is invalid"),
+            "{error}"
+        );
+    }
+    let error = decode(json!({"type": "WEBRTC_OFFER"}))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("{\"sdp\": string}"), "{error}");
 }
 
 #[test]

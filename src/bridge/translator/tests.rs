@@ -134,15 +134,17 @@ fn messages_for_a_session_need_one_open() {
 }
 
 #[test]
-fn webrtc_and_images_are_declined_at_once() {
+fn webrtc_signalling_goes_to_the_loop_and_images_are_declined_at_once() {
     let mut translator = Translator::new();
-    for kind in ["WEBRTC_OFFER", "WEBRTC_ICE_CANDIDATE"] {
-        let reply = translator.app(app(json!({"type": kind, "payload": {"sdp": "v=0"}})));
-        assert!(
-            error_text(&reply).contains("WebSocket audio only"),
-            "{kind}"
-        );
-    }
+    // Before any session: the loop holds it until the session is set up.
+    let reply = translator.app(app(
+        json!({"type": "WEBRTC_OFFER", "payload": {"sdp": "v=0"}}),
+    ));
+    assert_eq!(reply.media, Some(MediaStep::Offer("v=0".into())));
+    assert!(reply.to_app.is_empty() && reply.to_live.is_empty());
+    let reply = translator.app(app(json!({"type": "WEBRTC_ICE_CANDIDATE",
+        "payload": {"candidate": {"candidate": "candidate:1", "sdpMid": "0"}}})));
+    assert!(matches!(reply.media, Some(MediaStep::Candidate(c)) if c.candidate == "candidate:1"));
     let reply = translator.app(AppMessage::GenerateImage);
     assert!(matches!(
         reply.to_app.as_slice(),
@@ -319,9 +321,18 @@ fn model_audio_content_and_turns_reach_the_app_in_order() {
         json!({"type": "TURN_COMPLETE", "payload": {"reason": "NEED_MORE_INPUT", "waitingForInput": true}})
     );
     assert_eq!(
-        kinds(translator.inbound(server(audio))),
+        kinds(translator.inbound(server(audio.clone()))),
         ["ASSISTANT_SPEAKING", "AUDIO_CHUNK"]
     );
+    // With a WebRTC track, the track says when the model is heard: the WebSocket still
+    // gets the audio, and no ASSISTANT_SPEAKING of the translator's.
+    translator.inbound(server(json!({"serverContent": {"turnComplete": true}})));
+    translator.set_media_track(true);
+    assert_eq!(kinds(translator.inbound(server(audio))), ["AUDIO_CHUNK"]);
+    assert!(matches!(
+        translator.track_audio(vec![1, 2]),
+        Some(ClientMessage::RealtimeInput(input)) if input.audio.as_ref().is_some_and(|a| a.data == [1, 2])
+    ));
     // Usage alone, voice activity, goAway.
     assert_eq!(
         wire(&translator.inbound(server(json!({"usageMetadata": {"totalTokenCount": 9}})))),
