@@ -607,14 +607,18 @@ impl WorkerThread {
             self.error_sink(Direction::Output),
         )?;
         Ok((
-            OutputDevice {
+            OutputDevice::new(
                 producer,
-                reference: reference_out,
-                reference_read: 0,
-                shared: self.playback_shared.clone(),
-                rate: stream.rate,
-                _stream: stream.stream,
-            },
+                reference_out,
+                self.playback_shared.clone(),
+                stream.rate,
+                stream.stream,
+                // cpal's ALSA thread goes on polling a paused stream, and ALSA's PulseAudio
+                // plugin answers it with I/O errors at once: the thread spun through thousands
+                // a second (and the speaker was once taken for failed). Its streams play
+                // silence until cpal waits out a pause.
+                self.options.host == AudioHost::Pulseaudio,
+            ),
             stream.name,
         ))
     }
@@ -628,7 +632,10 @@ impl WorkerThread {
             }
             self.figures.frames_gated = capture.frames_gated;
         }
-        let change = self.playback.pump();
+        // A stream whose errors are in doubt must run to show it lives.
+        let change = self
+            .playback
+            .pump(self.doubts[Direction::Output as usize].is_none());
         if let Some(audible) = change.audible {
             self.emit(AudioEvent::Audible(audible));
         }
@@ -666,6 +673,11 @@ impl WorkerThread {
                 }
                 Severity::Fatal => self.device_failed(direction, fault.message),
                 Severity::Doubtful => {
+                    if direction == Direction::Output
+                        && let Some(output) = &mut self.playback.output
+                    {
+                        output.wake();
+                    }
                     let doubt = self.doubts[direction as usize].get_or_insert(Doubt {
                         since: now,
                         last: now,
@@ -740,8 +752,13 @@ impl WorkerThread {
         output.reference_read += self.played.len() as u64;
         if let Some(echo) = self.capture.as_mut().and_then(|c| c.echo.as_mut()) {
             echo.played(&self.played, first, output.shared.stamp.load());
-            let latency = self.capture_shared.latency_ns.load(Ordering::Relaxed)
-                + output.shared.latency_ns.load(Ordering::Relaxed);
+            let output_latency = output.shared.latency_ns.load(Ordering::Relaxed);
+            if output.stopped() {
+                // A paused speaker plays nothing: the far end goes on as silence, heard as
+                // soon as a running stream's would be.
+                echo.far_end_silent(self.clock.now() + output_latency);
+            }
+            let latency = self.capture_shared.latency_ns.load(Ordering::Relaxed) + output_latency;
             if latency > 0 {
                 echo.set_device_delay((latency / 1_000_000) as u32);
             }
