@@ -83,6 +83,10 @@ pub struct AudioFeeds {
 const FRAME_QUEUE: usize = 100;
 /// How often the worker moves samples when a stream is open.
 const PUMP_EVERY: Duration = Duration::from_millis(5);
+/// With nothing to play only the mic needs the worker, once per callback: it waits for the
+/// next one (and this much more, for the callback's own lateness), up to [`QUIET_WAIT_MAX`].
+const QUIET_MARGIN: Duration = Duration::from_millis(1);
+const QUIET_WAIT_MAX: Duration = Duration::from_millis(40);
 const LEVELS_EVERY: Duration = Duration::from_millis(80);
 const FIGURES_EVERY: Duration = Duration::from_millis(500);
 const ECHO_EVERY: Duration = Duration::from_millis(250);
@@ -225,6 +229,10 @@ struct WorkerThread {
     figures: AudioFigures,
     reported_figures: AudioFigures,
     levels: (u8, u8),
+    /// The mic callback last seen (on the audio clock) and the time between its callbacks,
+    /// as short as they come (followed down at once, up slowly): when the next is due.
+    mic_seen: u64,
+    mic_every: Option<u64>,
 }
 
 /// How long a stream that reported a doubtful error has to run again before its device is
@@ -276,6 +284,8 @@ impl WorkerThread {
             figures: AudioFigures::default(),
             reported_figures: AudioFigures::default(),
             levels: (0, 0),
+            mic_seen: 0,
+            mic_every: None,
         }
     }
 
@@ -293,7 +303,7 @@ impl WorkerThread {
         loop {
             let active = self.capture.is_some() || self.playback.output.is_some();
             let first = if active {
-                match commands.recv_timeout(PUMP_EVERY) {
+                match commands.recv_timeout(self.pump_wait()) {
                     Ok(command) => Some(command),
                     Err(std_mpsc::RecvTimeoutError::Timeout) => None,
                     Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
@@ -343,6 +353,37 @@ impl WorkerThread {
         }
         self.capture = None;
         self.playback.output = None;
+    }
+
+    /// How long to wait for a command before moving samples again. While the speaker plays,
+    /// [`PUMP_EVERY`]: it takes the ring. With nothing to play (new audio comes as a command,
+    /// which ends the wait), only the mic's callbacks bring work, every 20–40 ms, and the
+    /// speaker's far end is handed over before each mic frame all the same: waking every 5 ms
+    /// regardless was four to eight wake-ups for one callback's samples. The wait ends [`QUIET_MARGIN`] after the
+    /// next is due: a frame goes to the socket as soon as before, or sooner. Never shorter
+    /// than `PUMP_EVERY` (a late callback is looked for as often as before), never longer
+    /// than [`QUIET_WAIT_MAX`].
+    fn pump_wait(&mut self) -> Duration {
+        let quiet = self.playback.idle();
+        let last = self.capture_shared.last_callback_at.load(Ordering::Acquire);
+        if last > self.mic_seen {
+            if self.mic_seen != 0 {
+                let every = last - self.mic_seen;
+                self.mic_every = Some(match self.mic_every {
+                    Some(old) if every > old => old + (every - old) / 8,
+                    _ => every,
+                });
+            }
+            self.mic_seen = last;
+        }
+        let Some(every) = self
+            .mic_every
+            .filter(|_| quiet && self.verdict_due.is_none() && self.capture.is_some())
+        else {
+            return PUMP_EVERY;
+        };
+        let due = last + every + QUIET_MARGIN.as_nanos() as u64;
+        Duration::from_nanos(due.saturating_sub(self.clock.now())).clamp(PUMP_EVERY, QUIET_WAIT_MAX)
     }
 
     fn log_alsa(&self, errors: Option<&std::rc::Rc<std::cell::RefCell<alsa::Output>>>) {
