@@ -293,6 +293,13 @@ class Rig:
 class Client:
     name: str
     label: str
+    # The kind of client this is (one of CLIENTS' names) and, for another build of livetalk
+    # measured beside this one (`--against`), its binary.
+    kind: str = ""
+    binary: Path | None = None
+
+    def __post_init__(self):
+        self.kind = self.kind or self.name
 
 
 CLIENTS = [
@@ -312,7 +319,7 @@ def start_client(client: Client, options, rig: Rig, mock: Mock, folder: Path) ->
     base.update(HOME=str(home), GEMINI_API_KEY="bench-key-not-real",
                 SSL_CERT_FILE=str(options.ca))
     env = rig.client_env(base)
-    if client.name == "example":
+    if client.kind == "example":
         # The example as it is: the SDK reads its server, key and trust from the environment.
         env.update(GOOGLE_GEMINI_BASE_URL=f"https://{url}", PYTHONUNBUFFERED="1")
         args = [options.python, str(options.example_main)]
@@ -325,12 +332,13 @@ def start_client(client: Client, options, rig: Rig, mock: Mock, folder: Path) ->
         for var in ("LIVETALK_ENDPOINT", "LIVETALK_MODEL", "LIVETALK_AUDIO_HOST",
                     "LIVETALK_API_VERSION", "LIVETALK_VOICE"):
             env.pop(var, None)
-        args = [str(options.livetalk), "--headless", "--endpoint", f"wss://{url}"]
-        if client.name == "pulse-aec":
+        args = [str(client.binary or options.livetalk), "--headless", "--endpoint",
+                f"wss://{url}"]
+        if client.kind == "pulse-aec":
             args += ["--audio-host", "pulseaudio", "--input-device", "mic.monitor",
                      "--output-device", "spk", "--echo", "aec"]
         else:
-            args += ["--audio-host", "alsa", "--echo", client.name.removeprefix("alsa-")]
+            args += ["--audio-host", "alsa", "--echo", client.kind.removeprefix("alsa-")]
         cwd = folder
     # stdin stays open and silent: livetalk --headless would end at its end.
     with open(folder / "client.out", "w") as out, open(folder / "client.err", "w") as err:
@@ -341,7 +349,7 @@ def start_client(client: Client, options, rig: Rig, mock: Mock, folder: Path) ->
 def stop_client(process: subprocess.Popen, client: Client) -> None:
     if process.poll() is None:
         # Ctrl-C is how the example is stopped; livetalk ends cleanly on SIGTERM.
-        process.send_signal(signal.SIGINT if client.name == "example" else signal.SIGTERM)
+        process.send_signal(signal.SIGINT if client.kind == "example" else signal.SIGTERM)
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -535,6 +543,9 @@ def parse_args():
     parser.add_argument("--clients", default=",".join(c.name for c in CLIENTS),
                         help="which clients, in order (default: all: "
                              + ", ".join(c.name for c in CLIENTS) + ")")
+    parser.add_argument("--against", type=Path,
+                        help="another livetalk binary (an older build): each livetalk client "
+                             "also runs with it, right after the same client with --livetalk")
     parser.add_argument("--idle", type=float, default=5.0,
                         help="seconds of the connected, silent window (default: 5)")
     parser.add_argument("--json", type=Path, help="also write every run to this file")
@@ -556,6 +567,14 @@ def parse_args():
         bad("--clients", f"unknown {', '.join(unknown) or '(none given)'}; "
                          f"choose from {', '.join(known)}")
     options.clients = [known[n] for n in names]
+    if options.against:
+        if not os.access(options.against, os.X_OK):
+            bad("--against", f"{options.against} is not an executable")
+        against = options.against.resolve()
+        options.clients = [c for client in options.clients for c in (
+            [client] if client.kind == "example" else
+            [client, Client(f"{client.name}@against", f"{client.label}, {against.name}",
+                            client.kind, against)])]
     main = options.example / "command-line/python/main.py"
     if not main.is_file():
         bad("--example", f"{main} is not there: give the root of a checkout of "

@@ -96,6 +96,15 @@ fn a_spoken_phrase_in_the_virtual_mic_reaches_the_mock_as_16khz_speech() {
 /// than real time; with `interrupt_after`, it sends `interrupted` that long after the first
 /// audio chunk (and never completes the tone).
 async fn tone_server(tone_secs: f64, interrupt_after: Option<Duration>) -> String {
+    tone_server_for(1, tone_secs, interrupt_after).await
+}
+
+/// [`tone_server`] answering `turns` user turns in turn, each with the tone.
+async fn tone_server_for(
+    turns: usize,
+    tone_secs: f64,
+    interrupt_after: Option<Duration>,
+) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("ws://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
@@ -105,49 +114,51 @@ async fn tone_server(tone_secs: f64, interrupt_after: Option<Duration>) -> Strin
         ws.send(Message::text("{\"setupComplete\":{}}"))
             .await
             .unwrap();
-        // The user's turn (mic frames may come first).
-        loop {
-            let message = ws.next().await.unwrap().unwrap();
-            if message.to_text().unwrap_or("").contains("clientContent") {
-                break;
+        for _ in 0..turns {
+            // The user's turn (mic frames may come first).
+            loop {
+                let message = ws.next().await.unwrap().unwrap();
+                if message.to_text().unwrap_or("").contains("clientContent") {
+                    break;
+                }
             }
-        }
-        let samples = (tone_secs * 24_000.0) as usize;
-        let pcm: Vec<u8> = (0..samples)
-            .flat_map(|i| {
-                let v = 0.5 * (std::f64::consts::TAU * 440.0 * i as f64 / 24_000.0).sin();
-                ((v * 32_767.0) as i16).to_le_bytes()
-            })
-            .collect();
-        let started = tokio::time::Instant::now();
-        // 40 ms chunks, four times faster than real time, like the service's bursts.
-        for chunk in pcm.chunks(1920) {
-            let data = base64::engine::general_purpose::STANDARD.encode(chunk);
-            let frame = format!(
-                "{{\"serverContent\":{{\"modelTurn\":{{\"parts\":[{{\"inlineData\":{{\"mimeType\":\"audio/pcm;rate=24000\",\"data\":\"{data}\"}}}}]}}}}}}"
-            );
-            ws.send(Message::text(frame)).await.unwrap();
-            if let Some(after) = interrupt_after
-                && started.elapsed() >= after
-            {
-                break;
+            let samples = (tone_secs * 24_000.0) as usize;
+            let pcm: Vec<u8> = (0..samples)
+                .flat_map(|i| {
+                    let v = 0.5 * (std::f64::consts::TAU * 440.0 * i as f64 / 24_000.0).sin();
+                    ((v * 32_767.0) as i16).to_le_bytes()
+                })
+                .collect();
+            let started = tokio::time::Instant::now();
+            // 40 ms chunks, four times faster than real time, like the service's bursts.
+            for chunk in pcm.chunks(1920) {
+                let data = base64::engine::general_purpose::STANDARD.encode(chunk);
+                let frame = format!(
+                    "{{\"serverContent\":{{\"modelTurn\":{{\"parts\":[{{\"inlineData\":{{\"mimeType\":\"audio/pcm;rate=24000\",\"data\":\"{data}\"}}}}]}}}}}}"
+                );
+                ws.send(Message::text(frame)).await.unwrap();
+                if let Some(after) = interrupt_after
+                    && started.elapsed() >= after
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        match interrupt_after {
-            Some(after) => {
-                tokio::time::sleep_until(started + after).await;
-                ws.send(Message::text("{\"serverContent\":{\"interrupted\":true}}"))
-                    .await
-                    .unwrap();
-                ws.send(Message::text("{\"serverContent\":{\"turnComplete\":true}}"))
-                    .await
-                    .unwrap();
-            }
-            None => {
-                ws.send(Message::text("{\"serverContent\":{\"turnComplete\":true}}"))
-                    .await
-                    .unwrap();
+            match interrupt_after {
+                Some(after) => {
+                    tokio::time::sleep_until(started + after).await;
+                    ws.send(Message::text("{\"serverContent\":{\"interrupted\":true}}"))
+                        .await
+                        .unwrap();
+                    ws.send(Message::text("{\"serverContent\":{\"turnComplete\":true}}"))
+                        .await
+                        .unwrap();
+                }
+                None => {
+                    ws.send(Message::text("{\"serverContent\":{\"turnComplete\":true}}"))
+                        .await
+                        .unwrap();
+                }
             }
         }
         while let Some(Ok(message)) = ws.next().await {
@@ -274,6 +285,95 @@ async fn barge_in_silences_the_speaker_within_30ms_of_interrupted() {
     let model = events.iter().find(|e| e["type"] == "model").unwrap();
     assert_eq!(model["status"], "interrupted");
     eprintln!("heard {heard:.3} s; interrupt → silence {to_silence:.1} ms; {summary}");
+}
+
+/// Whether the rig's speaker has a stream from livetalk that is paused (corked), as the
+/// server says; `None` while it has none.
+fn speaker_stream_corked(rig: &PulseRig) -> Option<bool> {
+    let out = rig
+        .command("pactl")
+        .args(["list", "sink-inputs"])
+        .output()
+        .expect("pactl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let corked = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Corked:"))?;
+    Some(corked.trim() == "yes")
+}
+
+/// With nothing to play, the speaker stream is paused (it cost a silent session most of its
+/// CPU, and the sound server as much again), and the next reply starts it again: heard whole,
+/// at its pitch, soon after it arrived.
+fn the_speaker_pauses_between_replies_and_the_next_plays_whole(host: RigHost) {
+    let rig = PulseRig::launch(RigSetup {
+        host,
+        ..RigSetup::default()
+    });
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let url = runtime.block_on(tone_server_for(2, 1.5, None));
+    let scratch = rig::audio_scratch();
+    // Recorded from the start, as in the other tests: an idle null sink nobody records renders
+    // in long blocks, and its first sound then takes seconds to be asked for.
+    let recording = rig.record_speaker();
+    recording.wait_for_more(0.2);
+    let mut client = rig.headless(scratch.path(), &["--endpoint", &url, "--json"]);
+    let mut stdin = client.stdin.take().unwrap();
+    let mut lines = LineWatcher::new(client.stdout.take().unwrap());
+    writeln!(stdin, "Play me a tone.").unwrap();
+    lines.wait_for(Duration::from_secs(30), |l| {
+        l.contains("\"status\":\"complete\"")
+    });
+    // The server's own word, polled: nothing announces it.
+    let paused = poll(Duration::from_secs(10), Duration::from_millis(50), || {
+        speaker_stream_corked(&rig).filter(|&corked| corked)
+    });
+    assert!(
+        paused.is_some(),
+        "the speaker stream still runs with nothing to play"
+    );
+    let second_from = recording.len();
+    writeln!(stdin, "Another one.").unwrap();
+    lines.wait_for(Duration::from_secs(30), |l| {
+        l.contains("\"status\":\"complete\"")
+    });
+    drop(stdin);
+    let status = common::wait_exit(client, Duration::from_secs(20));
+    assert!(status.success(), "exit {status}");
+    recording.wait_for_more(1.2);
+    let played = recording.stop().split_off(second_from);
+    let events: Vec<serde_json::Value> = lines
+        .rest()
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let summary = audio_summary(&events);
+    let (start, end) = rig::sound_span(&played, RECORD_RATE, 0.05)
+        .unwrap_or_else(|| panic!("the second tone was not heard: {summary}"));
+    let heard = end - start;
+    assert!(
+        (heard - 1.5).abs() < 0.05,
+        "played {heard:.3} s of a 1.5 s tone after the pause: {summary}"
+    );
+    let middle = &played[((start + 0.2) * 24_000.0) as usize..((end - 0.2) * 24_000.0) as usize];
+    let pitch = rig::tone_frequency(middle, RECORD_RATE);
+    assert!((pitch - 440.0).abs() < 3.0, "pitch {pitch:.1} Hz");
+    assert_eq!(summary["underruns"], 0, "{summary}");
+    // Socket → speaker includes the 40 ms start-up buffer arriving at four times real time
+    // (10 ms); the first reply's stream ran, the second's started from paused.
+    let worst = summary["socket_to_speaker"]["worst_ms"]
+        .as_f64()
+        .expect("measured");
+    assert!(worst <= 60.0, "socket → speaker {worst:.1} ms: {summary}");
+    eprintln!(
+        "{}: second tone {heard:.3} s at {pitch:.1} Hz after a pause; {summary}",
+        rig.label()
+    );
+}
+
+#[test]
+fn the_pulseaudio_speaker_pauses_between_replies_and_the_next_plays_whole() {
+    the_speaker_pauses_between_replies_and_the_next_plays_whole(RigHost::PulseAudio);
 }
 
 /// No sound system at all (a PulseAudio address nobody listens on; ALSA with an empty

@@ -189,6 +189,8 @@ pub struct EchoPath {
     /// The mic's timelines started afresh after a stall: the far end heard during it is
     /// dropped rather than handed to the canceller in one burst.
     stalled: bool,
+    /// While the speaker stream is paused: when the next frame of its silence is heard (ns).
+    silent_at: Option<f64>,
 }
 
 fn energy(frame: &[f32]) -> f32 {
@@ -302,6 +304,7 @@ impl EchoPath {
             gap_least: f64::INFINITY,
             gap_samples: 0,
             stalled: false,
+            silent_at: None,
         })
     }
 
@@ -322,6 +325,9 @@ impl EchoPath {
         let Some(resampler) = &mut self.reference else {
             return;
         };
+        if !samples.is_empty() {
+            self.silent_at = None;
+        }
         let rate = f64::from(resampler.rate_in());
         let start = *self.render_first_frame.get_or_insert(first_frame);
         // When this path's first 16 kHz far-end sample is heard (ns on the audio clock).
@@ -345,6 +351,31 @@ impl EchoPath {
             render_queue.push_back((heard_at, copy));
         });
         // Timestamps gone wrong (or a mic that stopped) must not hold the far end for ever.
+        while self.render_queue.len() > RENDER_QUEUE_MAX {
+            self.release_render(f64::INFINITY, 1);
+        }
+    }
+
+    /// The speaker stream is paused: its far end is silence, heard up to `until` (ns on the
+    /// audio clock). Frames of zeros keep coming as a running stream's silence would, one per
+    /// 10 ms on from the last frame it played, so the canceller and the self-interruption
+    /// watch go on getting a far-end frame per mic frame, and the stream's timeline, taken at
+    /// once when it starts again (a jump), lines its next audio up as before.
+    pub fn far_end_silent(&mut self, until: u64) {
+        if self.reference.is_none() {
+            return;
+        }
+        let until = until as f64;
+        let frame_ns = FRAME as f64 * NS_PER_SAMPLE;
+        let next = self
+            .render_base
+            .map(|base| base + self.render_made as f64 * NS_PER_SAMPLE);
+        let mut at = self.silent_at.or(next).unwrap_or(until);
+        while at + frame_ns <= until {
+            self.render_queue.push_back((Some(at), [0.0; FRAME]));
+            at += frame_ns;
+        }
+        self.silent_at = Some(at);
         while self.render_queue.len() > RENDER_QUEUE_MAX {
             self.release_render(f64::INFINITY, 1);
         }
@@ -885,6 +916,67 @@ mod tests {
         assert_eq!(out.len(), mic.len());
         // Half a second after the stall, to the end.
         assert_echo_down(&mic, &out, &[(48_000, mic.len())]);
+    }
+
+    /// The speaker stream pauses between replies (nothing to play) and starts again: while it
+    /// is paused the canceller gets its silence, one far-end frame per mic frame, and the
+    /// stream's own stamps, which jump by the pause when it plays again, line the next reply
+    /// up with its echo at once.
+    #[test]
+    fn a_speaker_paused_between_replies_keeps_the_canceller_in_step() {
+        const START: u64 = 1_000_000_000;
+        const PAUSED_AT: usize = 2 * 16_000;
+        const PAUSE: usize = 24_000;
+        let (model, _) = model_in_a_small_room();
+        // When in the room the stream's sample `n` is heard.
+        let room = |n: usize| if n < PAUSED_AT { n } else { n + PAUSE };
+        let len = model.len() + PAUSE;
+        let mut out_of_speaker = vec![0.0; len];
+        for (n, &s) in model.iter().enumerate() {
+            out_of_speaker[room(n)] = s;
+        }
+        let heard = echo_of(&out_of_speaker, 320);
+        let mut path = EchoPath::new(EchoMode::Aec, false, Some(INPUT_RATE)).unwrap();
+        let mut out = Vec::new();
+        let mut given = 0;
+        let mut most_queued = 0;
+        for (i, near) in heard.chunks(FRAME).enumerate() {
+            let first = i * FRAME;
+            // What a worker hands over before this mic frame: what played up to its end and
+            // the room's delay, or the paused stream's silence up to then.
+            let horizon = first + near.len() + 320;
+            while given < model.len() && room(given) < horizon {
+                let chunk = &model[given..(given + FRAME).min(model.len())];
+                path.played(
+                    chunk,
+                    given as u64,
+                    Some((given as u64, ns(room(given)) + START)),
+                );
+                given += chunk.len();
+            }
+            if (PAUSED_AT..PAUSED_AT + PAUSE).contains(&horizon) {
+                path.far_end_silent(ns(horizon) + START);
+            }
+            let captured = ns(first) + START;
+            let delivered = ns(first + near.len()) + START + 10_000_000;
+            path.process(near, Some(captured), Some(delivered), &mut out);
+            most_queued = most_queued.max(path.render_queue.len());
+        }
+        assert!(
+            most_queued <= 8,
+            "{most_queued} far-end frames waited at once"
+        );
+        // The first reply, and the second from a quarter second after the stream started again.
+        let resumed = PAUSED_AT + PAUSE + 320;
+        assert_echo_down(
+            &heard,
+            &out,
+            &[
+                (8_000, PAUSED_AT),
+                (resumed + 4_000, resumed + 20_000),
+                (resumed + 20_000, len),
+            ],
+        );
     }
 
     /// Asserts the echo in `mic` is at least 25 dB down in `out` over each window (samples).

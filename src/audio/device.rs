@@ -406,6 +406,10 @@ fn stream_config(
         Direction::Output => device.default_output_config(),
     }
     .map_err(|e| DeviceError::new(format!("{}: {e}", device_name(device))))?;
+    let supported = match direction {
+        Direction::Input => mono_input(device, &supported).unwrap_or(supported),
+        Direction::Output => supported,
+    };
     let mut config = supported.config();
     // The host may round it.
     let wanted = (config.sample_rate * period_ms / 1000).max(64);
@@ -417,6 +421,24 @@ fn stream_config(
         _ => cpal::BufferSize::Default,
     };
     Ok((config, supported.sample_format()))
+}
+
+/// The device's default input configuration in mono, when it offers mono at the same rate and
+/// format. The capture callback downmixes to mono first thing, so a stereo stream only moves
+/// twice the samples through the sound server, ALSA's PulseAudio plugin and the callback (a
+/// mono source is upmixed for it), and the server does the downmix as cheaply where it must.
+fn mono_input(
+    device: &cpal::Device,
+    default: &cpal::SupportedStreamConfig,
+) -> Option<cpal::SupportedStreamConfig> {
+    if default.channels() == 1 {
+        return None;
+    }
+    device
+        .supported_input_configs()
+        .ok()?
+        .filter(|r| r.channels() == 1 && r.sample_format() == default.sample_format())
+        .find_map(|r| r.try_with_sample_rate(default.sample_rate()))
 }
 
 /// Calls `$build::<T>` with the sample type of `$format`: one list of the formats livetalk

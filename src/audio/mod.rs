@@ -83,6 +83,10 @@ pub struct AudioFeeds {
 const FRAME_QUEUE: usize = 100;
 /// How often the worker moves samples when a stream is open.
 const PUMP_EVERY: Duration = Duration::from_millis(5);
+/// With nothing to play only the mic needs the worker, once per callback: it waits for the
+/// next one (and this much more, for the callback's own lateness), up to [`QUIET_WAIT_MAX`].
+const QUIET_MARGIN: Duration = Duration::from_millis(1);
+const QUIET_WAIT_MAX: Duration = Duration::from_millis(40);
 const LEVELS_EVERY: Duration = Duration::from_millis(80);
 const FIGURES_EVERY: Duration = Duration::from_millis(500);
 const ECHO_EVERY: Duration = Duration::from_millis(250);
@@ -225,6 +229,10 @@ struct WorkerThread {
     figures: AudioFigures,
     reported_figures: AudioFigures,
     levels: (u8, u8),
+    /// The mic callback last seen (on the audio clock) and the time between its callbacks,
+    /// as short as they come (followed down at once, up slowly): when the next is due.
+    mic_seen: u64,
+    mic_every: Option<u64>,
 }
 
 /// How long a stream that reported a doubtful error has to run again before its device is
@@ -276,6 +284,8 @@ impl WorkerThread {
             figures: AudioFigures::default(),
             reported_figures: AudioFigures::default(),
             levels: (0, 0),
+            mic_seen: 0,
+            mic_every: None,
         }
     }
 
@@ -293,7 +303,7 @@ impl WorkerThread {
         loop {
             let active = self.capture.is_some() || self.playback.output.is_some();
             let first = if active {
-                match commands.recv_timeout(PUMP_EVERY) {
+                match commands.recv_timeout(self.pump_wait()) {
                     Ok(command) => Some(command),
                     Err(std_mpsc::RecvTimeoutError::Timeout) => None,
                     Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
@@ -343,6 +353,37 @@ impl WorkerThread {
         }
         self.capture = None;
         self.playback.output = None;
+    }
+
+    /// How long to wait for a command before moving samples again. While the speaker plays,
+    /// [`PUMP_EVERY`]: it takes the ring. With nothing to play (new audio comes as a command,
+    /// which ends the wait), only the mic's callbacks bring work, every 20–40 ms, and the
+    /// speaker's far end is handed over before each mic frame all the same: waking every 5 ms
+    /// regardless was four to eight wake-ups for one callback's samples. The wait ends [`QUIET_MARGIN`] after the
+    /// next is due: a frame goes to the socket as soon as before, or sooner. Never shorter
+    /// than `PUMP_EVERY` (a late callback is looked for as often as before), never longer
+    /// than [`QUIET_WAIT_MAX`].
+    fn pump_wait(&mut self) -> Duration {
+        let quiet = self.playback.idle();
+        let last = self.capture_shared.last_callback_at.load(Ordering::Acquire);
+        if last > self.mic_seen {
+            if self.mic_seen != 0 {
+                let every = last - self.mic_seen;
+                self.mic_every = Some(match self.mic_every {
+                    Some(old) if every > old => old + (every - old) / 8,
+                    _ => every,
+                });
+            }
+            self.mic_seen = last;
+        }
+        let Some(every) = self
+            .mic_every
+            .filter(|_| quiet && self.verdict_due.is_none() && self.capture.is_some())
+        else {
+            return PUMP_EVERY;
+        };
+        let due = last + every + QUIET_MARGIN.as_nanos() as u64;
+        Duration::from_nanos(due.saturating_sub(self.clock.now())).clamp(PUMP_EVERY, QUIET_WAIT_MAX)
     }
 
     fn log_alsa(&self, errors: Option<&std::rc::Rc<std::cell::RefCell<alsa::Output>>>) {
@@ -607,14 +648,18 @@ impl WorkerThread {
             self.error_sink(Direction::Output),
         )?;
         Ok((
-            OutputDevice {
+            OutputDevice::new(
                 producer,
-                reference: reference_out,
-                reference_read: 0,
-                shared: self.playback_shared.clone(),
-                rate: stream.rate,
-                _stream: stream.stream,
-            },
+                reference_out,
+                self.playback_shared.clone(),
+                stream.rate,
+                stream.stream,
+                // cpal's ALSA thread goes on polling a paused stream, and ALSA's PulseAudio
+                // plugin answers it with I/O errors at once: the thread spun through thousands
+                // a second (and the speaker was once taken for failed). Its streams play
+                // silence until cpal waits out a pause.
+                self.options.host == AudioHost::Pulseaudio,
+            ),
             stream.name,
         ))
     }
@@ -628,7 +673,10 @@ impl WorkerThread {
             }
             self.figures.frames_gated = capture.frames_gated;
         }
-        let change = self.playback.pump();
+        // A stream whose errors are in doubt must run to show it lives.
+        let change = self
+            .playback
+            .pump(self.doubts[Direction::Output as usize].is_none());
         if let Some(audible) = change.audible {
             self.emit(AudioEvent::Audible(audible));
         }
@@ -666,6 +714,11 @@ impl WorkerThread {
                 }
                 Severity::Fatal => self.device_failed(direction, fault.message),
                 Severity::Doubtful => {
+                    if direction == Direction::Output
+                        && let Some(output) = &mut self.playback.output
+                    {
+                        output.wake();
+                    }
                     let doubt = self.doubts[direction as usize].get_or_insert(Doubt {
                         since: now,
                         last: now,
@@ -740,8 +793,13 @@ impl WorkerThread {
         output.reference_read += self.played.len() as u64;
         if let Some(echo) = self.capture.as_mut().and_then(|c| c.echo.as_mut()) {
             echo.played(&self.played, first, output.shared.stamp.load());
-            let latency = self.capture_shared.latency_ns.load(Ordering::Relaxed)
-                + output.shared.latency_ns.load(Ordering::Relaxed);
+            let output_latency = output.shared.latency_ns.load(Ordering::Relaxed);
+            if output.stopped() {
+                // A paused speaker plays nothing: the far end goes on as silence, heard as
+                // soon as a running stream's would be.
+                echo.far_end_silent(self.clock.now() + output_latency);
+            }
+            let latency = self.capture_shared.latency_ns.load(Ordering::Relaxed) + output_latency;
             if latency > 0 {
                 echo.set_device_delay((latency / 1_000_000) as u32);
             }

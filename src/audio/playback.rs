@@ -6,7 +6,9 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use cpal::traits::StreamTrait as _;
 
 use super::pcm::extend_f32_from_pcm16_le;
 use super::resample::StreamResampler;
@@ -15,6 +17,13 @@ use livetalk_live::wav::{WavFull, WavSink};
 
 /// The Live API's output rate.
 pub const OUTPUT_RATE: u32 = 24_000;
+
+/// How long the speaker stream runs on with nothing to play before it is paused (where the
+/// host allows it). A running stream plays silence: the client and the sound server wake
+/// every period for it, which was most of what a connected, silent session cost.
+/// Long enough that the device's buffer has played out the reply's last samples (a pause
+/// keeps what the buffer holds for the next start), short beside the pauses between turns.
+pub const STOP_AFTER: Duration = Duration::from_millis(750);
 
 /// The speaker side of the feeder.
 pub struct OutputDevice {
@@ -25,8 +34,83 @@ pub struct OutputDevice {
     pub reference_read: u64,
     pub shared: Arc<PlaybackShared>,
     pub rate: u32,
-    /// Kept open as long as the output lives.
-    pub _stream: cpal::Stream,
+    /// Kept open as long as the output lives; paused while there is nothing to play.
+    stream: cpal::Stream,
+    /// The stream is paused (nothing to play for [`STOP_AFTER`]): its callback does not run.
+    stopped: bool,
+    /// The host could not pause or restart the stream: it runs from now on.
+    always_on: bool,
+    /// Since when there has been nothing to play, while the stream runs.
+    quiet_since: Option<Instant>,
+}
+
+impl OutputDevice {
+    /// `may_pause`: whether the host's stream can be paused while there is nothing to play.
+    pub fn new(
+        producer: rtrb::Producer<f32>,
+        reference: rtrb::Consumer<f32>,
+        shared: Arc<PlaybackShared>,
+        rate: u32,
+        stream: cpal::Stream,
+        may_pause: bool,
+    ) -> OutputDevice {
+        OutputDevice {
+            producer,
+            reference,
+            reference_read: 0,
+            shared,
+            rate,
+            stream,
+            stopped: false,
+            always_on: !may_pause,
+            quiet_since: None,
+        }
+    }
+
+    /// The stream is paused: nothing plays, and the far end is silence.
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Starts a paused stream again (audio to play, or the device to be watched).
+    pub fn wake(&mut self) {
+        self.quiet_since = None;
+        if !self.stopped {
+            return;
+        }
+        self.stopped = false;
+        if let Err(e) = self.stream.play() {
+            // The stream's own error callback says whether the device is gone.
+            tracing::warn!("the speaker stream did not start again: {e}");
+            self.always_on = true;
+        }
+    }
+
+    /// Pauses the stream once nothing has been played or queued for [`STOP_AFTER`].
+    fn stop_when_quiet(&mut self, quiet: bool) {
+        if self.stopped || self.always_on {
+            return;
+        }
+        if !quiet {
+            self.quiet_since = None;
+            return;
+        }
+        let since = *self.quiet_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < STOP_AFTER {
+            return;
+        }
+        match self.stream.pause() {
+            Ok(()) => {
+                self.stopped = true;
+                tracing::debug!("nothing to play: the speaker stream is paused");
+            }
+            Err(e) => {
+                // Some devices cannot pause; they play silence as before.
+                tracing::debug!("the speaker stream cannot be paused: {e}");
+                self.always_on = true;
+            }
+        }
+    }
 }
 
 /// What changed during a pump, for the worker to report.
@@ -127,9 +211,10 @@ impl Playback {
     }
 
     fn queue(&mut self, pcm: &[u8], received_at: u64) {
-        let (Some(output), Some(resampler)) = (&self.output, &mut self.resampler) else {
+        let (Some(output), Some(resampler)) = (&mut self.output, &mut self.resampler) else {
             return;
         };
+        output.wake();
         if !self.turn_open {
             self.turn_open = true;
             self.drain_after_pending = false;
@@ -175,6 +260,11 @@ impl Playback {
         }
         if let Some(output) = &self.output {
             output.shared.draining.store(false, Ordering::Release);
+            if output.stopped {
+                // Nothing is queued or heard, and a paused callback would not see the epoch
+                // until it runs again: there is nothing to silence.
+                return;
+            }
             output
                 .shared
                 .flush_requested_at
@@ -190,13 +280,30 @@ impl Playback {
             .is_some_and(|o| o.shared.epoch_seen.load(Ordering::Acquire) != self.epoch)
     }
 
-    /// Tops up the ring and reports what the callback did since the last pump.
-    pub fn pump(&mut self) -> PlaybackChange {
+    /// Nothing is queued, playing or being flushed: the speaker only plays silence (or its
+    /// stream is paused).
+    pub fn idle(&self) -> bool {
+        self.pending.is_empty()
+            && !self.turn_open
+            && !self.drain_after_pending
+            && !self.flush_pending()
+            && self.output.as_ref().is_none_or(|o| {
+                o.stopped
+                    || (o.producer.slots() == o.producer.buffer().capacity()
+                        && !o.shared.audible.load(Ordering::Acquire))
+            })
+    }
+
+    /// Tops up the ring and reports what the callback did since the last pump; pauses the
+    /// speaker stream once it has had nothing to play for [`STOP_AFTER`], if `may_stop`.
+    pub fn pump(&mut self, may_stop: bool) -> PlaybackChange {
         self.fill_ring();
         let mut change = PlaybackChange::default();
-        let Some(output) = &self.output else {
+        let quiet = may_stop && self.idle();
+        let Some(output) = &mut self.output else {
             return change;
         };
+        output.stop_when_quiet(quiet);
         let shared = &output.shared;
         let audible = shared.audible.load(Ordering::Acquire);
         if audible != self.was_audible {
