@@ -623,21 +623,30 @@ fn figures(label: &str, mode: &str, off: &Measured, measured: &Measured) -> Figu
     }
 }
 
-/// Runs `modes` (`off` first: the baseline) on a rig whose devices run at `rate`, reached
-/// through `host`; checks and prints the figures.
-fn echo_figures_at(rate: u32, host: RigHost, modes: &[&str]) {
-    assert_eq!(modes.first(), Some(&"off"), "off is the baseline");
-    let started = Instant::now();
+/// The rig with the room (devices at `rate`, reached through `host`), the conversation's
+/// sounds (in the returned folder) and a runtime for the fake server.
+fn echo_room(
+    rate: u32,
+    host: RigHost,
+) -> (PulseRig, tempfile::TempDir, Script, tokio::runtime::Runtime) {
     let rig = PulseRig::launch(RigSetup {
         rate,
         acoustic_delay: Some(ACOUSTIC_DELAY),
         host,
         ..RigSetup::default()
     });
-    let label = rig.label();
     let dir = tempfile::tempdir().unwrap();
     let script = Script::new(dir.path());
-    let runtime = tokio::runtime::Runtime::new().unwrap();
+    (rig, dir, script, tokio::runtime::Runtime::new().unwrap())
+}
+
+/// Runs `modes` (`off` first: the baseline) on a rig whose devices run at `rate`, reached
+/// through `host`; checks and prints the figures.
+fn echo_figures_at(rate: u32, host: RigHost, modes: &[&str]) {
+    assert_eq!(modes.first(), Some(&"off"), "off is the baseline");
+    let started = Instant::now();
+    let (rig, _dir, script, runtime) = echo_room(rate, host);
+    let label = rig.label();
     if let Some(dir) = std::env::var_os("ECHO_RIG_SAVE") {
         let reply = from_pcm16(&script.reply);
         write_wav(
@@ -787,15 +796,8 @@ fn aec_against_the_system_canceller() {
         Ok("alsa") => RigHost::Alsa,
         _ => RigHost::PulseAudio,
     };
-    let rig = PulseRig::launch(RigSetup {
-        acoustic_delay: Some(ACOUSTIC_DELAY),
-        host,
-        ..RigSetup::default()
-    });
+    let (rig, _dir, script, runtime) = echo_room(48_000, host);
     let label = rig.label();
-    let dir = tempfile::tempdir().unwrap();
-    let script = Script::new(dir.path());
-    let runtime = tokio::runtime::Runtime::new().unwrap();
     let mut runs: Vec<(&str, Figures)> = Vec::new();
     for round in 0..rounds {
         eprintln!("{label}: round {} of {rounds}", round + 1);
