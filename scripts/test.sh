@@ -64,12 +64,18 @@ step "Library crates: docs without warnings, doc tests, and every example run of
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p livetalk-live -p livetalk-mock
 cargo test --doc --workspace --quiet
 # The Rust tests built every example (--all-targets) with the workspace's features: run those
-# binaries as they are. `cargo run -p CRATE` resolves one crate's features alone and builds
-# their dependencies again, over a minute on a cold clone.
+# binaries as they are (the newest build of each). `cargo run -p CRATE` resolves one crate's
+# features alone and builds their dependencies again, over a minute on a cold clone.
 for example in crates/*/examples/*.rs; do
     name=$(basename "$example" .rs)
-    echo "-- example $name"
-    timeout 120 "target/debug/examples/$name" >/dev/null
+    binary=$(find target/debug/examples -maxdepth 1 -type f -executable -name "$name-*" \
+        -printf '%T@ %p\n' | sort -rn | head -n 1 | cut -d ' ' -f 2)
+    if [ -z "$binary" ]; then
+        echo "livetalk: the example $name was not built by the Rust tests" >&2
+        exit 1
+    fi
+    echo "-- example $name ($binary)"
+    timeout 120 "$binary" >/dev/null
 done
 
 step "Python SDK compatibility tests"
