@@ -150,8 +150,11 @@ pub struct App {
     total_tokens: i64,
     /// Bytes of model audio received.
     model_audio_bytes: u64,
-    /// Times the conversation moved to a new connection.
+    /// Times a lost connection was replaced.
     reconnects: u32,
+    /// Times the conversation moved to a new connection on purpose: the service's `goAway`,
+    /// a voice or tool change. Counted apart, so a `/voice` does not read as a fault.
+    handovers: u32,
     /// How far the reply to the latest user turn (or tool response) has come.
     reply: ReplyWatch,
     /// `end_session` succeeded: close once the goodbye turn completes.
@@ -241,6 +244,7 @@ impl App {
             total_tokens: 0,
             model_audio_bytes: 0,
             reconnects: 0,
+            handovers: 0,
             reply: ReplyWatch::default(),
             end_after_turn: false,
             closing: false,
@@ -301,6 +305,10 @@ impl App {
 
     pub fn reconnects(&self) -> u32 {
         self.reconnects
+    }
+
+    pub fn handovers(&self) -> u32 {
+        self.handovers
     }
 
     /// What the status line says about recording: "REC folder", or where a replay stands.

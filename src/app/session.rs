@@ -300,7 +300,11 @@ impl App {
                 retry_in,
             } => {
                 if self.connection != ConnectionState::Reconnecting {
-                    self.reconnects += 1;
+                    if planned {
+                        self.handovers += 1;
+                    } else {
+                        self.reconnects += 1;
+                    }
                     self.calls_before_reconnect = self.tool_calls.len();
                     self.reply.connection_replaced();
                     // A reply cut off by the loss stays in the history as interrupted.

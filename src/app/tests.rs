@@ -741,6 +741,14 @@ fn a_planned_hand_over_only_shows_in_the_status_line() {
         before,
         "no warning for a goAway hand-over"
     );
+    // A hand-over is not a fault: the panel counts it apart from reconnects.
+    assert_eq!((app.reconnects(), app.handovers()), (0, 1));
+    app.update(reconnecting(false, 1));
+    assert_eq!(
+        (app.reconnects(), app.handovers()),
+        (0, 1),
+        "a loss during the hand-over is the same move"
+    );
 }
 
 #[test]

@@ -166,6 +166,11 @@ fn connection(app: &App) -> String {
         1 => words.push_str(" · 1 reconnect"),
         n => words.push_str(&format!(" · {n} reconnects")),
     }
+    match app.handovers() {
+        0 => {}
+        1 => words.push_str(" · 1 hand-over"),
+        n => words.push_str(&format!(" · {n} hand-overs")),
+    }
     words
 }
 
