@@ -205,6 +205,17 @@ impl EchoPath {
         noise_suppression: bool,
         speaker_rate: Option<u32>,
     ) -> anyhow::Result<EchoPath> {
+        Self::tuned(mode, noise_suppression, speaker_rate, |_| {})
+    }
+
+    /// As [`EchoPath::new`], with `tune` applied to the canceller's configuration last: how
+    /// the offline replica of the echo rig tries other settings.
+    fn tuned(
+        mode: EchoMode,
+        noise_suppression: bool,
+        speaker_rate: Option<u32>,
+        tune: impl FnOnce(&mut EchoCanceller3Config),
+    ) -> anyhow::Result<EchoPath> {
         let format = AudioFormat::ten_ms(INPUT_RATE, 1);
         let chain = if mode == EchoMode::Aec && speaker_rate.is_some() {
             let mut config = EchoCanceller3Config::default();
@@ -231,6 +242,7 @@ impl EchoPath {
             nearend.mask_hf.enr_transparent = 2.0;
             nearend.mask_hf.enr_suppress = 5.0;
             config.ep_strength.nearend_len = 0.3;
+            tune(&mut config);
             let pipeline = linear::builder(format, format)
                 .aec3_config(config)
                 .enable_noise_suppression(noise_suppression)
@@ -775,6 +787,9 @@ fn note_error(errors: &mut u64, error: &aec3::graph::GraphError) {
     }
     *errors += 1;
 }
+
+#[cfg(test)]
+mod rig_replica;
 
 #[cfg(test)]
 mod tests {
