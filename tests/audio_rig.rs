@@ -612,9 +612,11 @@ fn the_terminal_app_talks_to_the_bridge_over_webrtc_on_the_rig() {
         "heard {heard:.2} s of a {:.2} s reply from the track",
         track_ms / 1000.0
     );
+    // Heard whole, and once (a busy machine's underruns may stretch it a little).
+    let reply = track_ms / 1000.0;
     assert!(
-        heard > 1.5 && heard <= track_ms / 1000.0 + 0.1,
-        "heard {heard:.2} s of a {track_ms} ms reply"
+        heard > reply * 0.8 && heard < reply * 1.5,
+        "heard {heard:.2} s of a {reply:.2} s reply"
     );
 }
 
