@@ -12,7 +12,9 @@
 //! `AUDIO_CHUNK`s announced (bounded in time), so the reply is played whole and the app says
 //! "speaking" until it ends, as on a direct session. After a turn ends (or `INTERRUPTED`), the
 //! track's frames still on their way belong to the reply that ended and are dropped: new audio
-//! starts after a pause in the track (the bridge stops sending between replies).
+//! starts after a pause in the track (the bridge stops sending between replies). A reply's
+//! first 100 ms from the track go to the session at once, the rest as it comes: the speaker
+//! gets a cushion against late datagrams, as a WebRTC jitter buffer gives.
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -47,6 +49,9 @@ const MODEL_BYTES_PER_MS: usize = 48;
 /// The track may deliver this much less than was announced (the codec's and the resampler's
 /// delay, the last part frame) and still count as the whole reply.
 const WHOLE_REPLY_SLACK: usize = 60 * MODEL_BYTES_PER_MS;
+/// The track's audio a reply starts with, handed on at once (100 ms): WebRTC's jitter
+/// buffer, for a speaker fed frame by frame in real time.
+const CUSHION: usize = 100 * MODEL_BYTES_PER_MS;
 /// A turn's end is held at most this much longer than the audio still to come.
 const HOLD_SLACK: Duration = Duration::from_secs(1);
 /// Messages held behind a turn's end at most; more release it at once.
@@ -121,6 +126,10 @@ struct Reply {
     delivered: usize,
     /// The announced audio, to finish the reply over the WebSocket if the track is lost.
     kept: Vec<u8>,
+    /// The track's first audio of the reply, until it makes [`CUSHION`].
+    cushion: Vec<u8>,
+    /// The cushion has been handed on: frames go as they come.
+    flowing: bool,
 }
 
 struct Relay {
@@ -169,12 +178,12 @@ impl Relay {
                 }
                 // The session let go of this connection, or the bridge's ended.
                 Next::Request(None) | Next::Bridge(None) => false,
-                Next::Bridge(Some(inbound)) => self.from_bridge(inbound).await,
+                Next::Bridge(Some(inbound)) => self.on_bridge_frame(inbound).await,
                 Next::Signal(signal) => {
                     self.signal(signal).await;
                     true
                 }
-                Next::Track(event) => self.from_track(event).await,
+                Next::Track(event) => self.on_track_event(event).await,
                 Next::HoldOver => self.release().await,
             };
             if !go_on {
@@ -254,7 +263,7 @@ impl Relay {
     }
 
     /// A frame from the bridge connection; `false` once the session is gone.
-    async fn from_bridge(&mut self, inbound: Inbound) -> bool {
+    async fn on_bridge_frame(&mut self, inbound: Inbound) -> bool {
         let content = inbound
             .message
             .as_deref()
@@ -313,7 +322,7 @@ impl Relay {
     }
 
     /// What the peer connection did; `false` once the session is gone.
-    async fn from_track(&mut self, event: Option<PeerEvent>) -> bool {
+    async fn on_track_event(&mut self, event: Option<PeerEvent>) -> bool {
         match event {
             Some(PeerEvent::Connected) => {
                 if self.link == Link::Offering {
@@ -355,9 +364,12 @@ impl Relay {
             return true;
         }
         self.reply.delivered += pcm.len();
-        let bytes = pcm.len();
-        let audio = Inbound::message(super::client::model_audio(pcm)).sized(bytes);
-        if !self.send(audio).await {
+        // A reply's first frames wait until they make a cushion: the track brings the rest
+        // just in time, and the speaker must not run dry at each late datagram.
+        self.reply.cushion.extend_from_slice(&pcm);
+        if (self.reply.flowing || self.reply.cushion.len() >= CUSHION)
+            && !self.flush_cushion().await
+        {
             return false;
         }
         if !self.held.is_empty() && self.reply.delivered + WHOLE_REPLY_SLACK >= self.reply.announced
@@ -400,6 +412,7 @@ impl Relay {
             return;
         }
         warn!("{sentence}");
+        let _ = self.flush_cushion().await;
         if matches!(was, Link::Track { switching: false }) && !self.dropping {
             let rest = self
                 .reply
@@ -422,9 +435,25 @@ impl Relay {
         let _ = self.release().await;
     }
 
+    /// Hands the session the track's audio that waits in the cushion; from then on the
+    /// reply's frames go as they come. `false` once the session is gone.
+    async fn flush_cushion(&mut self) -> bool {
+        self.reply.flowing = true;
+        let pcm = std::mem::take(&mut self.reply.cushion);
+        if pcm.is_empty() {
+            return true;
+        }
+        let bytes = pcm.len();
+        self.send(Inbound::message(super::client::model_audio(pcm)).sized(bytes))
+            .await
+    }
+
     /// Passes on what was held behind a turn's end; `false` once the session is gone.
     async fn release(&mut self) -> bool {
         self.hold_until = None;
+        if !self.flush_cushion().await {
+            return false;
+        }
         if self.held.is_empty() {
             return true;
         }
