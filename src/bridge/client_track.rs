@@ -10,9 +10,9 @@
 //! The bridge paces the track in real time, so its `TURN_COMPLETE` overtakes the reply's
 //! audio: the relay holds it, and what follows it, until the track has delivered what the
 //! `AUDIO_CHUNK`s announced (bounded in time), so the reply is played whole and the app says
-//! "speaking" until it ends, as on a direct session. After a turn ends (or `INTERRUPTED`), the
-//! track's frames still on their way belong to the reply that ended and are dropped: new audio
-//! starts after a pause in the track (the bridge stops sending between replies). A reply's
+//! "speaking" until it ends, as on a direct session. After `INTERRUPTED`, the track's frames
+//! still on their way belong to the cut-off reply and are dropped: new audio starts after a
+//! pause in the track (the bridge stops sending between replies). A reply's
 //! first 100 ms from the track go to the session at once, the rest as it comes: the speaker
 //! gets a cushion against late datagrams, as a WebRTC jitter buffer gives.
 
@@ -52,7 +52,8 @@ const WHOLE_REPLY_SLACK: usize = 60 * MODEL_BYTES_PER_MS;
 /// The track's audio a reply starts with, handed on at once (100 ms): WebRTC's jitter
 /// buffer, for a speaker fed frame by frame in real time.
 const CUSHION: usize = 100 * MODEL_BYTES_PER_MS;
-/// A turn's end is held at most this much longer than the audio still to come.
+/// A turn's end is held this much longer than the audio still to come, and while the track
+/// flows, this long after its last frame.
 const HOLD_SLACK: Duration = Duration::from_secs(1);
 /// Messages held behind a turn's end at most; more release it at once.
 const MAX_HELD: usize = 256;
@@ -149,7 +150,7 @@ struct Relay {
     hold_until: Option<Instant>,
     /// When the track last delivered a frame.
     last_frame: Option<Instant>,
-    /// Dropping a finished or interrupted reply's stragglers until the track pauses.
+    /// Dropping an interrupted reply's stragglers until the track pauses.
     dropping: bool,
     /// Microphone audio sent on the track, for the log.
     mic_ms: u64,
@@ -372,10 +373,15 @@ impl Relay {
         {
             return false;
         }
-        if !self.held.is_empty() && self.reply.delivered + WHOLE_REPLY_SLACK >= self.reply.announced
-        {
-            // The reply is all but in: its turn ends once the track pauses.
-            self.hold_until = Some(now + TRACK_PAUSE);
+        if !self.held.is_empty() {
+            self.hold_until = if self.reply.delivered + WHOLE_REPLY_SLACK >= self.reply.announced {
+                // The reply is all but in: its turn ends once the track pauses.
+                Some(now + TRACK_PAUSE)
+            } else {
+                // A track that falls behind real time (a busy machine) is waited for while
+                // it flows; a second without a frame means the rest is not coming.
+                self.hold_until.max(Some(now + HOLD_SLACK))
+            };
         }
         true
     }
@@ -476,7 +482,7 @@ impl Relay {
         }
     }
 
-    /// A reply is over: its stragglers on the track are dropped, and a reply that began on
+    /// A reply is over (a cut-off one's stragglers on the track are dropped), and a reply that began on
     /// the WebSocket hands the voice to the track.
     fn end_reply(&mut self, interrupted: bool) {
         let reply = std::mem::take(&mut self.reply);
@@ -491,7 +497,9 @@ impl Relay {
                 );
             }
             *switching = false;
-            self.dropping = true;
+            // Only a cut-off reply's frames are dropped: a turn's end waits for the track, and
+            // what a stalled track brings after it is still the reply.
+            self.dropping = interrupted;
         }
     }
 

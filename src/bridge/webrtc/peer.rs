@@ -3,7 +3,8 @@
 //! is decoded at 48 kHz, resampled and cut into 20 ms PCM16 frames as they arrive; what it is
 //! given to play is resampled to 48 kHz, queued (bounded) and sent as one 20 ms Opus frame
 //! every 20 ms of wall-clock time, so the far end hears it in real time however fast it came;
-//! a flush drops the queue at once. On the bridge (the answerer) it plays the model's 24 kHz
+//! a flush drops the queue at once. (The offerer's microphone is real time already: its
+//! frames go as soon as they are whole.) On the bridge (the answerer) it plays the model's 24 kHz
 //! audio and hears the app's microphone at 16 kHz (the microphone path's frames); on
 //! `livetalk --bridge-transport webrtc` (the offerer) it plays the microphone and hears the
 //! model.
@@ -472,10 +473,12 @@ impl PeerTask {
         let speaker = &mut self.speaker;
         speaker.rtp_samples += FRAME as u64;
         let next = due + FRAME_TIME;
-        speaker.next_frame = Some(if now.saturating_duration_since(next) > MAX_LATE {
-            now + FRAME_TIME
-        } else {
-            next
+        speaker.next_frame = Some(match self.role {
+            // The microphone comes in real time already: what is queued goes at once, so a
+            // busy moment delays it rather than piling it up until the queue drops some.
+            Role::Offerer { .. } => now,
+            Role::Answerer if now.saturating_duration_since(next) > MAX_LATE => now + FRAME_TIME,
+            Role::Answerer => next,
         });
         if written && !speaker.speaking {
             speaker.speaking = true;
@@ -545,7 +548,7 @@ impl Speaker {
             self.dropped_chunks += 1;
             debug!(
                 dropped = self.dropped_chunks,
-                "WebRTC track queue full: model audio dropped"
+                "WebRTC track queue full: audio to play dropped"
             );
             return;
         }
