@@ -123,6 +123,11 @@ pub struct SessionFlags {
     /// e.g. ws://127.0.0.1:3001 (add ?token=... when the bridge has one).
     #[arg(long, value_name = "URL", conflicts_with_all = ["endpoint", "offline"])]
     pub bridge: Option<String>,
+    /// How the voice travels to the bridge: `websocket` (the default) or `webrtc` (an Opus
+    /// track beside the WebSocket; falls back to the WebSocket if it cannot connect). Config:
+    /// session.bridge_transport; env: LIVETALK_BRIDGE_TRANSPORT.
+    #[arg(long, value_name = "TRANSPORT", requires = "bridge")]
+    pub bridge_transport: Option<String>,
     /// API version in the endpoint path.
     #[arg(long, value_enum, value_name = "VERSION")]
     pub api_version: Option<ApiVersionArg>,
@@ -228,6 +233,7 @@ impl SessionFlags {
             voice: self.voice.clone(),
             offline: self.offline,
             bridge: self.bridge.clone(),
+            bridge_transport: self.bridge_transport.clone(),
             turn_timeout_secs: self.turn_timeout,
             approve: self.approve,
             record: self.record.clone(),

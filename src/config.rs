@@ -129,6 +129,7 @@ struct SessionLayer {
     resumption: Option<bool>,
     context_compression: Option<bool>,
     reconnect_attempts: Option<u32>,
+    bridge_transport: Option<String>,
 }
 
 /// Overrides from the command line.
@@ -146,6 +147,8 @@ pub struct FlagOverrides {
     pub offline: bool,
     /// `--bridge URL`: talk through a livetalk bridge.
     pub bridge: Option<String>,
+    /// `--bridge-transport`, as given.
+    pub bridge_transport: Option<String>,
     pub turn_timeout_secs: Option<f64>,
     /// `--approve`: what a headless run does with calls that would wait for the user.
     pub approve: ApprovePolicy,
@@ -204,6 +207,30 @@ impl Vertex {
     }
 }
 
+/// How the voice travels on the `--bridge` route (`session.bridge_transport`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BridgeTransport {
+    /// `SEND_REALTIME_INPUT` and `AUDIO_CHUNK` on the bridge WebSocket.
+    #[default]
+    WebSocket,
+    /// An Opus track on a WebRTC peer connection beside the WebSocket.
+    WebRtc,
+}
+
+impl BridgeTransport {
+    fn parse(value: &str, source: &str, key: &str) -> Result<Self, ConfigError> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "websocket" => Ok(BridgeTransport::WebSocket),
+            "webrtc" => Ok(BridgeTransport::WebRtc),
+            _ => Err(ConfigError::new(
+                source,
+                key,
+                format!("{value:?} is not one of websocket, webrtc"),
+            )),
+        }
+    }
+}
+
 /// Where the session goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
@@ -244,6 +271,8 @@ pub struct Settings {
     pub context_compression: bool,
     /// Reconnect attempts after a lost connection before giving up (0: never reconnect).
     pub reconnect_attempts: u32,
+    /// How the voice travels on the `--bridge` route.
+    pub bridge_transport: BridgeTransport,
     /// The config file that was read, if any.
     pub config_file: Option<PathBuf>,
     /// Record the session, and where (`--record`, `record.enabled`).
@@ -400,6 +429,17 @@ impl Settings {
         if let Some(host) = &flags.audio_host {
             merged.audio.host = audio_host(host, "flag --audio-host")?;
         }
+        if let Some(transport) = env("LIVETALK_BRIDGE_TRANSPORT").filter(|v| !v.trim().is_empty()) {
+            merged.bridge_transport = BridgeTransport::parse(
+                &transport,
+                "environment variable LIVETALK_BRIDGE_TRANSPORT",
+                "session.bridge_transport",
+            )?;
+        }
+        if let Some(transport) = &flags.bridge_transport {
+            merged.bridge_transport =
+                BridgeTransport::parse(transport, "flag --bridge-transport", "bridge_transport")?;
+        }
         if let Some(echo) = &flags.echo {
             merged.audio.echo = echo_mode(echo, "flag --echo")?;
         }
@@ -508,6 +548,7 @@ impl Settings {
             resumption: merged.resumption,
             context_compression: merged.context_compression,
             reconnect_attempts: merged.reconnect_attempts,
+            bridge_transport: merged.bridge_transport,
             config_file: config_file.map(|(path, _)| path),
             record,
             sessions_dir,
@@ -564,6 +605,7 @@ struct Merged {
     resumption: bool,
     context_compression: bool,
     reconnect_attempts: u32,
+    bridge_transport: BridgeTransport,
     audio: AudioOptions,
     mcp_servers: std::collections::BTreeMap<String, ServerSpec>,
     pricing: BTreeMap<String, PriceOverride>,
@@ -763,6 +805,10 @@ impl Merged {
                     ));
                 }
                 self.reconnect_attempts = attempts;
+            }
+            if let Some(transport) = s.bridge_transport {
+                self.bridge_transport =
+                    BridgeTransport::parse(&transport, source, "session.bridge_transport")?;
             }
         }
         Ok(())

@@ -521,6 +521,105 @@ fn offline_headless_with_a_spoken_wav_answers_out_of_the_virtual_speaker() {
     assert!(stderr.contains("0 underruns"), "{stderr}");
 }
 
+/// The Done-means run of the client's WebRTC transport: the terminal app in tmux on the rig,
+/// `livetalk --bridge … --bridge-transport webrtc` through `livetalk serve --offline`; a
+/// spoken phrase played into the virtual mic goes to the bridge on the track, and the mock's
+/// answer about its length shows in the transcript and is heard out of the virtual speaker.
+#[test]
+fn the_terminal_app_talks_to_the_bridge_over_webrtc_on_the_rig() {
+    let rig = PulseRig::start();
+    let scratch = rig::audio_scratch();
+    let phrase = rig::spoken_phrase(scratch.path(), "Is the living room lamp on?");
+    let mut serve = livetalk(scratch.path())
+        .args([
+            "serve",
+            "--offline",
+            "--listen",
+            "127.0.0.1:0",
+            "--speed",
+            "20",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = LineWatcher::new(serve.stdout.take().unwrap()).wait_for_url(Duration::from_secs(20));
+    let recording = rig.record_speaker();
+    recording.wait_for_more(0.2);
+    let (source, sink) = rig::RIG_DEVICES;
+    let args = [
+        "--bridge",
+        url.as_str(),
+        "--bridge-transport",
+        "webrtc",
+        "--audio-host",
+        "pulseaudio",
+        "--input-device",
+        source,
+        "--output-device",
+        sink,
+    ];
+    let pane = Pane::start_with(scratch.path(), 160, 40, &args, |tmux| rig.apply(tmux));
+    // The voice is on the track once the client's log says so.
+    let log = scratch.path().join("data/livetalk/livetalk.log");
+    let connected = poll(Duration::from_secs(20), Duration::from_millis(50), || {
+        std::fs::read_to_string(&log)
+            .ok()
+            .filter(|l| l.contains("WebRTC connected"))
+            .map(|_| ())
+    });
+    assert!(
+        connected.is_some(),
+        "no WebRTC connection:\n{}",
+        pane.screen()
+    );
+    let mut paplay = rig.play_into_mic(&phrase);
+    assert!(paplay.wait().unwrap().success(), "paplay failed");
+    // The transcript shows the mock's answer about the phrase's length (1.3 s).
+    let screen = pane.wait_for("the mock's answer", Duration::from_secs(30), |s| {
+        s.contains("Gemini: I heard about 1.")
+    });
+    let heard = recording.wait_for_sound(0.02, Duration::from_secs(10));
+    assert!(heard.is_some(), "no reply was heard:\n{screen}");
+    // The turn ends once the track has delivered the whole reply; then it plays out.
+    let reply = poll(Duration::from_secs(20), Duration::from_millis(50), || {
+        std::fs::read_to_string(&log).ok().and_then(|l| {
+            l.lines()
+                .find(|l| l.contains("WebRTC reply heard on the track"))
+                .map(str::to_owned)
+        })
+    })
+    .expect("the reply's turn ended");
+    recording.wait_for_more(0.5);
+    pane.keys("C-c");
+    let played = recording.stop();
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let (start, end) = rig::sound_span(&played, RECORD_RATE, 0.02).expect("no reply was heard");
+    assert!(
+        !pane.screen().contains("over the WebSocket"),
+        "{}",
+        pane.screen()
+    );
+    let track_ms: f64 = reply
+        .split("track_ms=")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .expect("track_ms in the log");
+    let heard = end - start;
+    eprintln!(
+        "heard {heard:.2} s of a {:.2} s reply from the track",
+        track_ms / 1000.0
+    );
+    // Heard whole, and once (a busy machine's underruns may stretch it a little).
+    let reply = track_ms / 1000.0;
+    assert!(
+        heard > reply * 0.8 && heard < reply * 1.5,
+        "heard {heard:.2} s of a {reply:.2} s reply"
+    );
+}
+
 /// A server that lets clients in without a cookie, and no cookie anywhere a client looks
 /// (containers, WSLg): livetalk's own PulseAudio client gets in wherever paplay does, lists
 /// the server's devices and plays its reply out of the virtual speaker.

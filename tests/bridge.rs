@@ -1986,6 +1986,7 @@ async fn a_bridged_session_that_gave_up_is_opened_again_by_the_users_retry() {
         url,
         setup: build_setup(&settings, &registry),
         connect_timeout: WAIT,
+        transport: livetalk::config::BridgeTransport::WebSocket,
     });
     let mut app = App::new(AppInit::new(settings.model.clone(), true, home.snapshot()));
     run_until(
@@ -2008,4 +2009,439 @@ async fn a_bridged_session_that_gave_up_is_opened_again_by_the_users_retry() {
     )
     .await;
     assert_eq!(opened.try_recv(), Ok(1), "the retry went to the bridge");
+}
+
+/// `livetalk --bridge … --bridge-transport webrtc` against `livetalk serve --offline`: a
+/// spoken phrase (a WAV as the mic) goes to the bridge on the WebRTC track and the reply comes
+/// back on it. The mock heard the phrase's length of speech; the client's log says the
+/// microphone and the reply went over the track (the reply's AUDIO_CHUNKs ignored, not heard
+/// twice) and the track delivered the reply whole; what was played and recorded is that reply,
+/// once.
+#[test]
+fn a_spoken_turn_goes_to_the_bridge_and_back_on_the_webrtc_track() {
+    let scratch = tempfile::tempdir().unwrap();
+    let phrase = rig::spoken_phrase(scratch.path(), "Is the living room lamp on?");
+    let serve = ServeProcess::start(
+        scratch.path(),
+        &["--offline", "--listen", "127.0.0.1:0", "--speed", "20"],
+        &[],
+    );
+    let played = scratch.path().join("played.wav");
+    let recording = scratch.path().join("rec");
+    let run = run_livetalk(
+        scratch.path(),
+        &[
+            "--headless",
+            "--bridge",
+            &serve.url,
+            "--bridge-transport",
+            "webrtc",
+            "--input-wav",
+            phrase.to_str().unwrap(),
+            "--output-wav",
+            played.to_str().unwrap(),
+            "--record",
+            recording.to_str().unwrap(),
+        ],
+        &[],
+        &[],
+    );
+    let (stdout, stderr) = (&run.stdout, &run.stderr);
+    assert_eq!(run.code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    // The phrase is 1.3 s long (the direct session's figure); the track's codec and
+    // resampling may blur its edges by a frame or two.
+    let heard: f64 = stdout
+        .split("Gemini: I heard about ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|seconds| seconds.parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}\n{stderr}"));
+    assert!((1.2..=1.5).contains(&heard), "{stdout}");
+    assert!(
+        !stdout.contains("WebRTC") && !stderr.contains("WebRTC"),
+        "no fallback:\n{stdout}\n{stderr}"
+    );
+
+    let log = std::fs::read_to_string(scratch.path().join("data/livetalk/livetalk.log")).unwrap();
+    assert!(log.contains("WebRTC connected"), "{log}");
+    let reply = log
+        .lines()
+        .find(|l| l.contains("WebRTC reply heard on the track"))
+        .unwrap_or_else(|| panic!("{log}"));
+    let figure = |name: &str| -> u64 {
+        let at = reply.find(&format!("{name}=")).unwrap() + name.len() + 1;
+        reply[at..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (track_ms, announced_ms, mic_ms) =
+        (figure("track_ms"), figure("announced_ms"), figure("mic_ms"));
+    eprintln!("track {track_ms} ms, announced {announced_ms} ms, mic {mic_ms} ms");
+    assert!(announced_ms > 1000, "{reply}");
+    assert!(
+        track_ms + 60 >= announced_ms && track_ms <= announced_ms + 60,
+        "the track delivered the whole reply: {reply}"
+    );
+    assert!(mic_ms >= 1300, "the phrase went on the track: {reply}");
+
+    // Played once: the output WAV holds the reply, not the reply twice.
+    let played = hound::WavReader::open(&played).unwrap();
+    let played_ms = u64::from(played.duration()) * 1000 / u64::from(played.spec().sample_rate);
+    assert!(
+        played_ms + 100 >= track_ms && played_ms < announced_ms * 3 / 2,
+        "played {played_ms} ms of a {announced_ms} ms reply"
+    );
+    // Recorded as a direct session's: the model's audio in model.wav, the mic's sent.
+    let model = hound::WavReader::open(recording.join("model.wav")).unwrap();
+    let model_ms = u64::from(model.duration()) * 1000 / u64::from(model.spec().sample_rate);
+    assert!(
+        model_ms + 60 >= track_ms && model_ms <= track_ms + 60,
+        "model.wav {model_ms} ms"
+    );
+    let mic = hound::WavReader::open(recording.join("mic.wav")).unwrap();
+    assert!(
+        mic.duration() > 16_000,
+        "mic.wav {} samples",
+        mic.duration()
+    );
+    let log = serve.stop();
+    assert!(!log.contains("panicked"), "{log}");
+}
+
+/// A bridge that cannot carry WebRTC: one that answers the offer with a GEMINI_ERROR, and one
+/// that never answers (the peer's connect deadline runs out). Either way the session carries
+/// on over the WebSocket after one warning: the microphone goes as SEND_REALTIME_INPUT and
+/// the reply's AUDIO_CHUNKs are heard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_that_refuses_or_ignores_the_webrtc_offer_gets_the_voice_over_the_websocket() {
+    use livetalk::config::BridgeTransport;
+    use livetalk_live::ServerEvent;
+    use livetalk_live::wire::{ClientMessage, RealtimeInput, Setup};
+
+    for refuse in [true, false] {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let (offers_tx, mut offers) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let mut socket = tokio_tungstenite::accept_async(stream).await.unwrap();
+            while let Some(Ok(frame)) = socket.next().await {
+                let Ok(text) = frame.to_text() else { break };
+                let message: Value = serde_json::from_str(text).unwrap();
+                let reply = match message["type"].as_str().unwrap() {
+                    "CONNECT_GEMINI" => {
+                        vec![json!({"type": "SETUP_COMPLETE", "payload": {"success": true}})]
+                    }
+                    "WEBRTC_OFFER" => {
+                        offers_tx.send(message["payload"]["sdp"].clone()).unwrap();
+                        if refuse {
+                            vec![
+                                json!({"type": "GEMINI_ERROR", "payload": {"message": "This bridge has no WebRTC transport (its UDP port could not be opened)."}}),
+                            ]
+                        } else {
+                            Vec::new()
+                        }
+                    }
+                    "SEND_REALTIME_INPUT" => {
+                        let audio = base64::engine::general_purpose::STANDARD.encode([0u8; 4800]);
+                        vec![
+                            json!({"type": "AUDIO_CHUNK", "payload": {"data": audio}}),
+                            json!({"type": "TURN_COMPLETE", "payload": {}}),
+                        ]
+                    }
+                    _ => Vec::new(),
+                };
+                for reply in reply {
+                    socket.send(Message::text(reply.to_string())).await.unwrap();
+                }
+            }
+        });
+        let connect_timeout = Duration::from_millis(1500);
+        let mut connection = livetalk::bridge::client::connect_over(
+            &url,
+            &Setup::default(),
+            connect_timeout,
+            None,
+            BridgeTransport::WebRtc,
+        )
+        .await
+        .unwrap();
+        let offer = tokio::time::timeout(WAIT, offers.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        let offer = offer.as_str().unwrap();
+        assert!(
+            offer.contains("m=audio") && offer.contains("opus/48000"),
+            "{offer}"
+        );
+        assert!(offer.contains("a=sendrecv"), "{offer}");
+        assert!(
+            offer.contains("127.0.0.1"),
+            "a loopback host candidate: {offer}"
+        );
+
+        let mut warnings = Vec::new();
+        async fn next(
+            connection: &mut livetalk_live::Connection,
+        ) -> livetalk_live::events::Inbound {
+            tokio::time::timeout(WAIT, connection.inbound.recv())
+                .await
+                .expect("the session goes on")
+                .expect("the connection is open")
+        }
+        // The warning, once the bridge refused or the deadline ran out.
+        let started = std::time::Instant::now();
+        loop {
+            let inbound = next(&mut connection).await;
+            if let Some(ServerEvent::FrameSkipped { reason }) = inbound.events.first() {
+                warnings.push(reason.clone());
+                break;
+            }
+        }
+        assert!(warnings[0].contains("WebSocket"), "{warnings:?}");
+        if refuse {
+            assert!(warnings[0].contains("no WebRTC transport"), "{warnings:?}");
+        } else {
+            assert!(started.elapsed() >= connect_timeout / 2, "{warnings:?}");
+        }
+        // The voice goes over the WebSocket: the mic is sent, the reply heard.
+        connection
+            .handle
+            .send(ClientMessage::RealtimeInput(RealtimeInput::mic_audio(
+                vec![0; 640],
+            )))
+            .await
+            .unwrap();
+        let mut heard = 0;
+        loop {
+            let inbound = next(&mut connection).await;
+            for event in &inbound.events {
+                match event {
+                    ServerEvent::ModelAudio { .. } => heard += 1,
+                    ServerEvent::FrameSkipped { reason } => warnings.push(reason.clone()),
+                    _ => {}
+                }
+            }
+            if inbound
+                .events
+                .iter()
+                .any(|e| matches!(e, ServerEvent::TurnComplete { .. }))
+            {
+                break;
+            }
+        }
+        assert_eq!(heard, 1, "the AUDIO_CHUNK was heard once");
+        assert_eq!(warnings.len(), 1, "one warning: {warnings:?}");
+    }
+}
+
+/// The client's WebRTC transport against a scripted bridge that answers with livetalk's own
+/// peer (`MediaHub::open`) and plays what the test says on the track, the WebSocket carrying
+/// the same as `livetalk serve` does: a reply's `AUDIO_CHUNK`s all at once and its
+/// `TURN_COMPLETE` right after. The client hears the reply once, from the track, whole, and
+/// the turn ends only when it has (the bridge paces the track in real time); after
+/// `INTERRUPTED` the cut-off reply's frames still on their way are not heard; the next reply
+/// is heard whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webrtc_client_hears_each_reply_once_and_whole_and_drops_a_cut_off_one() {
+    use livetalk::bridge::webrtc::{MediaHub, PeerEvent, WebRtcOptions};
+    use livetalk::config::BridgeTransport;
+    use livetalk_live::ServerEvent;
+    use livetalk_live::wire::{ClientMessage, RealtimeInput, Setup};
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let (ready_tx, ready) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        let mut socket = tokio_tungstenite::accept_async(stream).await.unwrap();
+        let hub = MediaHub::bind("127.0.0.1".parse().unwrap(), WebRtcOptions::default())
+            .await
+            .unwrap();
+        loop {
+            let frame = socket.next().await.unwrap().unwrap();
+            let message: Value = serde_json::from_str(frame.to_text().unwrap()).unwrap();
+            match message["type"].as_str().unwrap() {
+                "CONNECT_GEMINI" => {
+                    let ready = json!({"type": "SETUP_COMPLETE", "payload": {"success": true}});
+                    socket.send(Message::text(ready.to_string())).await.unwrap();
+                }
+                "WEBRTC_OFFER" => {
+                    let (answer, peer) = hub
+                        .open(message["payload"]["sdp"].as_str().unwrap())
+                        .unwrap();
+                    let answer = json!({"type": "WEBRTC_ANSWER", "payload": {"sdp": answer}});
+                    socket
+                        .send(Message::text(answer.to_string()))
+                        .await
+                        .unwrap();
+                    let _ = ready_tx.send((socket, peer, hub));
+                    return;
+                }
+                _ => {}
+            }
+        }
+    });
+    let mut connection = livetalk::bridge::client::connect_over(
+        &url,
+        &Setup::default(),
+        WAIT,
+        None,
+        BridgeTransport::WebRtc,
+    )
+    .await
+    .unwrap();
+    // The microphone: 20 ms of quiet every 20 ms, as the audio worker sends it.
+    let mic = connection.handle.clone();
+    let microphone = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        loop {
+            tick.tick().await;
+            let frame = RealtimeInput::mic_audio(vec![1; 640]);
+            if mic.send(ClientMessage::RealtimeInput(frame)).await.is_err() {
+                return;
+            }
+        }
+    });
+    let (socket, mut peer, _hub) = tokio::time::timeout(WAIT, ready).await.unwrap().unwrap();
+    let (mut to_app, mut from_app) = socket.split();
+    // The microphone comes on the track once the client's side is connected.
+    let (heard_tx, mut heard) = mpsc::unbounded_channel();
+    enum Track {
+        Play(Vec<u8>),
+        TurnEnd,
+        Flush,
+    }
+    let (play_tx, mut play) = mpsc::unbounded_channel::<Track>();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                event = peer.next() => match event {
+                    Some(PeerEvent::Heard(pcm)) => { let _ = heard_tx.send(pcm.len()); }
+                    Some(_) => {}
+                    None => return,
+                },
+                order = play.recv() => match order {
+                    Some(Track::Play(pcm)) => peer.play(pcm),
+                    Some(Track::TurnEnd) => peer.turn_end(),
+                    Some(Track::Flush) => peer.flush(),
+                    None => return,
+                },
+            }
+        }
+    });
+    tokio::spawn(async move { while from_app.next().await.is_some() {} });
+    tokio::time::timeout(WAIT, heard.recv())
+        .await
+        .unwrap()
+        .unwrap();
+
+    let tone = |ms: usize| -> Vec<u8> {
+        (0..ms * 24)
+            .flat_map(|i| {
+                let s = (i as f32 * 440.0 * std::f32::consts::TAU / 24_000.0).sin() * 8_000.0;
+                (s as i16).to_le_bytes()
+            })
+            .collect()
+    };
+    let chunk = |pcm: &[u8]| {
+        let data = base64::engine::general_purpose::STANDARD.encode(pcm);
+        Message::text(json!({"type": "AUDIO_CHUNK", "payload": {"data": data}}).to_string())
+    };
+    let turn_complete = Message::text(json!({"type": "TURN_COMPLETE", "payload": {}}).to_string());
+    // Model audio the client heard (ms) until `until` is true of an event.
+    async fn until(
+        connection: &mut livetalk_live::Connection,
+        mut stop: impl FnMut(&ServerEvent, usize) -> bool,
+    ) -> usize {
+        let mut bytes = 0;
+        loop {
+            let inbound = tokio::time::timeout(WAIT, connection.inbound.recv())
+                .await
+                .expect("the reply goes on")
+                .expect("the connection is open");
+            for event in &inbound.events {
+                if let ServerEvent::ModelAudio { pcm, sample_rate } = event {
+                    assert_eq!(*sample_rate, 24_000);
+                    bytes += pcm.len();
+                }
+                if stop(event, bytes / 48) {
+                    return bytes / 48;
+                }
+            }
+        }
+    }
+    let is_turn_complete =
+        |e: &ServerEvent, _: usize| matches!(e, ServerEvent::TurnComplete { .. });
+
+    // A 2 s reply: all its chunks at once, the turn's end right after.
+    let started = std::time::Instant::now();
+    let reply = tone(2000);
+    for part in reply.chunks(4800) {
+        to_app.send(chunk(part)).await.unwrap();
+        play_tx.send(Track::Play(part.to_vec())).unwrap();
+    }
+    to_app.send(turn_complete.clone()).await.unwrap();
+    play_tx.send(Track::TurnEnd).unwrap();
+    let heard_ms = until(&mut connection, is_turn_complete).await;
+    let took = started.elapsed();
+    assert!(
+        (1940..=2060).contains(&heard_ms),
+        "heard {heard_ms} ms of a 2000 ms reply before its turn ended"
+    );
+    assert!(
+        took >= Duration::from_millis(1900),
+        "the turn ended after {took:?}"
+    );
+
+    // A 3 s reply cut off after half a second of it was heard.
+    let reply = tone(3000);
+    for part in reply.chunks(4800) {
+        to_app.send(chunk(part)).await.unwrap();
+        play_tx.send(Track::Play(part.to_vec())).unwrap();
+    }
+    let before = until(&mut connection, |_, ms| ms >= 500).await;
+    play_tx.send(Track::Flush).unwrap();
+    let interrupted = Message::text(json!({"type": "INTERRUPTED", "payload": {}}).to_string());
+    to_app.send(interrupted).await.unwrap();
+    let cut = until(&mut connection, |e, _| {
+        matches!(e, ServerEvent::Interrupted)
+    })
+    .await;
+    assert!(
+        before + cut < 1000,
+        "heard {} ms before the cut",
+        before + cut
+    );
+    // Nothing more of it is heard.
+    let after = tokio::time::timeout(Duration::from_millis(300), async {
+        until(&mut connection, |e, ms| {
+            ms > 0 || matches!(e, ServerEvent::TurnComplete { .. })
+        })
+        .await
+    })
+    .await;
+    assert!(
+        after.is_err(),
+        "{after:?} ms of the cut-off reply was heard"
+    );
+
+    // The next reply is heard whole.
+    let reply = tone(500);
+    for part in reply.chunks(4800) {
+        to_app.send(chunk(part)).await.unwrap();
+        play_tx.send(Track::Play(part.to_vec())).unwrap();
+    }
+    to_app.send(turn_complete).await.unwrap();
+    play_tx.send(Track::TurnEnd).unwrap();
+    let heard_ms = until(&mut connection, is_turn_complete).await;
+    assert!(
+        (440..=560).contains(&heard_ms),
+        "heard {heard_ms} ms of a 500 ms reply"
+    );
+    microphone.abort();
 }

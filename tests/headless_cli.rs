@@ -913,6 +913,39 @@ fn files_named_from_outside_are_refused_by_what_they_are_at_once() {
     }
 }
 
+/// `--bridge-transport` is refused with exit 2 without `--bridge` (it would do nothing), and
+/// a value that is not a transport is refused naming the flag and the values.
+#[test]
+fn the_bridge_transport_flag_needs_a_bridge_and_a_known_value() {
+    let scratch = tempfile::tempdir().unwrap();
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--bridge-transport", "webrtc"],
+        &[],
+        &["Hello"],
+    );
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("--bridge <URL>"), "{}", run.stderr);
+    let run = run_livetalk(
+        scratch.path(),
+        &[
+            "--headless",
+            "--bridge",
+            "ws://127.0.0.1:9",
+            "--bridge-transport",
+            "carrier-pigeon",
+        ],
+        &[],
+        &["Hello"],
+    );
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--bridge-transport") && run.stderr.contains("websocket, webrtc"),
+        "{}",
+        run.stderr
+    );
+}
+
 /// Numbers on the command line that cannot be meant are refused, naming the flag and the
 /// value, with exit 2: never taken silently as another number, never a panic.
 #[test]

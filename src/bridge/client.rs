@@ -18,9 +18,12 @@ use tokio_tungstenite::tungstenite::handshake::client::Request;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info, warn};
 
+use tokio::sync::mpsc;
+
+use super::client_track::{self, Signal};
 use super::live_config::LiveConfig;
 use super::protocol::{AppMessage, BridgeMessage, LogLevel, RealtimeInputPayload};
-use crate::config::bridge_host;
+use crate::config::{BridgeTransport, bridge_host};
 use livetalk_live::close::describe_http_status;
 use livetalk_live::connection::{self, Protocol, Read, SetupStep, close_info};
 use livetalk_live::connection::{TappedFrame, WireTap};
@@ -68,6 +71,19 @@ pub async fn connect_tapped(
     connect_timeout: Duration,
     tap: Option<Arc<dyn WireTap>>,
 ) -> Result<Connection, ConnectError> {
+    connect_over(url, setup, connect_timeout, tap, BridgeTransport::WebSocket).await
+}
+
+/// [`connect_tapped`], with the voice over `transport`: on [`BridgeTransport::WebRtc`] the
+/// connection offers a peer connection once set up and moves the voice onto its track while
+/// it is up (`client_track`).
+pub async fn connect_over(
+    url: &str,
+    setup: &Setup,
+    connect_timeout: Duration,
+    tap: Option<Arc<dyn WireTap>>,
+    transport: BridgeTransport,
+) -> Result<Connection, ConnectError> {
     // The token rides in the URL's query; nothing livetalk writes may show it.
     livetalk_live::redact::remember_url_credentials(url);
     let sends_token = url
@@ -76,13 +92,47 @@ pub async fn connect_tapped(
         .into_iter()
         .flatten()
         .any(|pair| pair.strip_prefix("token=").is_some_and(|t| !t.is_empty()));
+    let (signals_tx, signals) = match transport {
+        BridgeTransport::WebSocket => (None, None),
+        BridgeTransport::WebRtc => {
+            let (tx, rx) = mpsc::channel(client_track::SIGNAL_QUEUE);
+            (Some(tx), Some(rx))
+        }
+    };
     let bridge = Bridge {
         url: url.to_owned(),
         host: bridge_host(url),
         sends_token,
         last_error: None,
+        signals: signals_tx,
     };
-    connection::run(bridge, setup, connect_timeout, tap).await
+    let connection = connection::run(bridge, setup, connect_timeout, tap.clone()).await?;
+    let Some(signals) = signals else {
+        return Ok(connection);
+    };
+    let address = bridge_address(url).await;
+    Ok(client_track::relay(
+        connection,
+        signals,
+        address,
+        connect_timeout,
+        tap,
+    ))
+}
+
+/// The bridge's socket address, for the host candidate that routes to it.
+async fn bridge_address(url: &str) -> Option<std::net::SocketAddr> {
+    let request = with_root_path(url).into_client_request().ok()?;
+    let uri = request.uri();
+    let host = uri.host()?.trim_start_matches('[').trim_end_matches(']');
+    let port = uri
+        .port_u16()
+        .unwrap_or(if uri.scheme_str() == Some("wss") {
+            443
+        } else {
+            80
+        });
+    tokio::net::lookup_host((host, port)).await.ok()?.next()
 }
 
 /// Opens the terminal's connections to a bridge (`livetalk --bridge`): a session that loses
@@ -90,6 +140,8 @@ pub async fn connect_tapped(
 pub struct BridgeDialer {
     /// The bridge's URL, its token included (remembered as a secret).
     pub url: String,
+    /// How the voice travels (`--bridge-transport`).
+    pub transport: BridgeTransport,
 }
 
 impl Dialer for BridgeDialer {
@@ -99,8 +151,8 @@ impl Dialer for BridgeDialer {
         connect_timeout: Duration,
         tap: Option<Arc<dyn WireTap>>,
     ) -> BoxFuture<'static, Result<Connection, ConnectError>> {
-        let url = self.url.clone();
-        Box::pin(async move { connect_tapped(&url, &setup, connect_timeout, tap).await })
+        let (url, transport) = (self.url.clone(), self.transport);
+        Box::pin(async move { connect_over(&url, &setup, connect_timeout, tap, transport).await })
     }
 }
 
@@ -113,6 +165,9 @@ struct Bridge {
     sends_token: bool,
     /// The last `GEMINI_ERROR` and its code: it explains a close that follows.
     last_error: Option<(String, Option<u16>)>,
+    /// On the WebRTC transport: where the bridge's signalling goes (the answer, its errors
+    /// about WebRTC), to the relay that owns the peer connection.
+    signals: Option<mpsc::Sender<Signal>>,
 }
 
 impl Protocol for Bridge {
@@ -227,6 +282,22 @@ impl Protocol for Bridge {
                     initiated_by_client: closing,
                 })
             }
+            BridgeMessage::WebrtcAnswer(answer) => {
+                if let Some(signals) = &self.signals {
+                    let _ = signals.try_send(Signal::Answer(answer.sdp));
+                }
+                Read::Inbound(nothing())
+            }
+            // The bridge's WebRTC errors all name it; the relay gives the one warning.
+            BridgeMessage::GeminiError { message, .. }
+                if self.signals.is_some() && message.contains("WebRTC") =>
+            {
+                debug!("bridge WebRTC error: {}", bounded(&message, SUMMARY));
+                if let Some(signals) = &self.signals {
+                    let _ = signals.try_send(Signal::Refused(message));
+                }
+                Read::Inbound(nothing())
+            }
             BridgeMessage::GeminiError { message, details } => {
                 warn!("bridge error: {}", bounded(&message, SUMMARY));
                 let code = details
@@ -242,12 +313,7 @@ impl Protocol for Bridge {
             other => match live_message(other) {
                 Some(message) => Read::Inbound(Inbound::message(message)),
                 // Nothing the session needs (the runner passes on no empty frame).
-                None => Read::Inbound(Inbound {
-                    message: None,
-                    events: Vec::new(),
-                    at: std::time::Instant::now(),
-                    bytes: 0,
-                }),
+                None => Read::Inbound(nothing()),
             },
         }
     }
@@ -321,19 +387,7 @@ fn live_message(message: BridgeMessage) -> Option<ServerMessage> {
                 ..ServerMessage::default()
             }
         }
-        BridgeMessage::AudioChunk { data } => content(ServerContent {
-            model_turn: Some(Content {
-                role: Some("model".to_owned()),
-                parts: vec![Part {
-                    inline_data: Some(Blob {
-                        mime_type: OUTPUT_AUDIO_MIME.to_owned(),
-                        data,
-                    }),
-                    ..Part::default()
-                }],
-            }),
-            ..ServerContent::default()
-        }),
+        BridgeMessage::AudioChunk { data } => model_audio(data),
         BridgeMessage::TurnComplete(details) => content(ServerContent {
             turn_complete: Some(true),
             turn_complete_reason: details.reason,
@@ -384,6 +438,37 @@ fn live_message(message: BridgeMessage) -> Option<ServerMessage> {
             return None;
         }
     })
+}
+
+/// A frame that says nothing to the session (the runner passes on no empty frame).
+fn nothing() -> Inbound {
+    Inbound {
+        message: None,
+        events: Vec::new(),
+        at: std::time::Instant::now(),
+        bytes: 0,
+    }
+}
+
+/// The model's 24 kHz PCM16 audio as the service sends it: an `AUDIO_CHUNK`, or what the
+/// WebRTC track delivered.
+pub(super) fn model_audio(data: Vec<u8>) -> ServerMessage {
+    ServerMessage {
+        server_content: Some(ServerContent {
+            model_turn: Some(Content {
+                role: Some("model".to_owned()),
+                parts: vec![Part {
+                    inline_data: Some(Blob {
+                        mime_type: OUTPUT_AUDIO_MIME.to_owned(),
+                        data,
+                    }),
+                    ..Part::default()
+                }],
+            }),
+            ..ServerContent::default()
+        }),
+        ..ServerMessage::default()
+    }
 }
 
 /// An app-side Live message in the bridge protocol.

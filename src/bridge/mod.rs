@@ -1,9 +1,11 @@
 //! The app-facing bridge (docs/bridge-protocol.md): the protocol, the translator, the transports
 //! (the WebSocket, and WebRTC media beside it) and the session loop over them, the `livetalk serve` server, and the `--bridge` client that
-//! runs the normal app over a bridge.
+//! runs the normal app over a bridge (its voice on a WebRTC track with `--bridge-transport
+//! webrtc`: `client_track`).
 
 mod app_connection;
 pub mod client;
+mod client_track;
 pub mod live_config;
 mod payload;
 pub mod protocol;

@@ -62,6 +62,52 @@ fn session_lifetime_settings_can_be_turned_off() {
 }
 
 #[test]
+fn the_bridge_transport_is_layered_file_env_flag_and_a_bad_one_is_named() {
+    let empty = config_file("");
+    let s = Settings::resolve(&with_file(&empty), &env_of(&[])).unwrap();
+    assert_eq!(s.bridge_transport, BridgeTransport::WebSocket);
+
+    let file = config_file("[session]\nbridge_transport = \"webrtc\"\n");
+    let s = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap();
+    assert_eq!(s.bridge_transport, BridgeTransport::WebRtc);
+    let env = env_of(&[("LIVETALK_BRIDGE_TRANSPORT", "WebSocket")]);
+    let s = Settings::resolve(&with_file(&file), &env).unwrap();
+    assert_eq!(
+        s.bridge_transport,
+        BridgeTransport::WebSocket,
+        "env beats file"
+    );
+    let flags = FlagOverrides {
+        bridge: Some("ws://127.0.0.1:3001".into()),
+        bridge_transport: Some("webrtc".into()),
+        ..with_file(&empty)
+    };
+    let s = Settings::resolve(&flags, &env).unwrap();
+    assert_eq!(
+        s.bridge_transport,
+        BridgeTransport::WebRtc,
+        "flag beats env"
+    );
+
+    let file = config_file("[session]\nbridge_transport = \"udp\"\n");
+    let error = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap_err();
+    assert_eq!(error.key, "session.bridge_transport");
+    assert!(error.to_string().contains("websocket, webrtc"), "{error}");
+    let env = env_of(&[("LIVETALK_BRIDGE_TRANSPORT", "quic")]);
+    let error = Settings::resolve(&with_file(&empty), &env).unwrap_err();
+    assert!(
+        error.to_string().contains("LIVETALK_BRIDGE_TRANSPORT"),
+        "{error}"
+    );
+    let flags = FlagOverrides {
+        bridge_transport: Some("rtc".into()),
+        ..with_file(&empty)
+    };
+    let error = Settings::resolve(&flags, &env_of(&[])).unwrap_err();
+    assert!(error.to_string().contains("--bridge-transport"), "{error}");
+}
+
+#[test]
 fn the_output_wav_cap_comes_from_the_file_or_the_flag_in_mib() {
     let empty = config_file("");
     let s = Settings::resolve(&with_file(&empty), &env_of(&[])).unwrap();

@@ -196,6 +196,7 @@ async fn launch_now(
             url: url.clone(),
             setup,
             connect_timeout: settings.connect_timeout,
+            transport: settings.bridge_transport,
         },
         _ => {
             let (endpoint, mock) = resolve_endpoint(settings).await?;

@@ -57,6 +57,8 @@ pub enum ConnectTo {
         url: String,
         setup: Setup,
         connect_timeout: Duration,
+        /// How the voice travels (`--bridge-transport`).
+        transport: crate::config::BridgeTransport,
     },
 }
 
@@ -394,11 +396,17 @@ async fn open(
             ref url,
             ref setup,
             connect_timeout,
+            transport,
         } => {
-            let connection =
-                crate::bridge::client::connect_tapped(url, setup, connect_timeout, tap.clone())
-                    .await
-                    .map_err(|e| e.to_string())?;
+            let connection = crate::bridge::client::connect_over(
+                url,
+                setup,
+                connect_timeout,
+                tap.clone(),
+                transport,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
             Ok(session::supervise(
                 connection,
                 Some(route.redial()),
@@ -419,10 +427,14 @@ impl ConnectTo {
                 url,
                 setup,
                 connect_timeout,
+                transport,
             } => session::Redial::new(
                 setup.clone(),
                 *connect_timeout,
-                Arc::new(crate::bridge::client::BridgeDialer { url: url.clone() }),
+                Arc::new(crate::bridge::client::BridgeDialer {
+                    url: url.clone(),
+                    transport: *transport,
+                }),
             ),
         }
     }

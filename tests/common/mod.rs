@@ -103,6 +103,7 @@ pub fn isolate(command: &mut Command, scratch: &Path) {
         .env_remove("LIVETALK_VOICE")
         .env_remove("LIVETALK_API_VERSION")
         .env_remove("LIVETALK_AUDIO_HOST")
+        .env_remove("LIVETALK_BRIDGE_TRANSPORT")
         .env("LIVETALK_CONFIG", &config)
         .env("HOME", scratch)
         .env("XDG_DATA_HOME", scratch.join("data"))

@@ -54,9 +54,16 @@ pub enum ConnectError {
 }
 
 /// What a [`ConnectionHandle`] asks of the connection behind it (the runner's writer task, or
-/// anything else that stands behind a handle).
-pub(crate) enum Outbound {
+/// anything else that stands behind a handle, such as a relay made with
+/// [`ConnectionHandle::channel`]).
+#[derive(Debug)]
+pub enum Outbound {
+    /// Send this message.
     Message(Box<ClientMessage>),
+    /// Send this text frame as it is: one of the protocol's own that stands for no Live
+    /// message (a bridge's WebRTC signalling). The wire tap does not see it.
+    Frame(String),
+    /// Close cleanly.
     Close,
 }
 
@@ -73,10 +80,21 @@ pub struct ConnectionHandle {
 pub struct ConnectionClosed;
 
 impl ConnectionHandle {
-    /// A handle whose requests arrive on the returned receiver (the writer task's end).
-    pub(crate) fn channel(capacity: usize) -> (ConnectionHandle, mpsc::Receiver<Outbound>) {
+    /// A handle whose requests arrive on the returned receiver (the writer task's end, or a
+    /// relay's that passes them on to another connection's handle after a look at them).
+    pub fn channel(capacity: usize) -> (ConnectionHandle, mpsc::Receiver<Outbound>) {
         let (outbound, requests) = mpsc::channel(capacity);
         (ConnectionHandle { outbound }, requests)
+    }
+}
+
+impl ConnectionHandle {
+    /// Sends a text frame of the protocol's own as it is (see [`Outbound::Frame`]).
+    pub async fn send_frame(&self, text: String) -> Result<(), ConnectionClosed> {
+        self.outbound
+            .send(Outbound::Frame(text))
+            .await
+            .map_err(|_| ConnectionClosed)
     }
 }
 
@@ -357,6 +375,7 @@ pub(crate) async fn run_until<P: Protocol>(
                     }
                     (frame, false)
                 }
+                Outbound::Frame(text) => (Message::text(text), false),
                 Outbound::Close => {
                     writer_closing.store(true, Ordering::SeqCst);
                     (P::farewell(), true)

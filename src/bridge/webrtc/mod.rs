@@ -18,13 +18,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use str0m::ice::StunMessage;
-use str0m::{Candidate, RtcConfig};
+use str0m::media::{Direction, MediaKind};
+use str0m::{Candidate, Rtc, RtcConfig};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
 use tracing::debug;
 
 pub use peer::PeerEvent;
-use peer::{Command, PeerTask};
+use peer::{Command, PeerTask, Role};
 
 /// How the bridge's WebRTC transport runs (`livetalk serve --webrtc-ip/--webrtc-port`).
 #[derive(Debug, Clone)]
@@ -190,14 +191,44 @@ impl MediaHub {
     /// sentence saying why not.
     pub fn open(&self, offer: &str) -> Result<(String, MediaPeer), String> {
         let offer = signal::offer(offer)?;
-        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-        if routes.peers.len() >= self.options.max_peers {
-            return Err(format!(
-                "This bridge already carries {} WebRTC connections, its limit; the offer was not answered. Audio can still go over the WebSocket (SEND_REALTIME_INPUT, AUDIO_CHUNK).",
-                self.options.max_peers
-            ));
-        }
         let now = Instant::now();
+        let mut rtc = self.rtc(now)?;
+        let answer = signal::guarded(
+            || rtc.sdp_api().accept_offer(offer),
+            "The WebRTC offer could not be answered.",
+        )?
+        .map_err(|e| {
+            debug!("WebRTC offer refused: {e}");
+            "The WebRTC offer could not be answered: it must offer an Opus audio track (and may add a data channel) with ICE credentials and a DTLS fingerprint, as a browser's createOffer does.".to_owned()
+        })?;
+        let peer = self.start(rtc, now, Role::Answerer)?;
+        Ok((answer.to_sdp_string(), peer))
+    }
+
+    /// Offers a peer connection (`livetalk --bridge-transport webrtc`): one send-and-receive
+    /// Opus audio track, this hub's host candidates in the offer. The peer waits for
+    /// [`MediaPeer::answer`]; its connect deadline runs from now.
+    pub fn offer(&self) -> Result<(String, MediaPeer), String> {
+        let now = Instant::now();
+        let mut rtc = self.rtc(now)?;
+        let mut changes = rtc.sdp_api();
+        let mid = changes.add_media(MediaKind::Audio, Direction::SendRecv, None, None, None);
+        let (offer, pending) = changes
+            .apply()
+            .ok_or_else(|| "The WebRTC offer could not be made.".to_owned())?;
+        let peer = self.start(
+            rtc,
+            now,
+            Role::Offerer {
+                pending: Some(pending),
+                mid,
+            },
+        )?;
+        Ok((offer.to_sdp_string(), peer))
+    }
+
+    /// A peer connection for Opus audio, with this hub's host candidates.
+    fn rtc(&self, now: Instant) -> Result<Rtc, String> {
         let mut rtc = RtcConfig::new()
             .clear_codecs()
             .enable_opus(true, false)
@@ -211,15 +242,19 @@ impl MediaHub {
             })?;
             rtc.add_local_candidate(candidate);
         }
-        let answer = signal::guarded(
-            || rtc.sdp_api().accept_offer(offer),
-            "The WebRTC offer could not be answered.",
-        )?
-        .map_err(|e| {
-            debug!("WebRTC offer refused: {e}");
-            "The WebRTC offer could not be answered: it must offer an Opus audio track (and may add a data channel) with ICE credentials and a DTLS fingerprint, as a browser's createOffer does.".to_owned()
-        })?;
+        Ok(rtc)
+    }
+
+    /// Routes datagrams to a new peer and starts its task.
+    fn start(&self, mut rtc: Rtc, now: Instant, role: Role) -> Result<MediaPeer, String> {
         let ufrag = rtc.direct_api().local_ice_credentials().ufrag;
+        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        if routes.peers.len() >= self.options.max_peers {
+            return Err(format!(
+                "This bridge already carries {} WebRTC connections, its limit; the offer was not answered. Audio can still go over the WebSocket (SEND_REALTIME_INPUT, AUDIO_CHUNK).",
+                self.options.max_peers
+            ));
+        }
         let (datagram_tx, datagrams) = mpsc::channel(PEER_QUEUE);
         let id = routes.next_id;
         routes.next_id += 1;
@@ -242,6 +277,7 @@ impl MediaHub {
         let flushes = Arc::new(AtomicU64::new(0));
         let task = PeerTask::new(
             rtc,
+            role,
             flushes.clone(),
             sockets,
             datagrams,
@@ -255,15 +291,12 @@ impl MediaHub {
             },
         )?;
         let task = tokio::spawn(task.run());
-        Ok((
-            answer.to_sdp_string(),
-            MediaPeer {
-                commands: commands_tx,
-                flushes,
-                events,
-                task,
-            },
-        ))
+        Ok(MediaPeer {
+            commands: commands_tx,
+            flushes,
+            events,
+            task,
+        })
     }
 }
 
@@ -271,6 +304,24 @@ impl MediaHub {
 struct RouteGuard {
     id: u64,
     routes: Arc<Mutex<Routes>>,
+}
+
+impl RouteGuard {
+    /// Datagrams from `address` are this peer's from now on: the offerer's router learns the
+    /// answerer's addresses from its candidates, as its replies to our checks carry no
+    /// username to route them by. Only the offering side does this: its hub holds one peer,
+    /// while on the bridge an app could otherwise claim another app's address.
+    fn allow(&self, address: SocketAddr) {
+        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        let routes = &mut *routes;
+        if let Some(route) = routes.peers.get_mut(&self.id)
+            && !route.addresses.contains(&address)
+            && route.addresses.len() < MAX_ADDRESSES_PER_PEER
+        {
+            route.addresses.push(address);
+            routes.by_address.insert(address, self.id);
+        }
+    }
 }
 
 impl Drop for RouteGuard {
@@ -362,7 +413,19 @@ impl MediaPeer {
         self.command(Command::Candidate(candidate));
     }
 
-    /// Model audio (24 kHz PCM16 mono) for the track.
+    /// The far end's answer to this peer's [`MediaHub::offer`], checked here (the sentence
+    /// when it cannot be used); the peer connects with it.
+    pub fn answer(&self, sdp: &str) -> Result<(), String> {
+        let (answer, addresses) = signal::answer(sdp)?;
+        self.command(Command::Answer {
+            answer: Box::new(answer),
+            addresses,
+        });
+        Ok(())
+    }
+
+    /// Audio for the track, 16-bit mono PCM at the rate this end sends: the model's 24 kHz
+    /// on the bridge, the microphone's 16 kHz on the offering client.
     pub fn play(&self, pcm: Vec<u8>) {
         let epoch = self.flushes.load(Ordering::Acquire);
         self.command(Command::Play { pcm, epoch });

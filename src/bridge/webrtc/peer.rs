@@ -1,10 +1,13 @@
-//! One peer connection's task: str0m's sans-IO `Rtc` driven by the datagrams its router
-//! hands it, its own timers and the session loop's commands. Upstream, the app's Opus track
-//! is decoded at 48 kHz, resampled to 16 kHz and cut into 20 ms PCM16 frames as they arrive
-//! (the microphone path's frames). Downstream, the model's 24 kHz audio is resampled to
-//! 48 kHz, queued (bounded) and sent as one 20 ms Opus frame every 20 ms of wall-clock time,
-//! so the app hears it in real time however fast the service sends it; a flush drops the
-//! queue at once.
+//! One peer connection's task, for either end: str0m's sans-IO `Rtc` driven by the datagrams
+//! its router hands it, its own timers and its owner's commands. What it hears on the track
+//! is decoded at 48 kHz, resampled and cut into 20 ms PCM16 frames as they arrive; what it is
+//! given to play is resampled to 48 kHz, queued (bounded) and sent as one 20 ms Opus frame
+//! every 20 ms of wall-clock time, so the far end hears it in real time however fast it came;
+//! a flush drops the queue at once. (The offerer's microphone is real time already: its
+//! frames go as soon as they are whole.) On the bridge (the answerer) it plays the model's 24 kHz
+//! audio and hears the app's microphone at 16 kHz (the microphone path's frames); on
+//! `livetalk --bridge-transport webrtc` (the offerer) it plays the microphone and hears the
+//! model.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -13,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use opusic_c::{Application, Channels, Decoder, Encoder, SampleRate};
+use str0m::change::{SdpAnswer, SdpPendingOffer};
 use str0m::format::Codec;
 use str0m::media::{Frequency, MediaKind, MediaTime, Mid};
 use str0m::net::{DatagramRecv, Protocol, Receive};
@@ -34,19 +38,62 @@ pub(super) const EVENT_QUEUE: usize = 256;
 const TRACK_RATE: u32 = 48_000;
 const FRAME: usize = 960;
 const FRAME_TIME: Duration = Duration::from_millis(20);
-/// One heard frame upstream: 20 ms at 16 kHz, as the microphone path sends.
-const HEARD_FRAME: usize = 320;
 /// The longest Opus packet decodes to 120 ms.
 const MAX_DECODED: usize = TRACK_RATE as usize / 1000 * 120;
 /// Behind schedule by more than this (a stalled task), the pacer starts afresh instead of
 /// sending a burst.
 const MAX_LATE: Duration = Duration::from_millis(100);
 
+/// Which end of the peer connection a task is, and so which audio goes which way.
+pub(super) enum Role {
+    /// The bridge, which answered the app's offer: it plays the model's 24 kHz audio and
+    /// hears the app's microphone at 16 kHz.
+    Answerer,
+    /// `livetalk --bridge-transport webrtc`, which made the offer (held until the answer
+    /// comes) with its audio track `mid`: it plays the microphone's 16 kHz audio and hears
+    /// the model's at 24 kHz.
+    Offerer {
+        pending: Option<SdpPendingOffer>,
+        mid: Mid,
+    },
+}
+
+impl Role {
+    /// The rate of the PCM it is given to play.
+    fn plays_at(&self) -> u32 {
+        match self {
+            Role::Answerer => 24_000,
+            Role::Offerer { .. } => 16_000,
+        }
+    }
+
+    /// Who is at the other end, for sentences.
+    fn far_end(&self) -> &'static str {
+        match self {
+            Role::Answerer => "the app",
+            Role::Offerer { .. } => "the bridge",
+        }
+    }
+
+    /// The rate of the PCM it hands on from the track.
+    fn hears_at(&self) -> u32 {
+        match self {
+            Role::Answerer => 16_000,
+            Role::Offerer { .. } => 24_000,
+        }
+    }
+}
+
 /// What the session loop asks of a peer.
 #[derive(Debug)]
 pub(super) enum Command {
     Candidate(Candidate),
-    /// Model audio, 24 kHz PCM16, queued under flush `epoch`.
+    /// The answer to the offer, with the answerer's addresses from its candidates.
+    Answer {
+        answer: Box<SdpAnswer>,
+        addresses: Vec<SocketAddr>,
+    },
+    /// Audio to play, PCM16 at the role's rate, queued under flush `epoch`.
     Play {
         pcm: Vec<u8>,
         epoch: u64,
@@ -61,9 +108,10 @@ pub(super) enum Command {
 pub enum PeerEvent {
     /// ICE and DTLS are up: audio flows from now on.
     Connected,
-    /// 20 ms of the app's track, 16 kHz PCM16 mono, for `realtimeInput.audio`.
+    /// 20 ms of the far end's track, PCM16 mono at the role's rate: the app's microphone for
+    /// `realtimeInput.audio` on the bridge, the model's voice on the offering client.
     Heard(Vec<u8>),
-    /// The model's audio started or stopped going out on the track.
+    /// What this end plays started or stopped going out on the track.
     Speaking(bool),
     /// The peer connection failed or was lost; the sentence for the app. Nothing follows.
     Failed(String),
@@ -99,6 +147,7 @@ struct Ear {
 
 pub(super) struct PeerTask {
     rtc: Rtc,
+    role: Role,
     flushes: Arc<AtomicU64>,
     sockets: Vec<(SocketAddr, Arc<UdpSocket>)>,
     datagrams: mpsc::Receiver<Datagram>,
@@ -111,13 +160,14 @@ pub(super) struct PeerTask {
     candidates: usize,
     ear: Ear,
     speaker: Speaker,
-    _route: RouteGuard,
+    route: RouteGuard,
 }
 
 impl PeerTask {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         rtc: Rtc,
+        role: Role,
         flushes: Arc<AtomicU64>,
         sockets: Vec<(SocketAddr, Arc<UdpSocket>)>,
         datagrams: mpsc::Receiver<Datagram>,
@@ -139,8 +189,15 @@ impl PeerTask {
         // Speech at the bit rate browsers use for a voice call.
         let _ = encoder.set_bitrate(opusic_c::Bitrate::Value(32_000));
         let max_queue = (options.max_buffered.as_secs_f64() * TRACK_RATE as f64) as usize;
+        let (plays_at, hears_at) = (role.plays_at(), role.hears_at());
+        // The answerer learns the track from the offer (`MediaAdded`); the offerer made it.
+        let mid = match &role {
+            Role::Offerer { mid, .. } => Some(*mid),
+            Role::Answerer => None,
+        };
         Ok(PeerTask {
             rtc,
+            role,
             flushes,
             sockets,
             datagrams,
@@ -149,18 +206,19 @@ impl PeerTask {
             connect_by: now + options.connect_timeout,
             connect_timeout: options.connect_timeout,
             connected: false,
-            mid: None,
+            mid,
             candidates: 0,
             ear: Ear {
                 decoder: Decoder::new(Channels::Mono, SampleRate::Hz48000).map_err(codec)?,
-                resampler: resampler(TRACK_RATE, 16_000)?,
-                framer: Framer::new(HEARD_FRAME),
+                resampler: resampler(TRACK_RATE, hears_at)?,
+                // 20 ms frames, as the microphone path sends and the service's audio comes.
+                framer: Framer::new(hears_at as usize / 50),
                 decoded: vec![0.0; MAX_DECODED],
                 resampled: Vec::new(),
             },
             speaker: Speaker {
                 encoder,
-                resampler: resampler(24_000, TRACK_RATE)?,
+                resampler: resampler(plays_at, TRACK_RATE)?,
                 queue: VecDeque::new(),
                 max_queue,
                 scratch: Vec::new(),
@@ -172,7 +230,7 @@ impl PeerTask {
                 flush_epoch: 0,
                 dropped_chunks: 0,
             },
-            _route: route,
+            route,
         })
     }
 
@@ -209,8 +267,9 @@ impl PeerTask {
                     let now = Instant::now();
                     if !self.connected && now >= self.connect_by {
                         return Err(format!(
-                            "The WebRTC connection was not established within {} s (no ICE and DTLS exchange with the app); the session goes on over the WebSocket.",
-                            self.connect_timeout.as_secs_f64()
+                            "The WebRTC connection was not established within {} s (no ICE and DTLS exchange with {}); the session goes on over the WebSocket.",
+                            self.connect_timeout.as_secs_f64(),
+                            self.role.far_end()
                         ));
                     }
                     self.check_flush().await;
@@ -257,7 +316,10 @@ impl PeerTask {
                 let _ = self.events.send(PeerEvent::Connected).await;
             }
             Event::IceConnectionStateChange(IceConnectionState::Disconnected) if self.connected => {
-                return Err("The WebRTC connection to the app was lost; the session goes on over the WebSocket.".into());
+                return Err(format!(
+                    "The WebRTC connection to {} was lost; the session goes on over the WebSocket.",
+                    self.role.far_end()
+                ));
             }
             Event::MediaAdded(added) if added.kind == MediaKind::Audio => {
                 self.mid.get_or_insert(added.mid);
@@ -304,8 +366,32 @@ impl PeerTask {
             Command::Candidate(candidate) => {
                 if self.candidates < super::signal::MAX_CANDIDATES {
                     self.candidates += 1;
+                    if matches!(self.role, Role::Offerer { .. }) {
+                        self.route.allow(candidate.addr());
+                    }
                     self.rtc.add_remote_candidate(candidate);
                 }
+            }
+            Command::Answer { answer, addresses } => {
+                let Role::Offerer { pending, .. } = &mut self.role else {
+                    return Ok(());
+                };
+                let Some(pending) = pending.take() else {
+                    // A second answer to one offer: the first one stands.
+                    return Ok(());
+                };
+                for address in addresses {
+                    self.route.allow(address);
+                }
+                let refused = |e: str0m::RtcError| {
+                    debug!("WebRTC answer refused: {e}");
+                    "The bridge's WebRTC answer does not fit the offer; the session goes on over the WebSocket.".to_owned()
+                };
+                super::signal::guarded(
+                    || self.rtc.sdp_api().accept_answer(pending, *answer),
+                    "The bridge's WebRTC answer could not be used; the session goes on over the WebSocket.",
+                )?
+                .map_err(refused)?;
             }
             Command::Play { pcm, epoch } => {
                 if epoch == self.speaker.flush_epoch && self.connected {
@@ -387,10 +473,12 @@ impl PeerTask {
         let speaker = &mut self.speaker;
         speaker.rtp_samples += FRAME as u64;
         let next = due + FRAME_TIME;
-        speaker.next_frame = Some(if now.saturating_duration_since(next) > MAX_LATE {
-            now + FRAME_TIME
-        } else {
-            next
+        speaker.next_frame = Some(match self.role {
+            // The microphone comes in real time already: what is queued goes at once, so a
+            // busy moment delays it rather than piling it up until the queue drops some.
+            Role::Offerer { .. } => now,
+            Role::Answerer if now.saturating_duration_since(next) > MAX_LATE => now + FRAME_TIME,
+            Role::Answerer => next,
         });
         if written && !speaker.speaking {
             speaker.speaking = true;
@@ -460,7 +548,7 @@ impl Speaker {
             self.dropped_chunks += 1;
             debug!(
                 dropped = self.dropped_chunks,
-                "WebRTC track queue full: model audio dropped"
+                "WebRTC track queue full: audio to play dropped"
             );
             return;
         }

@@ -6,7 +6,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use str0m::Candidate;
-use str0m::change::SdpOffer;
+use str0m::change::{SdpAnswer, SdpOffer};
 use str0m::net::Protocol;
 
 use crate::bridge::protocol::IceCandidate;
@@ -43,6 +43,43 @@ pub fn offer(sdp: &str) -> Result<SdpOffer, String> {
         }
         Err(_) => Err(unreadable()),
     }
+}
+
+/// The answer to our offer (`livetalk --bridge-transport webrtc`), read, with the addresses
+/// of the candidates it carries (the router takes datagrams from them).
+pub fn answer(sdp: &str) -> Result<(SdpAnswer, Vec<std::net::SocketAddr>), String> {
+    if sdp.len() > MAX_OFFER_BYTES {
+        return Err(format!(
+            "The bridge's WebRTC answer of {} bytes is larger than the {MAX_OFFER_BYTES} bytes read; the session goes on over the WebSocket.",
+            sdp.len()
+        ));
+    }
+    let unusable = || {
+        "The bridge's WebRTC answer is not a session description livetalk can read; the session goes on over the WebSocket.".to_owned()
+    };
+    let answer = match catch_unwind(|| SdpAnswer::from_sdp_string(sdp)) {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(e)) => {
+            tracing::debug!("unreadable WebRTC answer: {e}");
+            return Err(unusable());
+        }
+        Err(_) => return Err(unusable()),
+    };
+    let addresses = sdp
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("a="))
+        .filter(|line| line.starts_with("candidate:"))
+        .take(MAX_CANDIDATES)
+        .filter_map(|line| {
+            let line = IceCandidate {
+                candidate: line.to_owned(),
+                sdp_mid: None,
+                sdp_m_line_index: None,
+            };
+            candidate(&line).ok().flatten().map(|c| c.addr())
+        })
+        .collect();
+    Ok((answer, addresses))
 }
 
 fn unreadable() -> String {
