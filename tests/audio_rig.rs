@@ -302,9 +302,16 @@ fn speaker_stream_corked(rig: &PulseRig) -> Option<bool> {
     Some(corked.trim() == "yes")
 }
 
+/// The most of a core cpal's ALSA playback thread may take while its stream is paused: it
+/// waits for `play()` and does nothing else. Polling the paused PCM, it spun through the
+/// errors ALSA's PulseAudio plugin gives back at once (thousands a second).
+const PAUSED_SPEAKER_THREAD_MAX_SHARE: f64 = 0.01;
+
 /// With nothing to play, the speaker stream is paused (it cost a silent session most of its
 /// CPU, and the sound server as much again), and the next reply starts it again: heard whole,
-/// at its pitch, soon after it arrived.
+/// at its pitch, soon after it arrived. While it is paused no speaker error is reported, and on
+/// ALSA cpal's playback thread sleeps (it polled the paused device through ALSA's PulseAudio
+/// plugin and spun through its errors until `patches/cpal-alsa-pause.patch`).
 fn the_speaker_pauses_between_replies_and_the_next_plays_whole(host: RigHost) {
     let rig = PulseRig::launch(RigSetup {
         host,
@@ -317,7 +324,17 @@ fn the_speaker_pauses_between_replies_and_the_next_plays_whole(host: RigHost) {
     // in long blocks, and its first sound then takes seconds to be asked for.
     let recording = rig.record_speaker();
     recording.wait_for_more(0.2);
-    let mut client = rig.headless(scratch.path(), &["--endpoint", &url, "--json"]);
+    // Debug logging: every stream error is logged (a passing one at debug), naming its
+    // direction.
+    let mut client = rig
+        .livetalk(scratch.path())
+        .env("LIVETALK_LOG", "debug")
+        .args(["--headless", "--endpoint", &url, "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn livetalk");
     let mut stdin = client.stdin.take().unwrap();
     let mut lines = LineWatcher::new(client.stdout.take().unwrap());
     writeln!(stdin, "Play me a tone.").unwrap();
@@ -331,6 +348,49 @@ fn the_speaker_pauses_between_replies_and_the_next_plays_whole(host: RigHost) {
     assert!(
         paused.is_some(),
         "the speaker stream still runs with nothing to play"
+    );
+    let log_at_pause = common::log_bytes(scratch.path());
+    if host == RigHost::Alsa {
+        let speaker_thread = || {
+            rig::thread_times(client.id())
+                .into_iter()
+                .find(|t| t.name == "cpal_alsa_out")
+                .expect("cpal's ALSA playback thread")
+        };
+        let before = speaker_thread();
+        let started = std::time::Instant::now();
+        // 2 s of the rig's clock (the speaker's recording), not a sleep.
+        recording.wait_for_more(2.0);
+        let share = (speaker_thread().cpu - before.cpu) / started.elapsed().as_secs_f64();
+        assert_eq!(
+            speaker_stream_corked(&rig),
+            Some(true),
+            "the speaker stream ran again with nothing to play"
+        );
+        assert!(
+            share <= PAUSED_SPEAKER_THREAD_MAX_SHARE,
+            "cpal_alsa_out took {:.1} % of a core while its stream was paused",
+            share * 100.0
+        );
+        eprintln!(
+            "{}: cpal_alsa_out {:.1} % of a core over 2 s paused",
+            rig.label(),
+            share * 100.0
+        );
+    }
+    // Errors while the stream runs are another matter (ALSA's PulseAudio plugin has bursts of
+    // them with a running stream, paused or not before): only the pause's are looked at.
+    let log = std::fs::read(scratch.path().join("data/livetalk/livetalk.log")).unwrap();
+    let paused_log = String::from_utf8_lossy(log.get(log_at_pause as usize..).unwrap_or(&[]));
+    let errors: Vec<&str> = paused_log
+        .lines()
+        .filter(|l| l.contains("direction=Output"))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "the paused speaker reported {} errors: {:?}",
+        errors.len(),
+        &errors[..errors.len().min(5)]
     );
     let second_from = recording.len();
     writeln!(stdin, "Another one.").unwrap();
@@ -374,6 +434,11 @@ fn the_speaker_pauses_between_replies_and_the_next_plays_whole(host: RigHost) {
 #[test]
 fn the_pulseaudio_speaker_pauses_between_replies_and_the_next_plays_whole() {
     the_speaker_pauses_between_replies_and_the_next_plays_whole(RigHost::PulseAudio);
+}
+
+#[test]
+fn the_alsa_speaker_pauses_between_replies_and_the_next_plays_whole() {
+    the_speaker_pauses_between_replies_and_the_next_plays_whole(RigHost::Alsa);
 }
 
 /// No sound system at all (a PulseAudio address nobody listens on; ALSA with an empty

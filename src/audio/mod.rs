@@ -654,11 +654,6 @@ impl WorkerThread {
                 self.playback_shared.clone(),
                 stream.rate,
                 stream.stream,
-                // cpal's ALSA thread goes on polling a paused stream, and ALSA's PulseAudio
-                // plugin answers it with I/O errors at once: the thread spun through thousands
-                // a second (and the speaker was once taken for failed). Its streams play
-                // silence until cpal waits out a pause.
-                self.options.host == AudioHost::Pulseaudio,
             ),
             stream.name,
         ))

@@ -19,7 +19,7 @@ use livetalk_live::wav::{WavFull, WavSink};
 pub const OUTPUT_RATE: u32 = 24_000;
 
 /// How long the speaker stream runs on with nothing to play before it is paused (where the
-/// host allows it). A running stream plays silence: the client and the sound server wake
+/// device allows it). A running stream plays silence: the client and the sound server wake
 /// every period for it, which was most of what a connected, silent session cost.
 /// Long enough that the device's buffer has played out the reply's last samples (a pause
 /// keeps what the buffer holds for the next start), short beside the pauses between turns.
@@ -38,21 +38,21 @@ pub struct OutputDevice {
     stream: cpal::Stream,
     /// The stream is paused (nothing to play for [`STOP_AFTER`]): its callback does not run.
     stopped: bool,
-    /// The host could not pause or restart the stream: it runs from now on.
+    /// The device could not pause or restart the stream: it runs from now on.
     always_on: bool,
     /// Since when there has been nothing to play, while the stream runs.
     quiet_since: Option<Instant>,
 }
 
 impl OutputDevice {
-    /// `may_pause`: whether the host's stream can be paused while there is nothing to play.
+    /// The stream is paused while there is nothing to play, on both hosts (ALSA's through
+    /// `patches/cpal-alsa-pause.patch`); one that refuses runs on.
     pub fn new(
         producer: rtrb::Producer<f32>,
         reference: rtrb::Consumer<f32>,
         shared: Arc<PlaybackShared>,
         rate: u32,
         stream: cpal::Stream,
-        may_pause: bool,
     ) -> OutputDevice {
         OutputDevice {
             producer,
@@ -62,7 +62,7 @@ impl OutputDevice {
             rate,
             stream,
             stopped: false,
-            always_on: !may_pause,
+            always_on: false,
             quiet_since: None,
         }
     }

@@ -420,6 +420,8 @@ impl Device {
 
         let stream_inner = StreamInner {
             dropping: AtomicBool::new(false),
+            paused: AtomicBool::new(false),
+            transport: Mutex::new(()),
             direction: stream_type.into(),
             handle,
             sample_format,
@@ -713,6 +715,14 @@ struct StreamInner {
     // (e.g. broken due to a disconnected device).
     dropping: AtomicBool,
 
+    // Set by `pause()` until `play()`: the worker leaves the PCM alone and blocks on the
+    // self-pipe. A paused PCM is no use to poll(): ALSA's PulseAudio plugin answers at once with
+    // an error every time, and the thread spins through them.
+    paused: AtomicBool,
+
+    // Serializes `play()` and `pause()`, which change `paused` and the PCM's state together.
+    transport: Mutex<()>,
+
     // Stream direction.
     direction: DeviceDirection,
 
@@ -929,8 +939,14 @@ fn input_stream_worker(
         if stream.dropping.load(Ordering::Acquire) {
             return;
         }
+        if stream.paused.load(Ordering::Acquire) {
+            wait_while_paused(&rx, &mut ctxt);
+            continue;
+        }
         let result = match poll_for_period(&rx, stream, &mut ctxt) {
             Ok(Poll::Pending) => continue,
+            // Paused since poll() returned: the period is not wanted any more.
+            Ok(Poll::Ready { .. }) if stream.paused.load(Ordering::Acquire) => continue,
             Ok(Poll::Ready {
                 status,
                 delay_frames,
@@ -944,6 +960,11 @@ fn input_stream_worker(
             Err(err) => Err(err),
         };
         if let Err(err) = result {
+            if stream.paused.load(Ordering::Acquire) {
+                // Paused while the PCM was being polled or read/written: what it says now is
+                // the pause's doing, not a fault, and recovering (prepare) would undo the pause.
+                continue;
+            }
             match err.kind() {
                 ErrorKind::Xrun => {
                     error_callback(err);
@@ -987,8 +1008,14 @@ fn output_stream_worker(
         if stream.dropping.load(Ordering::Acquire) {
             return;
         }
+        if stream.paused.load(Ordering::Acquire) {
+            wait_while_paused(&rx, &mut ctxt);
+            continue;
+        }
         let result = match poll_for_period(&rx, stream, &mut ctxt) {
             Ok(Poll::Pending) => continue,
+            // Paused since poll() returned: the period is not wanted any more.
+            Ok(Poll::Ready { .. }) if stream.paused.load(Ordering::Acquire) => continue,
             Ok(Poll::Ready {
                 status,
                 delay_frames,
@@ -1002,6 +1029,11 @@ fn output_stream_worker(
             Err(err) => Err(err),
         };
         if let Err(err) = result {
+            if stream.paused.load(Ordering::Acquire) {
+                // Paused while the PCM was being polled or read/written: what it says now is
+                // the pause's doing, not a fault, and recovering (prepare) would undo the pause.
+                continue;
+            }
             match err.kind() {
                 ErrorKind::Xrun => {
                     error_callback(err);
@@ -1018,6 +1050,18 @@ fn output_stream_worker(
                 }
                 _ => error_callback(err),
             }
+        }
+    }
+}
+
+/// Blocks on the self-pipe alone until `play()` or drop writes to it: while the stream is
+/// paused there is nothing to wait for on the PCM.
+fn wait_while_paused(rx: &TriggerReceiver, ctxt: &mut StreamWorkerContext) {
+    let pipe = &mut ctxt.descriptors[..1];
+    // An error (EINTR) or a spurious return: the worker loop checks its flags and comes back.
+    if let Ok(ready) = alsa::poll::poll(pipe, -1) {
+        if ready > 0 && pipe[0].revents != 0 {
+            rx.clear_pipe();
         }
     }
 }
@@ -1305,6 +1349,31 @@ fn htstamp_elapsed(status: &alsa::pcm::Status, origin: libc::timespec) -> Stream
 }
 
 impl Stream {
+    /// Starts a paused stream's PCM again, the way it was stopped: resumed where the device
+    /// can pause, prepared (and, for capture, started) where it was dropped. Playback starts
+    /// by itself once the worker has written up to the start threshold.
+    fn restart(&self) -> Result<(), Error> {
+        let handle = &self.inner.handle;
+        let input = self.inner.direction == DeviceDirection::Input;
+        let state = handle.state();
+        if state == alsa::pcm::State::Paused {
+            if handle.pause(false).is_ok() {
+                return Ok(());
+            }
+            // The device took the pause and will not resume from it: start it afresh.
+            handle.drop()?;
+        } else if state == alsa::pcm::State::Running {
+            return Ok(());
+        }
+        if handle.state() != alsa::pcm::State::Prepared {
+            handle.prepare()?;
+        }
+        if input {
+            handle.start()?;
+        }
+        Ok(())
+    }
+
     /// Releases the latch so the worker thread can begin processing audio callbacks.
     fn signal_ready(&self) {
         self.latch.release();
@@ -1415,6 +1484,19 @@ impl Drop for Stream {
 impl StreamTrait for Stream {
     fn play(&self) -> Result<(), Error> {
         self.signal_ready(); // idempotent: no-op after first call
+        let _transport = self
+            .inner
+            .transport
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if self.inner.paused.load(Ordering::Acquire) {
+            let restarted = self.restart();
+            // Whether or not the PCM restarted, the worker goes back to it: a device that is
+            // gone is reported through the error callback as for a running stream.
+            self.inner.paused.store(false, Ordering::Release);
+            self.trigger.wakeup();
+            return restarted;
+        }
         match self.inner.handle.state() {
             // Calling start() on an empty output buffer would trigger an immediate XRUN.
             alsa::pcm::State::Prepared if self.inner.direction == DeviceDirection::Input => {
@@ -1429,17 +1511,33 @@ impl StreamTrait for Stream {
     }
 
     fn pause(&self) -> Result<(), Error> {
-        let hw_params = self.inner.handle.hw_params_current()?;
-        if !hw_params.can_pause() {
-            return Err(Error::with_message(
-                ErrorKind::UnsupportedOperation,
-                "Device does not support pausing",
-            ));
+        let _transport = self
+            .inner
+            .transport
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if self.inner.paused.load(Ordering::Acquire) {
+            return Ok(());
         }
-        if self.inner.handle.state() != alsa::pcm::State::Paused {
-            self.inner.handle.pause(true)?;
+        let handle = &self.inner.handle;
+        let can_pause = handle.hw_params_current()?.can_pause();
+        // Set first, so that whatever the worker meets from here on (a PCM that stopped under
+        // it) is taken for the pause it is.
+        self.inner.paused.store(true, Ordering::Release);
+        let stopped = match handle.state() {
+            alsa::pcm::State::Paused => Ok(()),
+            alsa::pcm::State::Running if can_pause => handle.pause(true),
+            // A device that cannot pause (and a stream that is not running: prepared and not
+            // yet started, or in an xrun) stops and drops what it holds; `play()` prepares it
+            // again. Only silence is lost.
+            _ => handle.drop(),
+        };
+        if let Err(err) = stopped {
+            self.inner.paused.store(false, Ordering::Release);
+            return Err(err.into());
         }
-        // TODO: when can_pause() is false, considering implementing a software fallback
+        // The worker may be in poll() on the PCM: it goes to wait on the self-pipe instead.
+        self.trigger.wakeup();
         Ok(())
     }
 
