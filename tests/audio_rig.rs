@@ -420,11 +420,15 @@ fn the_speaker_pauses_between_replies_and_the_next_plays_whole(host: RigHost) {
     assert!((pitch - 440.0).abs() < 3.0, "pitch {pitch:.1} Hz");
     assert_eq!(summary["underruns"], 0, "{summary}");
     // Socket → speaker includes the 40 ms start-up buffer arriving at four times real time
-    // (10 ms); the first reply's stream ran, the second's started from paused.
-    let worst = summary["socket_to_speaker"]["worst_ms"]
+    // (10 ms). The second reply's (the last measured) started the paused stream; the first
+    // opened a fresh one, whose start through ALSA's plugin varies by tens of ms.
+    let after_pause = summary["socket_to_speaker"]["last_ms"]
         .as_f64()
         .expect("measured");
-    assert!(worst <= 60.0, "socket → speaker {worst:.1} ms: {summary}");
+    assert!(
+        after_pause <= 60.0,
+        "socket → speaker {after_pause:.1} ms after the pause: {summary}"
+    );
     eprintln!(
         "{}: second tone {heard:.3} s at {pitch:.1} Hz after a pause; {summary}",
         rig.label()
