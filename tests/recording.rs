@@ -626,6 +626,7 @@ async fn a_slow_call_and_a_lost_connection_replay_as_they_were_shown() {
     assert_eq!(replayed.transcript(), app.transcript());
     assert_eq!(replayed.devices(), app.devices());
     assert_eq!(replayed.reconnects(), app.reconnects());
+    assert_eq!(replayed.handovers(), app.handovers());
     assert_eq!(replayed.connection(), app.connection());
     assert!(replayed.ended_cleanly());
     assert_eq!(replayed.tool_calls().len(), 1);

@@ -39,7 +39,8 @@ async fn go_away_resumes_seamlessly_and_the_model_still_knows_earlier_tool_resul
 
     // The goAway came with the turn's end: the hand-over happens at once.
     h.until("the hand-over", |app| {
-        app.reconnects() == 1 && *app.connection() == ConnectionState::Connected
+        (app.reconnects(), app.handovers()) == (0, 1)
+            && *app.connection() == ConnectionState::Connected
     })
     .await;
     assert_eq!(h.mock.connections(), 2);
@@ -84,7 +85,8 @@ async fn a_go_away_mid_reply_waits_for_the_turn_boundary() {
     let mut h = Harness::start(vec![Fault::once(Moment::MidReply, 1, go_away(20.0))]).await;
     h.say("What's the kitchen thermostat set to?").await;
     h.until("the hand-over", |app| {
-        app.reconnects() == 1 && *app.connection() == ConnectionState::Connected
+        (app.reconnects(), app.handovers()) == (0, 1)
+            && *app.connection() == ConnectionState::Connected
     })
     .await;
     let replies = h.replies();
@@ -112,7 +114,8 @@ async fn when_a_turn_outlasts_the_go_away_the_deadline_moves_anyway() {
     ))
     .await;
     h.until("the forced hand-over", |app| {
-        app.reconnects() == 1 && *app.connection() == ConnectionState::Connected
+        (app.reconnects(), app.handovers()) == (0, 1)
+            && *app.connection() == ConnectionState::Connected
     })
     .await;
     h.until_ready().await;

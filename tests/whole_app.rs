@@ -312,6 +312,7 @@ async fn a_conversation_with_a_tool_call_a_barge_in_and_a_reconnect_keys_in_fram
     assert_eq!(calls(&replayed), calls(&app));
     assert_eq!(replayed.notices(), app.notices());
     assert_eq!(replayed.reconnects(), app.reconnects());
+    assert_eq!(replayed.handovers(), app.handovers());
     assert!(replayed.ended_cleanly());
     assert!(end.contains("[interrupted]"), "{end}");
 
