@@ -65,10 +65,7 @@ fn a_spoken_phrase_in_the_virtual_mic_reaches_the_mock_as_16khz_speech() {
 
     // The reference: the same phrase at 16 kHz.
     let clip = livetalk::audio::wav::read_mono(&phrase).unwrap();
-    let mut resampler = StreamResampler::new(clip.rate, 16_000).unwrap();
-    let mut reference = Vec::new();
-    resampler.push(&clip.samples, &mut reference);
-    resampler.flush(&mut reference);
+    let reference = StreamResampler::whole(&clip.samples, clip.rate, 16_000).unwrap();
 
     let (start, end) =
         rig::sound_span(&received, 16_000, 0.02).expect("speech in the received audio");

@@ -75,11 +75,7 @@ const MAX_GATE_PHRASE_CORRELATION: f64 = 0.3;
 
 /// Audio resampled whole from `from` to `to` Hz.
 fn resample(samples: &[f32], from: u32, to: u32) -> Vec<f32> {
-    let mut resampler = StreamResampler::new(from, to).unwrap();
-    let mut out = Vec::new();
-    resampler.push(samples, &mut out);
-    resampler.flush(&mut out);
-    out
+    StreamResampler::whole(samples, from, to).unwrap()
 }
 
 /// `samples` at `speech_dbfs` of speech level; under half of full scale, so that the echo and

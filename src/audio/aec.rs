@@ -808,11 +808,7 @@ mod tests {
             .iter()
             .map(|&s| f32::from(s) / 32_768.0)
             .collect();
-        let mut resampler = StreamResampler::new(24_000, INPUT_RATE).unwrap();
-        let mut out = Vec::new();
-        resampler.push(&pcm, &mut out);
-        resampler.flush(&mut out);
-        out
+        StreamResampler::whole(&pcm, 24_000, INPUT_RATE).unwrap()
     }
 
     fn mean_square(x: &[f32]) -> f64 {

@@ -139,6 +139,19 @@ pub fn energy_dbfs(energy: f32) -> f32 {
     10.0 * energy.max(1e-10).log10()
 }
 
+/// Mean power of the 10 ms windows louder than −40 dBFS, in dBFS: the level of speech while it
+/// sounds, not diluted by its pauses (how the echo rigs set and compare levels). `None` when
+/// no window is that loud.
+pub fn speech_level_dbfs(samples: &[f32], rate: u32) -> Option<f64> {
+    let window = (rate / 100).max(1) as usize;
+    let powers: Vec<f64> = samples
+        .chunks_exact(window)
+        .map(|w| w.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>() / window as f64)
+        .filter(|p| *p > 1e-4)
+        .collect();
+    (!powers.is_empty()).then(|| 10.0 * (powers.iter().sum::<f64>() / powers.len() as f64).log10())
+}
+
 /// "48 kHz → 16 kHz" (or just "16 kHz" when no conversion is needed).
 pub fn rate_path(from: u32, to: u32) -> String {
     fn khz(rate: u32) -> String {

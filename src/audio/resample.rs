@@ -119,6 +119,18 @@ impl StreamResampler {
         self.reset();
     }
 
+    /// A whole clip from `rate_in` to `rate_out` Hz, its tail included (a file, a test's
+    /// phrase).
+    pub fn whole(samples: &[f32], rate_in: u32, rate_out: u32) -> anyhow::Result<Vec<f32>> {
+        let mut resampler = StreamResampler::new(rate_in, rate_out)?;
+        let mut out = Vec::with_capacity(
+            (samples.len() as u64 * u64::from(rate_out) / u64::from(rate_in.max(1))) as usize + 1,
+        );
+        resampler.push(samples, &mut out);
+        resampler.flush(&mut out);
+        Ok(out)
+    }
+
     /// Forgets everything buffered (barge-in): the next push starts a fresh stream.
     pub fn reset(&mut self) {
         if let Some(fft) = &mut self.fft {

@@ -323,11 +323,8 @@ fn spoken_samples(path: &Path) -> Result<Vec<i16>, String> {
             clip.duration().as_secs_f64()
         ));
     }
-    let mut resampler = crate::audio::resample::StreamResampler::new(clip.rate, SPOKEN_RATE)
+    let out = crate::audio::resample::StreamResampler::whole(&clip.samples, clip.rate, SPOKEN_RATE)
         .map_err(|e| format!("{e:#}"))?;
-    let mut out = Vec::with_capacity(clip.samples.len());
-    resampler.push(&clip.samples, &mut out);
-    resampler.flush(&mut out);
     Ok(out.into_iter().map(crate::audio::pcm::f32_to_i16).collect())
 }
 

@@ -749,14 +749,7 @@ fn best_lag(signal: &[f32], reference: &[f32], from: usize, to: usize) -> Option
 /// Mean power of the 10 ms windows louder than -40 dBFS, in dBFS: the level of speech
 /// while it sounds, not diluted by its pauses.
 pub fn speech_level_dbfs(samples: &[f32], rate: u32) -> f64 {
-    let window = (rate / 100) as usize;
-    let powers: Vec<f64> = samples
-        .chunks_exact(window)
-        .map(|w| w.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>() / window as f64)
-        .filter(|p| *p > 1e-4)
-        .collect();
-    assert!(!powers.is_empty(), "no speech to measure");
-    10.0 * (powers.iter().sum::<f64>() / powers.len() as f64).log10()
+    livetalk::audio::pcm::speech_level_dbfs(samples, rate).expect("no speech to measure")
 }
 
 /// Mean power in dBFS (-inf for digital silence).

@@ -63,34 +63,17 @@ fn espeak(voice: Option<&str>, text: &str) -> (Vec<f32>, u32) {
         status.is_ok_and(|s| s.success()),
         "espeak-ng is needed (scripts/test.sh installs it)"
     );
-    // espeak-ng writes mono PCM16.
-    let mut reader = hound::WavReader::open(&path).unwrap();
-    let rate = reader.spec().sample_rate;
-    let samples = reader
-        .samples::<i16>()
-        .map(|s| f32::from(s.unwrap()) / 32_768.0)
-        .collect();
-    (samples, rate)
+    let clip = crate::audio::wav::read_mono(&path).unwrap();
+    (clip.samples, clip.rate)
 }
 
 fn resample(samples: &[f32], from: u32, to: u32) -> Vec<f32> {
-    let mut resampler = StreamResampler::new(from, to).unwrap();
-    let mut out = Vec::new();
-    resampler.push(samples, &mut out);
-    resampler.flush(&mut out);
-    out
+    StreamResampler::whole(samples, from, to).unwrap()
 }
 
-/// The speech level of `samples` (dBFS over its 10 ms windows louder than -40 dBFS), as the
-/// rig measures it.
+/// The speech level of `samples`, as the rig measures it.
 fn speech_level_dbfs(samples: &[f32], rate: u32) -> f64 {
-    let window = (rate / 100) as usize;
-    let powers: Vec<f64> = samples
-        .chunks_exact(window)
-        .map(|w| w.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>() / window as f64)
-        .filter(|p| *p > 1e-4)
-        .collect();
-    10.0 * (powers.iter().sum::<f64>() / powers.len().max(1) as f64).log10()
+    crate::audio::pcm::speech_level_dbfs(samples, rate).expect("speech to measure")
 }
 
 fn scaled(samples: &[f32], rate: u32, dbfs: f64) -> Vec<f32> {
