@@ -114,18 +114,41 @@ def peak_memory_mib(pid: int) -> float:
     raise RuntimeError(f"no VmHWM for process {pid}")
 
 
-class Window:
-    """CPU of a few processes between two moments, as % of one core."""
+def thread_seconds(pid: int) -> dict[str, float]:
+    """utime + stime of each live thread of a process, summed by thread name, in seconds."""
+    used: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            with open(task / "stat") as stat:
+                head, tail = stat.read().rsplit(")", 1)
+        except OSError:
+            continue  # the thread ended between the listing and the reading
+        name = head.split("(", 1)[1]
+        fields = tail.split()
+        used[name] = used.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return used
 
-    def __init__(self, pids: dict[str, int]):
+
+class Window:
+    """CPU of a few processes between two moments, as % of one core; with `threads`, the
+    client's too, by thread name."""
+
+    def __init__(self, pids: dict[str, int], threads: bool = False):
         self.pids = pids
         self.start = time.time()
         self.used = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        self.threads = thread_seconds(pids["client"]) if threads else None
 
     def close(self) -> tuple[float, dict[str, float]]:
         end = time.time()
         used = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
         span = end - self.start
+        if self.threads is not None:
+            now = thread_seconds(self.pids["client"])
+            shares = sorted(((100 * (now[n] - self.threads.get(n, 0.0)) / span, n)
+                             for n in now), reverse=True)
+            note("  client threads: " + ", ".join(f"{n} {share:.1f} %"
+                                                  for share, n in shares if share >= 0.05))
         return span, {name: 100 * (used[name] - self.used[name]) / span for name in used}
 
 
@@ -396,11 +419,11 @@ def run_once(client: Client, round_no: int, options, mock: Mock, work: Path) -> 
         if process.poll() is not None:
             run.why = f"the client exited ({process.returncode}) after connecting"
             return run
-        window = Window(pids)
+        window = Window(pids, options.threads)
         time.sleep(options.idle)
         _, idle = window.close()
 
-        window = Window(pids)
+        window = Window(pids, options.threads)
         player = rig.play_into_mic(options.phrase_wav, options.phrase_latency)
         done = mock.wait_for("turn_complete", window.start, options.turn_timeout, process)
         player.wait()
@@ -548,6 +571,8 @@ def parse_args():
                              "also runs with it, right after the same client with --livetalk")
     parser.add_argument("--idle", type=float, default=5.0,
                         help="seconds of the connected, silent window (default: 5)")
+    parser.add_argument("--threads", action="store_true",
+                        help="also print each window's client CPU by thread name")
     parser.add_argument("--json", type=Path, help="also write every run to this file")
     parser.add_argument("--keep", action="store_true",
                         help="keep the work folder (logs of every client, server and the mock)")
