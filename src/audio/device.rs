@@ -4,7 +4,6 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use cpal::traits::{DeviceTrait, HostTrait, StreamTrait};
 use cpal::{SampleFormat, SizedSample, StreamConfig};
@@ -376,23 +375,25 @@ pub type ErrorSink = Arc<dyn Fn(StreamFault) + Send + Sync>;
 /// The period (ms) asked of a stream: short periods keep barge-in and mic latency low.
 const PERIOD_MS: u32 = 10;
 
-/// The microphone's period on `host`, for mic frames of `frame`.
+/// The microphone's period on `host`.
 ///
-/// On ALSA it is the frame, up to 40 ms: a frame goes to the socket when its newest sample
-/// arrives, which a period of the frame's length does not delay, and each period wakes cpal's
-/// thread and ALSA's PulseAudio plugin. Against 10 ms periods, that halved livetalk's own CPU
-/// idle on the audio rig (8.8 % to 4.6–5.8 % of a core) and took the sound server from 6.4 % to
-/// 3.4–4.0 %. Longer frames keep 40 ms, so that barge-in by voice is heard as soon.
+/// On ALSA it is 40 ms: each period wakes cpal's thread, ALSA's PulseAudio plugin (its
+/// mainloop thread and the sound server behind it) and the audio worker. On the bench's rig,
+/// connected and silent, 40 ms periods took livetalk from 4.5–4.9 % of a core to 3.2 % and the
+/// sound server from 2.5–3.0 % to 2.0 %, against 20 ms (the mic frame). 10 ms had cost 8.8 %
+/// and 6.4 %. Longer periods would delay barge-in by voice: a frame goes to the socket when
+/// the callback that delivered its newest sample runs, so a frame's oldest samples can be a
+/// period old then.
 ///
 /// On the PulseAudio host it is 30 ms. cpal had the server hold at most one period of recorded
 /// audio, and the server silently drops what does not fit when the client reads a few
 /// milliseconds late: with 10 ms, about half the echo rig's starts lost 60–380 ms of mic audio
 /// (and the echo canceller its alignment). The patched cpal leaves that buffer at the server's
 /// size (`patches/README.md`); 30 ms stays for the wake-ups it saves.
-fn input_period_ms(host: AudioHost, frame: Duration) -> u32 {
+fn input_period_ms(host: AudioHost) -> u32 {
     match host {
         AudioHost::Pulseaudio => 30,
-        AudioHost::Alsa => (frame.as_millis() as u32).clamp(PERIOD_MS, 40),
+        AudioHost::Alsa => 40,
     }
 }
 
@@ -469,12 +470,11 @@ fn open_error(device: &cpal::Device, e: cpal::Error) -> DeviceError {
 pub fn open_input(
     device: &cpal::Device,
     host: AudioHost,
-    frame: Duration,
     shared: Arc<CaptureShared>,
     clock: Clock,
     on_error: ErrorSink,
 ) -> Result<(OpenStream, rtrb::Consumer<f32>), DeviceError> {
-    let period = input_period_ms(host, frame);
+    let period = input_period_ms(host);
     let (config, format) = stream_config(device, Direction::Input, period)?;
     // A second of audio: the worker drains it every few milliseconds.
     let (producer, consumer) = rtrb::RingBuffer::new(config.sample_rate as usize);

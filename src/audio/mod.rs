@@ -606,7 +606,6 @@ impl WorkerThread {
         let (stream, consumer) = device::open_input(
             &device,
             self.options.host,
-            self.options.frame,
             self.capture_shared.clone(),
             self.clock,
             self.error_sink(Direction::Input),
