@@ -72,6 +72,46 @@ const FIGURE_FRAMES: f32 = 100.0;
 /// ERLE at and above which a canceller that has locked on to a delay counts as converged.
 const CONVERGED_ERLE_DB: f32 = 10.0;
 
+// The echo floor: while the model is heard and the near-end detector hears nobody talking
+// over it, what the mic sends is digital silence. AEC3 stops short of that by design (it
+// leaves residual echo it deems inaudible and fills in comfort noise), and while its filter
+// is still converging, in the first second or two of the first reply, its residual reached
+// only 22–45 dB below the echo on the echo rig: loud enough for the service to hear the model
+// and interrupt it. A sound server's canceller sends silence there too.
+
+/// Frames from which the canceller removed at least this much (dB) are taken as echo alone,
+/// and teach the near-end detector how loud the echo comes back.
+const ECHO_ALONE_DB: f32 = 20.0;
+/// The near-end detector: a person talks when the raw mic is this much (dB) louder than the
+/// echo could be — the far end at the echo's lag, at the echo's usual return. It needs no
+/// converged filter, so it opens the floor at a person's first loud syllable, where AEC3's
+/// suppressor takes some 80 ms to open.
+const NEAR_MARGIN_DB: f32 = 3.0;
+/// A mic frame quieter than this (dBFS) is nobody talking.
+const NEAR_MIN_DBFS: f32 = -55.0;
+/// Frames the floor stays open after the near end was last heard: over the pauses between
+/// words.
+const NEAR_HOLD_FRAMES: u32 = 30;
+/// Frames either side of the echo's lag whose loudest stands for the far end in the echo now:
+/// the lag is found to a frame once a second, a frame of echo straddles two of the far end,
+/// and a sound server moves its loopback by some milliseconds when another player joins.
+const LAG_SLACK: usize = 4;
+/// Whether the room gives the speaker back at all: the raw mic's loudness over the last 2 s
+/// against the far end's, at lags up to a second, every 100 ms once the far end has sounded
+/// for 200 ms of it (only once every lag could be searched is "no echo" concluded). With headphones the mic does not follow the far end (below
+/// [`NO_ECHO`]) and the floor stays off, so a person talking over the model is sent as AEC3
+/// leaves them; until the first judgement the floor presumes an echo (the first reply's first
+/// echo is what AEC3 misses most).
+const EVIDENCE_FRAMES: usize = 200;
+const EVIDENCE_MAX_LAG: usize = COARSE_HISTORY - EVIDENCE_FRAMES;
+const EVIDENCE_EVERY: u64 = 10;
+const EVIDENCE_LOUD: usize = 20;
+const NO_ECHO: f32 = 0.3;
+/// The echo's return the detector starts from (dB, the 90th percentile of mic over far end in
+/// echo-alone frames): as loud as the speaker played it, the loudest a room gives back. It
+/// learns the room's from there.
+const ECHO_RETURN_START_DB: f32 = 0.0;
+
 /// The echo canceller's state, as the audio popup shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct EchoFigures {
@@ -167,6 +207,17 @@ pub struct EchoPath {
     /// the lag last found (frames), which must be found twice before it is acted on.
     extra_hold_ns: f64,
     coarse_seen: Option<usize>,
+    /// The echo's lag behind the far end as handed to the canceller (frames), from the coarse
+    /// search: where the near-end detector looks for the far end in the echo now.
+    echo_lag: Option<usize>,
+    /// The near-end detector's echo return (dB), its 90th percentile, and the frames the
+    /// echo floor stays open for a person talking.
+    echo_return_db: f32,
+    near_hold: u32,
+    /// Whether the mic carries the speaker's echo, once judged.
+    echo_found: Option<bool>,
+    /// The echo floor is on (off only where the tests and the rig's replica compare).
+    floor: bool,
     /// The far end's energies over the last [`FAR_END_WINDOW`] frames (newest last), so the
     /// ERLE figure counts only frames with echo to remove.
     far_end_recent: VecDeque<f32>,
@@ -177,8 +228,10 @@ pub struct EchoPath {
     far_end_frames: u64,
     delay_ms: Option<u32>,
     device_delay_ms: Option<u32>,
-    /// Scratch for the canceller's output frame.
+    /// Scratch for the canceller's output frame, and for its linear output (the echo its
+    /// filter removed, before the suppressor) of the frames it lets out now.
     out_frame: Vec<f32>,
+    linear: Vec<f32>,
     /// Pipeline errors seen (logged once): the frame goes through unprocessed.
     errors: u64,
     /// Calls in a row whose samples both timelines say came after a gap, the least gap they
@@ -204,17 +257,6 @@ impl EchoPath {
         mode: EchoMode,
         noise_suppression: bool,
         speaker_rate: Option<u32>,
-    ) -> anyhow::Result<EchoPath> {
-        Self::tuned(mode, noise_suppression, speaker_rate, |_| {})
-    }
-
-    /// As [`EchoPath::new`], with `tune` applied to the canceller's configuration last: how
-    /// the offline replica of the echo rig tries other settings.
-    fn tuned(
-        mode: EchoMode,
-        noise_suppression: bool,
-        speaker_rate: Option<u32>,
-        tune: impl FnOnce(&mut EchoCanceller3Config),
     ) -> anyhow::Result<EchoPath> {
         let format = AudioFormat::ten_ms(INPUT_RATE, 1);
         let chain = if mode == EchoMode::Aec && speaker_rate.is_some() {
@@ -242,7 +284,6 @@ impl EchoPath {
             nearend.mask_hf.enr_transparent = 2.0;
             nearend.mask_hf.enr_suppress = 5.0;
             config.ep_strength.nearend_len = 0.3;
-            tune(&mut config);
             let pipeline = linear::builder(format, format)
                 .aec3_config(config)
                 .enable_noise_suppression(noise_suppression)
@@ -252,6 +293,7 @@ impl EchoPath {
                 .enable_gain_controller2(false)
                 .enable_post_filter(false)
                 .export_metrics(true)
+                .export_linear_output(true)
                 .build()
                 .map_err(|e| anyhow::anyhow!("cannot start the echo canceller: {e}"))?;
             Chain::Cancel(Box::new(pipeline))
@@ -303,6 +345,11 @@ impl EchoPath {
             mic_history: VecDeque::with_capacity(COARSE_HISTORY + 1),
             extra_hold_ns: 0.0,
             coarse_seen: None,
+            echo_lag: None,
+            echo_return_db: ECHO_RETURN_START_DB,
+            near_hold: 0,
+            echo_found: None,
+            floor: true,
             far_end_recent: VecDeque::with_capacity(FAR_END_WINDOW),
             watch: EchoWatch::new(),
             erle: Decaying::default(),
@@ -311,6 +358,7 @@ impl EchoPath {
             delay_ms: None,
             device_delay_ms: None,
             out_frame: vec![0.0; FRAME],
+            linear: Vec::with_capacity(FRAME * 4),
             errors: 0,
             gap_calls: 0,
             gap_least: f64::INFINITY,
@@ -604,6 +652,9 @@ impl EchoPath {
             if self.cancelling() && (start / FRAME as u64).is_multiple_of(COARSE_EVERY) {
                 self.coarse_search();
             }
+            if self.cancelling() && (start / FRAME as u64).is_multiple_of(EVIDENCE_EVERY) {
+                self.weigh_echo();
+            }
             self.process_frame(&frame, out);
         }
     }
@@ -613,10 +664,7 @@ impl EchoPath {
     /// by that much (less a margin), once; the canceller finds the rest.
     fn coarse_search(&mut self) {
         let n = COARSE_HISTORY - COARSE_MAX_LAG;
-        if self.extra_hold_ns > 0.0
-            || self.far_history.len() < COARSE_HISTORY
-            || self.mic_history.len() < COARSE_HISTORY
-        {
+        if self.far_history.len() < COARSE_HISTORY || self.mic_history.len() < COARSE_HISTORY {
             return;
         }
         let loud = self
@@ -627,22 +675,24 @@ impl EchoPath {
         if loud < COARSE_HISTORY / 5 {
             return;
         }
-        let far: Vec<f32> = self.far_history.iter().copied().collect();
-        let mic: Vec<f32> = self.mic_history.iter().copied().collect();
-        let recent = &mic[COARSE_HISTORY - n..];
-        let (lag, best) = (0..=COARSE_MAX_LAG)
-            .map(|lag| {
-                let end = COARSE_HISTORY - lag;
-                (
-                    lag,
-                    super::echo_watch::correlation(recent, &far[end - n..end]),
-                )
-            })
-            .fold((0, f32::MIN), |a, b| if b.1 > a.1 { b } else { a });
+        let (lag, best) = best_lag(
+            &mut self.mic_history,
+            &mut self.far_history,
+            n,
+            COARSE_MAX_LAG,
+        );
+        if best >= COARSE_FOUND {
+            self.echo_lag = Some(lag);
+        }
+        if self.extra_hold_ns > 0.0 {
+            return;
+        }
         let found = (best >= COARSE_FOUND && lag > CANCELLER_REACH).then_some(lag);
         if found.is_some() && found == self.coarse_seen {
             let hold = lag - CANCELLER_REACH / 2;
             self.extra_hold_ns = hold as f64 * 10e6;
+            // The far end now reaches the search that much later: its lag is found afresh.
+            self.echo_lag = None;
             tracing::debug!(
                 lag_ms = lag * 10,
                 hold_ms = hold * 10,
@@ -652,17 +702,84 @@ impl EchoPath {
         self.coarse_seen = found;
     }
 
+    /// Judges whether the mic carries the speaker's echo (see [`EVIDENCE_FRAMES`]); found, its
+    /// lag is taken as well, sooner and more often than the coarse search's.
+    fn weigh_echo(&mut self) {
+        let loud = self
+            .far_history
+            .iter()
+            .rev()
+            .take(EVIDENCE_FRAMES)
+            .filter(|rms| energy_dbfs(**rms * **rms) > FAR_END_ACTIVE_DBFS)
+            .count();
+        if loud < EVIDENCE_LOUD
+            || self.mic_history.len() < EVIDENCE_FRAMES
+            || self.far_history.len() < EVIDENCE_FRAMES
+        {
+            return;
+        }
+        let (lag, best) = best_lag(
+            &mut self.mic_history,
+            &mut self.far_history,
+            EVIDENCE_FRAMES,
+            EVIDENCE_MAX_LAG,
+        );
+        if best >= COARSE_FOUND {
+            self.echo_found = Some(true);
+            self.echo_lag = Some(lag);
+        } else if best < NO_ECHO && self.far_history.len() >= EVIDENCE_FRAMES + EVIDENCE_MAX_LAG {
+            self.echo_found = Some(false);
+        }
+    }
+
+    /// The far end's loudest energy where the echo in the mic frame now comes from: around the
+    /// echo's lag once the coarse search has found it, over the last 300 ms until then.
+    fn echo_source(&self, far_window: f32) -> f32 {
+        let newest = self.far_history.len().wrapping_sub(1);
+        match self.echo_lag {
+            Some(lag) if lag <= newest => {
+                let centre = newest - lag;
+                (centre.saturating_sub(LAG_SLACK)..=(centre + LAG_SLACK).min(newest))
+                    .map(|i| self.far_history[i] * self.far_history[i])
+                    .fold(0.0, f32::max)
+            }
+            _ => far_window,
+        }
+    }
+
+    /// The near-end detector, one mic frame on (`echo_over_far_db`: its raw energy over the
+    /// far end's at the echo's lag): whether someone is talking, now or within the hold.
+    fn near_end(&mut self, heard: f32, echo_over_far_db: f32) -> bool {
+        let talking = energy_dbfs(heard) > NEAR_MIN_DBFS
+            && echo_over_far_db > self.echo_return_db + NEAR_MARGIN_DB;
+        self.near_hold = if talking {
+            NEAR_HOLD_FRAMES
+        } else {
+            self.near_hold.saturating_sub(1)
+        };
+        self.near_hold > 0
+    }
+
     fn process_frame(&mut self, frame: &[f32], out: &mut Vec<f32>) {
+        let heard = energy(frame);
+        // The far end heard over the last 300 ms: enough to cover the echo path.
+        let far = self.far_end_recent.iter().copied().fold(0.0f32, f32::max);
+        let far_active = energy_dbfs(far) > FAR_END_ACTIVE_DBFS;
+        let over_far_db = energy_dbfs(heard) - energy_dbfs(self.echo_source(far));
+        let talking = self.near_end(heard, over_far_db);
         let Self {
             chain,
-            far_end_recent,
             watch,
             erle,
             erl,
             far_end_frames,
             delay_ms,
             out_frame,
+            linear,
             errors,
+            echo_return_db,
+            echo_found,
+            floor,
             ..
         } = self;
         {
@@ -679,6 +796,10 @@ impl EchoPath {
                         }
                         while let Some(packet) = pipeline.try_pull_output()? {
                             out.extend_from_slice(packet.payload().samples());
+                        }
+                        linear.clear();
+                        while let Some(packet) = pipeline.try_pull_linear_output()? {
+                            linear.extend_from_slice(packet.payload().samples());
                         }
                         while let Some(metrics) = pipeline.try_pull_metrics()? {
                             let found = metrics.payload().delay_ms;
@@ -721,17 +842,45 @@ impl EchoPath {
                 }
                 Chain::Raw => out.extend_from_slice(frame),
             }
-            let heard = energy(frame);
-            // The far end heard over the last 300 ms: enough to cover the echo path.
-            let far = far_end_recent.iter().copied().fold(0.0f32, f32::max);
-            for sent in out[before..].chunks(FRAME) {
-                let sent = energy(sent);
-                watch.microphone(sent);
-                if energy_dbfs(far) > FAR_END_ACTIVE_DBFS {
+            let cancelling = matches!(chain, Chain::Cancel(_));
+            for (n, sent) in out[before..].chunks_mut(FRAME).enumerate() {
+                let mut sent_energy = energy(sent);
+                if far_active {
                     *far_end_frames += 1;
-                    erle.add(ratio_db(heard, sent));
+                    // The canceller's own figures, before the floor.
+                    erle.add(ratio_db(heard, sent_energy));
                     erl.add(ratio_db(far, heard));
+                    let removed = energy_dbfs(heard) - energy_dbfs(sent_energy);
+                    if cancelling
+                        && !talking
+                        && removed >= ECHO_ALONE_DB
+                        && energy_dbfs(heard) > NEAR_MIN_DBFS
+                    {
+                        // The 90th percentile, tracked: up nine steps for one down.
+                        *echo_return_db += if over_far_db > *echo_return_db {
+                            0.9
+                        } else {
+                            -0.1
+                        };
+                        *echo_return_db = echo_return_db.clamp(-60.0, 10.0);
+                    }
+                    if cancelling && *floor {
+                        // Someone talks over the model, or the room gives no echo back
+                        // (headphones): what AEC3's filter left, without its suppressor, which
+                        // would cut their first syllables, or all of them where it goes on
+                        // assuming an echo path it never found. Otherwise only the echo is
+                        // there: silence.
+                        if talking || *echo_found == Some(false) {
+                            if let Some(linear) = linear.get(n * FRAME..(n + 1) * FRAME) {
+                                sent.copy_from_slice(linear);
+                            }
+                        } else {
+                            sent.fill(0.0);
+                        }
+                        sent_energy = energy(sent);
+                    }
                 }
+                watch.microphone(sent_energy);
             }
         }
     }
@@ -768,6 +917,29 @@ impl EchoPath {
             echo_heard: self.watch.echo_heard(),
         }
     }
+}
+
+/// The lag (frames, up to `max_lag`) at which the raw mic's loudness envelope over its
+/// newest `n` frames best follows the far end's, and that correlation. The two histories end
+/// at the same moment.
+fn best_lag(
+    mic: &mut VecDeque<f32>,
+    far: &mut VecDeque<f32>,
+    n: usize,
+    max_lag: usize,
+) -> (usize, f32) {
+    let (mic, far) = (mic.make_contiguous(), far.make_contiguous());
+    let recent = &mic[mic.len() - n..];
+    (0..=max_lag)
+        .take_while(|lag| far.len() >= n + lag)
+        .map(|lag| {
+            let end = far.len() - lag;
+            (
+                lag,
+                super::echo_watch::correlation(recent, &far[end - n..end]),
+            )
+        })
+        .fold((0, f32::MIN), |a, b| if b.1 > a.1 { b } else { a })
 }
 
 /// A stream's timeline from its latest stamp, steadied: hosts interpolate their latency between
@@ -1021,31 +1193,38 @@ mod tests {
         (out, echo_at)
     }
 
-    /// The speaker plays the model; the mic hears it 80 ms later, 6 dB down, and from 4 s
-    /// a person talks over it, 3 dB louder than the echo.
-    #[test]
-    fn the_canceller_removes_the_echo_from_the_start_and_keeps_a_person_talking_over_it() {
+    /// Up to 7 s of the model talking, what the mic hears of it (80 ms later and 6 dB down
+    /// with `echo`, nothing without: headphones) and, from 4 s, a person talking over it, 3 dB
+    /// louder than that echo. Returns the model, the mic, the person as heard and when they
+    /// start (samples).
+    fn person_over_the_model(echo: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>, usize) {
         let model = voice(
             "The living room lamp is on, the kitchen lights are off, and the thermostat is \
              set to twenty one degrees. Would you like me to change anything else in the house?",
         );
         let person = voice("Stop, turn the lamp off please.");
         let len = model.len().min(7 * 16_000);
-        let delay = 1280; // 80 ms
-        let echo: Vec<f32> = (0..len)
-            .map(|i| i.checked_sub(delay).map_or(0.0, |j| model[j] * 0.5))
-            .collect();
+        let room: Vec<f32> = echo_of(&model[..len], 1280);
         let start = 4 * 16_000;
-        let gain = ((mean_square(&echo[..start]) / mean_square(&person)) * 2.0).sqrt() as f32;
+        let gain = ((mean_square(&room[..start]) / mean_square(&person)) * 2.0).sqrt() as f32;
         let near: Vec<f32> = person.iter().map(|s| s * gain).collect();
-        let mut mic = echo.clone();
+        let mut mic = if echo { room } else { vec![0.0; len] };
         for (i, s) in near.iter().enumerate() {
             if let Some(m) = mic.get_mut(start + i) {
                 *m += s;
             }
         }
+        (model[..len].to_vec(), mic, near, start)
+    }
+
+    /// The speaker plays the model; the mic hears it 80 ms later, 6 dB down, and from 4 s
+    /// a person talks over it, 3 dB louder than the echo.
+    #[test]
+    fn the_canceller_removes_the_echo_from_the_start_and_keeps_a_person_talking_over_it() {
+        let (model, mic, near, start) = person_over_the_model(true);
+        let (len, delay) = (model.len(), 1280);
         let mut path = EchoPath::new(EchoMode::Aec, false, Some(INPUT_RATE)).unwrap();
-        let (out, echo_at) = run(&mut path, &model[..len], &mic);
+        let (out, echo_at) = run(&mut path, &model, &mic);
 
         // Model-only playback from the first sample: the echo suppressed ≥ 25 dB.
         let window = delay..start;
@@ -1074,6 +1253,87 @@ mod tests {
         assert!(
             figures.delay_ms.is_some_and(|d| d.abs_diff(80) <= 16),
             "{figures:?}"
+        );
+    }
+
+    /// The first 100 ms of `near` in `out` against the same in `mic`, in dB.
+    fn onset_db(out: &[f32], mic: &[f32], start: usize) -> f64 {
+        let onset = start..start + 1600;
+        10.0 * (mean_square(&out[onset.clone()]) / mean_square(&mic[onset])).log10()
+    }
+
+    /// While only the model is heard, once its echo reaches the mic, what is sent is digital
+    /// silence (the echo floor), where AEC3 alone leaves a residual and comfort noise; and a
+    /// person talking over the model opens it at once: they come through as well as through
+    /// AEC3 alone, their first 100 ms too.
+    #[test]
+    fn only_the_models_echo_is_sent_as_silence_and_a_person_talking_over_it_opens_the_floor() {
+        let (model, mic, near, start) = person_over_the_model(true);
+        let mut path = EchoPath::new(EchoMode::Aec, true, Some(INPUT_RATE)).unwrap();
+        let (out, _) = run(&mut path, &model, &mic);
+        let mut bare = EchoPath::new(EchoMode::Aec, true, Some(INPUT_RATE)).unwrap();
+        bare.floor = false;
+        let (bare_out, _) = run(&mut bare, &model, &mic);
+
+        // From the echo's first sample until the person: nothing a 16-bit wire would carry.
+        let echo = 1280..start;
+        let left = |out: &[f32]| out[echo.clone()].iter().fold(0.0f32, |m, s| m.max(s.abs()));
+        assert!(
+            left(&out) * 32_768.0 < 0.5,
+            "the echo left peaks at {:.1} steps of 16 bits",
+            left(&out) * 32_768.0
+        );
+        assert!(
+            left(&bare_out) * 32_768.0 >= 1.0,
+            "AEC3 alone left nothing: the floor is not what is measured"
+        );
+        let (heard, bare_heard) = (ncc(&out, &near, start), ncc(&bare_out, &near, start));
+        assert!(
+            heard >= bare_heard - 0.02,
+            "the person correlates {heard:.3}, through AEC3 alone {bare_heard:.3}"
+        );
+        let (onset, bare_onset) = (
+            onset_db(&out, &mic, start),
+            onset_db(&bare_out, &mic, start),
+        );
+        assert!(
+            onset >= bare_onset - 3.0,
+            "the person's first 100 ms {onset:.1} dB, through AEC3 alone {bare_onset:.1} dB"
+        );
+    }
+
+    /// With headphones the mic never hears the model: the floor finds no echo and stays off,
+    /// and a person talking over the model, with the room's own noise around them, is sent
+    /// whole. AEC3 alone, which never finds an echo path here, goes on assuming one as loud as
+    /// the far end and crushes them; the near-end detector hands on its linear output instead,
+    /// which is the mic itself where there is no echo to remove.
+    #[test]
+    fn with_headphones_a_person_talking_over_the_model_is_sent_whole() {
+        let (model, mut mic, near, start) = person_over_the_model(false);
+        // A quiet room's noise, about -60 dBFS.
+        let mut seed = 0x2545_f491_u32;
+        for s in &mut mic {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            *s += (seed as f32 / u32::MAX as f32 - 0.5) * 0.0035;
+        }
+        let mut path = EchoPath::new(EchoMode::Aec, true, Some(INPUT_RATE)).unwrap();
+        let (out, _) = run(&mut path, &model, &mic);
+        let mut bare = EchoPath::new(EchoMode::Aec, true, Some(INPUT_RATE)).unwrap();
+        bare.floor = false;
+        let (bare_out, _) = run(&mut bare, &model, &mic);
+        assert_eq!(path.echo_found, Some(false));
+        let (heard, bare_heard) = (ncc(&out, &near, start), ncc(&bare_out, &near, start));
+        assert!(heard >= 0.9, "the person correlates {heard:.3}");
+        assert!(
+            bare_heard < 0.6,
+            "AEC3 alone let the person through: {bare_heard:.3}"
+        );
+        let onset = onset_db(&out, &mic, start);
+        assert!(
+            onset >= -3.0,
+            "the person's first 100 ms are {onset:.1} dB down"
         );
     }
 
