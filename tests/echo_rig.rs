@@ -40,6 +40,9 @@ const WIRE_RATE: u32 = 16_000;
 /// quickest chunk's lateness moves with the phase between the device's buffers and the
 /// client's 10 ms processing and 20 ms wire frames.
 const MAX_LOST: f64 = 0.035;
+/// The same for the sound server's canceller: its source (32 kHz, in blocks of its own) came
+/// 40–90 ms short in most runs on an idle machine, as its own start, not the machine's load.
+const MAX_LOST_SYSTEM: f64 = 0.1;
 /// What the fake server's model says: about 9 s of espeak-ng speech.
 const REPLY_TEXT: &str = "Well, it has been a busy day. In the morning I read about the weather in \
     the mountains, and after lunch I helped a friend plan a long walk along the river to the old \
@@ -462,6 +465,21 @@ fn valid_conversation(
     script: &Script,
     echo: &str,
 ) -> Conversation {
+    try_conversation(rig, runtime, script, echo).unwrap_or_else(|| {
+        panic!(
+            "{}, --echo {echo}: three void runs: the machine is too busy for this rig",
+            rig.label()
+        )
+    })
+}
+
+/// [`valid_conversation`], or `None` after three void runs.
+fn try_conversation(
+    rig: &PulseRig,
+    runtime: &tokio::runtime::Runtime,
+    script: &Script,
+    echo: &str,
+) -> Option<Conversation> {
     let label = rig.label();
     for attempt in 1..=3 {
         let conversation = converse(rig, runtime, script, echo);
@@ -477,15 +495,20 @@ fn valid_conversation(
             summary["mic_gaps_ms"],
             summary["underruns"]
         );
-        if conversation.lost < MAX_LOST {
-            return conversation;
+        let most = if echo == SYSTEM {
+            MAX_LOST_SYSTEM
+        } else {
+            MAX_LOST
+        };
+        if conversation.lost < most {
+            return Some(conversation);
         }
         eprintln!(
             "{label}, --echo {echo}: run {attempt} void (mic audio lost: a machine too busy for \
              the rig?)"
         );
     }
-    panic!("{label}, --echo {echo}: three void runs: the machine is too busy for this rig");
+    None
 }
 
 /// Figures of one echo mode, measured on what the fake server received.
@@ -587,6 +610,8 @@ fn profile(values: &[f64]) -> String {
 struct Figures {
     /// Echo taken out from the first reply audio until the phrase, in dB.
     suppression: f64,
+    /// The echo left over that span, in dBFS (no lower than one 16-bit step).
+    echo_left: f64,
     /// How much the phrase that arrived looks like the one spoken.
     correlation: f64,
     /// The phrase's level against `off`'s, in dB.
@@ -614,6 +639,7 @@ fn figures(label: &str, mode: &str, off: &Measured, measured: &Measured) -> Figu
     );
     Figures {
         suppression,
+        echo_left: measured.echo_dbfs,
         correlation,
         phrase_level,
     }
@@ -779,7 +805,10 @@ fn median(values: &mut [f64]) -> f64 {
 /// (`off`, then the two in turn, the order alternating): each round's figures against that
 /// round's `off`, then the medians. livetalk's medians must be at least the system's, and no
 /// run of livetalk's under the rig's bars. A measurement, not a test of the suite: rounds
-/// from `ECHO_ROUNDS` (5), the ALSA host with `ECHO_HOST=alsa`.
+/// from `ECHO_ROUNDS` (5), the ALSA host with `ECHO_HOST=alsa`. The system canceller's source
+/// often falls behind the room by a second or more (its own buffering; void runs, even on an
+/// idle machine), and an `off` that lost the phrase measures nothing: such a round is left
+/// out and another run, up to twice the rounds asked for, until each mode has its count.
 #[test]
 #[ignore = "a measurement of several minutes on a quiet machine: ECHO_ROUNDS=5 cargo nextest run \
             --test echo_rig --run-ignored only -E 'test(system_canceller)' --no-capture"]
@@ -795,23 +824,65 @@ fn aec_against_the_system_canceller() {
     let (rig, _dir, script, runtime) = echo_room(48_000, host);
     let label = rig.label();
     let mut runs: Vec<(&str, Figures)> = Vec::new();
-    for round in 0..rounds {
-        eprintln!("{label}: round {} of {rounds}", round + 1);
-        let off = measure(&valid_conversation(&rig, &runtime, &script, "off"), &script);
+    let count =
+        |runs: &[(&str, Figures)], mode: &str| runs.iter().filter(|(m, _)| *m == mode).count();
+    for round in 0..rounds * 2 {
+        if count(&runs, "aec") >= rounds && count(&runs, SYSTEM) >= rounds {
+            break;
+        }
+        eprintln!("{label}: round {}", round + 1);
+        let Some(off) = try_conversation(&rig, &runtime, &script, "off")
+            .map(|c| measure(&c, &script))
+            .filter(|off| off.phrase.correlation > 0.5)
+        else {
+            eprintln!(
+                "{label}: round {} void: no `off` with the phrase in it",
+                round + 1
+            );
+            continue;
+        };
         let order = if round.is_multiple_of(2) {
             ["aec", SYSTEM]
         } else {
             [SYSTEM, "aec"]
         };
         for mode in order {
+            if count(&runs, mode) >= rounds {
+                continue;
+            }
             // Loaded for its run only, and so cold at its start, as livetalk's is.
             let module = (mode == SYSTEM).then(|| rig.load_system_canceller());
-            let measured = measure(&valid_conversation(&rig, &runtime, &script, mode), &script);
+            // A run the system canceller's lag made the harness give up on (its fake server
+            // waits a bounded time for the phrase) is void as well.
+            let conversation = if mode == SYSTEM {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    try_conversation(&rig, &runtime, &script, mode)
+                }))
+                .ok()
+                .flatten()
+            } else {
+                try_conversation(&rig, &runtime, &script, mode)
+            };
             if let Some(module) = module {
-                rig.unload_module(module);
+                rig.unload_system_canceller(module);
             }
-            runs.push((mode, figures(&label, mode, &off, &measured)));
+            match conversation {
+                Some(conversation) => {
+                    let measured = measure(&conversation, &script);
+                    runs.push((mode, figures(&label, mode, &off, &measured)));
+                }
+                None => eprintln!("{label}, --echo {mode}: round {} void", round + 1),
+            }
         }
+    }
+    for mode in ["aec", SYSTEM] {
+        assert!(
+            count(&runs, mode) >= rounds,
+            "{label}, --echo {mode}: {} valid runs of {rounds} in {} rounds: the machine is too \
+             busy for this rig",
+            count(&runs, mode),
+            rounds * 2
+        );
     }
     let of = |mode: &str, figure: fn(&Figures) -> f64| -> Vec<f64> {
         runs.iter()
@@ -824,10 +895,12 @@ fn aec_against_the_system_canceller() {
     let level = |f: &Figures| f.phrase_level;
     for mode in ["aec", SYSTEM] {
         eprintln!(
-            "{label}, {mode}, {rounds} runs: echo suppressed {} dB (median {:.1}); phrase \
-             correlation {} (median {:.3}); phrase level {} dB vs off (median {:+.1})",
+            "{label}, {mode}, {} runs: echo suppressed {} dB (median {:.1}, {:.1} dBFS left); \
+             phrase correlation {} (median {:.3}); phrase level {} dB vs off (median {:+.1})",
+            count(&runs, mode),
             profile(&of(mode, suppression)),
             median(&mut of(mode, suppression)),
+            median(&mut of(mode, |f| f.echo_left)),
             of(mode, correlation)
                 .iter()
                 .map(|c| format!("{c:.3}"))
@@ -838,18 +911,22 @@ fn aec_against_the_system_canceller() {
             median(&mut of(mode, level)),
         );
     }
+    // The echo is compared as what is left of it: each suppression figure is taken against
+    // its own round's `off`, and a void run leaves the two modes' medians from different
+    // rounds, a tenth of a dB apart where both left nothing a 16-bit wire carries.
+    let left = |f: &Figures| f.echo_left;
     let aec = (
-        median(&mut of("aec", suppression)),
+        median(&mut of("aec", left)),
         median(&mut of("aec", correlation)),
     );
     let system = (
-        median(&mut of(SYSTEM, suppression)),
+        median(&mut of(SYSTEM, left)),
         median(&mut of(SYSTEM, correlation)),
     );
     assert!(
-        aec.0 >= system.0 && aec.1 >= system.1,
-        "{label}: livetalk's medians ({:.1} dB, {:.3}) fall short of the system canceller's \
-         ({:.1} dB, {:.3})",
+        aec.0 <= system.0 && aec.1 >= system.1,
+        "{label}: livetalk's medians ({:.1} dBFS of echo left, correlation {:.3}) fall short of \
+         the system canceller's ({:.1} dBFS, {:.3})",
         aec.0,
         aec.1,
         system.0,
