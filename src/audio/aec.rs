@@ -73,11 +73,13 @@ const FIGURE_FRAMES: f32 = 100.0;
 const CONVERGED_ERLE_DB: f32 = 10.0;
 
 // The echo floor: while the model is heard and the near-end detector hears nobody talking
-// over it, what the mic sends is digital silence. AEC3 stops short of that by design (it
-// leaves residual echo it deems inaudible and fills in comfort noise), and while its filter
-// is still converging, in the first second or two of the first reply, its residual reached
-// only 22–45 dB below the echo on the echo rig: loud enough for the service to hear the model
-// and interrupt it. A sound server's canceller sends silence there too.
+// over it, what the mic sends is digital silence, and while someone does, AEC3's linear output
+// (the mic with the echo its filter found taken out, without the suppressor, which takes some
+// 80 ms to open for them and pares their words after that). AEC3 alone stops short of silence
+// by design (it leaves residual echo it deems inaudible and fills in comfort noise), and while
+// its filter is still converging, in the first second or two of the first reply, its residual
+// reached only 22–45 dB below the echo on the echo rig: loud enough for the service to hear
+// the model and interrupt it. A sound server's canceller sends silence there too.
 
 /// Frames from which the canceller removed at least this much (dB) are taken as echo alone,
 /// and teach the near-end detector how loud the echo comes back.
@@ -98,10 +100,11 @@ const NEAR_HOLD_FRAMES: u32 = 30;
 const LAG_SLACK: usize = 4;
 /// Whether the room gives the speaker back at all: the raw mic's loudness over the last 2 s
 /// against the far end's, at lags up to a second, every 100 ms once the far end has sounded
-/// for 200 ms of it (only once every lag could be searched is "no echo" concluded). With headphones the mic does not follow the far end (below
-/// [`NO_ECHO`]) and the floor stays off, so a person talking over the model is sent as AEC3
-/// leaves them; until the first judgement the floor presumes an echo (the first reply's first
-/// echo is what AEC3 misses most).
+/// for 200 ms of it (only once every lag could be searched is "no echo" concluded). With
+/// headphones the mic does not follow the far end (below [`NO_ECHO`]): the floor stays off and
+/// AEC3's linear output goes out while the model is heard (AEC3's suppressor, never finding an
+/// echo path, goes on assuming one as loud as the far end). Until the first judgement the
+/// floor presumes an echo: the first reply's first echo is what AEC3 misses most.
 const EVIDENCE_FRAMES: usize = 200;
 const EVIDENCE_MAX_LAG: usize = COARSE_HISTORY - EVIDENCE_FRAMES;
 const EVIDENCE_EVERY: u64 = 10;
@@ -207,8 +210,9 @@ pub struct EchoPath {
     /// the lag last found (frames), which must be found twice before it is acted on.
     extra_hold_ns: f64,
     coarse_seen: Option<usize>,
-    /// The echo's lag behind the far end as handed to the canceller (frames), from the coarse
-    /// search: where the near-end detector looks for the far end in the echo now.
+    /// The echo's lag behind the far end as handed to the canceller (frames), from the echo's
+    /// evidence and the coarse search: where the near-end detector looks for the far end in
+    /// the echo now.
     echo_lag: Option<usize>,
     /// The near-end detector's echo return (dB), its 90th percentile, and the frames the
     /// echo floor stays open for a person talking.
@@ -228,8 +232,8 @@ pub struct EchoPath {
     far_end_frames: u64,
     delay_ms: Option<u32>,
     device_delay_ms: Option<u32>,
-    /// Scratch for the canceller's output frame, and for its linear output (the echo its
-    /// filter removed, before the suppressor) of the frames it lets out now.
+    /// Scratch for the canceller's output frame, and for its linear output (the mic with the
+    /// echo its filter found taken out, before the suppressor) of the frames it lets out now.
     out_frame: Vec<f32>,
     linear: Vec<f32>,
     /// Pipeline errors seen (logged once): the frame goes through unprocessed.
@@ -733,7 +737,7 @@ impl EchoPath {
     }
 
     /// The far end's loudest energy where the echo in the mic frame now comes from: around the
-    /// echo's lag once the coarse search has found it, over the last 300 ms until then.
+    /// echo's lag once it is found, over the last 300 ms until then.
     fn echo_source(&self, far_window: f32) -> f32 {
         let newest = self.far_history.len().wrapping_sub(1);
         match self.echo_lag {
