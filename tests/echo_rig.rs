@@ -893,6 +893,7 @@ fn aec_against_the_system_canceller() {
     let suppression = |f: &Figures| f.suppression;
     let correlation = |f: &Figures| f.correlation;
     let level = |f: &Figures| f.phrase_level;
+    let left = |f: &Figures| f.echo_left;
     for mode in ["aec", SYSTEM] {
         eprintln!(
             "{label}, {mode}, {} runs: echo suppressed {} dB (median {:.1}, {:.1} dBFS left); \
@@ -900,7 +901,7 @@ fn aec_against_the_system_canceller() {
             count(&runs, mode),
             profile(&of(mode, suppression)),
             median(&mut of(mode, suppression)),
-            median(&mut of(mode, |f| f.echo_left)),
+            median(&mut of(mode, left)),
             of(mode, correlation)
                 .iter()
                 .map(|c| format!("{c:.3}"))
@@ -914,7 +915,6 @@ fn aec_against_the_system_canceller() {
     // The echo is compared as what is left of it: each suppression figure is taken against
     // its own round's `off`, and a void run leaves the two modes' medians from different
     // rounds, a tenth of a dB apart where both left nothing a 16-bit wire carries.
-    let left = |f: &Figures| f.echo_left;
     let aec = (
         median(&mut of("aec", left)),
         median(&mut of("aec", correlation)),
