@@ -93,8 +93,14 @@ const ECHO_EVERY: Duration = Duration::from_millis(250);
 /// How long after silencing the speaker the self-interruption verdict is given: longer than
 /// the echo paths of rooms and devices, so the echo of the last audio played is in.
 const ECHO_VERDICT_AFTER: Duration = Duration::from_millis(300);
-/// Seconds of device-rate audio the output ring holds (the model bursts faster than real time).
-const OUTPUT_RING_SECONDS: usize = 10;
+/// Stream errors queued for the worker at most. ALSA's PulseAudio plugin fails hundreds of
+/// calls while its stream connects, hundreds of thousands on a starved machine, while the
+/// worker may still be opening the other device: an unbounded queue held 81 MB of them.
+const DEVICE_ERRORS_QUEUED: usize = 64;
+/// Seconds of device-rate audio the output ring holds: twice the longest startup buffer. The
+/// feeder holds what the model bursts beyond it and tops the ring up on every worker pass; a
+/// longer ring only kept more memory resident (a whole reply's worth of pages, written once).
+const OUTPUT_RING_SECONDS: usize = 2;
 
 impl Audio {
     /// Starts the audio worker. Files named in the options are opened here, so a bad path is
@@ -217,7 +223,7 @@ struct WorkerThread {
     capture_shared: Arc<CaptureShared>,
     playback_shared: Arc<PlaybackShared>,
     device_errors: std_mpsc::Receiver<(Direction, StreamFault)>,
-    device_errors_tx: std_mpsc::Sender<(Direction, StreamFault)>,
+    device_errors_tx: std_mpsc::SyncSender<(Direction, StreamFault)>,
     /// Doubtful errors each open stream (input, output) has reported and not yet outlived.
     doubts: [Option<Doubt>; 2],
     /// Scratch for the speaker reference on its way to the echo canceller.
@@ -262,7 +268,7 @@ impl WorkerThread {
         clip: Option<MonoClip>,
         sink: Option<WavSink>,
     ) -> WorkerThread {
-        let (device_errors_tx, device_errors) = std_mpsc::channel();
+        let (device_errors_tx, device_errors) = std_mpsc::sync_channel(DEVICE_ERRORS_QUEUED);
         let (playback, _) = Playback::new(None, sink);
         WorkerThread {
             mic_open: !options.push_to_talk,
@@ -460,7 +466,8 @@ impl WorkerThread {
     fn error_sink(&self, direction: Direction) -> ErrorSink {
         let tx = self.device_errors_tx.clone();
         Arc::new(move |fault| {
-            let _ = tx.send((direction, fault));
+            // Full: the worker has yet to read the first ones, which say what went wrong.
+            let _ = tx.try_send((direction, fault));
         })
     }
 
@@ -844,5 +851,39 @@ impl WorkerThread {
             self.reported_figures = self.figures;
             self.emit(AudioEvent::Figures(self.figures));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_storm_of_stream_errors_queues_a_bounded_few_for_the_worker() {
+        let (frames, _) = broadcast::channel(FRAME_QUEUE);
+        let (events, _events) = mpsc::unbounded_channel();
+        let worker = WorkerThread::new(
+            AudioOptions::default(),
+            Clock::new(),
+            frames,
+            events,
+            None,
+            None,
+        );
+        let sink = worker.error_sink(Direction::Output);
+        for _ in 0..100_000 {
+            sink(StreamFault {
+                message: "ALSA function 'snd_pcm_poll_descriptors_revents' failed".into(),
+                severity: Severity::Doubtful,
+            });
+        }
+        let queued: Vec<_> = worker.device_errors.try_iter().collect();
+        assert_eq!(queued.len(), DEVICE_ERRORS_QUEUED);
+        assert!(
+            queued
+                .iter()
+                .all(|(direction, fault)| *direction == Direction::Output
+                    && fault.severity == Severity::Doubtful)
+        );
     }
 }
