@@ -89,12 +89,16 @@ const ECHO_ALONE_DB: f32 = 20.0;
 /// converged filter, so it opens the floor at a person's first loud syllable, where AEC3's
 /// suppressor takes some 80 ms to open.
 const NEAR_MARGIN_DB: f32 = 3.0;
-/// The margin until the echo's lag is found, while the far end it is weighed against is the
-/// loudest of the last 300 ms: that spreads the echo's level over the far end's more widely,
-/// and the return is learnt from the frames AEC3 already removes well, the quieter ones. On the
-/// echo rig a first reply's echo frame came 3.4 dB over its learnt return, counted as someone
-/// talking, and sent 0.3 s of unconverged echo that the model took for speech.
+/// The margin until the echo's return has been learnt against the far end at the echo's lag.
+/// Before the lag is found the far end is the loudest of the last 300 ms, and a return learnt
+/// against that sits a few dB under the one at the lag: at 3 dB a loud frame of a first
+/// reply's echo counted as someone talking (before the lag: the model took the 0.3 s of
+/// unconverged echo that went out for speech, one echo-rig run in three), and so did frames
+/// just after the lag was found (echo left 13–20 dB down for a second, two runs in five).
+/// An 8 dB margin throughout cost a person's phrase its first syllables (correlation 0.69).
 const NEAR_MARGIN_UNALIGNED_DB: f32 = 8.0;
+/// Echo-alone frames learnt at the echo's lag before the near-end margin narrows.
+const RETURN_LEARNT_AT_LAG: u32 = 50;
 /// A mic frame quieter than this (dBFS) is nobody talking.
 const NEAR_MIN_DBFS: f32 = -55.0;
 /// Frames the floor stays open after the near end was last heard: over the pauses between
@@ -223,6 +227,9 @@ pub struct EchoPath {
     /// The near-end detector's echo return (dB), its 90th percentile, and the frames the
     /// echo floor stays open for a person talking.
     echo_return_db: f32,
+    /// Echo-alone frames the return has learnt from at the echo's lag (up to
+    /// [`RETURN_LEARNT_AT_LAG`]).
+    return_learnt_at_lag: u32,
     near_hold: u32,
     /// Whether the mic carries the speaker's echo, once judged.
     echo_found: Option<bool>,
@@ -357,6 +364,7 @@ impl EchoPath {
             coarse_seen: None,
             echo_lag: None,
             echo_return_db: ECHO_RETURN_START_DB,
+            return_learnt_at_lag: 0,
             near_hold: 0,
             echo_found: None,
             floor: true,
@@ -760,7 +768,7 @@ impl EchoPath {
     /// The near-end detector, one mic frame on (`echo_over_far_db`: its raw energy over the
     /// far end's at the echo's lag): whether someone is talking, now or within the hold.
     fn near_end(&mut self, heard: f32, echo_over_far_db: f32) -> bool {
-        let margin = if self.echo_lag.is_some() {
+        let margin = if self.return_learnt_at_lag >= RETURN_LEARNT_AT_LAG {
             NEAR_MARGIN_DB
         } else {
             NEAR_MARGIN_UNALIGNED_DB
@@ -793,6 +801,8 @@ impl EchoPath {
             linear,
             errors,
             echo_return_db,
+            return_learnt_at_lag,
+            echo_lag,
             echo_found,
             floor,
             ..
@@ -878,6 +888,10 @@ impl EchoPath {
                             -0.1
                         };
                         *echo_return_db = echo_return_db.clamp(-60.0, 10.0);
+                        if echo_lag.is_some() {
+                            *return_learnt_at_lag =
+                                (*return_learnt_at_lag + 1).min(RETURN_LEARNT_AT_LAG);
+                        }
                     }
                     if cancelling && *floor {
                         // Someone talks over the model, or the room gives no echo back
