@@ -138,23 +138,34 @@ fn voice_processing(c: &mut Criterion) {
     let mic: Vec<f32> = (0..far_16k.len())
         .map(|i| i.checked_sub(960).map_or(0.0, |j| far_16k[j] * 0.3))
         .collect();
+    let silent = vec![0.0; speaker.len()];
     let mut group = c.benchmark_group("audio");
     group.throughput(Throughput::Elements(FRAME as u64));
-    for (name, mode, noise_suppression) in [
+    for (name, mode, noise_suppression, speaker) in [
         (
             "voice processing, one 10 ms frame (AEC3 + noise suppression)",
             EchoMode::Aec,
             true,
+            &speaker,
         ),
         (
             "voice processing, one 10 ms frame (AEC3 only)",
             EchoMode::Aec,
             false,
+            &speaker,
         ),
         (
             "voice processing, one 10 ms frame (noise suppression only)",
             EchoMode::Off,
             true,
+            &speaker,
+        ),
+        (
+            // The mic alone (someone talking) while the model is silent: AEC3 rests.
+            "voice processing, one 10 ms frame, the speaker silent (AEC3 resting + noise suppression)",
+            EchoMode::Aec,
+            true,
+            &silent,
         ),
     ] {
         let mut path = EchoPath::new(mode, noise_suppression, Some(48_000)).unwrap();
@@ -173,7 +184,8 @@ fn voice_processing(c: &mut Criterion) {
             let mic_frame = &mic[i * FRAME..(i + 1) * FRAME];
             path.process(mic_frame, Some(at), Some(at + 20_000_000), out);
         };
-        for _ in 0..100 {
+        // Past the start-up, and the second after which AEC3 rests.
+        for _ in 0..200 {
             step(&mut path, &mut out);
         }
         group.bench_function(name, |b| {

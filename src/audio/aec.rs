@@ -4,12 +4,12 @@
 //! echo return loss enhancement, whether it has converged) for the audio popup.
 
 use aec3::api::config::EchoCanceller3Config;
-use aec3::graph::{GraphBuilder, Packet, PacketMeta, QueueConfig, Runtime, Sink, Source};
-use aec3::nodes::audio::{AudioChunk, AudioFormat};
-use aec3::nodes::{hpf, ns};
-use aec3::pipelines::linear::{self, LinearPipeline};
 
 use std::collections::VecDeque;
+
+mod chain;
+
+use chain::{Canceller, Chain, Stage};
 
 use super::echo_watch::EchoWatch;
 use super::options::EchoMode;
@@ -153,20 +153,6 @@ pub struct EchoFigures {
     pub echo_heard: bool,
 }
 
-/// What runs on each 10 ms capture frame.
-enum Chain {
-    /// High-pass, AEC3, then (optionally) noise suppression.
-    Cancel(Box<LinearPipeline>),
-    /// High-pass and noise suppression without a canceller (no speaker, `gate` or `off`).
-    Clean {
-        runtime: Box<Runtime>,
-        capture: Source<AudioChunk>,
-        output: Sink<AudioChunk>,
-    },
-    /// Nothing: the microphone as it is.
-    Raw,
-}
-
 /// A running mean that forgets with a time constant of [`FIGURE_FRAMES`].
 #[derive(Debug, Default, Clone, Copy)]
 struct Decaying(f32);
@@ -243,11 +229,9 @@ pub struct EchoPath {
     erle: Decaying,
     erl: Decaying,
     far_end_frames: u64,
-    delay_ms: Option<u32>,
     device_delay_ms: Option<u32>,
-    /// Scratch for the canceller's output frame, and for its linear output (the mic with the
-    /// echo its filter found taken out, before the suppressor) of the frames it lets out now.
-    out_frame: Vec<f32>,
+    /// Scratch for the canceller's linear output (the mic with the echo its filter found
+    /// taken out, before the suppressor) of the frames it lets out now.
     linear: Vec<f32>,
     /// Pipeline errors seen (logged once): the frame goes through unprocessed.
     errors: u64,
@@ -275,7 +259,6 @@ impl EchoPath {
         noise_suppression: bool,
         speaker_rate: Option<u32>,
     ) -> anyhow::Result<EchoPath> {
-        let format = AudioFormat::ten_ms(INPUT_RATE, 1);
         let chain = if mode == EchoMode::Aec && speaker_rate.is_some() {
             let mut config = EchoCanceller3Config::default();
             // Pre-echo detection realigns the canceller to a weak peak before the strongest
@@ -301,40 +284,13 @@ impl EchoPath {
             nearend.mask_hf.enr_transparent = 2.0;
             nearend.mask_hf.enr_suppress = 5.0;
             config.ep_strength.nearend_len = 0.3;
-            let pipeline = linear::builder(format, format)
-                .aec3_config(config)
-                .enable_noise_suppression(noise_suppression)
-                .enable_high_pass_filter(true)
-                // The service levels speech itself; a gain stage here would also make the
-                // "is it echo?" comparisons meaningless.
-                .enable_gain_controller2(false)
-                .enable_post_filter(false)
-                .export_metrics(true)
-                .export_linear_output(true)
-                .build()
+            let canceller = Canceller::new(config, noise_suppression)
                 .map_err(|e| anyhow::anyhow!("cannot start the echo canceller: {e}"))?;
-            Chain::Cancel(Box::new(pipeline))
+            Chain::Cancel(Box::new(canceller))
         } else if noise_suppression {
-            let mut graph = GraphBuilder::new();
-            let capture = graph.source::<AudioChunk>("capture");
-            let output = graph.sink::<AudioChunk>("output", QueueConfig::audio_default());
-            let build = |graph: &mut GraphBuilder| -> aec3::graph::GraphResult<()> {
-                let filter = hpf::builder(format).add_to(graph)?;
-                let suppressor = ns::builder(format).add_to(graph)?;
-                graph.connect(capture, filter.audio_in)?;
-                graph.connect(filter.audio_out, suppressor.audio_in)?;
-                graph.connect(suppressor.audio_out, output)?;
-                Ok(())
-            };
-            build(&mut graph)
-                .and_then(|()| graph.build())
-                .and_then(Runtime::new)
-                .map(|runtime| Chain::Clean {
-                    runtime: Box::new(runtime),
-                    capture,
-                    output,
-                })
-                .map_err(|e| anyhow::anyhow!("cannot start noise suppression: {e}"))?
+            let stage = Stage::new(true)
+                .map_err(|e| anyhow::anyhow!("cannot start noise suppression: {e}"))?;
+            Chain::Clean(stage)
         } else {
             Chain::Raw
         };
@@ -373,9 +329,7 @@ impl EchoPath {
             erle: Decaying::default(),
             erl: Decaying::default(),
             far_end_frames: 0,
-            delay_ms: None,
             device_delay_ms: None,
-            out_frame: vec![0.0; FRAME],
             linear: Vec::with_capacity(FRAME * 4),
             errors: 0,
             gap_calls: 0,
@@ -489,8 +443,8 @@ impl EchoPath {
                 far_end_recent.pop_front();
             }
             far_end_recent.push_back(far);
-            if let Chain::Cancel(pipeline) = chain
-                && let Err(e) = pipeline.handle_render_frame(&frame)
+            if let Chain::Cancel(canceller) = chain
+                && let Err(e) = canceller.render(&frame, far)
             {
                 note_error(errors, &e);
             }
@@ -796,8 +750,6 @@ impl EchoPath {
             erle,
             erl,
             far_end_frames,
-            delay_ms,
-            out_frame,
             linear,
             errors,
             echo_return_db,
@@ -812,60 +764,19 @@ impl EchoPath {
             // waits for the far end, then the ones it held back. Taking them all keeps what is
             // sent as long as what was captured, with no gap patched in and no delay growing.
             let before = out.len();
-            match chain {
-                Chain::Cancel(pipeline) => {
-                    let first = pipeline.process_capture_frame(frame, out_frame);
-                    let drained = first.and_then(|produced| {
-                        if produced {
-                            out.extend_from_slice(out_frame);
-                        }
-                        while let Some(packet) = pipeline.try_pull_output()? {
-                            out.extend_from_slice(packet.payload().samples());
-                        }
-                        linear.clear();
-                        while let Some(packet) = pipeline.try_pull_linear_output()? {
-                            linear.extend_from_slice(packet.payload().samples());
-                        }
-                        while let Some(metrics) = pipeline.try_pull_metrics()? {
-                            let found = metrics.payload().delay_ms;
-                            *delay_ms = (found > 0).then_some(found as u32);
-                        }
-                        Ok(())
-                    });
-                    if let Err(e) = drained {
-                        note_error(errors, &e);
-                        out.truncate(before);
-                        out.extend_from_slice(frame);
-                    }
+            let drained = match chain {
+                Chain::Cancel(canceller) => canceller.process(frame, out, linear),
+                Chain::Clean(stage) => stage.run(frame, out),
+                Chain::Raw => {
+                    out.extend_from_slice(frame);
+                    Ok(())
                 }
-                Chain::Clean {
-                    runtime,
-                    capture,
-                    output,
-                } => {
-                    let packet = Packet {
-                        meta: PacketMeta::default(),
-                        payload: AudioChunk::from_interleaved(
-                            AudioFormat::ten_ms(INPUT_RATE, 1),
-                            frame,
-                        ),
-                    };
-                    let drained = runtime
-                        .push(*capture, packet)
-                        .and_then(|()| runtime.run_until_stalled())
-                        .and_then(|_| {
-                            while let Some(packet) = runtime.try_pull(*output)? {
-                                out.extend_from_slice(packet.payload().samples());
-                            }
-                            Ok(())
-                        });
-                    if let Err(e) = drained {
-                        note_error(errors, &e);
-                        out.truncate(before);
-                        out.extend_from_slice(frame);
-                    }
-                }
-                Chain::Raw => out.extend_from_slice(frame),
+            };
+            if let Err(e) = drained {
+                note_error(errors, &e);
+                linear.clear();
+                out.truncate(before);
+                out.extend_from_slice(frame);
             }
             let cancelling = matches!(chain, Chain::Cancel(_));
             for (n, sent) in out[before..].chunks_mut(FRAME).enumerate() {
@@ -928,6 +839,14 @@ impl EchoPath {
         heard
     }
 
+    /// The delay the canceller found (ms), once it has found one.
+    fn delay_ms(&self) -> Option<u32> {
+        match &self.chain {
+            Chain::Cancel(canceller) => canceller.delay_ms(),
+            _ => None,
+        }
+    }
+
     /// The figures now.
     pub fn figures(&self) -> EchoFigures {
         let heard = self.far_end_frames > 0;
@@ -937,10 +856,10 @@ impl EchoPath {
             cancelling: self.cancelling(),
             noise_suppression: self.noise_suppression,
             device_delay_ms: self.device_delay_ms,
-            delay_ms: self.delay_ms.filter(|_| self.cancelling()),
+            delay_ms: self.delay_ms(),
             erle_db,
             erl_db: heard.then_some(self.erl.0),
-            converged: self.delay_ms.is_some()
+            converged: self.delay_ms().is_some()
                 && erle_db.is_some_and(|erle| erle >= CONVERGED_ERLE_DB),
             far_end_secs: self.far_end_frames as f32 / 100.0,
             echo_heard: self.watch.echo_heard(),
@@ -1189,6 +1108,69 @@ mod tests {
                 (resumed + 20_000, len),
             ],
         );
+    }
+
+    /// Between two replies the far end is silent for two seconds and AEC3 rests. The far end
+    /// comes in bursts of four frames, before the mic frames they go with or after them, and
+    /// the speaker may change from one to the other while it rests: AEC3 has missed more
+    /// far-end frames than mic frames when the second reply wakes it, or fewer. Woken, it
+    /// keeps the two streams where they would be: its filter fits the echo from the reply's
+    /// first frame, as well as if it had never rested.
+    #[test]
+    fn a_reply_after_a_rest_is_cancelled_from_its_first_frame() {
+        const SILENT: usize = 2 * 16_000;
+        let (model, _) = model_in_a_small_room();
+        let half = 3 * 16_000;
+        let speaker: Vec<f32> = model[..half]
+            .iter()
+            .chain(&vec![0.0; SILENT])
+            .chain(&model[half..])
+            .copied()
+            .collect();
+        let mic = echo_of(&speaker, 1280);
+        let second = half + SILENT + 1280;
+        // Whether the far end comes before the mic, before the rest and after it.
+        for (before, after) in [(false, false), (true, true), (false, true), (true, false)] {
+            let mut erle = Vec::new();
+            for may_rest in [true, false] {
+                let mut path = EchoPath::new(EchoMode::Aec, false, Some(INPUT_RATE)).unwrap();
+                path.floor = false;
+                let Chain::Cancel(canceller) = &mut path.chain else {
+                    panic!("no canceller");
+                };
+                canceller.may_rest = may_rest;
+                let mut out = Vec::new();
+                let burst = |i: usize| &speaker[i * FRAME..((i + 4) * FRAME).min(speaker.len())];
+                for (i, near) in mic.chunks(FRAME).enumerate() {
+                    // The switch falls on a burst's first frame, while AEC3 rests.
+                    let early = if i < (half + SILENT * 3 / 4) / FRAME / 4 * 4 {
+                        before
+                    } else {
+                        after
+                    };
+                    if early && i % 4 == 0 {
+                        path.played(burst(i), 0, None);
+                    }
+                    path.process(near, None, None, &mut out);
+                    if !early && i % 4 == 3 {
+                        path.played(burst(i - 3), 0, None);
+                    }
+                }
+                let Chain::Cancel(canceller) = &path.chain else {
+                    unreachable!()
+                };
+                assert_eq!(canceller.rested > 0, may_rest, "{}", canceller.rested);
+                let window = second..second + 8_000;
+                let mic = mean_square(&mic[window.clone()]);
+                erle.push(10.0 * (mic / mean_square(&out[window])).log10());
+            }
+            let (rested, awake) = (erle[0], erle[1]);
+            assert!(
+                rested >= 25.0 && rested >= awake - 1.0,
+                "far end early {before} then {after}: the reply's first half second is {rested:.1} dB down \
+                 after a rest, {awake:.1} awake"
+            );
+        }
     }
 
     /// Asserts the echo in `mic` is at least 25 dB down in `out` over each window (samples).
