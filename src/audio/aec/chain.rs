@@ -26,11 +26,14 @@ const REST_AFTER: u32 = 100;
 
 /// The samples AEC3 holds back: each frame it lets out ends this many samples before the end
 /// of the frame it was given, 64 for its block framer (which starts with a block of silence)
-/// and 64 for its suppressor's overlap-add; its linear output only the framer's. Resting, the
-/// chain holds back as many itself, so the mic keeps its timing across each switch, no
-/// sample lost or repeated.
+/// and 64 for its suppressor's overlap-add. Resting, the chain holds back as many itself, so
+/// the mic keeps its timing across each switch, no sample lost or repeated.
 const HELD: usize = 128;
-const LINEAR_HELD: usize = 64;
+
+/// AEC3's linear output is behind its filter only, by the framer's 64 samples: it is held back
+/// by the rest, so that the echo floor, which sends it in place of AEC3's output while someone
+/// talks over the model, neither skips nor repeats 4 ms of them each time it does.
+const LINEAR_LAGS_BY: usize = HELD - 64;
 
 /// The newest mic frames kept while AEC3 rests, to prime it with when it wakes.
 const PRIMES: usize = 3;
@@ -130,6 +133,8 @@ pub(super) struct Canceller {
     pub(super) rested: u64,
     /// The newest [`HELD`] high-passed mic samples: what AEC3 holds back now.
     held: [f32; HELD],
+    /// The newest [`LINEAR_LAGS_BY`] samples of AEC3's linear output.
+    linear_held: [f32; LINEAR_LAGS_BY],
     /// The delay AEC3 found (ms), from its metrics.
     delay_ms: Option<u32>,
     /// Scratch: the high-passed frame, AEC3's output for it, and one frame of output.
@@ -168,6 +173,7 @@ impl Canceller {
             recent: VecDeque::with_capacity(PRIMES),
             rested: 0,
             held: [0.0; HELD],
+            linear_held: [0.0; LINEAR_LAGS_BY],
             delay_ms: None,
             filtered: Vec::with_capacity(FRAME * 2),
             cancelled: Vec::with_capacity(FRAME * 2),
@@ -242,7 +248,8 @@ impl Canceller {
     }
 
     /// Runs one mic frame through: into `out` what is sent, into `linear` what AEC3's filter
-    /// left of it (before its suppressor; while resting, the frame as it is), frame for frame.
+    /// left of it (before its suppressor; while resting, the frame as it is), frame for frame
+    /// and both [`HELD`] samples late.
     pub(super) fn process(
         &mut self,
         frame: &[f32],
@@ -267,8 +274,7 @@ impl Canceller {
                     // What AEC3 would let out of it, less the cancelling.
                     cancelled.extend_from_slice(&self.held);
                     cancelled.extend_from_slice(&frame[..FRAME - HELD]);
-                    linear.extend_from_slice(&self.held[HELD - LINEAR_HELD..]);
-                    linear.extend_from_slice(&frame[..FRAME - LINEAR_HELD]);
+                    linear.extend_from_slice(&cancelled[cancelled.len() - FRAME..]);
                     if self.recent.len() == PRIMES {
                         self.recent.pop_front();
                     }
@@ -316,7 +322,14 @@ impl Canceller {
             out.extend_from_slice(packet.payload().samples());
         }
         while let Some(packet) = self.aec3.try_pull_linear_output()? {
-            linear.extend_from_slice(packet.payload().samples());
+            let samples = packet.payload().samples();
+            let Some(split) = samples.len().checked_sub(LINEAR_LAGS_BY) else {
+                linear.extend_from_slice(samples);
+                continue;
+            };
+            linear.extend_from_slice(&self.linear_held);
+            linear.extend_from_slice(&samples[..split]);
+            self.linear_held.copy_from_slice(&samples[split..]);
         }
         while let Some(metrics) = self.aec3.try_pull_metrics()? {
             let found = metrics.payload().delay_ms;
@@ -365,8 +378,9 @@ mod tests {
 
     /// Seven seconds of a mic with the far end silent but for two faint 50 ms sounds, at 2 and
     /// 4.5 s: AEC3 rests after a second, wakes for each sound and rests again a second after
-    /// it. Across every switch the mic keeps its timing (AEC3's own 128 samples late) and its
-    /// frames: no window anywhere follows the mic at another lag, none of it goes missing.
+    /// it. Across every switch the mic keeps its timing (AEC3's own 128 samples late), in what
+    /// is sent and in the linear output alike, and its frames: no window anywhere follows the
+    /// mic at another lag, none of it goes missing.
     #[test]
     fn resting_and_waking_keep_the_mics_timing_sample_for_sample() {
         let mic = wandering_noise(7 * 16_000);
@@ -405,7 +419,7 @@ mod tests {
             );
             let (lag, r) = lag_in(&mic, &linear_all, window.clone());
             assert!(
-                lag == 64 && r > 0.9,
+                lag == 128 && r > 0.9,
                 "{window:?}: the linear output follows the mic {lag} samples late ({r:.2})"
             );
         }
