@@ -288,7 +288,7 @@ impl EchoPath {
                 .map_err(|e| anyhow::anyhow!("cannot start the echo canceller: {e}"))?;
             Chain::Cancel(Box::new(canceller))
         } else if noise_suppression {
-            let stage = Stage::new(true)
+            let stage = Stage::clean()
                 .map_err(|e| anyhow::anyhow!("cannot start noise suppression: {e}"))?;
             Chain::Clean(stage)
         } else {

@@ -65,9 +65,9 @@ fn format() -> AudioFormat {
 }
 
 impl Stage {
-    /// The high-pass filter, then noise suppression when `noise_suppression`.
-    pub(super) fn new(noise_suppression: bool) -> GraphResult<Stage> {
-        Stage::build(true, noise_suppression)
+    /// The high-pass filter, then noise suppression: the whole chain without a canceller.
+    pub(super) fn clean() -> GraphResult<Stage> {
+        Stage::build(true, true)
     }
 
     fn build(high_pass: bool, noise_suppression: bool) -> GraphResult<Stage> {
