@@ -38,9 +38,10 @@ const LINEAR_LAGS_BY: usize = HELD - 64;
 /// The newest mic frames kept while AEC3 rests, to prime it with when it wakes.
 const PRIMES: usize = 3;
 
-/// The most frames AEC3 is primed with as it wakes (0.5 s): the far end would have to come
-/// that much later than the mic for it to miss more mic frames than far-end ones. Beyond, its
-/// own delay estimator finds the echo again.
+/// The most frames of either stream AEC3 is primed with as it wakes (0.5 s): the far end
+/// would have to come that much later than the mic, or earlier, for it to miss more of one
+/// than of the other. Beyond (a mic that stalled while the far end went on), its own delay
+/// estimator finds the echo again, as it would have awake, and the wake stays as quick.
 const MOST_PRIMES: usize = 50;
 
 /// The mic's processing.
@@ -219,13 +220,8 @@ impl Canceller {
     /// the last one sent.
     fn wake(&mut self) -> GraphResult<()> {
         self.resting = false;
-        let (render, capture) = (self.render_skipped as i64, self.capture_skipped as i64);
-        let primes = if capture == 0 {
-            0
-        } else {
-            (capture - render).clamp(1, MOST_PRIMES as i64) as usize
-        };
-        for _ in 0..(render - capture + primes as i64).max(0) {
+        let (silence, primes) = priming(self.render_skipped, self.capture_skipped);
+        for _ in 0..silence {
             self.aec3.handle_render_frame(&[0.0; FRAME])?;
         }
         let newest = self.recent.len().min(primes);
@@ -339,6 +335,20 @@ impl Canceller {
     }
 }
 
+/// What AEC3 is primed with as it wakes, having missed `render` far-end frames and `capture`
+/// mic frames: frames of far-end silence and mic frames, each at most [`MOST_PRIMES`].
+fn priming(render: u64, capture: u64) -> (usize, usize) {
+    if capture == 0 {
+        return (render.min(MOST_PRIMES as u64) as usize, 0);
+    }
+    let primes = capture.saturating_sub(render).clamp(1, MOST_PRIMES as u64);
+    // `primes` is at most `capture`: the mic frames it leaves missed, less the far-end ones.
+    let silence = render
+        .saturating_sub(capture - primes)
+        .min(MOST_PRIMES as u64);
+    (silence as usize, primes as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -374,6 +384,35 @@ mod tests {
                 (0, f64::MIN),
                 |best, now| if now.1 > best.1 { now } else { best },
             )
+    }
+
+    /// Primed, AEC3 has been handed as many frames of each stream as it would have awake, less
+    /// the same number of each; however long it rested and however lopsided the streams, it
+    /// is primed with at most half a second of either.
+    #[test]
+    fn a_wake_evens_the_streams_out_within_a_bound() {
+        for (render, capture, primed) in [
+            (100, 100, (1, 1)),
+            (96, 100, (0, 4)),
+            (100, 104, (0, 4)),
+            (101, 100, (2, 1)),
+            (0, 0, (0, 0)),
+            (3, 0, (3, 0)),
+            (1_000_000, 0, (50, 0)),
+            (1_000_000, 10, (50, 1)),
+            (0, 1_000_000, (0, 50)),
+            (u64::MAX, u64::MAX - 1, (2, 1)),
+        ] {
+            assert_eq!(
+                priming(render, capture),
+                primed,
+                "{render} and {capture} missed"
+            );
+            let (silence, primes) = primed;
+            if silence < 50 && primes < 50 {
+                assert_eq!(render - silence as u64, capture - primes as u64);
+            }
+        }
     }
 
     /// Seven seconds of a mic with the far end silent but for two faint 50 ms sounds, at 2 and
