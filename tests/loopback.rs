@@ -296,11 +296,11 @@ async fn every_frame_reaches_the_app_once_in_wire_order_and_is_recorded_once() {
                 ClientMessage::ToolResponse(_) => "sent answer".to_owned(),
                 other => format!("sent {other:?}"),
             },
-            WireBody::Received(message) if message.setup_complete.is_some() => {
+            WireBody::Received { message, .. } if message.setup_complete.is_some() => {
                 format!("setup complete, handshake {}", frame.handshake)
             }
-            WireBody::Received(message) if message.tool_call.is_some() => "call".to_owned(),
-            WireBody::Received(_) => "received".to_owned(),
+            WireBody::Received { message, .. } if message.tool_call.is_some() => "call".to_owned(),
+            WireBody::Received { .. } => "received".to_owned(),
             WireBody::Unreadable(why) => format!("unreadable {why}"),
         })
         .collect();
@@ -335,14 +335,14 @@ async fn every_frame_reaches_the_app_once_in_wire_order_and_is_recorded_once() {
     // The log keeps how much audio each frame carried, not the samples.
     let audio_bytes: usize = frames
         .iter()
-        .filter(|f| matches!(f.body, WireBody::Received(_)))
+        .filter(|f| matches!(f.body, WireBody::Received { .. }))
         .map(|f| f.elided)
         .sum();
     assert_eq!(audio_bytes as u64, app.model_audio_bytes());
     let kept: usize = frames
         .iter()
         .filter_map(|f| match &f.body {
-            WireBody::Received(m) => m.server_content.as_ref()?.model_turn.as_ref(),
+            WireBody::Received { message: m, .. } => m.server_content.as_ref()?.model_turn.as_ref(),
             _ => None,
         })
         .flat_map(|turn| &turn.parts)
@@ -421,7 +421,7 @@ async fn sent_frames_reach_the_open_inspector_while_the_server_is_silent() {
         "the first resumption handle",
         |app| {
             app.wire().frames().iter().any(|f| {
-            matches!(&f.body, WireBody::Received(m) if m.session_resumption_update.is_some())
+            matches!(&f.body, WireBody::Received { message: m, .. } if m.session_resumption_update.is_some())
         })
         },
     )

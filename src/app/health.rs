@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::turn_timing::{Stamp, TurnClock};
 use super::{App, WireBody, WireFrame};
 use crate::pricing::{ModelPrices, TokenTally};
+use livetalk_live::reading::Reading;
 use livetalk_live::wire::UsageMetadata;
 
 /// Turns whose figures are kept (the sparkline's width).
@@ -87,12 +88,13 @@ impl SessionFigures {
         self.now = Some(self.now.map_or(stamp, |now| now.max(stamp)));
         match &frame.body {
             WireBody::Sent(message) => self.turns.sent(message, stamp),
-            WireBody::Received(message) => {
-                if message.setup_complete.is_some() {
+            WireBody::Received { message, audio } => {
+                let reading = Reading::of(message, audio);
+                if reading.set_up().is_some() {
                     self.connected_at = Some(stamp);
                     self.go_away = None;
                 }
-                self.turns.received(message, stamp);
+                self.turns.received(reading, stamp);
             }
             WireBody::Unreadable(_) => self.turns.server_frame(false, stamp),
         }
@@ -246,8 +248,9 @@ mod tests {
     use crate::app::{AppInit, Msg};
     use crate::audio::{AudioEvent, AudioFigures, AudioSetup};
     use crate::pricing::{PriceBook, PriceOverride};
+    use livetalk_live::Inbound;
     use livetalk_live::ServerEvent;
-    use livetalk_live::wire::{ClientMessage, ServerMessage};
+    use livetalk_live::wire::ClientMessage;
 
     /// A session on a priced model, as the app sees it from `start` on.
     struct Session {
@@ -289,10 +292,10 @@ mod tests {
         }
 
         fn received(&mut self, ms: u64, json: &str) {
-            let message: ServerMessage = serde_json::from_str(json).unwrap();
-            let events = livetalk_live::events::events_from(message.clone());
-            self.frame(ms, WireBody::Received(Arc::new(message)));
-            for event in events {
+            let inbound = Inbound::message(serde_json::from_str(json).unwrap());
+            let body = WireFrame::received(&inbound).unwrap().body;
+            self.frame(ms, body);
+            for event in inbound.events {
                 self.app.update(Msg::Server(event));
             }
         }

@@ -11,8 +11,9 @@ use super::view::Popup;
 use super::wire_log::{WireBody, WireFrame, WireLog};
 use super::{App, Effect, NoticeLevel};
 use livetalk_live::excerpt;
+use livetalk_live::reading::{Kind, Reading};
 use livetalk_live::redact;
-use livetalk_live::wire::{Blob, ClientMessage, RealtimeInput, ServerContent, ServerMessage};
+use livetalk_live::wire::{Blob, ClientMessage, RealtimeInput};
 
 /// The most a copy puts on the clipboard: terminals cap what an OSC 52 sequence may carry
 /// (tmux and xterm at around 100 KB of base64).
@@ -237,7 +238,7 @@ fn audio_length(blob: &Blob, bytes: usize, default_rate: u32) -> Duration {
 fn describe(frame: &WireFrame) -> Described {
     match &frame.body {
         WireBody::Sent(message) => describe_sent(message, frame.elided),
-        WireBody::Received(message) => describe_received(message, frame.elided),
+        WireBody::Received { message, audio } => describe_received(Reading::of(message, audio)),
         WireBody::Unreadable(reason) => Described {
             kind: "unreadable frame".to_owned(),
             summary: one_line(reason),
@@ -408,89 +409,73 @@ fn describe_realtime(input: &RealtimeInput, elided: usize) -> (String, String, O
     (kind, parts.join(" · "), None)
 }
 
-fn describe_received(message: &ServerMessage, elided: usize) -> Described {
-    let mut kinds = Vec::new();
+fn describe_received(reading: Reading<'_>) -> Described {
+    let kinds = reading.kinds();
     let mut summary = Vec::new();
     let mut topics = Topics::default();
-    let mut audio_only = None;
-    if let Some(complete) = &message.setup_complete {
-        kinds.push("setupComplete".to_owned());
-        if let Some(id) = &complete.session_id {
-            summary.push(format!("session {}", one_line(id)));
+    let mut names = Vec::with_capacity(kinds.len());
+    for kind in kinds.iter() {
+        let mut name = kind.name().to_owned();
+        match kind {
+            Kind::SetupComplete => topics.session = true,
+            Kind::ServerContent => {
+                topics.conversation = true;
+                let turn = reading.turn();
+                for (flag, set) in [
+                    ("generationComplete", turn.generation_complete),
+                    ("turnComplete", turn.turn_complete),
+                    ("interrupted", turn.interrupted),
+                    ("waitingForInput", turn.waiting_for_input),
+                ] {
+                    if set {
+                        name.push(' ');
+                        name.push_str(flag);
+                    }
+                }
+            }
+            Kind::ToolCall | Kind::ToolCallCancellation => topics.tools = true,
+            Kind::GoAway | Kind::SessionResumptionUpdate | Kind::UsageMetadata => {
+                topics.session = true;
+            }
+            Kind::VoiceActivity | Kind::VoiceActivityDetectionSignal => {
+                topics.conversation = true;
+            }
         }
-        topics.session = true;
+        names.push(name);
     }
-    if let Some(content) = &message.server_content {
-        topics.conversation = true;
-        let mut kind = "serverContent".to_owned();
-        for (flag, set) in [
-            (
-                "generationComplete",
-                content.generation_complete == Some(true),
-            ),
-            ("turnComplete", content.turn_complete == Some(true)),
-            ("interrupted", content.interrupted == Some(true)),
-            ("waitingForInput", content.waiting_for_input == Some(true)),
-        ] {
-            if set {
-                kind.push(' ');
-                kind.push_str(flag);
-            }
-        }
-        let blobs: Vec<&Blob> = content
-            .model_turn
-            .iter()
-            .flat_map(|turn| &turn.parts)
-            .filter_map(|part| part.inline_data.as_ref())
-            .collect();
-        let text: Vec<&str> = content
-            .model_turn
-            .iter()
-            .flat_map(|turn| &turn.parts)
-            .filter_map(|part| part.text.as_deref())
-            .collect();
-        let audio = blobs
-            .first()
-            .map(|blob| audio_length(blob, elided, livetalk_live::wire::OUTPUT_SAMPLE_RATE));
-        if !text.is_empty() {
-            summary.push(quoted(&text.concat()));
-        }
-        for (label, transcription) in [
-            ("heard", &content.input_transcription),
-            ("said", &content.output_transcription),
-            ("hearing", &content.interim_input_transcription),
-        ] {
-            if let Some(text) = transcription.as_ref().and_then(|t| t.text.as_deref()) {
-                summary.push(format!("{label} {}", quoted(text)));
-            }
-        }
-        if let Some(reason) = &content.turn_complete_reason {
-            summary.push(one_line(reason));
-        }
-        if let Some(status) = &content.interaction_status {
-            summary.push(format!("interaction {}", one_line(status)));
-        }
-        if let Some(length) = audio {
-            let plain = summary.is_empty()
-                && kind == "serverContent"
-                && blobs.len()
-                    == content
-                        .model_turn
-                        .as_ref()
-                        .map_or(0, |turn| turn.parts.len());
-            if plain {
-                audio_only = Some(length);
-            } else {
-                summary.push(audio_run_summary(1, length));
-            }
-        }
-        kinds.push(kind);
+    if let Some(Some(id)) = reading.set_up() {
+        summary.push(format!("session {}", one_line(id)));
     }
-    if let Some(call) = &message.tool_call {
-        kinds.push("toolCall".to_owned());
-        topics.tools = true;
-        let calls: Vec<String> = call
-            .function_calls
+    let text: String = reading.text().collect();
+    if !text.is_empty() {
+        summary.push(quoted(&text));
+    }
+    let thoughts: String = reading.thoughts().collect();
+    if !thoughts.is_empty() {
+        summary.push(format!("thought {}", quoted(&thoughts)));
+    }
+    for (label, transcript) in [
+        ("heard", reading.heard()),
+        ("said", reading.said()),
+        ("hearing", reading.hearing()),
+    ] {
+        if let Some(transcript) = transcript {
+            summary.push(format!("{label} {}", quoted(transcript.text)));
+        }
+    }
+    if let Some(reason) = reading.turn_complete_reason() {
+        summary.push(one_line(reason));
+    }
+    if let Some(interaction) = reading.interaction() {
+        summary.push(format!("interaction {}", one_line(interaction.status())));
+    }
+    let audio_only = reading.only_audio().then(|| reading.audio_duration());
+    if reading.has_audio() && audio_only.is_none() {
+        summary.push(audio_run_summary(1, reading.audio_duration()));
+    }
+    if !reading.calls().is_empty() {
+        let calls: Vec<String> = reading
+            .calls()
             .iter()
             .map(|c| {
                 let args = excerpt::bounded_json(&c.args, SUMMARY_MAX);
@@ -499,38 +484,28 @@ fn describe_received(message: &ServerMessage, elided: usize) -> Described {
             .collect();
         summary.push(calls.join(", "));
     }
-    if let Some(cancel) = &message.tool_call_cancellation {
-        kinds.push("toolCallCancellation".to_owned());
-        topics.tools = true;
-        summary.push(cancel.ids.join(", "));
+    if kinds.has(Kind::ToolCallCancellation) {
+        summary.push(reading.cancelled().join(", "));
     }
-    if let Some(go_away) = &message.go_away {
-        kinds.push("goAway".to_owned());
-        topics.session = true;
-        if let Some(left) = go_away.time_left {
-            summary.push(format!("{} s left", left.as_secs()));
-        }
+    if let Some(Some(left)) = reading.go_away() {
+        summary.push(format!("{} s left", left.as_secs()));
     }
-    if let Some(update) = &message.session_resumption_update {
-        kinds.push("sessionResumptionUpdate".to_owned());
-        topics.session = true;
-        let resumable = if update.resumable == Some(true) {
+    if let Some(update) = reading.resumption() {
+        let resumable = if update.resumable {
             "resumable"
         } else {
             "not resumable"
         };
-        summary.push(match update.new_handle.as_deref() {
+        summary.push(match update.handle {
             // A handle resumes the session: a glimpse is enough to tell two apart.
-            Some(handle) if !handle.is_empty() => {
+            Some(handle) => {
                 let end = excerpt::floor_char_boundary(handle, 8);
                 format!("handle {}… {resumable}", &handle[..end])
             }
-            _ => resumable.to_owned(),
+            None => resumable.to_owned(),
         });
     }
-    if let Some(usage) = &message.usage_metadata {
-        kinds.push("usageMetadata".to_owned());
-        topics.session = true;
+    if let Some(usage) = reading.usage() {
         // Some servers give only the parts.
         let parts = usage.prompt_token_count.unwrap_or(0) + usage.response_token_count.unwrap_or(0);
         match usage.total_token_count {
@@ -539,42 +514,25 @@ fn describe_received(message: &ServerMessage, elided: usize) -> Described {
             None => {}
         }
     }
-    if let Some(activity) = &message.voice_activity {
-        kinds.push("voiceActivity".to_owned());
-        topics.conversation = true;
-        if let Some(kind) = &activity.activity_type {
-            summary.push(one_line(kind));
+    for voice in [reading.voice_activity(), reading.voice_signal()]
+        .into_iter()
+        .flatten()
+    {
+        if !voice.signal.is_empty() {
+            summary.push(one_line(voice.signal));
         }
     }
-    if let Some(signal) = &message.voice_activity_detection_signal {
-        kinds.push("voiceActivityDetectionSignal".to_owned());
-        topics.conversation = true;
-        if let Some(kind) = &signal.vad_signal_type {
-            summary.push(one_line(kind));
-        }
-    }
-    if kinds.is_empty() {
-        kinds.push("(empty)".to_owned());
+    if names.is_empty() {
+        names.push("(empty)".to_owned());
         topics.session = true;
     }
-    if kinds.len() > 1 {
-        audio_only = None;
-    }
     // Only the words of the model's speech: they belong with its audio.
-    let said = message
-        .server_content
-        .as_ref()
-        .filter(|content| {
-            kinds.len() == 1
-                && **content
-                    == ServerContent {
-                        output_transcription: content.output_transcription.clone(),
-                        ..ServerContent::default()
-                    }
-        })
-        .and_then(|content| content.output_transcription.as_ref()?.text.clone());
+    let said = reading
+        .only_said()
+        .then(|| reading.said().map(|said| said.text.to_owned()))
+        .flatten();
     Described {
-        kind: kinds.join(" + "),
+        kind: names.join(" + "),
         summary: one_line(&summary.join(" · ")),
         topics,
         audio_only,
@@ -587,7 +545,7 @@ fn describe_received(message: &ServerMessage, elided: usize) -> Described {
 pub fn frame_json(frame: &WireFrame) -> String {
     let value = match &frame.body {
         WireBody::Sent(message) => serde_json::to_value(message.as_ref()),
-        WireBody::Received(message) => serde_json::to_value(message.as_ref()),
+        WireBody::Received { message, .. } => serde_json::to_value(message.as_ref()),
         WireBody::Unreadable(reason) => Ok(serde_json::json!({ "unreadable": reason })),
     };
     let mut value = value.unwrap_or(Value::Null);

@@ -1732,7 +1732,7 @@ fn wire(base: std::time::Instant, ms: u64, sent: bool, message: serde_json::Valu
     let body = if sent {
         WireBody::Sent(Arc::new(serde_json::from_value(message).unwrap()))
     } else {
-        WireBody::Received(Arc::new(serde_json::from_value(message).unwrap()))
+        WireBody::received(serde_json::from_value(message).unwrap())
     };
     WireFrame {
         at: base + Duration::from_millis(ms),
@@ -2191,4 +2191,71 @@ fn tab_completes_commands_voices_model_ids_and_paths() {
     app.view.input.replace("hello");
     press(&mut app, KeyCode::Tab);
     assert_eq!(app.view.focus, Focus::Transcript);
+}
+
+#[test]
+fn a_40_ms_model_audio_chunk_is_allocated_once_from_the_frame_to_the_playback_queue() {
+    use livetalk_live::codec::{DecodedServerFrame, decode_server};
+    // 40 ms at 24 kHz, PCM16: 1,920 bytes, as the service sends a chunk.
+    let pcm: Vec<u8> = (0..1920u32).map(|i| (i % 251) as u8).collect();
+    let data = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &pcm);
+    let frame = json!({"serverContent": {"modelTurn": {"parts": [
+        {"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": data}}
+    ]}}})
+    .to_string();
+    let mut app = with_audio(false);
+    // What the connection's reader does with the frame: the decoder fills one buffer.
+    let Ok(DecodedServerFrame::Message(message)) = decode_server(frame.as_bytes()) else {
+        panic!("the frame decodes");
+    };
+    let decoded = message
+        .server_content
+        .as_ref()
+        .unwrap()
+        .model_turn
+        .as_ref()
+        .unwrap()
+        .parts[0]
+        .inline_data
+        .as_ref()
+        .unwrap()
+        .data
+        .as_ptr();
+    // Then the session hands the frame on, and the engine the app its frame and its events.
+    let inbound = livetalk_live::Inbound::message(message);
+    let mut effects = app.update(Msg::Wire(WireFrame::received(&inbound).unwrap()));
+    for event in inbound.events {
+        effects.extend(app.update(Msg::Server(event)));
+    }
+    let played: Vec<&Vec<u8>> = effects
+        .iter()
+        .filter_map(|effect| match effect {
+            Effect::PlayAudio(pcm) => Some(pcm),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(played, [&pcm], "the chunk reaches the playback queue whole");
+    assert_eq!(
+        played[0].as_ptr(),
+        decoded,
+        "what is played is the buffer the decoder filled, not a copy of it"
+    );
+    // Nor does the frame the inspector's log keeps hold it.
+    let kept = app.wire().frames().back().unwrap();
+    let WireBody::Received { message, audio } = &kept.body else {
+        panic!("{kept:?}")
+    };
+    let blob = message
+        .server_content
+        .as_ref()
+        .unwrap()
+        .model_turn
+        .as_ref()
+        .unwrap()
+        .parts[0]
+        .inline_data
+        .as_ref()
+        .unwrap();
+    assert!(blob.data.is_empty());
+    assert_eq!(audio[0].bytes, 1920);
 }

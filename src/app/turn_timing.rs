@@ -18,7 +18,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use livetalk_live::wire::{ClientMessage, ServerMessage};
+use livetalk_live::reading::Reading;
+use livetalk_live::wire::ClientMessage;
 
 /// A moment, as the time since an origin the caller picks (a session's first frame, a
 /// recording's start). Only differences between stamps are reported.
@@ -82,27 +83,11 @@ pub struct ReceivedMarks {
 }
 
 /// What a server frame means to the turn timing.
-pub fn received_marks(message: &ServerMessage) -> ReceivedMarks {
-    let audio = message
-        .server_content
-        .as_ref()
-        .and_then(|content| content.model_turn.as_ref())
-        .is_some_and(|turn| {
-            turn.parts.iter().any(|part| {
-                part.inline_data
-                    .as_ref()
-                    .is_some_and(|blob| blob.mime_type.starts_with("audio/"))
-            })
-        });
-    let voice_end = message
-        .voice_activity
-        .as_ref()
-        .is_some_and(|a| a.activity_type.as_deref() == Some("ACTIVITY_END"))
-        || message
-            .voice_activity_detection_signal
-            .as_ref()
-            .is_some_and(|s| s.vad_signal_type.as_deref() == Some("VAD_SIGNAL_TYPE_EOS"));
-    ReceivedMarks { audio, voice_end }
+pub fn received_marks(reading: &Reading<'_>) -> ReceivedMarks {
+    ReceivedMarks {
+        audio: reading.has_audio(),
+        voice_end: reading.voice_ended(),
+    }
 }
 
 /// Whether a client frame ends the user's turn, and how.
@@ -240,8 +225,8 @@ impl TurnClock {
 
     /// A server frame was read at `at`. It counts for the turn before it, then (if it says
     /// the user stopped speaking) a new turn is measured from it.
-    pub fn received(&mut self, message: &ServerMessage, at: Stamp) {
-        let marks = received_marks(message);
+    pub fn received(&mut self, reading: Reading<'_>, at: Stamp) {
+        let marks = received_marks(&reading);
         self.server_frame(marks.audio, at);
         if marks.voice_end {
             self.user_turn_ended(TurnEnd::VoiceEnd, at);
@@ -323,6 +308,7 @@ pub fn millis(figure: Option<Duration>) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use livetalk_live::Inbound;
 
     fn ms(n: u64) -> Stamp {
         Duration::from_millis(n)
@@ -332,8 +318,8 @@ mod tests {
         serde_json::from_str(json).unwrap()
     }
 
-    fn server(json: &str) -> ServerMessage {
-        serde_json::from_str(json).unwrap()
+    fn server(json: &str) -> Inbound {
+        Inbound::message(serde_json::from_str(json).unwrap())
     }
 
     fn typed() -> ClientMessage {
@@ -350,29 +336,29 @@ mod tests {
         client(r#"{"realtimeInput":{"audio":{"mimeType":"audio/pcm;rate=16000","data":"AAAA"}}}"#)
     }
 
-    fn model_audio() -> ServerMessage {
+    fn model_audio() -> Inbound {
         server(
             r#"{"serverContent":{"modelTurn":{"parts":[{"inlineData":{"mimeType":"audio/pcm;rate=24000","data":"AAAA"}}]}}}"#,
         )
     }
 
-    fn transcription() -> ServerMessage {
+    fn transcription() -> Inbound {
         server(r#"{"serverContent":{"inputTranscription":{"text":"hi"}}}"#)
     }
 
-    fn voice(kind: &str) -> ServerMessage {
+    fn voice(kind: &str) -> Inbound {
         server(&format!(r#"{{"voiceActivity":{{"type":"{kind}"}}}}"#))
     }
 
     #[test]
     fn a_typed_turn_is_measured_from_the_turn_sent() {
         let mut clock = TurnClock::new(20);
-        clock.received(&model_audio(), ms(50)); // nothing asked yet: no turn
+        clock.received(model_audio().reading().unwrap(), ms(50)); // nothing asked yet: no turn
         assert_eq!(clock.last(), None);
         clock.sent(&typed(), ms(1000));
-        clock.received(&transcription(), ms(1120));
-        clock.received(&model_audio(), ms(1400));
-        clock.received(&model_audio(), ms(1450));
+        clock.received(transcription().reading().unwrap(), ms(1120));
+        clock.received(model_audio().reading().unwrap(), ms(1400));
+        clock.received(model_audio().reading().unwrap(), ms(1450));
         clock.audible(ms(1480));
         clock.audible(ms(1900)); // heard again after a pause: still the first
         let turn = clock.last().unwrap();
@@ -388,10 +374,10 @@ mod tests {
     fn a_spoken_turn_ends_at_the_servers_voice_end_or_at_activity_end() {
         let mut clock = TurnClock::new(20);
         clock.sent(&mic_audio(), ms(10));
-        clock.received(&voice("ACTIVITY_START"), ms(100));
+        clock.received(voice("ACTIVITY_START").reading().unwrap(), ms(100));
         assert_eq!(clock.last(), None, "speech starting ends nothing");
-        clock.received(&voice("ACTIVITY_END"), ms(900));
-        clock.received(&model_audio(), ms(1250));
+        clock.received(voice("ACTIVITY_END").reading().unwrap(), ms(900));
+        clock.received(model_audio().reading().unwrap(), ms(1250));
         let turn = *clock.last().unwrap();
         assert_eq!(turn.ended_by, TurnEnd::VoiceEnd);
         assert_eq!(
@@ -403,7 +389,7 @@ mod tests {
         assert_eq!(turn.first_audible, None, "no speaker");
 
         clock.sent(&activity_end(), ms(3000));
-        clock.received(&model_audio(), ms(3200));
+        clock.received(model_audio().reading().unwrap(), ms(3200));
         let turn = clock.last().unwrap();
         assert_eq!(turn.ended_by, TurnEnd::ActivityEnd);
         assert_eq!(turn.first_audio, Some(ms(200)));
@@ -416,7 +402,7 @@ mod tests {
         let signal =
             server(r#"{"voiceActivityDetectionSignal":{"vadSignalType":"VAD_SIGNAL_TYPE_EOS"}}"#);
         assert_eq!(
-            received_marks(&signal),
+            received_marks(&signal.reading().unwrap()),
             ReceivedMarks {
                 audio: false,
                 voice_end: true
@@ -430,7 +416,7 @@ mod tests {
         clock.sent(&typed(), ms(0));
         clock.audible(ms(30));
         assert_eq!(clock.last().unwrap().first_audible, None);
-        clock.received(&model_audio(), ms(300));
+        clock.received(model_audio().reading().unwrap(), ms(300));
         clock.audible(ms(360));
         assert_eq!(clock.last().unwrap().first_audible, Some(ms(360)));
     }
@@ -440,7 +426,7 @@ mod tests {
         let mut clock = TurnClock::new(20);
         clock.sent(&typed(), ms(0));
         clock.sent(&typed(), ms(500));
-        clock.received(&model_audio(), ms(700));
+        clock.received(model_audio().reading().unwrap(), ms(700));
         let turns: Vec<_> = clock.turns().copied().collect();
         assert_eq!(turns[0].first_message, None);
         assert_eq!(turns[0].first_audio, None);
@@ -452,7 +438,7 @@ mod tests {
         let mut clock = TurnClock::new(20);
         clock.underruns(4); // an earlier reply's
         clock.sent(&typed(), ms(0));
-        clock.received(&model_audio(), ms(100));
+        clock.received(model_audio().reading().unwrap(), ms(100));
         clock.underruns(4);
         assert_eq!(clock.last().unwrap().underruns, 0);
         clock.underruns(7);
@@ -471,7 +457,10 @@ mod tests {
         let mut clock = TurnClock::new(3);
         for i in 0..5 {
             clock.sent(&typed(), ms(i * 1000));
-            clock.received(&model_audio(), ms(i * 1000 + 10 * (i + 1)));
+            clock.received(
+                model_audio().reading().unwrap(),
+                ms(i * 1000 + 10 * (i + 1)),
+            );
         }
         let waits: Vec<_> = clock.turns().map(|t| millis(t.wait())).collect();
         assert_eq!(waits, [Some(30), Some(40), Some(50)]);
@@ -482,11 +471,11 @@ mod tests {
     fn a_frame_sent_before_but_taken_in_after_the_reply_still_starts_the_turn() {
         let mut clock = TurnClock::new(20);
         clock.sent(&typed(), ms(0));
-        clock.received(&model_audio(), ms(300));
+        clock.received(model_audio().reading().unwrap(), ms(300));
         // The next turn was sent at 1000 ms; the engine takes it in after the reply's first
         // frames (1100 ms, 1250 ms with audio), and the speaker after those.
-        clock.received(&transcription(), ms(1100));
-        clock.received(&model_audio(), ms(1250));
+        clock.received(transcription().reading().unwrap(), ms(1100));
+        clock.received(model_audio().reading().unwrap(), ms(1250));
         clock.sent(&typed(), ms(1000));
         clock.audible(ms(1300));
         let turns: Vec<_> = clock.turns().copied().collect();
@@ -497,7 +486,7 @@ mod tests {
         assert_eq!(turns[1].first_audio, Some(ms(250)));
         assert_eq!(turns[1].first_audible, Some(ms(300)));
         // A frame read before this turn ended counts for the one before it.
-        clock.received(&transcription(), ms(200));
+        clock.received(transcription().reading().unwrap(), ms(200));
         let turns: Vec<_> = clock.turns().copied().collect();
         assert_eq!(turns[0].first_message, Some(ms(200)));
         assert_eq!(turns[1].first_message, Some(ms(100)));
@@ -508,7 +497,7 @@ mod tests {
         let mut clock = TurnClock::new(20);
         clock.sent(&typed(), ms(0));
         // No reply to the first turn; the second turn's reply is taken in before its end.
-        clock.received(&model_audio(), ms(700));
+        clock.received(model_audio().reading().unwrap(), ms(700));
         assert_eq!(clock.last().unwrap().first_audio, Some(ms(700)));
         clock.sent(&typed(), ms(500));
         let turns: Vec<_> = clock.turns().copied().collect();
@@ -521,7 +510,7 @@ mod tests {
     fn a_frame_before_every_turn_counts_for_none() {
         let mut clock = TurnClock::new(1);
         clock.sent(&typed(), ms(1000));
-        clock.received(&model_audio(), ms(990));
+        clock.received(model_audio().reading().unwrap(), ms(990));
         assert_eq!(clock.last().unwrap().first_audio, None);
         // Older than the one turn kept, with no room for it: counted, not kept.
         clock.sent(&typed(), ms(10));
@@ -534,6 +523,9 @@ mod tests {
         assert_eq!(sent_mark(&mic_audio()), None);
         let partial = client(r#"{"clientContent":{"turnComplete":false}}"#);
         assert_eq!(sent_mark(&partial), None);
-        assert_eq!(received_marks(&transcription()), ReceivedMarks::default());
+        assert_eq!(
+            received_marks(&transcription().reading().unwrap()),
+            ReceivedMarks::default()
+        );
     }
 }

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use livetalk_live::ServerEvent;
 use livetalk_live::events::Inbound;
+use livetalk_live::reading::{AudioPart, Reading};
 use livetalk_live::wire::{Blob, ClientMessage, ServerMessage};
 
 /// Frames kept; a voice turn is about 75 frames a second, so this is about a minute of talk.
@@ -34,12 +35,28 @@ pub struct WireFrame {
 /// What a frame said.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WireBody {
-    /// A server message, as decoded.
-    Received(Arc<ServerMessage>),
+    /// A server message, as decoded, its model audio described by `audio` (the samples went
+    /// to the app in the frame's events; see [`Inbound`]).
+    Received {
+        message: Arc<ServerMessage>,
+        audio: Vec<AudioPart>,
+    },
     /// A server frame that could not be used, and why.
     Unreadable(String),
     /// A client message, as sent.
     Sent(Arc<ClientMessage>),
+}
+
+impl WireBody {
+    /// A server message as a frame's body: its model audio moved out (the samples are
+    /// dropped), as a session's frames come. For frames read in a handshake, and tests.
+    pub fn received(mut message: ServerMessage) -> WireBody {
+        let (audio, _samples) = livetalk_live::reading::take_audio(&mut message);
+        WireBody::Received {
+            message: Arc::new(message),
+            audio,
+        }
+    }
 }
 
 impl WireFrame {
@@ -47,7 +64,10 @@ impl WireFrame {
     /// set-up as the runner reports it, its close), which came in no frame of its own.
     pub fn received(inbound: &Inbound) -> Option<WireFrame> {
         let body = match (&inbound.message, inbound.events.as_slice()) {
-            (Some(message), _) => WireBody::Received(message.clone()),
+            (Some(message), _) => WireBody::Received {
+                message: message.clone(),
+                audio: inbound.audio.clone(),
+            },
             (None, [ServerEvent::FrameSkipped { reason }]) => WireBody::Unreadable(reason.clone()),
             _ => return None,
         };
@@ -55,7 +75,7 @@ impl WireFrame {
             at: inbound.at,
             bytes: inbound.bytes,
             handshake: false,
-            elided: 0,
+            elided: inbound.audio.iter().map(|part| part.bytes).sum(),
             missed_before: 0,
             body,
         })
@@ -72,37 +92,24 @@ impl WireFrame {
             body: WireBody::Sent(message.clone()),
         }
     }
+
+    /// What a received frame's message means; `None` for the other frames.
+    pub fn reading(&self) -> Option<Reading<'_>> {
+        match &self.body {
+            WireBody::Received { message, audio } => Some(Reading::of(message, audio)),
+            _ => None,
+        }
+    }
 }
 
 impl WireFrame {
-    /// The frame as the log keeps it: the data of its audio and images left out, counted in
-    /// `elided`. The inspector shows their sizes and durations, never their bytes, and a few
-    /// thousand frames of a voice turn would otherwise hold megabytes. Done in place when the
-    /// log holds the only copy (the recorder has written the samples by then).
+    /// The frame as the log keeps it: the data of its mic audio and images left out, counted
+    /// in `elided` (a received frame's model audio is out of its message already). The
+    /// inspector shows their sizes and durations, never their bytes, and a few thousand frames
+    /// of a voice turn would otherwise hold megabytes. Done in place when the log holds the
+    /// only copy (the recorder has written the samples by then).
     fn kept(mut self) -> WireFrame {
         let elided = match &mut self.body {
-            WireBody::Received(message) => {
-                let has_data = message
-                    .server_content
-                    .as_ref()
-                    .and_then(|content| content.model_turn.as_ref())
-                    .is_some_and(|turn| {
-                        turn.parts.iter().any(|part| {
-                            part.inline_data
-                                .as_ref()
-                                .is_some_and(|b| !b.data.is_empty())
-                        })
-                    });
-                if !has_data {
-                    return self;
-                }
-                let parts = Arc::make_mut(message)
-                    .server_content
-                    .as_mut()
-                    .and_then(|content| content.model_turn.as_mut())
-                    .map(|turn| turn.parts.iter_mut().filter_map(|p| p.inline_data.as_mut()));
-                parts.into_iter().flatten().map(elide).sum()
-            }
             WireBody::Sent(message) => {
                 let ClientMessage::RealtimeInput(input) = message.as_ref() else {
                     return self;
@@ -116,7 +123,7 @@ impl WireFrame {
                 let blobs = input.audio.iter_mut().chain(&mut input.video);
                 blobs.chain(&mut input.media_chunks).map(elide).sum()
             }
-            WireBody::Unreadable(_) => 0,
+            WireBody::Received { .. } | WireBody::Unreadable(_) => 0,
         };
         self.elided += elided;
         self
@@ -282,7 +289,7 @@ mod tests {
         ));
         let [received, sent] = [&log.frames()[0], &log.frames()[1]];
         assert_eq!((received.elided, sent.elided), (6, 740));
-        let WireBody::Received(message) = &received.body else {
+        let WireBody::Received { message, .. } = &received.body else {
             panic!("{received:?}")
         };
         let parts = &message

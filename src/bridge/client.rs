@@ -444,6 +444,7 @@ fn live_message(message: BridgeMessage) -> Option<ServerMessage> {
 fn nothing() -> Inbound {
     Inbound {
         message: None,
+        audio: Vec::new(),
         events: Vec::new(),
         at: std::time::Instant::now(),
         bytes: 0,

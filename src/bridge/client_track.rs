@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use livetalk_live::connection::{ConnectionHandle, Outbound, WireTap};
 use livetalk_live::events::Inbound;
-use livetalk_live::wire::{ClientMessage, ServerMessage};
+use livetalk_live::wire::ClientMessage;
 use livetalk_live::{Connection, Outbox, ServerEvent};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -265,12 +265,11 @@ impl Relay {
 
     /// A frame from the bridge connection; `false` once the session is gone.
     async fn on_bridge_frame(&mut self, inbound: Inbound) -> bool {
-        let content = inbound
-            .message
-            .as_deref()
-            .and_then(|m| m.server_content.as_ref());
-        let interrupted = content.is_some_and(|c| c.interrupted == Some(true));
-        let turn_complete = content.is_some_and(|c| c.turn_complete == Some(true));
+        let turn = inbound
+            .reading()
+            .map(|reading| reading.turn())
+            .unwrap_or_default();
+        let (interrupted, turn_complete) = (turn.interrupted, turn.turn_complete);
         let closed = inbound
             .events
             .iter()
@@ -508,17 +507,14 @@ impl Relay {
     }
 }
 
-/// The audio of a frame that is an `AUDIO_CHUNK` (only model audio, nothing else).
+/// The audio of a frame that is an `AUDIO_CHUNK` (only model audio, nothing else): the samples
+/// its one `ModelAudio` event holds.
 fn chunk_audio(inbound: &Inbound) -> Option<&[u8]> {
-    let message: &ServerMessage = inbound.message.as_deref()?;
-    let content = message.server_content.as_ref()?;
-    let parts = &content.model_turn.as_ref()?.parts;
-    match parts.as_slice() {
-        [part] if content.turn_complete.is_none() && content.interrupted.is_none() => part
-            .inline_data
-            .as_ref()
-            .filter(|b| b.mime_type.starts_with("audio/"))
-            .map(|b| b.data.as_slice()),
+    if !inbound.reading()?.only_audio() {
+        return None;
+    }
+    match inbound.events.as_slice() {
+        [ServerEvent::ModelAudio { pcm, .. }] => Some(pcm),
         _ => None,
     }
 }

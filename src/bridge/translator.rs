@@ -15,6 +15,7 @@ use super::protocol::{
     SetupCompleteDetails, SetupErrorDetails, TurnCompleteDetails,
 };
 use livetalk_live::events::Inbound;
+use livetalk_live::reading::{AudioPart, Reading};
 use livetalk_live::session::{SessionChange, SessionEvent};
 use livetalk_live::wire::{
     ClientContent, ClientMessage, Content, RealtimeInput, Scheduling, ServerMessage,
@@ -386,10 +387,24 @@ impl Translator {
     /// concern the app (the session set up, a frame that could not be used, the end).
     pub fn inbound(&mut self, inbound: Inbound) -> Vec<BridgeMessage> {
         let mut out = Vec::new();
-        if let Some(message) = inbound.message {
-            self.server_message(Arc::unwrap_or_clone(message), &mut out);
+        let Inbound {
+            message,
+            audio,
+            mut events,
+            ..
+        } = inbound;
+        if let Some(message) = message {
+            // The samples are the events' (held once); they leave as `AUDIO_CHUNK`s.
+            let samples = events
+                .iter_mut()
+                .filter_map(|event| match event {
+                    ServerEvent::ModelAudio { pcm, .. } => Some(std::mem::take(pcm)),
+                    _ => None,
+                })
+                .collect();
+            self.server_message(Arc::unwrap_or_clone(message), &audio, samples, &mut out);
         }
-        for event in inbound.events {
+        for event in events {
             self.server_event(event, &mut out);
         }
         out
@@ -429,39 +444,62 @@ impl Translator {
     /// One server message, passed on as the service sent it: audio as `AUDIO_CHUNK` (its
     /// bytes moved, encoded once on the way out), the rest of `serverContent` (and the usage
     /// beside it) as `CONTENT_MESSAGE`, then the dedicated messages apps look for
-    /// (`INTERRUPTED`, `TURN_COMPLETE`, `TOOL_CALL`, …).
-    fn server_message(&mut self, mut message: ServerMessage, out: &mut Vec<BridgeMessage>) {
+    /// (`INTERRUPTED`, `TURN_COMPLETE`, `TOOL_CALL`, …). What it means is read from its
+    /// [`Reading`]; what is forwarded is moved out of it as sent.
+    fn server_message(
+        &mut self,
+        message: ServerMessage,
+        audio: &[AudioPart],
+        samples: Vec<Vec<u8>>,
+        out: &mut Vec<BridgeMessage>,
+    ) {
         let Some(session) = &mut self.session else {
             return;
         };
-        let mut usage = message.usage_metadata.take();
-        if let Some(mut content) = message.server_content.take() {
-            if let Some(turn) = &mut content.model_turn {
-                let mut audio = Vec::new();
-                turn.parts.retain_mut(|part| match &mut part.inline_data {
-                    Some(blob) if blob.mime_type.starts_with("audio/") => {
-                        audio.push(std::mem::take(&mut blob.data));
-                        false
-                    }
-                    _ => true,
-                });
-                for data in audio {
-                    if !std::mem::replace(&mut session.speaking, true) && !self.media_track {
-                        out.push(BridgeMessage::AssistantSpeaking { speaking: true });
-                    }
-                    out.push(BridgeMessage::AudioChunk { data });
+        let reading = Reading::of(&message, audio);
+        let turn = reading.turn();
+        let details = TurnCompleteDetails {
+            reason: reading.turn_complete_reason().map(str::to_owned),
+            waiting_for_input: turn.waiting_for_input.then_some(true),
+            interaction_status: reading.interaction().map(|i| i.status().to_owned()),
+        };
+        let go_away = reading.go_away();
+        let voice = reading.voice_activity().is_some() || reading.voice_signal().is_some();
+        for call in reading.calls() {
+            if let Some(id) = &call.id {
+                session.pending_calls.insert(id.clone(), call.name.clone());
+            }
+        }
+        for id in reading.cancelled() {
+            session.pending_calls.remove(id);
+        }
+        let audio_parts: Vec<usize> = audio.iter().map(|part| part.part).collect();
+        let ServerMessage {
+            server_content,
+            usage_metadata: mut usage,
+            tool_call,
+            tool_call_cancellation,
+            voice_activity,
+            voice_activity_detection_signal,
+            ..
+        } = message;
+        if let Some(mut content) = server_content {
+            for data in samples {
+                if !std::mem::replace(&mut session.speaking, true) && !self.media_track {
+                    out.push(BridgeMessage::AssistantSpeaking { speaking: true });
                 }
+                out.push(BridgeMessage::AudioChunk { data });
+            }
+            if let Some(turn) = &mut content.model_turn {
+                let mut index = 0;
+                turn.parts.retain(|_| {
+                    index += 1;
+                    !audio_parts.contains(&(index - 1))
+                });
                 if turn.parts.is_empty() {
                     content.model_turn = None;
                 }
             }
-            let interrupted = content.interrupted == Some(true);
-            let turn_complete = content.turn_complete == Some(true);
-            let details = TurnCompleteDetails {
-                reason: content.turn_complete_reason.clone(),
-                waiting_for_input: content.waiting_for_input.filter(|w| *w),
-                interaction_status: content.interaction_status.clone(),
-            };
             let grounding = content.grounding_metadata.clone();
             if content != Default::default() || usage.is_some() {
                 out.push(BridgeMessage::content(content, usage.take()));
@@ -472,11 +510,11 @@ impl Translator {
                     grounding_metadata: Some(metadata),
                 });
             }
-            if interrupted {
+            if turn.interrupted {
                 session.speaking = false;
                 out.push(BridgeMessage::Interrupted {});
             }
-            if turn_complete {
+            if turn.turn_complete {
                 session.speaking = false;
                 out.push(BridgeMessage::TurnComplete(details));
             }
@@ -484,31 +522,22 @@ impl Translator {
         if usage.is_some() {
             out.push(BridgeMessage::content(Default::default(), usage));
         }
-        if let Some(call) = message.tool_call.take() {
-            for call in &call.function_calls {
-                if let Some(id) = &call.id {
-                    session.pending_calls.insert(id.clone(), call.name.clone());
-                }
-            }
+        if let Some(call) = tool_call {
             out.push(BridgeMessage::ToolCall { tool_call: call });
         }
-        if let Some(cancel) = message.tool_call_cancellation.take() {
-            for id in &cancel.ids {
-                session.pending_calls.remove(id);
-            }
+        if let Some(cancel) = tool_call_cancellation {
             out.push(BridgeMessage::ToolCallCancellation {
                 tool_call_cancellation: cancel,
             });
         }
-        if message.voice_activity.is_some() || message.voice_activity_detection_signal.is_some() {
+        if voice {
             out.push(BridgeMessage::VoiceActivity {
-                voice_activity: message.voice_activity.take(),
-                voice_activity_detection_signal: message.voice_activity_detection_signal.take(),
+                voice_activity,
+                voice_activity_detection_signal,
             });
         }
-        if let Some(go_away) = message.go_away.take() {
-            let when = go_away
-                .time_left
+        if let Some(time_left) = go_away {
+            let when = time_left
                 .map(|t| format!(" in {:.0} s", t.as_secs_f64()))
                 .unwrap_or_default();
             out.push(BridgeMessage::log(

@@ -225,7 +225,11 @@ impl Session<'_> {
                 Msg::Wire(frame) => {
                     let at = self.stamp(frame.at);
                     match &frame.body {
-                        WireBody::Received(message) => self.clock.received(message, at),
+                        WireBody::Received { .. } => {
+                            if let Some(reading) = frame.reading() {
+                                self.clock.received(reading, at);
+                            }
+                        }
                         WireBody::Sent(message) => self.clock.sent(message, at),
                         WireBody::Unreadable(_) => {}
                     }

@@ -69,17 +69,21 @@ impl WireTap for Wiretap {
 
     fn handshake(&self, frame: TappedFrame<'_>, bytes: usize) {
         let body = match &frame {
-            TappedFrame::Message(message) => WireBody::Received(Arc::new((*message).clone())),
+            TappedFrame::Message(message) => WireBody::received((*message).clone()),
             TappedFrame::Skipped(reason) => WireBody::Unreadable((*reason).to_owned()),
         };
         if let Some(recorder) = &self.recorder {
             recorder.handshake(frame, bytes);
         }
+        let elided = match &body {
+            WireBody::Received { audio, .. } => audio.iter().map(|part| part.bytes).sum(),
+            _ => 0,
+        };
         self.to_app(WireFrame {
             at: std::time::Instant::now(),
             bytes,
             handshake: true,
-            elided: 0,
+            elided,
             missed_before: 0,
             body,
         });

@@ -8,19 +8,20 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use serde::Deserialize as _;
 use serde_json::{Value, json};
 
+use super::format::convert::wire_frame;
 use super::replay::initial_app;
 use super::{LOG_FILE, MIC_WAV, MODEL_WAV, Record, Recording, wav_contents};
 use crate::app::turn_timing::{Stamp, TurnClock, TurnTiming, millis};
-use crate::app::{App, ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, ToolState, UserInput};
+use crate::app::{
+    App, ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, ToolState, UserInput, WireBody,
+};
 use crate::audio::AudioEvent;
 use crate::pricing::{PRICES_READ_ON, TokenTally, dollars};
 use crate::tools::{ToolEvent, ToolStatus};
 use livetalk_live::ServerEvent;
 use livetalk_live::session::SessionChange;
-use livetalk_live::wire::{ClientMessage, ServerMessage};
 
 /// What `inspect` reports, computed from the log alone.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -88,52 +89,29 @@ fn turn_timings(recording: &Recording, applied: &[crate::record::Applied]) -> Ve
         }
     }
     let mut figures = figures.into_iter().peekable();
+    let base = std::time::Instant::now();
     for line in &recording.lines {
         while let Some((_, total)) = figures.next_if(|(t, _)| *t <= line.t) {
             clock.underruns(total);
         }
-        match &line.record {
-            Record::Send { message } => {
-                if let Ok(message) = ClientMessage::deserialize(message) {
-                    clock.sent(&message, stamp(line.t));
+        // The frame as the converter reads it, the clock fed as a live session feeds it.
+        let Some(frame) = wire_frame(line, base) else {
+            continue;
+        };
+        match &frame.body {
+            WireBody::Sent(message) => clock.sent(message, stamp(line.t)),
+            WireBody::Received { .. } => {
+                if let Some(reading) = frame.reading() {
+                    clock.received(reading, stamp(line.t));
                 }
             }
-            Record::Recv {
-                message: Some(message),
-                ..
-            } => {
-                if let Some(message) = recorded_server_message(message) {
-                    clock.received(&message, stamp(line.t));
-                }
-            }
-            _ => {}
+            WireBody::Unreadable(_) => {}
         }
     }
     for (_, total) in figures {
         clock.underruns(total);
     }
     clock.turns().copied().collect()
-}
-
-/// A recorded server message as the wire type. Its model audio lives in `model.wav`: the
-/// parts name where (an object in place of the base64 text), so they are read as empty.
-fn recorded_server_message(message: &Value) -> Option<ServerMessage> {
-    if let Ok(message) = ServerMessage::deserialize(message) {
-        return Some(message);
-    }
-    let mut message = message.clone();
-    if let Some(parts) = message
-        .pointer_mut("/serverContent/modelTurn/parts")
-        .and_then(Value::as_array_mut)
-    {
-        for data in parts
-            .iter_mut()
-            .filter_map(|part| part.pointer_mut("/inlineData/data"))
-        {
-            *data = Value::String(String::new());
-        }
-    }
-    ServerMessage::deserialize(&message).ok()
 }
 
 /// The recording's applied messages fed into an app, as replay shows them.
@@ -143,10 +121,6 @@ fn replayed(recording: &Recording, applied: &[crate::record::Applied]) -> App {
         let _ = app.update(applied.msg.clone());
     }
     app
-}
-
-fn int(value: &Value, pointer: &str) -> i64 {
-    value.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
 }
 
 impl Summary {
@@ -196,6 +170,7 @@ impl Summary {
                 _ => {}
             }
         }
+        let base = std::time::Instant::now();
         let mut calls_at: HashMap<String, f64> = HashMap::new();
         let mut answered_at: HashMap<String, f64> = HashMap::new();
         for line in &recording.lines {
@@ -214,31 +189,30 @@ impl Summary {
                         }
                     }
                 }
-                Record::Recv {
-                    message, skipped, ..
-                } => {
+                Record::Recv { skipped, .. } => {
                     s.frames_received += 1;
                     if skipped.is_some() {
                         s.skipped_frames += 1;
                     }
-                    let Some(message) = message else { continue };
-                    if message.pointer("/serverContent/turnComplete") == Some(&Value::Bool(true)) {
+                    // What the frame means, as the converter reads it for replay.
+                    let Some(frame) = wire_frame(line, base) else {
+                        continue;
+                    };
+                    let Some(reading) = frame.reading() else {
+                        continue;
+                    };
+                    if reading.turn().turn_complete {
                         s.model_turns += 1;
                     }
-                    for call in message
-                        .pointer("/toolCall/functionCalls")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                    {
-                        if let Some(id) = call.get("id").and_then(Value::as_str) {
-                            calls_at.entry(id.to_owned()).or_insert(line.t);
+                    for call in reading.calls() {
+                        if let Some(id) = &call.id {
+                            calls_at.entry(id.clone()).or_insert(line.t);
                         }
                     }
-                    if let Some(usage) = message.get("usageMetadata") {
-                        s.prompt_tokens += int(usage, "/promptTokenCount");
-                        s.response_tokens += int(usage, "/responseTokenCount");
-                        s.total_tokens += int(usage, "/totalTokenCount");
+                    if let Some(usage) = reading.usage() {
+                        s.prompt_tokens += usage.prompt_token_count.unwrap_or(0);
+                        s.response_tokens += usage.response_token_count.unwrap_or(0);
+                        s.total_tokens += usage.total_token_count.unwrap_or(0);
                     }
                 }
                 Record::Close {

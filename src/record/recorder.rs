@@ -1,9 +1,12 @@
 //! The recorder: writes one session into a folder as it happens (every message the app
 //! applied, every frame, and what only the connection knows from its wire tap), crash-safe:
 //! every line is written whole and at once, and WAV headers are updated after every chunk,
-//! before the line that refers to it. Model audio is written once: a received frame puts its
-//! chunks in `model.wav`, and the events the app applies from that frame, which come next and
-//! in the same order, refer to those samples.
+//! before the line that refers to it. Model audio is written once: a received frame's line says
+//! where in `model.wav` its chunks go, and the events the app applies from that frame, which
+//! come next and in the same order and hold the samples, put them there and refer to them.
+//! (A frame's message no longer holds its samples: the app's events do, so a chunk is held
+//! once. Should the app never apply a chunk, its place is filled with silence before the next
+//! frame's, so every later reference stays true.)
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -23,6 +26,7 @@ use crate::config::{RecordTo, Settings};
 use crate::tools::Device;
 use livetalk_live::CloseInfo;
 use livetalk_live::connection::{TappedFrame, WireTap};
+use livetalk_live::reading::{AudioPart, take_audio};
 use livetalk_live::wire::{ClientMessage, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, ServerMessage};
 
 /// Records one session. Cheap to clone; all clones write to the same folder.
@@ -41,8 +45,8 @@ struct Inner {
     /// Redacted from every line, whatever quotes it (a server close reason, say).
     /// After a write error the recording stops (once, with a warning); the session goes on.
     failed: bool,
-    /// Where the model audio of the frame received last went, in the order its events carry
-    /// it to the app.
+    /// Where the model audio of the frame received last goes, in the order its events carry
+    /// it to the app: reserved in `model.wav` by its line, written when the app applies it.
     unclaimed: VecDeque<AudioRef>,
 }
 
@@ -163,9 +167,17 @@ impl Recorder {
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
-        let audio = convert::model_audio(msg).and_then(|pcm| match inner.unclaimed.pop_front() {
-            Some(at) if at.sample_count == (pcm.len() / 2) as u64 => Some(at),
-            _ => Recorder::audio(&mut inner, Track::Model, pcm, OUTPUT_SAMPLE_RATE),
+        let audio = convert::model_audio(msg).and_then(|pcm| {
+            // A chunk that is not the one reserved (a recorder fed by hand) goes after it.
+            if inner
+                .unclaimed
+                .front()
+                .is_some_and(|at| at.sample_count != (pcm.len() / 2) as u64)
+            {
+                inner.fill_unclaimed();
+            }
+            inner.unclaimed.pop_front();
+            Recorder::audio(&mut inner, Track::Model, pcm, OUTPUT_SAMPLE_RATE)
         });
         let line = Line {
             t: self.now(),
@@ -184,16 +196,19 @@ impl Recorder {
         if frame.handshake {
             return;
         }
-        let (message, skipped) = match &frame.body {
-            WireBody::Received(message) => (Some(message.as_ref()), None),
-            WireBody::Unreadable(reason) => (None, Some(reason.clone())),
+        let (message, audio, skipped) = match &frame.body {
+            WireBody::Received { message, audio } => {
+                (Some(message.as_ref()), audio.as_slice(), None)
+            }
+            WireBody::Unreadable(reason) => (None, &[][..], Some(reason.clone())),
             WireBody::Sent(_) => return,
         };
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
-        inner.unclaimed.clear();
-        let message = message.and_then(|message| self.server_value(&mut inner, message));
+        inner.fill_unclaimed();
+        let message =
+            message.and_then(|message| Recorder::server_value(&mut inner, message, audio));
         let line = Line {
             t: self.since_start(frame.at),
             record: Record::Recv {
@@ -265,7 +280,38 @@ impl Recorder {
     }
 }
 
+impl Drop for Inner {
+    /// The last frame's chunks that were never applied leave silence in their place, so its
+    /// line's references hold.
+    fn drop(&mut self) {
+        self.fill_unclaimed();
+    }
+}
+
 impl Inner {
+    /// The place in `model.wav` for `part`'s samples, after those already reserved.
+    fn reserve(&mut self, part: &AudioPart) -> Option<AudioRef> {
+        // Creates the file at the chunk's rate, as writing it would.
+        let end = match &self.model {
+            Some(wav) => wav.samples,
+            None => Recorder::audio(self, Track::Model, &[], part.sample_rate)?.sample_offset,
+        };
+        let reserved: u64 = self.unclaimed.iter().map(|at| at.sample_count).sum();
+        Some(AudioRef {
+            file: MODEL_WAV.to_owned(),
+            sample_offset: end + reserved,
+            sample_count: (part.bytes / 2) as u64,
+        })
+    }
+
+    /// Fills the places reserved for chunks the app never applied with silence.
+    fn fill_unclaimed(&mut self) {
+        while let Some(at) = self.unclaimed.pop_front() {
+            let silence = vec![0u8; usize::try_from(at.sample_count * 2).unwrap_or(0)];
+            Recorder::audio(self, Track::Model, &silence, OUTPUT_SAMPLE_RATE);
+        }
+    }
+
     fn write_line(&mut self, line: &Line) {
         if self.failed {
             return;
@@ -342,12 +388,22 @@ impl WireTap for Recorder {
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
+        inner.fill_unclaimed();
         let (message, skipped) = match frame {
-            TappedFrame::Message(message) => (self.server_value(&mut inner, message), None),
+            TappedFrame::Message(message) => {
+                // Nothing the app applies refers to audio of the handshake: its samples, still
+                // in the message, are written at once.
+                let mut message = message.clone();
+                let (audio, samples) = take_audio(&mut message);
+                let value = Recorder::server_value(&mut inner, &message, &audio);
+                for (part, pcm) in audio.iter().zip(samples) {
+                    inner.unclaimed.pop_front();
+                    Recorder::audio(&mut inner, Track::Model, &pcm, part.sample_rate);
+                }
+                (value, None)
+            }
             TappedFrame::Skipped(reason) => (None, Some(reason.to_owned())),
         };
-        // Nothing the app applies refers to audio of the handshake.
-        inner.unclaimed.clear();
         let line = Line {
             t: self.now(),
             record: Record::Recv {
@@ -370,35 +426,28 @@ impl WireTap for Recorder {
 }
 
 impl Recorder {
-    /// The server message as JSON with its audio parts moved into `model.wav`.
-    fn server_value(&self, inner: &mut Inner, message: &ServerMessage) -> Option<Value> {
+    /// The server message as JSON, each of its audio parts a reference to where in
+    /// `model.wav` its samples go; the places are reserved for the chunks the app applies
+    /// next.
+    fn server_value(
+        inner: &mut Inner,
+        message: &ServerMessage,
+        audio: &[AudioPart],
+    ) -> Option<Value> {
         let mut value = serde_json::to_value(message).ok()?;
-        let parts = message
-            .server_content
-            .as_ref()
-            .and_then(|c| c.model_turn.as_ref())
-            .map(|turn| turn.parts.as_slice())
-            .unwrap_or_default();
-        for (i, part) in parts.iter().enumerate() {
-            let Some(blob) = &part.inline_data else {
+        for part in audio {
+            let Some(at) = inner.reserve(part) else {
                 continue;
             };
-            if !blob.mime_type.starts_with("audio/") {
-                continue;
-            }
-            let rate = blob.declared_rate().unwrap_or(OUTPUT_SAMPLE_RATE);
-            let Some(audio) = Recorder::audio(inner, Track::Model, &blob.data, rate) else {
-                continue;
-            };
-            inner.unclaimed.push_back(audio.clone());
             if let Some(part_value) = value
                 .get_mut("serverContent")
                 .and_then(|v| v.get_mut("modelTurn"))
                 .and_then(|v| v.get_mut("parts"))
-                .and_then(|v| v.get_mut(i))
+                .and_then(|v| v.get_mut(part.part))
             {
-                put_ref(part_value, &["inlineData"], &audio);
+                put_ref(part_value, &["inlineData"], &at);
             }
+            inner.unclaimed.push_back(at);
         }
         Some(value)
     }

@@ -967,7 +967,6 @@ fn the_empty_screen_says_how_to_speak_in_push_to_talk_mode() {
 fn session_with_figures() -> App {
     use crate::app::{WireBody, WireFrame};
     use crate::audio::{AudioEvent, AudioSetup};
-    use std::sync::Arc;
     use std::time::Instant;
     let mut app = App::new(AppInit {
         endpoint_label: "generativelanguage.googleapis.com".into(),
@@ -986,10 +985,10 @@ fn session_with_figures() -> App {
         }));
     };
     let received = |app: &mut App, ms: u64, json: &str| {
-        let message: livetalk_live::wire::ServerMessage = serde_json::from_str(json).unwrap();
-        let events = livetalk_live::events::events_from(message.clone());
-        frame(app, ms, WireBody::Received(Arc::new(message)));
-        for event in events {
+        let inbound = livetalk_live::Inbound::message(serde_json::from_str(json).unwrap());
+        let body = WireFrame::received(&inbound).unwrap().body;
+        frame(app, ms, body);
+        for event in inbound.events {
             app.update(Msg::Server(event));
         }
     };
@@ -1055,9 +1054,7 @@ fn wire_frame(
             serde_json::from_value(message).expect("a client message"),
         ))
     } else {
-        WireBody::Received(Arc::new(
-            serde_json::from_value(message).expect("a server message"),
-        ))
+        WireBody::received(serde_json::from_value(message).expect("a server message"))
     };
     WireFrame {
         at: base + Duration::from_millis(ms),

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::wire::{FunctionCall, OUTPUT_SAMPLE_RATE, ServerMessage, UsageMetadata};
+use super::wire::{FunctionCall, ServerMessage, UsageMetadata};
+use crate::reading::{AudioPart, Reading, take_audio};
 
 /// Everything a connection's server said, decoded, in arrival order. Turn boundaries are
 /// events, not iterator ends: the stream runs until [`ServerEvent::Closed`].
@@ -136,12 +137,18 @@ impl CloseInfo {
 /// A connection hands these out in arrival order, and a session passes each on whole, so a
 /// consumer that wants the message as the service sent it (a bridge, an inspector, a
 /// recorder) and one that wants the events read the same value, in the same order.
+///
+/// The message's model audio is held once: its samples are moved into the `ModelAudio`
+/// events, and the message keeps each audio part with an empty `data`, described by
+/// [`Inbound::audio`]. What the message means is read through [`Inbound::reading`].
 #[derive(Debug, Clone)]
 pub struct Inbound {
-    /// The message as decoded; `None` for a frame that could not be used
-    /// ([`ServerEvent::FrameSkipped`]) and for the connection's own news: its set-up as the
-    /// runner reports it, its close.
+    /// The message as decoded, its model audio moved into the events; `None` for a frame
+    /// that could not be used ([`ServerEvent::FrameSkipped`]) and for the connection's own
+    /// news: its set-up as the runner reports it, its close.
     pub message: Option<std::sync::Arc<ServerMessage>>,
+    /// The model audio the message carried, chunk by chunk (the samples are in the events).
+    pub audio: Vec<AudioPart>,
     /// What it amounts to, in the order to apply them (none for a message that says nothing
     /// new).
     pub events: Vec<ServerEvent>,
@@ -152,11 +159,13 @@ pub struct Inbound {
 }
 
 impl Inbound {
-    /// A server message and its events.
-    pub fn message(message: ServerMessage) -> Inbound {
-        let events = events_from(message.clone());
+    /// A server message and its events, read once (see [`Reading`]).
+    pub fn message(mut message: ServerMessage) -> Inbound {
+        let (audio, samples) = take_audio(&mut message);
+        let events = Reading::of(&message, &audio).events(samples);
         Inbound {
             message: Some(std::sync::Arc::new(message)),
+            audio,
             events,
             at: std::time::Instant::now(),
             bytes: 0,
@@ -173,10 +182,16 @@ impl Inbound {
     pub fn news(event: ServerEvent) -> Inbound {
         Inbound {
             message: None,
+            audio: Vec::new(),
             events: vec![event],
             at: std::time::Instant::now(),
             bytes: 0,
         }
+    }
+
+    /// What the message means; `None` for the connection's own news.
+    pub fn reading(&self) -> Option<Reading<'_>> {
+        Some(Reading::of(self.message.as_deref()?, &self.audio))
     }
 
     /// The close, when this is the connection's last word.
@@ -197,117 +212,10 @@ impl IntoIterator for Inbound {
     }
 }
 
-/// Splits one server message into events, in the order a reader should apply them.
+/// Splits one server message into events, in the order a reader should apply them (its
+/// model audio moved into them, not copied). See [`Reading::events`].
 pub fn events_from(message: ServerMessage) -> Vec<ServerEvent> {
-    let mut events = Vec::new();
-    if let Some(setup) = message.setup_complete {
-        events.push(ServerEvent::SetupComplete {
-            session_id: setup.session_id,
-        });
-    }
-    if let Some(call) = message.tool_call
-        && !call.function_calls.is_empty()
-    {
-        events.push(ServerEvent::ToolCall(call.function_calls));
-    }
-    if let Some(cancel) = message.tool_call_cancellation
-        && !cancel.ids.is_empty()
-    {
-        events.push(ServerEvent::ToolCallCancelled(cancel.ids));
-    }
-    if let Some(content) = message.server_content {
-        if let Some(t) = content.input_transcription
-            && let Some(text) = t.text
-        {
-            events.push(ServerEvent::InputTranscription {
-                text,
-                finished: t.finished.unwrap_or(false),
-            });
-        }
-        for part in content.model_turn.map(|c| c.parts).unwrap_or_default() {
-            if part.thought == Some(true) {
-                continue;
-            }
-            if let Some(text) = part.text
-                && !text.is_empty()
-            {
-                events.push(ServerEvent::ModelText(text));
-            }
-            if let Some(blob) = part.inline_data
-                && blob.mime_type.starts_with("audio/")
-            {
-                let sample_rate = blob.declared_rate().unwrap_or(OUTPUT_SAMPLE_RATE);
-                events.push(ServerEvent::ModelAudio {
-                    pcm: blob.data,
-                    sample_rate,
-                });
-            }
-        }
-        if let Some(t) = content.output_transcription
-            && let Some(text) = t.text
-        {
-            events.push(ServerEvent::OutputTranscription {
-                text,
-                finished: t.finished.unwrap_or(false),
-            });
-        }
-        if let Some(grounding) = content.grounding_metadata {
-            events.push(ServerEvent::Grounding(grounding));
-        }
-        if content.generation_complete == Some(true) {
-            events.push(ServerEvent::GenerationComplete);
-        }
-        if content.interrupted == Some(true) {
-            events.push(ServerEvent::Interrupted);
-        }
-        // Before the turnComplete beside it: that turnComplete ends the interaction or not.
-        match content.interaction_status.as_deref() {
-            Some("IDLE") => events.push(ServerEvent::Interaction { idle: true }),
-            Some("IN_PROGRESS") | Some("REQUIRES_ACTION") => {
-                events.push(ServerEvent::Interaction { idle: false })
-            }
-            _ => {}
-        }
-        if content.turn_complete == Some(true) {
-            events.push(ServerEvent::TurnComplete {
-                reason: content.turn_complete_reason,
-                waiting_for_input: content.waiting_for_input.unwrap_or(false),
-            });
-        }
-    }
-    if let Some(usage) = message.usage_metadata {
-        events.push(ServerEvent::Usage(usage));
-    }
-    if let Some(go_away) = message.go_away {
-        events.push(ServerEvent::GoAway {
-            time_left: go_away.time_left,
-        });
-    }
-    if let Some(update) = message.session_resumption_update {
-        events.push(ServerEvent::ResumptionUpdate {
-            handle: update.new_handle.filter(|h| !h.is_empty()),
-            resumable: update.resumable.unwrap_or(false),
-        });
-    }
-    if let Some(activity) = message.voice_activity {
-        match activity.activity_type.as_deref() {
-            Some("ACTIVITY_START") => events.push(ServerEvent::VoiceActivity { speaking: true }),
-            Some("ACTIVITY_END") => events.push(ServerEvent::VoiceActivity { speaking: false }),
-            _ => {}
-        }
-    }
-    if let Some(signal) = message.voice_activity_detection_signal {
-        match signal.vad_signal_type.as_deref() {
-            Some("VAD_SIGNAL_TYPE_SOS") => {
-                events.push(ServerEvent::VoiceActivity { speaking: true })
-            }
-            Some("VAD_SIGNAL_TYPE_EOS") => {
-                events.push(ServerEvent::VoiceActivity { speaking: false })
-            }
-            _ => {}
-        }
-    }
-    events
+    Inbound::message(message).events
 }
 
 /// PCM16 little-endian bytes to samples (an odd trailing byte is dropped).

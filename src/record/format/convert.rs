@@ -96,6 +96,11 @@ pub fn wire_frame(line: &v3::Line, base: std::time::Instant) -> Option<app::Wire
         _ => return None,
     };
     let mut message = message.clone();
+    let referred = if sent {
+        Vec::new()
+    } else {
+        referred_audio(&message)
+    };
     let elided = audio_left_out(&mut message);
     let bytes = serde_json::to_string(&message).map_or(0, |s| s.len()) + elided.div_ceil(3) * 4;
     let body = if sent {
@@ -103,11 +108,42 @@ pub fn wire_frame(line: &v3::Line, base: std::time::Instant) -> Option<app::Wire
             serde_json::from_value::<ClientMessage>(message).ok()?,
         ))
     } else {
-        app::WireBody::Received(Arc::new(
-            serde_json::from_value::<ServerMessage>(message).ok()?,
-        ))
+        let mut message = serde_json::from_value::<ServerMessage>(message).ok()?;
+        // Samples written into the line itself (older formats) are moved out and counted like
+        // those in a WAV file.
+        let (mut audio, _samples) = livetalk_live::reading::take_audio(&mut message);
+        for part in &mut audio {
+            if let Some((_, bytes)) = referred.iter().find(|(at, _)| *at == part.part) {
+                part.bytes = *bytes;
+            }
+        }
+        app::WireBody::Received {
+            message: Arc::new(message),
+            audio,
+        }
     };
     Some(frame(bytes, handshake, elided, body))
+}
+
+/// The model turn's parts of a recorded `recv` message whose samples went to a WAV file, with
+/// their size in bytes (from the reference each holds in place of its samples).
+fn referred_audio(message: &serde_json::Value) -> Vec<(usize, usize)> {
+    let parts = message
+        .pointer("/serverContent/modelTurn/parts")
+        .and_then(serde_json::Value::as_array);
+    parts
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(part, value)| {
+            let data = value.pointer("/inlineData/data")?;
+            let reference = serde_json::from_value::<v3::AudioRef>(data.clone()).ok()?;
+            Some((
+                part,
+                usize::try_from(reference.sample_count.saturating_mul(2)).ok()?,
+            ))
+        })
+        .collect()
 }
 
 /// Empties every `data` that points into a WAV file ([`v3::AudioRef`]); returns the bytes of
