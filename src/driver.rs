@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::app::{App, Effect, Msg};
+use crate::app::{App, Effect, Msg, SessionEffect};
 use livetalk_live::{CloseInfo, ServerEvent};
 
 /// How long leaving waits for the session to close cleanly before it stops waiting.
@@ -179,7 +179,7 @@ async fn apply_with<S: Source>(
                 Effect::Intent(intent) => queue.push_back(intent),
                 effect if effect.is_presenters() => present(effect),
                 effect => {
-                    reconnect |= effect == Effect::Reconnect;
+                    reconnect |= effect == Effect::Session(SessionEffect::Reconnect);
                     source.carry_out(effect).await;
                 }
             }
@@ -232,7 +232,7 @@ mod tests {
         }
 
         async fn carry_out(&mut self, effect: Effect) {
-            if effect == Effect::Reconnect {
+            if effect == Effect::Session(SessionEffect::Reconnect) {
                 self.queue
                     .push_back(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
             }

@@ -10,7 +10,7 @@ use crate::audio::{
     StreamInfo,
 };
 
-use super::{App, Effect, Floor, ModelTurnStatus, Msg, NoticeLevel};
+use super::{App, Effect, Floor, MediaEffect, ModelTurnStatus, Msg, NoticeLevel, SessionEffect};
 
 /// What the microphone is doing, as the status line says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,7 +255,10 @@ impl App {
                     // the end of input waits for it too.
                     self.audio.talking = false;
                     self.reply.sent();
-                    return vec![Effect::SetMicOpen(false), Effect::SendActivityEnd];
+                    return vec![
+                        Effect::Media(MediaEffect::SetMicOpen(false)),
+                        Effect::Session(SessionEffect::SendActivityEnd),
+                    ];
                 }
                 Vec::new()
             }
@@ -290,10 +293,15 @@ impl App {
         }
         self.audio.problems = setup.problems;
         // A clip in push-to-talk mode is one utterance: bracket it now (once connected).
-        let mut effects = vec![Effect::SetMicOpen(self.audio.mic_open())];
+        let mut effects = vec![Effect::Media(MediaEffect::SetMicOpen(
+            self.audio.mic_open(),
+        ))];
         if self.audio.push_to_talk && self.audio.input_is_clip && first {
             self.audio.talking = true;
-            effects = vec![Effect::SetMicOpen(true), Effect::SendActivityStart];
+            effects = vec![
+                Effect::Media(MediaEffect::SetMicOpen(true)),
+                Effect::Session(SessionEffect::SendActivityStart),
+            ];
         }
         effects
     }
@@ -319,7 +327,7 @@ impl App {
         self.open_model_entry();
         if self.audio.takes_model_audio() {
             self.audio.playing_out = self.audio.output.is_some();
-            vec![Effect::PlayAudio(pcm)]
+            vec![Effect::Media(MediaEffect::PlayAudio(pcm))]
         } else {
             Vec::new()
         }
@@ -335,9 +343,9 @@ impl App {
         if interrupted {
             self.audio.audible = false;
             self.audio.playing_out = false;
-            vec![Effect::StopPlayback]
+            vec![Effect::Media(MediaEffect::StopPlayback)]
         } else {
-            vec![Effect::EndPlaybackTurn]
+            vec![Effect::Media(MediaEffect::EndPlaybackTurn)]
         }
     }
 
@@ -358,7 +366,7 @@ impl App {
         self.audio.playing_out = false;
         self.floor = Floor::Listening;
         if self.audio.takes_model_audio() {
-            vec![Effect::StopPlayback]
+            vec![Effect::Media(MediaEffect::StopPlayback)]
         } else {
             Vec::new()
         }
@@ -373,14 +381,16 @@ impl App {
             return Vec::new();
         }
         self.audio.muted = !self.audio.muted;
-        let mut effects = vec![Effect::SetMicOpen(self.audio.mic_open())];
+        let mut effects = vec![Effect::Media(MediaEffect::SetMicOpen(
+            self.audio.mic_open(),
+        ))];
         if self.audio.muted && self.connection_open() {
             if self.audio.push_to_talk && self.audio.talking {
                 self.audio.talking = false;
-                effects.push(Effect::SendActivityEnd);
+                effects.push(Effect::Session(SessionEffect::SendActivityEnd));
             } else if !self.audio.push_to_talk {
                 // The server flushes the audio it has cached (protocol: audioStreamEnd).
-                effects.push(Effect::SendAudioStreamEnd);
+                effects.push(Effect::Session(SessionEffect::SendAudioStreamEnd));
             }
         }
         effects
@@ -401,7 +411,7 @@ impl App {
         if !self.audio_is_on() {
             return Vec::new();
         }
-        vec![Effect::ReopenAudio]
+        vec![Effect::Media(MediaEffect::ReopenAudio)]
     }
 
     /// The echo key: the next mode, as an intent (a replay only shows what was switched).
@@ -419,7 +429,7 @@ impl App {
             NoticeLevel::Info,
             format!("Echo handling: {} — {}", mode.name(), echo_meaning(mode)),
         );
-        vec![Effect::SetEcho(mode)]
+        vec![Effect::Media(MediaEffect::SetEcho(mode))]
     }
 
     pub(super) fn toggle_talk(&mut self) -> Vec<Effect> {
@@ -437,10 +447,16 @@ impl App {
         if self.audio.talking {
             // Talking over Gemini interrupts it, as speaking would with server VAD.
             let mut effects = self.barge_in();
-            effects.extend([Effect::SetMicOpen(true), Effect::SendActivityStart]);
+            effects.extend([
+                Effect::Media(MediaEffect::SetMicOpen(true)),
+                Effect::Session(SessionEffect::SendActivityStart),
+            ]);
             effects
         } else {
-            vec![Effect::SetMicOpen(false), Effect::SendActivityEnd]
+            vec![
+                Effect::Media(MediaEffect::SetMicOpen(false)),
+                Effect::Session(SessionEffect::SendActivityEnd),
+            ]
         }
     }
 }

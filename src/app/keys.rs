@@ -10,7 +10,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseEvent
 
 use super::slash::{model_command, screen_command};
 use super::view::{Focus, Popup};
-use super::{App, ConnectionState, Effect, Msg, NoticeLevel, ToolRow};
+use super::{App, ConnectionState, Effect, Msg, NoticeLevel, ReplayEffect, ToolRow};
 
 /// Where a binding applies. Earlier scopes in [`Scope::PRIORITY`] win.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -802,11 +802,11 @@ impl App {
             Action::ScrollPopup(by) => self.scroll_popup(i32::from(by)),
             Action::PopupPage(by) => self.scroll_popup(10 * i32::from(by)),
             Action::PopupTop => self.scroll_popup(-i32::from(u16::MAX)),
-            Action::PauseReplay => return vec![Effect::PauseReplay],
-            Action::StepReplay => return vec![Effect::StepReplay],
+            Action::PauseReplay => return vec![Effect::Replay(ReplayEffect::Pause)],
+            Action::StepReplay => return vec![Effect::Replay(ReplayEffect::Step)],
             Action::ReplaySpeed(by) => {
                 let factor = if by > 0 { 2.0 } else { 0.5 };
-                return vec![Effect::ReplaySpeed(factor)];
+                return vec![Effect::Replay(ReplayEffect::Speed(factor))];
             }
         }
         Vec::new()

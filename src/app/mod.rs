@@ -34,7 +34,10 @@ pub mod view;
 mod wire_log;
 
 pub use audio::{AudioAsked, AudioState, MicState, echo_meaning};
-pub use msg::{Effect, ImageSent, Msg, ReplayProgress};
+pub use msg::{
+    Effect, FileEffect, ImageSent, MediaEffect, Msg, ReplayEffect, ReplayProgress, SessionEffect,
+    ToolEffect,
+};
 pub use session::{Badge, ConnectionState};
 pub use slash::{
     Argument, Completion, ESCAPED_SLASH, MODEL_IDS, SLASH_COMMANDS, SlashCommand, complete,
@@ -402,7 +405,7 @@ impl App {
                     return Vec::new();
                 }
                 self.connection = ConnectionState::Connecting;
-                vec![Effect::Reconnect]
+                vec![Effect::Session(SessionEffect::Reconnect)]
             }
             Msg::Tool(event) => self.on_tool(event),
             Msg::ToolVerdict { key, verdict } => self.on_verdict(key, verdict),
@@ -419,13 +422,13 @@ impl App {
                     tool.enabled = enabled;
                 }
                 self.tools_pending = true;
-                vec![Effect::SetToolEnabled { name, enabled }]
+                vec![Effect::Tools(ToolEffect::SetToolEnabled { name, enabled })]
             }
             Msg::RestartMcpServer(name) => {
                 if let Some(server) = self.catalog.servers.iter_mut().find(|s| s.name == name) {
                     server.state = ServerState::Starting;
                 }
-                vec![Effect::RestartMcpServer(name)]
+                vec![Effect::Tools(ToolEffect::RestartMcpServer(name))]
             }
             Msg::DevicesChanged(devices) => {
                 self.view.highlight_changes(&self.devices, &devices);
@@ -437,7 +440,7 @@ impl App {
                 let mut effects = self.on_key(key);
                 // However the inspector opened or closed, the source learns it.
                 if inspecting != self.inspecting() {
-                    effects.push(Effect::WatchWire(!inspecting));
+                    effects.push(Effect::Session(SessionEffect::WatchWire(!inspecting)));
                 }
                 effects
             }
@@ -493,7 +496,7 @@ impl App {
                 self.disconnect(message);
                 self.reply.forget();
                 self.gave_up = true;
-                vec![Effect::CloseSession]
+                vec![Effect::Session(SessionEffect::CloseSession)]
             }
             Msg::ReplayProgress(progress) => {
                 if self.replay.is_some() {
@@ -524,7 +527,7 @@ impl App {
                     via: UserInput::Typed,
                 });
                 self.reply.sent();
-                effects.push(Effect::SendText(text));
+                effects.push(Effect::Session(SessionEffect::SendText(text)));
                 effects
             }
             Msg::EndSession => {
@@ -535,7 +538,7 @@ impl App {
                 // and silenced: nothing more of it is shown or played.
                 let mut effects = self.barge_in();
                 self.closing = true;
-                effects.push(Effect::CloseSession);
+                effects.push(Effect::Session(SessionEffect::CloseSession));
                 effects
             }
         }

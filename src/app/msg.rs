@@ -158,12 +158,40 @@ pub struct ReplayProgress {
     pub speed_percent: Option<u32>,
 }
 
-/// Work for the loop to do on the app's behalf.
+/// Work for the loop to do on the app's behalf: what a key meant and what only the presenter
+/// can do, and otherwise work for one part of the live engine, each part's effects a type of
+/// their own (adding one edits that type and the part that carries it out, nothing else).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     /// What a key meant (send, barge in, end…): the loop applies it as a message of its own,
     /// so it is recorded like every other message.
     Intent(Msg),
+    /// Put this text on the user's clipboard. The presenter carries it out (the TUI writes it
+    /// through the terminal as OSC 52, which reaches the local clipboard over SSH and tmux);
+    /// the source never sees it.
+    Copy(String),
+    /// For the Live session.
+    Session(SessionEffect),
+    /// For the audio devices.
+    Media(MediaEffect),
+    /// For the tools.
+    Tools(ToolEffect),
+    /// For work on files, done off the loop.
+    Files(FileEffect),
+    /// For a replay's pace.
+    Replay(ReplayEffect),
+}
+
+impl Effect {
+    /// True for what the presenter carries out rather than the source.
+    pub fn is_presenters(&self) -> bool {
+        matches!(self, Effect::Copy(_))
+    }
+}
+
+/// Work for the Live session: what is sent, how it is set up, its end.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionEffect {
     SendText(String),
     /// Change the session's system instruction in place (`contextUpdate`).
     SendInstruction(String),
@@ -173,26 +201,26 @@ pub enum Effect {
     /// Start a fresh session (no resumption handle) with this model: a model cannot change
     /// within a resumed session.
     SwitchModel(String),
-    /// Read the picture at this path and make it ready to send, off the loop; the answer
-    /// comes back as [`Msg::Image`].
-    PrepareImage(std::path::PathBuf),
     /// Send this JPEG as a video frame (`realtimeInput.video`).
     SendImage(Vec<u8>),
-    /// List the folder of this path being typed, for Tab; the answer comes back as
-    /// [`Msg::PathChoices`].
-    ListPaths(String),
-    /// Run these calls, each under its place in the tool log.
-    RunTools(Vec<KeyedCall>),
-    CancelTools(Vec<String>),
-    /// Hand the user's verdict on a call to the dispatcher.
-    ToolVerdict {
-        key: CallKey,
-        verdict: Verdict,
-    },
     SendToolResponse(FunctionResponse),
+    /// Push-to-talk: the user starts speaking (`activityStart`).
+    SendActivityStart,
+    /// Push-to-talk: the user stopped speaking (`activityEnd`).
+    SendActivityEnd,
+    /// The mic stopped (muted): the server may flush what it cached (`audioStreamEnd`).
+    SendAudioStreamEnd,
     CloseSession,
     /// Start connecting again (after the session gave up).
     Reconnect,
+    /// The event inspector opened (`true`) or closed: while it is open the frames sent are
+    /// wanted as they go, not only with the next frame the server sends.
+    WatchWire(bool),
+}
+
+/// Work for the audio devices: the speaker and the mic.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MediaEffect {
     /// Play model audio (24 kHz PCM16 LE).
     PlayAudio(Vec<u8>),
     /// The model's turn ended: play out the rest of its audio.
@@ -201,22 +229,23 @@ pub enum Effect {
     StopPlayback,
     /// Let mic frames through to the session, or hold them back.
     SetMicOpen(bool),
-    /// Push-to-talk: the user starts speaking (`activityStart`).
-    SendActivityStart,
-    /// Push-to-talk: the user stopped speaking (`activityEnd`).
-    SendActivityEnd,
-    /// The mic stopped (muted): the server may flush what it cached (`audioStreamEnd`).
-    SendAudioStreamEnd,
     /// Close and re-open the audio devices.
     ReopenAudio,
     /// Switch how Gemini's voice is kept out of the mic, now.
     SetEcho(EchoMode),
-    /// Replay: pause or resume.
-    PauseReplay,
-    /// Replay: apply the next message while paused.
-    StepReplay,
-    /// Replay: multiply the speed by this (within the speeds `--speed` takes).
-    ReplaySpeed(f64),
+}
+
+/// Work for the tools: calls run and cancelled, verdicts, which tools are on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolEffect {
+    /// Run these calls, each under its place in the tool log.
+    RunTools(Vec<KeyedCall>),
+    CancelTools(Vec<String>),
+    /// Hand the user's verdict on a call to the dispatcher.
+    ToolVerdict {
+        key: CallKey,
+        verdict: Verdict,
+    },
     /// Turn a tool on or off; the model is told at the next turn boundary.
     SetToolEnabled {
         name: String,
@@ -224,18 +253,44 @@ pub enum Effect {
     },
     /// Stop an MCP server (if it runs) and start it again.
     RestartMcpServer(String),
-    /// The event inspector opened (`true`) or closed: while it is open the frames sent are
-    /// wanted as they go, not only with the next frame the server sends.
-    WatchWire(bool),
-    /// Put this text on the user's clipboard. The presenter carries it out (the TUI writes it
-    /// through the terminal as OSC 52, which reaches the local clipboard over SSH and tmux);
-    /// the source never sees it.
-    Copy(String),
 }
 
-impl Effect {
-    /// True for what the presenter carries out rather than the source.
-    pub fn is_presenters(&self) -> bool {
-        matches!(self, Effect::Copy(_))
-    }
+/// Work on files, off the loop; each answer comes back as a message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileEffect {
+    /// Read the picture at this path and make it ready to send; the answer comes back as
+    /// [`Msg::Image`].
+    PrepareImage(std::path::PathBuf),
+    /// List the folder of this path being typed, for Tab; the answer comes back as
+    /// [`Msg::PathChoices`].
+    ListPaths(String),
 }
+
+/// Work for a replay's pace (a live session has none).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ReplayEffect {
+    /// Pause or resume.
+    Pause,
+    /// Apply the next message while paused.
+    Step,
+    /// Multiply the speed by this (within the speeds `--speed` takes).
+    Speed(f64),
+}
+
+macro_rules! into_effect {
+    ($($part:ident => $variant:ident),*) => {
+        $(impl From<$part> for Effect {
+            fn from(effect: $part) -> Effect {
+                Effect::$variant(effect)
+            }
+        })*
+    };
+}
+
+into_effect!(
+    SessionEffect => Session,
+    MediaEffect => Media,
+    ToolEffect => Tools,
+    FileEffect => Files,
+    ReplayEffect => Replay
+);

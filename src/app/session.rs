@@ -2,7 +2,10 @@
 //! (applied to the transcript, the floor, the tools and the figures) and how the session moved
 //! between connections.
 
-use super::{App, Effect, Entry, Floor, ModelTurnStatus, NoticeLevel, ToolCallRecord, ToolState};
+use super::{
+    App, Effect, Entry, Floor, ModelTurnStatus, NoticeLevel, SessionEffect, ToolCallRecord,
+    ToolEffect, ToolState,
+};
 use crate::tools::{CallKey, KeyedCall};
 use livetalk_live::ServerEvent;
 use livetalk_live::excerpt::{self, bounded};
@@ -136,7 +139,7 @@ impl App {
             && !self.reply.model_busy()
         {
             self.closing = true;
-            return vec![Effect::CloseSession];
+            return vec![Effect::Session(SessionEffect::CloseSession)];
         }
         Vec::new()
     }
@@ -238,12 +241,12 @@ impl App {
                         call,
                     });
                 }
-                vec![Effect::RunTools(keyed)]
+                vec![Effect::Tools(ToolEffect::RunTools(keyed))]
             }
             ServerEvent::ToolCallCancelled(ids) => {
                 // Remembered because the call may finish before the cancel reaches it.
                 self.withdrawn_calls.extend(ids.iter().cloned());
-                vec![Effect::CancelTools(ids)]
+                vec![Effect::Tools(ToolEffect::CancelTools(ids))]
             }
             ServerEvent::GoAway { time_left } => {
                 self.figures.on_go_away(time_left);

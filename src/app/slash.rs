@@ -5,7 +5,9 @@
 
 use std::path::PathBuf;
 
-use super::{App, ConnectionState, Effect, Entry, ImageSent, Msg, NoticeLevel};
+use super::{
+    App, ConnectionState, Effect, Entry, FileEffect, ImageSent, Msg, NoticeLevel, SessionEffect,
+};
 use livetalk_live::excerpt;
 use livetalk_live::models::{self, VOICES};
 
@@ -351,7 +353,9 @@ impl App {
                     NoticeLevel::Info,
                     format!("System instruction changed for the next turns: {instruction}"),
                 );
-                vec![Effect::SendInstruction(instruction.to_owned())]
+                vec![Effect::Session(SessionEffect::SendInstruction(
+                    instruction.to_owned(),
+                ))]
             }
             SlashLine::Voice(voice) => {
                 if voice == self.voice {
@@ -364,7 +368,7 @@ impl App {
                 voice.clone_into(&mut self.voice);
                 self.transcript
                     .push(Entry::Change(format!("Voice is now {voice}")));
-                vec![Effect::SetVoice(voice.to_owned())]
+                vec![Effect::Session(SessionEffect::SetVoice(voice.to_owned()))]
             }
             SlashLine::Model(model) => {
                 let id = crate::pricing::model_id(&model).to_owned();
@@ -383,13 +387,13 @@ impl App {
                 self.transcript.push(Entry::Change(format!(
                     "Model is now {id}: a fresh session (the model does not know the conversation so far)"
                 )));
-                vec![Effect::SwitchModel(model)]
+                vec![Effect::Session(SessionEffect::SwitchModel(model))]
             }
             // A replay has no file to read: what it shows of the picture ends with the line.
             SlashLine::Image(_) if self.replay.is_some() => Vec::new(),
             SlashLine::Image(path) => {
                 self.image_pending = true;
-                vec![Effect::PrepareImage(PathBuf::from(path))]
+                vec![Effect::Files(FileEffect::PrepareImage(PathBuf::from(path)))]
             }
             SlashLine::Screen("help") => {
                 self.notice(NoticeLevel::Info, format!("Commands: {}", slash_summary()));
@@ -445,7 +449,7 @@ impl App {
         if self.offline {
             self.reply.sent();
         }
-        vec![Effect::SendImage(image.jpeg)]
+        vec![Effect::Session(SessionEffect::SendImage(image.jpeg))]
     }
 
     /// True while a picture is being made ready to send: the next typed turn waits for it.
@@ -462,7 +466,7 @@ impl App {
                 self.completed(line, choices);
                 Vec::new()
             }
-            Completion::ListFiles { typed } => vec![Effect::ListPaths(typed)],
+            Completion::ListFiles { typed } => vec![Effect::Files(FileEffect::ListPaths(typed))],
         }
     }
 

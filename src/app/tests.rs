@@ -72,7 +72,7 @@ fn user_turn_is_sent_and_awaits_the_model() {
     let mut app = connected_app();
     assert_eq!(
         app.update(Msg::UserText("  hi  ".into())),
-        vec![Effect::SendText("hi".into())]
+        vec![Effect::Session(SessionEffect::SendText("hi".into()))]
     );
     assert!(!app.ready_for_user());
     assert_eq!(
@@ -158,7 +158,7 @@ fn tool_call_lifecycle_ok_error_and_cancelled() {
     ];
     assert_eq!(
         app.update(Msg::Server(ServerEvent::ToolCall(calls.clone()))),
-        vec![Effect::RunTools(keyed(calls))]
+        vec![Effect::Tools(ToolEffect::RunTools(keyed(calls)))]
     );
     assert_eq!(app.running_tools(), 3);
     assert_eq!(
@@ -171,7 +171,9 @@ fn tool_call_lifecycle_ok_error_and_cancelled() {
     );
 
     let effects = app.update(finished("c1", "get_device_status", ToolStatus::Ok));
-    assert!(matches!(&effects[..], [Effect::SendToolResponse(r)] if r.id.as_deref() == Some("c1")));
+    assert!(
+        matches!(&effects[..], [Effect::Session(SessionEffect::SendToolResponse(r))] if r.id.as_deref() == Some("c1"))
+    );
     assert_eq!(app.tool_calls[0].state, ToolState::Ok);
     assert_eq!(app.tool_calls[0].duration, Some(Duration::from_millis(3)));
 
@@ -189,7 +191,7 @@ fn tool_call_lifecycle_ok_error_and_cancelled() {
         app.update(Msg::Server(ServerEvent::ToolCallCancelled(vec![
             "c3".into()
         ]))),
-        vec![Effect::CancelTools(vec!["c3".into()])]
+        vec![Effect::Tools(ToolEffect::CancelTools(vec!["c3".into()]))]
     );
     let effects = app.update(Msg::Tool(ToolEvent::Cancelled {
         key: None,
@@ -219,7 +221,7 @@ fn end_session_closes_after_the_goodbye_turn() {
         reason: None,
         waiting_for_input: false,
     }));
-    assert_eq!(effects, vec![Effect::CloseSession]);
+    assert_eq!(effects, vec![Effect::Session(SessionEffect::CloseSession)]);
     app.update(Msg::Server(ServerEvent::Closed(CloseInfo {
         code: Some(1000),
         reason: String::new(),
@@ -348,7 +350,9 @@ fn typed_line_is_sent_on_enter_and_kept_while_connecting() {
     app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
     assert_eq!(
         press(&mut app, KeyCode::Enter),
-        vec![Effect::SendText("quick question?".into())]
+        vec![Effect::Session(SessionEffect::SendText(
+            "quick question?".into()
+        ))]
     );
     assert!(app.view.input.is_empty());
     press(&mut app, KeyCode::Up);
@@ -372,7 +376,7 @@ fn typing_while_the_model_speaks_sends_and_the_server_interrupts() {
     type_text(&mut app, "stop");
     assert_eq!(
         press(&mut app, KeyCode::Enter),
-        vec![Effect::SendText("stop".into())]
+        vec![Effect::Session(SessionEffect::SendText("stop".into()))]
     );
     app.update(Msg::Server(ServerEvent::Interrupted));
     assert_eq!(app.floor, Floor::Listening);
@@ -404,7 +408,10 @@ fn esc_quits_only_when_nothing_else_is_open() {
         app.visible_notice().map(|n| n.text.as_str()),
         Some(ESC_AGAIN_QUITS)
     );
-    assert_eq!(press(&mut app, KeyCode::Esc), vec![Effect::CloseSession]);
+    assert_eq!(
+        press(&mut app, KeyCode::Esc),
+        vec![Effect::Session(SessionEffect::CloseSession)]
+    );
     assert!(app.view.quit);
 }
 
@@ -607,7 +614,9 @@ fn slash_lines_are_commands_or_say_how_to_use_them() {
     assert!(app.transcript.is_empty(), "nothing went to the model");
     assert_eq!(
         app.update(Msg::UserText("//system is a word".into())),
-        vec![Effect::SendText("/system is a word".into())]
+        vec![Effect::Session(SessionEffect::SendText(
+            "/system is a word".into()
+        ))]
     );
 }
 
@@ -626,7 +635,7 @@ fn q_quits_from_a_pane_and_other_keys_start_typing() {
     assert_eq!(app.view.focus, Focus::ToolLog);
     assert_eq!(
         press(&mut app, KeyCode::Char('q')),
-        vec![Effect::CloseSession]
+        vec![Effect::Session(SessionEffect::CloseSession)]
     );
     assert!(app.view.quit);
 }
@@ -717,7 +726,9 @@ fn a_lost_connection_interrupts_the_reply_and_typed_input_is_queued_for_the_next
     // Typed while reconnecting: shown and handed to the session, which queues it.
     assert_eq!(
         app.update(Msg::UserText("still there?".into())),
-        vec![Effect::SendText("still there?".into())]
+        vec![Effect::Session(SessionEffect::SendText(
+            "still there?".into()
+        ))]
     );
     app.update(Msg::SessionChange(SessionChange::Reconnected {
         resumed: true,
@@ -839,7 +850,10 @@ fn a_call_of_a_lost_connection_is_not_awaited_after_its_answer_is_withheld() {
     app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
     // The answer is still handed to the session (which withholds it), but nothing is awaited.
     let effects = app.update(finished("c1", "get_device_status", ToolStatus::Ok));
-    assert!(matches!(effects.as_slice(), [Effect::SendToolResponse(_)]));
+    assert!(matches!(
+        effects.as_slice(),
+        [Effect::Session(SessionEffect::SendToolResponse(_))]
+    ));
     app.update(Msg::SessionChange(SessionChange::AnswerDropped {
         id: Some("c1".into()),
         name: "get_device_status".into(),
@@ -897,7 +911,10 @@ fn retry_is_offered_only_after_the_link_gave_up() {
         initiated_by_client: false,
     })));
     assert!(app.can_retry());
-    assert_eq!(app.update(Msg::Retry), vec![Effect::Reconnect]);
+    assert_eq!(
+        app.update(Msg::Retry),
+        vec![Effect::Session(SessionEffect::Reconnect)]
+    );
     assert_eq!(app.connection, ConnectionState::Connecting);
 
     let mut ended = connected_app();
@@ -923,7 +940,7 @@ fn a_call_the_server_cancelled_is_not_answered_even_if_it_finished_first() {
         app.update(Msg::Server(ServerEvent::ToolCallCancelled(vec![
             "c1".into()
         ]))),
-        vec![Effect::CancelTools(vec!["c1".into()])]
+        vec![Effect::Tools(ToolEffect::CancelTools(vec!["c1".into()]))]
     );
     app.update(Msg::Server(ServerEvent::TurnComplete {
         reason: None,
@@ -949,7 +966,10 @@ fn with_audio(push_to_talk: bool) -> App {
     let effects = app.update(Msg::Audio(
         AudioEvent::Opened(AudioSetup::mic_and_speaker()),
     ));
-    assert_eq!(effects, vec![Effect::SetMicOpen(!push_to_talk)]);
+    assert_eq!(
+        effects,
+        vec![Effect::Media(MediaEffect::SetMicOpen(!push_to_talk))]
+    );
     app
 }
 
@@ -973,7 +993,7 @@ fn with_a_speaker_gemini_speaks_while_audible_not_while_bytes_arrive() {
     let mut app = with_audio(false);
     assert_eq!(
         model_audio(&mut app),
-        vec![Effect::PlayAudio(vec![1, 0, 2, 0])]
+        vec![Effect::Media(MediaEffect::PlayAudio(vec![1, 0, 2, 0]))]
     );
     assert_eq!(app.floor, Floor::Listening, "received but not yet heard");
     app.update(Msg::Audio(AudioEvent::Audible(true)));
@@ -988,7 +1008,10 @@ fn with_a_speaker_gemini_speaks_while_audible_not_while_bytes_arrive() {
         ..Default::default()
     })));
     assert_eq!(app.audio.mic_state(), MicState::Gated, "the echo gate");
-    assert_eq!(turn_complete(&mut app), vec![Effect::EndPlaybackTurn]);
+    assert_eq!(
+        turn_complete(&mut app),
+        vec![Effect::Media(MediaEffect::EndPlaybackTurn)]
+    );
     assert_eq!(app.floor, Floor::Speaking, "the tail is still playing");
     assert!(
         !app.ready_for_user(),
@@ -1016,7 +1039,7 @@ fn server_interrupt_stops_playback_at_once() {
     model_audio(&mut app);
     app.update(Msg::Audio(AudioEvent::Audible(true)));
     let effects = app.update(Msg::Server(ServerEvent::Interrupted));
-    assert_eq!(effects, vec![Effect::StopPlayback]);
+    assert_eq!(effects, vec![Effect::Media(MediaEffect::StopPlayback)]);
     assert_eq!(app.floor, Floor::Listening);
     assert!(matches!(
         app.transcript.last(),
@@ -1051,7 +1074,7 @@ fn barge_in_key_silences_and_drops_the_rest_of_the_turn() {
     )));
     assert_eq!(effects, vec![Effect::Intent(Msg::BargeIn)]);
     let effects = app.update(Msg::BargeIn);
-    assert_eq!(effects, vec![Effect::StopPlayback]);
+    assert_eq!(effects, vec![Effect::Media(MediaEffect::StopPlayback)]);
     assert_eq!(app.floor, Floor::Listening);
     // The rest of that turn is neither played nor shown.
     assert_eq!(model_audio(&mut app), Vec::new());
@@ -1072,7 +1095,7 @@ fn barge_in_key_silences_and_drops_the_rest_of_the_turn() {
     turn_complete(&mut app);
     assert_eq!(
         model_audio(&mut app),
-        vec![Effect::PlayAudio(vec![1, 0, 2, 0])]
+        vec![Effect::Media(MediaEffect::PlayAudio(vec![1, 0, 2, 0]))]
     );
 }
 
@@ -1086,8 +1109,8 @@ fn typing_while_gemini_is_heard_barges_in_before_sending() {
     assert_eq!(
         effects,
         vec![
-            Effect::StopPlayback,
-            Effect::SendText("stop, please".into())
+            Effect::Media(MediaEffect::StopPlayback),
+            Effect::Session(SessionEffect::SendText("stop, please".into()))
         ]
     );
 }
@@ -1098,12 +1121,15 @@ fn mute_closes_the_mic_and_tells_the_server_the_stream_ended() {
     let mut app = with_audio(false);
     assert_eq!(
         press(&mut app, KeyCode::F(3)),
-        vec![Effect::SetMicOpen(false), Effect::SendAudioStreamEnd]
+        vec![
+            Effect::Media(MediaEffect::SetMicOpen(false)),
+            Effect::Session(SessionEffect::SendAudioStreamEnd)
+        ]
     );
     assert_eq!(app.audio.mic_state(), MicState::Muted);
     assert_eq!(
         press(&mut app, KeyCode::F(3)),
-        vec![Effect::SetMicOpen(true)]
+        vec![Effect::Media(MediaEffect::SetMicOpen(true))]
     );
     assert_eq!(app.audio.mic_state(), MicState::Live);
 }
@@ -1116,12 +1142,18 @@ fn push_to_talk_brackets_speech_with_activity_signals() {
     assert_eq!(app.audio.mic_state(), MicState::PushToTalk);
     assert_eq!(
         press(&mut app, KeyCode::F(5)),
-        vec![Effect::SetMicOpen(true), Effect::SendActivityStart]
+        vec![
+            Effect::Media(MediaEffect::SetMicOpen(true)),
+            Effect::Session(SessionEffect::SendActivityStart)
+        ]
     );
     assert_eq!(app.audio.mic_state(), MicState::Talking);
     assert_eq!(
         press(&mut app, KeyCode::F(5)),
-        vec![Effect::SetMicOpen(false), Effect::SendActivityEnd]
+        vec![
+            Effect::Media(MediaEffect::SetMicOpen(false)),
+            Effect::Session(SessionEffect::SendActivityEnd)
+        ]
     );
     // Talking over Gemini interrupts it first.
     model_audio(&mut app);
@@ -1129,9 +1161,9 @@ fn push_to_talk_brackets_speech_with_activity_signals() {
     assert_eq!(
         press(&mut app, KeyCode::F(5)),
         vec![
-            Effect::StopPlayback,
-            Effect::SetMicOpen(true),
-            Effect::SendActivityStart
+            Effect::Media(MediaEffect::StopPlayback),
+            Effect::Media(MediaEffect::SetMicOpen(true)),
+            Effect::Session(SessionEffect::SendActivityStart)
         ]
     );
 }
@@ -1168,7 +1200,7 @@ fn no_device_is_said_once_and_a_failing_device_can_be_reopened() {
     // Text chat still works.
     assert_eq!(
         app.update(Msg::UserText("hello".into())),
-        vec![Effect::SendText("hello".into())]
+        vec![Effect::Session(SessionEffect::SendText("hello".into()))]
     );
 
     let mut app = with_audio(false);
@@ -1182,7 +1214,10 @@ fn no_device_is_said_once_and_a_failing_device_can_be_reopened() {
         notice.contains("speaker") && notice.contains("F6"),
         "{notice}"
     );
-    assert_eq!(press(&mut app, KeyCode::F(6)), vec![Effect::ReopenAudio]);
+    assert_eq!(
+        press(&mut app, KeyCode::F(6)),
+        vec![Effect::Media(MediaEffect::ReopenAudio)]
+    );
 }
 
 #[test]
@@ -1230,7 +1265,7 @@ fn the_services_interruption_while_gemini_is_loud_and_echoed_is_flagged() {
     let mut app = heard_mid_reply();
     echo_heard(&mut app, true);
     let effects = app.update(Msg::Server(ServerEvent::Interrupted));
-    assert_eq!(effects, vec![Effect::StopPlayback]);
+    assert_eq!(effects, vec![Effect::Media(MediaEffect::StopPlayback)]);
     assert_eq!(last_interruption(&app), Some(true));
     // The next reply starts unflagged, and a later interruption is judged on its own.
     echo_heard(&mut app, false);
@@ -1307,7 +1342,10 @@ fn the_audio_workers_verdict_at_the_moment_it_silences_the_speaker_decides() {
 fn a_local_barge_in_is_not_flagged_when_the_service_confirms_it() {
     let mut app = heard_mid_reply();
     echo_heard(&mut app, true);
-    assert_eq!(app.update(Msg::BargeIn), vec![Effect::StopPlayback]);
+    assert_eq!(
+        app.update(Msg::BargeIn),
+        vec![Effect::Media(MediaEffect::StopPlayback)]
+    );
     assert_eq!(last_interruption(&app), Some(false));
     app.update(Msg::Server(ServerEvent::Interrupted));
     assert_eq!(last_interruption(&app), Some(false));
@@ -1328,7 +1366,7 @@ fn the_echo_key_steps_through_the_modes_and_switches_the_worker() {
     );
     assert_eq!(
         app.update(Msg::SetEcho(EchoMode::Gate)),
-        vec![Effect::SetEcho(EchoMode::Gate)]
+        vec![Effect::Media(MediaEffect::SetEcho(EchoMode::Gate))]
     );
     assert_eq!(app.audio.echo, EchoMode::Gate);
     assert_eq!(app.audio.mic_state(), MicState::Gated, "shown at once");
@@ -1338,12 +1376,12 @@ fn the_echo_key_steps_through_the_modes_and_switches_the_worker() {
     );
     assert_eq!(
         press(&mut app, KeyCode::F(9)),
-        vec![Effect::SetEcho(EchoMode::Off)]
+        vec![Effect::Media(MediaEffect::SetEcho(EchoMode::Off))]
     );
     assert_eq!(app.audio.mic_state(), MicState::Live);
     assert_eq!(
         press(&mut app, KeyCode::F(9)),
-        vec![Effect::SetEcho(EchoMode::Aec)]
+        vec![Effect::Media(MediaEffect::SetEcho(EchoMode::Aec))]
     );
     // The worker's figures have the last word on the mode.
     app.update(Msg::Audio(AudioEvent::Echo(crate::audio::EchoFigures {
@@ -1352,7 +1390,7 @@ fn the_echo_key_steps_through_the_modes_and_switches_the_worker() {
     })));
     assert_eq!(
         press(&mut app, KeyCode::F(9)),
-        vec![Effect::SetEcho(EchoMode::Off)]
+        vec![Effect::Media(MediaEffect::SetEcho(EchoMode::Off))]
     );
     // The help lists the key the binding uses.
     let row = KEY_MAP
@@ -1381,10 +1419,10 @@ fn a_replayed_call_shows_the_time_it_arrived_not_the_clock() {
     // Applied like a live event otherwise.
     assert_eq!(
         effects,
-        vec![Effect::RunTools(keyed(vec![call(
+        vec![Effect::Tools(ToolEffect::RunTools(keyed(vec![call(
             "c1",
             "get_device_status"
-        )]))]
+        )])))]
     );
     app.update(Msg::Server(ServerEvent::ToolCall(vec![call(
         "c2",
@@ -1398,7 +1436,13 @@ fn a_replayed_call_shows_the_time_it_arrived_not_the_clock() {
 fn ending_mid_reply_cuts_the_reply_where_it_is_and_silences_it() {
     let mut app = heard_mid_reply();
     let effects = app.update(Msg::EndSession);
-    assert_eq!(effects, vec![Effect::StopPlayback, Effect::CloseSession]);
+    assert_eq!(
+        effects,
+        vec![
+            Effect::Media(MediaEffect::StopPlayback),
+            Effect::Session(SessionEffect::CloseSession)
+        ]
+    );
     // What streams in before the server closes is neither shown nor played.
     assert_eq!(model_audio(&mut app), Vec::new());
     app.update(Msg::Server(ServerEvent::OutputTranscription {
@@ -1460,7 +1504,9 @@ fn a_system_command_changes_the_instruction_in_place() {
     let mut app = connected_app();
     assert_eq!(
         app.update(Msg::UserText("/system  Answer briefly. ".into())),
-        vec![Effect::SendInstruction("Answer briefly.".into())]
+        vec![Effect::Session(SessionEffect::SendInstruction(
+            "Answer briefly.".into()
+        ))]
     );
     assert!(app.ready_for_user(), "no reply is awaited");
     assert!(app.transcript.is_empty());
@@ -1491,10 +1537,10 @@ fn app_with_a_waiting_call() -> App {
 }
 
 fn verdict(verdict: Verdict) -> Effect {
-    Effect::ToolVerdict {
+    Effect::Tools(ToolEffect::ToolVerdict {
         key: CallKey(0),
         verdict,
-    }
+    })
 }
 
 #[test]
@@ -1545,7 +1591,10 @@ fn approve_from_the_tool_log_is_an_intent_the_dispatcher_gets() {
     // Approving twice does nothing: the call is no longer waiting.
     assert!(press(&mut app, KeyCode::Char('a')).is_empty());
     let effects = app.update(finished("c1", "set_device_status", ToolStatus::Ok));
-    assert!(matches!(&effects[..], [Effect::SendToolResponse(_)]));
+    assert!(matches!(
+        &effects[..],
+        [Effect::Session(SessionEffect::SendToolResponse(_))]
+    ));
     assert_eq!(app.tool_calls[0].state, ToolState::Ok);
 }
 
@@ -1569,7 +1618,10 @@ fn deny_refuses_and_the_refusal_is_what_the_model_gets() {
         "set_device_status",
         ToolStatus::Refused(refusal.into()),
     ));
-    assert!(matches!(&effects[..], [Effect::SendToolResponse(_)]));
+    assert!(matches!(
+        &effects[..],
+        [Effect::Session(SessionEffect::SendToolResponse(_))]
+    ));
     assert_eq!(app.tool_calls[0].state, ToolState::Refused(refusal.into()));
     assert_eq!(app.tool_calls[0].state.label(), "refused");
 }
@@ -1631,10 +1683,10 @@ fn any_open_call_can_be_answered_by_hand_and_an_answered_one_cannot() {
     type_text(&mut app, "error: garage on fire");
     assert_eq!(
         press(&mut app, KeyCode::Enter),
-        vec![Effect::ToolVerdict {
+        vec![Effect::Tools(ToolEffect::ToolVerdict {
             key: CallKey(1),
             verdict: Verdict::Answer(json!({"error": "garage on fire"})),
-        }]
+        })]
     );
     // Esc closes the editor and sends nothing.
     press(&mut app, KeyCode::Up);
@@ -1652,7 +1704,10 @@ fn any_open_call_can_be_answered_by_hand_and_an_answered_one_cannot() {
         ))]
     );
     let effects = app.update(finished("c1", "set_device_status", ToolStatus::ByHand));
-    assert!(matches!(&effects[..], [Effect::SendToolResponse(_)]));
+    assert!(matches!(
+        &effects[..],
+        [Effect::Session(SessionEffect::SendToolResponse(_))]
+    ));
     assert_eq!(app.tool_calls[0].state, ToolState::ByHand);
     // Answered: exactly once, so no editor and no verdict any more.
     assert!(press(&mut app, KeyCode::Char('r')).is_empty());
@@ -1673,7 +1728,7 @@ fn a_cancel_while_waiting_ends_the_wait_unanswered() {
         app.update(Msg::Server(ServerEvent::ToolCallCancelled(vec![
             "c1".into()
         ]))),
-        vec![Effect::CancelTools(vec!["c1".into()])]
+        vec![Effect::Tools(ToolEffect::CancelTools(vec!["c1".into()]))]
     );
     let effects = app.update(Msg::Tool(ToolEvent::Cancelled {
         key: Some(CallKey(0)),
@@ -1758,21 +1813,39 @@ fn model_audio_frame(base: std::time::Instant, ms: u64) -> WireFrame {
 fn the_inspector_opens_by_f12_or_events_and_the_source_hears_of_it() {
     use crossterm::event::KeyCode;
     let mut app = connected_app();
-    assert_eq!(press(&mut app, KeyCode::F(12)), [Effect::WatchWire(true)]);
+    assert_eq!(
+        press(&mut app, KeyCode::F(12)),
+        [Effect::Session(SessionEffect::WatchWire(true))]
+    );
     assert!(app.inspecting());
-    assert_eq!(press(&mut app, KeyCode::Esc), [Effect::WatchWire(false)]);
+    assert_eq!(
+        press(&mut app, KeyCode::Esc),
+        [Effect::Session(SessionEffect::WatchWire(false))]
+    );
     assert!(!app.inspecting());
     // Typed: nothing is sent, and the line is not kept in the box.
     type_text(&mut app, "/events");
-    assert_eq!(press(&mut app, KeyCode::Enter), [Effect::WatchWire(true)]);
+    assert_eq!(
+        press(&mut app, KeyCode::Enter),
+        [Effect::Session(SessionEffect::WatchWire(true))]
+    );
     assert!(app.inspecting() && app.view.input.is_empty());
     assert!(app.transcript.is_empty());
     // Whatever replaces it closes it, and says so.
-    assert_eq!(press(&mut app, KeyCode::F(1)), [Effect::WatchWire(false)]);
+    assert_eq!(
+        press(&mut app, KeyCode::F(1)),
+        [Effect::Session(SessionEffect::WatchWire(false))]
+    );
     assert!(matches!(app.view.popup, Some(Popup::Help { .. })));
     press(&mut app, KeyCode::Esc);
-    assert_eq!(press(&mut app, KeyCode::F(12)), [Effect::WatchWire(true)]);
-    assert_eq!(press(&mut app, KeyCode::F(12)), [Effect::WatchWire(false)]);
+    assert_eq!(
+        press(&mut app, KeyCode::F(12)),
+        [Effect::Session(SessionEffect::WatchWire(true))]
+    );
+    assert_eq!(
+        press(&mut app, KeyCode::F(12)),
+        [Effect::Session(SessionEffect::WatchWire(false))]
+    );
     // `/help` opens the help; headless, which has no screen, is told what the commands are.
     type_text(&mut app, "/help");
     assert!(press(&mut app, KeyCode::Enter).is_empty());
@@ -1936,7 +2009,7 @@ fn voice_is_checked_against_the_prebuilt_voices_and_handed_over() {
     // Any casing; the service's spelling is what is asked for.
     assert_eq!(
         app.update(Msg::UserText("/voice kore".into())),
-        vec![Effect::SetVoice("Kore".into())]
+        vec![Effect::Session(SessionEffect::SetVoice("Kore".into()))]
     );
     assert_eq!(app.voice(), "Kore");
     assert_eq!(
@@ -1971,9 +2044,9 @@ fn a_model_headless_starts_a_fresh_session_at_once_and_says_so() {
     let mut app = connected_app();
     assert_eq!(
         app.update(Msg::UserText("/model gemini-3.1-flash-live-preview".into())),
-        vec![Effect::SwitchModel(
+        vec![Effect::Session(SessionEffect::SwitchModel(
             "models/gemini-3.1-flash-live-preview".into()
-        )]
+        ))]
     );
     assert_eq!(app.model(), "models/gemini-3.1-flash-live-preview");
     let Some(Entry::Change(said)) = app.transcript.last() else {
@@ -2022,9 +2095,9 @@ fn a_model_in_the_tui_asks_first_and_no_keeps_the_session() {
     press(&mut app, KeyCode::Enter);
     assert_eq!(
         press(&mut app, KeyCode::Char('y')),
-        vec![Effect::SwitchModel(
+        vec![Effect::Session(SessionEffect::SwitchModel(
             "models/gemini-3.8-live-extended-thinking".into()
-        )]
+        ))]
     );
     assert_eq!(app.model(), "models/gemini-3.8-live-extended-thinking");
     assert!(app.view.confirm_model.is_none());
@@ -2048,7 +2121,9 @@ fn an_image_is_prepared_off_the_loop_then_shown_and_sent() {
     let mut app = connected_app();
     assert_eq!(
         app.update(Msg::UserText("/image ~/red square.png".into())),
-        vec![Effect::PrepareImage("~/red square.png".into())]
+        vec![Effect::Files(FileEffect::PrepareImage(
+            "~/red square.png".into()
+        ))]
     );
     assert!(
         app.image_pending() && !app.ready_for_user(),
@@ -2056,7 +2131,9 @@ fn an_image_is_prepared_off_the_loop_then_shown_and_sent() {
     );
     assert_eq!(
         app.update(Msg::Image(Ok(picture("red square.png")))),
-        vec![Effect::SendImage(vec![0xff, 0xd8, 0xff])]
+        vec![Effect::Session(SessionEffect::SendImage(vec![
+            0xff, 0xd8, 0xff
+        ]))]
     );
     assert_eq!(
         app.transcript.last(),
@@ -2156,7 +2233,7 @@ fn tab_completes_commands_voices_model_ids_and_paths() {
     app.view.input.replace("/image pics/re");
     assert_eq!(
         press(&mut app, KeyCode::Tab),
-        vec![Effect::ListPaths("pics/re".into())]
+        vec![Effect::Files(FileEffect::ListPaths("pics/re".into()))]
     );
     let entries = vec![
         ".red-hidden.png".to_owned(),
@@ -2230,7 +2307,7 @@ fn a_40_ms_model_audio_chunk_is_allocated_once_from_the_frame_to_the_playback_qu
     let played: Vec<&Vec<u8>> = effects
         .iter()
         .filter_map(|effect| match effect {
-            Effect::PlayAudio(pcm) => Some(pcm),
+            Effect::Media(MediaEffect::PlayAudio(pcm)) => Some(pcm),
             _ => None,
         })
         .collect();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{App, Effect, NoticeLevel, keys};
+use super::{App, Effect, NoticeLevel, SessionEffect, ToolEffect, keys};
 use crate::tools::mcp::{Catalog, McpEvent, ServerEntry};
 use crate::tools::{
     CallKey, ProgressReport, SlowCall, ToolEntry, ToolEvent, ToolStatus, Unasked, Verdict,
@@ -199,7 +199,9 @@ impl App {
                 if outcome.response.scheduling != Some(Scheduling::Silent) && !orphaned {
                     self.reply.continued();
                 }
-                vec![Effect::SendToolResponse(outcome.response)]
+                vec![Effect::Session(SessionEffect::SendToolResponse(
+                    outcome.response,
+                ))]
             }
             ToolEvent::Slow(slow) => {
                 self.flag_slow(slow);
@@ -309,7 +311,7 @@ impl App {
             Verdict::Deny | Verdict::Answer(_) => {}
         }
         self.retire_waiting_notice();
-        vec![Effect::ToolVerdict { key, verdict }]
+        vec![Effect::Tools(ToolEffect::ToolVerdict { key, verdict })]
     }
 
     /// Once no call waits, the notice that asked for an answer has done its job: it goes,

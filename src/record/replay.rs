@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::format::convert::{devices_from, wire_frame};
 use super::{Applied, Recording};
-use crate::app::{App, AppInit, Effect, Msg, ReplayProgress, WireFrame};
+use crate::app::{App, AppInit, Effect, Msg, ReplayEffect, ReplayProgress, WireFrame};
 use crate::audio::AudioWorker;
 use crate::driver::Source;
 use livetalk_live::ServerEvent;
@@ -305,7 +305,7 @@ impl Source for Replay {
 
     async fn carry_out(&mut self, effect: Effect) {
         match effect {
-            Effect::PauseReplay => {
+            Effect::Replay(ReplayEffect::Pause) => {
                 self.pace.toggle_pause();
                 self.progress_due = true;
                 // Paused means quiet; the rest of that reply is not resumed.
@@ -315,8 +315,8 @@ impl Source for Replay {
                     speaker.audio().flush(std::time::Instant::now());
                 }
             }
-            Effect::StepReplay if self.pace.is_paused() => self.step_once = true,
-            Effect::ReplaySpeed(factor) => {
+            Effect::Replay(ReplayEffect::Step) if self.pace.is_paused() => self.step_once = true,
+            Effect::Replay(ReplayEffect::Speed(factor)) => {
                 self.pace.change_speed(factor);
                 self.progress_due = true;
             }
