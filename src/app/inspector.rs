@@ -469,6 +469,31 @@ fn describe_received(reading: Reading<'_>) -> Described {
     if let Some(interaction) = reading.interaction() {
         summary.push(format!("interaction {}", one_line(interaction.status())));
     }
+    if let Some(grounding) = reading.grounding() {
+        if !grounding.queries.is_empty() {
+            let queries: Vec<String> = grounding.queries.iter().map(|q| quoted(q)).collect();
+            summary.push(format!("searched {}", queries.join(", ")));
+        }
+        let sources: Vec<String> = grounding
+            .sources
+            .iter()
+            .map(|source| match (source.title, source.uri) {
+                (Some(title), Some(uri)) => format!("{} <{}>", one_line(title), one_line(uri)),
+                (Some(title), None) => one_line(title),
+                (None, Some(uri)) => format!("<{}>", one_line(uri)),
+                (None, None) => "(untitled)".to_owned(),
+            })
+            .collect();
+        let count = match sources.len() {
+            1 => "1 source".to_owned(),
+            n => format!("{n} sources"),
+        };
+        summary.push(
+            format!("{count}: {}", sources.join(", "))
+                .trim_end_matches(": ")
+                .to_owned(),
+        );
+    }
     let audio_only = reading.only_audio().then(|| reading.audio_duration());
     if reading.has_audio() && audio_only.is_none() {
         summary.push(audio_run_summary(1, reading.audio_duration()));

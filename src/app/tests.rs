@@ -2336,3 +2336,43 @@ fn a_40_ms_model_audio_chunk_is_allocated_once_from_the_frame_to_the_playback_qu
     assert!(blob.data.is_empty());
     assert_eq!(audio[0].bytes, 1920);
 }
+
+#[test]
+fn a_grounded_replys_sources_reach_the_event_inspector() {
+    let mut app = connected_app();
+    let base = std::time::Instant::now();
+    let grounded = json!({"serverContent": {
+        "modelTurn": {"parts": [{"text": "It is sunny in Paris today."}]},
+        "groundingMetadata": {
+            "webSearchQueries": ["weather Paris today"],
+            "groundingChunks": [
+                {"web": {"uri": "https://g.co/r/AbC1", "title": "meteofrance.com", "domain": "meteofrance.com"}},
+                {"web": {"uri": "https://g.co/r/XyZ2", "title": "Paris weather – BBC"}},
+                {"retrievedContext": {"uri": "gs://bucket/doc", "title": "not the web"}}
+            ],
+            "searchEntryPoint": {"renderedContent": "<div>…</div>"}
+        }
+    }});
+    app.update(Msg::Wire(wire(base, 10, false, grounded)));
+    app.update(Msg::Wire(wire(
+        base,
+        20,
+        false,
+        json!({"serverContent": {"modelTurn": {"parts": [{"text": "No search here."}]}}}),
+    )));
+    let rows = crate::app::inspector::wire_rows(app.wire(), crate::app::inspector::WireFilter::All);
+    let [grounded, plain] = rows.as_slice() else {
+        panic!("{rows:#?}")
+    };
+    assert_eq!(grounded.kind, "serverContent");
+    assert_eq!(
+        grounded.summary,
+        "\"It is sunny in Paris today.\" · searched \"weather Paris today\" · 2 sources: \
+         meteofrance.com <https://g.co/r/AbC1>, \
+         Paris weather – BBC <https://g.co/r/XyZ2>"
+    );
+    assert_eq!(
+        plain.summary, "\"No search here.\"",
+        "no sources where there are none"
+    );
+}

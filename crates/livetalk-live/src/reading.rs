@@ -187,6 +187,26 @@ pub struct Voice<'m> {
     pub signal: &'m str,
 }
 
+/// Google Search grounding of a reply: what the model looked up and the pages it drew on.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Grounding<'m> {
+    /// The searches it ran (`webSearchQueries`).
+    pub queries: Vec<&'m str>,
+    /// The web pages it used (`groundingChunks[].web`), in the order sent.
+    pub sources: Vec<Source<'m>>,
+}
+
+/// One web page a grounded reply drew on, as the service named it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Source<'m> {
+    /// The page's title (often its site's name).
+    pub title: Option<&'m str>,
+    /// The link, whole, as sent (the service's links redirect through Google).
+    pub uri: Option<&'m str>,
+    /// The site it is on, where the service says.
+    pub domain: Option<&'m str>,
+}
+
 /// What one server message means. See the module doc.
 #[derive(Debug, Clone, Copy)]
 pub struct Reading<'m> {
@@ -350,6 +370,40 @@ impl<'m> Reading<'m> {
                     output_transcription: content.output_transcription.clone(),
                     ..ServerContent::default()
                 }
+    }
+
+    /// The Google Search grounding of the reply, when the message carries one: its queries and
+    /// each web source's title and link (chunks of another kind are left out).
+    pub fn grounding(&self) -> Option<Grounding<'m>> {
+        let metadata = self.content()?.grounding_metadata.as_ref()?;
+        let strings = |key: &str| -> Vec<&'m str> {
+            metadata
+                .get(key)
+                .and_then(serde_json::Value::as_array)
+                .map(|items| items.iter().filter_map(serde_json::Value::as_str).collect())
+                .unwrap_or_default()
+        };
+        let sources = metadata
+            .get("groundingChunks")
+            .or_else(|| metadata.get("grounding_chunks"))
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|chunk| chunk.get("web"))
+            .map(|web| {
+                let text = |key: &str| web.get(key).and_then(serde_json::Value::as_str);
+                Source {
+                    title: text("title"),
+                    uri: text("uri"),
+                    domain: text("domain"),
+                }
+            })
+            .collect();
+        let mut queries = strings("webSearchQueries");
+        if queries.is_empty() {
+            queries = strings("web_search_queries");
+        }
+        Some(Grounding { queries, sources })
     }
 
     /// The function calls it asks for.
