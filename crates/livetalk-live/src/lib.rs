@@ -7,7 +7,8 @@
 //! - A *connection* is one WebSocket. [`connect`] opens one with [`ConnectOptions`] and hands
 //!   back a [`Connection`]: a [`ConnectionHandle`] to send with, and what its server said,
 //!   from `SetupComplete` to `Closed`, as [`Inbound`] values: each frame decoded once, the
-//!   message kept whole beside the [`ServerEvent`]s it amounts to.
+//!   message kept beside the [`ServerEvent`]s it amounts to (its model audio moved into them,
+//!   so a chunk is held once), and what it means read through [`Inbound::reading`].
 //! - A *session* is the conversation across connections. [`session::supervise`] keeps one
 //!   going: it resumes by handle after a `goAway` or a dropped connection, queues what is
 //!   sent meanwhile, and lets each tool call be answered once, on the connection that asked.
@@ -101,8 +102,9 @@
 //! # Modules
 //!
 //! - [`wire`]: the Live API's messages as serde types, once, for client and server alike;
-//!   [`codec`] puts them on the wire (canonical JSON out, [`lenient`] JSON in) and [`events`]
-//!   turns what a server said into [`ServerEvent`]s.
+//!   [`codec`] puts them on the wire (canonical JSON out, [`lenient`] JSON in), [`reading`]
+//!   says what one server message means (its kinds, turn signals, calls, usage, audio,
+//!   grounding) in one place, and [`events`] turns what a server said into [`ServerEvent`]s.
 //! - [`connection`]: one connection: the runner that dials under one deadline (DNS, TCP,
 //!   the proxy's tunnel, TLS, the upgrade and the setup answer, the stage it stalled in
 //!   named), through the [`network`]'s proxy and trust store, then runs a reader and a
