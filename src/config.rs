@@ -244,11 +244,42 @@ pub enum Route {
     Bridge(String),
 }
 
+/// The kinds of route, as reports name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKind {
+    /// The embedded offline demo model.
+    Demo,
+    /// Google's Gemini API.
+    Google,
+    /// Vertex AI.
+    Vertex,
+    /// An endpoint the user gave.
+    Endpoint,
+    /// A livetalk bridge.
+    Bridge,
+}
+
+impl RouteKind {
+    /// Its word in JSON and JUnit: `demo`, `google`, `vertex`, `endpoint`, `bridge`.
+    pub fn word(self) -> &'static str {
+        match self {
+            RouteKind::Demo => "demo",
+            RouteKind::Google => "google",
+            RouteKind::Vertex => "vertex",
+            RouteKind::Endpoint => "endpoint",
+            RouteKind::Bridge => "bridge",
+        }
+    }
+}
+
 /// Fully resolved settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub target: Route,
     pub api_key: Option<ApiKey>,
+    /// The key variable, set but blank, that the route would have read a key from: every
+    /// command that connects refuses it ([`Settings::key_usable`]).
+    pub blank_key_var: Option<&'static str>,
     /// Vertex AI instead of the Gemini API (`--vertex`, `vertex = true`).
     pub vertex: Option<Vertex>,
     pub api_version: ApiVersion,
@@ -287,8 +318,12 @@ pub struct Settings {
     pub mcp_servers: Vec<ServerSpec>,
 }
 
-/// The key of a [`ConfigError`] saying the file could not be read at all.
+/// The key of a [`ConfigError`] whose problem is the whole sentence: a file that could not
+/// be read at all, a key variable set but blank.
 const FILE_KEY: &str = "(reading)";
+
+/// The environment variables an API key is read from, the first one set winning.
+const KEY_VARS: [&str; 2] = ["GEMINI_API_KEY", "GOOGLE_API_KEY"];
 
 /// A bad setting: names where it came from, the key and the problem.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -396,6 +431,13 @@ impl Settings {
         if env_key.is_some() {
             merged.api_key = env_key;
         }
+        // The variable a key is read from first, when it is set but blank: a CI secret that a
+        // fork does not have arrives as "", and would otherwise send the session, unsaid, to
+        // the offline demo model.
+        let blank_key_var = KEY_VARS
+            .into_iter()
+            .find(|var| env(var).is_some())
+            .filter(|var| env(var).is_some_and(|v| v.trim().is_empty()));
 
         if let Some(endpoint) = &flags.endpoint {
             merged.set_str("endpoint", endpoint.clone(), "flag --endpoint")?;
@@ -519,6 +561,12 @@ impl Settings {
             merged.mcp_servers.insert(spec.name.clone(), spec);
         }
 
+        // A bridge holds its own key, the offline demo model needs none, Vertex AI signs in
+        // with Application Default Credentials: elsewhere a blank key variable is refused.
+        let uses_key = matches!(target, Route::Google(_) | Route::Custom(_))
+            || (target == Route::OfflineMock && !flags.offline);
+        let blank_key_var = blank_key_var.filter(|_| uses_key && vertex.is_none());
+
         let sessions_dir = merged.sessions_dir();
         let record = match &flags.record {
             Some(Some(dir)) => Some(RecordTo::Folder(crate::record::locate::record_folder(
@@ -532,6 +580,7 @@ impl Settings {
         Ok(Settings {
             target,
             api_key: merged.api_key,
+            blank_key_var,
             vertex,
             api_version: merged.api_version,
             model: merged.model,
@@ -558,7 +607,57 @@ impl Settings {
         })
     }
 
-    /// True when the embedded mock is used.
+    /// Loads settings for a command that connects: [`Settings::load`], refusing a key
+    /// variable set but blank where the route would use a key ([`Settings::key_usable`]).
+    pub fn load_for_session(flags: &FlagOverrides) -> Result<Settings, ConfigError> {
+        let settings = Settings::load(flags)?;
+        settings.key_usable()?;
+        Ok(settings)
+    }
+
+    /// An error when the key variable the route would read is set but blank.
+    pub fn key_usable(&self) -> Result<(), ConfigError> {
+        match self.blank_key_var {
+            Some(var) => Err(ConfigError::new(
+                &format!("environment variable {var}"),
+                FILE_KEY,
+                format!(
+                    "{var} is set but empty: set it to your API key, or unset it (or pass --offline) to use the offline demo model"
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// What sessions talk to, for people and reports: its kind, and a description naming
+    /// the host. Never a key.
+    pub fn route_name(&self) -> (RouteKind, String) {
+        match (&self.target, &self.vertex) {
+            (Route::OfflineMock, _) => (
+                RouteKind::Demo,
+                "the embedded offline demo model".to_owned(),
+            ),
+            (Route::Bridge(url), _) => (
+                RouteKind::Bridge,
+                format!("a livetalk bridge at {}", bridge_host(url)),
+            ),
+            (Route::Google(e) | Route::Custom(e), Some(vertex)) => (
+                RouteKind::Vertex,
+                format!(
+                    "Vertex AI at {}, project {}, location {}",
+                    e.host(),
+                    vertex.project,
+                    vertex.location
+                ),
+            ),
+            (Route::Google(e), None) => (
+                RouteKind::Google,
+                format!("Google's Gemini API at {}", e.host()),
+            ),
+            (Route::Custom(e), None) => (RouteKind::Endpoint, format!("the endpoint {}", e.host())),
+        }
+    }
+
     /// Where sessions go, for people to read: the host, or "offline demo model". Never a key.
     pub fn endpoint_label(&self) -> String {
         match &self.target {
@@ -568,6 +667,7 @@ impl Settings {
         }
     }
 
+    /// True when the embedded mock is used.
     pub fn is_offline(&self) -> bool {
         self.target == Route::OfflineMock
     }

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::audio::device::{self, Direction};
 use crate::cli::DoctorArgs;
-use crate::config::{FlagOverrides, Route, Settings};
+use crate::config::{FlagOverrides, Route, RouteKind, Settings};
 use crate::engine::launch::{auth, build_setup, resolve_endpoint};
 use crate::tools::mcp::{McpEvent, McpHub};
 use crate::tools::{SmartHome, builtin_registry};
@@ -191,6 +191,13 @@ fn key_check(settings: &Settings) -> Check {
     } else {
         "api_key in the config file"
     };
+    if let Err(error) = settings.key_usable() {
+        return Check::fail(
+            "API key",
+            error.to_string(),
+            "export GEMINI_API_KEY=… (from https://aistudio.google.com/apikey), or unset it",
+        );
+    }
     match (&settings.api_key, &settings.vertex, &settings.target) {
         (_, Some(_), _) => Check::ok(
             "API key",
@@ -211,25 +218,16 @@ fn key_check(settings: &Settings) -> Check {
 
 fn route_check(settings: &Settings) -> Vec<Check> {
     let model = &settings.model;
-    let endpoint = |e: &livetalk_live::Endpoint| e.host().to_owned();
-    let check = match (&settings.target, &settings.vertex) {
-        (Route::OfflineMock, _) => Check::ok(
-            "route",
-            "the embedded offline demo model (no network, no key)",
-        ),
-        (Route::Bridge(url), _) => Check::ok(
-            "route",
-            format!("a livetalk bridge at {}", crate::config::bridge_host(url)),
-        ),
-        (Route::Google(e) | Route::Custom(e), Some(vertex)) => {
+    let (kind, route) = settings.route_name();
+    let check = match (kind, &settings.vertex) {
+        (RouteKind::Demo, _) => Check::ok("route", format!("{route} (no network, no key)")),
+        (RouteKind::Bridge, _) => Check::ok("route", route),
+        (RouteKind::Vertex, Some(vertex)) => {
             match livetalk_live::adc::Credentials::find(&|name| std::env::var(name).ok()) {
                 Ok(credentials) => Check::ok(
                     "route",
                     format!(
-                        "Vertex AI at {}, project {}, location {}, model {model}, with the {}",
-                        endpoint(e),
-                        vertex.project,
-                        vertex.location,
+                        "{route}, model {model}, with the {}",
                         credentials.describe()
                     ),
                 ),
@@ -243,14 +241,7 @@ fn route_check(settings: &Settings) -> Vec<Check> {
                 ),
             }
         }
-        (Route::Google(e), None) => Check::ok(
-            "route",
-            format!("Google's Gemini API at {}, model {model}", endpoint(e)),
-        ),
-        (Route::Custom(e), None) => Check::ok(
-            "route",
-            format!("the endpoint {}, model {model}", endpoint(e)),
-        ),
+        _ => Check::ok("route", format!("{route}, model {model}")),
     };
     vec![check]
 }

@@ -668,7 +668,7 @@ pub async fn replay_against(
 ) -> anyhow::Result<u8> {
     let recording = Recording::load(dir)?;
     warn_all(&recording.warnings);
-    let mut settings = Settings::load(&FlagOverrides {
+    let mut settings = Settings::load_for_session(&FlagOverrides {
         endpoint: Some(endpoint.to_owned()),
         model: Some(recording.meta.model.clone()),
         voice: Some(recording.meta.voice.clone()),

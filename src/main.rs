@@ -45,13 +45,8 @@ fn main() -> ExitCode {
         }
         Some(Command::Serve(args)) => {
             let _log = logging::to_stderr();
-            match runtime.block_on(serve::bridge(args, cli.session.config.clone())) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    livetalk::output::err(&format!("livetalk: error: {e:#}"));
-                    ExitCode::from(1)
-                }
-            }
+            let result = runtime.block_on(serve::bridge(args, cli.session.config.clone()));
+            exit(result.map(|()| 0))
         }
         Some(Command::Replay(mut args)) => {
             args.dir = match recording_folder(&args.dir, &cli.session) {
@@ -188,7 +183,7 @@ fn main() -> ExitCode {
             }
         },
         None => {
-            let settings = match Settings::load(&cli.session.overrides()) {
+            let settings = match Settings::load_for_session(&cli.session.overrides()) {
                 Ok(settings) => settings,
                 Err(e) => {
                     livetalk::output::err(&format!("livetalk: {e}"));
@@ -228,6 +223,11 @@ fn exit(result: anyhow::Result<u8>) -> ExitCode {
         Err(e) if e.is::<livetalk::engine::launch::Interrupted>() => {
             livetalk::output::err(&format!("livetalk: {e}"));
             ExitCode::SUCCESS
+        }
+        // A bad setting is exit 2, wherever it is found.
+        Err(e) if e.is::<livetalk::config::ConfigError>() => {
+            livetalk::output::err(&format!("livetalk: {e}"));
+            ExitCode::from(2)
         }
         Err(e) => {
             livetalk::output::err(&format!("livetalk: error: {e:#}"));

@@ -80,7 +80,7 @@ async fn wait_for_signal() {
 /// `livetalk serve`: resolve the upstream from the normal config (key from config or env),
 /// serve until Ctrl-C or SIGTERM. The first stdout line names the URL.
 pub async fn bridge(args: ServeArgs, config: Option<std::path::PathBuf>) -> anyhow::Result<()> {
-    let settings = Settings::load(&FlagOverrides {
+    let settings = Settings::load_for_session(&FlagOverrides {
         config,
         endpoint: args.endpoint.clone(),
         api_version: args.api_version.map(Into::into),

@@ -1303,6 +1303,257 @@ fn check_passes_a_recording_and_the_scenario_written_from_it() {
     );
 }
 
+/// The user turns of a recording as `inspect --json` counts them (each end of a user turn on
+/// the wire: a typed turn sent, the service hearing the speech end): what `check` must check
+/// as many of.
+fn inspected_turns(scratch: &Path, dir: &Path) -> usize {
+    let run = run_livetalk(
+        scratch,
+        &["inspect", dir.to_str().unwrap(), "--json"],
+        &[],
+        &[],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let summary: Value = serde_json::from_str(&run.stdout).unwrap();
+    summary["turns"].as_array().expect("turns").len()
+}
+
+/// The turns `check` reported in its text output (`✔ turn N:` / `✖ turn N:` lines).
+fn checked_turns(run: &Run) -> usize {
+    run.stdout
+        .lines()
+        .filter(|l| {
+            let l = l.trim_start();
+            (l.starts_with("✔ turn ") || l.starts_with("✖ turn ")) && l.contains(':')
+        })
+        .count()
+}
+
+/// `check` says what it checked against before anything else: the route and the model, on
+/// its first line, as the first JSON event and in the JSON summary, and as properties of each
+/// JUnit suite. A key variable set but empty (a CI secret a fork lacks) is exit 2 with one
+/// sentence wherever a key would be used, never a quiet check against the demo model; with
+/// `--offline`, which uses none, it is fine, and so is `--write-scenario`.
+#[test]
+fn check_names_its_model_and_route_and_refuses_an_empty_key() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = record_dialogue(scratch.path());
+    let rec = dir.to_str().unwrap();
+
+    let run = check(scratch.path(), &["check", rec]);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.stdout.lines().next(),
+        Some(
+            "Checking 1 file(s) against the embedded offline demo model (no API key is set: set GEMINI_API_KEY to check against Gemini), model models/gemini-3.8-live"
+        ),
+        "{}",
+        run.stdout
+    );
+    let offline = check(
+        scratch.path(),
+        &["check", rec, "--offline", "--model", "x-live"],
+    );
+    assert_eq!(offline.code, Some(0), "{}", offline.stderr);
+    assert_eq!(
+        offline.stdout.lines().next(),
+        Some(
+            "Checking 1 file(s) against the embedded offline demo model (--offline), model models/x-live"
+        ),
+        "{}",
+        offline.stdout
+    );
+    let mock = MockProcess::start(scratch.path(), &["--speed", "20"]);
+    let endpoint = check(scratch.path(), &["check", rec, "--endpoint", &mock.url]);
+    assert_eq!(endpoint.code, Some(0), "{}", endpoint.stderr);
+    assert_eq!(
+        endpoint.stdout.lines().next(),
+        Some("Checking 1 file(s) against the endpoint 127.0.0.1, model models/gemini-3.8-live"),
+        "{}",
+        endpoint.stdout
+    );
+
+    let junit = scratch.path().join("junit.xml");
+    let json = check(
+        scratch.path(),
+        &["check", rec, "--json", "--junit", junit.to_str().unwrap()],
+    );
+    assert_eq!(json.code, Some(0), "{}", json.stderr);
+    let events: Vec<Value> = json
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let first = &events[0];
+    assert_eq!(first["type"], "check", "{first}");
+    assert_eq!(first["route_kind"], "demo", "{first}");
+    assert_eq!(
+        first["models"],
+        json!(["models/gemini-3.8-live"]),
+        "{first}"
+    );
+    let summary = events.last().unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["route_kind"], "demo", "{summary}");
+    assert_eq!(
+        summary["route"], "the embedded offline demo model",
+        "{summary}"
+    );
+    assert_eq!(
+        summary["models"],
+        json!(["models/gemini-3.8-live"]),
+        "{summary}"
+    );
+    let file = events.iter().find(|e| e["type"] == "file").unwrap();
+    assert_eq!(file["model"], "models/gemini-3.8-live", "{file}");
+    const PROPERTIES: &str = "import sys, xml.etree.ElementTree as ET
+for suite in ET.parse(sys.argv[1]).getroot().iter('testsuite'):
+    for p in suite.find('properties').iter('property'):
+        print(p.get('name'), '=', p.get('value'))";
+    let out = std::process::Command::new("python3")
+        .args(["-c", PROPERTIES])
+        .arg(&junit)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "model = models/gemini-3.8-live\nroute = the embedded offline demo model\nroute_kind = demo\n"
+    );
+
+    let empty = [("GEMINI_API_KEY", "")];
+    for args in [
+        &["check", rec][..],
+        &["check", rec, "--json"],
+        &["check", rec, "--endpoint", &mock.url],
+        &["check", rec, "--repeat", "2"],
+    ] {
+        let run = run_livetalk(scratch.path(), args, &empty, &[]);
+        assert_eq!(
+            run.code,
+            Some(2),
+            "{args:?}: {}\n{}",
+            run.stdout,
+            run.stderr
+        );
+        assert!(
+            run.stderr
+                .starts_with("livetalk: GEMINI_API_KEY is set but empty: "),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert_eq!(run.stdout, "", "{args:?}: nothing ran");
+    }
+    let run = run_livetalk(scratch.path(), &["check", rec, "--offline"], &empty, &[]);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let run = run_livetalk(
+        scratch.path(),
+        &["check", "--write-scenario", rec],
+        &empty,
+        &[],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    // The other commands that would use a key refuse it the same way.
+    for args in [
+        &["--headless"][..],
+        &["--headless", "--endpoint", &mock.url],
+        &["serve", "--listen", "127.0.0.1:0"],
+        &["replay", rec, "--against", &mock.url],
+    ] {
+        let run = run_livetalk(scratch.path(), args, &empty, &["hello"]);
+        assert_eq!(
+            run.code,
+            Some(2),
+            "{args:?}: {}\n{}",
+            run.stdout,
+            run.stderr
+        );
+        assert!(
+            run.stderr.contains("GEMINI_API_KEY is set but empty"),
+            "{args:?}: {}",
+            run.stderr
+        );
+    }
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--offline"],
+        &empty,
+        &["hello"],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+}
+
+/// Every user turn of a recording is checked: a `//` turn (sent as `/text`) with its own
+/// calls, as many turns as `inspect` counts; a `//` turn whose recorded call was renamed
+/// fails on that turn, not another.
+#[test]
+fn check_checks_every_recorded_turn_a_slash_turn_included() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("rec");
+    let recorded = run_livetalk(
+        scratch.path(),
+        &["--headless", "--offline", "--record", dir.to_str().unwrap()],
+        &[],
+        &[
+            "Is the living room lamp on?",
+            "//Okay, please turn it on and set its color to blue.",
+            "What's the kitchen thermostat set to?",
+        ],
+    );
+    assert_eq!(recorded.code, Some(0), "{}", recorded.stderr);
+    assert!(
+        recorded.stdout.contains("/Okay, please turn it on"),
+        "{}",
+        recorded.stdout
+    );
+    let rec = dir.to_str().unwrap();
+    let run = check(scratch.path(), &["check", rec]);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(checked_turns(&run), 3, "{}", run.stdout);
+    assert_eq!(checked_turns(&run), inspected_turns(scratch.path(), &dir));
+    assert!(
+        run.stdout
+            .contains("✔ turn 2: /Okay, please turn it on and set its…  [set_device_status {"),
+        "{}",
+        run.stdout
+    );
+
+    // The `//` turn's recorded call renamed: that turn fails, the others pass.
+    let log = dir.join("session.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let renamed: Vec<String> = text
+        .lines()
+        .map(|line| {
+            // The call as it came (the wire line) and as the app applied it.
+            if line.contains("\"toolCall\"") || line.contains("\"tool_call\"") {
+                line.replace(
+                    "\"name\":\"set_device_status\"",
+                    "\"name\":\"set_device_mode\"",
+                )
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect();
+    assert_ne!(renamed.join("\n") + "\n", text, "the call was in the log");
+    std::fs::write(&log, renamed.join("\n") + "\n").unwrap();
+    let run = check(scratch.path(), &["check", rec]);
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(checked_turns(&run), 3, "{}", run.stdout);
+    assert!(run.stdout.contains("✔ turn 1:"), "{}", run.stdout);
+    assert!(run.stdout.contains("✖ turn 2: /Okay"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("expected set_device_mode"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("✔ turn 3:"), "{}", run.stdout);
+}
+
 /// Local servers that misbehave in known ways: each is the right failure, with the expected
 /// call beside the one made, and the right exit status. A drop that resumption recovers is not
 /// a failure; a turn lost with its connection is; a model nobody answers for is exit 3.
@@ -1590,6 +1841,58 @@ fn check_sends_a_spoken_turn_in_real_time() {
         "{}",
         again.stdout
     );
+    assert_eq!(
+        checked_turns(&again),
+        inspected_turns(scratch.path(), &recorded)
+    );
+
+    // A spoken turn whose audio cannot be read is one error naming the file, exit 2, and
+    // nothing runs: never a check of the turns that are left.
+    let mic = std::fs::read(recorded.join("mic.wav")).unwrap();
+    let damaged = scratch.path().join("damaged");
+    type Damage<'a> = &'a dyn Fn(&Path);
+    let cases: [(&str, Damage); 6] = [
+        ("missing", &|_| {}),
+        ("a FIFO", &|path| mkfifo(path)),
+        ("linked to /dev/zero", &|path| {
+            std::os::unix::fs::symlink("/dev/zero", path).unwrap()
+        }),
+        ("garbage", &|path| {
+            std::fs::write(path, [0x5a; 4096]).unwrap()
+        }),
+        ("cut short", &|path| {
+            std::fs::write(path, &mic[..mic.len() / 2]).unwrap()
+        }),
+        ("another rate", &|path| {
+            let mut other = mic.clone();
+            other[24..28].copy_from_slice(&48_000u32.to_le_bytes());
+            std::fs::write(path, other).unwrap()
+        }),
+    ];
+    for (what, make) in cases {
+        let _ = std::fs::remove_dir_all(&damaged);
+        std::fs::create_dir(&damaged).unwrap();
+        std::fs::copy(
+            recorded.join("session.jsonl"),
+            damaged.join("session.jsonl"),
+        )
+        .unwrap();
+        let path = damaged.join("mic.wav");
+        make(&path);
+        let run = check(scratch.path(), &["check", damaged.to_str().unwrap()]);
+        assert_eq!(run.code, Some(2), "{what}: {}\n{}", run.stdout, run.stderr);
+        assert!(
+            run.stderr.contains(&format!("{}: ", path.display())),
+            "{what}: {}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.contains("turn") && !run.stdout.contains("turn 1"),
+            "{what}: {}\n{}",
+            run.stdout,
+            run.stderr
+        );
+    }
 }
 
 /// What cannot be read is exit 2 with one message naming the file, the line and the key (or

@@ -12,10 +12,10 @@ pub mod scenario;
 use std::path::{Path, PathBuf};
 
 use crate::cli::CheckArgs;
-use crate::config::{FlagOverrides, Settings};
+use crate::config::{FlagOverrides, RouteKind, Settings};
 use crate::output;
 use crate::record::{LOG_FILE, Recording, locate};
-use report::{FileReport, Format, TurnReport};
+use report::{FileReport, Format, Target, TurnReport};
 use runner::RunEnd;
 use scenario::{BadScenario, Input, Scenario};
 
@@ -37,6 +37,10 @@ pub async fn run(args: CheckArgs, flags: FlagOverrides) -> u8 {
     };
     if let Some(recording) = &args.write_scenario {
         return write_scenario(recording, args.out.as_deref(), &base);
+    }
+    if let Err(e) = base.key_usable() {
+        output::err(&format!("livetalk: {e}"));
+        return UNREADABLE;
     }
     let mut scenarios = Vec::new();
     let mut unreadable = false;
@@ -78,11 +82,41 @@ pub async fn run(args: CheckArgs, flags: FlagOverrides) -> u8 {
             }
         }
     }
+    // Each file's model (a recording's own, unless --model says otherwise), known before
+    // anything runs: the first line names them with the route.
+    let mut models = Vec::new();
+    for (_, scenario) in &scenarios {
+        match run_settings(&flags, &args, scenario, 1) {
+            Ok(settings) => models.push(settings.model),
+            Err(e) => {
+                output::err(&format!("livetalk: {e}"));
+                return UNREADABLE;
+            }
+        }
+    }
+    let (kind, route) = base.route_name();
+    let mut target = Target {
+        kind,
+        route,
+        why: (kind == RouteKind::Demo).then_some(if flags.offline {
+            "--offline"
+        } else {
+            "no API key is set: set GEMINI_API_KEY to check against Gemini"
+        }),
+        models: Vec::new(),
+    };
+    for model in &models {
+        if !target.models.contains(model) {
+            target.models.push(model.clone());
+        }
+    }
+    report::checking(format, &target, scenarios.len());
     let mut files = Vec::new();
-    for (given, scenario) in &scenarios {
+    for ((given, scenario), model) in scenarios.iter().zip(models) {
         let mut file = FileReport {
             file: given.display().to_string(),
             name: scenario.name.clone(),
+            model,
             titles: scenario.turns.iter().map(|t| t.input.title()).collect(),
             runs: Vec::new(),
         };
@@ -135,7 +169,8 @@ pub async fn run(args: CheckArgs, flags: FlagOverrides) -> u8 {
     if let Some(path) = &args.junit
         && let Err(e) = std::fs::write(
             path,
-            livetalk_live::redact::scrub(&report::junit(&files, args.min_pass_rate)).as_bytes(),
+            livetalk_live::redact::scrub(&report::junit(&target, &files, args.min_pass_rate))
+                .as_bytes(),
         )
     {
         output::err(&format!(
@@ -144,7 +179,7 @@ pub async fn run(args: CheckArgs, flags: FlagOverrides) -> u8 {
         ));
         exit = exit.max(FAILED);
     }
-    report::summary(format, &files, args.min_pass_rate, exit);
+    report::summary(format, &target, &files, args.min_pass_rate, exit);
     exit
 }
 

@@ -7,7 +7,30 @@ use serde_json::json;
 
 use super::compare::{call_text, calls_text};
 use super::runner::TurnResult;
+use crate::config::RouteKind;
 use crate::output;
+
+/// What a check runs against, said before anything runs and again in the JSON summary and
+/// the JUnit properties: a check that passed against the offline demo model says so.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub kind: RouteKind,
+    /// For people: "the embedded offline demo model", "Google's Gemini API at …".
+    pub route: String,
+    /// Why the route is the demo model, when it is and no flag asked for it.
+    pub why: Option<&'static str>,
+    /// The models the files run with, each once, in the order of the files.
+    pub models: Vec<String>,
+}
+
+impl Target {
+    fn models_text(&self) -> String {
+        match self.models.as_slice() {
+            [one] => format!("model {one}"),
+            many => format!("models {}", many.join(", ")),
+        }
+    }
+}
 
 /// How the report is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +58,8 @@ pub struct FileReport {
     /// As the user named it.
     pub file: String,
     pub name: String,
+    /// The model its runs used.
+    pub model: String,
     /// Each turn's title ("Is the living room lamp on?", "(spoken, 1.3 s)").
     pub titles: Vec<String>,
     /// Each run's turns.
@@ -92,6 +117,32 @@ fn tenth(ms: f64) -> f64 {
 
 fn millis(ms: Option<f64>) -> String {
     ms.map_or("–".to_owned(), |ms| format!("{ms:.0} ms"))
+}
+
+/// Prints what the check runs against, first: the route and the models.
+pub fn checking(format: Format, target: &Target, files: usize) {
+    match format {
+        Format::Text => {
+            let why = target.why.map(|w| format!(" ({w})")).unwrap_or_default();
+            let _ = output::out(&format!(
+                "Checking {files} file(s) against {}{why}, {}",
+                target.route,
+                target.models_text()
+            ));
+        }
+        Format::Json => {
+            let _ = output::out(
+                &json!({
+                    "type": "check",
+                    "files": files,
+                    "route": target.route,
+                    "route_kind": target.kind.word(),
+                    "models": target.models,
+                })
+                .to_string(),
+            );
+        }
+    }
 }
 
 /// Prints how a run of a file starts.
@@ -216,6 +267,7 @@ pub fn file_done(format: Format, file: &FileReport, min_pass_rate: f64) {
                     "type": "file",
                     "file": file.file,
                     "name": file.name,
+                    "model": file.model,
                     "runs": runs,
                     "pass_rate": pass_rate,
                     "passed": pass_rate >= min_pass_rate,
@@ -247,7 +299,13 @@ fn latencies(files: &[FileReport], pick: impl Fn(&TurnReport) -> Option<f64>) ->
 }
 
 /// Prints the overall summary.
-pub fn summary(format: Format, files: &[FileReport], min_pass_rate: f64, exit: u8) {
+pub fn summary(
+    format: Format,
+    target: &Target,
+    files: &[FileReport],
+    min_pass_rate: f64,
+    exit: u8,
+) {
     let passed = files
         .iter()
         .filter(|f| f.pass_rate() >= min_pass_rate)
@@ -275,6 +333,9 @@ pub fn summary(format: Format, files: &[FileReport], min_pass_rate: f64, exit: u
             let _ = output::out(
                 &json!({
                     "type": "summary",
+                    "route": target.route,
+                    "route_kind": target.kind.word(),
+                    "models": target.models,
                     "files": files.len(),
                     "passed": passed,
                     "failed": files.len() - passed,
@@ -293,7 +354,7 @@ pub fn summary(format: Format, files: &[FileReport], min_pass_rate: f64, exit: u
 
 /// JUnit XML: a test suite per file, a test case per turn, failed when the turn's pass rate is
 /// under the minimum, with each failing run's problems.
-pub fn junit(files: &[FileReport], min_pass_rate: f64) -> String {
+pub fn junit(target: &Target, files: &[FileReport], min_pass_rate: f64) -> String {
     let mut suites = String::new();
     let mut total = 0;
     let mut total_failures = 0;
@@ -334,8 +395,21 @@ pub fn junit(files: &[FileReport], min_pass_rate: f64) -> String {
         }
         total += file.titles.len();
         total_failures += failures;
+        let properties: String = [
+            ("model", file.model.as_str()),
+            ("route", target.route.as_str()),
+            ("route_kind", target.kind.word()),
+        ]
+        .iter()
+        .map(|(name, value)| {
+            format!(
+                "      <property name=\"{name}\" value=\"{}\"/>\n",
+                xml_escape(value)
+            )
+        })
+        .collect();
         suites += &format!(
-            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">\n{cases}  </testsuite>\n",
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">\n    <properties>\n{properties}    </properties>\n{cases}  </testsuite>\n",
             xml_escape(&file.name),
             file.titles.len()
         );

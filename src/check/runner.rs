@@ -295,7 +295,15 @@ impl Session<'_> {
         let mut mic = None;
         match input {
             Input::Say(text) => {
-                apply(self.app, self.engine, Msg::UserText(text.clone())).await;
+                // The text goes to the model as it is: one that starts with a slash is typed
+                // as `//text`, as a user sends it, not run as a command.
+                let text = text.trim();
+                let typed = if text.starts_with('/') {
+                    format!("/{text}")
+                } else {
+                    text.to_owned()
+                };
+                apply(self.app, self.engine, Msg::UserText(typed)).await;
             }
             Input::Audio { samples, .. } => mic = Some(MicFeed::new(samples)),
         }

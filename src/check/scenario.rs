@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::app::Msg;
-use crate::record::{MIC_WAV, Record, Recording, read_wav};
+use crate::record::{MIC_WAV, Record, Recording, wav_contents};
 use livetalk_live::ServerEvent;
 use livetalk_live::file::{FileKind, read_text};
 use livetalk_live::wire::FunctionCall;
@@ -330,41 +330,39 @@ fn spoken_samples(path: &Path) -> Result<Vec<i16>, String> {
 
 // ---- recordings ----
 
-/// A recording as a scenario: its typed turns as typed, its spoken turns as the mic audio
-/// sent from the end of the model's previous turn to the end of this one, and each turn's
-/// `toolCall`s as what must come again.
+/// A recording as a scenario: its typed turns as typed (a `//` turn as the `/` text it sent),
+/// its spoken turns as the mic audio sent from the end of the model's previous turn to the
+/// end of this one, and each turn's `toolCall`s as what must come again. Every user turn is
+/// one: a spoken turn whose audio cannot be read from `mic.wav` is an error naming the file,
+/// never a turn left out (the check would pass on fewer turns than the recording holds).
 pub fn from_recording(recording: &Recording) -> Result<Scenario, BadScenario> {
     let (applied, _warnings) = recording.applied();
-    let mic = mic_sends(recording);
-    let mic_samples = read_wav(&recording.dir.join(MIC_WAV))
-        .map(|(_, s)| s)
-        .unwrap_or_default();
     let mut turns: Vec<Turn> = Vec::new();
+    // Each spoken turn's speech: its turn's index, and from when until when (seconds into
+    // the recording) its mic audio was sent.
+    let mut spoken: Vec<(usize, f64, f64)> = Vec::new();
     // Where the current turn stands: its model turn ended (a new speech starts a new turn).
     let mut turn_over = true;
     // When the model's previous turn ended, and when the current spoken turn's speech ended.
     let mut previous_end = 0.0;
     let mut speech: Option<(f64, Option<f64>)> = None;
-    let close_speech =
-        |turns: &mut Vec<Turn>, speech: &mut Option<(f64, Option<f64>)>, end: f64| {
-            if let Some((from, ended)) = speech.take() {
-                let until = ended.unwrap_or(end);
-                let samples = mic_between(&mic, &mic_samples, from, until);
-                if let Some(Turn {
-                    input: Input::Audio { samples: s, .. },
-                    ..
-                }) = turns.last_mut()
-                {
-                    *s = samples;
-                }
-            }
-        };
+    let close_speech = |turns: &Vec<Turn>,
+                        spoken: &mut Vec<(usize, f64, f64)>,
+                        speech: &mut Option<(f64, Option<f64>)>,
+                        end: f64| {
+        if let Some((from, ended)) = speech.take() {
+            spoken.push((turns.len() - 1, from, ended.unwrap_or(end)));
+        }
+    };
     for entry in &applied {
         match &entry.msg {
-            Msg::UserText(text) if !text.trim().is_empty() && !text.starts_with('/') => {
-                close_speech(&mut turns, &mut speech, entry.t);
+            Msg::UserText(text) => {
+                let Some(text) = typed_turn(text) else {
+                    continue;
+                };
+                close_speech(&turns, &mut spoken, &mut speech, entry.t);
                 turns.push(Turn {
-                    input: Input::Say(text.trim().to_owned()),
+                    input: Input::Say(text.to_owned()),
                     expect: recorded_expect(),
                 });
                 turn_over = false;
@@ -415,7 +413,7 @@ pub fn from_recording(recording: &Recording) -> Result<Scenario, BadScenario> {
                 }
             }
             Msg::Server(ServerEvent::TurnComplete { .. }) => {
-                close_speech(&mut turns, &mut speech, entry.t);
+                close_speech(&turns, &mut spoken, &mut speech, entry.t);
                 turn_over = true;
                 previous_end = entry.t;
             }
@@ -423,14 +421,46 @@ pub fn from_recording(recording: &Recording) -> Result<Scenario, BadScenario> {
         }
     }
     let end = applied.last().map_or(0.0, |a| a.t);
-    close_speech(&mut turns, &mut speech, end);
-    // A spoken turn whose audio is not in the recording cannot be sent again.
-    turns.retain(|t| !matches!(&t.input, Input::Audio { samples, .. } if samples.is_empty()));
+    close_speech(&turns, &mut spoken, &mut speech, end);
     if turns.is_empty() {
         return Err(BadScenario(format!(
-            "{}: the recording has no user turn to check (nothing typed, no mic audio)",
+            "{}: the recording has no user turn to check (nothing typed, nothing spoken)",
             recording.dir.display()
         )));
+    }
+    if !spoken.is_empty() {
+        let path = recording.dir.join(MIC_WAV);
+        let numbers: Vec<String> = spoken.iter().map(|(i, _, _)| (i + 1).to_string()).collect();
+        let unreadable = |why: String| {
+            BadScenario(format!(
+                "{}: {why}: the recording's spoken turn(s) {} cannot be sent again",
+                path.display(),
+                numbers.join(", ")
+            ))
+        };
+        let samples = match wav_contents(&path) {
+            Ok(Some((rate, samples))) if rate == SPOKEN_RATE => samples,
+            Ok(Some((rate, _))) => {
+                return Err(unreadable(format!(
+                    "its audio is at {rate} Hz, not the {SPOKEN_RATE} Hz a recording's microphone is kept at"
+                )));
+            }
+            Ok(None) => return Err(unreadable("missing".into())),
+            Err(e) => return Err(unreadable(e)),
+        };
+        let sends = mic_sends(recording);
+        for (index, from, until) in spoken {
+            let audio = mic_between(&sends, &samples, from, until).map_err(|why| {
+                BadScenario(format!(
+                    "{}: {why} (turn {}, spoken from {from:.1} s to {until:.1} s into the recording)",
+                    path.display(),
+                    index + 1
+                ))
+            })?;
+            if let Input::Audio { samples, .. } = &mut turns[index].input {
+                *samples = audio;
+            }
+        }
     }
     Ok(Scenario {
         name: file_name(&recording.dir),
@@ -442,6 +472,20 @@ pub fn from_recording(recording: &Recording) -> Result<Scenario, BadScenario> {
         system_instruction: None,
         turns,
     })
+}
+
+/// What a recorded typed line sent the model: the line itself, or for `//text` the `/text` it
+/// sent; `None` for a slash command, which sent nothing (as the app reads a line).
+fn typed_turn(line: &str) -> Option<&str> {
+    let line = line.trim();
+    if line.is_empty() {
+        return None;
+    }
+    match line.strip_prefix('/') {
+        Some(rest) if rest.starts_with('/') => Some(rest),
+        Some(_) => None,
+        None => Some(line),
+    }
 }
 
 fn recorded_expect() -> Expect {
@@ -472,26 +516,37 @@ fn mic_sends(recording: &Recording) -> Vec<(f64, u64, u64)> {
         .collect()
 }
 
-/// The mic samples sent after `from` and up to `until` (seconds into the recording).
-fn mic_between(sends: &[(f64, u64, u64)], samples: &[i16], from: f64, until: f64) -> Vec<i16> {
+/// The mic samples sent after `from` and up to `until` (seconds into the recording); why not,
+/// when none were sent then or the file lacks some of them (cut short, or not this session's).
+fn mic_between(
+    sends: &[(f64, u64, u64)],
+    samples: &[i16],
+    from: f64,
+    until: f64,
+) -> Result<Vec<i16>, String> {
     let mut out = Vec::new();
     let max = (MAX_SPOKEN_SECS * f64::from(SPOKEN_RATE)) as usize;
     for &(t, offset, count) in sends {
         if t > from && t <= until {
-            let start = usize::try_from(offset)
-                .unwrap_or(usize::MAX)
-                .min(samples.len());
-            let end = start
-                .saturating_add(usize::try_from(count).unwrap_or(0))
-                .min(samples.len());
-            out.extend_from_slice(&samples[start..end]);
+            let start = usize::try_from(offset).unwrap_or(usize::MAX);
+            let end = start.saturating_add(usize::try_from(count).unwrap_or(usize::MAX));
+            let Some(sent) = samples.get(start..end) else {
+                return Err(format!(
+                    "holds {} samples, but the recording sent samples {start} to {end} from it",
+                    samples.len()
+                ));
+            };
+            out.extend_from_slice(sent);
             if out.len() >= max {
                 out.truncate(max);
                 break;
             }
         }
     }
-    out
+    if out.is_empty() {
+        return Err("the recording sent none of its audio for this spoken turn".into());
+    }
+    Ok(out)
 }
 
 // ---- writing a scenario ----

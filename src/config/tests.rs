@@ -635,3 +635,102 @@ fn bad_prices_are_named_by_their_key() {
     let err = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap_err();
     assert!(err.to_string().contains("audio_in"), "{err}");
 }
+
+/// A key variable set but blank (a CI secret a fork does not have) is refused wherever the
+/// route would use a key, with one sentence naming it; never with `--offline`, a bridge or
+/// Vertex AI, which use no key, and never where a key variable is unset.
+#[test]
+fn a_key_variable_set_but_blank_is_refused_where_a_key_would_be_used() {
+    let empty = config_file("");
+    let refused = |flags: &FlagOverrides, env: &[(&str, &str)]| {
+        Settings::resolve(flags, &env_of(env))
+            .unwrap()
+            .key_usable()
+            .err()
+            .map(|e| e.to_string())
+    };
+    let plain = with_file(&empty);
+    let endpoint = FlagOverrides {
+        endpoint: Some("ws://127.0.0.1:9000".into()),
+        ..with_file(&empty)
+    };
+    for flags in [&plain, &endpoint] {
+        for blank in ["", "  "] {
+            let error = refused(flags, &[("GEMINI_API_KEY", blank)]).expect("refused");
+            assert!(
+                error.starts_with("GEMINI_API_KEY is set but empty"),
+                "{error}"
+            );
+            assert!(error.contains("--offline"), "{error}");
+        }
+        // The first variable set is the one read: a blank GEMINI_API_KEY is not excused by
+        // a GOOGLE_API_KEY, and a blank GOOGLE_API_KEY is refused when it is the one.
+        assert!(refused(flags, &[("GEMINI_API_KEY", ""), ("GOOGLE_API_KEY", "k")]).is_some());
+        let error = refused(flags, &[("GOOGLE_API_KEY", "")]).expect("refused");
+        assert!(
+            error.starts_with("GOOGLE_API_KEY is set but empty"),
+            "{error}"
+        );
+        assert_eq!(refused(flags, &[]), None);
+        assert_eq!(refused(flags, &[("GEMINI_API_KEY", "k")]), None);
+    }
+    let offline = FlagOverrides {
+        offline: true,
+        ..with_file(&empty)
+    };
+    let bridge = FlagOverrides {
+        bridge: Some("ws://127.0.0.1:9000".into()),
+        ..with_file(&empty)
+    };
+    let vertex = FlagOverrides {
+        vertex: true,
+        project: Some("p".into()),
+        location: Some("us-central1".into()),
+        ..with_file(&empty)
+    };
+    for flags in [&offline, &bridge, &vertex] {
+        assert_eq!(refused(flags, &[("GEMINI_API_KEY", "")]), None, "{flags:?}");
+    }
+}
+
+/// Each route is named by its kind and where it goes, for `livetalk check`'s reports.
+#[test]
+fn routes_are_named_by_kind_and_host() {
+    let empty = config_file("");
+    let named = |flags: FlagOverrides, env: &[(&str, &str)]| {
+        Settings::resolve(&flags, &env_of(env))
+            .unwrap()
+            .route_name()
+    };
+    assert_eq!(
+        named(with_file(&empty), &[]),
+        (
+            RouteKind::Demo,
+            "the embedded offline demo model".to_owned()
+        )
+    );
+    assert_eq!(
+        named(with_file(&empty), &[("GEMINI_API_KEY", "k")]),
+        (
+            RouteKind::Google,
+            "Google's Gemini API at generativelanguage.googleapis.com".to_owned()
+        )
+    );
+    let endpoint = FlagOverrides {
+        endpoint: Some("ws://127.0.0.1:9000".into()),
+        ..with_file(&empty)
+    };
+    assert_eq!(
+        named(endpoint, &[]),
+        (RouteKind::Endpoint, "the endpoint 127.0.0.1".to_owned())
+    );
+    let vertex = FlagOverrides {
+        vertex: true,
+        project: Some("p".into()),
+        location: Some("us-central1".into()),
+        ..with_file(&empty)
+    };
+    let (kind, text) = named(vertex, &[]);
+    assert_eq!(kind, RouteKind::Vertex);
+    assert!(text.contains("project p, location us-central1"), "{text}");
+}
