@@ -228,7 +228,14 @@ impl Presenter for LinePresenter {
     }
 
     fn finished(&self, app: &App, source_open: bool) -> bool {
-        app.is_finished() || !source_open
+        // A live session is over when its connection is. A replay follows the recording to
+        // its end: a session it shows failing to connect may be retried further on (Ctrl-R),
+        // as the user did; only one the user ended is over for good.
+        let over = match self.input {
+            Some(_) => app.is_finished(),
+            None => app.ended_cleanly(),
+        };
+        over || !source_open
     }
 }
 
