@@ -49,33 +49,54 @@ cargo fmt --all -- --check
 step "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-step "Rust tests: build"
-if cargo nextest --version >/dev/null 2>&1; then
-    cargo nextest run --workspace --all-targets --no-run
-    step "Rust tests: run"
-    cargo nextest run --workspace --all-targets --no-fail-fast
-else
-    cargo test --workspace --all-targets --no-run
-    step "Rust tests: run"
-    cargo test --workspace --all-targets --no-fail-fast
+# One runner: nextest, whose config (.config/nextest.toml) runs the real-time rigs alone and
+# retries nothing. `cargo test` would run the rigs beside CPU-heavy tests.
+if ! cargo nextest --version >/dev/null 2>&1; then
+    step "cargo install cargo-nextest (the test runner)"
+    cargo install cargo-nextest --locked
 fi
+step "Rust tests: build"
+# Every target but the examples, which nextest would build as test harnesses of no test; they
+# are built as programs and run below.
+targets=(--workspace --lib --bins --tests --benches)
+cargo nextest run "${targets[@]}" --no-run
+step "Rust tests: run"
+cargo nextest run "${targets[@]}" --no-fail-fast
 
 step "Library crates: docs without warnings, doc tests, and every example run offline"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet -p livetalk-live -p livetalk-mock
 cargo test --doc --workspace --quiet
-# The Rust tests built every example (--all-targets) with the workspace's features: run those
-# binaries as they are (the newest build of each). `cargo run -p CRATE` resolves one crate's
-# features alone and builds their dependencies again, over a minute on a cold clone.
+# The examples as programs, with the workspace's features (the dependencies the Rust tests
+# built serve them as they are; `cargo run -p CRATE` would resolve one crate's features alone
+# and build them again). Each runs offline against the mock and must exit 0 and print what it
+# promises: every pattern of its line below (extended regular expressions, `|`-separated
+# lines of its output each must match). A new example needs its line here.
+cargo build --workspace --examples --quiet
+declare -A promises=(
+    [text_turn]='^tool call: get_device_status\(.*living room lamp|^tool answer: .*"status":"off"|^model: .*is currently off|^closed cleanly: 1 connection\(s\)'
+    [voice_barge_in]='^server heard: \(about [0-9.]+ seconds of speech\)|^server: interrupted|^model audio after .interrupted.: +0 bytes|^model audio of the next answer: +[1-9]'
+    [raw_frames]='^<- setupComplete|^   call .*: get_device_status\(|^-> toolResponse|turnComplete|^the model said: .+'
+)
 for example in crates/*/examples/*.rs; do
     name=$(basename "$example" .rs)
-    binary=$(find target/debug/examples -maxdepth 1 -type f -executable -name "$name-*" \
-        -printf '%T@ %p\n' | sort -rn | head -n 1 | cut -d ' ' -f 2)
-    if [ -z "$binary" ]; then
-        echo "livetalk: the example $name was not built by the Rust tests" >&2
+    if [ -z "${promises[$name]:-}" ]; then
+        echo "livetalk: the example $name has no promise to check in scripts/test.sh" >&2
         exit 1
     fi
-    echo "-- example $name ($binary)"
-    timeout 120 "$binary" >/dev/null
+    echo "-- example $name"
+    output=$(timeout 120 "target/debug/examples/$name") || {
+        echo "livetalk: the example $name failed (exit $?):" >&2
+        printf '%s\n' "$output" >&2
+        exit 1
+    }
+    IFS='|' read -r -a patterns <<<"${promises[$name]}"
+    for pattern in "${patterns[@]}"; do
+        if ! grep -qE -- "$pattern" <<<"$output"; then
+            echo "livetalk: the example $name did not print a line matching: $pattern" >&2
+            printf '%s\n' "$output" >&2
+            exit 1
+        fi
+    done
 done
 
 step "Python SDK compatibility tests"
