@@ -50,8 +50,6 @@ const REPLY_TEXT: &str = "Well, it has been a busy day. In the morning I read ab
 /// What the user says over it, in another voice.
 const PHRASE_TEXT: &str = "Sorry to cut in, could you tell me the time?";
 const PHRASE_VOICE: &str = "en-us+f3";
-/// paplay's buffer for the phrase: a phrase with gaps would not correlate with itself.
-const PHRASE_BUFFER: Duration = Duration::from_millis(200);
 
 /// The phrase is correlated in pieces this long (wire samples), each found within the slack
 /// of where the whole phrase was: the rig's loopback re-times itself by some milliseconds when
@@ -408,7 +406,7 @@ fn converse(
     };
     recording.wait_for_len(reply_heard + (PHRASE_AFTER * f64::from(RECORD_RATE)) as usize);
     let phrase_started = Instant::now();
-    let mut paplay = rig.play_into_mic_buffered(&script.phrase_wav, PHRASE_BUFFER);
+    let mut paplay = rig.play_into_mic(&script.phrase_wav);
     assert!(paplay.wait().unwrap().success(), "paplay failed");
     let phrase_over = recording.len();
     // The whole reply, and a little of what follows.
@@ -455,60 +453,41 @@ fn converse(
     }
 }
 
-/// [`converse`], again (up to three times in all) while some of the mic audio never reaches
-/// the server (a client starved of CPU, whose device overran): every figure places the reply
-/// and the phrase in it by the capture clock, and such a run would measure the machine, not
-/// livetalk.
-fn valid_conversation(
-    rig: &PulseRig,
-    runtime: &tokio::runtime::Runtime,
-    script: &Script,
-    echo: &str,
-) -> Conversation {
-    try_conversation(rig, runtime, script, echo).unwrap_or_else(|| {
-        panic!(
-            "{}, --echo {echo}: three void runs: the machine is too busy for this rig",
-            rig.label()
-        )
-    })
-}
-
-/// [`valid_conversation`], or `None` after three void runs.
+/// [`converse`] once, and whether it can be measured: every figure places the reply and the
+/// phrase in the mic audio by the capture clock, so a run in which some of it never reached
+/// the server (a client starved of CPU, whose device overran) is said to be unmeasurable.
 fn try_conversation(
     rig: &PulseRig,
     runtime: &tokio::runtime::Runtime,
     script: &Script,
     echo: &str,
-) -> Option<Conversation> {
+) -> Result<Conversation, String> {
     let label = rig.label();
-    for attempt in 1..=3 {
-        let conversation = converse(rig, runtime, script, echo);
-        let summary = &conversation.summary;
-        eprintln!(
-            "{label}, --echo {echo}: mic audio at worst {:.2} s behind the room, {:.3} s of it \
-             lost; client: {} frames dropped, {} mic samples overflowed, {} ms of mic gaps \
-             filled, {} underruns",
-            conversation.behind,
-            conversation.lost,
-            summary["frames_dropped"],
-            summary["mic_overflow_samples"],
-            summary["mic_gaps_ms"],
-            summary["underruns"]
-        );
-        let most = if echo == SYSTEM {
-            MAX_LOST_SYSTEM
-        } else {
-            MAX_LOST
-        };
-        if conversation.lost < most {
-            return Some(conversation);
-        }
-        eprintln!(
-            "{label}, --echo {echo}: run {attempt} void (mic audio lost: a machine too busy for \
-             the rig?)"
-        );
+    let conversation = converse(rig, runtime, script, echo);
+    let summary = &conversation.summary;
+    let account = format!(
+        "mic audio at worst {:.2} s behind the room, {:.3} s of it lost; client: {} frames \
+         dropped, {} mic samples overflowed, {} ms of mic gaps filled, {} underruns",
+        conversation.behind,
+        conversation.lost,
+        summary["frames_dropped"],
+        summary["mic_overflow_samples"],
+        summary["mic_gaps_ms"],
+        summary["underruns"]
+    );
+    eprintln!("{label}, --echo {echo}: {account}");
+    let most = if echo == SYSTEM {
+        MAX_LOST_SYSTEM
+    } else {
+        MAX_LOST
+    };
+    if conversation.lost < most {
+        Ok(conversation)
+    } else {
+        Err(format!(
+            "mic audio lost on the way to the server ({account})"
+        ))
     }
-    None
 }
 
 /// Figures of one echo mode, measured on what the fake server received.
@@ -662,6 +641,101 @@ fn echo_room(
     (rig, dir, script, tokio::runtime::Runtime::new().unwrap())
 }
 
+/// The `off` run, the baseline: the room is really there (the echo as loud as the reply was
+/// played) and the phrase gets through an open mic; the other modes' figures are measured
+/// against it.
+fn off_holds(
+    label: &str,
+    conversation: &Conversation,
+    measured: &Measured,
+    script: &Script,
+) -> Result<(), String> {
+    let echo = &conversation.received[conversation.reply_at..conversation.phrase_at];
+    // No speech in it at all is as far from the room as can be.
+    let echo_level =
+        livetalk::audio::pcm::speech_level_dbfs(echo, WIRE_RATE).unwrap_or(f64::NEG_INFINITY);
+    eprintln!(
+        "{label}, --echo off: echo {echo_level:.1} dBFS while heard (reply played at \
+         {REPLY_DBFS:.1}), mean {:.1} dBFS until the phrase, {:.1} dBFS after it; phrase \
+         correlation {:.3}, level {:.1} dB of as played, {:.2} s after it began to play",
+        measured.echo_dbfs,
+        measured.echo_after_dbfs,
+        measured.phrase.correlation,
+        db(measured.phrase.gain),
+        (measured.phrase.at as f64 - (conversation.phrase_at + script.phrase_lead) as f64)
+            / f64::from(WIRE_RATE),
+    );
+    let delays = echo_delays(conversation, script);
+    eprintln!(
+        "{label}, --echo off: the echo of each second of the reply, ms after it began to \
+         stream (correlation): {}",
+        delays
+            .iter()
+            .map(|(ms, c)| format!("{ms:.1} ({c:.2})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    // (Not an upper bound: `off` runs the noise suppressor, which may lift the level.)
+    if echo_level <= REPLY_DBFS - 3.0 {
+        return Err(format!(
+            "the echo is at {echo_level:.1} dBFS, the reply was played at {REPLY_DBFS:.1}: is \
+             the room there?"
+        ));
+    }
+    if measured.phrase.correlation <= 0.5 {
+        return Err(format!(
+            "with the mic open the phrase correlates only {:.3}",
+            measured.phrase.correlation
+        ));
+    }
+    Ok(())
+}
+
+/// A mode's bars against the `off` run's figures, and the client's account of its voice
+/// processing in its closing summary.
+fn mode_holds(
+    label: &str,
+    mode: &str,
+    off: &Measured,
+    conversation: &Conversation,
+    measured: &Measured,
+) -> Result<(), String> {
+    let Figures {
+        suppression,
+        correlation,
+        phrase_level,
+        ..
+    } = figures(label, mode, off, measured);
+    let reported = &conversation.summary["echo"];
+    eprintln!("{label}, --echo {mode}: the client reported {reported}");
+    assert_eq!(reported["mode"], mode, "{reported}");
+    assert_eq!(reported["cancelling"], mode == "aec", "{reported}");
+    let missed = match mode {
+        "aec" if suppression < MIN_ECHO_SUPPRESSION_DB => Some(format!(
+            "echo suppressed {suppression:.1} dB, needs {MIN_ECHO_SUPPRESSION_DB}"
+        )),
+        "aec" if correlation < MIN_PHRASE_CORRELATION => Some(format!(
+            "the phrase correlates {correlation:.3}, needs {MIN_PHRASE_CORRELATION}"
+        )),
+        "aec" if phrase_level < -MAX_PHRASE_LOSS_DB => Some(format!(
+            "the phrase arrives {phrase_level:.1} dB below off's"
+        )),
+        "aec" => None,
+        "gate"
+            if phrase_level > -MIN_GATE_PHRASE_CUT_DB
+                || correlation >= MAX_GATE_PHRASE_CORRELATION =>
+        {
+            Some(format!(
+                "the gate let the phrase through ({phrase_level:.1} dB vs off, correlation \
+                 {correlation:.3})"
+            ))
+        }
+        "gate" => None,
+        other => panic!("no bars for --echo {other}"),
+    };
+    missed.map_or(Ok(()), Err)
+}
+
 /// Runs `modes` (`off` first: the baseline) on a rig whose devices run at `rate`, reached
 /// through `host`; checks and prints the figures.
 fn echo_figures_at(rate: u32, host: RigHost, modes: &[&str]) {
@@ -678,97 +752,37 @@ fn echo_figures_at(rate: u32, host: RigHost, modes: &[&str]) {
         );
     }
     let mut baseline: Option<Measured> = None;
+    let phrase = rig::player_name(&script.phrase_wav);
     for &mode in modes {
-        let conversation = valid_conversation(&rig, &runtime, &script, mode);
-        // For a closer look at a figure: what the server received, as a WAV per rate and mode.
-        if let Some(dir) = std::env::var_os("ECHO_RIG_SAVE") {
-            let path = Path::new(&dir).join(format!("received-{rate}-{host:?}-{mode}.wav"));
-            write_wav(&path, WIRE_RATE, &conversation.received);
-
-            eprintln!(
-                "{}: the reply began to stream at sample {}, the phrase to play at {}",
-                path.display(),
-                conversation.reply_at,
-                conversation.phrase_at,
-            );
-        }
-        let measured = measure(&conversation, &script);
-        let Some(off) = &baseline else {
-            // The room is really there, and the phrase gets through an open mic: the other
-            // modes' figures are measured against this.
-            let echo = &conversation.received[conversation.reply_at..conversation.phrase_at];
-            let echo_level = rig::speech_level_dbfs(echo, WIRE_RATE);
-            eprintln!(
-                "{label}, --echo off: echo {echo_level:.1} dBFS while heard (reply played at \
-                 {REPLY_DBFS:.1}), mean {:.1} dBFS until the phrase, {:.1} dBFS after it; phrase \
-                 correlation {:.3}, level {:.1} dB of as played, {:.2} s after it began to play",
-                measured.echo_dbfs,
-                measured.echo_after_dbfs,
-                measured.phrase.correlation,
-                db(measured.phrase.gain),
-                (measured.phrase.at as f64 - (conversation.phrase_at + script.phrase_lead) as f64)
-                    / f64::from(WIRE_RATE),
-            );
-            // (Not an upper bound: `off` runs the noise suppressor, which may lift the level.)
-            assert!(
-                echo_level > REPLY_DBFS - 3.0,
-                "the echo is at {echo_level:.1} dBFS, the reply was played at {REPLY_DBFS:.1}: \
-                 is the room there?"
-            );
-            assert!(
-                measured.phrase.correlation > 0.5,
-                "with the mic open the phrase correlates only {:.3}",
-                measured.phrase.correlation
-            );
-            let delays = echo_delays(&conversation, &script);
-            eprintln!(
-                "{label}, --echo off: the echo of each second of the reply, ms after it began \
-                 to stream (correlation): {}",
-                delays
-                    .iter()
-                    .map(|(ms, c)| format!("{ms:.1} ({c:.2})"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            baseline = Some(measured);
-            continue;
-        };
-        let Figures {
-            suppression,
-            correlation,
-            phrase_level,
-            ..
-        } = figures(&label, mode, off, &measured);
-        // The client's own account of its voice processing, in its closing summary.
-        let reported = &conversation.summary["echo"];
-        eprintln!("{label}, --echo {mode}: the client reported {reported}");
-        assert_eq!(reported["mode"], mode, "{reported}");
-        assert_eq!(reported["cancelling"], mode == "aec", "{reported}");
-        match mode {
-            "aec" => {
-                assert!(
-                    suppression >= MIN_ECHO_SUPPRESSION_DB,
-                    "{label}: echo suppressed {suppression:.1} dB, needs {MIN_ECHO_SUPPRESSION_DB}"
-                );
-                assert!(
-                    correlation >= MIN_PHRASE_CORRELATION,
-                    "{label}: the phrase correlates {correlation:.3}, needs {MIN_PHRASE_CORRELATION}"
-                );
-                assert!(
-                    phrase_level >= -MAX_PHRASE_LOSS_DB,
-                    "{label}: the phrase arrives {phrase_level:.1} dB below off's"
-                );
-            }
-            "gate" => {
-                assert!(
-                    phrase_level <= -MIN_GATE_PHRASE_CUT_DB
-                        && correlation < MAX_GATE_PHRASE_CORRELATION,
-                    "{label}: the gate let the phrase through ({phrase_level:.1} dB vs off, \
-                     correlation {correlation:.3})"
-                );
-            }
-            other => panic!("no bars for --echo {other}"),
-        }
+        // A run that misses a bar is repeated once, and only when the sound server's log
+        // shows the rig itself lost audio (the phrase's player ran dry, the room re-timed).
+        let measured = rig::once_more_if_the_server_lost_audio(
+            &rig,
+            &format!("{label}, --echo {mode}"),
+            &[&phrase],
+            || {
+                let conversation = try_conversation(&rig, &runtime, &script, mode)?;
+                // For a closer look at a figure: what the server received, as a WAV per rate
+                // and mode.
+                if let Some(dir) = std::env::var_os("ECHO_RIG_SAVE") {
+                    let path = Path::new(&dir).join(format!("received-{rate}-{host:?}-{mode}.wav"));
+                    write_wav(&path, WIRE_RATE, &conversation.received);
+                    eprintln!(
+                        "{}: the reply began to stream at sample {}, the phrase to play at {}",
+                        path.display(),
+                        conversation.reply_at,
+                        conversation.phrase_at,
+                    );
+                }
+                let measured = measure(&conversation, &script);
+                match &baseline {
+                    None => off_holds(&label, &conversation, &measured, &script)?,
+                    Some(off) => mode_holds(&label, mode, off, &conversation, &measured)?,
+                }
+                Ok(measured)
+            },
+        );
+        baseline.get_or_insert(measured);
     }
     eprintln!(
         "{label}: {} runs in {:.1} s",
@@ -832,6 +846,7 @@ fn aec_against_the_system_canceller() {
         }
         eprintln!("{label}: round {}", round + 1);
         let Some(off) = try_conversation(&rig, &runtime, &script, "off")
+            .ok()
             .map(|c| measure(&c, &script))
             .filter(|off| off.phrase.correlation > 0.5)
         else {
@@ -856,12 +871,12 @@ fn aec_against_the_system_canceller() {
             // waits a bounded time for the phrase) is void as well.
             let conversation = if mode == SYSTEM {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    try_conversation(&rig, &runtime, &script, mode)
+                    try_conversation(&rig, &runtime, &script, mode).ok()
                 }))
                 .ok()
                 .flatten()
             } else {
-                try_conversation(&rig, &runtime, &script, mode)
+                try_conversation(&rig, &runtime, &script, mode).ok()
             };
             if let Some(module) = module {
                 rig.unload_system_canceller(module);
@@ -1004,11 +1019,7 @@ fn demo_turn(rig: &PulseRig, echo: &str, phrase: Option<&Path>) -> DemoTurn {
         if let Some(line) = lines.arrived().iter().find(|l| model_status(l).is_some()) {
             panic!("--echo {echo}: the turn ended before the phrase began: {line}");
         }
-        phrase_play = Some((
-            recording.len(),
-            Instant::now(),
-            rig.play_into_mic_buffered(phrase, PHRASE_BUFFER),
-        ));
+        phrase_play = Some((recording.len(), Instant::now(), rig.play_into_mic(phrase)));
     }
     // The help reply is long (about 25 s); its turn ends early only if it is interrupted.
     let (ended, (status, echo_suspected)) = model_turn(&mut lines, Duration::from_secs(60));

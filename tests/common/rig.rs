@@ -57,6 +57,134 @@ impl Default for RigSetup {
     }
 }
 
+/// What a player of the rig keeps buffered in the server. With 20 ms a busy machine starved
+/// paplay and the server played a phrase with gaps in it (its log: "Implicit underrun of
+/// 'phrase.wav'"): the mock heard 1.45-1.50 s of a 1.34 s phrase and its correlation with the
+/// phrase fell to 0.47, the rig measuring itself. 200 ms keeps it whole under the same load.
+pub const PLAYER_BUFFER: Duration = Duration::from_millis(200);
+
+/// The server's log, in the rig's folder.
+const SERVER_LOG: &str = "server.log";
+
+/// Where the server's log stood at some moment: what it says after that is what followed.
+#[derive(Debug, Clone, Copy)]
+pub struct LogMark(u64);
+
+/// Audio the sound server itself lost, as its own log shows it: the underruns of the players
+/// the rig started (a player starved of CPU leaves gaps in what it plays, the phrase heard
+/// longer and out of step with itself), and what the room's loopback dropped or padded to
+/// re-time itself. livetalk's own streams are not counted: what they lose is livetalk's.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ServerLoss {
+    /// Each player that ran dry, with the times it did.
+    pub underruns: Vec<(String, usize)>,
+    /// Microseconds of audio the loopback dropped, and of silence it added.
+    pub loopback_dropped_us: u64,
+    pub loopback_padded_us: u64,
+}
+
+impl ServerLoss {
+    /// True when the server lost any of the rig's audio.
+    pub fn any(&self) -> bool {
+        !self.underruns.is_empty() || self.loopback_dropped_us + self.loopback_padded_us > 0
+    }
+
+    /// Reads what the server's log says from `log` (the text after a mark) of `players`'
+    /// streams (their names, as the server logs them: a WAV file's name for paplay).
+    pub fn read(log: &str, players: &[&str]) -> ServerLoss {
+        let mut loss = ServerLoss::default();
+        for line in log.lines() {
+            if let Some(name) = line
+                .split_once("Implicit underrun of '")
+                .and_then(|(_, rest)| rest.strip_suffix('\''))
+                .filter(|name| players.contains(name))
+            {
+                match loss.underruns.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, count)) => *count += 1,
+                    None => loss.underruns.push((name.to_owned(), 1)),
+                }
+            }
+            let usec = |prefix: &str, suffix: &str| -> Option<u64> {
+                line.split_once(prefix)?
+                    .1
+                    .strip_suffix(suffix)?
+                    .parse()
+                    .ok()
+            };
+            if line.contains("module-loopback.c") {
+                if let Some(us) = usec("Dropping ", " usec of audio from queue") {
+                    loss.loopback_dropped_us += us;
+                }
+                if let Some(us) = usec("Adding ", " usec of silence to queue") {
+                    loss.loopback_padded_us += us;
+                }
+            }
+        }
+        loss
+    }
+}
+
+impl std::fmt::Display for ServerLoss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.any() {
+            return f.write_str("no audio lost");
+        }
+        let mut parts: Vec<String> = self
+            .underruns
+            .iter()
+            .map(|(name, count)| format!("{name}'s player ran dry {count} time(s)"))
+            .collect();
+        if self.loopback_dropped_us + self.loopback_padded_us > 0 {
+            parts.push(format!(
+                "the room's loopback dropped {:.1} ms of audio and added {:.1} ms of silence",
+                self.loopback_dropped_us as f64 / 1000.0,
+                self.loopback_padded_us as f64 / 1000.0
+            ));
+        }
+        f.write_str(&parts.join("; "))
+    }
+}
+
+/// The name the server gives a WAV file's player (paplay's stream is named after the file).
+pub fn player_name(wav: &Path) -> String {
+    wav.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Runs `attempt`, which says why it failed; a failed run is repeated once, and only when
+/// the sound server's own log shows it lost audio of the rig's (the `players` it names ran
+/// dry, or the room's loopback re-timed itself) while it ran: the output says so and by how
+/// much. Any other failure, and a second one, fails the test: a timing bar missed with the
+/// server whole is livetalk's.
+pub fn once_more_if_the_server_lost_audio<T>(
+    rig: &PulseRig,
+    what: &str,
+    players: &[&str],
+    mut attempt: impl FnMut() -> Result<T, String>,
+) -> T {
+    let mark = rig.log_mark();
+    let why = match attempt() {
+        Ok(done) => return done,
+        Err(why) => why,
+    };
+    let loss = rig.server_loss(mark, players);
+    assert!(
+        loss.any(),
+        "{what}: {why} (the sound server's log shows no audio lost of its own: the miss is livetalk's)"
+    );
+    eprintln!(
+        "{what}: {why}; run void: the sound server lost audio while it ran ({loss}); once more"
+    );
+    let mark = rig.log_mark();
+    attempt().unwrap_or_else(|why| {
+        panic!(
+            "{what}: {why}, again (the sound server's log this time: {})",
+            rig.server_loss(mark, players)
+        )
+    })
+}
+
 /// The rig's virtual microphone and speaker, as a client names them.
 pub const RIG_DEVICES: (&str, &str) = ("mic.monitor", "spk");
 
@@ -129,6 +257,9 @@ impl PulseRig {
                 delay.as_millis()
             ));
         }
+        // The server's log, at the level that names each underrun of a stream and every
+        // re-timing of the loopback: what the server itself lost ([`PulseRig::server_loss`]).
+        let log = std::fs::File::create(dir.path().join(SERVER_LOG)).expect("the server's log");
         let server = Command::new("pulseaudio")
             .args([
                 "-n",
@@ -137,13 +268,14 @@ impl PulseRig {
                 "--use-pid-file=no",
                 "--system=false",
                 "--log-target=stderr",
+                "--log-level=debug",
             ])
             .args(modules.iter().flat_map(|m| ["-L", m.as_str()]))
             .env("HOME", dir.path().join("home"))
             .env("PULSE_RUNTIME_PATH", &runtime)
             .env("PULSE_STATE_PATH", dir.path().join("state"))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("start pulseaudio");
         let mut rig = PulseRig {
@@ -170,6 +302,29 @@ impl PulseRig {
         });
         assert!(ready.is_some(), "PulseAudio did not start in 20 s");
         rig
+    }
+
+    /// Where the server's log stands now.
+    pub fn log_mark(&self) -> LogMark {
+        LogMark(
+            std::fs::metadata(self.dir.path().join(SERVER_LOG))
+                .map(|m| m.len())
+                .unwrap_or(0),
+        )
+    }
+
+    /// What the server's log shows it lost since `mark` of the rig's audio: the `players`
+    /// named (see [`player_name`]) and the room's loopback.
+    pub fn server_loss(&self, mark: LogMark, players: &[&str]) -> ServerLoss {
+        let mut log = String::new();
+        if let Ok(mut file) = std::fs::File::open(self.dir.path().join(SERVER_LOG)) {
+            use std::io::Seek as _;
+            let _ = file.seek(std::io::SeekFrom::Start(mark.0));
+            let mut bytes = Vec::new();
+            let _ = file.read_to_end(&mut bytes);
+            log = String::from_utf8_lossy(&bytes).into_owned();
+        }
+        ServerLoss::read(&log, players)
     }
 
     /// A command talking to this server.
@@ -259,17 +414,12 @@ impl PulseRig {
         self.dir.path()
     }
 
-    /// Plays a WAV into the virtual microphone, in real time; wait on the child for its end.
+    /// Plays a WAV into the virtual microphone, in real time, whole; wait on the child for
+    /// its end. The player keeps [`PLAYER_BUFFER`] of it buffered in the server.
     pub fn play_into_mic(&self, wav: &Path) -> Child {
-        self.play_into_mic_buffered(wav, Duration::from_millis(20))
-    }
-
-    /// As [`PulseRig::play_into_mic`], with `latency` of buffer: more than 20 ms keeps the
-    /// sound whole on a busy machine.
-    pub fn play_into_mic_buffered(&self, wav: &Path, latency: Duration) -> Child {
         self.command("paplay")
             .arg("--device=mic")
-            .arg(format!("--latency-msec={}", latency.as_millis()))
+            .arg(format!("--latency-msec={}", PLAYER_BUFFER.as_millis()))
             .arg(wav)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
