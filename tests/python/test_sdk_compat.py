@@ -69,23 +69,44 @@ def tls_files():
         yield cert, key
 
 
+class Mock:
+    """`livetalk mock` over wss, its debug log (which names each upgrade's path) in a file."""
+
+    def __init__(self, url, log):
+        self.url = url
+        self.log = log
+
+    def log_size(self):
+        return os.path.getsize(self.log)
+
+    def paths_since(self, offset):
+        """The paths of the connections upgraded since the log was `offset` bytes long."""
+        with open(self.log, encoding="utf-8", errors="replace") as log:
+            log.seek(offset)
+            return re.findall(r"path=\"?([^\"\s]+)", log.read())
+
+
 @pytest.fixture(scope="module")
-def mock_url(tls_files):
+def mock(tls_files):
     cert, key = tls_files
-    process = subprocess.Popen(
-        [LIVETALK, "mock", "--listen", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key, "--speed", "20"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        line = process.stdout.readline()
-        match = re.search(r"wss://127\.0\.0\.1:(\d+)", line)
-        assert match, f"mock did not print a wss URL: {line!r}"
-        yield f"https://127.0.0.1:{match.group(1)}"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with tempfile.TemporaryDirectory() as folder:
+        log_path = os.path.join(folder, "mock.log")
+        with open(log_path, "w") as log:
+            process = subprocess.Popen(
+                [LIVETALK, "mock", "--listen", "127.0.0.1:0", "--tls-cert", cert, "--tls-key", key, "--speed", "20"],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                env={**os.environ, "LIVETALK_LOG": "debug", "NO_COLOR": "1"},
+            )
+        try:
+            line = process.stdout.readline()
+            match = re.search(r"wss://127\.0\.0\.1:(\d+)", line)
+            assert match, f"mock did not print a wss URL: {line!r}"
+            yield Mock(f"https://127.0.0.1:{match.group(1)}", log_path)
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
 
 
 def client_for(base_url, cert, api_version=None):
@@ -131,13 +152,23 @@ async def lamp_conversation(client):
     return calls, bytes(audio), "".join(transcript), turn_complete
 
 
-@pytest.mark.parametrize("api_version", [None, "v1beta", "v1alpha"])
-def test_official_sdk_tool_call_audio_and_transcription(mock_url, tls_files, api_version):
+# None is the SDK's own default (v1 since google-genai 3.4, v1beta before).
+@pytest.mark.parametrize("api_version", [None, "v1", "v1beta", "v1alpha"])
+def test_official_sdk_tool_call_audio_and_transcription(mock, tls_files, api_version):
     cert, _ = tls_files
-    client = client_for(mock_url, cert, api_version)
+    client = client_for(mock.url, cert, api_version)
+    offset = mock.log_size()
     calls, audio, transcript, turn_complete = asyncio.run(
         asyncio.wait_for(lamp_conversation(client), timeout=60)
     )
+    # The SDK dialled the version asked for, and the mock took it.
+    version = re.escape(api_version) if api_version else "v1(beta|alpha)?"
+    paths = mock.paths_since(offset)
+    assert len(paths) == 1, paths
+    assert re.fullmatch(
+        rf"/ws/google\.ai\.generativelanguage\.{version}\.GenerativeService\.BidiGenerateContent",
+        paths[0],
+    ), paths
     assert [c.name for c in calls] == ["get_device_status"]
     assert calls[0].args == {"device_name": "living room lamp"}
     assert calls[0].id.startswith("function-call-")
