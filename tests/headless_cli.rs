@@ -1442,6 +1442,26 @@ fn doctor_names_a_broken_config_and_exits_1() {
     );
 }
 
+/// A key variable set but empty is a failed check naming it, exit 1; with `--offline`,
+/// which uses no key, it is not.
+#[test]
+fn doctor_names_a_key_variable_set_but_empty() {
+    let scratch = tempfile::tempdir().unwrap();
+    let run = doctor(scratch.path(), &[], &[("GEMINI_API_KEY", "")]);
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    let line = check_line(&run, "API key");
+    assert!(
+        line.starts_with("✖ API key: GEMINI_API_KEY is set but empty"),
+        "{line}"
+    );
+    let run = doctor(scratch.path(), &["--offline"], &[("GEMINI_API_KEY", "")]);
+    assert!(
+        check_line(&run, "API key").starts_with("✔"),
+        "{}",
+        run.stdout
+    );
+}
+
 #[test]
 fn doctor_connects_to_a_live_server_and_reports_json_without_the_key() {
     let scratch = tempfile::tempdir().unwrap();
