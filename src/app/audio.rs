@@ -11,6 +11,7 @@ use crate::audio::{
 };
 
 use super::{App, Effect, Floor, MediaEffect, ModelTurnStatus, Msg, NoticeLevel, SessionEffect};
+use livetalk_live::ServerEvent;
 
 /// What the microphone is doing, as the status line says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +95,9 @@ pub struct AudioState {
     pub input_is_clip: bool,
     /// The WAV file is still being streamed: the user's input has not ended.
     pub clip_streaming: bool,
+    /// The server heard speech of the clip (its voice detection started, or it transcribed
+    /// some) and has not begun to answer it: the end of input waits for that answer.
+    pub clip_heard: bool,
     /// Model audio also goes to a WAV file.
     pub output_wav: bool,
     /// Why a device is missing.
@@ -247,21 +251,47 @@ impl App {
                 Vec::new()
             }
             AudioEvent::InputClipEnded => {
-                // A reply to the clip has started by now (the stream went on with silence
-                // long enough for voice detection); the model's open turn holds the session.
+                // The stream went on with silence long enough for voice detection; the
+                // model's open turn, once it starts, holds the session.
                 self.audio.clip_streaming = false;
                 if self.audio.push_to_talk && self.audio.talking {
                     // The clip was one utterance and this ends it: its reply is awaited, so
                     // the end of input waits for it too.
                     self.audio.talking = false;
+                    self.audio.clip_heard = false;
                     self.reply.sent();
                     return vec![
                         Effect::Media(MediaEffect::SetMicOpen(false)),
                         Effect::Session(SessionEffect::SendActivityEnd),
                     ];
                 }
+                if std::mem::take(&mut self.audio.clip_heard) {
+                    // Heard and not yet answered (a server slower than the silence after the
+                    // clip): the reply is awaited, or the end of input would close the
+                    // session before it came.
+                    self.reply.sent();
+                }
                 Vec::new()
             }
+        }
+    }
+
+    /// Follows whether the server has heard the input clip's speech and not yet begun to
+    /// answer it (see [`AudioState::clip_heard`]).
+    pub(super) fn note_clip_speech(&mut self, event: &ServerEvent) {
+        match event {
+            ServerEvent::VoiceActivity { speaking: true }
+            | ServerEvent::InputTranscription { .. }
+                if self.audio.clip_streaming =>
+            {
+                self.audio.clip_heard = true;
+            }
+            ServerEvent::ModelText(_)
+            | ServerEvent::ModelAudio { .. }
+            | ServerEvent::OutputTranscription { .. }
+            | ServerEvent::ToolCall(_)
+            | ServerEvent::TurnComplete { .. } => self.audio.clip_heard = false,
+            _ => {}
         }
     }
 

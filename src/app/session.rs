@@ -151,6 +151,7 @@ impl App {
         arrived_at: Option<jiff::civil::Time>,
     ) -> Vec<Effect> {
         self.reply.observe(&event);
+        self.note_clip_speech(&event);
         match event {
             ServerEvent::SetupComplete { .. } => {
                 self.connection = ConnectionState::Connected;

@@ -2376,3 +2376,50 @@ fn a_grounded_replys_sources_reach_the_event_inspector() {
         "no sources where there are none"
     );
 }
+
+/// An input clip (`--input-wav`) whose speech the server heard, and whose silence ran out
+/// before its reply began (a server slower than the silence): the reply is awaited, so the
+/// end of input waits for it instead of closing the session first; once it has come, the
+/// user's side is free again. A clip answered before it ended leaves nothing awaited.
+#[test]
+fn a_clip_heard_and_not_yet_answered_holds_the_end_of_input() {
+    use crate::audio::{AudioEvent, EchoMode};
+    let clip_app = || {
+        let mut init = AppInit::new("models/test", true, Vec::new());
+        init.audio = Some(AudioAsked {
+            microphone: true,
+            input_wav: true,
+            output_wav: false,
+            push_to_talk: false,
+            echo: EchoMode::Off,
+        });
+        let mut app = App::new(init);
+        app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None }));
+        app
+    };
+    let complete = || {
+        Msg::Server(ServerEvent::TurnComplete {
+            reason: None,
+            waiting_for_input: false,
+        })
+    };
+
+    let mut app = clip_app();
+    app.update(Msg::Server(ServerEvent::VoiceActivity { speaking: true }));
+    app.update(Msg::Audio(AudioEvent::InputClipEnded));
+    assert!(!app.ready_for_user(), "the clip's reply is not awaited");
+    app.update(Msg::Server(ServerEvent::ModelText(
+        "The lamp is off.".into(),
+    )));
+    app.update(complete());
+    assert!(app.ready_for_user());
+
+    let mut app = clip_app();
+    app.update(Msg::Server(ServerEvent::VoiceActivity { speaking: true }));
+    app.update(Msg::Server(ServerEvent::ModelText(
+        "The lamp is off.".into(),
+    )));
+    app.update(complete());
+    app.update(Msg::Audio(AudioEvent::InputClipEnded));
+    assert!(app.ready_for_user(), "an answered clip holds the session");
+}
