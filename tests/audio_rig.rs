@@ -132,60 +132,67 @@ fn phrase_to_the_mock(
     Ok((spoken, heard, correlation))
 }
 
-/// The server's log tells a player that ran dry from one that did not: a pacat fed half a
-/// second of a tone, then nothing for 300 ms, then the rest, runs dry in the server's log, and
-/// one fed without a pause does not; the room's loopback re-timing itself is read in
-/// microseconds. What lets a rig test repeat a run the server spoiled, and no other.
+/// The server's log tells a player that ran dry from one that did not: a pacat fed a quarter
+/// second of a tone and then nothing runs dry in the server's log (waited for, with a
+/// deadline), and one fed the whole tone at once and closed does not (its end is a drain);
+/// the room's loopback re-timing itself is read in microseconds, and livetalk's own streams
+/// are not counted. What lets a rig test repeat a run the server spoiled, and no other.
 #[test]
 fn the_server_log_shows_a_player_that_ran_dry() {
     let rig = PulseRig::start();
-    let tone: Vec<u8> = (0..24_000)
-        .flat_map(|i| {
-            let v = 0.3 * (std::f64::consts::TAU * 440.0 * f64::from(i) / 48_000.0).sin();
-            ((v * 32_767.0) as i16).to_le_bytes()
-        })
-        .collect();
-    let play = |name: &str, pause: Option<Duration>| {
-        let mark = rig.log_mark();
-        let mut pacat = rig
-            .command("pacat")
+    let tone = |secs: f64| -> Vec<u8> {
+        (0..(secs * 48_000.0) as usize)
+            .flat_map(|i| {
+                let v = 0.3 * (std::f64::consts::TAU * 440.0 * i as f64 / 48_000.0).sin();
+                ((v * 32_767.0) as i16).to_le_bytes()
+            })
+            .collect()
+    };
+    let player = |name: &str| {
+        rig.command("pacat")
             .args([
                 "--playback",
                 "--device=mic",
                 "--channels=1",
                 "--format=s16le",
                 "--rate=48000",
-                "--latency-msec=50",
             ])
+            .arg(format!("--latency-msec={}", rig::PLAYER_BUFFER.as_millis()))
             .arg(format!("--stream-name={name}"))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("pacat");
-        let mut stdin = pacat.stdin.take().unwrap();
-        stdin.write_all(&tone).unwrap();
-        if let Some(pause) = pause {
-            stdin.flush().unwrap();
-            // Half a second of audio plays out in real time; the pause outlasts the buffer.
-            std::thread::sleep(Duration::from_millis(500) + pause);
-        }
-        stdin.write_all(&tone).unwrap();
-        drop(stdin);
-        assert!(pacat.wait().unwrap().success(), "pacat failed");
-        rig.server_loss(mark, &[name])
+            .expect("pacat")
     };
-    let starved = play("starved", Some(Duration::from_millis(300)));
+
+    let mark = rig.log_mark();
+    let mut starved = player("starved");
+    let mut stdin = starved.stdin.take().unwrap();
+    stdin.write_all(&tone(0.25)).unwrap();
+    stdin.flush().unwrap();
+    // It plays what it has, then runs dry: the server's log says so.
+    let dry = poll(Duration::from_secs(20), Duration::from_millis(50), || {
+        Some(rig.server_loss(mark, &["starved"])).filter(|loss| !loss.underruns.is_empty())
+    })
+    .expect("the starved player's underrun never reached the server's log");
+    stdin.write_all(&tone(0.25)).unwrap();
+    drop(stdin);
+    assert!(starved.wait().unwrap().success(), "pacat failed");
+    assert_eq!(dry.underruns[0].0, "starved");
     assert!(
-        starved
-            .underruns
-            .iter()
-            .any(|(n, c)| n == "starved" && *c >= 1),
-        "{starved:?}"
+        dry.to_string().contains("starved's player ran dry"),
+        "{dry}"
     );
-    assert!(starved.any() && starved.to_string().contains("starved's player ran dry"));
-    let fed = play("fed", None);
-    assert!(!fed.any(), "{fed}");
+
+    let mark = rig.log_mark();
+    let mut fed = player("fed");
+    let mut stdin = fed.stdin.take().unwrap();
+    stdin.write_all(&tone(0.5)).unwrap();
+    drop(stdin);
+    assert!(fed.wait().unwrap().success(), "pacat failed");
+    let loss = rig.server_loss(mark, &["fed"]);
+    assert!(!loss.any(), "{loss}");
 
     let log = "I: [null-sink] module-loopback.c: Dropping 4854 usec of audio from queue\n\
                I: [null-sink] module-loopback.c: Adding 270 usec of silence to queue\n\
