@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::wire::{FunctionCall, ServerMessage, UsageMetadata};
-use crate::reading::{AudioPart, Reading, take_audio};
+use crate::reading::{AudioPart, Interaction, Reading, take_audio};
 
 /// Everything a connection's server said, decoded, in arrival order. Turn boundaries are
 /// events, not iterator ends: the stream runs until [`ServerEvent::Closed`].
@@ -162,7 +162,7 @@ impl Inbound {
     /// A server message and its events, read once (see [`Reading`]).
     pub fn message(mut message: ServerMessage) -> Inbound {
         let (audio, samples) = take_audio(&mut message);
-        let events = Reading::of(&message, &audio).events(samples);
+        let events = events_of(&Reading::of(&message, &audio), samples);
         Inbound {
             message: Some(std::sync::Arc::new(message)),
             audio,
@@ -213,9 +213,108 @@ impl IntoIterator for Inbound {
 }
 
 /// Splits one server message into events, in the order a reader should apply them (its
-/// model audio moved into them, not copied). See [`Reading::events`].
+/// model audio moved into them, not copied). See [`Inbound::message`].
 pub fn events_from(message: ServerMessage) -> Vec<ServerEvent> {
     Inbound::message(message).events
+}
+
+/// The events a message amounts to, in the order a reader applies them, from its reading.
+/// `audio` holds the samples of each [`AudioPart`], in order; each becomes one `ModelAudio`
+/// event.
+fn events_of(reading: &Reading<'_>, audio: Vec<Vec<u8>>) -> Vec<ServerEvent> {
+    let mut events = Vec::new();
+    if let Some(session_id) = reading.set_up() {
+        events.push(ServerEvent::SetupComplete {
+            session_id: session_id.map(str::to_owned),
+        });
+    }
+    if !reading.calls().is_empty() {
+        events.push(ServerEvent::ToolCall(reading.calls().to_vec()));
+    }
+    if !reading.cancelled().is_empty() {
+        events.push(ServerEvent::ToolCallCancelled(reading.cancelled().to_vec()));
+    }
+    if let Some(heard) = reading.heard() {
+        events.push(ServerEvent::InputTranscription {
+            text: heard.text.to_owned(),
+            finished: heard.finished,
+        });
+    }
+    // Text and audio in the order of the model turn's parts.
+    let mut samples = reading.audio().iter().zip(audio);
+    let mut next_audio = samples.next();
+    for (index, part) in reading.parts().enumerate() {
+        if part.thought == Some(true) {
+            continue;
+        }
+        if let Some(text) = part.text.as_deref()
+            && !text.is_empty()
+        {
+            events.push(ServerEvent::ModelText(text.to_owned()));
+        }
+        if let Some((chunk, _)) = &next_audio
+            && chunk.part == index
+            && let Some((chunk, pcm)) = next_audio.take()
+        {
+            events.push(ServerEvent::ModelAudio {
+                pcm,
+                sample_rate: chunk.sample_rate,
+            });
+            next_audio = samples.next();
+        }
+    }
+    if let Some(said) = reading.said() {
+        events.push(ServerEvent::OutputTranscription {
+            text: said.text.to_owned(),
+            finished: said.finished,
+        });
+    }
+    if let Some(grounding) = reading
+        .content()
+        .and_then(|c| c.grounding_metadata.as_ref())
+    {
+        events.push(ServerEvent::Grounding(grounding.clone()));
+    }
+    let turn = reading.turn();
+    if turn.generation_complete {
+        events.push(ServerEvent::GenerationComplete);
+    }
+    if turn.interrupted {
+        events.push(ServerEvent::Interrupted);
+    }
+    // Before the turnComplete beside it: that turnComplete ends the interaction or not.
+    match reading.interaction() {
+        Some(Interaction::Idle) => events.push(ServerEvent::Interaction { idle: true }),
+        Some(Interaction::Working(_)) => events.push(ServerEvent::Interaction { idle: false }),
+        Some(Interaction::Other(_)) | None => {}
+    }
+    if turn.turn_complete {
+        events.push(ServerEvent::TurnComplete {
+            reason: reading.turn_complete_reason().map(str::to_owned),
+            waiting_for_input: turn.waiting_for_input,
+        });
+    }
+    if let Some(usage) = reading.usage() {
+        events.push(ServerEvent::Usage(usage.clone()));
+    }
+    if let Some(time_left) = reading.go_away() {
+        events.push(ServerEvent::GoAway { time_left });
+    }
+    if let Some(update) = reading.resumption() {
+        events.push(ServerEvent::ResumptionUpdate {
+            handle: update.handle.map(str::to_owned),
+            resumable: update.resumable,
+        });
+    }
+    for voice in [reading.voice_activity(), reading.voice_signal()]
+        .into_iter()
+        .flatten()
+    {
+        if let Some(speaking) = voice.speaking {
+            events.push(ServerEvent::VoiceActivity { speaking });
+        }
+    }
+    events
 }
 
 /// PCM16 little-endian bytes to samples (an odd trailing byte is dropped).

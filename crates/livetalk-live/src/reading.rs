@@ -5,13 +5,12 @@
 //! message: a new field of the service is read here once, and shown where it matters.
 //!
 //! A reading borrows the message; it costs a few pointer reads to make and nothing to keep.
-//! The message's model audio is not in it: [`Inbound`](crate::Inbound) moves the samples into
-//! the frame's [`ServerEvent::ModelAudio`] events (so a chunk is held once, from the socket to
+//! The message's model audio is not in it: an `Inbound` moves the samples into
+//! the frame's `ModelAudio` events (so a chunk is held once, from the socket to
 //! a speaker), and keeps where each chunk was and how long it is as [`AudioPart`]s.
 
 use std::time::Duration;
 
-use crate::events::ServerEvent;
 use crate::wire::{
     FunctionCall, OUTPUT_SAMPLE_RATE, ServerContent, ServerMessage, Transcription, UsageMetadata,
 };
@@ -250,7 +249,7 @@ impl<'m> Reading<'m> {
         Some(setup.session_id.as_deref())
     }
 
-    fn content(&self) -> Option<&'m ServerContent> {
+    pub(crate) fn content(&self) -> Option<&'m ServerContent> {
         self.message.server_content.as_ref()
     }
 
@@ -298,7 +297,7 @@ impl<'m> Reading<'m> {
             .filter_map(|part| part.text.as_deref())
     }
 
-    fn parts(&self) -> std::slice::Iter<'m, crate::wire::Part> {
+    pub(crate) fn parts(&self) -> std::slice::Iter<'m, crate::wire::Part> {
         self.content()
             .and_then(|content| content.model_turn.as_ref())
             .map(|turn| turn.parts.as_slice())
@@ -485,101 +484,6 @@ impl<'m> Reading<'m> {
             .into_iter()
             .flatten()
             .any(|voice| voice.speaking == Some(false))
-    }
-
-    /// The events the message amounts to, in the order a reader applies them. `audio` holds
-    /// the samples of each [`AudioPart`], in order; each becomes one `ModelAudio` event.
-    pub fn events(&self, audio: Vec<Vec<u8>>) -> Vec<ServerEvent> {
-        let mut events = Vec::new();
-        if let Some(session_id) = self.set_up() {
-            events.push(ServerEvent::SetupComplete {
-                session_id: session_id.map(str::to_owned),
-            });
-        }
-        if !self.calls().is_empty() {
-            events.push(ServerEvent::ToolCall(self.calls().to_vec()));
-        }
-        if !self.cancelled().is_empty() {
-            events.push(ServerEvent::ToolCallCancelled(self.cancelled().to_vec()));
-        }
-        if let Some(heard) = self.heard() {
-            events.push(ServerEvent::InputTranscription {
-                text: heard.text.to_owned(),
-                finished: heard.finished,
-            });
-        }
-        // Text and audio in the order of the model turn's parts.
-        let mut samples = self.audio.iter().zip(audio);
-        let mut next_audio = samples.next();
-        for (index, part) in self.parts().enumerate() {
-            if part.thought == Some(true) {
-                continue;
-            }
-            if let Some(text) = part.text.as_deref()
-                && !text.is_empty()
-            {
-                events.push(ServerEvent::ModelText(text.to_owned()));
-            }
-            if let Some((chunk, _)) = &next_audio
-                && chunk.part == index
-                && let Some((chunk, pcm)) = next_audio.take()
-            {
-                events.push(ServerEvent::ModelAudio {
-                    pcm,
-                    sample_rate: chunk.sample_rate,
-                });
-                next_audio = samples.next();
-            }
-        }
-        if let Some(said) = self.said() {
-            events.push(ServerEvent::OutputTranscription {
-                text: said.text.to_owned(),
-                finished: said.finished,
-            });
-        }
-        if let Some(grounding) = self.content().and_then(|c| c.grounding_metadata.as_ref()) {
-            events.push(ServerEvent::Grounding(grounding.clone()));
-        }
-        let turn = self.turn();
-        if turn.generation_complete {
-            events.push(ServerEvent::GenerationComplete);
-        }
-        if turn.interrupted {
-            events.push(ServerEvent::Interrupted);
-        }
-        // Before the turnComplete beside it: that turnComplete ends the interaction or not.
-        match self.interaction() {
-            Some(Interaction::Idle) => events.push(ServerEvent::Interaction { idle: true }),
-            Some(Interaction::Working(_)) => events.push(ServerEvent::Interaction { idle: false }),
-            Some(Interaction::Other(_)) | None => {}
-        }
-        if turn.turn_complete {
-            events.push(ServerEvent::TurnComplete {
-                reason: self.turn_complete_reason().map(str::to_owned),
-                waiting_for_input: turn.waiting_for_input,
-            });
-        }
-        if let Some(usage) = self.usage() {
-            events.push(ServerEvent::Usage(usage.clone()));
-        }
-        if let Some(time_left) = self.go_away() {
-            events.push(ServerEvent::GoAway { time_left });
-        }
-        if let Some(update) = self.resumption() {
-            events.push(ServerEvent::ResumptionUpdate {
-                handle: update.handle.map(str::to_owned),
-                resumable: update.resumable,
-            });
-        }
-        for voice in [self.voice_activity(), self.voice_signal()]
-            .into_iter()
-            .flatten()
-        {
-            if let Some(speaking) = voice.speaking {
-                events.push(ServerEvent::VoiceActivity { speaking });
-            }
-        }
-        events
     }
 }
 
