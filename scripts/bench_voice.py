@@ -82,7 +82,8 @@ action = "fail_resumption"
 """
 
 PHRASE = "Is the living room lamp on?"
-SAMPLE_FIELDS = ("idle", "turn", "server_idle", "server_turn", "both_idle", "both_turn")
+SAMPLE_FIELDS = ("idle", "turn", "server_idle", "server_turn", "both_idle", "both_turn",
+                 "wakes_idle", "wakes_turn")
 
 
 def fail(message: str, code: int = 1) -> None:
@@ -129,19 +130,36 @@ def thread_seconds(pid: int) -> dict[str, float]:
     return used
 
 
+def switches(pid: int) -> int:
+    """Context switches of every live thread of a process, voluntary and not: how often its
+    threads were woken (or put off the core) so far."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            with open(task / "status") as status:
+                for line in status:
+                    if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")):
+                        total += int(line.split()[1])
+        except OSError:
+            continue  # the thread ended between the listing and the reading
+    return total
+
+
 class Window:
-    """CPU of a few processes between two moments, as % of one core; with `threads`, the
-    client's too, by thread name."""
+    """CPU of a few processes between two moments, as % of one core, and the client's
+    wake-ups a second; with `threads`, the client's CPU by thread name too."""
 
     def __init__(self, pids: dict[str, int], threads: bool = False):
         self.pids = pids
         self.start = time.time()
         self.used = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        self.switches = switches(pids["client"])
         self.threads = thread_seconds(pids["client"]) if threads else None
 
     def close(self) -> tuple[float, dict[str, float]]:
         end = time.time()
         used = {name: cpu_seconds(pid) for name, pid in self.pids.items()}
+        woken = switches(self.pids["client"]) - self.switches
         span = end - self.start
         if self.threads is not None:
             now = thread_seconds(self.pids["client"])
@@ -149,7 +167,9 @@ class Window:
                              for n in now), reverse=True)
             note("  client threads: " + ", ".join(f"{n} {share:.1f} %"
                                                   for share, n in shares if share >= 0.05))
-        return span, {name: 100 * (used[name] - self.used[name]) / span for name in used}
+        shares = {name: 100 * (used[name] - self.used[name]) / span for name in used}
+        shares["wakes"] = woken / span
+        return span, shares
 
 
 # --- the mock -------------------------------------------------------------------------------
@@ -447,6 +467,7 @@ def run_once(client: Client, round_no: int, options, mock: Mock, work: Path) -> 
             "both_idle": idle["client"] + idle["server"],
             "turn": turn["client"], "server_turn": turn["server"],
             "both_turn": turn["client"] + turn["server"],
+            "wakes_idle": idle["wakes"], "wakes_turn": turn["wakes"],
         }
         run.ok = True
         return run
@@ -478,6 +499,8 @@ def report(runs: list[Run], clients: list[Client], rounds: int) -> str:
         ("client + server, turn", "both_turn", "%"),
         ("memory", "memory", "MiB"),
         ("start-up", "startup", "ms"),
+        ("client wake-ups, idle", "wakes_idle", "/s"),
+        ("client wake-ups, turn", "wakes_turn", "/s"),
     ]
 
     def values(name: str, key: str) -> list[float]:
@@ -492,7 +515,9 @@ def report(runs: list[Run], clients: list[Client], rounds: int) -> str:
         return out
 
     def shown(value: float, unit: str) -> str:
-        return f"{value:.0f} ms" if unit == "ms" else f"{value:.1f} {unit}"
+        if unit in ("ms", "/s"):
+            return f"{value:.0f} {unit}"
+        return f"{value:.1f} {unit}"
 
     header = ["| client | runs | " + " | ".join(title for title, _, _ in columns) + " |",
               "|---" * (len(columns) + 2) + "|"]
