@@ -2,26 +2,27 @@
 """The tool round trip of the whole livetalk binary beside the official Python SDK's own
 receive-and-respond loop, in one run, over wss on loopback.
 
-A fake Live server (Python `websockets`, TLS with a throwaway self-signed certificate) answers
+A fake Live server (Python `websockets`, TLS with a certificate from a throwaway test CA) answers
 `setup`, then sends `toolCall`s for `get_current_time` one at a time and times each until the
 matching `toolResponse` is back. Two clients take turns, round by round:
 
 - livetalk: `livetalk --headless --no-audio --endpoint wss://…` (its built-in clock tool
-  answers), trusting the certificate through SSL_CERT_FILE;
+  answers), trusting the CA through SSL_CERT_FILE;
 - the SDK loop: `google-genai`'s `client.aio.live.connect(...)` with `http_options.base_url`
   pointed at the server, answering each `tool_call` with `send_tool_response` from inside
   `async for message in session.receive()`: the loop the SDK's documentation shows.
 
 Each round gives each client a fresh connection, warm-up calls, then timed ones; the script
 prints each client's p50 and p99 over all timed calls, their CPU time per call (all of the
-client's threads, from /proc), and the ratio SDK ÷ livetalk (above 1: livetalk answers
-faster).
+client's threads, from /proc/PID/task/*/schedstat), and the ratio SDK ÷ livetalk (above 1:
+livetalk answers faster).
 
-    python3 benches/tool_roundtrip_sdk.py --livetalk target/release/livetalk \\
+    .venv/bin/python benches/tool_roundtrip_sdk.py --livetalk target/release/livetalk \\
         --python .venv/bin/python --rounds 5
 
 The server's own share (its encoding, TLS and wake-ups) is in both figures alike; `--floor`
-adds a third client, a bare `websockets` loop that answers at once, to show it.
+adds a client that is a bare `websockets` loop answering at once, to show it; `--against OLD`
+adds another livetalk build, to see what a change did in the same run.
 """
 
 import argparse
@@ -35,6 +36,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+# The test CA the voice benchmark makes (webpki takes no self-signed leaf): one piece for both.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from bench_voice import make_ca  # noqa: E402
 
 SDK_CLIENT = r'''
 import asyncio, os, sys
@@ -81,22 +87,17 @@ asyncio.run(main())
 '''
 
 
-def make_certificate(folder):
-    cert, key = os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem")
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-         "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
-         "-keyout", key, "-out", cert],
-        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return cert, key
-
-
 def cpu_seconds(pid):
-    """User and system time of every thread of `pid` so far."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks
+    """Time on a CPU of every live thread of `pid` so far, from schedstat (nanoseconds, where
+    /proc/PID/stat counts in 10 ms ticks)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as stat:
+                total += int(stat.read().split()[0])
+        except OSError:
+            continue  # the thread ended between the listing and the reading
+    return total / 1e9
 
 
 class Pump:
@@ -144,7 +145,7 @@ async def one_round(kind, args, server_state, url, cert):
     pump = Pump(args.warm_up, args.timed)
     server_state["pump"] = pump
     env = dict(os.environ, SSL_CERT_FILE=cert)
-    if kind == "livetalk":
+    if kind in ("livetalk", "against"):
         scratch = tempfile.mkdtemp()
         config = os.path.join(scratch, "config.toml")
         open(config, "w").close()
@@ -152,7 +153,8 @@ async def one_round(kind, args, server_state, url, cert):
                    XDG_CONFIG_HOME=os.path.join(scratch, "c"))
         for name in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "LIVETALK_ENDPOINT"):
             env.pop(name, None)
-        argv = [args.livetalk, "--headless", "--no-audio", "--endpoint", url.replace("https", "wss")]
+        binary = args.livetalk if kind == "livetalk" else args.against
+        argv = [binary, "--headless", "--no-audio", "--endpoint", url.replace("https", "wss")]
     elif kind == "sdk":
         argv = [args.python, "-c", SDK_CLIENT, url]
     else:
@@ -170,7 +172,7 @@ async def one_round(kind, args, server_state, url, cert):
         except subprocess.TimeoutExpired:
             client.kill()
             client.wait()
-        if kind == "livetalk":
+        if kind in ("livetalk", "against"):
             shutil.rmtree(scratch, ignore_errors=True)
     if client.returncode not in (0, -15) and not pump.times:
         raise SystemExit(f"{kind} failed: {client.stderr.read().decode(errors='replace')}")
@@ -191,12 +193,14 @@ async def main():
     parser.add_argument("--warm-up", type=int, default=200)
     parser.add_argument("--timed", type=int, default=1000)
     parser.add_argument("--floor", action="store_true", help="also time a bare websockets client")
+    parser.add_argument("--against", help="also time another livetalk build (say the one "
+                        "before a change), as the client `against`")
     args = parser.parse_args()
 
     from websockets.asyncio.server import serve
 
     folder = tempfile.mkdtemp()
-    cert, key = make_certificate(folder)
+    ca, cert, key = (str(path) for path in make_ca(Path(folder)))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     state = {}
@@ -208,13 +212,14 @@ async def main():
                      compression=None) as server:
         port = server.sockets[0].getsockname()[1]
         url = f"https://127.0.0.1:{port}"
-        kinds = ["livetalk", "sdk"] + (["floor"] if args.floor else [])
+        kinds = (["livetalk", "sdk"] + (["against"] if args.against else [])
+                 + (["floor"] if args.floor else []))
         results = {kind: {"times": [], "p50": [], "cpu": []} for kind in kinds}
         for round_no in range(args.rounds):
             # Each round in the other order, so neither always runs on a machine warmed by the other.
             order = kinds if round_no % 2 == 0 else list(reversed(kinds))
             for kind in order:
-                pump = await one_round(kind, args, state, url, cert)
+                pump = await one_round(kind, args, state, url, ca)
                 results[kind]["times"].extend(pump.times)
                 results[kind]["p50"].append(statistics.median(pump.times))
                 if pump.cpu is not None:
@@ -233,9 +238,11 @@ async def main():
         print(f"{kind:8}  p50 {figures[kind][0]:.3f} ms  p99 {figures[kind][1]:.3f} ms  "
               f"CPU {cpu:.0f} µs a call  (round p50s: "
               + ", ".join(f"{p:.3f}" for p in results[kind]["p50"]) + ")")
-    sdk, ours = figures["sdk"], figures["livetalk"]
-    print(f"ratio SDK ÷ livetalk: p50 {sdk[0] / ours[0]:.2f}×, p99 {sdk[1] / ours[1]:.2f}×, "
-          f"CPU {sdk[2] / ours[2]:.2f}×")
+    sdk = figures["sdk"]
+    for kind in [k for k in kinds if k in ("livetalk", "against")]:
+        ours = figures[kind]
+        print(f"ratio SDK ÷ {kind}: p50 {sdk[0] / ours[0]:.2f}×, p99 {sdk[1] / ours[1]:.2f}×, "
+              f"CPU {sdk[2] / ours[2]:.2f}×")
 
 
 if __name__ == "__main__":
