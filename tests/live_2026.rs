@@ -39,13 +39,18 @@ impl std::ops::DerefMut for Session {
 impl Session {
     /// Sends `setup` and returns the session, or how the mock refused it.
     async fn open(setup: Value) -> Result<Session, Closed> {
+        Session::open_at(setup, ApiVersion::V1beta).await
+    }
+
+    /// Sends `setup` to the API `version` and returns the session, or how the mock refused it.
+    async fn open_at(setup: Value, version: ApiVersion) -> Result<Session, Closed> {
         let mock = MockServer::start(MockOptions {
             speed: 40.0,
             ..MockOptions::loopback()
         })
         .await
         .unwrap();
-        let url = mock.endpoint(ApiVersion::V1beta).url().to_owned();
+        let url = mock.endpoint(version).url().to_owned();
         let mut session = Session {
             socket: JsonSocket::connect(url).await,
             _mock: mock,
@@ -292,17 +297,22 @@ async fn spoken_turns_bring_voice_activity_and_input_transcription_fragments() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_retired_model_is_answered_with_the_services_error() {
-    let refused = Session::open(json!({"model": "models/gemini-live-2.5-flash-preview"}))
+    // The refusal names the API version the client dialled, as the service's does.
+    for version in [ApiVersion::V1, ApiVersion::V1beta, ApiVersion::V1alpha] {
+        let refused = Session::open_at(
+            json!({"model": "models/gemini-live-2.5-flash-preview"}),
+            version,
+        )
         .await
         .err()
         .unwrap();
-    assert_eq!(refused.code, 1008);
-    assert!(
-        refused
-            .reason
-            .starts_with("models/gemini-live-2.5-flash-preview is not found for API version"),
-        "{refused:?}"
-    );
+        assert_eq!(refused.code, 1008);
+        let expected = format!(
+            "models/gemini-live-2.5-flash-preview is not found for API version {}, ",
+            version.as_str()
+        );
+        assert!(refused.reason.starts_with(&expected), "{refused:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

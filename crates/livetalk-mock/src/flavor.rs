@@ -8,8 +8,9 @@ pub(crate) enum Flavor {
     Vertex,
 }
 
-/// Which service a request path addresses, accepting repeated slashes (the SDKs produce `//ws/`).
-pub(crate) fn live_path_flavor(path: &str) -> Option<Flavor> {
+/// Which service a request path addresses, and the API version it names (`v1beta`), accepting
+/// repeated slashes (the SDKs produce `//ws/`).
+pub(crate) fn live_path_flavor(path: &str) -> Option<(Flavor, &'static str)> {
     let mut collapsed = String::with_capacity(path.len());
     for c in path.chars() {
         if !(c == '/' && collapsed.ends_with('/')) {
@@ -18,19 +19,24 @@ pub(crate) fn live_path_flavor(path: &str) -> Option<Flavor> {
     }
     if let Some(rest) = collapsed.strip_prefix("/ws/google.ai.generativelanguage.") {
         let (version, method) = rest.split_once(".GenerativeService.")?;
-        let version_ok = matches!(version, "v1" | "v1beta" | "v1alpha");
+        let version = known(version, &["v1", "v1beta", "v1alpha"])?;
         let method_ok = matches!(
             method,
             "BidiGenerateContent" | "BidiGenerateContentConstrained"
         );
-        return (version_ok && method_ok).then_some(Flavor::GoogleAi);
+        return method_ok.then_some((Flavor::GoogleAi, version));
     }
     if let Some(rest) = collapsed.strip_prefix("/ws/google.cloud.aiplatform.") {
         let (version, method) = rest.split_once(".LlmBidiService/")?;
-        let ok = matches!(version, "v1" | "v1beta1") && method == "BidiGenerateContent";
-        return ok.then_some(Flavor::Vertex);
+        let version = known(version, &["v1", "v1beta1"])?;
+        return (method == "BidiGenerateContent").then_some((Flavor::Vertex, version));
     }
     None
+}
+
+/// `version` as one of `versions`.
+fn known(version: &str, versions: &[&'static str]) -> Option<&'static str> {
+    versions.iter().copied().find(|v| *v == version)
 }
 
 #[cfg(test)]
@@ -44,13 +50,17 @@ mod tests {
             "//ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent",
             "/ws/google.ai.generativelanguage.v1alpha.GenerativeService.BidiGenerateContentConstrained",
         ] {
-            assert_eq!(live_path_flavor(path), Some(Flavor::GoogleAi), "{path}");
+            assert_eq!(
+                live_path_flavor(path).map(|(flavor, _)| flavor),
+                Some(Flavor::GoogleAi),
+                "{path}"
+            );
         }
         assert_eq!(
             live_path_flavor(
                 "/ws/google.cloud.aiplatform.v1beta1.LlmBidiService/BidiGenerateContent"
             ),
-            Some(Flavor::Vertex)
+            Some((Flavor::Vertex, "v1beta1"))
         );
         assert_eq!(
             live_path_flavor(

@@ -299,13 +299,14 @@ where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let mut flavor = Flavor::GoogleAi;
+    let mut version = "v1beta";
     let mut key = None;
     #[allow(clippy::result_large_err)] // the type is fixed by tungstenite
     let callback = |request: &Request, response: Response| -> Result<Response, ErrorResponse> {
         admission.check()?;
         match live_path_flavor(request.uri().path()) {
             Some(found) => {
-                flavor = found;
+                (flavor, version) = found;
                 let given = client_key(request);
                 // Where the key was, never the key.
                 let placement = given.as_ref().map_or("none", |(placement, _)| *placement);
@@ -330,7 +331,7 @@ where
         .write_buffer_size(0);
     match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
         Ok(socket) => Some(Box::pin(
-            MockConnection::new(flavor, speed, state, key).run(socket),
+            MockConnection::new(flavor, version, speed, state, key).run(socket),
         )),
         Err(e) => {
             debug!(%peer, "upgrade refused: {e}");

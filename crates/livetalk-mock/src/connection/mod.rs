@@ -55,6 +55,8 @@ enum Outcome {
 /// streamed, the calls waiting for answers and the faults in force.
 pub(crate) struct MockConnection {
     flavor: Flavor,
+    /// The API version the client's path named: the service's refusals name it.
+    version: &'static str,
     speed: f64,
     model: ScriptedModel,
     /// What the client's `setup` asked for.
@@ -87,10 +89,11 @@ pub(crate) struct MockConnection {
 }
 
 impl MockConnection {
-    /// A connection to a client that dialled `flavor` with `key`, streaming replies `speed`
-    /// times faster than real time.
+    /// A connection to a client that dialled `flavor`'s API `version` with `key`, streaming
+    /// replies `speed` times faster than real time.
     pub(crate) fn new(
         flavor: Flavor,
+        version: &'static str,
         speed: f64,
         state: Arc<MockState>,
         key: Option<ApiKey>,
@@ -99,6 +102,7 @@ impl MockConnection {
         let call_base = random::per_run() % 9_000_000_000_000_000_000 + 1_000_000_000_000_000_000;
         MockConnection {
             flavor,
+            version,
             speed,
             model: ScriptedModel::new(Vec::<String>::new()),
             settings: Settings::default(),
@@ -243,7 +247,7 @@ impl MockConnection {
         if let Some(outcome) = self.forced.take() {
             return outcome;
         }
-        let accepted = match setup::accept(setup) {
+        let accepted = match setup::accept(setup, self.version) {
             Ok(accepted) => accepted,
             Err(refusal) => return Outcome::Close(refusal.code, refusal.reason),
         };

@@ -68,15 +68,16 @@ impl Refusal {
     }
 }
 
-/// Checks a setup against the model it names, as the service does, and reads what it asks for.
-pub(super) fn accept(setup: Setup) -> Result<Accepted, Refusal> {
+/// Checks a setup against the model it names, as the service at API `version` does, and reads
+/// what it asks for.
+pub(super) fn accept(setup: Setup, version: &str) -> Result<Accepted, Refusal> {
     if setup.model.trim().is_empty() {
         return Err(Refusal::new(1007, INVALID_ARGUMENT));
     }
     if models::replacement(&setup.model).is_some() {
         return Err(Refusal::new(
             1008,
-            models::not_found_reason(&setup.model, "v1beta"),
+            models::not_found_reason(&setup.model, version),
         ));
     }
     let traits = models::traits(&setup.model);

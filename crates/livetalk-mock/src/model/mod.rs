@@ -69,6 +69,19 @@ pub(crate) struct ScriptedModel {
     brief: bool,
 }
 
+/// Words of an instruction that ask for less than the model's usual short replies: one holding
+/// any of them keeps replies to their first sentence (docs/mock.md lists them).
+pub(crate) const BRIEF_CUES: [&str; 8] = [
+    "one sentence",
+    "single sentence",
+    "very brief",
+    "concise",
+    "as short as possible",
+    "shorter",
+    "briefer",
+    "few words",
+];
+
 impl ScriptedModel {
     /// A model that will only ever call the tools named here, knowing nothing of their
     /// arguments.
@@ -96,18 +109,7 @@ impl ScriptedModel {
     /// less than that does.
     pub(crate) fn follow_instruction(&mut self, instruction: &str) {
         let lower = instruction.to_lowercase();
-        self.brief = [
-            "one sentence",
-            "single sentence",
-            "very brief",
-            "concise",
-            "as short as possible",
-            "shorter",
-            "briefer",
-            "few words",
-        ]
-        .iter()
-        .any(|cue| lower.contains(cue));
+        self.brief = BRIEF_CUES.iter().any(|cue| lower.contains(cue));
     }
 
     /// The tools the client declares now, replacing the earlier ones: a `contextUpdate` sent

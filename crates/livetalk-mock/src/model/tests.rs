@@ -840,6 +840,43 @@ fn only_an_ask_for_one_sentence_cuts_replies_short() {
     );
 }
 
+/// docs/mock.md names the words that cut replies short, each of them and no other, and each
+/// does; asking for brief or short answers in other words does not.
+#[test]
+fn the_guide_names_every_word_that_cuts_replies_short() {
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/mock.md"),
+    )
+    .unwrap();
+    let paragraph = page
+        .split("\n\n")
+        .find(|p| p.starts_with("It follows the system instruction"))
+        .expect("the paragraph on the system instruction")
+        .replace('\n', " ");
+    let listed = paragraph
+        .split("with any of the words")
+        .nth(1)
+        .and_then(|rest| rest.split(", keeps").next())
+        .expect("the list of words");
+    let mut named: Vec<&str> = listed.split('"').skip(1).step_by(2).collect();
+    named.sort_unstable();
+    let mut cues = super::BRIEF_CUES.to_vec();
+    cues.sort_unstable();
+    assert_eq!(named, cues, "{paragraph}");
+    let full = reply(model().user_turn("what can you do?"));
+    for cue in super::BRIEF_CUES {
+        let mut m = model();
+        m.follow_instruction(&format!("Keep it {cue}, please."));
+        let short = reply(m.user_turn("what can you do?"));
+        assert!(short.len() < full.len(), "{cue}: {short}");
+    }
+    for words in ["Answer briefly.", "Give short answers.", "Be brief."] {
+        let mut m = model();
+        m.follow_instruction(words);
+        assert_eq!(reply(m.user_turn("what can you do?")), full, "{words}");
+    }
+}
+
 /// Each prompt the app suggests, as the first turn of a fresh conversation: tool calls the
 /// request asks for, then a reply that neither fails to understand nor asks which device.
 #[test]
