@@ -23,39 +23,79 @@ mod client;
 pub mod protocol;
 pub use client::*;
 
-/// Attempts to determine the socket path from the runtime environment, checking
-/// the following locations in order:
-///   - $PULSE_SERVER
-///   - $PULSE_RUNTIME_PATH/pulse/native
+/// Attempts to determine the socket path from the runtime environment, where
+/// libpulse looks for it:
+///   - $PULSE_SERVER (its `unix:` entries only, when it is set)
+///   - $PULSE_RUNTIME_PATH/native (and, as this crate read it, .../pulse/native)
 ///   - $XDG_RUNTIME_DIR/pulse/native
+///   - without $XDG_RUNTIME_DIR: the per-user runtime directory in the config
+///     home, `$XDG_CONFIG_HOME/pulse/<machine-id>-runtime/native` (or under
+///     `~/.config`), where `pulseaudio --start` puts it as root or in a
+///     container (a link to /tmp/pulse-*)
+///   - the system instance's /run/pulse/native and /var/run/pulse/native
 ///
-/// Returns None if no socket can be found or if $PULSE_SERVER points to a
-/// remote server, i.e. starts with a prefix other than 'unix:'.
+/// Returns None if no socket can be found or if $PULSE_SERVER names only
+/// remote servers, i.e. entries with a prefix other than 'unix:'.
 pub fn socket_path_from_env() -> Option<PathBuf> {
-    let paths = std::env::var("PULSE_SERVER")
-        .ok()
-        .filter(|s| s.starts_with("unix:"))
-        .map(|s| PathBuf::from(&s[5..]))
-        .into_iter()
-        .chain(
-            std::env::var("PULSE_RUNTIME_PATH")
-                .ok()
-                .map(|s| PathBuf::from(s).join("pulse/native")),
-        )
-        .chain(
-            std::env::var("XDG_RUNTIME_DIR")
-                .ok()
-                .map(|s| PathBuf::from(s).join("pulse/native")),
-        );
-
-    for path in paths {
-        let stat = std::fs::metadata(&path).ok()?;
-        if !stat.permissions().readonly() {
-            return Some(path);
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(server) = var("PULSE_SERVER") {
+        let server = server.to_string_lossy().into_owned();
+        return server
+            .split_whitespace()
+            .filter_map(|entry| entry.strip_prefix("unix:"))
+            .map(PathBuf::from)
+            .find(|path| usable_socket(path));
+    }
+    let mut paths = Vec::new();
+    if let Some(runtime) = var("PULSE_RUNTIME_PATH") {
+        let runtime = PathBuf::from(runtime);
+        paths.push(runtime.join("native"));
+        paths.push(runtime.join("pulse/native"));
+    }
+    if let Some(runtime) = var("XDG_RUNTIME_DIR") {
+        paths.push(PathBuf::from(runtime).join("pulse/native"));
+    } else if let Some(machine) = machine_id() {
+        #[allow(deprecated)]
+        let config_home = var("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::home_dir().map(|home| home.join(".config")));
+        if let Some(config_home) = config_home {
+            paths.push(
+                config_home
+                    .join("pulse")
+                    .join(format!("{machine}-runtime"))
+                    .join("native"),
+            );
         }
     }
+    paths.push(PathBuf::from("/run/pulse/native"));
+    paths.push(PathBuf::from("/var/run/pulse/native"));
+    paths.into_iter().find(|path| usable_socket(path))
+}
 
-    None
+/// A socket there that this process may write to.
+fn usable_socket(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::FileTypeExt as _;
+    std::fs::metadata(path)
+        .is_ok_and(|stat| stat.file_type().is_socket() && !stat.permissions().readonly())
+}
+
+/// The machine's id as libpulse names the runtime directory after it: the
+/// systemd or D-Bus machine id, else the host name.
+fn machine_id() -> Option<String> {
+    ["/etc/machine-id", "/var/lib/dbus/machine-id", "/proc/sys/kernel/hostname"]
+        .iter()
+        .find_map(|path| {
+            use std::io::Read as _;
+            let mut text = String::new();
+            std::fs::File::open(path)
+                .ok()?
+                .take(256)
+                .read_to_string(&mut text)
+                .ok()?;
+            let id = text.trim();
+            (!id.is_empty() && !id.contains('/')).then(|| id.to_owned())
+        })
 }
 
 /// Attempts to find the authentication cookie from the environment, checking
