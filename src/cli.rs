@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use clap_complete::engine::{ArgValueCandidates, ArgValueCompleter};
 
 use crate::config::FlagOverrides;
 use livetalk_live::ApiVersion;
@@ -25,6 +26,26 @@ pub struct Cli {
     pub command: Option<Command>,
     #[command(flatten)]
     pub session: SessionFlags,
+}
+
+impl Cli {
+    /// The command line, or clap's error for it. Beyond what clap checks: `--bridge-transport`
+    /// needs `--bridge`, even beside `--offline` or `--endpoint` (clap waives a requirement
+    /// that conflicts with a flag given, and `--bridge` conflicts with both).
+    pub fn parse_args() -> Result<Cli, clap::Error> {
+        Cli::check(Cli::try_parse()?)
+    }
+
+    fn check(cli: Cli) -> Result<Cli, clap::Error> {
+        use clap::CommandFactory as _;
+        if cli.session.bridge_transport.is_some() && cli.session.bridge.is_none() {
+            return Err(Cli::command().error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "--bridge-transport chooses how the voice travels to a bridge: it needs --bridge URL",
+            ));
+        }
+        Ok(cli)
+    }
 }
 
 /// The input line's commands, for `--help` and the man page (from the app's one table).
@@ -86,7 +107,7 @@ pub struct DoctorArgs {
 pub struct CompletionsArgs {
     /// The shell to complete in.
     #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
+    pub shell: crate::completion::Shell,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -132,10 +153,10 @@ pub struct SessionFlags {
     #[arg(long, value_enum, value_name = "VERSION")]
     pub api_version: Option<ApiVersionArg>,
     /// Model id, e.g. models/gemini-3.8-live.
-    #[arg(long)]
+    #[arg(long, add = ArgValueCandidates::new(crate::completion::models))]
     pub model: Option<String>,
     /// Prebuilt voice name, e.g. Puck or Kore.
-    #[arg(long)]
+    #[arg(long, add = ArgValueCandidates::new(crate::completion::voices))]
     pub voice: Option<String>,
     /// Read user turns from stdin, one per line, and print the conversation to stdout. A line
     /// that starts with / is a command (/help lists them).
@@ -151,9 +172,9 @@ pub struct SessionFlags {
     /// With --headless (nobody there to approve calls), for tools with no `approval` set:
     /// all runs every call; read-only runs built-ins and MCP tools their server calls
     /// read-only and refuses the rest; none refuses every MCP call. A tool set to "never"
-    /// always runs; one set to "always" runs only under all.
-    #[arg(long, value_enum, value_name = "POLICY", default_value = "read-only")]
-    pub approve: crate::tools::ApprovePolicy,
+    /// always runs; one set to "always" runs only under all. Without the flag, read-only.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub approve: Option<crate::tools::ApprovePolicy>,
     /// Record the session (frames, tool calls, audio) into DIR, or into a new timestamped
     /// folder under the sessions dir when DIR is left out. A bare name (`--record bug-1234`)
     /// is a folder in the sessions dir, so `livetalk sessions` lists it and `replay` and
@@ -323,6 +344,7 @@ pub struct ServeArgs {
 pub struct ReplayArgs {
     /// The recording: its folder, its session.jsonl, or its name as `livetalk sessions`
     /// lists it.
+    #[arg(add = ArgValueCompleter::new(crate::completion::recordings))]
     pub dir: PathBuf,
     /// Play back this many times faster than recorded, from 0.01 to 1000 (a pause longer
     /// than a minute is shown as one minute).
@@ -450,6 +472,7 @@ pub fn pass_rate(text: &str) -> Result<f64, String> {
 pub struct InspectArgs {
     /// The recording: its folder, its session.jsonl, or its name as `livetalk sessions`
     /// lists it.
+    #[arg(add = ArgValueCompleter::new(crate::completion::recordings))]
     pub dir: PathBuf,
     /// Print a Markdown transcript (tool calls with arguments and results) instead.
     #[arg(long, conflicts_with = "json")]
@@ -510,24 +533,30 @@ pub fn refused_value(error: &clap::Error) -> Option<String> {
     Some(format!("{flag} {why} (got {value})"))
 }
 
-/// `livetalk completions SHELL`: the shell's completion script, generated from the
-/// definitions above, so a new flag completes without anyone editing a script.
-pub fn completion_script(shell: clap_complete::Shell) -> Vec<u8> {
-    use clap::CommandFactory as _;
-    let mut command = Cli::command();
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut command, "livetalk", &mut script);
-    script
-}
-
 /// `livetalk man`: one manual page (roff) with the top level's flags and, below them, a
 /// section for each command with its own synopsis, description and flags.
 pub fn man_page() -> std::io::Result<Vec<u8>> {
     use clap::CommandFactory as _;
     let mut command = Cli::command();
     command.build();
-    let mut page = Vec::new();
-    clap_mangen::Man::new(command.clone()).render(&mut page)?;
+    let mut top = Vec::new();
+    clap_mangen::Man::new(command.clone()).render(&mut top)?;
+    // clap_mangen names each command's page (`livetalk-mock(1)`), a page of its own that is
+    // not installed: this one page holds them, each in a section below.
+    let mut top = String::from_utf8_lossy(&top).into_owned();
+    for sub in command.get_subcommands() {
+        let name = sub.get_name();
+        let here = if name == "help" {
+            format!("livetalk {name}")
+        } else {
+            format!(
+                "livetalk {name} (see LIVETALK {} below)",
+                name.to_uppercase()
+            )
+        };
+        top = top.replace(&format!("livetalk\\-{name}(1)"), &here);
+    }
+    let mut page = top.into_bytes();
     for sub in command.get_subcommands() {
         if sub.get_name() == "help" {
             continue;

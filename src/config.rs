@@ -44,11 +44,11 @@ struct FileLayer {
 }
 
 /// Models a config may price (a bound on what a file can make us hold).
-const PRICED_MODELS_MAX: usize = 64;
+pub(crate) const PRICED_MODELS_MAX: usize = 64;
 
 /// The highest price taken, in dollars per million tokens: far above any published one, so a
 /// value past it is a slip (a price per token, or per thousand).
-const PRICE_MAX: f64 = 1000.0;
+pub(crate) const PRICE_MAX: f64 = 1000.0;
 
 /// `[mcp_servers.NAME]`: a stdio server (`command`…) or a streamable-HTTP one (`url`…).
 #[derive(Debug, Default, Deserialize)]
@@ -150,8 +150,9 @@ pub struct FlagOverrides {
     /// `--bridge-transport`, as given.
     pub bridge_transport: Option<String>,
     pub turn_timeout_secs: Option<f64>,
-    /// `--approve`: what a headless run does with calls that would wait for the user.
-    pub approve: ApprovePolicy,
+    /// `--approve`: what a headless run does with calls that would wait for the user (`None`:
+    /// not given, read-only applies).
+    pub approve: Option<ApprovePolicy>,
     /// `--record [DIR]`: `Some(None)` records into a new timestamped folder.
     pub record: Option<Option<PathBuf>>,
     /// `--no-audio`: no sound devices (WAV files still work).
@@ -291,8 +292,9 @@ pub struct Settings {
     pub tools_enabled: Vec<String>,
     /// Built-in tools whose approval was configured (`[tools.approval]`).
     pub tools_approval: BTreeMap<String, Approval>,
-    /// What a headless run does with calls that would wait for the user (`--approve`).
-    pub approve: ApprovePolicy,
+    /// What a headless run does with calls that would wait for the user (`--approve`; `None`:
+    /// not given, read-only applies).
+    pub approve: Option<ApprovePolicy>,
     pub tool_limits: ToolLimits,
     pub connect_timeout: Duration,
     pub turn_timeout: Duration,
@@ -312,7 +314,8 @@ pub struct Settings {
     pub sessions_dir: PathBuf,
     /// Microphone, speaker and WAV files.
     pub audio: AudioOptions,
-    /// The prices sessions go by: the built-in table with `[pricing."MODEL"]` over it.
+    /// The prices sessions go by: the built-in table on Google's own routes, with
+    /// `[pricing."MODEL"]` over it on any route.
     pub pricing: PriceBook,
     /// MCP servers whose tools the model may call, by name.
     pub mcp_servers: Vec<ServerSpec>,
@@ -603,8 +606,9 @@ impl Settings {
             sessions_dir,
             audio: merged.audio,
             mcp_servers: merged.mcp_servers.into_values().collect(),
-            pricing: PriceBook::new(merged.pricing),
-        })
+            pricing: PriceBook::default(),
+        }
+        .priced(merged.pricing))
     }
 
     /// Loads settings for a command that connects: [`Settings::load`], refusing a key
@@ -672,12 +676,30 @@ impl Settings {
         self.target == Route::OfflineMock
     }
 
-    /// What the session's model costs: the published prices with `[pricing."MODEL"]` over
-    /// them. `None` for the offline demo model, and for a model nobody priced.
+    /// Whether the session's connection uses TLS (and so the certificates it trusts).
+    pub fn uses_tls(&self) -> bool {
+        match &self.target {
+            Route::Google(endpoint) | Route::Custom(endpoint) => endpoint.url().starts_with("wss:"),
+            Route::Bridge(url) => url.trim().to_ascii_lowercase().starts_with("wss:"),
+            Route::OfflineMock => false,
+        }
+    }
+
+    /// The settings with the price book of their route: the published prices where Google
+    /// bills it, and `overrides` (`[pricing."MODEL"]`) over them on any route that bills
+    /// (the embedded demo model never does, whatever its model id is priced at elsewhere).
+    fn priced(mut self, overrides: BTreeMap<String, PriceOverride>) -> Self {
+        self.pricing = match self.target {
+            Route::OfflineMock => PriceBook::default(),
+            _ => PriceBook::for_host(&self.endpoint_label(), overrides),
+        };
+        self
+    }
+
+    /// What the session's model costs on its route. `None` for a model nobody priced there
+    /// (see [`PriceBook`]).
     pub fn prices(&self) -> Option<crate::pricing::ModelPrices> {
-        (!self.is_offline())
-            .then(|| self.pricing.prices(&self.model))
-            .flatten()
+        self.pricing.prices(&self.model)
     }
 }
 

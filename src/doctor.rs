@@ -246,6 +246,37 @@ fn route_check(settings: &Settings) -> Vec<Check> {
     vec![check]
 }
 
+/// What to do about certificates that could not be read.
+const TRUST_FIX: &str =
+    "point SSL_CERT_FILE at a PEM bundle (or SSL_CERT_DIR at a folder) livetalk can read";
+
+/// The certificates a connection trusts, and why some could not be read.
+fn trust_problems(report: &livetalk_live::network::NetworkReport) -> String {
+    format!(
+        "trusting the bundled web roots and {}, but: {}",
+        report.trust,
+        report.trust_problems.join("; ")
+    )
+}
+
+/// What a session says at its start when its route uses TLS and some of the certificates the
+/// user named (`SSL_CERT_FILE`, `SSL_CERT_DIR`) or the system's could not be read: what
+/// `doctor` reports, in the same words. Read as the connection reads them; `None` when all
+/// were read, or the route has no TLS (the demo model, a `ws://` endpoint).
+pub fn trust_warning(settings: &Settings) -> Option<String> {
+    if !settings.uses_tls() {
+        return None;
+    }
+    // An unusable proxy variable is the connection's own error, said when it fails.
+    let report = livetalk_live::network::report().ok()?;
+    (!report.trust_problems.is_empty()).then(|| {
+        format!(
+            "Certificates: {}. Connections may fail where a company proxy inspects TLS; {TRUST_FIX} (`livetalk doctor` checks).",
+            trust_problems(&report)
+        )
+    })
+}
+
 fn network_checks(settings: &Settings) -> Vec<Check> {
     let report = match livetalk_live::network::report() {
         Ok(report) => report,
@@ -258,7 +289,7 @@ fn network_checks(settings: &Settings) -> Vec<Check> {
         }
     };
     let direct_anyway = settings.is_offline();
-    let proxy = match report.proxy {
+    let proxy = match &report.proxy {
         Some(proxy) if direct_anyway => Check::ok(
             "proxy",
             format!("{proxy}; not used for the offline demo model (loopback goes direct)"),
@@ -278,15 +309,7 @@ fn network_checks(settings: &Settings) -> Vec<Check> {
             format!("trusting the bundled web roots and {}", report.trust),
         )
     } else {
-        Check::warn(
-            "certificates",
-            format!(
-                "trusting the bundled web roots and {}, but: {}",
-                report.trust,
-                report.trust_problems.join("; ")
-            ),
-            "point SSL_CERT_FILE at a PEM bundle (or SSL_CERT_DIR at a folder) livetalk can read",
-        )
+        Check::warn("certificates", trust_problems(&report), TRUST_FIX)
     };
     vec![proxy, trust]
 }

@@ -62,7 +62,7 @@ pub async fn run_with_input(
     lines: mpsc::Receiver<String>,
 ) -> anyhow::Result<u8> {
     let printer = Printer::new(format);
-    let decider = crate::tools::Decider::Policy(settings.approve);
+    let decider = crate::tools::Decider::headless(settings.approve);
     let (mut app, mut engine) = launch(&settings, None, decider).await?;
     if settings.is_offline() {
         printer.info(OFFLINE_NOTICE);
@@ -463,42 +463,30 @@ impl Printer {
                 crate::app::ConnectionState::Disconnected { reason } => reason.clone(),
                 _ => String::new(),
             };
-            self.json(json!({"type": "closed", "clean": app.ended_cleanly(), "reason": reason, "total_tokens": app.total_tokens()}));
+            self.json(json!({"type": "closed", "clean": app.ended_cleanly(), "reason": reason, "total_tokens": app.tokens().total()}));
         }
     }
 
-    /// What the session's tokens came to, by modality, and what they cost (text only: the
-    /// JSON lines have a `cost` event).
+    /// What the session's tokens came to, by modality, and what they cost: the figures the
+    /// terminal UI and `inspect` show (the JSON lines have a `cost` event).
     pub(crate) fn cost_summary(&self, app: &App) {
-        let tally = app.figures().tally();
-        if tally.total() == 0 {
+        let tokens = app.tokens();
+        if tokens.total() == 0 {
             return;
         }
-        let cost = (!app.offline()).then(|| app.figures().cost()).flatten();
+        let cost = app.cost();
         match self.format {
-            OutputFormat::Text => {
-                let priced = if app.offline() {
-                    "no cost (offline)".to_owned()
-                } else {
-                    match cost {
-                        Some(cost) => format!("{} so far", crate::pricing::dollars(cost)),
-                        None => "no price for this model".to_owned(),
-                    }
-                };
-                self.info(&format!(
-                    "tokens: {} (text {} in, {} out; audio {} in, {} out; images and video {} in), {priced}",
-                    tally.total(),
-                    tally.text_in,
-                    tally.text_out,
-                    tally.audio_in,
-                    tally.audio_out,
-                    tally.video_in,
-                ));
-            }
+            OutputFormat::Text => self.info(&format!(
+                "tokens: {} ({}), {}",
+                crate::pricing::tokens_words(tokens.total()),
+                tokens.parts_words(),
+                crate::pricing::cost_words(cost),
+            )),
             OutputFormat::Json => self.json(json!({
                 "type": "cost",
-                "tokens": crate::record::inspect::tally_json(tally),
+                "tokens": crate::record::inspect::tally_json(tokens),
                 "cost_usd": cost,
+                "priced": cost.is_some(),
                 "offline": app.offline(),
             })),
         }

@@ -14,8 +14,9 @@
 //!   is described in docs/bridge-protocol.md.
 //! - [`check`]: `livetalk check`, recordings and scenarios as regression tests.
 //! - [`doctor`]: `livetalk doctor`, what a session would meet on this machine.
-//! - [`pricing`]: the published prices per model and what a session's tokens cost.
-//! - [`config`], [`cli`], [`logging`]: settings, flags and logs; [`output`]: every line
+//! - [`pricing`]: a session's tokens, the published prices per model and what they cost.
+//! - [`config`], [`cli`], [`completion`], [`logging`]: settings, flags, shell completion and
+//!   logs; [`output`]: every line
 //!   written to the terminal, scrubbed of secrets.
 
 pub mod app;
@@ -23,6 +24,7 @@ pub mod audio;
 pub mod bridge;
 pub mod check;
 pub mod cli;
+pub mod completion;
 pub mod config;
 pub mod doctor;
 pub mod driver;

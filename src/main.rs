@@ -2,7 +2,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use livetalk::cli::{Cli, Command};
 use livetalk::config::Settings;
 use livetalk::headless::{self, OutputFormat};
@@ -10,7 +9,9 @@ use livetalk::record::{inspect, replay};
 use livetalk::{logging, serve, tui};
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    // A completion script asking what a word can be: answered, and nothing else runs.
+    livetalk::completion::answer_if_asked();
+    let cli = match Cli::parse_args() {
         Ok(cli) => cli,
         Err(error) => match livetalk::cli::refused_value(&error) {
             Some(message) => {
@@ -155,11 +156,18 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
         }
-        Some(Command::Completions(args)) => {
-            let script = livetalk::cli::completion_script(args.shell);
-            let _ = livetalk::output::out_raw(&String::from_utf8_lossy(&script));
-            ExitCode::SUCCESS
-        }
+        Some(Command::Completions(args)) => match livetalk::completion::script(args.shell) {
+            Ok(script) => {
+                let _ = livetalk::output::out_raw(&String::from_utf8_lossy(&script));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                livetalk::output::err(&format!(
+                    "livetalk: error: cannot write the completion script: {e}"
+                ));
+                ExitCode::from(1)
+            }
+        },
         Some(Command::Man) => match livetalk::cli::man_page() {
             Ok(page) => {
                 let _ = livetalk::output::out_raw(&String::from_utf8_lossy(&page));

@@ -175,9 +175,12 @@ struct Screen<B: Backend, E> {
     /// Reads of the terminal that failed in a row.
     event_errors: u32,
     tick: tokio::time::Interval,
+    /// Ticks once a second while a figure on screen counts seconds and nothing animates.
+    second: tokio::time::Interval,
     quit: Option<QuitSignals>,
     frames: Option<mpsc::UnboundedSender<Buffer>>,
     animating: bool,
+    counting: bool,
     dirty: bool,
     next_frame: Instant,
 }
@@ -186,15 +189,19 @@ impl<B: Backend, E> Screen<B, E> {
     fn new(terminal: Terminal<B>, events: E) -> Self {
         let mut tick = tokio::time::interval(TICK_INTERVAL);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut second = tokio::time::interval(Duration::from_secs(1));
+        second.set_missed_tick_behavior(MissedTickBehavior::Delay);
         Screen {
             terminal,
             events,
             events_ended: false,
             event_errors: 0,
             tick,
+            second,
             quit: None,
             frames: None,
             animating: false,
+            counting: false,
             dirty: true,
             next_frame: Instant::now(),
         }
@@ -234,6 +241,7 @@ where
 
     fn observe(&mut self, app: &App) {
         self.animating = app.animating();
+        self.counting = app.counts_seconds();
     }
 
     fn carry_out(&mut self, effect: Effect) {
@@ -247,6 +255,7 @@ where
     async fn next_input(&mut self) -> Option<Msg> {
         let dirty = self.dirty;
         let animating = self.animating;
+        let counting = self.counting && !animating;
         let signals = self.quit.is_some();
         let reading = !self.events_ended;
         tokio::select! {
@@ -268,6 +277,7 @@ where
                 }
             },
             _ = self.tick.tick(), if animating => Some(Msg::Tick(std::time::Instant::now())),
+            _ = self.second.tick(), if counting => Some(Msg::Tick(std::time::Instant::now())),
             () = tokio::time::sleep_until(self.next_frame), if dirty => None,
             () = async { if let Some(quit) = &mut self.quit { quit.recv().await } }, if signals => Some(Msg::Quit),
         }

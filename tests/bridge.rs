@@ -1940,6 +1940,28 @@ async fn a_bridged_session_survives_a_goaway_upstream_and_a_dropped_bridge_and_i
     assert_eq!(replies.len(), 3, "{text}");
     assert!(replies[1].contains("blue"), "{text}");
     assert!(replies[2].contains("thermostat"), "{text}");
+    // Nobody published what the bridge's tokens cost: counted, never priced, live or later.
+    let spent = |stderr: &str| {
+        stderr
+            .lines()
+            .find(|l| l.starts_with("livetalk: tokens: "))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("no tokens line:\n{stderr}"))
+    };
+    let live = spent(&stderr);
+    assert!(
+        live.ends_with(", not priced") && !live.contains('$'),
+        "{live}"
+    );
+    assert_eq!(spent(&String::from_utf8_lossy(&replayed.stderr)), live);
+    // The guide says a bridged session records.
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/recording.md"))
+        .unwrap()
+        .replace('\n', " ");
+    assert!(
+        guide.contains("A `--bridge` session records like a direct one"),
+        "docs/recording.md"
+    );
 }
 
 /// `livetalk --bridge`: a session that lost its bridge and gave up (no reconnect attempts) is

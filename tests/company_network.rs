@@ -593,6 +593,63 @@ fn proxy_url(port: u16, password: &str) -> String {
     )
 }
 
+/// `SSL_CERT_FILE` naming a file that does not exist, beside an `SSL_CERT_DIR` that trusts
+/// the server: the session works, and says at its start what `doctor` says, in its words.
+#[test]
+fn a_session_warns_of_a_certificate_file_it_cannot_read_as_doctor_does() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pki = Pki::create(scratch.path());
+    let mock = pki.tls_mock(scratch.path());
+    let wss = mock.url.replace("ws://127.0.0.1", "wss://localhost");
+    let trusted = scratch.path().join("trusted");
+    std::fs::create_dir(&trusted).unwrap();
+    std::fs::copy(pki.path("ca.pem"), trusted.join("ca.pem")).unwrap();
+    let missing = scratch.path().join("no-such-bundle.pem");
+    let missing = missing.to_str().unwrap();
+    let trusted = trusted.to_str().unwrap();
+    let envs = [("SSL_CERT_FILE", missing), ("SSL_CERT_DIR", trusted)];
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--endpoint", &wss],
+        &envs,
+        &[SMART_HOME_LINES[0]],
+    );
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("Gemini: "), "{}", run.stdout);
+    let warning = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("livetalk: warning: Certificates: "))
+        .unwrap_or_else(|| panic!("no warning about the certificates:\n{}", run.stderr));
+    assert!(warning.contains(missing), "{warning}");
+    let doctor = run_livetalk(scratch.path(), &["--endpoint", &wss, "doctor"], &envs, &[]);
+    let found = doctor
+        .stdout
+        .lines()
+        .find(|l| l.contains("certificates: "))
+        .unwrap_or_else(|| panic!("{}", doctor.stdout));
+    let said = found
+        .split("certificates: ")
+        .nth(1)
+        .and_then(|rest| rest.split(" → ").next())
+        .unwrap();
+    assert!(found.starts_with('⚠'), "{found}");
+    assert!(warning.contains(said), "doctor: {said}\nsession: {warning}");
+    // A route without TLS reads no certificate and warns of none.
+    let offline = run_livetalk(
+        scratch.path(),
+        &["--headless", "--offline"],
+        &envs,
+        &[SMART_HOME_LINES[0]],
+    );
+    assert_eq!(offline.code, Some(0), "{}", offline.stderr);
+    assert!(
+        !offline.stderr.contains("Certificates"),
+        "{}",
+        offline.stderr
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // The tests.
 

@@ -583,11 +583,16 @@ fn headless_approve_policies_decide_for_calls_that_would_wait_for_a_person() {
                 "{stdout}"
             );
         } else {
-            let flag = format!("--approve {}", policy.unwrap_or("read-only"));
+            // The flag is named as given; without one, the refusal says the default applies.
+            let how = match policy {
+                Some(policy) => format!("livetalk was started with --approve {policy}"),
+                None => "no --approve was given, so --approve read-only applies".to_owned(),
+            };
             assert!(
-                tool.contains(" -> refused") && tool.contains(&flag),
+                tool.contains(" -> refused") && tool.contains(&how),
                 "{policy:?}: {tool}"
             );
+            assert_eq!(tool.contains("started with"), policy.is_some(), "{tool}");
             assert!(
                 stdout.contains("Gemini: Sorry, I couldn't turn on the living room lamp"),
                 "{policy:?}: {stdout}"
@@ -1264,44 +1269,96 @@ fn the_readme_key_table_is_the_key_map() {
     );
 }
 
-#[test]
-fn bash_completion_completes_a_subcommand_and_the_other_shells_get_a_script() {
-    let scratch = tempfile::tempdir().unwrap();
-    let run = run_livetalk(scratch.path(), &["completions", "bash"], &[], &[]);
+/// What bash offers for `line` (the cursor at its end) with the script `livetalk completions
+/// bash` printed, loaded as bash-completion loads it, in `scratch`'s environment.
+fn bash_offers(scratch: &std::path::Path, line: &str) -> Vec<String> {
+    let run = run_livetalk(scratch, &["completions", "bash"], &[], &[]);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
-    let script = scratch.path().join("livetalk.bash");
+    let script = scratch.join("livetalk.bash");
     std::fs::write(&script, &run.stdout).unwrap();
     // As bash calls a completion function: the words so far, the one being completed.
-    let complete = |line: &str| {
-        let program = format!(
-            "source {}\ncomplete -p livetalk\nCOMP_LINE='{line}'\nCOMP_POINT=${{#COMP_LINE}}\nread -ra COMP_WORDS <<< \"$COMP_LINE\"\n[[ $COMP_LINE == *' ' ]] && COMP_WORDS+=('')\nCOMP_CWORD=$((${{#COMP_WORDS[@]}} - 1))\n_livetalk livetalk \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
-            script.display()
-        );
-        let mut bash = std::process::Command::new("bash");
-        bash.arg("--norc").arg("-c").arg(program);
-        run_command(bash, &[], Duration::from_secs(20))
-    };
-    let run = complete("livetalk doc");
-    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
-    assert!(
-        run.stdout.contains("-F _livetalk livetalk"),
-        "{}",
-        run.stdout
+    let program = format!(
+        "source {}\nCOMP_LINE='{line}'\nCOMP_POINT=${{#COMP_LINE}}\nCOMP_TYPE=9\nread -ra COMP_WORDS <<< \"$COMP_LINE\"\n[[ $COMP_LINE == *' ' ]] && COMP_WORDS+=('')\nCOMP_CWORD=$((${{#COMP_WORDS[@]}} - 1))\nfunction=$(complete -p livetalk | sed -n 's/.*-F \\([^ ]*\\) livetalk$/\\1/p')\n\"$function\" livetalk \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        script.display()
     );
-    let offered: Vec<&str> = run.stdout.lines().skip(1).collect();
-    assert_eq!(offered, ["doctor"], "{}", run.stdout);
-    let run = complete("livetalk doctor --j");
-    assert!(run.stdout.lines().any(|l| l == "--json"), "{}", run.stdout);
+    let mut bash = std::process::Command::new("bash");
+    bash.arg("--norc")
+        .arg("-c")
+        .arg(program)
+        .current_dir(scratch);
+    common::isolate(&mut bash, scratch);
+    let run = run_command(bash, &[], Duration::from_secs(20));
+    assert_eq!(run.code, Some(0), "{line}: {}\n{}", run.stdout, run.stderr);
+    run.stdout
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn bash_completion_offers_what_each_word_takes() {
+    let scratch = tempfile::tempdir().unwrap();
+    assert_eq!(bash_offers(scratch.path(), "livetalk doc"), ["doctor"]);
+    assert!(
+        bash_offers(scratch.path(), "livetalk doctor --j").contains(&"--json".to_owned()),
+        "--json"
+    );
+    // Each shell the guide installs, and no other.
+    let mut shells = bash_offers(scratch.path(), "livetalk completions ");
+    shells.retain(|word| !word.starts_with('-'));
+    shells.sort();
+    assert_eq!(shells, ["bash", "fish", "powershell", "zsh"]);
+    // A voice is one of the prebuilt voices, never a file of the folder.
+    std::fs::write(scratch.path().join("Pancakes.txt"), "").unwrap();
+    let voices = bash_offers(scratch.path(), "livetalk --voice P");
+    let expected: Vec<&str> = livetalk_live::models::VOICES
+        .iter()
+        .copied()
+        .filter(|v| v.starts_with('P'))
+        .collect();
+    assert_eq!(voices, expected, "{voices:?}");
+    assert!(
+        bash_offers(scratch.path(), "livetalk --model gemini-3.8")
+            .contains(&"gemini-3.8-live".to_owned())
+    );
+    // A recording is offered by the name `livetalk sessions` lists.
+    let recorded = run_livetalk(
+        scratch.path(),
+        &["--headless", "--offline", "--record", "lamp-check"],
+        &[],
+        &["goodbye"],
+    );
+    assert_eq!(recorded.code, Some(0), "{}", recorded.stderr);
+    for command in ["replay", "inspect"] {
+        let offered = bash_offers(scratch.path(), &format!("livetalk {command} lamp"));
+        assert_eq!(offered, ["lamp-check"], "{command}");
+    }
+}
+
+#[test]
+fn every_shell_gets_a_script_that_asks_livetalk() {
+    let scratch = tempfile::tempdir().unwrap();
     for (shell, mark) in [
+        ("bash", "complete -o nospace -o bashdefault"),
         ("zsh", "#compdef livetalk"),
-        ("fish", "complete -c livetalk"),
+        (
+            "fish",
+            "complete --keep-order --exclusive --command livetalk",
+        ),
         ("powershell", "Register-ArgumentCompleter"),
     ] {
         let run = run_livetalk(scratch.path(), &["completions", shell], &[], &[]);
         assert_eq!(run.code, Some(0), "{shell}: {}", run.stderr);
         assert!(run.stdout.contains(mark), "{shell}:\n{}", run.stdout);
-        assert!(run.stdout.contains("doctor"), "{shell} completes doctor");
+        assert!(
+            run.stdout.contains("LIVETALK_COMPLETE"),
+            "{shell}:\n{}",
+            run.stdout
+        );
     }
+    let run = run_livetalk(scratch.path(), &["completions", "elvish"], &[], &[]);
+    assert_eq!(run.code, Some(2), "{}", run.stdout);
 }
 
 #[test]
@@ -1336,10 +1393,27 @@ fn the_man_page_renders_with_every_command() {
         "--scenario",
         "LIVETALK COMPLETIONS",
         "--json",
+        "livetalk mock (see LIVETALK MOCK below)",
     ] {
         assert!(text.contains(expected), "`{expected}` in:\n{text}");
     }
     assert!(!text.contains("::"), "{text}");
+    // It names no page but its own: each command is a section of it, not a page of its own
+    // that was never installed (`livetalk-mock(1)`).
+    for (at, _) in text.match_indices("(1)") {
+        let name: String = text[..at]
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        assert!(
+            name.is_empty() || name.eq_ignore_ascii_case("livetalk"),
+            "the manual page names {name}(1), a page that does not exist:\n{text}"
+        );
+    }
 }
 
 /// `livetalk doctor ARGS` in `scratch` (its config as the test wrote it), with `envs`.
@@ -1419,6 +1493,54 @@ fn doctor_with_no_config_and_no_audio_devices_says_what_to_do_and_exits_0() {
     let audio = check_line(&run, "audio");
     assert!(audio.starts_with("⚠ audio: pulseaudio"), "{audio}");
     assert!(audio.contains("--no-audio"), "{audio}");
+}
+
+/// With no audio device, a headless run says what to do in words a line console can use: no
+/// F6, which only the full-screen app has; its replay says the same.
+#[test]
+fn without_audio_devices_a_headless_run_and_its_replay_name_no_key() {
+    let scratch = tempfile::tempdir().unwrap();
+    let empty_alsa = scratch.path().join("empty-alsa.conf");
+    std::fs::write(&empty_alsa, "").unwrap();
+    // Audio on (the test default is off), and nothing to open.
+    std::fs::write(scratch.path().join("config.toml"), "").unwrap();
+    let alsa = empty_alsa.to_str().unwrap();
+    let envs = [
+        ("ALSA_CONFIG_PATH", alsa),
+        ("PULSE_SERVER", "unix:/nonexistent/pulse"),
+    ];
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--offline", "--record", "no-devices"],
+        &envs,
+        &["goodbye"],
+    );
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let warned = |stderr: &str| {
+        stderr
+            .lines()
+            .find(|l| l.contains("No audio device"))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("no warning about the devices:\n{stderr}"))
+    };
+    let live = warned(&run.stderr);
+    assert!(!live.contains("F6"), "{live}");
+    assert!(
+        live.contains("--no-audio") && live.contains("livetalk devices"),
+        "{live}"
+    );
+    let replayed = run_livetalk(
+        scratch.path(),
+        &["replay", "no-devices", "--headless", "--instant"],
+        &envs,
+        &[],
+    );
+    assert_eq!(replayed.code, Some(0), "{}", replayed.stderr);
+    assert!(
+        !warned(&replayed.stderr).contains("F6"),
+        "{}",
+        replayed.stderr
+    );
 }
 
 #[test]

@@ -98,7 +98,7 @@ async fn smart_home_dialogue_over_loopback_changes_the_devices() {
     };
     let what = "the app's device list follows the shared state";
     run_until(&mut app, &mut engine, Duration::from_secs(5), what, lamp_on).await;
-    assert!(app.total_tokens() > 0, "usage metadata was counted");
+    assert!(app.tokens().total() > 0, "usage metadata was counted");
 }
 
 /// A tool of the user's own, declared beside the built-ins (as an MCP tool would be).

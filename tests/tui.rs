@@ -73,6 +73,32 @@ fn typed_conversation_shows_tool_calls_and_devices_then_quits_cleanly() {
     assert_terminal_restored(&pane, &screen);
 }
 
+/// The session panel's ages count seconds with nothing happening: no key pressed, no frame
+/// from the demo model, the connection's age moves on screen.
+#[test]
+fn the_connections_age_moves_every_second_while_nothing_happens() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pane = Pane::start(scratch.path(), 120, 40);
+    let screen = pane.wait_for("the session panel", TURN, |s| {
+        s.contains("Gemini is listening…") && s.contains("Connection  up ")
+    });
+    let age = |screen: &str| -> Option<u64> {
+        let rest = screen.split("Connection  up ").nth(1)?;
+        let mut words = rest.split_whitespace();
+        let n: u64 = words.next()?.parse().ok()?;
+        (words.next()? == "s").then_some(n)
+    };
+    let first = age(&screen).unwrap_or_else(|| panic!("an age in seconds:\n{screen}"));
+    pane.wait_for(
+        "the age to move on by itself",
+        Duration::from_secs(10),
+        |s| age(s).is_some_and(|now| now >= first + 2),
+    );
+    pane.keys("C-c");
+    let screen = pane.wait_exit(TURN);
+    assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");
+}
+
 /// The event inspector in a real terminal: F12 opens it on every frame of the turn, `f`
 /// filters, Enter shows a frame's JSON, `y` copies it through the terminal (OSC 52, which
 /// tmux turns into its paste buffer), Esc closes it; `y` in the tool log copies a call with its

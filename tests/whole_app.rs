@@ -44,9 +44,11 @@ fn events(keys: mpsc::UnboundedReceiver<Event>) -> Events {
 }
 
 /// The session panel's rows whose values are measured as the test runs (latencies, ages,
-/// the sparkline): a number's width varies, so their values are masked whole.
-const MEASURED_ROWS: [&str; 5] = [
+/// the sparkline): a number's width varies, so their values are masked whole. The last
+/// turn's second row (its first audio) has no label of its own.
+const MEASURED_ROWS: [&str; 6] = [
     "Last turn",
+    "            first audio",
     "Heard after",
     "Last 20",
     "Connection",

@@ -196,11 +196,14 @@ impl App {
                         "speaker"
                     }
                 };
+                let then = if self.interactive {
+                    "Text chat goes on; F6 opens the audio devices again."
+                } else {
+                    "Text chat goes on."
+                };
                 self.notice(
                     NoticeLevel::Error,
-                    format!(
-                        "The {what} stopped working ({message}). Text chat goes on; F6 opens the audio devices again."
-                    ),
+                    format!("The {what} stopped working ({message}). {then}"),
                 );
                 Vec::new()
             }
@@ -310,10 +313,12 @@ impl App {
                 .collect::<Vec<_>>()
                 .join("; ");
             let text = if nothing_opened {
-                format!(
-                    "No audio device ({problems}). {}.",
+                let what_to_do = if self.interactive {
                     crate::audio::device::NO_DEVICES_IN_SESSION
-                )
+                } else {
+                    crate::audio::device::NO_DEVICES_IN_A_RUN
+                };
+                format!("No audio device ({problems}). {what_to_do}.")
             } else {
                 format!("Audio: {problems}.")
             };

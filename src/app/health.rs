@@ -249,6 +249,10 @@ mod tests {
     use crate::audio::{AudioEvent, AudioFigures, AudioSetup};
     use crate::pricing::{PriceBook, PriceOverride};
     use livetalk_live::Inbound;
+    use std::collections::BTreeMap;
+
+    /// The Gemini API's host: Google bills sessions there.
+    const GOOGLE: &str = "generativelanguage.googleapis.com";
     use livetalk_live::ServerEvent;
     use livetalk_live::wire::ClientMessage;
 
@@ -271,8 +275,12 @@ mod tests {
             session
         }
 
+        /// A session on Google's own route, priced at the published prices.
         fn priced() -> Self {
-            Session::new(AppInit::new("models/gemini-3.8-live", false, Vec::new()))
+            Session::new(AppInit {
+                price_book: PriceBook::for_host(GOOGLE, BTreeMap::new()),
+                ..AppInit::new("models/gemini-3.8-live", false, Vec::new())
+            })
         }
 
         fn at(&self, ms: u64) -> Instant {
@@ -441,7 +449,7 @@ mod tests {
         assert_eq!(figures.connection_age(), Some(Duration::from_secs(10)));
     }
 
-    const USAGE: &str = r#"{"usageMetadata":{"promptTokenCount":10000,"responseTokenCount":5000,
+    const USAGE: &str = r#"{"usageMetadata":{"promptTokenCount":10000,"responseTokenCount":5000,"totalTokenCount":15000,
         "promptTokensDetails":[{"modality":"TEXT","tokenCount":2000},{"modality":"AUDIO","tokenCount":8000}],
         "responseTokensDetails":[{"modality":"AUDIO","tokenCount":5000}]}}"#;
 
@@ -474,7 +482,8 @@ mod tests {
 
     /// A price book where `model`'s audio out costs `audio_out`.
     fn book(model: &str, audio_out: f64) -> PriceBook {
-        PriceBook::new(
+        PriceBook::for_host(
+            GOOGLE,
             [(
                 model.to_owned(),
                 PriceOverride {

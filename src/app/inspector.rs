@@ -691,16 +691,24 @@ impl App {
         });
         let rows = self.inspector_rows();
         let listed = keep.is_some_and(|n| rows.iter().any(|r| r.number == n));
-        if let Some(inspector) = self.inspector_mut()
-            && !listed
-        {
-            inspector.selected = None;
+        if let Some(inspector) = self.inspector_mut() {
+            if !listed {
+                inspector.selected = None;
+                inspector.scroll = 0;
+            }
+            // The JSON shows only beside a listed frame: with none, nothing is open that the
+            // next Enter would close.
+            if rows.is_empty() {
+                inspector.expanded = false;
+            }
         }
     }
 
+    /// Enter: the selected frame's JSON shows, or closes; with no frame listed, nothing.
     pub(super) fn toggle_frame_json(&mut self) {
+        let listed = !self.inspector_rows().is_empty();
         if let Some(inspector) = self.inspector_mut() {
-            inspector.expanded = !inspector.expanded;
+            inspector.expanded = listed && !inspector.expanded;
             inspector.scroll = 0;
         }
     }

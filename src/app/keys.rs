@@ -190,8 +190,12 @@ pub enum When {
     Replay,
     /// In a live session with audio.
     Audio,
-    /// In a live session with a microphone.
+    /// In a live session with a microphone (asked for, or open).
     Mic,
+    /// In a live session whose microphone is open now.
+    MicOpen,
+    /// In a live session whose speaker is open now.
+    SpeakerOpen,
     /// In a live session in push-to-talk mode.
     PushToTalk,
 }
@@ -419,7 +423,8 @@ pub const KEY_MAP: &[KeyRow] = &[
         keys: "F3",
         when: W::Mic,
         help: "mute or unmute the microphone",
-        footer: footer(3, W::Mic, "F3", "mute"),
+        // Offered where there is a microphone to mute, not merely one asked for.
+        footer: footer(3, W::MicOpen, "F3", "mute"),
         bindings: &[(S::Anywhere, key(KeyCode::F(3)), A::ToggleMute)],
     },
     KeyRow {
@@ -467,7 +472,8 @@ pub const KEY_MAP: &[KeyRow] = &[
         keys: "Ctrl-B",
         when: W::Live,
         help: "barge in: silence Gemini now (speak or type after it)",
-        footer: footer(4, W::Audio, "Ctrl-B", "barge in"),
+        // Typing over Gemini interrupts it too: the footer offers Ctrl-B where it is heard.
+        footer: footer(4, W::SpeakerOpen, "Ctrl-B", "barge in"),
         bindings: &[(S::Anywhere, ctrl('b'), A::BargeIn)],
     },
     KeyRow {
@@ -564,6 +570,8 @@ impl App {
             When::Replay => !live,
             When::Audio => live && self.audio.enabled,
             When::Mic => live && (self.audio.mic_wanted || self.audio.input.is_some()),
+            When::MicOpen => live && self.audio.input.is_some(),
+            When::SpeakerOpen => live && self.audio.output.is_some(),
             When::PushToTalk => live && self.audio.push_to_talk,
         }
     }
@@ -883,16 +891,21 @@ impl App {
         (last + 1).saturating_sub(rows)
     }
 
+    /// True while the notice on screen is the offer to quit: Esc now quits (on an empty input
+    /// line) rather than dismiss it, and the notice says only that.
+    pub fn quit_offered(&self) -> bool {
+        self.pending_notices() > 0
+            && self
+                .view
+                .esc_quits
+                .is_some_and(|at| at + 1 == self.notices.len())
+    }
+
     /// Esc steps back: a notice, then the focus, and on an empty line it quits only once it
     /// has said so, since Esc is also what clears notices and a second press is easy to make.
     fn escape(&mut self) -> Vec<Effect> {
         let at_empty_line = self.view.focus == Focus::Input && self.view.input.is_empty();
-        let quit_offered = self.pending_notices() > 0
-            && self
-                .view
-                .esc_quits
-                .is_some_and(|at| at + 1 == self.notices.len());
-        if quit_offered && at_empty_line {
+        if self.quit_offered() && at_empty_line {
             return self.quit();
         }
         if self.visible_notice().is_some() {

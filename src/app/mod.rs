@@ -99,10 +99,15 @@ pub struct AppInit {
     pub catalog: Catalog,
     /// What setting up decided that the user should know (shown as notices at the start).
     pub notices: Vec<String>,
-    /// What models' tokens cost (the offline demo model's cost nothing).
+    /// What setting up found wrong but went on without (shown as warnings at the start).
+    pub warnings: Vec<String>,
+    /// What models' tokens cost on this route (the default prices nothing).
     pub price_book: crate::pricing::PriceBook,
     /// Where the service compresses the context, when the setup asks it to.
     pub compression_trigger: Option<u64>,
+    /// Someone at the full-screen app can press its keys: notices may name them (a headless
+    /// run's and a replay's do not).
+    pub interactive: bool,
 }
 
 impl AppInit {
@@ -112,6 +117,7 @@ impl AppInit {
         AppInit {
             price_book: crate::pricing::PriceBook::default(),
             compression_trigger: None,
+            interactive: true,
             model,
             voice: String::new(),
             endpoint_label: String::new(),
@@ -125,6 +131,7 @@ impl AppInit {
             clock: local_time_now,
             catalog: Catalog::default(),
             notices: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -135,6 +142,8 @@ pub struct App {
     model: String,
     /// What each model's tokens cost, for the model `/model` changes to.
     price_book: crate::pricing::PriceBook,
+    /// Notices may name the full-screen app's keys (see [`AppInit::interactive`]).
+    interactive: bool,
     voice: String,
     endpoint_label: String,
     offline: bool,
@@ -149,8 +158,6 @@ pub struct App {
     notices: Vec<Notice>,
     /// Usage reported with the latest turn.
     last_usage: Option<UsageMetadata>,
-    /// Sum of `totalTokenCount` over the session.
-    total_tokens: i64,
     /// Bytes of model audio received.
     model_audio_bytes: u64,
     /// Times a lost connection was replaced.
@@ -196,6 +203,16 @@ pub struct App {
     figures: SessionFigures,
 }
 
+/// A recording's folder as the status line names it: its last part (`bug-1234`), which
+/// `livetalk sessions`, `replay` and `inspect` know it by; the whole path is printed when the
+/// session ends.
+fn folder_name(path: &str) -> String {
+    std::path::Path::new(path).file_name().map_or_else(
+        || path.to_owned(),
+        |name| name.to_string_lossy().into_owned(),
+    )
+}
+
 fn local_time_now() -> jiff::civil::Time {
     jiff::Zoned::now().time()
 }
@@ -222,15 +239,18 @@ impl App {
                 level: NoticeLevel::Info,
                 text,
             })
+            .chain(init.warnings.into_iter().map(|text| Notice {
+                level: NoticeLevel::Warning,
+                text,
+            }))
             .collect();
         App {
             figures: SessionFigures::new(
-                (!init.offline)
-                    .then(|| init.price_book.prices(&init.model))
-                    .flatten(),
+                init.price_book.prices(&init.model),
                 init.compression_trigger,
             ),
             price_book: init.price_book,
+            interactive: init.interactive && init.replay.is_none(),
             model: init.model,
             voice: init.voice,
             endpoint_label: init.endpoint_label,
@@ -244,7 +264,6 @@ impl App {
             devices: init.devices,
             notices,
             last_usage: None,
-            total_tokens: 0,
             model_audio_bytes: 0,
             reconnects: 0,
             handovers: 0,
@@ -298,8 +317,16 @@ impl App {
         self.last_usage.as_ref()
     }
 
-    pub fn total_tokens(&self) -> i64 {
-        self.total_tokens
+    /// The session's tokens: the service's total, in parts by modality (see
+    /// [`crate::pricing::TokenTally`]). Every place that shows a count shows this one.
+    pub fn tokens(&self) -> &crate::pricing::TokenTally {
+        self.figures.tally()
+    }
+
+    /// What the session's tokens cost so far; `None`: not priced (see
+    /// [`crate::pricing::PriceBook`]).
+    pub fn cost(&self) -> Option<f64> {
+        self.figures.cost()
     }
 
     pub fn model_audio_bytes(&self) -> u64 {
@@ -325,13 +352,16 @@ impl App {
                 } else {
                     "Space pauses"
                 };
-                let source = source.as_deref().unwrap_or_default();
+                let source = source.as_deref().map(folder_name).unwrap_or_default();
                 Some(format!(
                     "REPLAY {}/{} ({state}) {source}",
                     progress.applied, progress.total
                 ))
             }
-            (None, Some(recording)) => Some(recording.clone()),
+            (None, Some(recording)) => Some(match recording.split_once(' ') {
+                Some((head, path)) => format!("{head} {}", folder_name(path)),
+                None => recording.clone(),
+            }),
             (None, None) => None,
         }
     }
@@ -386,6 +416,15 @@ impl App {
             || self.badge() == Badge::Thinking
             || self.view.device_highlight.iter().any(|&t| t > 0)
             || self.counting_down()
+    }
+
+    /// True while the screen shows a figure that counts seconds (the session panel's ages of
+    /// the connection and the resumption handle): the presenter ticks once a second then, so
+    /// they move between events.
+    pub fn counts_seconds(&self) -> bool {
+        self.view.layout.session.is_some()
+            && self.replay.is_none()
+            && self.connection == ConnectionState::Connected
     }
 
     /// The one place state changes.

@@ -267,10 +267,8 @@ impl App {
                 Vec::new()
             }
             ServerEvent::Usage(usage) => {
-                // A peer's count can be anything an i64 holds: add without overflowing.
+                // The one count of the session's tokens every place shows.
                 self.figures.on_usage(&usage);
-                let count = usage.total_token_count.unwrap_or(0).max(0);
-                self.total_tokens = self.total_tokens.saturating_add(count);
                 self.last_usage = Some(usage);
                 Vec::new()
             }

@@ -379,9 +379,7 @@ impl App {
                 self.model = model.clone();
                 // The tokens so far stay at the old model's prices; the new one's apply from
                 // here.
-                if !self.offline {
-                    self.figures.reprice(self.price_book.prices(&model));
-                }
+                self.figures.reprice(self.price_book.prices(&model));
                 // A reply of the old session will not come.
                 self.reply.forget();
                 self.transcript.push(Entry::Change(format!(

@@ -65,6 +65,8 @@ pub struct ScreenLayout {
     /// Inner area of the tool log's rows (without borders and header).
     pub tool_log: Area,
     pub devices: Option<Area>,
+    /// The session panel, where its figures are drawn (its ages count seconds).
+    pub session: Option<Area>,
     pub popup: Option<Area>,
 }
 

@@ -71,10 +71,14 @@ pub const NO_DEVICES_HINT: &str = "no sound card here? `livetalk --no-audio` tal
     `--audio-host alsa` or `--audio-host pulseaudio` tries the other audio system; \
     docs/audio.md makes a virtual microphone and speaker to try voice";
 
-/// What to do when a session opened no device, said with the warning.
+/// What to do when a session in the full-screen app opened no device, said with the warning.
 pub const NO_DEVICES_IN_SESSION: &str = "Text chat works. F6 opens the devices again, \
     `livetalk devices` lists them, --no-audio starts without audio, and docs/audio.md makes a \
     virtual microphone and speaker";
+
+/// The same for a run without the app's keys (headless, a replay): no key to press.
+pub const NO_DEVICES_IN_A_RUN: &str = "Text chat works. `livetalk devices` lists the devices, \
+    --no-audio starts without audio, and docs/audio.md makes a virtual microphone and speaker";
 
 /// Why a device could not be used, in words for the user.
 #[derive(Debug, Clone, PartialEq, Eq)]

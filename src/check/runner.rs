@@ -51,7 +51,7 @@ pub enum RunEnd {
 
 /// Runs `scenario` once with `settings` (its route, model, tools, recording).
 pub async fn run(scenario: &Scenario, settings: &Settings) -> anyhow::Result<RunEnd> {
-    let decider = crate::tools::Decider::Policy(settings.approve);
+    let decider = crate::tools::Decider::headless(settings.approve);
     let (mut app, mut engine) = launch(settings, None, decider).await?;
     let mut session = Session {
         app: &mut app,

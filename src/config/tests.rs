@@ -546,7 +546,10 @@ fn built_in_approvals_come_from_the_tools_approval_table() {
         defaults.tools_approval.is_empty(),
         "built-ins never ask by default"
     );
-    assert_eq!(defaults.approve, crate::tools::ApprovePolicy::ReadOnly);
+    assert_eq!(
+        defaults.approve, None,
+        "not given: read-only applies, and says so"
+    );
 
     let file = config_file(
         "[tools.approval]\nset_device_status = \"always\"\nget_current_time = \"never\"\n",
@@ -597,6 +600,55 @@ fn prices_come_from_the_table_and_the_pricing_tables_over_it() {
     let s = Settings::resolve(&flags, &env_of(&key)).unwrap();
     let prices = s.prices().unwrap();
     assert_eq!((prices.text_in, prices.audio_out), (1.0, 0.0));
+
+    // Only Google bills at the published prices: `livetalk mock`, a bridge and the demo
+    // model are not priced unless the config prices their model.
+    for (flags, route) in [
+        (
+            FlagOverrides {
+                endpoint: Some("ws://127.0.0.1:9000".into()),
+                ..with_file(&empty)
+            },
+            "livetalk mock",
+        ),
+        (
+            FlagOverrides {
+                bridge: Some("ws://127.0.0.1:3001".into()),
+                ..with_file(&empty)
+            },
+            "a bridge",
+        ),
+    ] {
+        let s = Settings::resolve(&flags, &env_of(&key)).unwrap();
+        assert_eq!(s.prices(), None, "{route}");
+        let priced = Settings::resolve(
+            &FlagOverrides {
+                config: with_file(&file).config,
+                ..flags
+            },
+            &env_of(&key),
+        )
+        .unwrap();
+        let prices = priced.prices().unwrap();
+        assert_eq!(
+            (prices.audio_out, prices.audio_in),
+            (20.0, 0.0),
+            "{route}: the config's price, nothing published"
+        );
+    }
+    // The embedded demo model bills nobody, whatever its model id is priced at.
+    let demo = FlagOverrides {
+        offline: true,
+        ..with_file(&file)
+    };
+    let s = Settings::resolve(&demo, &env_of(&key)).unwrap();
+    assert_eq!(s.prices(), None, "the demo model");
+    let google = FlagOverrides {
+        endpoint: Some("wss://generativelanguage.googleapis.com".into()),
+        ..with_file(&empty)
+    };
+    let s = Settings::resolve(&google, &env_of(&key)).unwrap();
+    assert_eq!(s.prices(), crate::pricing::published("gemini-3.8-live"));
 }
 
 #[test]

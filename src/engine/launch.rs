@@ -227,10 +227,12 @@ async fn launch_now(
         log_path: log_path.map(|p| p.display().to_string()),
         catalog: engine.catalog(),
         notices: auth_notice.into_iter().collect(),
+        warnings: crate::doctor::trust_warning(settings).into_iter().collect(),
         price_book: settings.pricing.clone(),
         compression_trigger: settings
             .context_compression
             .then_some(COMPRESSION_TRIGGER_DEFAULT),
+        interactive: decider == Decider::Person,
         ..AppInit::new(
             settings.model.clone(),
             settings.is_offline(),

@@ -18,7 +18,7 @@ use crate::app::{
     App, ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, ToolState, UserInput, WireBody,
 };
 use crate::audio::AudioEvent;
-use crate::pricing::{PRICES_READ_ON, TokenTally, dollars};
+use crate::pricing::{PRICES_READ_ON, TokenTally, cost_words, tokens_words};
 use crate::tools::{ToolEvent, ToolStatus};
 use livetalk_live::ServerEvent;
 use livetalk_live::session::SessionChange;
@@ -49,12 +49,10 @@ pub struct Summary {
     pub closes: Vec<String>,
     pub skipped_frames: usize,
     pub errors: Vec<String>,
-    pub prompt_tokens: i64,
-    pub response_tokens: i64,
-    pub total_tokens: i64,
-    /// Tokens by modality, summed over the session's reports.
+    /// The session's tokens: the service's total in parts by modality, as the live session
+    /// counted them.
     pub tally: TokenTally,
-    /// What they cost at the published prices (`None`: offline, or the model has none).
+    /// What they cost, as the live session priced them (`None`: not priced).
     pub cost: Option<f64>,
     pub offline: bool,
     pub frames_sent: usize,
@@ -134,9 +132,9 @@ impl Summary {
         let app = replayed(recording, &applied);
         s.barge_ins = app.user_barge_ins();
         s.echo_interruptions = app.echo_interruptions();
-        s.tally = *app.figures().tally();
+        s.tally = *app.tokens();
         s.offline = app.offline();
-        s.cost = (!s.offline).then(|| app.figures().cost()).flatten();
+        s.cost = app.cost();
         // What the app applied: turns, tools, interruptions, reconnects, the run's errors.
         let mut tool_ids = Vec::new();
         for applied in applied {
@@ -209,11 +207,6 @@ impl Summary {
                             calls_at.entry(id.clone()).or_insert(line.t);
                         }
                     }
-                    if let Some(usage) = reading.usage() {
-                        s.prompt_tokens += usage.prompt_token_count.unwrap_or(0);
-                        s.response_tokens += usage.response_token_count.unwrap_or(0);
-                        s.total_tokens += usage.total_token_count.unwrap_or(0);
-                    }
                 }
                 Record::Close {
                     code,
@@ -268,6 +261,17 @@ fn wav_line(dir: &Path, name: &str) -> String {
 fn readable_time(recorded: &str) -> String {
     match recorded.parse::<jiff::Zoned>() {
         Ok(time) => time.strftime("%Y-%m-%d %H:%M:%S %Z").to_string(),
+        Err(_) => recorded.to_owned(),
+    }
+}
+
+/// A recorded start time as `inspect --json` gives it: RFC 3339 to the second with the UTC
+/// offset (`2026-11-25T16:48:27+00:00`), what `date -Iseconds` prints and every JSON reader
+/// takes; the recording keeps the nanoseconds and the zone's name. A time that does not
+/// parse is given as it was recorded.
+fn json_time(recorded: &str) -> String {
+    match recorded.parse::<jiff::Zoned>() {
+        Ok(time) => time.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string(),
         Err(_) => recorded.to_owned(),
     }
 }
@@ -337,16 +341,11 @@ pub fn report(recording: &Recording) -> String {
     }
     let _ = writeln!(
         out,
-        "Tokens: {} total ({} prompt, {} response)",
-        s.total_tokens, s.prompt_tokens, s.response_tokens
+        "Tokens: {} ({})",
+        tokens_words(s.tally.total()),
+        s.tally.parts_words()
     );
-    let t = &s.tally;
-    let _ = writeln!(
-        out,
-        "  by modality: text {} in, {} out; audio {} in, {} out; images and video {} in",
-        t.text_in, t.text_out, t.audio_in, t.audio_out, t.video_in
-    );
-    let _ = writeln!(out, "Cost: {}", cost_words(&s));
+    let _ = writeln!(out, "Cost: {}", cost_words(s.cost));
     for name in [MODEL_WAV, MIC_WAV] {
         let _ = writeln!(out, "{}", wav_line(&recording.dir, name));
     }
@@ -357,7 +356,7 @@ pub fn report(recording: &Recording) -> String {
 fn turn_line(turn: &TurnTiming) -> String {
     let ms = |d: Option<Duration>| millis(d).map_or("—".to_owned(), |ms| format!("{ms} ms"));
     format!(
-        "{} → first message {}, first audio {}, first audible {}, {} underruns",
+        "{} → first reply {}, first audio {}, first audible {}, {} underruns",
         match turn.ended_by {
             crate::app::turn_timing::TurnEnd::Typed => "typed",
             crate::app::turn_timing::TurnEnd::ActivityEnd => "activityEnd",
@@ -368,16 +367,6 @@ fn turn_line(turn: &TurnTiming) -> String {
         ms(turn.first_audible),
         turn.underruns
     )
-}
-
-fn cost_words(s: &Summary) -> String {
-    if s.offline {
-        return "no cost (offline)".to_owned();
-    }
-    match s.cost {
-        Some(cost) => format!("{} (published prices read {PRICES_READ_ON})", dollars(cost)),
-        None => "no price for this model".to_owned(),
-    }
 }
 
 /// Tokens by modality as JSON, for `inspect --json` and the headless `cost` line.
@@ -412,7 +401,7 @@ pub fn json(recording: &Recording) -> Value {
         .collect();
     json!({
         "recording": recording.dir.display().to_string(),
-        "started_at": meta.started_at,
+        "started_at": json_time(&meta.started_at),
         "duration_secs": s.duration_secs,
         "model": meta.model,
         "voice": meta.voice,
@@ -454,7 +443,11 @@ pub fn markdown(recording: &Recording) -> String {
     }
     let meta = &recording.meta;
     let mut out = String::new();
-    let _ = writeln!(out, "# livetalk session {}\n", meta.started_at);
+    let _ = writeln!(
+        out,
+        "# livetalk session {}\n",
+        readable_time(&meta.started_at)
+    );
     let _ = writeln!(
         out,
         "- Model: `{}` (voice {})\n- Endpoint: {}\n- Duration: {:.1} s\n",
@@ -644,5 +637,18 @@ mod time_tests {
             "2026-11-25 16:48:27 UTC"
         );
         assert_eq!(readable_time("yesterday"), "yesterday");
+    }
+
+    #[test]
+    fn json_gives_the_start_to_the_second_with_its_offset() {
+        assert_eq!(
+            super::json_time("2026-11-25T16:48:27.032496545+00:00[Etc/UTC]"),
+            "2026-11-25T16:48:27+00:00"
+        );
+        assert_eq!(
+            super::json_time("2026-11-26T01:02:03.456+01:00[Europe/Paris]"),
+            "2026-11-26T01:02:03+01:00"
+        );
+        assert_eq!(super::json_time("yesterday"), "yesterday");
     }
 }

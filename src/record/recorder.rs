@@ -129,6 +129,8 @@ impl Recorder {
                 "turn_timeout_secs": settings.turn_timeout.as_secs_f64(),
                 "system_instruction_chars": settings.system_instruction.chars().count(),
                 "api_key_set": settings.api_key.is_some(),
+                // What the session's tokens cost, so `inspect` and a replay price them alike.
+                "pricing": settings.pricing,
             }),
         };
         recorder.write(Record::Meta(Box::new(meta)));

@@ -343,6 +343,10 @@ pub fn initial_app(recording: &Recording, log_path: Option<&Path>, total: usize)
         audio: meta.audio.map(Into::into),
         no_color: crate::output::no_color(),
         log_path: log_path.map(|p| p.display().to_string()),
+        price_book: crate::pricing::PriceBook::recorded(
+            meta.config.get("pricing"),
+            &meta.endpoint_host,
+        ),
         ..AppInit::new(
             meta.model.clone(),
             meta.offline,

@@ -43,7 +43,18 @@ pub enum Origin {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decider {
     Person,
+    /// The policy `--approve` gave.
     Policy(ApprovePolicy),
+    /// No `--approve` was given: the default policy applies, and a refusal says so rather
+    /// than name a flag the user never typed.
+    DefaultPolicy,
+}
+
+impl Decider {
+    /// The headless decider: the policy `--approve` gave, or the default one.
+    pub fn headless(given: Option<ApprovePolicy>) -> Self {
+        given.map_or(Decider::DefaultPolicy, Decider::Policy)
+    }
 }
 
 /// Why a call runs without anybody being asked: shown in the tool log and the tool list, so
@@ -150,30 +161,44 @@ impl Gate {
             Origin::BuiltIn => "a built-in tool".to_owned(),
             Origin::Mcp(server) => format!("from the MCP server \"{server}\""),
         };
-        match (self.configured, &self.origin, decider) {
+        // The headless policy, if nobody is there; and how the run came to have it.
+        let (policy, started) = match decider {
+            Decider::Person => (None, String::new()),
+            Decider::Policy(policy) => (
+                Some(policy),
+                format!(
+                    "livetalk was started with --approve {}",
+                    policy_flag(policy)
+                ),
+            ),
+            Decider::DefaultPolicy => (
+                Some(ApprovePolicy::default()),
+                format!(
+                    "livetalk runs headless and no --approve was given, so --approve {} applies",
+                    policy_flag(ApprovePolicy::default())
+                ),
+            ),
+        };
+        match (self.configured, &self.origin, policy) {
             (Some(Approval::Never), _, _) => Decision::Run(Unasked::SetToNever),
-            (Some(Approval::Always), _, Decider::Person) => Decision::Ask,
+            (Some(Approval::Always), _, None) => Decision::Ask,
             (None, Origin::BuiltIn, _) => Decision::Run(Unasked::BuiltIn),
-            (_, _, Decider::Policy(ApprovePolicy::All)) => Decision::Run(Unasked::ApproveAll),
-            (Some(Approval::Always), _, Decider::Policy(policy)) => Decision::Refuse(format!(
+            (_, _, Some(ApprovePolicy::All)) => Decision::Run(Unasked::ApproveAll),
+            (Some(Approval::Always), _, Some(_)) => Decision::Refuse(format!(
                 "The user wants to approve every call of \"{name}\" ({from}) and nobody is there \
-                 to approve it (livetalk was started with --approve {}), so it was not called.",
-                policy_flag(policy)
+                 to approve it ({started}), so it was not called."
             )),
-            (None, Origin::Mcp(_), Decider::Policy(ApprovePolicy::None)) => {
-                Decision::Refuse(format!(
-                    "The user does not allow MCP tools to run unattended (livetalk was started \
-                     with --approve none), so \"{name}\" ({from}) was not called."
-                ))
-            }
+            (None, Origin::Mcp(_), Some(ApprovePolicy::None)) => Decision::Refuse(format!(
+                "The user does not allow MCP tools to run unattended ({started}), so \
+                 \"{name}\" ({from}) was not called."
+            )),
             (None, Origin::Mcp(_), _) if self.claims_read_only => {
                 Decision::Run(Unasked::ServerSaysReadOnly)
             }
-            (None, Origin::Mcp(_), Decider::Person) => Decision::Ask,
-            (None, Origin::Mcp(_), Decider::Policy(policy)) => Decision::Refuse(format!(
+            (None, Origin::Mcp(_), None) => Decision::Ask,
+            (None, Origin::Mcp(_), Some(_)) => Decision::Refuse(format!(
                 "The user has not allowed \"{name}\" ({from}) to run without approval, and \
-                 nobody is there to approve it (livetalk was started with --approve {}).",
-                policy_flag(policy)
+                 nobody is there to approve it ({started})."
             )),
         }
     }
@@ -239,6 +264,43 @@ mod tests {
             person(Gate::mcp("s", Some(Approval::Never), Hints::default())),
             Decision::Run(Unasked::SetToNever)
         );
+    }
+
+    #[test]
+    fn a_refusal_names_the_flag_only_when_it_was_given() {
+        let gate = Gate::mcp("files", None, Hints::default());
+        let Decision::Refuse(why) = gate.decide("delete_all_files", Decider::headless(None)) else {
+            panic!("the default policy refuses an unannotated MCP tool");
+        };
+        assert!(!why.contains("started with"), "{why}");
+        assert!(
+            why.contains("no --approve was given, so --approve read-only applies"),
+            "{why}"
+        );
+        let given = gate.decide(
+            "delete_all_files",
+            Decider::headless(Some(ApprovePolicy::ReadOnly)),
+        );
+        let Decision::Refuse(why) = given else {
+            panic!("--approve read-only refuses it too");
+        };
+        assert!(why.contains("started with --approve read-only"), "{why}");
+        // The default is read-only in everything but its words.
+        for (hints, configured) in [
+            (READ_ONLY, None),
+            (Hints::default(), Some(Approval::Always)),
+            (Hints::default(), Some(Approval::Never)),
+        ] {
+            let gate = Gate::mcp("s", configured, hints);
+            let same = |d: Decision| match d {
+                Decision::Refuse(_) => None,
+                other => Some(other),
+            };
+            assert_eq!(
+                same(gate.decide("t", Decider::DefaultPolicy)),
+                same(gate.decide("t", Decider::Policy(ApprovePolicy::ReadOnly)))
+            );
+        }
     }
 
     #[test]

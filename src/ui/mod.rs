@@ -105,6 +105,7 @@ pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
             layout.devices = Some(area(devices::draw(frame, devices, app, theme)));
             if session.height >= 3 {
                 session_panel::draw(frame, session, app, theme);
+                layout.session = Some(area(session));
             }
             conversation
         } else {
@@ -332,34 +333,21 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
         });
     }
     if let Some(recording) = &app.recording_label() {
-        // A path cut short says nothing: it shows whole, or as its last part, or not at all
-        // (the way out prints it).
+        // "● REC bug-1234" (the folder's name; the way out prints the whole path), else "● REC";
+        // a replay's progress, else its count alone.
         let mut forms = vec![vec![
             plain(" · ".to_owned()),
             Span::styled(format!("● {recording}"), theme.error()),
         ]];
-        if let Some((head, path)) = recording.rsplit_once(' ')
-            && let Some(name) = std::path::Path::new(path).file_name()
-        {
-            forms.push(vec![
-                plain(" · ".to_owned()),
-                Span::styled(
-                    format!("● {head} …/{}", name.to_string_lossy()),
-                    theme.error(),
-                ),
-            ]);
-        }
-        if app.is_replay() {
-            if let Some(progress) = recording.split(" (").next() {
-                forms.push(vec![
-                    plain(" · ".to_owned()),
-                    Span::styled(format!("● {progress}"), theme.error()),
-                ]);
-            }
+        let short = if app.is_replay() {
+            recording.split(" (").next().unwrap_or_default()
         } else {
+            "REC"
+        };
+        if short != recording {
             forms.push(vec![
                 plain(" · ".to_owned()),
-                Span::styled("● REC", theme.error()),
+                Span::styled(format!("● {short}"), theme.error()),
             ]);
         }
         segments.push(Segment { rank: 4, forms });
@@ -367,16 +355,22 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
     // Where the session panel is not drawn, the last turn's wait and the cost are said here.
     let panel_shown =
         area.width >= WIDE_LAYOUT_MIN_WIDTH && app.view().show_devices && !app.devices().is_empty();
+    // The latency is what the line is for on a small screen: only the badge and a lost
+    // connection's reason come before it; the cost beside it gives way first.
     if !panel_shown && let Some(figures) = session_panel::status_figures(app) {
-        segments.push(Segment {
-            rank: 6,
-            forms: vec![vec![plain(format!(" · {figures}"))]],
-        });
+        let mut forms = vec![vec![plain(format!(" · {figures}"))]];
+        if let Some((wait, _cost)) = figures.split_once(" · ") {
+            forms.push(vec![plain(format!(" · {wait}"))]);
+        }
+        segments.push(Segment { rank: 2, forms });
     }
-    if app.total_tokens() > 0 {
+    if app.tokens().total() > 0 {
         segments.push(Segment {
             rank: 7,
-            forms: vec![vec![plain(format!(" · {} tokens", app.total_tokens()))]],
+            forms: vec![vec![plain(format!(
+                " · {} tokens",
+                crate::pricing::tokens_words(app.tokens().total())
+            ))]],
         });
     }
     let spans = fit_segments(segments, usize::from(area.width));
@@ -402,11 +396,17 @@ fn notice_lines(app: &App, theme: Theme, width: u16) -> Vec<Line<'static>> {
     } else {
         String::new()
     };
+    // The offer to quit says what Esc does now itself: Esc does not dismiss it.
+    let dismiss = if app.quit_offered() {
+        ""
+    } else {
+        "  Esc dismisses"
+    };
     wrap::wrap(
         vec![Span::styled(symbol, style)],
         &[
             (notice.text.clone(), style),
-            (format!("{more}  Esc dismisses"), theme.dim()),
+            (format!("{more}{dismiss}"), theme.dim()),
         ],
         usize::from(width),
     )

@@ -14,7 +14,7 @@ use super::Theme;
 use super::wrap::truncate;
 use crate::app::turn_timing::{TurnTiming, millis};
 use crate::app::{App, ConnectionState, TURNS_KEPT};
-use crate::pricing::dollars;
+use crate::pricing::{cost_words, tokens_words};
 
 /// Columns of the labels, their padding included.
 const LABEL: usize = 13;
@@ -60,7 +60,11 @@ fn rows(app: &App) -> Vec<(&'static str, String)> {
     let mut rows = Vec::new();
     match figures.turns().last() {
         Some(turn) => {
-            rows.push(("Last turn", reply_started(turn)));
+            rows.push((
+                "Last turn",
+                format!("first reply {}", figure(turn.first_message)),
+            ));
+            rows.push(("", format!("first audio {}", figure(turn.first_audio))));
             rows.push(("Heard after", heard(turn)));
         }
         None => rows.push(("Last turn", "no turn yet".to_owned())),
@@ -85,6 +89,11 @@ fn rows(app: &App) -> Vec<(&'static str, String)> {
         rows.push(("Context", context));
     }
     rows.push(("Tokens", tokens(app)));
+    let parts = app.tokens().by_modality_words();
+    if !parts.is_empty() {
+        // The parts of the total just above.
+        rows.push(("", parts));
+    }
     rows.push(("Cost", cost(app)));
     rows.push((
         "Model",
@@ -103,28 +112,6 @@ pub fn figure(value: Option<Duration>) -> String {
         Some(d) if d < Duration::from_secs(10) => format!("{} ms", d.as_millis()),
         Some(d) => format!("{:.1} s", d.as_secs_f64()),
     }
-}
-
-/// "msg 120 · audio 400 ms": the end of the user's turn to the first message and audio.
-fn reply_started(turn: &TurnTiming) -> String {
-    let short = |d: Option<Duration>| match d {
-        Some(d) if d < Duration::from_secs(10) => d.as_millis().to_string(),
-        other => figure(other),
-    };
-    let unit = if turn
-        .first_audio
-        .or(turn.first_message)
-        .is_some_and(|d| d < Duration::from_secs(10))
-    {
-        " ms"
-    } else {
-        ""
-    };
-    format!(
-        "msg {} · audio {}{unit}",
-        short(turn.first_message),
-        short(turn.first_audio)
-    )
 }
 
 fn heard(turn: &TurnTiming) -> String {
@@ -195,39 +182,24 @@ fn context(app: &App) -> Option<String> {
     }
 }
 
+/// The session's total, the one the status line, `inspect` and the headless summary give.
 fn tokens(app: &App) -> String {
-    let tally = app.figures().tally();
-    let audio = tally.audio_in.saturating_add(tally.audio_out);
-    if audio == 0 {
-        return count_words(tally.total());
-    }
-    format!(
-        "{} · audio {} in/{} out",
-        count_words(tally.total()),
-        count_words(tally.audio_in),
-        count_words(tally.audio_out)
-    )
+    tokens_words(app.tokens().total())
 }
 
-/// "≈ $0.012 so far", or why there is none.
+/// "≈ $0.012 so far", or "not priced".
 pub fn cost(app: &App) -> String {
-    if app.offline() {
-        return "no cost (offline)".to_owned();
-    }
-    match app.figures().cost() {
-        Some(cost) => format!("{} so far", dollars(cost)),
-        None => "no price for this model".to_owned(),
+    match app.cost() {
+        Some(cost) => format!("{} so far", cost_words(Some(cost))),
+        None => cost_words(None),
     }
 }
 
-/// The status line's share below 110 columns: the last turn's wait and the cost.
+/// The status line's share below 110 columns: the last turn's wait, and the cost where there
+/// is one.
 pub fn status_figures(app: &App) -> Option<String> {
     let wait = app.figures().turns().last().map(|turn| turn.wait());
-    let cost = match app.figures().cost() {
-        _ if app.offline() => None,
-        Some(cost) => Some(dollars(cost)),
-        None => None,
-    };
+    let cost = app.cost().map(|cost| cost_words(Some(cost)));
     match (wait, cost) {
         (None, None) => None,
         (Some(wait), None) => Some(format!("⏱ {}", figure(wait))),
