@@ -52,14 +52,25 @@ fn json_output_is_one_event_per_line() {
         ["session", "user", "tool_call", "model", "cost", "closed"],
         "{stdout}"
     );
-    // The offline demo model counts tokens by modality and costs nothing.
+    // The offline demo model counts tokens by modality and is not priced.
     let cost = &events[4];
     assert_eq!(cost["offline"], true);
     assert!(cost["cost_usd"].is_null(), "{cost}");
-    assert!(
-        cost["tokens"]["total"].as_u64().is_some_and(|n| n > 0),
-        "{cost}"
-    );
+    assert_eq!(cost["priced"], false, "{cost}");
+    let total = cost["tokens"]["total"].as_u64().unwrap_or(0);
+    assert!(total > 0, "{cost}");
+    // One count: the `cost` event's total is the `closed` event's (the service's own, its
+    // early look at the prompt without a total counted once), and its parts add up to it.
+    assert_eq!(events[5]["total_tokens"].as_u64(), Some(total), "{stdout}");
+    let parts: u64 = ["text_in", "text_out", "audio_in", "audio_out", "video_in"]
+        .iter()
+        .map(|part| {
+            cost["tokens"][part]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{part}: {cost}"))
+        })
+        .sum();
+    assert_eq!(parts, total, "{cost}");
     assert_eq!(events[0]["offline"], true);
     let tool = &events[2];
     assert_eq!(tool["name"], "get_device_status");
