@@ -106,8 +106,9 @@ impl Kinds {
 }
 
 /// One chunk of model audio a message carried: which part of the model turn it was, its rate,
-/// and its size. The samples themselves travel in the frame's [`ServerEvent::ModelAudio`]
-/// events, one per part, in the same order.
+/// and its size. The samples themselves travel in the frame's
+/// [`ServerEvent::ModelAudio`](crate::ServerEvent::ModelAudio) events, one per part, in the same
+/// order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AudioPart {
     /// Its index among the model turn's parts.
