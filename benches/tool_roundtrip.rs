@@ -12,6 +12,14 @@
 //! same for the CPU time each spent on a call (all its threads, from `schedstat`): latency on
 //! loopback moves with where the scheduler puts four busy threads on the cores, CPU time far
 //! less.
+//!
+//! `-- --sdk PYTHON` also times the official Python SDK's own receive-and-respond loop
+//! (`benches/sdk_tool_loop.py`, run by a Python with `google-genai`: the test setup's
+//! `.venv/bin/python`) against the same server, in turn with livetalk, and prints SDK ÷
+//! livetalk for p50, p99 and CPU a call. The SDK dials `wss://` only, so with `--sdk` (or
+//! `--wss`) every client goes over TLS, to a certificate a throwaway test CA signed (trusted
+//! through `SSL_CERT_FILE`). `--livetalk PATH` times that binary as this build (a release
+//! build made apart, say, when the bench itself is built with a quicker profile).
 
 // A bench prints its own figures; it holds no secrets.
 #![allow(clippy::disallowed_macros)]
@@ -28,10 +36,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use futures_util::{SinkExt, StreamExt};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
 const WARM_UP_CALLS: usize = 200;
 const TIMED_CALLS: usize = 2_000;
@@ -60,9 +70,17 @@ fn ms(d: Duration) -> f64 {
 impl Figures {
     /// The median round trip.
     fn p50(&self) -> Duration {
+        self.quantile(0.5)
+    }
+
+    fn p99(&self) -> Duration {
+        self.quantile(0.99)
+    }
+
+    fn quantile(&self, q: f64) -> Duration {
         let mut rt = self.round_trip.clone();
         rt.sort();
-        rt[rt.len() / 2]
+        rt[((rt.len() as f64 * q) as usize).min(rt.len() - 1)]
     }
 
     fn report(&mut self, label: &str) {
@@ -90,11 +108,56 @@ impl Figures {
     }
 }
 
+/// The fake server's TLS for `wss://`: a certificate a throwaway test CA signed, and the CA
+/// each client trusts (through `SSL_CERT_FILE` for the programs, a root store for the floor).
+struct Tls {
+    acceptor: tokio_rustls::TlsAcceptor,
+    client: Arc<rustls::ClientConfig>,
+    ca: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Tls {
+    fn new() -> anyhow::Result<Tls> {
+        let dir = tempfile::tempdir()?;
+        common::test_ca(dir.path());
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let chain = CertificateDer::pem_file_iter(dir.path().join("leaf.pem"))?
+            .collect::<Result<Vec<_>, _>>()?;
+        let key = PrivateKeyDer::from_pem_file(dir.path().join("leaf.key"))?;
+        let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)?;
+        let ca = dir.path().join("ca.pem");
+        let mut roots = rustls::RootCertStore::empty();
+        for certificate in CertificateDer::pem_file_iter(&ca)? {
+            roots.add(certificate?)?;
+        }
+        let client = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Tls {
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(server)),
+            client: Arc::new(client),
+            ca,
+            _dir: dir,
+        })
+    }
+
+    /// The scheme a client dials: `wss` or, without TLS, `ws`.
+    fn scheme(tls: Option<&Tls>) -> &'static str {
+        if tls.is_some() { "wss" } else { "ws" }
+    }
+}
+
 /// The fake server: upgrade, read `setup`, answer `setupComplete`, then call the tool
 /// `warm_up + timed` times, timing the last `timed` (and the CPU the process `client` spent on
 /// them, when it is another process).
 async fn serve(
     listener: TcpListener,
+    tls: Option<&Tls>,
     warm_up: usize,
     timed: usize,
     client: Option<u32>,
@@ -103,7 +166,29 @@ async fn serve(
         .await
         .context("nobody connected")??;
     stream.set_nodelay(true)?;
-    let mut socket = tokio_tungstenite::accept_async(stream).await?;
+    match tls {
+        Some(tls) => {
+            let stream = tls.acceptor.accept(stream).await?;
+            let socket = tokio_tungstenite::accept_async(stream).await?;
+            call(socket, warm_up, timed, client).await
+        }
+        None => {
+            let socket = tokio_tungstenite::accept_async(stream).await?;
+            call(socket, warm_up, timed, client).await
+        }
+    }
+}
+
+/// [`serve`]'s calls, over a socket already upgraded.
+async fn call<S>(
+    mut socket: WebSocketStream<S>,
+    warm_up: usize,
+    timed: usize,
+    client: Option<u32>,
+) -> anyhow::Result<Figures>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let setup = next_json(&mut socket).await?;
     if setup.get("setup").is_none() {
         bail!("the first client message was not setup: {setup}");
@@ -137,9 +222,17 @@ async fn serve(
             let (frame, read_at) = next_frame(&mut socket).await?;
             let message: Value = serde_json::from_slice(&frame)?;
             let parsed = Instant::now();
-            let answers = &message["toolResponse"]["functionResponses"];
+            // The SDK writes the protocol's field names in either spelling.
+            let answers = ["toolResponse", "tool_response"]
+                .iter()
+                .find_map(|k| message.get(*k))
+                .and_then(|r| {
+                    ["functionResponses", "function_responses"]
+                        .iter()
+                        .find_map(|k| r.get(*k))
+                });
             if answers
-                .as_array()
+                .and_then(Value::as_array)
                 .is_some_and(|a| a.iter().any(|r| r["id"] == id.as_str()))
             {
                 break (read_at, parsed);
@@ -216,9 +309,15 @@ where
 }
 
 /// The floor: a client that answers every call the moment it reads it, on its own thread.
-async fn echo_client(url: String) -> anyhow::Result<()> {
+async fn echo_client(url: String, tls: Option<Arc<rustls::ClientConfig>>) -> anyhow::Result<()> {
     let (mut socket, _): (WebSocketStream<MaybeTlsStream<TcpStream>>, _) =
-        tokio_tungstenite::connect_async(url).await?;
+        tokio_tungstenite::connect_async_tls_with_config(
+            url,
+            None,
+            false,
+            tls.map(Connector::Rustls),
+        )
+        .await?;
     socket
         .send(Message::text(r#"{"setup":{"model":"models/echo"}}"#))
         .await?;
@@ -243,17 +342,18 @@ async fn echo_client(url: String) -> anyhow::Result<()> {
     }
 }
 
-async fn floor(warm_up: usize, timed: usize) -> anyhow::Result<Figures> {
+async fn floor(tls: Option<&Tls>, warm_up: usize, timed: usize) -> anyhow::Result<Figures> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("ws://{}", listener.local_addr()?);
+    let url = format!("{}://{}", Tls::scheme(tls), listener.local_addr()?);
+    let config = tls.map(|tls| tls.client.clone());
     let client = std::thread::spawn(move || {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(anyhow::Error::from)
-            .and_then(|runtime| runtime.block_on(echo_client(url)))
+            .and_then(|runtime| runtime.block_on(echo_client(url, config)))
     });
-    let figures = serve(listener, warm_up, timed, None).await?;
+    let figures = serve(listener, tls, warm_up, timed, None).await?;
     match client.join() {
         Ok(result) => result?,
         Err(_) => bail!("the echo client panicked"),
@@ -280,50 +380,106 @@ fn drain(from: impl Read + Send + 'static) -> (Arc<Mutex<Vec<String>>>, mpsc::Re
     (tail, closed_rx)
 }
 
-/// Times `binary` (this build's livetalk when `None`).
-async fn livetalk(binary: Option<&str>, warm_up: usize, timed: usize) -> anyhow::Result<Figures> {
+/// Kills `child` when dropped: a run that breaks leaves no client behind.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Times a client program against the fake server: livetalk (`binary`, this build's when
+/// `None`), or the SDK's loop run by `python`.
+async fn client(
+    who: &Client,
+    tls: Option<&Tls>,
+    warm_up: usize,
+    timed: usize,
+) -> anyhow::Result<Figures> {
     let scratch = tempfile::tempdir()?;
     // An empty config: every setting at its default.
     std::fs::write(scratch.path().join("config.toml"), "")?;
     let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let endpoint = format!("ws://{}", listener.local_addr()?);
-    let mut command = match binary {
-        Some(path) => {
-            let mut command = std::process::Command::new(path);
-            common::isolate(&mut command, scratch.path());
+    let address = listener.local_addr()?;
+    let mut command = match who {
+        Client::Livetalk { binary, .. } => {
+            let mut command = match binary {
+                Some(path) => {
+                    let mut command = std::process::Command::new(path);
+                    common::isolate(&mut command, scratch.path());
+                    command
+                }
+                None => common::livetalk(scratch.path()),
+            };
+            let endpoint = format!("{}://{address}", Tls::scheme(tls));
+            command.args(["--headless", "--no-audio", "--endpoint", &endpoint]);
             command
         }
-        None => common::livetalk(scratch.path()),
+        Client::Sdk { python } => {
+            let mut command = std::process::Command::new(python);
+            command
+                .arg(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/benches/sdk_tool_loop.py"
+                ))
+                .arg(format!("https://{address}"));
+            command
+        }
     };
-    let mut child = command
-        .args(["--headless", "--no-audio", "--endpoint", &endpoint])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("start livetalk")?;
-    // Held open and silent: the session runs on the server's calls alone.
-    let stdin = child.stdin.take();
-    let (stdout, exited) = drain(child.stdout.take().context("stdout")?);
-    let (stderr, _) = drain(child.stderr.take().context("stderr")?);
-
-    let served = serve(listener, warm_up, timed, Some(child.id())).await;
-    // End of input and a closed session: livetalk exits by itself, or is stopped.
-    drop(stdin);
-    if exited.recv_timeout(Duration::from_secs(5)).is_err() {
-        child.kill()?;
+    if let Some(tls) = tls {
+        command.env("SSL_CERT_FILE", &tls.ca);
     }
-    child.wait()?;
+    let mut child = Reaped(
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("start {}", who.label()))?,
+    );
+    // Held open and silent: the session runs on the server's calls alone.
+    let stdin = child.0.stdin.take();
+    let (stdout, exited) = drain(child.0.stdout.take().context("stdout")?);
+    let (stderr, _) = drain(child.0.stderr.take().context("stderr")?);
+
+    let served = serve(listener, tls, warm_up, timed, Some(child.0.id())).await;
+    // End of input and a closed session: livetalk exits by itself; anything else is stopped.
+    drop(stdin);
+    let _ = exited.recv_timeout(Duration::from_secs(5));
+    drop(child);
     served.map_err(|e| {
         let lines = |tail: &Arc<Mutex<Vec<String>>>| {
             tail.lock().unwrap_or_else(|e| e.into_inner()).join("\n")
         };
         e.context(format!(
-            "livetalk's stdout:\n{}\nstderr:\n{}",
+            "{}'s stdout:\n{}\nstderr:\n{}",
+            who.label(),
             lines(&stdout),
             lines(&stderr)
         ))
     })
+}
+
+/// A client program the bench times.
+enum Client {
+    /// A livetalk binary (this build's when `None`), and what the report calls it.
+    Livetalk {
+        label: &'static str,
+        binary: Option<String>,
+    },
+    /// The official Python SDK's loop, run by this Python.
+    Sdk { python: String },
+}
+
+impl Client {
+    fn label(&self) -> String {
+        match self {
+            Client::Livetalk { label, .. } => format!("livetalk --headless --no-audio ({label})"),
+            Client::Sdk { .. } => "the Python SDK's loop (google-genai)".to_owned(),
+        }
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -346,6 +502,20 @@ fn main() -> anyhow::Result<()> {
             .and_then(|i| args.get(i + 1))
     };
     let against = value("--against").cloned();
+    let sdk = value("--sdk").cloned();
+    let mut clients = vec![Client::Livetalk {
+        label: "this build",
+        binary: value("--livetalk").cloned(),
+    }];
+    if let Some(binary) = against {
+        clients.push(Client::Livetalk {
+            label: "--against",
+            binary: Some(binary),
+        });
+    }
+    if let Some(python) = sdk {
+        clients.push(Client::Sdk { python });
+    }
     let rounds: usize = match value("--rounds") {
         Some(n) => n.parse().context("--rounds takes a number")?,
         None => 1,
@@ -355,54 +525,66 @@ fn main() -> anyhow::Result<()> {
     } else {
         (5, 20)
     };
+    // The SDK dials wss only: with it, every client goes over TLS alike.
+    let wss = args.iter().any(|a| a == "--wss")
+        || clients.iter().any(|c| matches!(c, Client::Sdk { .. }));
+    let tls = if wss { Some(Tls::new()?) } else { None };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        println!("tool round trip on loopback, {warm_up} warm-up calls, then one call at a time:");
-        floor(warm_up, timed)
+        let tls = tls.as_ref();
+        println!(
+            "tool round trip on loopback over {}, {warm_up} warm-up calls, then one call at a time:",
+            Tls::scheme(tls)
+        );
+        floor(tls, warm_up, timed)
             .await?
             .report("floor (a client that answers at once)");
-        let builds = [("this build", None), ("--against", against.as_deref())];
-        let builds = &builds[..if against.is_some() { 2 } else { 1 }];
-        let mut medians = vec![Vec::new(); builds.len()];
-        let mut cpus = vec![Vec::new(); builds.len()];
+        // Per client, each round's p50, p99 and CPU a call.
+        let mut seen = vec![(Vec::new(), Vec::new(), Vec::new()); clients.len()];
         for _ in 0..rounds.max(1) {
-            for (((label, binary), p50s), cpu) in builds.iter().zip(&mut medians).zip(&mut cpus) {
-                let mut figures = livetalk(*binary, warm_up, timed).await?;
-                figures.report(&format!("livetalk --headless --no-audio ({label})"));
+            for (who, (p50s, p99s, cpus)) in clients.iter().zip(&mut seen) {
+                let mut figures = client(who, tls, warm_up, timed).await?;
+                figures.report(&who.label());
                 p50s.push(figures.p50());
-                cpu.extend(figures.cpu_per_call);
+                p99s.push(figures.p99());
+                cpus.extend(figures.cpu_per_call);
             }
         }
-        if builds.len() == 2 || rounds > 1 {
-            let median = |v: &mut Vec<Duration>| {
+        if clients.len() > 1 || rounds > 1 {
+            let median = |v: &[Duration]| {
+                let mut v = v.to_vec();
                 v.sort();
                 v[v.len() / 2]
             };
-            let ours = median(&mut medians[0]);
-            print!("  median p50 of {rounds}: this build {:.3} ms", ms(ours));
-            if let Some(theirs) = medians.get_mut(1).map(median) {
+            let medians: Vec<[Duration; 3]> = seen
+                .iter()
+                .map(|(p50s, p99s, cpus)| [median(p50s), median(p99s), median(cpus)])
+                .collect();
+            println!("  medians of {rounds} rounds:");
+            for (index, (who, [p50, p99, cpu])) in clients.iter().zip(&medians).enumerate() {
                 print!(
-                    ", --against {:.3} ms: {:.3}×",
-                    ms(theirs),
-                    ours.as_secs_f64() / theirs.as_secs_f64()
+                    "    {}: p50 {:.3} ms, p99 {:.3} ms, CPU {:.1} µs a call",
+                    who.label(),
+                    ms(*p50),
+                    ms(*p99),
+                    cpu.as_secs_f64() * 1e6
                 );
+                // Each other client beside this build: above 1, this build does it in less.
+                if index > 0 {
+                    let ratio = |i: usize| {
+                        medians[index][i].as_secs_f64() / medians[0][i].as_secs_f64()
+                    };
+                    print!(
+                        "; ÷ this build: p50 {:.2}×, p99 {:.2}×, CPU {:.2}×",
+                        ratio(0),
+                        ratio(1),
+                        ratio(2)
+                    );
+                }
+                println!();
             }
-            println!();
-            let ours = median(&mut cpus[0]);
-            print!(
-                "  median CPU a call: this build {:.1} µs",
-                ours.as_secs_f64() * 1e6
-            );
-            if let Some(theirs) = cpus.get_mut(1).map(median) {
-                print!(
-                    ", --against {:.1} µs: {:.3}×",
-                    theirs.as_secs_f64() * 1e6,
-                    ours.as_secs_f64() / theirs.as_secs_f64()
-                );
-            }
-            println!();
         }
         Ok(())
     })

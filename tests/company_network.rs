@@ -52,16 +52,8 @@ struct Pki {
 impl Pki {
     fn create(dir: &Path) -> Pki {
         let dir = dir.join("pki");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(
-            dir.join("ext.cnf"),
-            "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
-        )
-        .unwrap();
+        common::test_ca(&dir);
         for args in [
-            "req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=livetalk-test-CA",
-            "req -newkey rsa:2048 -nodes -keyout leaf.key -out leaf.csr -subj /CN=localhost",
-            "x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out leaf.pem -days 2 -extfile ext.cnf",
             "genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.pem",
             "rsa -in sa.pem -RSAPublicKey_out -outform DER -out sa.der",
         ] {

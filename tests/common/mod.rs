@@ -36,6 +36,34 @@ nth = 2
 action = "drop"
 "#;
 
+/// A local test CA in `dir` (`ca.pem`) and a server certificate it signed for localhost and
+/// 127.0.0.1 (`leaf.pem`, key `leaf.key`), made by the openssl command (`scripts/test.sh`
+/// installs it). rustls takes no self-signed server certificate, so a CA it is.
+pub fn test_ca(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("make the CA's folder");
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .expect("write the certificate's extensions");
+    for args in [
+        "req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=livetalk-test-CA",
+        "req -newkey rsa:2048 -nodes -keyout leaf.key -out leaf.csr -subj /CN=localhost",
+        "x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out leaf.pem -days 2 -extfile ext.cnf",
+    ] {
+        let output = Command::new("openssl")
+            .args(args.split(' '))
+            .current_dir(dir)
+            .output()
+            .expect("openssl runs (scripts/test.sh installs it)");
+        assert!(
+            output.status.success(),
+            "openssl {args}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
 /// A `livetalk` command with an isolated config, data dir and no API key.
 pub fn livetalk(scratch: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_livetalk"));
