@@ -86,7 +86,10 @@ pub enum ServerEvent {
         /// `true` at the start of speech, `false` at its end.
         speaking: bool,
     },
-    /// Google Search grounding for the current turn.
+    /// Google Search grounding for the current turn: its `groundingMetadata` as sent (what
+    /// it searched and the web sources it drew on), read through
+    /// [`reading::Grounding::of`](crate::reading::Grounding::of). A turn's grounding may come
+    /// in more than one message.
     Grounding(Value),
     /// A frame that could not be used (malformed or unknown); logged and skipped.
     FrameSkipped {
@@ -440,6 +443,39 @@ mod tests {
             events(r#"{"voiceActivity": {"type": "ACTIVITY_START"}}"#),
             vec![ServerEvent::VoiceActivity { speaking: true }]
         );
+    }
+
+    #[test]
+    fn a_grounding_event_reads_as_its_message_does() {
+        let json = r#"{"serverContent": {"groundingMetadata": {
+            "webSearchQueries": ["weather Paris", 7],
+            "groundingChunks": [
+                {"web": {"uri": "https://a.example/1", "title": "A", "domain": "a.example"}},
+                {"retrievedContext": {"uri": "gs://b"}},
+                {"web": {"title": "untitled link"}}
+            ]}}}"#;
+        let message = match decode_server(json.as_bytes()) {
+            Ok(DecodedServerFrame::Message(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        let from_message = Reading::of(&message, &[]).grounding().unwrap();
+        let events = events(json);
+        let [ServerEvent::Grounding(metadata)] = events.as_slice() else {
+            panic!("one grounding event")
+        };
+        let from_event = crate::reading::Grounding::of(metadata);
+        assert_eq!(from_event, from_message);
+        assert_eq!(from_event.queries, ["weather Paris"]);
+        assert_eq!(from_event.sources.len(), 2, "the web chunks only");
+        assert_eq!(from_event.sources[0].uri, Some("https://a.example/1"));
+        assert_eq!(from_event.sources[1].uri, None);
+        // The Python SDK's casing reads the same.
+        let snake = serde_json::json!({"web_search_queries": ["q"], "grounding_chunks": [{"web": {"uri": "u"}}]});
+        let snake = crate::reading::Grounding::of(&snake);
+        assert_eq!(snake.queries, ["q"]);
+        assert_eq!(snake.sources[0].uri, Some("u"));
+        let chip_only = serde_json::json!({"searchEntryPoint": {}});
+        assert!(crate::reading::Grounding::of(&chip_only).is_empty());
     }
 
     #[test]

@@ -196,6 +196,39 @@ pub struct Grounding<'m> {
     pub sources: Vec<Source<'m>>,
 }
 
+impl<'m> Grounding<'m> {
+    /// What a `groundingMetadata` object says: the one reading of it, for a message
+    /// ([`Reading::grounding`]) and for the [`ServerEvent::Grounding`] made from one. Keys in
+    /// either casing; what is not a string, or a chunk that is not `web`, is left out.
+    pub fn of(metadata: &'m serde_json::Value) -> Grounding<'m> {
+        let field = |camel: &str, snake: &str| metadata.get(camel).or_else(|| metadata.get(snake));
+        let queries = field("webSearchQueries", "web_search_queries")
+            .and_then(serde_json::Value::as_array)
+            .map(|items| items.iter().filter_map(serde_json::Value::as_str).collect())
+            .unwrap_or_default();
+        let sources = field("groundingChunks", "grounding_chunks")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|chunk| chunk.get("web"))
+            .map(|web| {
+                let text = |key: &str| web.get(key).and_then(serde_json::Value::as_str);
+                Source {
+                    title: text("title"),
+                    uri: text("uri"),
+                    domain: text("domain"),
+                }
+            })
+            .collect();
+        Grounding { queries, sources }
+    }
+
+    /// True when it names no search and no web source (a search chip alone, say).
+    pub fn is_empty(&self) -> bool {
+        self.queries.is_empty() && self.sources.is_empty()
+    }
+}
+
 /// One web page a grounded reply drew on, as the service named it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Source<'m> {
@@ -376,34 +409,7 @@ impl<'m> Reading<'m> {
     /// each web source's title and link (chunks of another kind are left out).
     pub fn grounding(&self) -> Option<Grounding<'m>> {
         let metadata = self.content()?.grounding_metadata.as_ref()?;
-        let strings = |key: &str| -> Vec<&'m str> {
-            metadata
-                .get(key)
-                .and_then(serde_json::Value::as_array)
-                .map(|items| items.iter().filter_map(serde_json::Value::as_str).collect())
-                .unwrap_or_default()
-        };
-        let sources = metadata
-            .get("groundingChunks")
-            .or_else(|| metadata.get("grounding_chunks"))
-            .and_then(serde_json::Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(|chunk| chunk.get("web"))
-            .map(|web| {
-                let text = |key: &str| web.get(key).and_then(serde_json::Value::as_str);
-                Source {
-                    title: text("title"),
-                    uri: text("uri"),
-                    domain: text("domain"),
-                }
-            })
-            .collect();
-        let mut queries = strings("webSearchQueries");
-        if queries.is_empty() {
-            queries = strings("web_search_queries");
-        }
-        Some(Grounding { queries, sources })
+        Some(Grounding::of(metadata))
     }
 
     /// The function calls it asks for.
