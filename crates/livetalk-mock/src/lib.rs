@@ -13,7 +13,10 @@
 //! - **A demo model.** It understands plain-English smart-home requests ("is the living room
 //!   lamp on?", "dim it to 30%", "lock the front door", "what time is it?", "goodbye"), calls
 //!   only the tools the client declared, phrases its reply from their results, errors
-//!   included, and calls any declared tool by name ("call echo with message hi").
+//!   included, and calls any declared tool by name ("call echo with message hi"). When the
+//!   setup turns on Google Search (`googleSearch`), "search the web for …" gets a grounded
+//!   reply with `groundingMetadata` naming two made-up sources; without it, the model says it
+//!   cannot search.
 //! - **Per-model behaviour**, from the table in `livetalk_live::models`: native-audio models
 //!   refuse a TEXT modality, 3.1 and later refuse `mediaChunks` and report voice activity, 3.8
 //!   Live has asynchronous turns, and retired models are not found.
@@ -23,7 +26,7 @@
 //! - **`wss://`** with a certificate of your own ([`TlsFiles`]), for clients that only dial TLS.
 //!
 //! [`MockServer::state`] counts what clients did (setups, resumptions, stray tool responses,
-//! the tools each setup declared), for tests to assert on. [`ws_server`] is the accept loop and
+//! the tools each setup declared, whether it turned on Google Search), for tests to assert on. [`ws_server`] is the accept loop and
 //! connection ending the mock runs on, which other WebSocket servers can share.
 //!
 //! # Example
@@ -96,7 +99,7 @@ mod vad;
 pub mod voice;
 pub mod ws_server;
 
-pub use model::DEMO_PROMPTS;
+pub use model::{DEMO_PROMPTS, SEARCH_PROMPT};
 pub use scenario::{Fault, FaultAction, Moment, Scenario, ScenarioError};
 pub use server::{MAX_SPEED, MIN_SPEED, MockOptions, MockServer, StartError, TlsFiles};
 pub use state::MockState;

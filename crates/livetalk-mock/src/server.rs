@@ -211,6 +211,11 @@ impl MockServer {
         self.state.declared_tools()
     }
 
+    /// Whether each `setup` so far turned on Google Search (`googleSearch`), in order.
+    pub fn search_declared(&self) -> Vec<bool> {
+        self.state.search_declared()
+    }
+
     /// Tool responses that answered no open call of their connection (a client bug if > 0).
     pub fn stray_tool_responses(&self) -> u32 {
         self.state.stray_tool_responses()

@@ -26,8 +26,17 @@ pub struct MockState {
     pub(crate) save_input: Option<PathBuf>,
     /// Connections accepted, to number the saved input files.
     pub(crate) accepted: AtomicU32,
-    /// The function names each `setup` declared, in the order they came.
-    pub(crate) declared: Mutex<Vec<Vec<String>>>,
+    /// What each `setup` declared, in the order they came.
+    pub(crate) declared: Mutex<Vec<Declared>>,
+}
+
+/// The tools one `setup` declared.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Declared {
+    /// The function names.
+    pub(crate) functions: Vec<String>,
+    /// It turned on Google Search (`googleSearch`).
+    pub(crate) google_search: bool,
 }
 
 impl MockState {
@@ -57,17 +66,28 @@ impl MockState {
 
     /// The function names each `setup` so far declared, in order (one list per setup).
     pub fn declared_tools(&self) -> Vec<Vec<String>> {
-        self.declared
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.declared()
+            .iter()
+            .map(|setup| setup.functions.clone())
+            .collect()
     }
 
-    /// Records the function names one `setup` declared.
-    pub(crate) fn record_declared(&self, names: Vec<String>) {
+    /// Whether each `setup` so far turned on Google Search (`googleSearch`), in order.
+    pub fn search_declared(&self) -> Vec<bool> {
+        self.declared()
+            .iter()
+            .map(|setup| setup.google_search)
+            .collect()
+    }
+
+    fn declared(&self) -> std::sync::MutexGuard<'_, Vec<Declared>> {
         self.declared
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(names);
+    }
+
+    /// Records the tools one `setup` declared.
+    pub(crate) fn record_declared(&self, declared: Declared) {
+        self.declared().push(declared);
     }
 }

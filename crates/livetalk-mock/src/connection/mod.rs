@@ -29,7 +29,7 @@ use crate::model::{ModelStep, PlannedCall, ScriptedModel};
 use crate::random;
 use crate::resumption::Snapshot;
 use crate::scenario::{FaultAction, Moment};
-use crate::state::MockState;
+use crate::state::{Declared, MockState};
 use crate::vad::VadEvent;
 use crate::voice;
 use crate::ws_server::{self, Ending, truncate_reason};
@@ -41,7 +41,7 @@ use livetalk_live::codec::{DecodeError, decode_client, encode_server};
 use livetalk_live::wire::*;
 use messages::{Outgoing, resumption_update, server_content};
 use reply::{AUDIO_TOKENS_PER_SECOND, Speech};
-use setup::{INVALID_ARGUMENT, Settings, instruction_text, non_blocking_names};
+use setup::{INVALID_ARGUMENT, Settings, declares_search, instruction_text, non_blocking_names};
 
 /// What a step of the connection leaves it at.
 enum Outcome {
@@ -253,13 +253,14 @@ impl MockConnection {
         };
         self.settings = accepted.settings;
         self.non_blocking = non_blocking_names(&accepted.declarations);
-        self.state.record_declared(
-            accepted
+        self.state.record_declared(Declared {
+            functions: accepted
                 .declarations
                 .iter()
                 .map(|d| d.name.clone())
                 .collect(),
-        );
+            google_search: accepted.google_search,
+        });
         self.model = ScriptedModel::default();
         if let Some(handle) = &accepted.handle {
             self.run_faults(Moment::Resume);
@@ -280,7 +281,8 @@ impl MockConnection {
         }
         // A resumed conversation keeps what was said, but its tools and instruction are this
         // setup's: the client may have turned a tool off for the hand-over.
-        self.model.redeclare(accepted.declarations);
+        self.model
+            .redeclare(accepted.declarations, accepted.google_search);
         if let Some(instruction) = &accepted.instruction {
             self.model.follow_instruction(instruction);
         }
@@ -303,7 +305,8 @@ impl MockConnection {
         if let Some(tools) = update.tools {
             let declarations = || tools.tools.iter().flat_map(|t| &t.function_declarations);
             self.non_blocking = non_blocking_names(declarations());
-            self.model.redeclare(declarations().cloned());
+            self.model
+                .redeclare(declarations().cloned(), declares_search(&tools.tools));
         }
     }
 
@@ -503,7 +506,7 @@ impl MockConnection {
                 if asynchronous {
                     // Async function calling: the model says it is on it, ends the turn with
                     // the interaction still in progress, and calls once that is said.
-                    self.speak("One moment, I'll check.", Some(function_calls))
+                    self.speak("One moment, I'll check.", Some(function_calls), None)
                         .await;
                 } else {
                     self.send_tool_call(function_calls);
@@ -512,14 +515,24 @@ impl MockConnection {
             ModelStep::CallTools(_) => {}
             ModelStep::Reply(text) => {
                 self.turn_active = true;
-                self.speak(&text, None).await;
+                self.speak(&text, None, None).await;
+            }
+            ModelStep::Grounded { text, grounding } => {
+                self.turn_active = true;
+                self.speak(&text, None, Some(grounding)).await;
             }
         }
     }
 
     /// Streams `text` as the model's reply; with `then_calls`, as the acknowledgement of an
-    /// asynchronous turn, after which those calls go out.
-    async fn speak(&mut self, text: &str, then_calls: Option<Vec<FunctionCall>>) {
+    /// asynchronous turn, after which those calls go out; with `grounding`, as a reply grounded
+    /// in a Google Search (its `groundingMetadata` follows the words).
+    async fn speak(
+        &mut self,
+        text: &str,
+        then_calls: Option<Vec<FunctionCall>>,
+        grounding: Option<serde_json::Value>,
+    ) {
         let text_for_voice = text.to_owned();
         let pcm = if self.settings.audio_out {
             tokio::task::spawn_blocking(move || voice::synthesize(&text_for_voice))
@@ -532,6 +545,7 @@ impl MockConnection {
             text,
             &pcm,
             then_calls,
+            grounding,
             &self.settings,
             self.flavor,
             self.prompt_tokens,

@@ -49,12 +49,15 @@ pub(super) struct Said {
 
 impl Speech {
     /// Queues the reply `text` (spoken as `pcm` when replies are audio): audio chunks with
-    /// transcription fragments (or text parts), then `generationComplete`, then `turnComplete`
-    /// with usage; with `then_calls`, as the acknowledgement of an asynchronous turn.
+    /// transcription fragments (or text parts), the `groundingMetadata` of a grounded reply,
+    /// then `generationComplete`, then `turnComplete` with usage; with `then_calls`, as the
+    /// acknowledgement of an asynchronous turn.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         text: &str,
         pcm: &[i16],
         then_calls: Option<Vec<FunctionCall>>,
+        grounding: Option<serde_json::Value>,
         settings: &Settings,
         flavor: Flavor,
         prompt_tokens: f64,
@@ -129,6 +132,12 @@ impl Speech {
                     ..ServerContent::default()
                 }));
             }
+        }
+        if let Some(grounding) = grounding {
+            queue.push_back(server_content(ServerContent {
+                grounding_metadata: Some(grounding),
+                ..ServerContent::default()
+            }));
         }
         queue.push_back(server_content(ServerContent {
             generation_complete: Some(true),

@@ -4,7 +4,7 @@
 
 use livetalk_live::models::{self, ModelTraits};
 use livetalk_live::wire::{
-    Behavior, Content, FunctionDeclaration, GenerationConfig, Modality, Setup,
+    Behavior, Content, FunctionDeclaration, GenerationConfig, Modality, Setup, ToolSet,
 };
 
 /// The service's close reason for a request it cannot take (with code 1007).
@@ -47,6 +47,8 @@ pub(super) struct Accepted {
     pub(super) settings: Settings,
     /// The client's function declarations.
     pub(super) declarations: Vec<FunctionDeclaration>,
+    /// It turned on Google Search (`googleSearch`).
+    pub(super) google_search: bool,
     /// The resumption handle the client resumes with, if it gave one.
     pub(super) handle: Option<String>,
     /// The system instruction's text, if it gave one.
@@ -132,9 +134,15 @@ pub(super) fn accept(setup: Setup, version: &str) -> Result<Accepted, Refusal> {
     Ok(Accepted {
         settings,
         declarations,
+        google_search: declares_search(&setup.tools),
         handle,
         instruction: setup.system_instruction.as_ref().map(instruction_text),
     })
+}
+
+/// Whether these tools turn on Google Search (`googleSearch`, in any entry).
+pub(super) fn declares_search(tools: &[ToolSet]) -> bool {
+    tools.iter().any(|tool| tool.google_search.is_some())
 }
 
 /// The names of the `NON_BLOCKING` functions among `declarations`: on a model with

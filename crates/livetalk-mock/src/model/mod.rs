@@ -10,6 +10,7 @@ mod pending;
 mod phrasing;
 mod planner;
 mod results;
+mod search;
 mod sight;
 mod tools;
 mod understanding;
@@ -46,6 +47,10 @@ pub const DEMO_PROMPTS: &[&str] = &[
     "Goodbye",
 ];
 
+/// A web search the scripted model answers with a grounded reply when the setup turned Google
+/// Search on: the app's empty screen suggests it then, and the model's tests hold it to it.
+pub const SEARCH_PROMPT: &str = "Search the web for the weather in Paris";
+
 /// What the model does next.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum ModelStep {
@@ -53,6 +58,8 @@ pub(crate) enum ModelStep {
     CallTools(Vec<PlannedCall>),
     /// Say this and end the turn.
     Reply(String),
+    /// Say this, grounded in a Google Search: the reply's `groundingMetadata` goes with it.
+    Grounded { text: String, grounding: Value },
 }
 
 /// A deterministic stand-in for the model behind the mock Live server.
@@ -98,7 +105,7 @@ impl ScriptedModel {
         declarations: impl IntoIterator<Item = FunctionDeclaration>,
     ) -> Self {
         let mut model = Self::default();
-        model.redeclare(declarations);
+        model.redeclare(declarations, false);
         model
     }
 
@@ -114,18 +121,23 @@ impl ScriptedModel {
 
     /// The tools the client declares now, replacing the earlier ones: a `contextUpdate` sent
     /// new ones, or a client resumed this conversation with a `setup` of its own (a tool turned
-    /// off must not be called after the hand-over).
+    /// off must not be called after the hand-over, nor Search used once it is off).
     pub(crate) fn redeclare(
         &mut self,
         declarations: impl IntoIterator<Item = FunctionDeclaration>,
+        google_search: bool,
     ) {
-        self.tools = Toolset::new(declarations);
+        self.tools = Toolset::new(declarations, google_search);
     }
 
     /// A reply as the instruction wants it.
     fn styled(&self, step: ModelStep) -> ModelStep {
         match step {
             ModelStep::Reply(text) if self.brief => ModelStep::Reply(first_sentence(&text)),
+            ModelStep::Grounded { text, grounding } if self.brief => ModelStep::Grounded {
+                text: first_sentence(&text),
+                grounding,
+            },
             other => other,
         }
     }
@@ -149,6 +161,9 @@ impl ScriptedModel {
             }
             Some(NamedCall::Problem(problem)) => return ModelStep::Reply(problem),
             None => {}
+        }
+        if let Some(query) = search::asked(text) {
+            return search::answer(&self.tools, &query);
         }
         let understood = understand(text, self.memory.last_device);
         self.memory.last_device = understood.last_device;

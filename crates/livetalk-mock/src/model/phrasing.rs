@@ -61,7 +61,7 @@ fn help(tools: &Toolset) -> String {
     }
     let requests = examples(tools);
     let own = tools.own_tools();
-    if requests.is_empty() && own.is_empty() {
+    if requests.is_empty() && own.is_empty() && !tools.searches() {
         text.push_str(
             " This session didn't declare any of my tools (get_device_status, set_device_status, \
              get_current_time, end_session), so there's nothing I can do here.",
@@ -75,6 +75,12 @@ fn help(tools: &Toolset) -> String {
              naming each argument before its value.",
             own.join(", ")
         ));
+    }
+    if tools.searches() {
+        text.push_str(
+            " With Google Search on, I also search the web (my sources are made up), for \
+             example \"search the web for the weather in Paris\".",
+        );
     }
     text
 }

@@ -35,14 +35,14 @@ fn call(name: &str, args: Value) -> PlannedCall {
 fn calls(step: ModelStep) -> Vec<PlannedCall> {
     match step {
         ModelStep::CallTools(calls) => calls,
-        ModelStep::Reply(reply) => panic!("expected tool calls, got reply {reply:?}"),
+        other => panic!("expected tool calls, got {other:?}"),
     }
 }
 
 fn reply(step: ModelStep) -> String {
     match step {
         ModelStep::Reply(reply) => reply,
-        ModelStep::CallTools(calls) => panic!("expected a reply, got calls {calls:?}"),
+        other => panic!("expected a plain reply, got {other:?}"),
     }
 }
 
@@ -890,7 +890,7 @@ fn the_suggested_prompts_are_understood_as_first_turns() {
         let mut model = model();
         let planned = match model.user_turn(prompt) {
             ModelStep::CallTools(calls) => calls,
-            ModelStep::Reply(said) => panic!("{prompt:?} was answered without a call: {said:?}"),
+            said => panic!("{prompt:?} was answered without a call: {said:?}"),
         };
         let responses: Vec<Value> = planned
             .iter()

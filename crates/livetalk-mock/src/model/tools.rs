@@ -27,16 +27,28 @@ pub(super) struct Toolset {
     /// arguments).
     #[serde(default)]
     declarations: Vec<FunctionDeclaration>,
+    /// The setup turned on Google Search (`googleSearch`): the model may search the web.
+    #[serde(default)]
+    google_search: bool,
 }
 
 impl Toolset {
-    /// The tools of these declarations.
-    pub(super) fn new(declarations: impl IntoIterator<Item = FunctionDeclaration>) -> Self {
+    /// The tools of these declarations, with Google Search or without.
+    pub(super) fn new(
+        declarations: impl IntoIterator<Item = FunctionDeclaration>,
+        google_search: bool,
+    ) -> Self {
         let declarations: Vec<FunctionDeclaration> = declarations.into_iter().collect();
         Toolset {
             declared: declarations.iter().map(|d| d.name.clone()).collect(),
             declarations,
+            google_search,
         }
+    }
+
+    /// Whether the setup turned on Google Search.
+    pub(super) fn searches(&self) -> bool {
+        self.google_search
     }
 
     /// Whether a tool of this name was declared.
