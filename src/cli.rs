@@ -222,6 +222,10 @@ pub struct SessionFlags {
     /// of the same name).
     #[arg(long, value_name = "NAME=COMMAND ARGS…")]
     pub mcp: Vec<String>,
+    /// Turn on Google Search: the model may look things up on the web (Google bills each
+    /// search), and its grounded replies list their sources. Config: [tools] google_search.
+    #[arg(long)]
+    pub search: bool,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -269,6 +273,7 @@ impl SessionFlags {
             echo: self.echo.clone(),
             no_noise_suppression: self.no_noise_suppression,
             mcp: self.mcp.clone(),
+            search: self.search,
         }
     }
 }
@@ -438,6 +443,9 @@ pub struct CheckArgs {
     /// Add an MCP server for the runs: 'NAME=COMMAND ARGS…' (repeatable).
     #[arg(long, value_name = "NAME=COMMAND ARGS…")]
     pub mcp: Vec<String>,
+    /// Turn on Google Search for the runs (see the top-level --search).
+    #[arg(long)]
+    pub search: bool,
 }
 
 impl CheckArgs {
@@ -452,6 +460,7 @@ impl CheckArgs {
         flags.location = self.location.clone().or(flags.location);
         flags.model = self.model.clone().or(flags.model);
         flags.mcp.extend(self.mcp.iter().cloned());
+        flags.search |= self.search;
         flags.turn_timeout_secs = self.turn_timeout.or(flags.turn_timeout_secs);
         // A check records only where --record says, per run.
         flags.record = None;

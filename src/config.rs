@@ -113,6 +113,8 @@ struct TranscriptionLayer {
 #[serde(deny_unknown_fields)]
 struct ToolsLayer {
     enabled: Option<Vec<String>>,
+    /// Declare Google Search beside the function declarations (`googleSearch`).
+    google_search: Option<bool>,
     timeout_secs: Option<f64>,
     max_response_bytes: Option<usize>,
     /// Per built-in tool: `"always"` (each call waits for the user) or `"never"`.
@@ -169,6 +171,8 @@ pub struct FlagOverrides {
     pub no_noise_suppression: bool,
     /// `--mcp 'NAME=COMMAND ARGS…'`, as given.
     pub mcp: Vec<String>,
+    /// `--search`: declare Google Search.
+    pub search: bool,
 }
 
 /// Where a recording goes.
@@ -290,6 +294,10 @@ pub struct Settings {
     pub input_transcription: bool,
     pub output_transcription: bool,
     pub tools_enabled: Vec<String>,
+    /// Declare Google Search beside the function declarations (`[tools] google_search`,
+    /// `--search`): the model may look things up on the web, and its grounded replies name
+    /// their sources.
+    pub google_search: bool,
     /// Built-in tools whose approval was configured (`[tools.approval]`).
     pub tools_approval: BTreeMap<String, Approval>,
     /// What a headless run does with calls that would wait for the user (`--approve`; `None`:
@@ -592,6 +600,7 @@ impl Settings {
             input_transcription: merged.input_transcription,
             output_transcription: merged.output_transcription,
             tools_enabled: merged.tools_enabled,
+            google_search: merged.google_search || flags.search,
             tools_approval: merged.tools_approval,
             approve: flags.approve,
             tool_limits: merged.tool_limits,
@@ -718,6 +727,7 @@ struct Merged {
     input_transcription: bool,
     output_transcription: bool,
     tools_enabled: Vec<String>,
+    google_search: bool,
     tools_approval: BTreeMap<String, Approval>,
     tool_limits: ToolLimits,
     connect_timeout: Duration,
@@ -838,6 +848,9 @@ impl Merged {
                     known(name, "tools.enabled")?;
                 }
                 self.tools_enabled = enabled;
+            }
+            if let Some(search) = t.google_search {
+                self.google_search = search;
             }
             for (name, approval) in t.approval.unwrap_or_default() {
                 known(&name, &format!("tools.approval.{name}"))?;

@@ -354,7 +354,7 @@ async fn connection_check(settings: &Settings) -> Check {
             );
         }
     };
-    let registry = match builtin_registry(
+    let mut registry = match builtin_registry(
         &settings.tools_enabled,
         settings.tool_limits,
         SmartHome::new(),
@@ -368,6 +368,7 @@ async fn connection_check(settings: &Settings) -> Check {
             );
         }
     };
+    registry.declare_google_search(settings.google_search);
     let setup = build_setup(settings, &registry);
     let host = endpoint.host().to_owned();
     let started = Instant::now();

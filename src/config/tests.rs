@@ -35,6 +35,7 @@ fn documented_defaults_are_the_real_defaults() {
     assert_eq!(s.api_version, ApiVersion::V1);
     assert!(s.input_transcription && s.output_transcription);
     assert_eq!(s.tools_enabled, BUILTIN_TOOLS);
+    assert!(!s.google_search, "Search costs money: off until asked for");
     assert_eq!(s.tool_limits.timeout, Duration::from_secs(10));
     assert_eq!(s.tool_limits.max_response_bytes, 16 * 1024);
     assert_eq!(
@@ -785,4 +786,31 @@ fn routes_are_named_by_kind_and_host() {
     let (kind, text) = named(vertex, &[]);
     assert_eq!(kind, RouteKind::Vertex);
     assert!(text.contains("project p, location us-central1"), "{text}");
+}
+
+#[test]
+fn google_search_comes_from_the_tools_table_or_the_flag() {
+    let on = config_file("[tools]\ngoogle_search = true\n");
+    assert!(
+        Settings::resolve(&with_file(&on), &env_of(&[]))
+            .unwrap()
+            .google_search
+    );
+    let off = config_file("[tools]\ngoogle_search = false\n");
+    let flag = FlagOverrides {
+        search: true,
+        ..with_file(&off)
+    };
+    assert!(
+        Settings::resolve(&flag, &env_of(&[]))
+            .unwrap()
+            .google_search,
+        "the flag turns it on for this run"
+    );
+    let bad = config_file("[tools]\ngoogle_search = \"yes\"\n");
+    let error = Settings::resolve(&with_file(&bad), &env_of(&[])).unwrap_err();
+    assert!(
+        error.to_string().contains("google_search"),
+        "the key is named: {error}"
+    );
 }

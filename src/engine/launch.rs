@@ -24,17 +24,24 @@ use livetalk_live::wire::{
 use livetalk_live::{Auth, ConnectOptions, Endpoint};
 use livetalk_mock::{MockOptions, MockServer};
 
-/// The `setup.tools` declaring the registry's tools (none when it has none on).
+/// The `setup.tools` declaring the registry's tools: Google Search when it is on, then the
+/// functions (none when nothing is on).
 pub fn tool_sets(registry: &Registry) -> Vec<ToolSet> {
+    let mut sets = Vec::new();
+    if registry.google_search() {
+        sets.push(ToolSet {
+            google_search: Some(serde_json::json!({})),
+            ..ToolSet::default()
+        });
+    }
     let declarations = registry.declarations();
-    if declarations.is_empty() {
-        Vec::new()
-    } else {
-        vec![ToolSet {
+    if !declarations.is_empty() {
+        sets.push(ToolSet {
             function_declarations: declarations,
             ..ToolSet::default()
-        }]
+        });
     }
+    sets
 }
 
 /// The `setup` message for these settings and tools.
@@ -176,6 +183,7 @@ async fn launch_now(
     for (name, approval) in &settings.tools_approval {
         registry.set_approval(name, *approval);
     }
+    registry.declare_google_search(settings.google_search);
     let mut engine = Engine::new(Arc::new(registry), &home, decider);
     if !settings.mcp_servers.is_empty() {
         // Started before `setup` is built, so their tools are declared from the start.
@@ -224,6 +232,7 @@ async fn launch_now(
             .recording_dir()
             .map(|dir| format!("REC {}", dir.display())),
         no_color: crate::output::no_color(),
+        hyperlinks: crate::output::hyperlinks(),
         log_path: log_path.map(|p| p.display().to_string()),
         catalog: engine.catalog(),
         notices: auth_notice.into_iter().collect(),

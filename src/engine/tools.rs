@@ -106,8 +106,8 @@ impl Tools {
     /// Either way the app gets the new list.
     fn retool(&mut self, hand_over: bool) -> ToolNews {
         let registry = self.compose();
-        let changed = registry.declarations() != self.registry().declarations();
         let tools = super::launch::tool_sets(&registry);
+        let changed = tools != super::launch::tool_sets(&self.registry());
         self.dispatcher.replace_registry(Arc::new(registry));
         let then = Msg::ToolCatalog(self.catalog());
         if changed {

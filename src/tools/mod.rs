@@ -28,7 +28,7 @@ pub use dispatch::{
     ToolStatus, Verdict, WaitingCall, in_tool_handler, slow_after,
 };
 pub use progress::CallProgress;
-pub use registry::{RegisterError, Registry, ToolEntry};
+pub use registry::{GOOGLE_SEARCH, RegisterError, Registry, ToolEntry};
 pub use schema::{SchemaError, normalize_foreign, normalize_schema, parameters_for};
 pub use session_control::{EndSession, EndSessionArgs};
 pub use smart_home::{

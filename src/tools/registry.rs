@@ -122,6 +122,20 @@ pub struct ToolEntry {
     pub unasked: Option<Unasked>,
 }
 
+impl ToolEntry {
+    /// True for Google Search: declared like a tool, but run by the service, not here.
+    pub fn runs_at_google(&self) -> bool {
+        self.server.is_none() && self.name == GOOGLE_SEARCH
+    }
+}
+
+/// The name Google Search goes by in the tool list (and the config key that turns it on). No
+/// MCP tool takes it while Search is declared: such a tool gets its server's prefix.
+pub const GOOGLE_SEARCH: &str = "google_search";
+
+/// What the tool list says of Google Search.
+const GOOGLE_SEARCH_DESCRIPTION: &str = "Google Search: the model looks things up on the web. Google runs each search (and bills it), and a grounded reply lists the sources it drew on.";
+
 /// The enabled tools, keyed (and therefore declared) by name.
 #[derive(Clone)]
 pub struct Registry {
@@ -131,11 +145,14 @@ pub struct Registry {
     /// Approval settings configured for tools, by name; a tool without one has its default.
     approvals: BTreeMap<String, Approval>,
     limits: ToolLimits,
+    /// Google Search is declared beside the functions (unless the user turned it off).
+    google_search: bool,
 }
 
 impl Registry {
     pub fn new(limits: ToolLimits) -> Self {
         Registry {
+            google_search: false,
             tools: BTreeMap::new(),
             disabled: BTreeSet::new(),
             approvals: BTreeMap::new(),
@@ -204,9 +221,40 @@ impl Registry {
         self.tools.keys().map(String::as_str).collect()
     }
 
-    /// Every tool with its origin and whether it is on, sorted by name.
+    /// Declares Google Search beside the functions (`googleSearch`), or not. It is listed with
+    /// the tools under [`GOOGLE_SEARCH`], and turned off and on by that name.
+    pub fn declare_google_search(&mut self, on: bool) {
+        self.google_search = on;
+    }
+
+    /// True when Google Search is declared and the user has not turned it off.
+    pub fn google_search(&self) -> bool {
+        self.google_search && !self.disabled.contains(GOOGLE_SEARCH)
+    }
+
+    /// The names no other tool may be declared under: the registered ones, and Google
+    /// Search's while it is listed.
+    pub fn reserved_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tools.keys().cloned().collect();
+        if self.google_search {
+            names.push(GOOGLE_SEARCH.to_owned());
+        }
+        names
+    }
+
+    /// Every tool with its origin and whether it is on, sorted by name; Google Search among
+    /// them when it is declared.
     pub fn entries(&self) -> Vec<ToolEntry> {
-        self.tools
+        let search = self.google_search.then(|| ToolEntry {
+            name: GOOGLE_SEARCH.to_owned(),
+            server: None,
+            description: GOOGLE_SEARCH_DESCRIPTION.to_owned(),
+            enabled: self.google_search(),
+            // Nobody is asked: nothing runs here.
+            unasked: Some(Unasked::BuiltIn),
+        });
+        let mut entries: Vec<ToolEntry> = self
+            .tools
             .values()
             .map(|tool| {
                 let gate = self.gate(tool.name());
@@ -221,7 +269,10 @@ impl Registry {
                     enabled: !self.disabled.contains(tool.name()),
                 }
             })
-            .collect()
+            .chain(search)
+            .collect();
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        entries
     }
 
     /// Turns the tool named `name` on or off for this session (a name not registered now is
@@ -279,6 +330,7 @@ impl std::fmt::Debug for Registry {
         f.debug_struct("Registry")
             .field("tools", &self.names())
             .field("disabled", &self.disabled)
+            .field("google_search", &self.google_search)
             .field("limits", &self.limits)
             .finish()
     }

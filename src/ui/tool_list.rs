@@ -49,6 +49,7 @@ pub fn draw(frame: &mut Frame, full: Rect, app: &App, theme: Theme, selected: us
                 spans.push(Span::raw(" "));
                 spans.push(Span::styled(tool.name.clone(), theme.tool()));
                 let origin = match &tool.server {
+                    None if tool.runs_at_google() => "runs at Google".to_owned(),
                     None => "built-in".to_owned(),
                     Some(server) => format!("MCP {server}"),
                 };

@@ -292,7 +292,7 @@ impl McpHub {
     /// under the names [`declared_names`] gives them. Their schemas were simplified when they
     /// were listed (and a tool the bounds left out said so then).
     pub fn add_tools_to(&self, registry: &mut Registry) {
-        let builtins: Vec<String> = registry.names().iter().map(|n| (*n).to_owned()).collect();
+        let builtins = registry.reserved_names();
         let offered: Vec<(Arc<Server>, listing::Listed)> = self
             .servers
             .iter()
