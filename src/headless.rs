@@ -21,6 +21,7 @@ use crate::config::FlagOverrides;
 use crate::config::Settings;
 use crate::driver::{Presenter, Source, drive};
 use crate::engine::launch;
+use crate::record::inspect::grounding_json;
 use crate::record::replay::{Pacing, Replay, initial_app};
 use crate::record::{MIC_WAV, Meta, Recording};
 use livetalk_live::excerpt::{SUMMARY, bounded, bounded_json};
@@ -346,6 +347,7 @@ impl Printer {
                 transcript,
                 status,
                 echo_suspected,
+                grounding,
             } => {
                 if *status == ModelTurnStatus::Streaming && !app.is_finished() {
                     return false;
@@ -365,13 +367,28 @@ impl Printer {
                             (false, _) => String::new(),
                         };
                         self.line(&format!("Gemini: {shown}{mark}"));
+                        if !grounding.queries.is_empty() {
+                            self.line(&format!("  Searched: {}", grounding.queries_line()));
+                        }
+                        for source in &grounding.sources {
+                            self.line(&format!("  Source: {}", source.as_line()));
+                        }
+                        if let Some(more) = grounding.more_line() {
+                            self.line(&format!("  {more}"));
+                        }
                     }
-                    OutputFormat::Json => self.json(json!({
-                        "type": "model",
-                        "text": text,
-                        "status": if interrupted { "interrupted" } else { "complete" },
-                        "echo_suspected": echo_suspected,
-                    })),
+                    OutputFormat::Json => {
+                        let mut event = json!({
+                            "type": "model",
+                            "text": text,
+                            "status": if interrupted { "interrupted" } else { "complete" },
+                            "echo_suspected": echo_suspected,
+                        });
+                        if !grounding.is_empty() {
+                            grounding_json(grounding, &mut event);
+                        }
+                        self.json(event);
+                    }
                 }
                 true
             }

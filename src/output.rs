@@ -117,6 +117,14 @@ pub fn no_color() -> bool {
     std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
 }
 
+/// True when the terminal on stdout shows OSC 8 hyperlinks, as the `supports-hyperlinks` crate
+/// judges from the environment (the terminal's own variables: iTerm2, WezTerm, kitty, VTE
+/// terminals, Windows Terminal, Konsole, …); `FORCE_HYPERLINK=1` says yes, `=0` no. A terminal
+/// that does not know the sequence would print it, so unknown means no.
+pub fn hyperlinks() -> bool {
+    supports_hyperlinks::on(supports_hyperlinks::Stream::Stdout)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

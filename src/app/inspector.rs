@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::transcript::{Grounding, WebSource};
 use super::view::Popup;
 use super::wire_log::{WireBody, WireFrame, WireLog};
 use super::{App, Effect, NoticeLevel};
@@ -469,22 +470,15 @@ fn describe_received(reading: Reading<'_>) -> Described {
     if let Some(interaction) = reading.interaction() {
         summary.push(format!("interaction {}", one_line(interaction.status())));
     }
-    if let Some(grounding) = reading.grounding() {
+    if let Some(found) = reading.grounding() {
+        // Put in words as the transcript puts a reply's grounding.
+        let mut grounding = Grounding::default();
+        grounding.absorb(&found);
         if !grounding.queries.is_empty() {
-            let queries: Vec<String> = grounding.queries.iter().map(|q| quoted(q)).collect();
-            summary.push(format!("searched {}", queries.join(", ")));
+            summary.push(format!("searched {}", grounding.queries_line()));
         }
-        let sources: Vec<String> = grounding
-            .sources
-            .iter()
-            .map(|source| match (source.title, source.uri) {
-                (Some(title), Some(uri)) => format!("{} <{}>", one_line(title), one_line(uri)),
-                (Some(title), None) => one_line(title),
-                (None, Some(uri)) => format!("<{}>", one_line(uri)),
-                (None, None) => "(untitled)".to_owned(),
-            })
-            .collect();
-        let count = match sources.len() {
+        let sources: Vec<String> = grounding.sources.iter().map(WebSource::as_line).collect();
+        let count = match sources.len() + grounding.more_sources {
             1 => "1 source".to_owned(),
             n => format!("{n} sources"),
         };

@@ -45,7 +45,10 @@ pub use slash::{
 };
 use slash::{SlashLine, slash_line};
 pub use tool_calls::{ToolCallRecord, ToolRow, ToolState};
-pub use transcript::{ECHO_INTERRUPTION, Entry, Floor, ModelTurnStatus, UserInput, image_label};
+pub use transcript::{
+    ECHO_INTERRUPTION, Entry, Floor, Grounding, MAX_LINK, ModelTurnStatus, UserInput, WebSource,
+    image_label, one_line, plain_web_link,
+};
 
 pub use editor::{ERROR_PREFIX, typed_arguments, typed_result};
 pub use health::{SessionFigures, TURNS_KEPT};
@@ -91,6 +94,8 @@ pub struct AppInit {
     pub replay: Option<usize>,
     /// `NO_COLOR` is set.
     pub no_color: bool,
+    /// The terminal shows OSC 8 hyperlinks (a grounded reply's sources are clickable).
+    pub hyperlinks: bool,
     /// The log file, for the help popup.
     pub log_path: Option<String>,
     /// Local time of day, for the tool log; tests pin it.
@@ -127,6 +132,7 @@ impl AppInit {
             recording: None,
             replay: None,
             no_color: false,
+            hyperlinks: false,
             log_path: None,
             clock: local_time_now,
             catalog: Catalog::default(),
@@ -221,6 +227,7 @@ impl App {
     pub fn new(init: AppInit) -> Self {
         let mut view = View {
             no_color: init.no_color,
+            hyperlinks: init.hyperlinks,
             log_path: init.log_path,
             ..View::default()
         };

@@ -272,7 +272,16 @@ impl App {
                 self.last_usage = Some(usage);
                 Vec::new()
             }
-            ServerEvent::VoiceActivity { .. } | ServerEvent::Grounding(_) => Vec::new(),
+            ServerEvent::VoiceActivity { .. } => Vec::new(),
+            // The reply's searches and sources, read as the service's message is read; kept
+            // with the reply they ground (after a barge-in, the rest of the turn is dropped).
+            ServerEvent::Grounding(metadata) => {
+                let found = livetalk_live::reading::Grounding::of(&metadata);
+                if !found.is_empty() && !self.audio.discard_turn && !self.closing {
+                    self.open_grounding().absorb(&found);
+                }
+                Vec::new()
+            }
             ServerEvent::FrameSkipped { reason } => {
                 self.notice(NoticeLevel::Warning, reason);
                 Vec::new()

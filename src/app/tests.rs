@@ -1089,6 +1089,7 @@ fn barge_in_key_silences_and_drops_the_rest_of_the_turn() {
             transcript: "Here is a long".into(),
             status: ModelTurnStatus::Interrupted,
             echo_suspected: false,
+            grounding: Default::default(),
         })
     );
     // The next turn is heard again.
@@ -1464,6 +1465,7 @@ fn ending_mid_reply_cuts_the_reply_where_it_is_and_silences_it() {
             transcript: "Here is a long".into(),
             status: ModelTurnStatus::Interrupted,
             echo_suspected: false,
+            grounding: Default::default(),
         }]
     );
     assert!(app.ended_cleanly());
@@ -2422,4 +2424,142 @@ fn a_clip_heard_and_not_yet_answered_holds_the_end_of_input() {
     app.update(complete());
     app.update(Msg::Audio(AudioEvent::InputClipEnded));
     assert!(app.ready_for_user(), "an answered clip holds the session");
+}
+
+fn grounding(metadata: serde_json::Value) -> Msg {
+    Msg::Server(ServerEvent::Grounding(metadata))
+}
+
+fn model_grounding(app: &App) -> Vec<&Grounding> {
+    app.transcript()
+        .iter()
+        .filter_map(|entry| match entry {
+            Entry::Model { grounding, .. } => Some(grounding),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_replys_searches_and_sources_stay_with_it_each_once() {
+    let mut app = connected_app();
+    app.update(Msg::UserText("what's the weather in Paris?".into()));
+    // The search is said before the first words, then again with more beside the words.
+    app.update(grounding(json!({"webSearchQueries": ["weather Paris"]})));
+    app.update(Msg::Server(ServerEvent::OutputTranscription {
+        text: "It is sunny.".into(),
+        finished: false,
+    }));
+    app.update(grounding(json!({
+        "webSearchQueries": ["weather Paris", "Paris forecast"],
+        "groundingChunks": [
+            {"web": {"uri": "https://g.co/r/1", "title": "meteofrance.com", "domain": "meteofrance.com"}},
+            {"web": {"uri": "https://g.co/r/1", "title": "meteofrance.com"}},
+            {"web": {"uri": "https://g.co/r/2"}},
+            {"retrievedContext": {"uri": "gs://not/the/web"}},
+            {"web": {}}
+        ],
+        "searchEntryPoint": {"renderedContent": "<div>…</div>"}
+    })));
+    app.update(Msg::Server(ServerEvent::TurnComplete {
+        reason: None,
+        waiting_for_input: false,
+    }));
+    assert_eq!(
+        app.transcript().len(),
+        2,
+        "one reply: {:?}",
+        app.transcript()
+    );
+    let [found] = model_grounding(&app)[..] else {
+        panic!("{:?}", app.transcript())
+    };
+    assert_eq!(found.queries, ["weather Paris", "Paris forecast"]);
+    assert_eq!(
+        found.sources,
+        [
+            WebSource {
+                title: Some("meteofrance.com".into()),
+                uri: Some("https://g.co/r/1".into()),
+                domain: Some("meteofrance.com".into()),
+            },
+            WebSource {
+                title: None,
+                uri: Some("https://g.co/r/2".into()),
+                domain: None,
+            },
+        ]
+    );
+    assert_eq!(found.sources[1].as_line(), "(untitled) <https://g.co/r/2>");
+
+    // The next reply searched nothing: it has nothing of the first's.
+    app.update(Msg::UserText("thanks".into()));
+    app.update(Msg::Server(ServerEvent::ModelText(
+        "You're welcome.".into(),
+    )));
+    app.update(grounding(
+        json!({"searchEntryPoint": {"renderedContent": "<div/>"}}),
+    ));
+    app.update(Msg::Server(ServerEvent::TurnComplete {
+        reason: None,
+        waiting_for_input: false,
+    }));
+    let all = model_grounding(&app);
+    assert_eq!(all.len(), 2);
+    assert!(all[1].is_empty(), "{:?}", all[1]);
+}
+
+#[test]
+fn a_hostile_grounding_is_bounded_and_made_one_line() {
+    let mut app = connected_app();
+    app.update(Msg::UserText("search".into()));
+    let chunks: Vec<serde_json::Value> = (0..5000)
+        .map(|i| json!({"web": {"uri": format!("https://a.example/{i}"), "title": format!("page {i}")}}))
+        .collect();
+    app.update(grounding(json!({
+        "webSearchQueries": ["\u{1b}]2;pwned\u{7}line\nbreak", "x".repeat(100_000)],
+        "groundingChunks": chunks,
+    })));
+    app.update(grounding(json!({"groundingChunks": [
+        {"web": {"title": "evil\u{1b}[2Jtitle", "uri": format!("https://a.example/{}", "y".repeat(10_000))}}
+    ]})));
+    let [found] = model_grounding(&app)[..] else {
+        panic!()
+    };
+    assert_eq!(found.queries[0], "]2;pwned line break");
+    assert!(found.queries[1].chars().count() <= 300, "a query is cut");
+    assert_eq!(found.sources.len(), 32, "sources are capped");
+    assert_eq!(found.more_sources, 5000 - 32 + 1, "the rest are counted");
+    assert!(
+        found
+            .sources
+            .iter()
+            .chain(std::iter::once(&WebSource {
+                title: None,
+                uri: None,
+                domain: None
+            }))
+            .all(|s| !s.as_line().contains(|c: char| c.is_control())),
+        "no control character reaches a line of text"
+    );
+}
+
+#[test]
+fn a_grounding_after_a_barge_in_or_the_end_is_dropped_with_the_rest_of_the_turn() {
+    let mut app = connected_app();
+    app.update(Msg::UserText("tell me the news".into()));
+    app.update(Msg::Server(ServerEvent::OutputTranscription {
+        text: "Here is".into(),
+        finished: false,
+    }));
+    app.update(Msg::BargeIn);
+    app.update(grounding(json!({"webSearchQueries": ["news"]})));
+    assert!(model_grounding(&app).iter().all(|g| g.is_empty()));
+    assert!(matches!(
+        app.transcript().last(),
+        Some(Entry::Model {
+            status: ModelTurnStatus::Interrupted,
+            ..
+        })
+    ));
 }

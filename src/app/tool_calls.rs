@@ -105,6 +105,14 @@ impl App {
         rows
     }
 
+    /// True while Google Search is declared and on.
+    pub fn searches(&self) -> bool {
+        self.catalog
+            .tools
+            .iter()
+            .any(|tool| tool.runs_at_google() && tool.enabled)
+    }
+
     /// True while a change to the tool set waits for the next turn boundary.
     pub fn tools_pending(&self) -> bool {
         self.tools_pending

@@ -43,6 +43,9 @@ pub enum Entry {
         /// The service interrupted this turn while Gemini was loud on the speaker and what the
         /// mic sent followed it: Gemini may have heard itself (see [`ECHO_INTERRUPTION`]).
         echo_suspected: bool,
+        /// What the reply looked up with Google Search and the pages it drew on (empty for a
+        /// reply that searched nothing).
+        grounding: Grounding,
     },
     /// Index into [`App::tool_calls`].
     Tool(usize),
@@ -84,6 +87,166 @@ pub fn image_label(name: &str, file_bytes: u64, width: u32, height: u32) -> Stri
         "{} ({size}), sent as a {width}×{height} JPEG",
         livetalk_live::excerpt::bounded(name, 80)
     )
+}
+
+/// The most searches one reply keeps; a reply names a handful.
+const MAX_QUERIES: usize = 16;
+/// The most sources one reply keeps; more are counted, not kept.
+const MAX_SOURCES: usize = 32;
+/// The longest query or title kept, in characters; a longer one is cut with "…".
+const MAX_WORDS: usize = 300;
+/// The longest link kept, in bytes: the service's links run to a few hundred; a longer one is
+/// cut with "…" (and is then no link).
+pub const MAX_LINK: usize = 2048;
+
+/// What a reply looked up with Google Search and the web pages it drew on, as the service
+/// named them: each search and each page once (a reply's grounding may come in several
+/// messages), in the order sent, bounded.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Grounding {
+    /// The searches the model ran.
+    pub queries: Vec<String>,
+    /// The pages it drew on.
+    pub sources: Vec<WebSource>,
+    /// Pages past the ones kept, counted.
+    pub more_sources: usize,
+}
+
+/// One web page a grounded reply drew on. The title is what the service named it (often the
+/// site), in one line without control characters; the link is as sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebSource {
+    pub title: Option<String>,
+    /// The link, whole (the service's links redirect through Google).
+    pub uri: Option<String>,
+    /// The site, where the service says.
+    pub domain: Option<String>,
+}
+
+impl Grounding {
+    /// True for a reply that searched nothing.
+    pub fn is_empty(&self) -> bool {
+        self.queries.is_empty() && self.sources.is_empty() && self.more_sources == 0
+    }
+
+    /// Takes in what one message said of the reply's grounding.
+    pub fn absorb(&mut self, found: &livetalk_live::reading::Grounding<'_>) {
+        for query in &found.queries {
+            let query = one_line(query, MAX_WORDS);
+            if !query.is_empty()
+                && !self.queries.contains(&query)
+                && self.queries.len() < MAX_QUERIES
+            {
+                self.queries.push(query);
+            }
+        }
+        for source in &found.sources {
+            let title = source
+                .title
+                .map(|t| one_line(t, MAX_WORDS))
+                .filter(|t| !t.is_empty());
+            let uri = source
+                .uri
+                .map(|u| {
+                    let kept = livetalk_live::excerpt::floor_char_boundary(u, MAX_LINK);
+                    if kept < u.len() {
+                        format!("{}…", &u[..kept])
+                    } else {
+                        u.to_owned()
+                    }
+                })
+                .filter(|u| !u.trim().is_empty());
+            if title.is_none() && uri.is_none() {
+                continue;
+            }
+            let seen = self.sources.iter().any(|kept| match (&uri, &kept.uri) {
+                (Some(uri), Some(kept)) => uri == kept,
+                (None, None) => title == kept.title,
+                _ => false,
+            });
+            if seen {
+                continue;
+            }
+            if self.sources.len() >= MAX_SOURCES {
+                self.more_sources += 1;
+                continue;
+            }
+            self.sources.push(WebSource {
+                title,
+                uri,
+                domain: source
+                    .domain
+                    .map(|d| one_line(d, MAX_WORDS))
+                    .filter(|d| !d.is_empty()),
+            });
+        }
+    }
+}
+
+impl Grounding {
+    /// The searches as a line of text shows them: each quoted, joined by commas.
+    pub fn queries_line(&self) -> String {
+        let quoted: Vec<String> = self.queries.iter().map(|q| format!("\"{q}\"")).collect();
+        quoted.join(", ")
+    }
+
+    /// "… and 3 more sources", when more came than are kept.
+    pub fn more_line(&self) -> Option<String> {
+        match self.more_sources {
+            0 => None,
+            1 => Some("… and 1 more source".to_owned()),
+            n => Some(format!("… and {n} more sources")),
+        }
+    }
+}
+
+impl WebSource {
+    /// How a line of text names it: its title, else its site, else "(untitled)".
+    pub fn name(&self) -> &str {
+        self.title
+            .as_deref()
+            .or(self.domain.as_deref())
+            .unwrap_or("(untitled)")
+    }
+
+    /// Its link when it is one to follow (see [`plain_web_link`]).
+    pub fn link(&self) -> Option<&str> {
+        self.uri.as_deref().filter(|uri| plain_web_link(uri))
+    }
+
+    /// The source in one line of text: its name and its whole link, `title <link>`.
+    pub fn as_line(&self) -> String {
+        match &self.uri {
+            Some(uri) => format!("{} <{}>", self.name(), one_line(uri, MAX_LINK)),
+            None => self.name().to_owned(),
+        }
+    }
+}
+
+/// True for a link that may be made a link (an OSC 8 hyperlink, a Markdown link): `http` or
+/// `https`, printable ASCII only (no escape, no control character, no space: nothing that
+/// could end the sequence it goes in or start another), at most [`MAX_LINK`] bytes. Anything
+/// else is shown as text, never as a link.
+pub fn plain_web_link(uri: &str) -> bool {
+    uri.len() <= MAX_LINK
+        && (uri.starts_with("https://") || uri.starts_with("http://"))
+        && uri.bytes().all(|b| (0x21..=0x7e).contains(&b))
+}
+
+/// `text` in one line for a terminal: control characters and runs of whitespace become one
+/// space, and past `max` characters it is cut with "…".
+pub fn one_line(text: &str, max: usize) -> String {
+    let words: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|word| !word.is_empty())
+        .collect();
+    let joined = words.join(" ");
+    if joined.chars().count() <= max {
+        return joined;
+    }
+    let mut cut: String = joined.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
 }
 
 /// How the transcript explains an entry's `echo_suspected`.
@@ -129,6 +292,7 @@ impl App {
                 transcript: String::new(),
                 status: ModelTurnStatus::Streaming,
                 echo_suspected: false,
+                grounding: Grounding::default(),
             });
         }
         match self.transcript.last_mut() {
@@ -137,6 +301,16 @@ impl App {
                 transcript,
                 ..
             }) => (text_parts, transcript),
+            _ => unreachable!("a streaming model entry was just ensured"),
+        }
+    }
+
+    /// The streaming model entry's grounding, opening the entry if needed: a reply's search
+    /// may be said before its first words.
+    pub(super) fn open_grounding(&mut self) -> &mut Grounding {
+        self.open_model_entry();
+        match self.transcript.last_mut() {
+            Some(Entry::Model { grounding, .. }) => grounding,
             _ => unreachable!("a streaming model entry was just ensured"),
         }
     }

@@ -97,6 +97,8 @@ pub struct View {
     pub ticks: u64,
     /// Honour `NO_COLOR`: symbols and emphasis only.
     pub no_color: bool,
+    /// The terminal shows OSC 8 hyperlinks: links are written as links.
+    pub hyperlinks: bool,
     /// Where the log file is, for the help popup.
     pub log_path: Option<String>,
     /// The user asked to leave.
@@ -124,6 +126,7 @@ impl Default for View {
             layout: ScreenLayout::default(),
             ticks: 0,
             no_color: false,
+            hyperlinks: false,
             log_path: None,
             quit: false,
             esc_quits: None,

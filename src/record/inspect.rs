@@ -15,7 +15,8 @@ use super::replay::initial_app;
 use super::{LOG_FILE, MIC_WAV, MODEL_WAV, Record, Recording, wav_contents};
 use crate::app::turn_timing::{Stamp, TurnClock, TurnTiming, millis};
 use crate::app::{
-    App, ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, ToolState, UserInput, WireBody,
+    App, ECHO_INTERRUPTION, Entry, Grounding, MAX_LINK, ModelTurnStatus, Msg, ToolState, UserInput,
+    WebSource, WireBody, one_line, plain_web_link,
 };
 use crate::audio::AudioEvent;
 use crate::pricing::{PRICES_READ_ON, TokenTally, cost_words, tokens_words};
@@ -57,6 +58,8 @@ pub struct Summary {
     pub offline: bool,
     pub frames_sent: usize,
     pub frames_received: usize,
+    /// Each grounded reply's searches and sources (Google Search), in order.
+    pub grounded: Vec<Grounding>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -133,6 +136,14 @@ impl Summary {
         s.barge_ins = app.user_barge_ins();
         s.echo_interruptions = app.echo_interruptions();
         s.tally = *app.tokens();
+        s.grounded = app
+            .transcript()
+            .iter()
+            .filter_map(|entry| match entry {
+                Entry::Model { grounding, .. } if !grounding.is_empty() => Some(grounding.clone()),
+                _ => None,
+            })
+            .collect();
         s.offline = app.offline();
         s.cost = app.cost();
         // What the app applied: turns, tools, interruptions, reconnects, the run's errors.
@@ -324,6 +335,33 @@ pub fn report(recording: &Recording) -> String {
             tool.name, tool.args, tool.outcome, tool.duration_ms
         );
     }
+    if !s.grounded.is_empty() {
+        let searches: usize = s.grounded.iter().map(|g| g.queries.len()).sum();
+        let sources: usize = s
+            .grounded
+            .iter()
+            .map(|g| g.sources.len() + g.more_sources)
+            .sum();
+        let _ = writeln!(
+            out,
+            "Google Search: {} grounded {}, {searches} {}, {sources} {}",
+            s.grounded.len(),
+            plural(s.grounded.len(), "reply", "replies"),
+            plural(searches, "search", "searches"),
+            plural(sources, "source", "sources"),
+        );
+        for grounding in &s.grounded {
+            if !grounding.queries.is_empty() {
+                let _ = writeln!(out, "  searched {}", grounding.queries_line());
+            }
+            for source in &grounding.sources {
+                let _ = writeln!(out, "    {}", source.as_line());
+            }
+            if let Some(more) = grounding.more_line() {
+                let _ = writeln!(out, "    {more}");
+            }
+        }
+    }
     let _ = writeln!(
         out,
         "Interruptions: {} ({} by the user, {} blamed on the echo)",
@@ -381,6 +419,29 @@ pub fn tally_json(tally: &TokenTally) -> Value {
     })
 }
 
+/// A grounded reply's searches and sources as fields of a JSON object (the headless `model`
+/// event, `inspect --json`'s replies): `searches`, and `sources` with each title and link as
+/// sent (a title in one line), the site where the service named it; `more_sources` counts
+/// those past the ones kept.
+pub fn grounding_json(grounding: &Grounding, object: &mut Value) {
+    let sources: Vec<Value> = grounding
+        .sources
+        .iter()
+        .map(|source| {
+            let mut entry = json!({"title": source.title, "uri": source.uri});
+            if let Some(domain) = &source.domain {
+                entry["domain"] = json!(domain);
+            }
+            entry
+        })
+        .collect();
+    object["searches"] = json!(grounding.queries);
+    object["sources"] = Value::Array(sources);
+    if grounding.more_sources > 0 {
+        object["more_sources"] = json!(grounding.more_sources);
+    }
+}
+
 /// `inspect --json`: the report's figures as one object.
 pub fn json(recording: &Recording) -> Value {
     let s = Summary::of(recording);
@@ -421,6 +482,15 @@ pub fn json(recording: &Recording) -> Value {
             "by_user": s.barge_ins,
             "echo": s.echo_interruptions,
         },
+        "grounded_replies": s
+            .grounded
+            .iter()
+            .map(|grounding| {
+                let mut reply = json!({});
+                grounding_json(grounding, &mut reply);
+                reply
+            })
+            .collect::<Vec<_>>(),
         "tokens": tally_json(&s.tally),
         "cost_usd": s.cost,
         "offline": s.offline,
@@ -471,6 +541,7 @@ pub fn markdown(recording: &Recording) -> String {
                 transcript,
                 status,
                 echo_suspected,
+                grounding,
             } => {
                 let text = Entry::model_text(text_parts, transcript);
                 let shown = if text.is_empty() {
@@ -489,6 +560,19 @@ pub fn markdown(recording: &Recording) -> String {
                     }
                 };
                 let _ = writeln!(out, "**Gemini:** {shown}{mark}\n");
+                if !grounding.queries.is_empty() {
+                    let _ = writeln!(out, "Searched: {}\n", grounding.queries_line());
+                }
+                if !grounding.sources.is_empty() {
+                    let _ = writeln!(out, "Sources:\n");
+                    for source in &grounding.sources {
+                        let _ = writeln!(out, "- {}", markdown_source(source));
+                    }
+                    if let Some(more) = grounding.more_line() {
+                        let _ = writeln!(out, "- {more}");
+                    }
+                    out.push('\n');
+                }
             }
             Entry::Change(text) => {
                 let _ = writeln!(out, "_{text}._\n");
@@ -532,6 +616,17 @@ pub fn markdown(recording: &Recording) -> String {
         let _ = writeln!(out, "> error: {error}\n");
     }
     out
+}
+
+/// A source as a Markdown list item: `[title](<link>)`, the title's brackets escaped; a link
+/// that is not a plain web link is shown as code, not made a link.
+fn markdown_source(source: &WebSource) -> String {
+    let name = source.name().replace('[', "\\[").replace(']', "\\]");
+    match source.uri.as_deref() {
+        Some(uri) if plain_web_link(uri) => format!("[{name}](<{uri}>)"),
+        Some(uri) => format!("{name} `{}`", one_line(uri, MAX_LINK).replace('`', "'")),
+        None => name,
+    }
 }
 
 /// One row of `livetalk sessions`.
@@ -607,6 +702,10 @@ pub fn sessions_table(root: &Path) -> String {
         );
     }
     out
+}
+
+fn plural<'w>(count: usize, one: &'w str, many: &'w str) -> &'w str {
+    if count == 1 { one } else { many }
 }
 
 #[cfg(test)]

@@ -342,6 +342,7 @@ pub fn initial_app(recording: &Recording, log_path: Option<&Path>, total: usize)
         replay: Some(total),
         audio: meta.audio.map(Into::into),
         no_color: crate::output::no_color(),
+        hyperlinks: crate::output::hyperlinks(),
         log_path: log_path.map(|p| p.display().to_string()),
         price_book: crate::pricing::PriceBook::recorded(
             meta.config.get("pricing"),

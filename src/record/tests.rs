@@ -403,6 +403,7 @@ async fn a_reconnect_replays_as_the_app_saw_it() {
             transcript: "It is off".into(),
             status: ModelTurnStatus::Interrupted,
             echo_suspected: false,
+            grounding: Default::default(),
         })
     );
 }

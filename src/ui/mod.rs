@@ -4,6 +4,7 @@
 mod audio_panel;
 mod devices;
 mod inspector;
+mod links;
 mod session_panel;
 mod theme;
 mod tool_list;
@@ -50,7 +51,7 @@ const NOTICE_MAX_ROWS: u16 = 4;
 
 /// Draws the whole screen and says where things went.
 pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
-    let theme = Theme::new(app.view().no_color);
+    let theme = Theme::new(app.view().no_color).with_links(app.view().hyperlinks);
     let full = frame.area();
     let mut layout = ScreenLayout {
         width: full.width,

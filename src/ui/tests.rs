@@ -893,6 +893,26 @@ fn the_empty_screen_suggests_what_the_demo_model_understands() {
     for prompt in livetalk_mock::DEMO_PROMPTS {
         assert!(screen.contains(prompt), "{prompt:?}:\n{screen}");
     }
+    assert!(
+        !screen.contains(livetalk_mock::SEARCH_PROMPT),
+        "no search without Search:\n{screen}"
+    );
+    // With Search on, a search is suggested too.
+    let mut registry = crate::tools::Registry::new(crate::tools::ToolLimits::default());
+    registry.declare_google_search(true);
+    let mut app = connected_from(App::new(AppInit {
+        catalog: crate::tools::mcp::Catalog {
+            tools: registry.entries(),
+            servers: Vec::new(),
+        },
+        ..init()
+    }));
+    let screen = format!("{}", render(&mut app, 120, 40).backend());
+    assert!(
+        screen.contains(livetalk_mock::SEARCH_PROMPT),
+        "{}:\n{screen}",
+        livetalk_mock::SEARCH_PROMPT
+    );
 }
 
 #[test]
@@ -1578,4 +1598,79 @@ fn the_guides_screen_is_the_apps() {
             "{page}'s screen is not the app's; the app draws:\n{drawn}"
         );
     }
+}
+
+/// A reply grounded in a search for "tides in Brest" with a source whose link may be followed
+/// and one whose "link" may not.
+fn grounded_from(app: App) -> App {
+    let mut app = connected_from(app);
+    app.update(Msg::UserText(
+        "search the web for the tides in Brest".into(),
+    ));
+    model_says(&mut app, "High tide in Brest is at noon.", false);
+    session(
+        &mut app,
+        ServerEvent::Grounding(json!({
+            "webSearchQueries": ["tides Brest"],
+            "groundingChunks": [
+                {"web": {"title": "maree.info", "uri": "https://g.co/r/tides-brest"}},
+                {"web": {"title": "a\u{1b}[2J title", "uri": "javascript:alert(1)"}}
+            ]
+        })),
+    );
+    model_says(&mut app, "", true);
+    app
+}
+
+#[test]
+fn a_grounded_replys_sources_show_under_it_as_links_where_the_terminal_shows_them() {
+    let mut app = grounded_from(new_app());
+    let terminal = render(&mut app, 60, 20);
+    let shown = screen(&terminal);
+    for row in [
+        "│  Searched: \"tides Brest\"",
+        "│  ↗ maree.info",
+        "│    https://g.co/r/tides-brest",
+        "│  ↗ a [2J title",
+        "│    javascript:alert(1)",
+    ] {
+        assert!(shown.contains(row), "{row:?} in\n{shown}");
+    }
+    assert!(
+        !shown.contains('\u{1b}'),
+        "no escape without links: {shown:?}"
+    );
+
+    // Where the terminal shows links, the web link (and its title) are hyperlinks; the other
+    // is text only.
+    let linked = grounded_from(App::new(AppInit {
+        hyperlinks: true,
+        ..init()
+    }));
+    let mut terminal = Terminal::new(TestBackend::new(60, 20)).expect("test terminal");
+    let frame = terminal
+        .draw(|frame| {
+            super::draw(frame, &linked);
+        })
+        .expect("draw");
+    let symbols: Vec<&str> = frame.buffer.content.iter().map(|c| c.symbol()).collect();
+    let links: Vec<&&str> = symbols.iter().filter(|s| s.contains("\x1b]8;")).collect();
+    assert_eq!(
+        links,
+        [
+            &"\x1b]8;;https://g.co/r/tides-brest\x1b\\maree.info\x1b]8;;\x1b\\",
+            &"\x1b]8;;https://g.co/r/tides-brest\x1b\\https://g.co/r/tides-brest\x1b]8;;\x1b\\",
+        ]
+    );
+}
+
+fn screen(terminal: &Terminal<TestBackend>) -> String {
+    let buffer = terminal.backend().buffer();
+    let width = usize::from(buffer.area.width);
+    buffer
+        .content
+        .chunks(width)
+        .map(|row| row.iter().map(|cell| cell.symbol()).collect::<String>())
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -6,11 +6,26 @@ use ratatui::style::{Color, Modifier, Style};
 #[derive(Debug, Clone, Copy)]
 pub struct Theme {
     color: bool,
+    /// The terminal shows OSC 8 hyperlinks: links are written as links.
+    pub links: bool,
 }
 
 impl Theme {
     pub fn new(no_color: bool) -> Self {
-        Theme { color: !no_color }
+        Theme {
+            color: !no_color,
+            links: false,
+        }
+    }
+
+    /// The same, writing links as OSC 8 hyperlinks where `links` says the terminal shows them.
+    pub fn with_links(self, links: bool) -> Self {
+        Theme { links, ..self }
+    }
+
+    /// A link: underlined, in blue where there is colour.
+    pub fn link(&self) -> Style {
+        self.fg(Color::Blue).add_modifier(Modifier::UNDERLINED)
     }
 
     fn fg(&self, color: Color) -> Style {

@@ -1,5 +1,6 @@
-//! The conversation pane: user turns, model turns (streaming, complete or interrupted) and
-//! the tool calls between them, wrapped to the pane and scrolled by rows.
+//! The conversation pane: user turns, model turns (streaming, complete or interrupted, a
+//! grounded one with its searches and sources) and the tool calls between them, wrapped to
+//! the pane and scrolled by rows; a source's links are hyperlinks where the terminal shows them.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -7,17 +8,20 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph, Scrollbar, ScrollbarOrientation, ScrollbarState};
 
 use super::Theme;
+use super::links::{LinkArea, hyperlink};
 use super::tool_log::{args_values, outcome_summary, state_style};
 use super::wrap::{cut_at_word, truncate, wrap};
 use crate::app::{
-    App, ECHO_INTERRUPTION, ECHO_KEY, Entry, Focus, ModelTurnStatus, UserInput, image_label,
+    App, ECHO_INTERRUPTION, ECHO_KEY, Entry, Focus, Grounding, MAX_LINK, ModelTurnStatus,
+    UserInput, image_label, one_line,
 };
 use livetalk_live::excerpt::{SUMMARY, bounded};
 use unicode_width::UnicodeWidthStr;
 
-/// The transcript as lines at `width` columns.
-pub fn lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
+/// The transcript as lines at `width` columns, with where its links lie.
+pub fn lines(app: &App, theme: Theme, width: usize) -> (Vec<Line<'static>>, Vec<LinkArea>) {
     let mut out: Vec<Line<'static>> = Vec::new();
+    let mut links = Vec::new();
     for (i, entry) in app.transcript().iter().enumerate() {
         // A blank line before each user turn separates the exchanges.
         if i > 0 && matches!(entry, Entry::User { .. }) {
@@ -37,6 +41,7 @@ pub fn lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
                 transcript,
                 status,
                 echo_suspected,
+                grounding,
             } => {
                 let text = Entry::model_text(text_parts, transcript);
                 let mut body = Vec::new();
@@ -74,6 +79,9 @@ pub fn lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
                     &body,
                     width,
                 ));
+                if !grounding.is_empty() {
+                    grounding_lines(grounding, theme, width, &mut out, &mut links);
+                }
             }
             Entry::Tool(index) => {
                 let Some(call) = app.tool_calls().get(*index) else {
@@ -116,7 +124,77 @@ pub fn lines(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
             }
         }
     }
-    out
+    (out, links)
+}
+
+/// Indent of a source's title and link under the reply.
+const SOURCE_INDENT: &str = "  ↗ ";
+
+/// A grounded reply's searches and sources, under it: what it searched, then each source's
+/// title and, on the rows after it, its whole link (both links where the terminal shows them).
+fn grounding_lines(
+    grounding: &Grounding,
+    theme: Theme,
+    width: usize,
+    out: &mut Vec<Line<'static>>,
+    links: &mut Vec<LinkArea>,
+) {
+    if !grounding.queries.is_empty() {
+        out.extend(wrap(
+            vec![Span::styled("  Searched: ", theme.dim())],
+            &[(grounding.queries_line(), theme.dim())],
+            width,
+        ));
+    }
+    let indent = SOURCE_INDENT.width();
+    let room = width.max(indent + 8) - indent;
+    for source in &grounding.sources {
+        let uri = source.link();
+        let first = out.len();
+        out.extend(wrap(
+            vec![Span::styled(SOURCE_INDENT, theme.tool())],
+            &[(source.name().to_owned(), theme.plain())],
+            width,
+        ));
+        if let Some(uri) = uri {
+            for (row, line) in out.iter().enumerate().skip(first) {
+                links.push(LinkArea {
+                    row,
+                    col: indent as u16,
+                    width: line.width().saturating_sub(indent) as u16,
+                    uri: uri.to_owned(),
+                });
+            }
+        }
+        match (uri, &source.uri) {
+            // Printable ASCII: a column per byte, cut at the pane's edge.
+            (Some(uri), _) => {
+                for chunk in uri.as_bytes().chunks(room) {
+                    let chunk = String::from_utf8_lossy(chunk).into_owned();
+                    links.push(LinkArea {
+                        row: out.len(),
+                        col: indent as u16,
+                        width: chunk.len() as u16,
+                        uri: uri.to_owned(),
+                    });
+                    out.push(Line::from(vec![
+                        Span::raw(" ".repeat(indent)),
+                        Span::styled(chunk, theme.link()),
+                    ]));
+                }
+            }
+            // Not a link to follow: shown as text, in one line's words.
+            (None, Some(text)) => out.extend(wrap(
+                vec![Span::raw(" ".repeat(indent))],
+                &[(one_line(text, MAX_LINK), theme.dim())],
+                width,
+            )),
+            (None, None) => {}
+        }
+    }
+    if let Some(more) = grounding.more_line() {
+        out.push(Line::styled(format!("  {more}"), theme.dim()));
+    }
 }
 
 /// The conversation before anything was said: how to start, and with the offline demo model,
@@ -142,7 +220,9 @@ fn empty_screen(app: &App, theme: Theme, width: usize) -> Vec<Line<'static>> {
             )],
             width,
         ));
-        for prompt in livetalk_mock::DEMO_PROMPTS {
+        // With Search on, a search too.
+        let search = app.searches().then_some(livetalk_mock::SEARCH_PROMPT);
+        for prompt in livetalk_mock::DEMO_PROMPTS.iter().chain(search.as_ref()) {
             lines.push(Line::from(vec![
                 Span::styled("  › ", theme.dim()),
                 Span::styled(truncate(prompt, width.saturating_sub(4)), theme.plain()),
@@ -167,7 +247,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> (Rect, us
     frame.render_widget(block, area);
     // One column is kept for the scrollbar.
     let text_width = usize::from(inner.width.saturating_sub(1));
-    let mut all = lines(app, theme, text_width);
+    let (mut all, links) = lines(app, theme, text_width);
     if all.is_empty() {
         all = empty_screen(app, theme, text_width);
     }
@@ -181,6 +261,17 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> (Rect, us
         .min(bottom_top);
     let visible: Vec<Line> = all.into_iter().skip(top).take(height).collect();
     frame.render_widget(Paragraph::new(visible), inner);
+    if theme.links {
+        for link in links
+            .iter()
+            .filter(|link| (top..top + height).contains(&link.row))
+        {
+            let y = inner.y + (link.row - top) as u16;
+            let x = inner.x + link.col;
+            let width = link.width.min(inner.width.saturating_sub(link.col));
+            hyperlink(frame.buffer_mut(), x, y, width, &link.uri);
+        }
+    }
     if rows > height {
         let mut state = ScrollbarState::new(bottom_top + 1).position(top);
         frame.render_stateful_widget(
