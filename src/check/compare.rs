@@ -6,6 +6,7 @@
 use serde_json::Value;
 
 use super::scenario::{Call, Expect, ToolsExpected};
+use crate::app::Grounding;
 
 /// How a recording's calls are compared (`--match`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -25,6 +26,8 @@ pub struct Observed {
     /// The reply's text and transcription.
     pub reply: String,
     pub first_response_ms: Option<f64>,
+    /// What the reply searched with Google Search and the sources it drew on.
+    pub grounding: Grounding,
 }
 
 /// The problems with a turn; none when it passed.
@@ -76,6 +79,32 @@ pub fn judge(expect: &Expect, observed: &Observed, mode: MatchMode) -> Vec<Strin
             ));
         }
     }
+    let grounding = &observed.grounding;
+    match expect.searched {
+        Some(true) if grounding.is_empty() => {
+            problems.push("expected a Google Search, got none".to_owned());
+        }
+        Some(false) if !grounding.is_empty() => problems.push(format!(
+            "expected no Google Search, got {}",
+            searched_text(grounding)
+        )),
+        _ => {}
+    }
+    for words in &expect.source_contains {
+        let wanted = words.to_lowercase();
+        let found = grounding.sources.iter().any(|source| {
+            [&source.title, &source.uri]
+                .into_iter()
+                .flatten()
+                .any(|text| text.to_lowercase().contains(&wanted))
+        });
+        if !found {
+            problems.push(format!(
+                "expected a source containing \"{words}\", got {}",
+                searched_text(grounding)
+            ));
+        }
+    }
     if let Some(limit) = expect.max_first_response_ms {
         match observed.first_response_ms {
             Some(ms) if ms > limit => problems.push(format!(
@@ -88,6 +117,27 @@ pub fn judge(expect: &Expect, observed: &Observed, mode: MatchMode) -> Vec<Strin
         }
     }
     problems
+}
+
+/// What a turn searched, as people read it: `searched "q" (2 sources: title <link>, …)`, or
+/// "no search".
+pub fn searched_text(grounding: &Grounding) -> String {
+    if grounding.is_empty() {
+        return "no search".to_owned();
+    }
+    let sources: Vec<String> = grounding.sources.iter().map(|s| s.as_line()).collect();
+    let count = grounding.sources.len() + grounding.more_sources;
+    let what = match count {
+        0 => "no source".to_owned(),
+        1 => format!("1 source: {}", sources.join(", ")),
+        n => format!("{n} sources: {}", sources.join(", ")),
+    };
+    let text = if grounding.queries.is_empty() {
+        format!("a search ({what})")
+    } else {
+        format!("searched {} ({what})", grounding.queries_line())
+    };
+    livetalk_live::excerpt::bounded(&text, 600).into_owned()
 }
 
 /// One `toolCall`'s calls against the recorded ones: the same calls in any order.
@@ -262,6 +312,7 @@ mod tests {
             tools: ToolsExpected::None,
             reply_contains: vec!["OFF".into()],
             max_first_response_ms: Some(100.0),
+            ..Expect::default()
         };
         let good = Observed {
             reply: "The lamp is off.".into(),
@@ -276,6 +327,7 @@ mod tests {
             )]],
             reply: "It is on.".into(),
             first_response_ms: Some(250.0),
+            ..Observed::default()
         };
         assert_eq!(
             judge(&expect, &bad, MatchMode::Args),
@@ -285,5 +337,48 @@ mod tests {
                 "expected a first response within 100 ms, got one after 250 ms",
             ]
         );
+    }
+
+    #[test]
+    fn a_search_and_its_sources_are_judged() {
+        let expect = Expect {
+            searched: Some(true),
+            source_contains: vec!["ENCYCLOPEDIA".into(), "news.example.org".into()],
+            ..Expect::default()
+        };
+        let mut grounding = Grounding::default();
+        grounding.absorb(&livetalk_live::reading::Grounding::of(&json!({
+            "webSearchQueries": ["otters"],
+            "groundingChunks": [
+                {"web": {"title": "Otters - Example Encyclopedia", "uri": "https://encyclopedia.example/wiki/otters"}},
+                {"web": {"title": "News about otters", "uri": "https://news.example.org/search?q=otters"}}
+            ]
+        })));
+        let searched = Observed {
+            grounding: grounding.clone(),
+            ..Observed::default()
+        };
+        assert!(judge(&expect, &searched, MatchMode::Args).is_empty());
+        assert_eq!(
+            judge(&expect, &Observed::default(), MatchMode::Args),
+            [
+                "expected a Google Search, got none",
+                "expected a source containing \"ENCYCLOPEDIA\", got no search",
+                "expected a source containing \"news.example.org\", got no search",
+            ]
+        );
+        let none_wanted = Expect {
+            searched: Some(false),
+            ..Expect::default()
+        };
+        assert_eq!(
+            judge(&none_wanted, &searched, MatchMode::Args),
+            [
+                "expected no Google Search, got searched \"otters\" (2 sources: \
+              Otters - Example Encyclopedia <https://encyclopedia.example/wiki/otters>, \
+              News about otters <https://news.example.org/search?q=otters>)"
+            ]
+        );
+        assert!(judge(&none_wanted, &Observed::default(), MatchMode::Args).is_empty());
     }
 }

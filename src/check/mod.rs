@@ -254,6 +254,7 @@ fn run_settings(
     if let Some(instruction) = &scenario.system_instruction {
         settings.system_instruction = instruction.clone();
     }
+    settings.google_search |= scenario.google_search;
     // Spoken turns are sent by the check itself; nothing is heard or played here.
     settings.audio.devices = false;
     settings.audio.input_wav = None;

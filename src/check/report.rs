@@ -164,8 +164,23 @@ pub fn turn(format: Format, file: &FileReport, run: usize, index: usize, report:
         Format::Text => {
             let mark = if report.passed() { "✔" } else { "✖" };
             let title = file.titles.get(index).map(String::as_str).unwrap_or("");
+            let grounding = &report.result.observed.grounding;
+            let searched = if grounding.is_empty() {
+                String::new()
+            } else {
+                let sources = grounding.sources.len() + grounding.more_sources;
+                format!(
+                    "  searched{} ({sources} source{})",
+                    if grounding.queries.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" {}", grounding.queries_line())
+                    },
+                    if sources == 1 { "" } else { "s" }
+                )
+            };
             let _ = output::out(&format!(
-                "  {mark} turn {}: {title}  [{}]  first response {}, first audio {}",
+                "  {mark} turn {}: {title}  [{}]{searched}  first response {}, first audio {}",
                 index + 1,
                 calls_text(&calls),
                 millis(report.result.observed.first_response_ms),
@@ -180,8 +195,7 @@ pub fn turn(format: Format, file: &FileReport, run: usize, index: usize, report:
                 .iter()
                 .map(|c| json!({"name": c.name, "args": c.args}))
                 .collect();
-            let _ = output::out(
-                &json!({
+            let mut event = json!({
                     "type": "turn",
                     "file": file.file,
                     "name": file.name,
@@ -194,9 +208,12 @@ pub fn turn(format: Format, file: &FileReport, run: usize, index: usize, report:
                     "first_response_ms": report.result.observed.first_response_ms.map(tenth),
                     "first_audio_ms": report.result.first_audio_ms.map(tenth),
                     "problems": report.problems,
-                })
-                .to_string(),
-            );
+            });
+            let grounding = &report.result.observed.grounding;
+            if !grounding.is_empty() {
+                crate::record::inspect::grounding_json(grounding, &mut event);
+            }
+            let _ = output::out(&event.to_string());
         }
     }
 }

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::compare::Observed;
 use super::scenario::{Call, Input, SPOKEN_RATE, Scenario};
 use crate::app::turn_timing::{Stamp, TurnClock};
-use crate::app::{App, ConnectionState, Msg, WireBody};
+use crate::app::{App, ConnectionState, Grounding, Msg, WireBody};
 use crate::config::Settings;
 use crate::driver::{LEAVE_GRACE, Source as _, apply};
 use crate::engine::{Engine, launch};
@@ -107,6 +107,8 @@ struct TurnWatch {
     calls: Vec<Vec<Call>>,
     text: String,
     transcription: String,
+    /// Its searches and sources, read as the app reads them.
+    grounding: Grounding,
     complete: bool,
     last_heard: Option<Instant>,
 }
@@ -119,6 +121,9 @@ impl TurnWatch {
             ServerEvent::ModelText(text) => self.text += text,
             ServerEvent::OutputTranscription { text, .. } => self.transcription += text,
             ServerEvent::ToolCall(calls) => self.calls.push(Call::all_of(calls)),
+            ServerEvent::Grounding(metadata) => self
+                .grounding
+                .absorb(&livetalk_live::reading::Grounding::of(metadata)),
             ServerEvent::TurnComplete { .. } => self.complete = true,
             _ => {}
         }
@@ -151,6 +156,7 @@ impl TurnWatch {
                 calls: self.calls,
                 reply,
                 first_response_ms: ms(timing.and_then(|t| t.first_message)),
+                grounding: self.grounding,
             },
             first_audio_ms: ms(timing.and_then(|t| t.first_audio)),
             incomplete,

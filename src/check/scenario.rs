@@ -38,6 +38,8 @@ pub struct Scenario {
     /// It came from a recording: its calls are compared whole, and its model and voice used.
     pub from_recording: Option<RecordedSession>,
     pub system_instruction: Option<String>,
+    /// `google_search = true`: declare Google Search for its runs.
+    pub google_search: bool,
     pub turns: Vec<Turn>,
 }
 
@@ -106,6 +108,10 @@ pub struct Expect {
     pub reply_contains: Vec<String>,
     /// From the end of the user's turn to the model's first message.
     pub max_first_response_ms: Option<f64>,
+    /// `searched = true`: the reply was grounded in a Google Search; `false`: it was not.
+    pub searched: Option<bool>,
+    /// Each must appear (case-insensitive) in a source's title or link.
+    pub source_contains: Vec<String>,
 }
 
 /// What a turn's tool calls must be.
@@ -146,6 +152,8 @@ struct ScenarioFile {
     name: Option<String>,
     system_instruction: Option<String>,
     #[serde(default)]
+    google_search: bool,
+    #[serde(default)]
     turn: Vec<toml::Spanned<TurnEntry>>,
 }
 
@@ -167,6 +175,29 @@ struct ExpectEntry {
     #[serde(default)]
     reply_contains: Vec<String>,
     max_first_response_ms: Option<f64>,
+    searched: Option<bool>,
+    #[serde(default)]
+    source_contains: OneOrMore,
+}
+
+/// A list of words, or one.
+#[derive(Debug, Default, Deserialize)]
+#[serde(untagged)]
+enum OneOrMore {
+    #[default]
+    None,
+    One(String),
+    More(Vec<String>),
+}
+
+impl OneOrMore {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMore::None => Vec::new(),
+            OneOrMore::One(one) => vec![one],
+            OneOrMore::More(more) => more,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -289,12 +320,27 @@ pub fn load_scenario(path: &Path) -> Result<Scenario, BadScenario> {
                 format!("{ms} is not a positive number of milliseconds"),
             ));
         }
+        let source_contains = e.source_contains.into_vec();
+        if source_contains.iter().any(|words| words.trim().is_empty()) {
+            return Err(at(
+                "expect.source_contains",
+                "holds an empty string, which every source contains".into(),
+            ));
+        }
+        if e.searched == Some(false) && !source_contains.is_empty() {
+            return Err(at(
+                "expect.searched",
+                "searched = false and source_contains contradict each other".into(),
+            ));
+        }
         turns.push(Turn {
             input,
             expect: Expect {
                 tools,
                 reply_contains: e.reply_contains,
                 max_first_response_ms: e.max_first_response_ms,
+                searched: e.searched,
+                source_contains,
             },
         });
     }
@@ -303,6 +349,7 @@ pub fn load_scenario(path: &Path) -> Result<Scenario, BadScenario> {
         source: path.to_owned(),
         from_recording: None,
         system_instruction: file.system_instruction,
+        google_search: file.google_search,
         turns,
     })
 }
@@ -470,6 +517,7 @@ pub fn from_recording(recording: &Recording) -> Result<Scenario, BadScenario> {
             voice: recording.meta.voice.clone(),
         }),
         system_instruction: None,
+        google_search: false,
         turns,
     })
 }
