@@ -111,6 +111,15 @@ impl Pane {
         self.tmux(&["send-keys", "-t", "lt", "Enter"]);
     }
 
+    /// From now on, everything written to the pane's terminal, escape sequences and all, goes
+    /// to the file returned (read it with [`super::poll`]: it lags the screen a little).
+    pub fn pipe_output(&self) -> PathBuf {
+        let file = self.dir.path().join("output.raw");
+        let command = format!("cat >> '{}'", file.display());
+        self.tmux(&["pipe-pane", "-O", "-t", "lt", &command]);
+        file
+    }
+
     /// What livetalk last copied to the clipboard (OSC 52), as tmux keeps it: its newest
     /// paste buffer; empty while there is none.
     pub fn clipboard(&self) -> String {
