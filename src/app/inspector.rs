@@ -7,12 +7,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::transcript::{Grounding, WebSource};
 use super::view::Popup;
 use super::wire_log::{WireBody, WireFrame, WireLog};
 use super::{App, Effect, NoticeLevel};
 use livetalk_live::excerpt;
-use livetalk_live::reading::{Kind, Reading};
+use livetalk_live::reading::{Kind, Reading, Source};
 use livetalk_live::redact;
 use livetalk_live::wire::{Blob, ClientMessage, RealtimeInput};
 
@@ -470,14 +469,12 @@ fn describe_received(reading: Reading<'_>) -> Described {
     if let Some(interaction) = reading.interaction() {
         summary.push(format!("interaction {}", one_line(interaction.status())));
     }
-    if let Some(found) = reading.grounding() {
+    if let Some(grounding) = reading.grounding() {
         // Put in words as the transcript puts a reply's grounding.
-        let mut grounding = Grounding::default();
-        grounding.absorb(&found);
         if !grounding.queries.is_empty() {
             summary.push(format!("searched {}", grounding.queries_line()));
         }
-        let sources: Vec<String> = grounding.sources.iter().map(WebSource::as_line).collect();
+        let sources: Vec<String> = grounding.sources.iter().map(Source::as_line).collect();
         let count = match sources.len() + grounding.more_sources {
             1 => "1 source".to_owned(),
             n => format!("{n} sources"),

@@ -45,10 +45,7 @@ pub use slash::{
 };
 use slash::{SlashLine, slash_line};
 pub use tool_calls::{ToolCallRecord, ToolRow, ToolState};
-pub use transcript::{
-    ECHO_INTERRUPTION, Entry, Floor, Grounding, MAX_LINK, ModelTurnStatus, UserInput, WebSource,
-    image_label, one_line, plain_web_link,
-};
+pub use transcript::{ECHO_INTERRUPTION, Entry, Floor, ModelTurnStatus, UserInput, image_label};
 
 pub use editor::{ERROR_PREFIX, typed_arguments, typed_result};
 pub use health::{SessionFigures, TURNS_KEPT};

@@ -278,7 +278,7 @@ impl App {
             ServerEvent::Grounding(metadata) => {
                 let found = livetalk_live::reading::Grounding::of(&metadata);
                 if !found.is_empty() && !self.audio.discard_turn && !self.closing {
-                    self.open_grounding().absorb(&found);
+                    self.open_grounding().absorb(found);
                 }
                 Vec::new()
             }

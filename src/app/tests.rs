@@ -7,6 +7,7 @@ use serde_json::json;
 use super::*;
 use crate::tools::{CallKey, KeyedCall, SlowCall, ToolEvent, ToolStatus, Verdict};
 use crate::tools::{END_SESSION, ToolOutcome};
+use livetalk_live::reading::{Grounding, Source};
 use livetalk_live::session::SessionChange;
 use livetalk_live::wire::{FunctionCall, FunctionResponse};
 use livetalk_live::{CloseInfo, ServerEvent};
@@ -2478,12 +2479,12 @@ fn a_replys_searches_and_sources_stay_with_it_each_once() {
     assert_eq!(
         found.sources,
         [
-            WebSource {
+            Source {
                 title: Some("meteofrance.com".into()),
                 uri: Some("https://g.co/r/1".into()),
                 domain: Some("meteofrance.com".into()),
             },
-            WebSource {
+            Source {
                 title: None,
                 uri: Some("https://g.co/r/2".into()),
                 domain: None,
@@ -2534,7 +2535,7 @@ fn a_hostile_grounding_is_bounded_and_made_one_line() {
         found
             .sources
             .iter()
-            .chain(std::iter::once(&WebSource {
+            .chain(std::iter::once(&Source {
                 title: None,
                 uri: None,
                 domain: None

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::scenario::{Call, Expect, ToolsExpected};
-use crate::app::Grounding;
+use livetalk_live::reading::Grounding;
 
 /// How a recording's calls are compared (`--match`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -347,7 +347,7 @@ mod tests {
             ..Expect::default()
         };
         let mut grounding = Grounding::default();
-        grounding.absorb(&livetalk_live::reading::Grounding::of(&json!({
+        grounding.absorb(Grounding::of(&json!({
             "webSearchQueries": ["otters"],
             "groundingChunks": [
                 {"web": {"title": "Otters - Example Encyclopedia", "uri": "https://encyclopedia.example/wiki/otters"}},

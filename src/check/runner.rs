@@ -12,10 +12,11 @@ use tokio::time::Instant;
 use super::compare::Observed;
 use super::scenario::{Call, Input, SPOKEN_RATE, Scenario};
 use crate::app::turn_timing::{Stamp, TurnClock};
-use crate::app::{App, ConnectionState, Grounding, Msg, WireBody};
+use crate::app::{App, ConnectionState, Msg, WireBody};
 use crate::config::Settings;
 use crate::driver::{LEAVE_GRACE, Source as _, apply};
 use crate::engine::{Engine, launch};
+use livetalk_live::reading::Grounding;
 use livetalk_live::{CloseInfo, ServerEvent};
 
 /// Silence sent after a spoken turn's audio, so the service's voice detection ends it.
@@ -121,9 +122,7 @@ impl TurnWatch {
             ServerEvent::ModelText(text) => self.text += text,
             ServerEvent::OutputTranscription { text, .. } => self.transcription += text,
             ServerEvent::ToolCall(calls) => self.calls.push(Call::all_of(calls)),
-            ServerEvent::Grounding(metadata) => self
-                .grounding
-                .absorb(&livetalk_live::reading::Grounding::of(metadata)),
+            ServerEvent::Grounding(metadata) => self.grounding.absorb(Grounding::of(metadata)),
             ServerEvent::TurnComplete { .. } => self.complete = true,
             _ => {}
         }

@@ -15,13 +15,14 @@ use super::replay::initial_app;
 use super::{LOG_FILE, MIC_WAV, MODEL_WAV, Record, Recording, wav_contents};
 use crate::app::turn_timing::{Stamp, TurnClock, TurnTiming, millis};
 use crate::app::{
-    App, ECHO_INTERRUPTION, Entry, Grounding, MAX_LINK, ModelTurnStatus, Msg, ToolState, UserInput,
-    WebSource, WireBody, one_line, plain_web_link,
+    App, ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, ToolState, UserInput, WireBody,
 };
 use crate::audio::AudioEvent;
 use crate::pricing::{PRICES_READ_ON, TokenTally, cost_words, tokens_words};
 use crate::tools::{ToolEvent, ToolStatus};
 use livetalk_live::ServerEvent;
+use livetalk_live::excerpt;
+use livetalk_live::reading::{Grounding, Source};
 use livetalk_live::session::SessionChange;
 
 /// What `inspect` reports, computed from the log alone.
@@ -620,12 +621,15 @@ pub fn markdown(recording: &Recording) -> String {
 
 /// A source as a Markdown list item: `[title](<link>)`, the title's brackets escaped; a link
 /// that is not a plain web link is shown as code, not made a link.
-fn markdown_source(source: &WebSource) -> String {
+fn markdown_source(source: &Source) -> String {
     let name = source.name().replace('[', "\\[").replace(']', "\\]");
-    match source.uri.as_deref() {
-        Some(uri) if plain_web_link(uri) => format!("[{name}](<{uri}>)"),
-        Some(uri) => format!("{name} `{}`", one_line(uri, MAX_LINK).replace('`', "'")),
-        None => name,
+    match (source.link(), source.uri.as_deref()) {
+        (Some(link), _) => format!("[{name}](<{link}>)"),
+        (None, Some(uri)) => format!(
+            "{name} `{}`",
+            excerpt::one_line(uri, excerpt::LINK).replace('`', "'")
+        ),
+        (None, None) => name,
     }
 }
 

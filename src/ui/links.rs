@@ -6,7 +6,7 @@
 use ratatui::buffer::{Buffer, CellDiffOption};
 use unicode_width::UnicodeWidthStr;
 
-use crate::app::plain_web_link;
+use livetalk_live::excerpt::plain_web_link;
 
 /// Where a link lies in a pane's rows: the row, the first column and how many columns, and
 /// where it leads.
@@ -63,25 +63,6 @@ mod tests {
     use ratatui::backend::CrosstermBackend;
     use ratatui::layout::Rect;
     use ratatui::{Terminal, TerminalOptions, Viewport};
-
-    #[test]
-    fn only_plain_web_links_become_links() {
-        assert!(plain_web_link("https://g.co/r/AbC1?x=1&y=%20"));
-        assert!(plain_web_link("http://example.org/"));
-        for bad in [
-            "javascript:alert(1)",
-            "file:///etc/passwd",
-            "https://a.example/\x1b]8;;https://evil.example\x1b\\",
-            "https://a.example/\x07",
-            "https://a.example/with space",
-            "https://a.example/é",
-            "",
-        ] {
-            assert!(!plain_web_link(bad), "{bad:?}");
-        }
-        let long = format!("https://a.example/{}", "a".repeat(crate::app::MAX_LINK));
-        assert!(!plain_web_link(&long));
-    }
 
     /// What the terminal is sent for a frame with "see site" where "site" links to `uri`.
     fn written(uri: &str) -> String {

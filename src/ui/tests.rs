@@ -1626,7 +1626,7 @@ fn grounded_from(app: App) -> App {
 fn a_grounded_replys_sources_show_under_it_as_links_where_the_terminal_shows_them() {
     let mut app = grounded_from(new_app());
     let terminal = render(&mut app, 60, 20);
-    let shown = screen(&terminal);
+    let shown = format!("{}", terminal.backend());
     for row in [
         "│  Searched: \"tides Brest\"",
         "│  ↗ maree.info",
@@ -1662,15 +1662,4 @@ fn a_grounded_replys_sources_show_under_it_as_links_where_the_terminal_shows_the
             &"\x1b]8;;https://g.co/r/tides-brest\x1b\\https://g.co/r/tides-brest\x1b]8;;\x1b\\",
         ]
     );
-}
-
-fn screen(terminal: &Terminal<TestBackend>) -> String {
-    let buffer = terminal.backend().buffer();
-    let width = usize::from(buffer.area.width);
-    buffer
-        .content
-        .chunks(width)
-        .map(|row| row.iter().map(|cell| cell.symbol()).collect::<String>())
-        .collect::<Vec<_>>()
-        .join("\n")
 }

@@ -12,10 +12,10 @@ use super::links::{LinkArea, hyperlink};
 use super::tool_log::{args_values, outcome_summary, state_style};
 use super::wrap::{cut_at_word, truncate, wrap};
 use crate::app::{
-    App, ECHO_INTERRUPTION, ECHO_KEY, Entry, Focus, Grounding, MAX_LINK, ModelTurnStatus,
-    UserInput, image_label, one_line,
+    App, ECHO_INTERRUPTION, ECHO_KEY, Entry, Focus, ModelTurnStatus, UserInput, image_label,
 };
-use livetalk_live::excerpt::{SUMMARY, bounded};
+use livetalk_live::excerpt::{self, SUMMARY, bounded};
+use livetalk_live::reading::Grounding;
 use unicode_width::UnicodeWidthStr;
 
 /// The transcript as lines at `width` columns, with where its links lie.
@@ -186,7 +186,7 @@ fn grounding_lines(
             // Not a link to follow: shown as text, in one line's words.
             (None, Some(text)) => out.extend(wrap(
                 vec![Span::raw(" ".repeat(indent))],
-                &[(one_line(text, MAX_LINK), theme.dim())],
+                &[(excerpt::one_line(text, excerpt::LINK), theme.dim())],
                 width,
             )),
             (None, None) => {}

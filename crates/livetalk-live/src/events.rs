@@ -467,13 +467,16 @@ mod tests {
         assert_eq!(from_event, from_message);
         assert_eq!(from_event.queries, ["weather Paris"]);
         assert_eq!(from_event.sources.len(), 2, "the web chunks only");
-        assert_eq!(from_event.sources[0].uri, Some("https://a.example/1"));
+        assert_eq!(
+            from_event.sources[0].uri.as_deref(),
+            Some("https://a.example/1")
+        );
         assert_eq!(from_event.sources[1].uri, None);
         // The Python SDK's casing reads the same.
         let snake = serde_json::json!({"web_search_queries": ["q"], "grounding_chunks": [{"web": {"uri": "u"}}]});
         let snake = crate::reading::Grounding::of(&snake);
         assert_eq!(snake.queries, ["q"]);
-        assert_eq!(snake.sources[0].uri, Some("u"));
+        assert_eq!(snake.sources[0].uri.as_deref(), Some("u"));
         let chip_only = serde_json::json!({"searchEntryPoint": {}});
         assert!(crate::reading::Grounding::of(&chip_only).is_empty());
     }

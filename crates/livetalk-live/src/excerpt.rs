@@ -50,6 +50,35 @@ pub fn bounded_json(value: &Value, max: usize) -> Value {
     }
 }
 
+/// The longest link shown as one, in bytes: the service's links run to a few hundred.
+pub const LINK: usize = 2 << 10;
+
+/// `text` in one line for a terminal: control characters and runs of whitespace become one
+/// space, and past `max` characters it is cut with "…".
+pub fn one_line(text: &str, max: usize) -> String {
+    let words: Vec<&str> = text
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|word| !word.is_empty())
+        .collect();
+    let joined = words.join(" ");
+    if joined.chars().count() <= max {
+        return joined;
+    }
+    let mut cut: String = joined.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// True for a link that may be made a link (an OSC 8 hyperlink, a Markdown link): `http` or
+/// `https`, printable ASCII only (no escape, no control character, no space: nothing that
+/// could end the sequence it goes in or start another), at most [`LINK`] bytes. Anything
+/// else is shown as text, never as a link.
+pub fn plain_web_link(uri: &str) -> bool {
+    uri.len() <= LINK
+        && (uri.starts_with("https://") || uri.starts_with("http://"))
+        && uri.bytes().all(|b| (0x21..=0x7e).contains(&b))
+}
+
 /// The largest index at most `index` that starts a character of `text` (0 at the least).
 pub fn floor_char_boundary(text: &str, index: usize) -> usize {
     let mut index = index.min(text.len());
@@ -82,6 +111,32 @@ pub fn sentence(text: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn only_plain_web_links_become_links() {
+        assert!(plain_web_link("https://g.co/r/AbC1?x=1&y=%20"));
+        assert!(plain_web_link("http://example.org/"));
+        for bad in [
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "https://a.example/\x1b]8;;https://evil.example\x1b\\",
+            "https://a.example/\x07",
+            "https://a.example/with space",
+            "https://a.example/é",
+            "",
+        ] {
+            assert!(!plain_web_link(bad), "{bad:?}");
+        }
+        let long = format!("https://a.example/{}", "a".repeat(LINK));
+        assert!(!plain_web_link(&long));
+    }
+
+    #[test]
+    fn one_line_drops_control_characters_and_cuts_long_text() {
+        assert_eq!(one_line("a\u{1b}]2;x\u{7}b\n\t c", 80), "a ]2;x b c");
+        assert_eq!(one_line("abcdef", 4), "abc…");
+        assert_eq!(one_line("  ", 4), "");
+    }
 
     #[test]
     fn a_sentence_ends_in_one_full_stop() {

@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use crate::excerpt;
 use crate::wire::{
     FunctionCall, OUTPUT_SAMPLE_RATE, ServerContent, ServerMessage, Transcription, UsageMetadata,
 };
@@ -187,57 +188,183 @@ pub struct Voice<'m> {
     pub signal: &'m str,
 }
 
-/// Google Search grounding of a reply: what the model looked up and the pages it drew on.
+/// Google Search grounding of a reply: what the model looked up and the web pages it drew on,
+/// as the service named them. The one reading of a `groundingMetadata` object
+/// ([`Grounding::of`]), for a message ([`Reading::grounding`]) and for the
+/// [`ServerEvent::Grounding`](crate::ServerEvent::Grounding) made from one; a turn's grounding
+/// may come in several messages, gathered by [`Grounding::absorb`].
+///
+/// Owned, so a reply keeps it, and bounded, since a peer can send anything where the service
+/// sends a handful: each search and page once, in the order sent, at most
+/// [`Grounding::MAX_QUERIES`] searches and [`Grounding::MAX_SOURCES`] pages (the rest
+/// counted); a search, title or site in one line (see [`excerpt::one_line`]) of at most
+/// [`Grounding::MAX_WORDS`] characters; a link as sent, up to [`excerpt::LINK`] bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Grounding<'m> {
+pub struct Grounding {
     /// The searches it ran (`webSearchQueries`).
-    pub queries: Vec<&'m str>,
+    pub queries: Vec<String>,
     /// The web pages it used (`groundingChunks[].web`), in the order sent.
-    pub sources: Vec<Source<'m>>,
+    pub sources: Vec<Source>,
+    /// Pages past the ones kept, counted.
+    pub more_sources: usize,
 }
 
-impl<'m> Grounding<'m> {
-    /// What a `groundingMetadata` object says: the one reading of it, for a message
-    /// ([`Reading::grounding`]) and for the [`ServerEvent::Grounding`] made from one. Keys in
-    /// either casing; what is not a string, or a chunk that is not `web`, is left out.
-    pub fn of(metadata: &'m serde_json::Value) -> Grounding<'m> {
+impl Grounding {
+    /// The most searches kept; a reply names a handful.
+    pub const MAX_QUERIES: usize = 16;
+    /// The most pages kept; more are counted, not kept.
+    pub const MAX_SOURCES: usize = 32;
+    /// The longest search, title or site kept, in characters; a longer one is cut with "…".
+    pub const MAX_WORDS: usize = 300;
+
+    /// What a `groundingMetadata` object says. Keys in either casing (the Python SDK's
+    /// `web_search_queries` too); what is not a string, and a chunk that is not `web`, is
+    /// left out.
+    pub fn of(metadata: &serde_json::Value) -> Grounding {
         let field = |camel: &str, snake: &str| metadata.get(camel).or_else(|| metadata.get(snake));
-        let queries = field("webSearchQueries", "web_search_queries")
+        let mut grounding = Grounding::default();
+        for query in field("webSearchQueries", "web_search_queries")
             .and_then(serde_json::Value::as_array)
-            .map(|items| items.iter().filter_map(serde_json::Value::as_str).collect())
-            .unwrap_or_default();
-        let sources = field("groundingChunks", "grounding_chunks")
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+        {
+            grounding.add_query(query);
+        }
+        for web in field("groundingChunks", "grounding_chunks")
             .and_then(serde_json::Value::as_array)
             .into_iter()
             .flatten()
             .filter_map(|chunk| chunk.get("web"))
-            .map(|web| {
-                let text = |key: &str| web.get(key).and_then(serde_json::Value::as_str);
-                Source {
-                    title: text("title"),
-                    uri: text("uri"),
-                    domain: text("domain"),
-                }
-            })
-            .collect();
-        Grounding { queries, sources }
+        {
+            let text = |key: &str| web.get(key).and_then(serde_json::Value::as_str);
+            grounding.add_source(text("title"), text("uri"), text("domain"));
+        }
+        grounding
     }
 
-    /// True when it names no search and no web source (a search chip alone, say).
+    /// Takes in what a later message said of the same reply's grounding: the searches and
+    /// pages not already here, within the bounds.
+    pub fn absorb(&mut self, found: Grounding) {
+        for query in &found.queries {
+            self.add_query(query);
+        }
+        for source in &found.sources {
+            self.add_source(
+                source.title.as_deref(),
+                source.uri.as_deref(),
+                source.domain.as_deref(),
+            );
+        }
+        self.more_sources = self.more_sources.saturating_add(found.more_sources);
+    }
+
+    /// True when it names no search and no web page (a search chip alone, say).
     pub fn is_empty(&self) -> bool {
-        self.queries.is_empty() && self.sources.is_empty()
+        self.queries.is_empty() && self.sources.is_empty() && self.more_sources == 0
+    }
+
+    fn add_query(&mut self, query: &str) {
+        if self.queries.len() >= Grounding::MAX_QUERIES {
+            return;
+        }
+        let query = excerpt::one_line(query, Grounding::MAX_WORDS);
+        if !query.is_empty() && !self.queries.contains(&query) {
+            self.queries.push(query);
+        }
+    }
+
+    fn add_source(&mut self, title: Option<&str>, uri: Option<&str>, domain: Option<&str>) {
+        let words = |text: Option<&str>| {
+            text.map(|t| excerpt::one_line(t, Grounding::MAX_WORDS))
+                .filter(|t| !t.is_empty())
+        };
+        let title = words(title);
+        let uri = uri.filter(|u| !u.trim().is_empty()).map(|u| {
+            let kept = excerpt::floor_char_boundary(u, excerpt::LINK);
+            if kept < u.len() {
+                format!("{}…", &u[..kept])
+            } else {
+                u.to_owned()
+            }
+        });
+        if title.is_none() && uri.is_none() {
+            return;
+        }
+        let seen = self.sources.iter().any(|kept| match (&uri, &kept.uri) {
+            (Some(uri), Some(kept)) => uri == kept,
+            (None, None) => title == kept.title,
+            _ => false,
+        });
+        if seen {
+            return;
+        }
+        if self.sources.len() >= Grounding::MAX_SOURCES {
+            self.more_sources = self.more_sources.saturating_add(1);
+            return;
+        }
+        self.sources.push(Source {
+            title,
+            uri,
+            domain: words(domain),
+        });
+    }
+
+    /// The searches as a line of text says them: each quoted, joined by commas.
+    pub fn queries_line(&self) -> String {
+        let quoted: Vec<String> = self.queries.iter().map(|q| format!("\"{q}\"")).collect();
+        quoted.join(", ")
+    }
+
+    /// "… and 3 more sources", when more came than are kept.
+    pub fn more_line(&self) -> Option<String> {
+        match self.more_sources {
+            0 => None,
+            1 => Some("… and 1 more source".to_owned()),
+            n => Some(format!("… and {n} more sources")),
+        }
     }
 }
 
-/// One web page a grounded reply drew on, as the service named it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Source<'m> {
-    /// The page's title (often its site's name).
-    pub title: Option<&'m str>,
+/// One web page a grounded reply drew on, as the service named it (see [`Grounding`] for
+/// the bounds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// The page's title (often its site's name), in one line.
+    pub title: Option<String>,
     /// The link, whole, as sent (the service's links redirect through Google).
-    pub uri: Option<&'m str>,
-    /// The site it is on, where the service says.
-    pub domain: Option<&'m str>,
+    pub uri: Option<String>,
+    /// The site it is on, where the service says, in one line.
+    pub domain: Option<String>,
+}
+
+impl Source {
+    /// How a line of text names it: its title, else its site, else "(untitled)".
+    pub fn name(&self) -> &str {
+        self.title
+            .as_deref()
+            .or(self.domain.as_deref())
+            .unwrap_or("(untitled)")
+    }
+
+    /// Its link when it is one to follow (see [`excerpt::plain_web_link`]).
+    pub fn link(&self) -> Option<&str> {
+        self.uri
+            .as_deref()
+            .filter(|uri| excerpt::plain_web_link(uri))
+    }
+
+    /// The page in one line of text: its name and its whole link, `title <link>`.
+    pub fn as_line(&self) -> String {
+        match &self.uri {
+            Some(uri) => format!(
+                "{} <{}>",
+                self.name(),
+                excerpt::one_line(uri, excerpt::LINK)
+            ),
+            None => self.name().to_owned(),
+        }
+    }
 }
 
 /// What one server message means. See the module doc.
@@ -406,8 +533,9 @@ impl<'m> Reading<'m> {
     }
 
     /// The Google Search grounding of the reply, when the message carries one: its queries and
-    /// each web source's title and link (chunks of another kind are left out).
-    pub fn grounding(&self) -> Option<Grounding<'m>> {
+    /// each web source's title and link (chunks of another kind are left out). Unlike the rest
+    /// of a reading it is a copy, bounded (see [`Grounding`]): the reply it grounds keeps it.
+    pub fn grounding(&self) -> Option<Grounding> {
         let metadata = self.content()?.grounding_metadata.as_ref()?;
         Some(Grounding::of(metadata))
     }
