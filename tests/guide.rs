@@ -187,6 +187,16 @@ fn built_livetalk_folder() -> PathBuf {
         .to_owned()
 }
 
+/// The target folder these tests were built in (the livetalk under test is in its profile's
+/// folder).
+fn tests_target_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_livetalk"))
+        .ancestors()
+        .nth(2)
+        .expect("the target folder above the binary's profile folder")
+        .to_owned()
+}
+
 /// `folder` first, then the usual system folders (never the test runner's own `PATH`, whose
 /// `~/.cargo/bin` would let `man` find a page this test did not install).
 fn path_with(folder: &Path) -> String {
@@ -210,9 +220,10 @@ fn man(home: &Path, path: &str, args: &[&str]) -> Run {
 
 /// The install section run as written, with `--root DIR` as it says: livetalk lands in
 /// `DIR/bin` and `man livetalk` finds the manual page the section installs, with nothing but
-/// `DIR/bin` added to the `PATH`. The build is cargo's own: a release build of the locked
-/// versions, made quick here (no LTO, no optimisation, in its own target folder) because what
-/// is checked is the recipe, not the optimiser.
+/// `DIR/bin` added to the `PATH`. The build is cargo's own, of the locked versions; here it is
+/// the development profile's (`--debug`) in the target folder the tests were built in, so it
+/// reuses what that build made instead of compiling every crate again (several minutes on a
+/// cold two-core CI machine): what is checked is the recipe, not the optimiser.
 #[test]
 fn the_install_section_installs_livetalk_and_its_manual_page_where_man_finds_them() {
     let recipe = block("docs/configuration.md", "## Install", "sh");
@@ -235,18 +246,10 @@ fn the_install_section_installs_livetalk_and_its_manual_page_where_man_finds_the
     let mut command = Command::new(&cargo);
     command
         .args(install.split_whitespace().skip(1))
-        .arg("--root")
+        .args(["--debug", "--root"])
         .arg(&root)
         .current_dir(repository())
-        .env(
-            "CARGO_TARGET_DIR",
-            repository().join("target/install-recipe"),
-        )
-        .env("CARGO_PROFILE_RELEASE_LTO", "off")
-        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "256")
-        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "0")
-        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
-        .env("CARGO_INCREMENTAL", "0")
+        .env("CARGO_TARGET_DIR", tests_target_dir())
         .stdin(Stdio::null());
     let run = run_command(command, &[], Duration::from_secs(1800));
     assert_eq!(run.code, Some(0), "{install} --root DIR:\n{}", run.stderr);
