@@ -1,0 +1,3 @@
+//! A crate with a circle between modules and one between files.
+mod config;
+mod record;

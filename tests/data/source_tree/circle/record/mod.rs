@@ -1,0 +1,5 @@
+//! Recordings.
+pub mod locate;
+mod recorder;
+
+pub use recorder::Recorder;
