@@ -6,11 +6,9 @@
 use std::ffi::OsStr;
 use std::path::Path;
 
-use clap::CommandFactory as _;
 use clap_complete::engine::{CompletionCandidate, PathCompleter, ValueCompleter as _};
 use clap_complete::env::{Bash, EnvCompleter, Fish, Powershell, Shells, Zsh};
 
-use crate::cli::Cli;
 use crate::config::{FlagOverrides, Settings};
 
 /// The variable a script sets when it asks livetalk for the words that fit.
@@ -45,10 +43,11 @@ impl Shell {
     }
 }
 
-/// When a completion script asks (its variable is set), prints the words that fit and exits;
-/// otherwise returns at once. Called before anything else reads the command line.
-pub fn answer_if_asked() {
-    clap_complete::CompleteEnv::with_factory(Cli::command)
+/// When a completion script asks (its variable is set), prints the words that fit `command`
+/// (the CLI's definitions, `cli::Cli`) and exits; otherwise returns at once. Called before
+/// anything else reads the command line.
+pub fn answer_if_asked(command: fn() -> clap::Command) {
+    clap_complete::CompleteEnv::with_factory(command)
         .var(ASKED_BY)
         .shells(SHELLS)
         .complete();

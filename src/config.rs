@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::audio::{AudioHost, AudioOptions, EchoMode};
 use crate::paths::{data_dir, default_config_path};
-use crate::pricing::{PriceBook, PriceOverride};
+use crate::pricing::{PRICE_MAX, PRICED_MODELS_MAX, PriceBook, PriceOverride};
 use crate::tools::mcp::{self, ServerSpec};
 use crate::tools::{Approval, ApprovePolicy, BUILTIN_TOOLS, ToolLimits};
 use livetalk_live::file;
@@ -42,13 +42,6 @@ struct FileLayer {
     mcp_servers: Option<std::collections::BTreeMap<String, McpServerLayer>>,
     pricing: Option<BTreeMap<String, PriceOverride>>,
 }
-
-/// Models a config may price (a bound on what a file can make us hold).
-pub(crate) const PRICED_MODELS_MAX: usize = 64;
-
-/// The highest price taken, in dollars per million tokens: far above any published one, so a
-/// value past it is a slip (a price per token, or per thousand).
-pub(crate) const PRICE_MAX: f64 = 1000.0;
 
 /// `[mcp_servers.NAME]`: a stdio server (`command`…) or a streamable-HTTP one (`url`…).
 #[derive(Debug, Default, Deserialize)]
@@ -175,10 +168,12 @@ pub struct FlagOverrides {
     pub search: bool,
 }
 
-/// Where a recording goes.
+/// Where a recording goes, as asked for; the recorder finds the folder
+/// (`record::Recorder::folder`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecordTo {
-    /// Exactly this folder (`--record DIR`).
+    /// The folder `--record DIR` names, as given: a bare name is a folder in the sessions
+    /// folder, anything with a path in it is that path.
     Folder(PathBuf),
     /// A new `<local timestamp>` folder under this one (`--record`, `record.enabled`).
     NewUnder(PathBuf),
@@ -580,10 +575,7 @@ impl Settings {
 
         let sessions_dir = merged.sessions_dir();
         let record = match &flags.record {
-            Some(Some(dir)) => Some(RecordTo::Folder(crate::record::locate::record_folder(
-                dir,
-                &sessions_dir,
-            ))),
+            Some(Some(dir)) => Some(RecordTo::Folder(dir.clone())),
             Some(None) => Some(RecordTo::NewUnder(sessions_dir.clone())),
             None if merged.record_enabled => Some(RecordTo::NewUnder(sessions_dir.clone())),
             None => None,

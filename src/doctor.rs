@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::audio::device::{self, Direction};
 use crate::cli::DoctorArgs;
 use crate::config::{FlagOverrides, Route, RouteKind, Settings};
-use crate::engine::launch::{auth, build_setup, resolve_endpoint};
+use crate::engine::launch::{TRUST_FIX, auth, build_setup, resolve_endpoint, trust_problems};
 use crate::tools::mcp::{McpEvent, McpHub};
 use crate::tools::{SmartHome, builtin_registry};
 use livetalk_live::{ConnectOptions, Outbox as _};
@@ -244,37 +244,6 @@ fn route_check(settings: &Settings) -> Vec<Check> {
         _ => Check::ok("route", format!("{route}, model {model}")),
     };
     vec![check]
-}
-
-/// What to do about certificates that could not be read.
-const TRUST_FIX: &str =
-    "point SSL_CERT_FILE at a PEM bundle (or SSL_CERT_DIR at a folder) livetalk can read";
-
-/// The certificates a connection trusts, and why some could not be read.
-fn trust_problems(report: &livetalk_live::network::NetworkReport) -> String {
-    format!(
-        "trusting the bundled web roots and {}, but: {}",
-        report.trust,
-        report.trust_problems.join("; ")
-    )
-}
-
-/// What a session says at its start when its route uses TLS and some of the certificates the
-/// user named (`SSL_CERT_FILE`, `SSL_CERT_DIR`) or the system's could not be read: what
-/// `doctor` reports, in the same words. Read as the connection reads them; `None` when all
-/// were read, or the route has no TLS (the demo model, a `ws://` endpoint).
-pub fn trust_warning(settings: &Settings) -> Option<String> {
-    if !settings.uses_tls() {
-        return None;
-    }
-    // An unusable proxy variable is the connection's own error, said when it fails.
-    let report = livetalk_live::network::report().ok()?;
-    (!report.trust_problems.is_empty()).then(|| {
-        format!(
-            "Certificates: {}. Connections may fail where a company proxy inspects TLS; {TRUST_FIX} (`livetalk doctor` checks).",
-            trust_problems(&report)
-        )
-    })
 }
 
 fn network_checks(settings: &Settings) -> Vec<Check> {

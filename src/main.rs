@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use clap::CommandFactory as _;
 use livetalk::cli::{Cli, Command};
 use livetalk::config::Settings;
 use livetalk::headless::{self, OutputFormat};
@@ -10,7 +11,7 @@ use livetalk::{logging, serve, tui};
 
 fn main() -> ExitCode {
     // A completion script asking what a word can be: answered, and nothing else runs.
-    livetalk::completion::answer_if_asked();
+    livetalk::completion::answer_if_asked(Cli::command);
     let cli = match Cli::parse_args() {
         Ok(cli) => cli,
         Err(error) => match livetalk::cli::refused_value(&error) {

@@ -36,6 +36,13 @@ pub struct ModelPrices {
     pub audio_out: f64,
 }
 
+/// Models a config may price (a bound on what a file can make us hold).
+pub const PRICED_MODELS_MAX: usize = 64;
+
+/// The highest price taken, in dollars per million tokens: far above any published one, so a
+/// value past it is a slip (a price per token, or per thousand).
+pub const PRICE_MAX: f64 = 1000.0;
+
 /// The built-in table: a model id prefix and its prices, the most specific prefix first.
 ///
 /// Read on [`PRICES_READ_ON`]. The 3.1 Flash Live text prices are the pricing page's; its
@@ -127,7 +134,7 @@ impl PriceBook {
             return PriceBook::for_host(host, BTreeMap::new());
         };
         let fair = |price: &mut Option<f64>| {
-            if price.is_some_and(|p| !(0.0..=crate::config::PRICE_MAX).contains(&p)) {
+            if price.is_some_and(|p| !(0.0..=PRICE_MAX).contains(&p)) {
                 *price = None;
             }
         };
@@ -142,12 +149,8 @@ impl PriceBook {
                 fair(price);
             }
         }
-        if book.overrides.len() > crate::config::PRICED_MODELS_MAX {
-            book.overrides = book
-                .overrides
-                .into_iter()
-                .take(crate::config::PRICED_MODELS_MAX)
-                .collect();
+        if book.overrides.len() > PRICED_MODELS_MAX {
+            book.overrides = book.overrides.into_iter().take(PRICED_MODELS_MAX).collect();
         }
         book
     }

@@ -736,6 +736,22 @@ fn fixture() -> PathBuf {
 }
 
 #[test]
+fn the_app_and_its_libraries_have_no_circle_between_modules_or_files() {
+    let mut found = Vec::new();
+    for crate_root in [
+        "src/lib.rs",
+        "src/main.rs",
+        "crates/livetalk-live/src/lib.rs",
+        "crates/livetalk-mock/src/lib.rs",
+    ] {
+        let krate = read_crate(&root().join(crate_root));
+        assert!(krate.modules.len() > 1 || crate_root.ends_with("main.rs"));
+        found.extend(circles(&krate, &root()));
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+#[test]
 fn a_circle_is_found_through_use_lines_inline_paths_and_re_exports() {
     let krate = read_crate(&fixture().join("circle/lib.rs"));
     let found = circles(&krate, &fixture());

@@ -1,13 +1,14 @@
-//! The event inspector (F12, `/events`): what it looks at (filter, selection, the expanded
-//! frame) and what it shows of the wire log: one row per frame, the Live API message kind
-//! and its flags, a one-line summary, audio frames folded into runs, and a frame's JSON with
-//! its audio left out and secrets scrubbed. Drawing is `ui::inspector`'s.
+//! The event inspector (F12, `/events`): what it shows of the wire log, and its keys moving
+//! through it (what it looks at, `view::Inspector`, is part of the view): one row per frame,
+//! the Live API message kind and its flags, a one-line summary, audio frames folded into runs,
+//! and a frame's JSON with its audio left out and secrets scrubbed. Drawing is
+//! `ui::inspector`'s.
 
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::view::Popup;
+use super::view::{Inspector, Popup, WireFilter};
 use super::wire_log::{WireBody, WireFrame, WireLog};
 use super::{App, Effect, NoticeLevel};
 use livetalk_live::excerpt;
@@ -19,61 +20,14 @@ use livetalk_live::wire::{Blob, ClientMessage, RealtimeInput};
 /// (tmux and xterm at around 100 KB of base64).
 pub const COPY_MAX: usize = 64 << 10;
 
-/// Which frames the inspector lists (`f` steps through them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum WireFilter {
-    #[default]
-    All,
-    /// What was said: text, audio, transcriptions, turn signals.
-    Conversation,
-    /// Tool calls, their cancellations and the answers.
-    Tools,
-    /// The session's own business: setup, resumption, goAway, usage, instructions.
-    Session,
-}
-
-impl WireFilter {
-    /// The next filter in the order `f` steps through.
-    pub fn next(self) -> WireFilter {
-        match self {
-            WireFilter::All => WireFilter::Conversation,
-            WireFilter::Conversation => WireFilter::Tools,
-            WireFilter::Tools => WireFilter::Session,
-            WireFilter::Session => WireFilter::All,
-        }
+/// Whether `filter` lists a frame about `topics`.
+fn shows(filter: WireFilter, topics: Topics) -> bool {
+    match filter {
+        WireFilter::All => true,
+        WireFilter::Conversation => topics.conversation,
+        WireFilter::Tools => topics.tools,
+        WireFilter::Session => topics.session,
     }
-
-    /// As the inspector's title names it.
-    pub fn label(self) -> &'static str {
-        match self {
-            WireFilter::All => "all",
-            WireFilter::Conversation => "conversation",
-            WireFilter::Tools => "tools",
-            WireFilter::Session => "session",
-        }
-    }
-
-    fn shows(self, topics: Topics) -> bool {
-        match self {
-            WireFilter::All => true,
-            WireFilter::Conversation => topics.conversation,
-            WireFilter::Tools => topics.tools,
-            WireFilter::Session => topics.session,
-        }
-    }
-}
-
-/// What the inspector looks at; part of the view, so it changes only in `update`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Inspector {
-    pub filter: WireFilter,
-    /// The selected row, by the number its first frame was taken in as (see
-    /// [`WireLog::number`]); `None` follows the newest.
-    pub selected: Option<u64>,
-    /// The selected frame's JSON is shown.
-    pub expanded: bool,
-    /// How far the expanded JSON is scrolled.
-    pub scroll: u16,
 }
 
 /// Which way a frame went.
@@ -139,7 +93,7 @@ pub fn wire_rows(log: &WireLog, filter: WireFilter) -> Vec<WireRow> {
     let mut open: [Option<usize>; 2] = [None, None];
     for (index, frame) in log.frames().iter().enumerate() {
         let described = describe(frame);
-        if !filter.shows(described.topics) {
+        if !shows(filter, described.topics) {
             continue;
         }
         let direction = direction(frame);

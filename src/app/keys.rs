@@ -242,9 +242,6 @@ use When as W;
 /// What the first Esc on an empty line says: the second one quits.
 pub const ESC_AGAIN_QUITS: &str = "Esc again quits (so do Ctrl-C, and q outside the input line).";
 
-/// The key that goes to the call waiting for the user (notices name it).
-pub const GO_TO_WAITING: &str = "F7";
-
 /// The key that switches echo handling (the transcript's echo hint names it).
 pub const ECHO_KEY: &str = "F9";
 

@@ -49,11 +49,13 @@ pub use transcript::{ECHO_INTERRUPTION, Entry, Floor, ModelTurnStatus, UserInput
 
 pub use editor::{ERROR_PREFIX, typed_arguments, typed_result};
 pub use health::{SessionFigures, TURNS_KEPT};
-pub use inspector::{COPY_MAX, Direction, Inspector, WireFilter, WireRow, frame_json, wire_rows};
+pub use inspector::{COPY_MAX, Direction, WireRow, frame_json, wire_rows};
 pub use keys::{
     Action, ECHO_KEY, ESC_AGAIN_QUITS, Footer, KEY_MAP, KeyRow, When, footer_keys, help_rows,
 };
-pub use view::{Area, Editor, EditorPurpose, Focus, InputLine, Popup, ScreenLayout, View};
+pub use view::{
+    Area, Editor, EditorPurpose, Focus, InputLine, Inspector, Popup, ScreenLayout, View, WireFilter,
+};
 pub use wire_log::{WIRE_LOG_FRAMES, WireBody, WireFrame, WireLog};
 
 /// How much a notice matters (its colour, and whether headless prints it as a warning).

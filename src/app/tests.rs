@@ -2363,7 +2363,7 @@ fn a_grounded_replys_sources_reach_the_event_inspector() {
         false,
         json!({"serverContent": {"modelTurn": {"parts": [{"text": "No search here."}]}}}),
     )));
-    let rows = crate::app::inspector::wire_rows(app.wire(), crate::app::inspector::WireFilter::All);
+    let rows = crate::app::inspector::wire_rows(app.wire(), crate::app::WireFilter::All);
     let [grounded, plain] = rows.as_slice() else {
         panic!("{rows:#?}")
     };

@@ -5,13 +5,17 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{App, Effect, NoticeLevel, SessionEffect, ToolEffect, keys};
+use super::{App, Effect, NoticeLevel, SessionEffect, ToolEffect};
 use crate::tools::mcp::{Catalog, McpEvent, ServerEntry};
 use crate::tools::{
     CallKey, ProgressReport, SlowCall, ToolEntry, ToolEvent, ToolStatus, Unasked, Verdict,
     WaitingCall,
 };
 use livetalk_live::wire::{FunctionResponse, Scheduling};
+
+/// The key that goes to the call waiting for the user, as its notice names it (the key map
+/// binds it, `keys`).
+pub const GO_TO_WAITING: &str = "F7";
 
 /// Lifecycle of one tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -286,7 +290,7 @@ impl App {
             format!(
                 "{} waits for you: {} goes to it; then a approves, d denies, e edits the arguments, r types the result.",
                 waiting.name,
-                keys::GO_TO_WAITING
+                GO_TO_WAITING
             ),
         );
     }

@@ -1,5 +1,5 @@
-//! What the TUI is looking at: focus, scroll positions, popups, the input line, device
-//! highlights and the last drawn layout. Part of `App` state, so it changes only in `update`.
+//! What the TUI is looking at: focus, scroll positions, popups (the event inspector's filter
+//! and selection among them), the input line, device highlights and the last drawn layout. Part of `App` state, so it changes only in `update`.
 
 use crate::tools::Device;
 
@@ -32,7 +32,55 @@ pub enum Popup {
         selected: usize,
     },
     /// The event inspector: every frame both ways.
-    Inspector(super::inspector::Inspector),
+    Inspector(Inspector),
+}
+
+/// Which frames the inspector lists (`f` steps through them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WireFilter {
+    #[default]
+    All,
+    /// What was said: text, audio, transcriptions, turn signals.
+    Conversation,
+    /// Tool calls, their cancellations and the answers.
+    Tools,
+    /// The session's own business: setup, resumption, goAway, usage, instructions.
+    Session,
+}
+
+impl WireFilter {
+    /// The next filter in the order `f` steps through.
+    pub fn next(self) -> WireFilter {
+        match self {
+            WireFilter::All => WireFilter::Conversation,
+            WireFilter::Conversation => WireFilter::Tools,
+            WireFilter::Tools => WireFilter::Session,
+            WireFilter::Session => WireFilter::All,
+        }
+    }
+
+    /// As the inspector's title names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            WireFilter::All => "all",
+            WireFilter::Conversation => "conversation",
+            WireFilter::Tools => "tools",
+            WireFilter::Session => "session",
+        }
+    }
+}
+
+/// What the inspector looks at; part of the view, so it changes only in `update`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Inspector {
+    pub filter: WireFilter,
+    /// The selected row, by the number its first frame was taken in as (see
+    /// [`WireLog::number`](super::WireLog::number)); `None` follows the newest.
+    pub selected: Option<u64>,
+    /// The selected frame's JSON is shown.
+    pub expanded: bool,
+    /// How far the expanded JSON is scrolled.
+    pub scroll: u16,
 }
 
 /// A screen rectangle; the UI reports where it drew each pane so the mouse can find them.

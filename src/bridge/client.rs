@@ -20,7 +20,7 @@ use tracing::{debug, info, warn};
 
 use tokio::sync::mpsc;
 
-use super::client_track::{self, Signal};
+use super::client_track::{self, Signal, model_audio};
 use super::live_config::LiveConfig;
 use super::protocol::{AppMessage, BridgeMessage, LogLevel, RealtimeInputPayload};
 use crate::config::{BridgeTransport, bridge_host};
@@ -31,8 +31,8 @@ use livetalk_live::events::Inbound;
 use livetalk_live::excerpt::{SUMMARY, bounded};
 use livetalk_live::session::Dialer;
 use livetalk_live::wire::{
-    Blob, ClientMessage, Content, OUTPUT_AUDIO_MIME, Part, ServerContent, ServerMessage, Setup,
-    SetupComplete, ToolCall, ToolCallCancellation,
+    ClientMessage, ServerContent, ServerMessage, Setup, SetupComplete, ToolCall,
+    ToolCallCancellation,
 };
 use livetalk_live::{CloseInfo, ConnectError, Connection, ServerEvent};
 
@@ -448,27 +448,6 @@ fn nothing() -> Inbound {
         events: Vec::new(),
         at: std::time::Instant::now(),
         bytes: 0,
-    }
-}
-
-/// The model's 24 kHz PCM16 audio as the service sends it: an `AUDIO_CHUNK`, or what the
-/// WebRTC track delivered.
-pub(super) fn model_audio(data: Vec<u8>) -> ServerMessage {
-    ServerMessage {
-        server_content: Some(ServerContent {
-            model_turn: Some(Content {
-                role: Some("model".to_owned()),
-                parts: vec![Part {
-                    inline_data: Some(Blob {
-                        mime_type: OUTPUT_AUDIO_MIME.to_owned(),
-                        data,
-                    }),
-                    ..Part::default()
-                }],
-            }),
-            ..ServerContent::default()
-        }),
-        ..ServerMessage::default()
     }
 }
 

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 use livetalk_live::connection::{ConnectionHandle, Outbound, WireTap};
 use livetalk_live::events::Inbound;
-use livetalk_live::wire::ClientMessage;
+use livetalk_live::wire::{
+    Blob, ClientMessage, Content, OUTPUT_AUDIO_MIME, Part, ServerContent, ServerMessage,
+};
 use livetalk_live::{Connection, Outbox, ServerEvent};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
@@ -427,9 +429,7 @@ impl Relay {
             if !rest.is_empty() {
                 let rest = rest.to_vec();
                 self.reply.delivered += rest.len();
-                let _ = self
-                    .send(Inbound::message(super::client::model_audio(rest)))
-                    .await;
+                let _ = self.send(Inbound::message(model_audio(rest))).await;
             }
         }
         let _ = self
@@ -449,7 +449,7 @@ impl Relay {
             return true;
         }
         let bytes = pcm.len();
-        self.send(Inbound::message(super::client::model_audio(pcm)).sized(bytes))
+        self.send(Inbound::message(model_audio(pcm)).sized(bytes))
             .await
     }
 
@@ -549,5 +549,26 @@ async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
+    }
+}
+
+/// The model's 24 kHz PCM16 audio as the service sends it: an `AUDIO_CHUNK`, or what the
+/// WebRTC track delivered.
+pub(super) fn model_audio(data: Vec<u8>) -> ServerMessage {
+    ServerMessage {
+        server_content: Some(ServerContent {
+            model_turn: Some(Content {
+                role: Some("model".to_owned()),
+                parts: vec![Part {
+                    inline_data: Some(Blob {
+                        mime_type: OUTPUT_AUDIO_MIME.to_owned(),
+                        data,
+                    }),
+                    ..Part::default()
+                }],
+            }),
+            ..ServerContent::default()
+        }),
+        ..ServerMessage::default()
     }
 }

@@ -4,6 +4,7 @@
 //! judged ([`compare`]) and reported ([`report`]); `--repeat` gives pass rates. The scenario
 //! files and what a recording becomes are [`scenario`], one session's run is [`runner`].
 
+mod args;
 pub mod compare;
 pub mod report;
 pub mod runner;
@@ -11,10 +12,10 @@ pub mod scenario;
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::CheckArgs;
 use crate::config::{FlagOverrides, RouteKind, Settings};
 use crate::output;
 use crate::record::{LOG_FILE, Recording, locate};
+pub use args::CheckArgs;
 use report::{FileReport, Format, Target, TurnReport};
 use runner::RunEnd;
 use scenario::{BadScenario, Input, Scenario};

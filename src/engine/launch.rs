@@ -194,7 +194,7 @@ async fn launch_now(
     engine.set_reconnect_policy(reconnect_policy(settings));
     if let Some(to) = &settings.record {
         engine.record_into(Recorder::create(
-            &Recorder::folder(to),
+            &Recorder::folder(to, &settings.sessions_dir),
             settings,
             home.snapshot(),
         )?);
@@ -236,7 +236,7 @@ async fn launch_now(
         log_path: log_path.map(|p| p.display().to_string()),
         catalog: engine.catalog(),
         notices: auth_notice.into_iter().collect(),
-        warnings: crate::doctor::trust_warning(settings).into_iter().collect(),
+        warnings: trust_warning(settings).into_iter().collect(),
         price_book: settings.pricing.clone(),
         compression_trigger: settings
             .context_compression
@@ -250,4 +250,35 @@ async fn launch_now(
     });
     engine.start(route);
     Ok((app, engine))
+}
+
+/// What to do about certificates that could not be read.
+pub const TRUST_FIX: &str =
+    "point SSL_CERT_FILE at a PEM bundle (or SSL_CERT_DIR at a folder) livetalk can read";
+
+/// The certificates a connection trusts, and why some could not be read.
+pub fn trust_problems(report: &livetalk_live::network::NetworkReport) -> String {
+    format!(
+        "trusting the bundled web roots and {}, but: {}",
+        report.trust,
+        report.trust_problems.join("; ")
+    )
+}
+
+/// What a session says at its start when its route uses TLS and some of the certificates the
+/// user named (`SSL_CERT_FILE`, `SSL_CERT_DIR`) or the system's could not be read: what
+/// `doctor` reports, in the same words. Read as the connection reads them; `None` when all
+/// were read, or the route has no TLS (the demo model, a `ws://` endpoint).
+pub fn trust_warning(settings: &Settings) -> Option<String> {
+    if !settings.uses_tls() {
+        return None;
+    }
+    // An unusable proxy variable is the connection's own error, said when it fails.
+    let report = livetalk_live::network::report().ok()?;
+    (!report.trust_problems.is_empty()).then(|| {
+        format!(
+            "Certificates: {}. Connections may fail where a company proxy inspects TLS; {TRUST_FIX} (`livetalk doctor` checks).",
+            trust_problems(&report)
+        )
+    })
 }

@@ -63,10 +63,11 @@ enum Track {
 }
 
 impl Recorder {
-    /// The folder a recording for these settings goes to.
-    pub fn folder(to: &RecordTo) -> PathBuf {
+    /// The folder a recording goes to, as the settings asked: a folder named by its path, or
+    /// by a bare name in `sessions_dir` (`record.dir`); or a new timestamped one.
+    pub fn folder(to: &RecordTo, sessions_dir: &Path) -> PathBuf {
         match to {
-            RecordTo::Folder(dir) => dir.clone(),
+            RecordTo::Folder(dir) => super::locate::record_folder(dir, sessions_dir),
             RecordTo::NewUnder(root) => {
                 let stamp = jiff::Zoned::now().strftime("%Y-%m-%d_%H-%M-%S").to_string();
                 let mut dir = root.join(&stamp);
