@@ -1,13 +1,19 @@
-//! CLI entry: parse flags, load the config, dispatch a command; nothing else.
+//! CLI entry: parse flags, load the config, dispatch a command; nothing else. Each command
+//! has a small function of its own.
 
 use std::process::ExitCode;
 
 use clap::CommandFactory as _;
-use livetalk::cli::{Cli, Command};
+
+use livetalk::cli::{
+    Cli, Command, CompletionsArgs, DevicesArgs, DoctorArgs, InspectArgs, MockArgs, ReplayArgs,
+    SessionFlags,
+};
 use livetalk::config::Settings;
 use livetalk::headless::{self, OutputFormat};
 use livetalk::record::{inspect, replay};
 use livetalk::{logging, serve, tui};
+use tokio::runtime::Runtime;
 
 fn main() -> ExitCode {
     // A completion script asking what a word can be: answered, and nothing else runs.
@@ -34,154 +40,27 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let session = &cli.session;
     match cli.command {
-        Some(Command::Mock(args)) => {
-            let _log = logging::to_stderr();
-            match runtime.block_on(serve::mock(args)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    livetalk::output::err(&format!("livetalk: error: {e:#}"));
-                    ExitCode::from(1)
-                }
-            }
-        }
+        Some(Command::Mock(args)) => mock(runtime, args),
         Some(Command::Serve(args)) => {
             let _log = logging::to_stderr();
-            let result = runtime.block_on(serve::bridge(args, cli.session.config.clone()));
+            let result = runtime.block_on(serve::bridge(args, session.config.clone()));
             exit(result.map(|()| 0))
         }
-        Some(Command::Replay(mut args)) => {
-            args.dir = match recording_folder(&args.dir, &cli.session) {
-                Ok(dir) => dir,
-                Err(message) => {
-                    livetalk::output::err(&format!("livetalk: error: {message}"));
-                    return ExitCode::from(1);
-                }
-            };
-            let format = if args.json {
-                OutputFormat::Json
-            } else {
-                OutputFormat::Text
-            };
-            let result = match &args.against {
-                Some(endpoint) => runtime.block_on(headless::replay_against(
-                    &args.dir,
-                    endpoint,
-                    cli.session.overrides(),
-                    format,
-                )),
-                None => {
-                    let pacing = if args.instant {
-                        replay::Pacing::Instant
-                    } else {
-                        replay::Pacing::Speed(args.speed)
-                    };
-                    if args.headless || !tui::terminal_available() {
-                        runtime.block_on(headless::replay_recording(&args.dir, format, pacing))
-                    } else {
-                        let log_file = logging::to_data_dir();
-                        let audio = replay_audio(&cli.session, &args);
-                        runtime.block_on(tui::replay(&args.dir, pacing, log_file.as_deref(), audio))
-                    }
-                }
-            };
-            runtime.shutdown_background();
-            exit(result)
-        }
-        Some(Command::Inspect(args)) => match recording_folder(&args.dir, &cli.session)
-            .map_err(anyhow::Error::msg)
-            .and_then(|dir| livetalk::record::Recording::load(&dir))
-        {
-            Ok(recording) => {
-                for warning in &recording.warnings {
-                    livetalk::output::err(&format!("livetalk: warning: {warning}"));
-                }
-                if args.markdown {
-                    let _ = livetalk::output::out_raw(&inspect::markdown(&recording));
-                } else if args.json {
-                    let json = inspect::json(&recording);
-                    let _ = livetalk::output::out_raw(&format!("{json}\n"));
-                } else {
-                    let _ = livetalk::output::out_raw(&inspect::report(&recording));
-                }
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                livetalk::output::err(&format!("livetalk: error: {e:#}"));
-                ExitCode::from(1)
-            }
-        },
+        Some(Command::Replay(args)) => replay(runtime, args, session),
+        Some(Command::Inspect(args)) => inspect_recording(&args, session),
         Some(Command::Check(args)) => {
             let _log = logging::to_data_dir();
-            let code = runtime.block_on(livetalk::check::run(args, cli.session.overrides()));
+            let code = runtime.block_on(livetalk::check::run(args, session.overrides()));
             runtime.shutdown_background();
             ExitCode::from(code)
         }
-        Some(Command::Devices(args)) => {
-            let mut overrides = cli.session.overrides();
-            if args.audio_host.is_some() {
-                overrides.audio_host = args.audio_host.clone();
-            }
-            match Settings::load(&overrides) {
-                Ok(settings) => match livetalk::audio::device::listing_table(settings.audio.host) {
-                    Ok(table) => {
-                        let _ = livetalk::output::out_raw(&table);
-                        ExitCode::SUCCESS
-                    }
-                    Err(e) => {
-                        livetalk::output::err(&format!(
-                            "livetalk: {e}\nlivetalk: {}",
-                            livetalk::audio::device::NO_DEVICES_HINT
-                        ));
-                        ExitCode::from(1)
-                    }
-                },
-                Err(e) => {
-                    livetalk::output::err(&format!("livetalk: {e}"));
-                    ExitCode::from(2)
-                }
-            }
-        }
-        Some(Command::Doctor(args)) => {
-            let checks = runtime.block_on(livetalk::doctor::checks(&args, cli.session.overrides()));
-            let text = if args.json {
-                livetalk::doctor::json(&checks) + "\n"
-            } else {
-                livetalk::doctor::report(&checks)
-            };
-            let _ = livetalk::output::out_raw(&text);
-            runtime.shutdown_background();
-            if livetalk::doctor::blocked(&checks) {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            }
-        }
-        Some(Command::Completions(args)) => match livetalk::completion::script(args.shell) {
-            Ok(script) => {
-                let _ = livetalk::output::out_raw(&String::from_utf8_lossy(&script));
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                livetalk::output::err(&format!(
-                    "livetalk: error: cannot write the completion script: {e}"
-                ));
-                ExitCode::from(1)
-            }
-        },
-        Some(Command::Man) => match livetalk::cli::man_page() {
-            Ok(page) => {
-                let _ = livetalk::output::out_raw(&String::from_utf8_lossy(&page));
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                livetalk::output::err(&format!(
-                    "livetalk: error: cannot write the manual page: {e}"
-                ));
-                ExitCode::from(1)
-            }
-        },
-        Some(Command::Sessions) => match Settings::load(&cli.session.overrides()) {
+        Some(Command::Devices(args)) => devices(&args, session),
+        Some(Command::Doctor(args)) => doctor(runtime, &args, session),
+        Some(Command::Completions(args)) => completions(&args),
+        Some(Command::Man) => man(),
+        Some(Command::Sessions) => match Settings::load(&session.overrides()) {
             Ok(settings) => {
                 let _ = livetalk::output::out_raw(&inspect::sessions_table(&settings.sessions_dir));
                 ExitCode::SUCCESS
@@ -191,39 +70,197 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        None => {
-            let settings = match Settings::load_for_session(&cli.session.overrides()) {
-                Ok(settings) => settings,
-                Err(e) => {
-                    livetalk::output::err(&format!("livetalk: {e}"));
-                    return ExitCode::from(2);
-                }
-            };
-            let log_file = logging::to_data_dir();
-            let result = if !cli.session.headless && tui::terminal_available() {
-                runtime.block_on(tui::run(settings, log_file.as_deref()))
-            } else {
-                let format = if cli.session.json {
-                    OutputFormat::Json
-                } else {
-                    OutputFormat::Text
-                };
-                // Without a terminal on both ends (piped input, say) the line console runs.
-                let banner = (!cli.session.headless).then(|| {
-                    format!(
-                        "Line console: type a message and press Enter; Ctrl-D ends the session.{}",
-                        log_file
-                            .map(|p| format!(" Log: {}", p.display()))
-                            .unwrap_or_default()
-                    )
-                });
-                runtime.block_on(headless::run(settings, format, banner.as_deref()))
-            };
-            // A stdin reader may sit in a blocking read; don't wait for it at exit.
-            runtime.shutdown_background();
-            exit(result)
+        None => live_session(runtime, session),
+    }
+}
+
+/// `livetalk mock`.
+fn mock(runtime: Runtime, args: MockArgs) -> ExitCode {
+    let _log = logging::to_stderr();
+    match runtime.block_on(serve::mock(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            livetalk::output::err(&format!("livetalk: error: {e:#}"));
+            ExitCode::from(1)
         }
     }
+}
+
+/// `livetalk replay`: against an endpoint, headless, or in the full-screen app.
+fn replay(runtime: Runtime, mut args: ReplayArgs, session: &SessionFlags) -> ExitCode {
+    args.dir = match recording_folder(&args.dir, session) {
+        Ok(dir) => dir,
+        Err(message) => {
+            livetalk::output::err(&format!("livetalk: error: {message}"));
+            return ExitCode::from(1);
+        }
+    };
+    let format = if args.json {
+        OutputFormat::Json
+    } else {
+        OutputFormat::Text
+    };
+    let result = match &args.against {
+        Some(endpoint) => runtime.block_on(headless::replay_against(
+            &args.dir,
+            endpoint,
+            session.overrides(),
+            format,
+        )),
+        None => {
+            let pacing = if args.instant {
+                replay::Pacing::Instant
+            } else {
+                replay::Pacing::Speed(args.speed)
+            };
+            if args.headless || !tui::terminal_available() {
+                runtime.block_on(headless::replay_recording(&args.dir, format, pacing))
+            } else {
+                let log_file = logging::to_data_dir();
+                let audio = replay_audio(session, &args);
+                runtime.block_on(tui::replay(&args.dir, pacing, log_file.as_deref(), audio))
+            }
+        }
+    };
+    runtime.shutdown_background();
+    exit(result)
+}
+
+/// `livetalk inspect`.
+fn inspect_recording(args: &InspectArgs, session: &SessionFlags) -> ExitCode {
+    let recording = recording_folder(&args.dir, session)
+        .map_err(anyhow::Error::msg)
+        .and_then(|dir| livetalk::record::Recording::load(&dir));
+    match recording {
+        Ok(recording) => {
+            for warning in &recording.warnings {
+                livetalk::output::err(&format!("livetalk: warning: {warning}"));
+            }
+            if args.markdown {
+                let _ = livetalk::output::out_raw(&inspect::markdown(&recording));
+            } else if args.json {
+                let json = inspect::json(&recording);
+                let _ = livetalk::output::out_raw(&format!("{json}\n"));
+            } else {
+                let _ = livetalk::output::out_raw(&inspect::report(&recording));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            livetalk::output::err(&format!("livetalk: error: {e:#}"));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `livetalk devices`.
+fn devices(args: &DevicesArgs, session: &SessionFlags) -> ExitCode {
+    let mut overrides = session.overrides();
+    if args.audio_host.is_some() {
+        overrides.audio_host = args.audio_host.clone();
+    }
+    match Settings::load(&overrides) {
+        Ok(settings) => match livetalk::audio::device::listing_table(settings.audio.host) {
+            Ok(table) => {
+                let _ = livetalk::output::out_raw(&table);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                livetalk::output::err(&format!(
+                    "livetalk: {e}\nlivetalk: {}",
+                    livetalk::audio::device::NO_DEVICES_HINT
+                ));
+                ExitCode::from(1)
+            }
+        },
+        Err(e) => {
+            livetalk::output::err(&format!("livetalk: {e}"));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `livetalk doctor`.
+fn doctor(runtime: Runtime, args: &DoctorArgs, session: &SessionFlags) -> ExitCode {
+    let checks = runtime.block_on(livetalk::doctor::checks(args, session.overrides()));
+    let text = if args.json {
+        livetalk::doctor::json(&checks) + "\n"
+    } else {
+        livetalk::doctor::report(&checks)
+    };
+    let _ = livetalk::output::out_raw(&text);
+    runtime.shutdown_background();
+    if livetalk::doctor::blocked(&checks) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `livetalk completions`.
+fn completions(args: &CompletionsArgs) -> ExitCode {
+    match livetalk::completion::script(args.shell) {
+        Ok(script) => {
+            let _ = livetalk::output::out_raw(&String::from_utf8_lossy(&script));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            livetalk::output::err(&format!(
+                "livetalk: error: cannot write the completion script: {e}"
+            ));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `livetalk man`.
+fn man() -> ExitCode {
+    match livetalk::cli::man_page() {
+        Ok(page) => {
+            let _ = livetalk::output::out_raw(&String::from_utf8_lossy(&page));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            livetalk::output::err(&format!(
+                "livetalk: error: cannot write the manual page: {e}"
+            ));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `livetalk` with no command: a live session, in the full-screen app or the line console.
+fn live_session(runtime: Runtime, session: &SessionFlags) -> ExitCode {
+    let settings = match Settings::load_for_session(&session.overrides()) {
+        Ok(settings) => settings,
+        Err(e) => {
+            livetalk::output::err(&format!("livetalk: {e}"));
+            return ExitCode::from(2);
+        }
+    };
+    let log_file = logging::to_data_dir();
+    let result = if !session.headless && tui::terminal_available() {
+        runtime.block_on(tui::run(settings, log_file.as_deref()))
+    } else {
+        let format = if session.json {
+            OutputFormat::Json
+        } else {
+            OutputFormat::Text
+        };
+        // Without a terminal on both ends (piped input, say) the line console runs.
+        let banner = (!session.headless).then(|| {
+            format!(
+                "Line console: type a message and press Enter; Ctrl-D ends the session.{}",
+                log_file
+                    .map(|p| format!(" Log: {}", p.display()))
+                    .unwrap_or_default()
+            )
+        });
+        runtime.block_on(headless::run(settings, format, banner.as_deref()))
+    };
+    // A stdin reader may sit in a blocking read; don't wait for it at exit.
+    runtime.shutdown_background();
+    exit(result)
 }
 
 fn exit(result: anyhow::Result<u8>) -> ExitCode {
@@ -248,8 +285,8 @@ fn exit(result: anyhow::Result<u8>) -> ExitCode {
 /// How a TUI replay plays the recorded model audio: the configured speaker, at the recorded
 /// pace only (`--speed 1`, not `--instant`), and never with `--mute` or audio turned off.
 fn replay_audio(
-    session: &livetalk::cli::SessionFlags,
-    args: &livetalk::cli::ReplayArgs,
+    session: &SessionFlags,
+    args: &ReplayArgs,
 ) -> Option<livetalk::audio::AudioOptions> {
     if args.mute || args.instant || args.speed != 1.0 {
         return None;
@@ -273,7 +310,7 @@ fn replay_audio(
 /// name in the sessions folder (which needs the config only then).
 fn recording_folder(
     given: &std::path::Path,
-    session: &livetalk::cli::SessionFlags,
+    session: &SessionFlags,
 ) -> Result<std::path::PathBuf, String> {
     livetalk::record::locate::recording_folder(given, || {
         Settings::load(&session.overrides())

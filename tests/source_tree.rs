@@ -779,6 +779,26 @@ fn test_code_and_descendants_are_no_circle_and_paths_in_comments_and_strings_are
     assert_eq!(krate.modules.len(), 5, "{:?}", krate.modules.keys());
 }
 
+/// The most lines a function outside tests may span: 100 in the settings (`config`) and `main`,
+/// which only dispatches; 150 elsewhere.
+fn lines_allowed(file: &Path) -> usize {
+    if file.starts_with("src/config") || file == Path::new("src/main.rs") {
+        100
+    } else {
+        150
+    }
+}
+
+#[test]
+fn no_function_outside_tests_is_longer_than_its_part_allows() {
+    let mut found = Vec::new();
+    for crate_root in ["src/lib.rs", "src/main.rs"] {
+        let krate = read_crate(&root().join(crate_root));
+        found.extend(long_functions(&krate, &root(), lines_allowed));
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
 #[test]
 fn a_long_function_is_found_and_one_in_tests_is_not() {
     let krate = read_crate(&fixture().join("long/lib.rs"));

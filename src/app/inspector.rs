@@ -457,6 +457,36 @@ fn describe_received(reading: Reading<'_>) -> Described {
     if kinds.has(Kind::ToolCallCancellation) {
         summary.push(reading.cancelled().join(", "));
     }
+    session_business(reading, &mut summary);
+    for voice in [reading.voice_activity(), reading.voice_signal()]
+        .into_iter()
+        .flatten()
+    {
+        if !voice.signal.is_empty() {
+            summary.push(one_line(voice.signal));
+        }
+    }
+    if names.is_empty() {
+        names.push("(empty)".to_owned());
+        topics.session = true;
+    }
+    // Only the words of the model's speech: they belong with its audio.
+    let said = reading
+        .only_said()
+        .then(|| reading.said().map(|said| said.text.to_owned()))
+        .flatten();
+    Described {
+        kind: names.join(" + "),
+        summary: one_line(&summary.join(" · ")),
+        topics,
+        audio_only,
+        said,
+    }
+}
+
+/// What a received frame says of the session itself: the time a goAway leaves, a resumption
+/// handle (a glimpse of it), the tokens used.
+fn session_business(reading: Reading<'_>, summary: &mut Vec<String>) {
     if let Some(Some(left)) = reading.go_away() {
         summary.push(format!("{} s left", left.as_secs()));
     }
@@ -483,30 +513,6 @@ fn describe_received(reading: Reading<'_>) -> Described {
             None if parts > 0 => summary.push(format!("{parts} tokens")),
             None => {}
         }
-    }
-    for voice in [reading.voice_activity(), reading.voice_signal()]
-        .into_iter()
-        .flatten()
-    {
-        if !voice.signal.is_empty() {
-            summary.push(one_line(voice.signal));
-        }
-    }
-    if names.is_empty() {
-        names.push("(empty)".to_owned());
-        topics.session = true;
-    }
-    // Only the words of the model's speech: they belong with its audio.
-    let said = reading
-        .only_said()
-        .then(|| reading.said().map(|said| said.text.to_owned()))
-        .flatten();
-    Described {
-        kind: names.join(" + "),
-        summary: one_line(&summary.join(" · ")),
-        topics,
-        audio_only,
-        said,
     }
 }
 

@@ -531,50 +531,14 @@ impl App {
             Msg::ToggleTalk => self.toggle_talk(),
             Msg::ReopenAudio => self.reopen_audio(),
             Msg::SetEcho(mode) => self.set_echo(mode),
-            Msg::GaveUp(message) => {
-                if self.is_finished() {
-                    return Vec::new();
-                }
-                self.notice(NoticeLevel::Error, message.clone());
-                self.finish_model_entry(ModelTurnStatus::Interrupted);
-                self.floor = Floor::Listening;
-                self.disconnect(message);
-                self.reply.forget();
-                self.gave_up = true;
-                vec![Effect::Session(SessionEffect::CloseSession)]
-            }
+            Msg::GaveUp(message) => self.give_up(message),
             Msg::ReplayProgress(progress) => {
                 if self.replay.is_some() {
                     self.replay = Some(progress);
                 }
                 Vec::new()
             }
-            Msg::UserText(text) => {
-                let text = text.trim().to_owned();
-                // While reconnecting the turn is queued and sent after setupComplete.
-                let open = matches!(
-                    self.connection,
-                    ConnectionState::Connected | ConnectionState::Reconnecting
-                );
-                if text.is_empty() || !open || self.closing {
-                    return Vec::new();
-                }
-                let text = match slash_line(&text) {
-                    SlashLine::Text(text) => text.to_owned(),
-                    command => return self.on_command(command),
-                };
-                // Sending while the model speaks interrupts it (clientContent semantics); the
-                // server confirms with `interrupted`, but the speaker goes quiet right away.
-                let mut effects = self.user_barge_in();
-                self.fold_user_speech();
-                self.transcript.push(Entry::User {
-                    text: text.clone(),
-                    via: UserInput::Typed,
-                });
-                self.reply.sent();
-                effects.push(Effect::Session(SessionEffect::SendText(text)));
-                effects
-            }
+            Msg::UserText(text) => self.on_user_text(&text),
             Msg::EndSession => {
                 if self.closing || self.is_finished() {
                     return Vec::new();
@@ -587,6 +551,48 @@ impl App {
                 effects
             }
         }
+    }
+
+    /// The session gave up reconnecting: said once, and the session closed.
+    fn give_up(&mut self, message: String) -> Vec<Effect> {
+        if self.is_finished() {
+            return Vec::new();
+        }
+        self.notice(NoticeLevel::Error, message.clone());
+        self.finish_model_entry(ModelTurnStatus::Interrupted);
+        self.floor = Floor::Listening;
+        self.disconnect(message);
+        self.reply.forget();
+        self.gave_up = true;
+        vec![Effect::Session(SessionEffect::CloseSession)]
+    }
+
+    /// A line the user typed: a slash command, or a text turn.
+    fn on_user_text(&mut self, text: &str) -> Vec<Effect> {
+        let text = text.trim().to_owned();
+        // While reconnecting the turn is queued and sent after setupComplete.
+        let open = matches!(
+            self.connection,
+            ConnectionState::Connected | ConnectionState::Reconnecting
+        );
+        if text.is_empty() || !open || self.closing {
+            return Vec::new();
+        }
+        let text = match slash_line(&text) {
+            SlashLine::Text(text) => text.to_owned(),
+            command => return self.on_command(command),
+        };
+        // Sending while the model speaks interrupts it (clientContent semantics); the
+        // server confirms with `interrupted`, but the speaker goes quiet right away.
+        let mut effects = self.user_barge_in();
+        self.fold_user_speech();
+        self.transcript.push(Entry::User {
+            text: text.clone(),
+            via: UserInput::Typed,
+        });
+        self.reply.sent();
+        effects.push(Effect::Session(SessionEffect::SendText(text)));
+        effects
     }
 
     /// Every notice goes through here; many quote the server (a close reason, a skipped

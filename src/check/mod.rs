@@ -65,23 +65,11 @@ pub async fn run(args: CheckArgs, flags: FlagOverrides) -> u8 {
         Format::Text
     };
     let repeat = args.repeat as usize;
-    if let Some(dir) = &args.record {
-        // Each run records into a folder of its own: one already used (an earlier check's)
-        // or used twice (two files of one name) is said now, before anything runs.
-        let mut folders = std::collections::BTreeSet::new();
-        for (_, scenario) in &scenarios {
-            for run in 1..=repeat {
-                let folder = record_folder(dir, scenario, run);
-                if folder.join(LOG_FILE).exists() || !folders.insert(folder.clone()) {
-                    output::err(&format!(
-                        "livetalk: --record {}: {} already holds a recording; give another folder",
-                        dir.display(),
-                        folder.display()
-                    ));
-                    return UNREADABLE;
-                }
-            }
-        }
+    if let Some(dir) = &args.record
+        && let Err(problem) = folders_free(dir, &scenarios, repeat)
+    {
+        output::err(&format!("livetalk: {problem}"));
+        return UNREADABLE;
     }
     // Each file's model (a recording's own, unless --model says otherwise), known before
     // anything runs: the first line names them with the route.
@@ -114,53 +102,17 @@ pub async fn run(args: CheckArgs, flags: FlagOverrides) -> u8 {
     report::checking(format, &target, scenarios.len());
     let mut files = Vec::new();
     for ((given, scenario), model) in scenarios.iter().zip(models) {
-        let mut file = FileReport {
+        let file = FileReport {
             file: given.display().to_string(),
             name: scenario.name.clone(),
             model,
             titles: scenario.turns.iter().map(|t| t.input.title()).collect(),
             runs: Vec::new(),
         };
-        for run in 1..=repeat {
-            report::run_started(format, &file, run, repeat);
-            let settings = match run_settings(&flags, &args, scenario, run) {
-                Ok(settings) => settings,
-                Err(e) => {
-                    output::err(&format!("livetalk: {e}"));
-                    return UNREADABLE;
-                }
-            };
-            let results = match runner::run(scenario, &settings).await {
-                Ok(RunEnd::Ran(results)) => results,
-                Ok(RunEnd::Unreachable(reason)) => {
-                    output::err(&format!(
-                        "livetalk: error: cannot reach the model at {}: {reason}",
-                        settings.endpoint_label()
-                    ));
-                    return UNREACHABLE;
-                }
-                Err(e) => {
-                    output::err(&format!("livetalk: error: {e:#}"));
-                    return UNREACHABLE;
-                }
-            };
-            let mut turns = Vec::new();
-            for (index, (turn, result)) in scenario.turns.iter().zip(results).enumerate() {
-                let mut problems = Vec::new();
-                if let Some(why) = &result.incomplete {
-                    problems.push(why.clone());
-                }
-                if !result.not_run {
-                    problems.extend(compare::judge(&turn.expect, &result.observed, args.r#match));
-                }
-                let judged = TurnReport { problems, result };
-                report::turn(format, &file, run, index, &judged);
-                turns.push(judged);
-            }
-            file.runs.push(turns);
+        match run_file(file, scenario, &flags, &args, format).await {
+            Ok(file) => files.push(file),
+            Err(code) => return code,
         }
-        report::file_done(format, &file, args.min_pass_rate);
-        files.push(file);
     }
     let mut exit = if files.iter().all(|f| f.pass_rate() >= args.min_pass_rate) {
         PASSED
@@ -182,6 +134,78 @@ pub async fn run(args: CheckArgs, flags: FlagOverrides) -> u8 {
     }
     report::summary(format, &target, &files, args.min_pass_rate, exit);
     exit
+}
+
+/// Each run records into a folder of its own: one already used (an earlier check's) or used
+/// twice (two files of one name) is said before anything runs.
+fn folders_free(
+    dir: &Path,
+    scenarios: &[(PathBuf, Scenario)],
+    repeat: usize,
+) -> Result<(), String> {
+    let mut folders = std::collections::BTreeSet::new();
+    for (_, scenario) in scenarios {
+        for run in 1..=repeat {
+            let folder = record_folder(dir, scenario, run);
+            if folder.join(LOG_FILE).exists() || !folders.insert(folder.clone()) {
+                return Err(format!(
+                    "--record {}: {} already holds a recording; give another folder",
+                    dir.display(),
+                    folder.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every run of one file, each turn judged and reported as it ends; the exit status when a
+/// run cannot go on (its settings are bad, the model cannot be reached).
+async fn run_file(
+    mut file: FileReport,
+    scenario: &Scenario,
+    flags: &FlagOverrides,
+    args: &CheckArgs,
+    format: Format,
+) -> Result<FileReport, u8> {
+    let repeat = args.repeat as usize;
+    for run in 1..=repeat {
+        report::run_started(format, &file, run, repeat);
+        let settings = run_settings(flags, args, scenario, run).map_err(|e| {
+            output::err(&format!("livetalk: {e}"));
+            UNREADABLE
+        })?;
+        let results = match runner::run(scenario, &settings).await {
+            Ok(RunEnd::Ran(results)) => results,
+            Ok(RunEnd::Unreachable(reason)) => {
+                output::err(&format!(
+                    "livetalk: error: cannot reach the model at {}: {reason}",
+                    settings.endpoint_label()
+                ));
+                return Err(UNREACHABLE);
+            }
+            Err(e) => {
+                output::err(&format!("livetalk: error: {e:#}"));
+                return Err(UNREACHABLE);
+            }
+        };
+        let mut turns = Vec::new();
+        for (index, (turn, result)) in scenario.turns.iter().zip(results).enumerate() {
+            let mut problems = Vec::new();
+            if let Some(why) = &result.incomplete {
+                problems.push(why.clone());
+            }
+            if !result.not_run {
+                problems.extend(compare::judge(&turn.expect, &result.observed, args.r#match));
+            }
+            let judged = TurnReport { problems, result };
+            report::turn(format, &file, run, index, &judged);
+            turns.push(judged);
+        }
+        file.runs.push(turns);
+    }
+    report::file_done(format, &file, args.min_pass_rate);
+    Ok(file)
 }
 
 /// The scenarios `path` names: a scenario file, a recording (its folder, its `session.jsonl`

@@ -256,6 +256,62 @@ fn share(free: usize, a: usize, b: usize) -> (usize, usize) {
     (a_share, free - a_share)
 }
 
+/// Which of the log's columns show, and the widths the arguments and the result share.
+#[derive(Clone, Copy)]
+struct Columns {
+    wide: bool,
+    show_time: bool,
+    args_width: usize,
+    result_width: usize,
+}
+
+/// One call's row of the log, its state already put in words.
+fn call_row(
+    theme: Theme,
+    call: &ToolCallRecord,
+    columns: Columns,
+    state: Span<'static>,
+) -> Row<'static> {
+    let Columns {
+        wide,
+        show_time,
+        args_width,
+        result_width,
+    } = columns;
+    let time = call.started_at.strftime("%H:%M:%S").to_string();
+    let took = call.duration.map(format_duration).unwrap_or_default();
+    let result = cut_at_word(
+        &result_text(call),
+        result_width.saturating_sub(unasked_width(call)),
+    );
+    let mut cells = Vec::new();
+    if show_time {
+        cells.push(Cell::from(Span::styled(time, theme.dim())));
+    }
+    cells.push(Cell::from(Span::styled(
+        truncate(&bounded(&call.name, SUMMARY), 17),
+        theme.tool(),
+    )));
+    if wide {
+        cells.push(Cell::from(cut_at_word(
+            &args_summary(&call.args),
+            args_width,
+        )));
+    }
+    cells.push(Cell::from(state));
+    if wide {
+        cells.push(Cell::from(took));
+    }
+    cells.push(Cell::from(match call.unasked {
+        Some(why) => Line::from(vec![
+            Span::styled(format!("unasked ({}) ", why.tag()), theme.warning()),
+            Span::raw(result),
+        ]),
+        None => Line::from(result),
+    }));
+    Row::new(cells)
+}
+
 /// Draws the log; returns the inner area of its rows (for mouse hit-testing).
 pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
     let focused = app.view().focus == Focus::ToolLog;
@@ -357,6 +413,12 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
         );
         return rows_area;
     }
+    let columns = Columns {
+        wide,
+        show_time,
+        args_width,
+        result_width,
+    };
     let rows = app
         .tool_calls()
         .iter()
@@ -364,38 +426,7 @@ pub fn draw(frame: &mut Frame, area: Rect, app: &App, theme: Theme) -> Rect {
         .skip(first)
         .take(visible)
         .map(|(index, call)| {
-            let time = call.started_at.strftime("%H:%M:%S").to_string();
-            let took = call.duration.map(format_duration).unwrap_or_default();
-            let result = cut_at_word(
-                &result_text(call),
-                result_width.saturating_sub(unasked_width(call)),
-            );
-            let mut cells = Vec::new();
-            if show_time {
-                cells.push(Cell::from(Span::styled(time, theme.dim())));
-            }
-            cells.push(Cell::from(Span::styled(
-                truncate(&bounded(&call.name, SUMMARY), 17),
-                theme.tool(),
-            )));
-            if wide {
-                cells.push(Cell::from(cut_at_word(
-                    &args_summary(&call.args),
-                    args_width,
-                )));
-            }
-            cells.push(Cell::from(call_state_cell(app, theme, call)));
-            if wide {
-                cells.push(Cell::from(took));
-            }
-            cells.push(Cell::from(match call.unasked {
-                Some(why) => Line::from(vec![
-                    Span::styled(format!("unasked ({}) ", why.tag()), theme.warning()),
-                    Span::raw(result),
-                ]),
-                None => Line::from(result),
-            }));
-            let row = Row::new(cells);
+            let row = call_row(theme, call, columns, call_state_cell(app, theme, call));
             if app.view().tool_selected == Some(index) {
                 row.style(theme.selected())
             } else {
