@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 
 use anyhow::Context as _;
 use livetalk_mock::ws_server::ConnectionLimits;
-use livetalk_mock::{MockOptions, MockServer, Scenario, TlsFiles};
+// The mock's fault scenario (`--scenario`); a scenario in this app is `check`'s.
+use livetalk_mock::Scenario as FaultScenario;
+use livetalk_mock::{MockOptions, MockServer, TlsFiles};
 use tracing::info;
 
 use crate::bridge::{BridgeOptions, BridgeServer, Upstream};
@@ -20,8 +22,8 @@ pub async fn mock(args: MockArgs) -> anyhow::Result<()> {
         _ => None,
     };
     let scenario = match &args.scenario {
-        Some(path) => Scenario::load(path)?,
-        None => Scenario::default(),
+        Some(path) => FaultScenario::load(path)?,
+        None => FaultScenario::default(),
     };
     let faults = scenario.faults.len();
     let server = MockServer::start(MockOptions {

@@ -216,14 +216,14 @@ async fn an_answer_sent_from_the_frame_before_its_events_are_read_still_goes_out
                 .await
                 .unwrap_or_else(|_| panic!("turn {turn} did not end"))
                 .expect("the link is open");
-            let frame = match event {
+            let inbound = match event {
                 SessionEvent::Change(SessionChange::AnswerDropped { id, name }) => {
                     panic!("turn {turn}: the answer to {name} ({id:?}) was withheld")
                 }
-                SessionEvent::Server(frame) => frame,
+                SessionEvent::Server(inbound) => inbound,
                 _ => continue,
             };
-            if let Some(calls) = frame.message.as_ref().and_then(|m| m.tool_call.as_ref()) {
+            if let Some(calls) = inbound.message.as_ref().and_then(|m| m.tool_call.as_ref()) {
                 let answers: Vec<FunctionResponse> = calls
                     .function_calls
                     .iter()
@@ -237,7 +237,7 @@ async fn an_answer_sent_from_the_frame_before_its_events_are_read_still_goes_out
                 answered += answers.len();
                 link.handle.send_tool_responses(answers).await.unwrap();
             }
-            for event in frame {
+            for event in inbound {
                 match event {
                     ServerEvent::ToolCall(_) => called = true,
                     ServerEvent::TurnComplete { .. } if called => break 'turn,

@@ -21,7 +21,7 @@ const ORIGIN_SLACK: Duration = Duration::from_secs(3600);
 
 /// What the session panel shows besides the settings.
 #[derive(Debug, Clone)]
-pub struct SessionFigures {
+pub struct PanelFigures {
     origin: Option<Instant>,
     /// The latest moment the app was told of.
     now: Option<Stamp>,
@@ -49,9 +49,9 @@ pub struct SessionFigures {
     tally_before: TokenTally,
 }
 
-impl SessionFigures {
+impl PanelFigures {
     pub fn new(prices: Option<ModelPrices>, compression_trigger: Option<u64>) -> Self {
-        SessionFigures {
+        PanelFigures {
             origin: None,
             now: None,
             turns: TurnClock::new(TURNS_KEPT),
@@ -200,7 +200,7 @@ impl SessionFigures {
 
 impl App {
     /// Latency, health and cost of the session so far.
-    pub fn figures(&self) -> &SessionFigures {
+    pub fn figures(&self) -> &PanelFigures {
         &self.figures
     }
 
@@ -218,7 +218,7 @@ impl App {
         u32::try_from(blamed.count()).unwrap_or(u32::MAX)
     }
 
-    /// Interruptions the user made (see [`SessionFigures::user_barge_ins`]).
+    /// Interruptions the user made (see [`PanelFigures::user_barge_ins`]).
     pub fn user_barge_ins(&self) -> u32 {
         self.figures.user_barge_ins(self.echo_interruptions())
     }
@@ -257,14 +257,14 @@ mod tests {
     use livetalk_live::wire::ClientMessage;
 
     /// A session on a priced model, as the app sees it from `start` on.
-    struct Session {
+    struct PricedApp {
         app: App,
         start: Instant,
     }
 
-    impl Session {
+    impl PricedApp {
         fn new(init: AppInit) -> Self {
-            let mut session = Session {
+            let mut session = PricedApp {
                 app: App::new(init),
                 start: Instant::now(),
             };
@@ -277,7 +277,7 @@ mod tests {
 
         /// A session on Google's own route, priced at the published prices.
         fn priced() -> Self {
-            Session::new(AppInit {
+            PricedApp::new(AppInit {
                 price_book: PriceBook::for_host(GOOGLE, BTreeMap::new()),
                 ..AppInit::new("models/gemini-3.8-live", false, Vec::new())
             })
@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn a_typed_turn_is_timed_from_the_frame_that_sent_it() {
-        let mut s = Session::priced().with_speaker();
+        let mut s = PricedApp::priced().with_speaker();
         s.app.update(Msg::UserText("turn on the lamp".into()));
         // The engine takes in what was sent with the server's next frame, after it.
         s.received(
@@ -373,7 +373,7 @@ mod tests {
 
     #[test]
     fn a_spoken_turn_is_timed_from_the_servers_voice_end() {
-        let mut s = Session::priced();
+        let mut s = PricedApp::priced();
         s.received(500, r#"{"voiceActivity":{"type":"ACTIVITY_START"}}"#);
         s.received(2000, r#"{"voiceActivity":{"type":"ACTIVITY_END"}}"#);
         s.received(
@@ -396,7 +396,7 @@ mod tests {
 
     #[test]
     fn barge_ins_are_the_users_unless_the_echo_was_blamed() {
-        let mut s = Session::priced().with_speaker();
+        let mut s = PricedApp::priced().with_speaker();
         // Ctrl-B while Gemini is heard.
         s.model_audio(100);
         s.heard(150);
@@ -427,7 +427,7 @@ mod tests {
 
     #[test]
     fn a_go_away_counts_down_with_the_time_the_app_is_told() {
-        let mut s = Session::priced();
+        let mut s = PricedApp::priced();
         s.received(
             60_000,
             r#"{"sessionResumptionUpdate":{"newHandle":"h1","resumable":true}}"#,
@@ -455,7 +455,7 @@ mod tests {
 
     #[test]
     fn tokens_are_priced_at_the_published_prices_or_the_configs() {
-        let mut s = Session::priced();
+        let mut s = PricedApp::priced();
         s.received(1000, USAGE);
         s.received(2000, USAGE);
         let tally = s.app.figures().tally();
@@ -468,7 +468,7 @@ mod tests {
         assert!((cost - 0.171).abs() < 1e-9, "{cost}");
         assert_eq!(s.app.figures().context(), (Some(10_000), None));
 
-        let mut s = Session::new(AppInit {
+        let mut s = PricedApp::new(AppInit {
             price_book: book("gemini-3.8-live", 20.0),
             compression_trigger: Some(104_857),
             ..AppInit::new("models/gemini-3.8-live", false, Vec::new())
@@ -497,7 +497,7 @@ mod tests {
 
     #[test]
     fn tokens_keep_the_price_of_the_model_they_were_spent_on() {
-        let mut s = Session::new(AppInit {
+        let mut s = PricedApp::new(AppInit {
             price_book: book("gemini-3.1-flash-live-preview", 0.0),
             ..AppInit::new("models/gemini-3.8-live", false, Vec::new())
         });
@@ -524,7 +524,7 @@ mod tests {
 
     #[test]
     fn the_offline_demo_model_counts_tokens_and_costs_nothing() {
-        let mut s = Session::new(AppInit::new("models/gemini-3.8-live", true, Vec::new()));
+        let mut s = PricedApp::new(AppInit::new("models/gemini-3.8-live", true, Vec::new()));
         s.received(1000, USAGE);
         assert_eq!(s.app.figures().tally().total(), 15_000);
         assert_eq!(s.app.figures().cost(), None);

@@ -48,7 +48,7 @@ pub use tool_calls::{ToolCallRecord, ToolRow, ToolState};
 pub use transcript::{ECHO_INTERRUPTION, Entry, Floor, ModelTurnStatus, UserInput, image_label};
 
 pub use editor::{ERROR_PREFIX, typed_arguments, typed_result};
-pub use health::{SessionFigures, TURNS_KEPT};
+pub use health::{PanelFigures, TURNS_KEPT};
 pub use inspector::{COPY_MAX, Direction, WireRow, frame_json, wire_rows};
 pub use keys::{
     Action, ECHO_KEY, ESC_AGAIN_QUITS, Footer, KEY_MAP, KeyRow, When, footer_keys, help_rows,
@@ -205,7 +205,7 @@ pub struct App {
     /// The session's frames both ways, for the event inspector.
     wire: WireLog,
     /// Latency, health and cost.
-    figures: SessionFigures,
+    figures: PanelFigures,
 }
 
 /// A recording's folder as the status line names it: its last part (`bug-1234`), which
@@ -251,7 +251,7 @@ impl App {
             }))
             .collect();
         App {
-            figures: SessionFigures::new(
+            figures: PanelFigures::new(
                 init.price_book.prices(&init.model),
                 init.compression_trigger,
             ),

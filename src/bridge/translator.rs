@@ -25,7 +25,7 @@ use livetalk_live::{ServerEvent, excerpt};
 
 /// What the translator remembers of the open Live session.
 #[derive(Debug, Default)]
-struct Session {
+struct UpstreamState {
     /// The setup it was opened with (before the resumption handle), to compare models.
     setup: Setup,
     /// `defaultScheduling` of NON_BLOCKING functions.
@@ -73,9 +73,9 @@ pub enum SessionStep {
 /// One app connection's translation state.
 #[derive(Debug, Default)]
 pub struct Translator {
-    session: Option<Session>,
+    session: Option<UpstreamState>,
     /// The session being opened, until [`Translator::opened`] or [`Translator::setup_failed`].
-    opening: Option<Session>,
+    opening: Option<UpstreamState>,
     /// The model's audio also goes out on a WebRTC track, whose pacing says when the model is
     /// heard: `ASSISTANT_SPEAKING` is then the track's to send, not the translator's.
     media_track: bool,
@@ -234,10 +234,10 @@ impl Translator {
             handle: resume,
             transparent: None,
         });
-        self.opening = Some(Session {
+        self.opening = Some(UpstreamState {
             setup: mapped.setup,
             scheduling: mapped.scheduling,
-            ..Session::default()
+            ..UpstreamState::default()
         });
         (warnings, setup)
     }
@@ -552,7 +552,7 @@ impl Translator {
     }
 }
 
-impl Session {
+impl UpstreamState {
     fn tool_response(&mut self, mut response: ToolResponse, reply: &mut Reply) {
         if response.function_responses.is_empty() {
             reply.to_app.push(BridgeMessage::error("SEND_TOOL_RESPONSE needs toolResponse.functionResponses: [{\"id\", \"name\", \"response\"}] (the nested Content/Part form is deprecated and not accepted)."));

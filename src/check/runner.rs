@@ -54,7 +54,7 @@ pub enum RunEnd {
 pub async fn run(scenario: &Scenario, settings: &Settings) -> anyhow::Result<RunEnd> {
     let decider = crate::tools::Decider::headless(settings.approve);
     let (mut app, mut engine) = launch(settings, None, decider).await?;
-    let mut session = Session {
+    let mut session = Drive {
         app: &mut app,
         engine: &mut engine,
         turn: None,
@@ -86,8 +86,8 @@ pub async fn run(scenario: &Scenario, settings: &Settings) -> anyhow::Result<Run
     Ok(RunEnd::Ran(results))
 }
 
-/// The session a run drives, and the turn under way.
-struct Session<'a> {
+/// What a run drives: the app and its engine, and the turn under way.
+struct Drive<'a> {
     app: &'a mut App,
     engine: &'a mut Engine,
     turn: Option<TurnWatch>,
@@ -208,7 +208,7 @@ impl MicFeed {
     }
 }
 
-impl Session<'_> {
+impl Drive<'_> {
     /// A moment on the clock's scale.
     fn stamp(&self, at: std::time::Instant) -> Stamp {
         at.saturating_duration_since(self.origin)

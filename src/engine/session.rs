@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::warn;
 
-use super::wiretap::{self, Wiretap};
+use super::wiretap::{self, EngineTap};
 use crate::app::{Msg, SessionEffect, WireFrame};
 use crate::audio::MicFrame;
 use crate::record::Recorder;
@@ -99,7 +99,7 @@ impl SessionPart {
         SessionPart {
             slot: SessionSlot::new(
                 ReconnectPolicy::default(),
-                Some(Wiretap::shared(None, frames_tx.clone())),
+                Some(EngineTap::shared(None, frames_tx.clone())),
             ),
             start: Start::Done,
             held: Vec::new(),
@@ -115,7 +115,7 @@ impl SessionPart {
     pub(super) fn record_into(&mut self, recorder: Recorder) {
         self.slot = SessionSlot::new(
             self.slot.policy(),
-            Some(Wiretap::shared(Some(recorder), self.frames_tx.clone())),
+            Some(EngineTap::shared(Some(recorder), self.frames_tx.clone())),
         );
     }
 

@@ -22,20 +22,20 @@ use livetalk_live::wire::ClientMessage;
 pub(super) const FRAMES_WAITING: usize = 1024;
 
 /// See the module doc.
-pub(super) struct Wiretap {
+pub(super) struct EngineTap {
     recorder: Option<Recorder>,
     frames: mpsc::Sender<WireFrame>,
     /// Frames not passed on since the last one that was.
     missed: AtomicU64,
 }
 
-impl Wiretap {
+impl EngineTap {
     /// The tap a session is opened with.
     pub(super) fn shared(
         recorder: Option<Recorder>,
         frames: mpsc::Sender<WireFrame>,
     ) -> Arc<dyn WireTap> {
-        Arc::new(Wiretap {
+        Arc::new(EngineTap {
             recorder,
             frames,
             missed: AtomicU64::new(0),
@@ -53,7 +53,7 @@ impl Wiretap {
     }
 }
 
-impl WireTap for Wiretap {
+impl WireTap for EngineTap {
     fn connecting(&self, host: &str) {
         if let Some(recorder) = &self.recorder {
             recorder.connecting(host);

@@ -81,10 +81,10 @@ async fn run() -> Result<(), String> {
     let mut reply = String::new();
     let mut answered = 0;
     'reply: loop {
-        let SessionEvent::Server(frame) = next(&mut session.events, "the reply").await? else {
+        let SessionEvent::Server(inbound) = next(&mut session.events, "the reply").await? else {
             continue;
         };
-        for event in frame {
+        for event in inbound {
             match event {
                 ServerEvent::ToolCall(calls) => {
                     let answers: Vec<FunctionResponse> = calls.iter().map(answer).collect();
@@ -121,8 +121,8 @@ async fn run() -> Result<(), String> {
     // A clean close: the server agrees, and the stream ends with a close we asked for.
     session.handle.close().await;
     loop {
-        if let SessionEvent::Server(frame) = next(&mut session.events, "the close").await?
-            && let Some(close) = frame.closed()
+        if let SessionEvent::Server(inbound) = next(&mut session.events, "the close").await?
+            && let Some(close) = inbound.closed()
         {
             if !close.initiated_by_client {
                 return Err(format!("the session ended badly: {}", close.message));

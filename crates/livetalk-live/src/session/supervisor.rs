@@ -278,8 +278,8 @@ impl Supervisor {
             };
             let deadline = current.go_away_deadline;
             tokio::select! {
-                frame = current.inbound.recv() => {
-                    if let Some(next) = self.on_inbound(frame).await {
+                inbound = current.inbound.recv() => {
+                    if let Some(next) = self.on_inbound(inbound).await {
                         return next;
                     }
                 }
@@ -317,21 +317,21 @@ impl Supervisor {
 
     /// One frame of the current connection (`None`: it ended without a close), taken in and
     /// passed on whole; returns what to do next when the connection must be replaced.
-    async fn on_inbound(&mut self, frame: Option<Inbound>) -> Option<Next> {
-        let frame = frame.unwrap_or_else(|| {
+    async fn on_inbound(&mut self, inbound: Option<Inbound>) -> Option<Next> {
+        let inbound = inbound.unwrap_or_else(|| {
             Inbound::news(ServerEvent::Closed(CloseInfo::failed(
                 None,
                 "The connection ended without a close.".to_owned(),
             )))
         });
-        if let Some(close) = frame.closed() {
+        if let Some(close) = inbound.closed() {
             let close = close.clone();
             return Some(self.on_closed(close).await);
         }
-        for event in &frame.events {
+        for event in &inbound.events {
             self.on_event(event);
         }
-        let _ = self.out.send(SessionEvent::Server(frame)).await;
+        let _ = self.out.send(SessionEvent::Server(inbound)).await;
         let current = self.current.as_ref()?;
         let handle_ready = self.handle.is_some() || !self.resumption;
         if current.go_away_deadline.is_some() && current.open.at_turn_boundary() && handle_ready {
