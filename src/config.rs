@@ -28,7 +28,7 @@ use file::{FileLayer, parse_layer};
 use livetalk_live::{ApiKey, ApiVersion};
 use pricing::PriceChoice;
 use recording::RecordChoice;
-use route::{RouteChoice, RouteLayer};
+use route::RouteChoice;
 use session::SessionChoice;
 use tools::ToolChoice;
 
@@ -312,17 +312,10 @@ struct Merged {
 
 impl Merged {
     /// One file layer over the ones before it, each section by its own resolver.
-    fn apply(&mut self, layer: FileLayer, source: &str) -> Result<(), ConfigError> {
+    fn apply(&mut self, mut layer: FileLayer, source: &str) -> Result<(), ConfigError> {
         self.pricing
-            .apply(layer.pricing.unwrap_or_default(), source)?;
-        let route = RouteLayer {
-            endpoint: layer.endpoint,
-            vertex: layer.vertex,
-            project: layer.project,
-            location: layer.location,
-            api_version: layer.api_version,
-        };
-        self.route.apply(route, source)?;
+            .apply(layer.pricing.take().unwrap_or_default(), source)?;
+        self.route.apply(&mut layer, source)?;
         if let Some(v) = layer.model {
             self.session.set_model(&v, source)?;
         }

@@ -4,10 +4,8 @@
 use std::process::ExitCode;
 
 use clap::CommandFactory as _;
-
 use livetalk::cli::{
-    Cli, Command, CompletionsArgs, DevicesArgs, DoctorArgs, InspectArgs, MockArgs, ReplayArgs,
-    SessionFlags,
+    Cli, Command, DevicesArgs, DoctorArgs, InspectArgs, MockArgs, ReplayArgs, SessionFlags,
 };
 use livetalk::config::Settings;
 use livetalk::headless::{self, OutputFormat};
@@ -58,8 +56,11 @@ fn main() -> ExitCode {
         }
         Some(Command::Devices(args)) => devices(&args, session),
         Some(Command::Doctor(args)) => doctor(runtime, &args, session),
-        Some(Command::Completions(args)) => completions(&args),
-        Some(Command::Man) => man(),
+        Some(Command::Completions(args)) => print_generated(
+            livetalk::completion::script(args.shell),
+            "the completion script",
+        ),
+        Some(Command::Man) => print_generated(livetalk::cli::man_page(), "the manual page"),
         Some(Command::Sessions) => match Settings::load(&session.overrides()) {
             Ok(settings) => {
                 let _ = livetalk::output::out_raw(&inspect::sessions_table(&settings.sessions_dir));
@@ -197,33 +198,15 @@ fn doctor(runtime: Runtime, args: &DoctorArgs, session: &SessionFlags) -> ExitCo
     }
 }
 
-/// `livetalk completions`.
-fn completions(args: &CompletionsArgs) -> ExitCode {
-    match livetalk::completion::script(args.shell) {
-        Ok(script) => {
-            let _ = livetalk::output::out_raw(&String::from_utf8_lossy(&script));
+/// Prints what a generator wrote (the completion script, the manual page), or says it could not.
+fn print_generated(generated: std::io::Result<Vec<u8>>, what: &str) -> ExitCode {
+    match generated {
+        Ok(bytes) => {
+            let _ = livetalk::output::out_raw(&String::from_utf8_lossy(&bytes));
             ExitCode::SUCCESS
         }
         Err(e) => {
-            livetalk::output::err(&format!(
-                "livetalk: error: cannot write the completion script: {e}"
-            ));
-            ExitCode::from(1)
-        }
-    }
-}
-
-/// `livetalk man`.
-fn man() -> ExitCode {
-    match livetalk::cli::man_page() {
-        Ok(page) => {
-            let _ = livetalk::output::out_raw(&String::from_utf8_lossy(&page));
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            livetalk::output::err(&format!(
-                "livetalk: error: cannot write the manual page: {e}"
-            ));
+            livetalk::output::err(&format!("livetalk: error: cannot write {what}: {e}"));
             ExitCode::from(1)
         }
     }

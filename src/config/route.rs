@@ -2,6 +2,7 @@
 //! offline demo model), from the route's keys in every layer, and the API key.
 
 use super::ConfigError;
+use super::file::FileLayer;
 use livetalk_live::{ApiKey, ApiVersion, Endpoint};
 
 /// The environment variables an API key is read from, the first one set winning.
@@ -88,23 +89,23 @@ pub(super) struct RouteChoice {
 }
 
 impl RouteChoice {
-    /// The route's keys of one file layer.
-    pub(super) fn apply(&mut self, layer: RouteLayer, source: &str) -> Result<(), ConfigError> {
-        if let Some(v) = layer.endpoint {
+    /// The route's keys of one file layer, taken out of it.
+    pub(super) fn apply(&mut self, layer: &mut FileLayer, source: &str) -> Result<(), ConfigError> {
+        if let Some(v) = layer.endpoint.take() {
             self.set_endpoint(v, source)?;
         }
-        if let Some(v) = layer.vertex {
+        if let Some(v) = layer.vertex.take() {
             self.vertex = v;
         }
         for (value, slot) in [
-            (layer.project, &mut self.project),
-            (layer.location, &mut self.location),
+            (layer.project.take(), &mut self.project),
+            (layer.location.take(), &mut self.location),
         ] {
             if let Some(value) = value.filter(|v| !v.trim().is_empty()) {
                 *slot = Some((value.trim().to_owned(), source.to_owned()));
             }
         }
-        if let Some(v) = layer.api_version {
+        if let Some(v) = layer.api_version.take() {
             self.api_version = v;
         }
         Ok(())
@@ -222,15 +223,6 @@ impl RouteChoice {
         };
         Ok((target, vertex))
     }
-}
-
-/// The route's keys of one file layer.
-pub(super) struct RouteLayer {
-    pub(super) endpoint: Option<String>,
-    pub(super) vertex: Option<bool>,
-    pub(super) project: Option<String>,
-    pub(super) location: Option<String>,
-    pub(super) api_version: Option<ApiVersion>,
 }
 
 /// Host of a bridge URL for messages (never the token in its query).
