@@ -315,6 +315,19 @@ impl Printer {
     }
 
     /// Prints one entry if it is final; returns false to wait.
+    /// A grounded reply's searches and sources, a line each, under the reply.
+    fn print_grounding(&self, grounding: &livetalk_live::reading::Grounding) {
+        if !grounding.queries.is_empty() {
+            self.line(&format!("  Searched: {}", grounding.queries_line()));
+        }
+        for source in &grounding.sources {
+            self.line(&format!("  Source: {}", source.as_line()));
+        }
+        if let Some(more) = grounding.more_line() {
+            self.line(&format!("  {more}"));
+        }
+    }
+
     fn print_entry(&self, app: &App, entry: &Entry) -> bool {
         match entry {
             Entry::User { text, via } => {
@@ -367,15 +380,7 @@ impl Printer {
                             (false, _) => String::new(),
                         };
                         self.line(&format!("Gemini: {shown}{mark}"));
-                        if !grounding.queries.is_empty() {
-                            self.line(&format!("  Searched: {}", grounding.queries_line()));
-                        }
-                        for source in &grounding.sources {
-                            self.line(&format!("  Source: {}", source.as_line()));
-                        }
-                        if let Some(more) = grounding.more_line() {
-                            self.line(&format!("  {more}"));
-                        }
+                        self.print_grounding(grounding);
                     }
                     OutputFormat::Json => {
                         let mut event = json!({

@@ -145,6 +145,16 @@ impl App {
     }
 
     /// `arrived_at`: when a replayed event arrived in the original run (else it is now).
+    /// The reply's searches and sources, read as the service's message is read; kept with the
+    /// reply they ground (after a barge-in, the rest of the turn is dropped).
+    fn on_grounding(&mut self, metadata: &serde_json::Value) -> Vec<Effect> {
+        let found = livetalk_live::reading::Grounding::of(metadata);
+        if !found.is_empty() && !self.audio.discard_turn && !self.closing {
+            self.open_grounding().absorb(found);
+        }
+        Vec::new()
+    }
+
     pub(super) fn on_session(
         &mut self,
         event: ServerEvent,
@@ -273,15 +283,7 @@ impl App {
                 Vec::new()
             }
             ServerEvent::VoiceActivity { .. } => Vec::new(),
-            // The reply's searches and sources, read as the service's message is read; kept
-            // with the reply they ground (after a barge-in, the rest of the turn is dropped).
-            ServerEvent::Grounding(metadata) => {
-                let found = livetalk_live::reading::Grounding::of(&metadata);
-                if !found.is_empty() && !self.audio.discard_turn && !self.closing {
-                    self.open_grounding().absorb(found);
-                }
-                Vec::new()
-            }
+            ServerEvent::Grounding(metadata) => self.on_grounding(&metadata),
             ServerEvent::FrameSkipped { reason } => {
                 self.notice(NoticeLevel::Warning, reason);
                 Vec::new()
