@@ -1,7 +1,7 @@
 //! Logging with `tracing`: to a file in the data directory for conversations (never to the
 //! terminal a UI owns), kept at most [`LOG_FILE_CAP`] twice over; to stderr for the servers
 //! (`livetalk mock`, `livetalk serve`) through a writer that never blocks them. Every line is
-//! cut to a bounded length and scrubbed of secrets on its way out.
+//! cut to a bounded length, scrubbed of secrets and made safe for a terminal on its way out.
 
 use std::fs::File;
 use std::io::Write;
@@ -197,8 +197,10 @@ impl<W: Write> Write for BoundedLine<W> {
             let cut = excerpt::bounded(text.trim_end_matches('\n'), excerpt::LOG_LINE);
             format!("{cut}\n").into()
         };
-        // Every log line passes here, so this is where secrets leave it.
-        self.0.write_all(redact::scrub(&line).as_bytes())?;
+        // Every log line passes here, so this is where secrets leave it, and where what a
+        // peer sent is made safe for the terminal the log is read on (the servers' is one).
+        self.0
+            .write_all(excerpt::terminal_safe(&redact::scrub(&line)).as_bytes())?;
         Ok(buf.len())
     }
 

@@ -141,7 +141,7 @@ fn inspect_recording(args: &InspectArgs, session: &SessionFlags) -> ExitCode {
                 let _ = livetalk::output::out_raw(&inspect::markdown(&recording));
             } else if args.json {
                 let json = inspect::json(&recording);
-                let _ = livetalk::output::out_raw(&format!("{json}\n"));
+                let _ = livetalk::output::out_json(&json.to_string());
             } else {
                 let _ = livetalk::output::out_raw(&inspect::report(&recording));
             }
@@ -184,12 +184,11 @@ fn devices(args: &DevicesArgs, session: &SessionFlags) -> ExitCode {
 /// `livetalk doctor`.
 fn doctor(runtime: Runtime, args: &DoctorArgs, session: &SessionFlags) -> ExitCode {
     let checks = runtime.block_on(livetalk::doctor::checks(args, session.overrides()));
-    let text = if args.json {
-        livetalk::doctor::json(&checks) + "\n"
+    let _ = if args.json {
+        livetalk::output::out_json(&livetalk::doctor::json(&checks))
     } else {
-        livetalk::doctor::report(&checks)
+        livetalk::output::out_raw(&livetalk::doctor::report(&checks))
     };
-    let _ = livetalk::output::out_raw(&text);
     runtime.shutdown_background();
     if livetalk::doctor::blocked(&checks) {
         ExitCode::from(1)

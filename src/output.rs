@@ -1,30 +1,44 @@
 //! What livetalk writes to the terminal: lines on stdout and stderr, and the TUI's frames,
 //! each scrubbed of secrets through [`livetalk_live::redact`] on the way out (`clippy.toml`
-//! forbids `println!` and friends so that nothing prints around it); what C libraries write to
-//! stderr behind its back, caught; and whether the user asked for no colour.
+//! forbids `println!` and friends so that nothing prints around it), and every line made safe
+//! for a terminal through [`livetalk_live::excerpt::terminal_safe`] (model text, a recording's
+//! lines, a file's name: ESC and the other controls shown escaped, on a terminal or not); what
+//! C libraries write to stderr behind its back, caught; and whether the user asked for no
+//! colour.
 
 use std::io::{Read as _, Seek as _, Write};
 use std::os::fd::{AsFd, OwnedFd};
 
+use livetalk_live::excerpt::{json_terminal_safe, terminal_safe};
 use livetalk_live::redact::{scrub, scrub_keeping_width};
 
-/// Writes a line to stdout, scrubbed; the error (a closed pipe) is the caller's to judge.
+/// Writes a line to stdout, scrubbed and made safe for a terminal; the error (a closed pipe)
+/// is the caller's to judge.
 pub fn out(line: &str) -> std::io::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{}", scrub(line))?;
+    writeln!(stdout, "{}", terminal_safe(&scrub(line)))?;
     stdout.flush()
 }
 
-/// Writes text to stdout as it is (no newline added), scrubbed.
+/// Writes one line of JSON to stdout, scrubbed, with DEL and the C1 controls escaped as JSON
+/// escapes (serde_json escapes C0 itself), so it stays the same JSON.
+pub fn out_json(line: &str) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{}", json_terminal_safe(&scrub(line)))?;
+    stdout.flush()
+}
+
+/// Writes text to stdout as it is (no newline added), scrubbed and made safe for a terminal.
 pub fn out_raw(text: &str) -> std::io::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    stdout.write_all(scrub(text).as_bytes())?;
+    stdout.write_all(terminal_safe(&scrub(text)).as_bytes())?;
     stdout.flush()
 }
 
-/// Writes a line to stderr, scrubbed. Nothing is left to do if stderr is gone.
+/// Writes a line to stderr, scrubbed and made safe for a terminal. Nothing is left to do if
+/// stderr is gone.
 pub fn err(line: &str) {
-    let _ = writeln!(std::io::stderr().lock(), "{}", scrub(line));
+    let _ = writeln!(std::io::stderr().lock(), "{}", terminal_safe(&scrub(line)));
 }
 
 /// The terminal under the TUI: a frame is gathered until it is flushed, then scrubbed with

@@ -213,7 +213,7 @@ pub fn turn(format: Format, file: &FileReport, run: usize, index: usize, report:
             if !grounding.is_empty() {
                 crate::record::inspect::grounding_json(grounding, &mut event);
             }
-            let _ = output::out(&event.to_string());
+            let _ = output::out_json(&event.to_string());
         }
     }
 }
@@ -279,7 +279,7 @@ pub fn file_done(format: Format, file: &FileReport, min_pass_rate: f64) {
                     })
                 })
                 .collect();
-            let _ = output::out(
+            let _ = output::out_json(
                 &json!({
                     "type": "file",
                     "file": file.file,
@@ -347,7 +347,7 @@ pub fn summary(
             ));
         }
         Format::Json => {
-            let _ = output::out(
+            let _ = output::out_json(
                 &json!({
                     "type": "summary",
                     "route": target.route,

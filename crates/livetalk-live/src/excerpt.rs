@@ -1,6 +1,8 @@
 //! Echoing what a peer controls (tool arguments and results, model text, close reasons,
 //! skipped frames) to the terminal and the log: bounded summaries that say how big the whole
-//! was. A server can send megabytes where a line is expected; the recording keeps it all.
+//! was, and the one place that makes text safe for a terminal ([`terminal_safe`]). A server
+//! can send megabytes where a line is expected, or an escape sequence that rewrites the
+//! screen or the clipboard; the recording keeps it all as it was.
 
 use std::borrow::Cow;
 
@@ -107,6 +109,54 @@ pub fn sentence(text: &str) -> String {
     format!("{}.", text.trim_end_matches('.'))
 }
 
+/// Whether a terminal would act on `c` rather than show it: the C0 controls but tab and
+/// newline (ESC among them), DEL and the C1 controls (U+0080 to U+009F, which some terminals
+/// read as ESC sequences: U+009B is CSI).
+fn acts_on_terminal(c: char) -> bool {
+    matches!(c, '\0'..='\x08' | '\x0b'..='\x1f' | '\x7f'..='\u{9f}')
+}
+
+/// `text` as a terminal shows it without acting on it: every control character but tab and
+/// newline (C0, DEL and C1, so ESC and CSI) written as `\x1b`, `\x9b`, never sent raw. The
+/// one place text from others is made safe for a terminal (headless output, replay, inspect,
+/// check, doctor and the servers' log lines all go through it), whether the output is a
+/// terminal or a file: a file is read on a terminal later. The same text comes back borrowed.
+pub fn terminal_safe(text: &str) -> Cow<'_, str> {
+    let Some(first) = text.find(acts_on_terminal) else {
+        return Cow::Borrowed(text);
+    };
+    let mut safe = String::with_capacity(text.len() + 8);
+    safe.push_str(&text[..first]);
+    for c in text[first..].chars() {
+        if acts_on_terminal(c) {
+            let _ = std::fmt::Write::write_fmt(&mut safe, format_args!("\\x{:02x}", u32::from(c)));
+        } else {
+            safe.push(c);
+        }
+    }
+    Cow::Owned(safe)
+}
+
+/// A line of JSON as a terminal may show it: serde_json escapes C0 controls already, and this
+/// escapes DEL and the C1 controls as `\u007f`, `\u009b`, so the line stays the same JSON
+/// (outside strings JSON has none of them) and holds nothing a terminal would act on.
+pub fn json_terminal_safe(json: &str) -> Cow<'_, str> {
+    let raw = |c: char| acts_on_terminal(c) && c != '\n' && c != '\t';
+    let Some(first) = json.find(raw) else {
+        return Cow::Borrowed(json);
+    };
+    let mut safe = String::with_capacity(json.len() + 8);
+    safe.push_str(&json[..first]);
+    for c in json[first..].chars() {
+        if raw(c) {
+            let _ = std::fmt::Write::write_fmt(&mut safe, format_args!("\\u{:04x}", u32::from(c)));
+        } else {
+            safe.push(c);
+        }
+    }
+    Cow::Owned(safe)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +186,34 @@ mod tests {
         assert_eq!(one_line("a\u{1b}]2;x\u{7}b\n\t c", 80), "a ]2;x b c");
         assert_eq!(one_line("abcdef", 4), "abc…");
         assert_eq!(one_line("  ", 4), "");
+    }
+
+    #[test]
+    fn controls_are_shown_escaped_and_tab_and_newline_kept() {
+        let hostile = "a\x1b]52;c;aGk=\x07b\tc\nd\r\x7f\u{9b}2J\u{85}é";
+        assert_eq!(
+            terminal_safe(hostile),
+            "a\\x1b]52;c;aGk=\\x07b\tc\nd\\x0d\\x7f\\x9b2J\\x85é"
+        );
+        assert!(matches!(terminal_safe("plain é\tline\n"), Cow::Borrowed(_)));
+        for c in (0..=0xa0u32).filter_map(char::from_u32) {
+            let shown = terminal_safe(&c.to_string()).into_owned();
+            let passes = c == '\t' || c == '\n' || (' '..='~').contains(&c) || c == '\u{a0}';
+            assert_eq!(shown.chars().count() == 1, passes, "{c:?} became {shown:?}");
+        }
+    }
+
+    #[test]
+    fn json_keeps_its_meaning_with_c1_and_del_escaped() {
+        let value = json!({"text": "x\u{1b}[2J\u{9b}1m\u{7f}\u{85}y"});
+        let line = value.to_string();
+        let safe = json_terminal_safe(&line);
+        assert!(!safe.chars().any(|c| acts_on_terminal(c)), "{safe}");
+        assert_eq!(serde_json::from_str::<Value>(&safe).unwrap(), value);
+        assert!(
+            safe.contains("\\u009b") && safe.contains("\\u001b"),
+            "{safe}"
+        );
     }
 
     #[test]
