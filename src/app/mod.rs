@@ -54,7 +54,8 @@ pub use keys::{
     Action, ECHO_KEY, ESC_AGAIN_QUITS, Footer, KEY_MAP, KeyRow, When, footer_keys, help_rows,
 };
 pub use view::{
-    Area, Editor, EditorPurpose, Focus, InputLine, Inspector, Popup, ScreenLayout, View, WireFilter,
+    Area, Editor, EditorPurpose, Focus, INPUT_MAX_BYTES, InputLine, Inspector, Popup, ScreenLayout,
+    View, WireFilter,
 };
 pub use wire_log::{WIRE_LOG_FRAMES, WireBody, WireFrame, WireLog};
 
@@ -494,11 +495,16 @@ impl App {
                 Vec::new()
             }
             Msg::Paste(text) => {
-                if let Some(editor) = &mut self.view.editor {
-                    editor.line.insert_str(&text);
+                let taken = if let Some(editor) = &mut self.view.editor {
+                    editor.line.insert_str(&text)
                 } else if self.view.popup.is_none() {
                     self.view.focus = Focus::Input;
-                    self.view.input.insert_str(&text);
+                    self.view.input.insert_str(&text)
+                } else {
+                    Ok(())
+                };
+                if let Err(refused) = taken {
+                    self.notice(NoticeLevel::Warning, refused.to_string());
                 }
                 Vec::new()
             }

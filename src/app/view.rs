@@ -238,24 +238,52 @@ pub struct Editor {
     pub problem: Option<String>,
 }
 
+/// The most text the input line (and the editor's line) holds: a paste that would take it
+/// past this is refused whole, with a notice, rather than cut somewhere the user cannot see.
+/// Pastes up to it are taken in one pass, in time linear in their length.
+pub const INPUT_MAX_BYTES: usize = 1 << 20;
+
+/// Sent lines the history keeps at most, and the bytes they may take in all (the newest line is
+/// always kept): a session of long pastes must not grow without bound.
+const HISTORY_LINES: usize = 200;
+const HISTORY_BYTES: usize = 4 << 20;
+
 /// A one-line editor with history.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InputLine {
     text: String,
     /// Cursor position in chars.
     cursor: usize,
-    history: Vec<String>,
+    history: std::collections::VecDeque<String>,
     /// Position while browsing history; `None` when editing the draft.
     browsing: Option<usize>,
     /// The unsent text kept while browsing history.
     draft: String,
 }
 
+/// A paste the line did not take: it would have held more than [`INPUT_MAX_BYTES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLong {
+    /// The bytes the paste would have added.
+    pub pasted: usize,
+}
+
+impl std::fmt::Display for TooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "The paste of {} was not taken: the input line holds at most {}.",
+            livetalk_live::excerpt::human_size(self.pasted as u64),
+            livetalk_live::excerpt::human_size(INPUT_MAX_BYTES as u64),
+        )
+    }
+}
+
 impl InputLine {
     /// A line holding `text`, the cursor at its end.
     pub fn with_text(text: &str) -> Self {
         let mut line = InputLine::default();
-        line.insert_str(text);
+        let _ = line.insert_str(text);
         line
     }
 
@@ -282,22 +310,38 @@ impl InputLine {
         self.text.chars().count()
     }
 
+    /// Types one character (nothing past [`INPUT_MAX_BYTES`]).
     pub fn insert(&mut self, c: char) {
+        if self.text.len() + c.len_utf8() > INPUT_MAX_BYTES {
+            return;
+        }
         let at = self.byte_at(self.cursor);
         self.text.insert(at, c);
         self.cursor += 1;
     }
 
-    /// Inserts pasted text; line breaks become spaces since a turn is one line.
-    pub fn insert_str(&mut self, s: &str) {
+    /// Inserts pasted text at the cursor in one pass; line breaks and tabs become spaces since
+    /// a turn is one line, other control characters are left out. A paste that would take the
+    /// line past [`INPUT_MAX_BYTES`] is not taken at all.
+    pub fn insert_str(&mut self, s: &str) -> Result<(), TooLong> {
+        let mut taken = String::with_capacity(s.len().min(INPUT_MAX_BYTES));
+        let mut chars = 0;
         for c in s.chars() {
-            match c {
-                '\r' => {}
-                '\n' | '\t' => self.insert(' '),
-                c if c.is_control() => {}
-                c => self.insert(c),
+            let c = match c {
+                '\n' | '\t' => ' ',
+                c if c.is_control() => continue,
+                c => c,
+            };
+            if self.text.len() + taken.len() + c.len_utf8() > INPUT_MAX_BYTES {
+                return Err(TooLong { pasted: s.len() });
             }
+            taken.push(c);
+            chars += 1;
         }
+        let at = self.byte_at(self.cursor);
+        self.text.insert_str(at, &taken);
+        self.cursor += chars;
+        Ok(())
     }
 
     pub fn backspace(&mut self) {
@@ -359,7 +403,7 @@ impl InputLine {
         self.text.clear();
         self.cursor = 0;
         self.browsing = None;
-        self.insert_str(text);
+        let _ = self.insert_str(text);
     }
 
     /// Takes the line for sending and remembers it in the history.
@@ -368,8 +412,14 @@ impl InputLine {
         self.cursor = 0;
         self.browsing = None;
         self.draft.clear();
-        if !text.trim().is_empty() && self.history.last() != Some(&text) {
-            self.history.push(text.clone());
+        if !text.trim().is_empty() && self.history.back() != Some(&text) {
+            self.history.push_back(text.clone());
+            let mut bytes: usize = self.history.iter().map(String::len).sum();
+            while self.history.len() > 1
+                && (self.history.len() > HISTORY_LINES || bytes > HISTORY_BYTES)
+            {
+                bytes -= self.history.pop_front().map_or(0, |line| line.len());
+            }
         }
         text
     }
@@ -412,7 +462,7 @@ mod tests {
 
     fn typed(s: &str) -> InputLine {
         let mut line = InputLine::default();
-        line.insert_str(s);
+        line.insert_str(s).unwrap();
         line
     }
 
@@ -447,9 +497,9 @@ mod tests {
     fn history_browses_back_and_restores_the_draft() {
         let mut line = typed("first");
         line.take();
-        line.insert_str("second");
+        line.insert_str("second").unwrap();
         line.take();
-        line.insert_str("draft");
+        line.insert_str("draft").unwrap();
         line.history_back();
         assert_eq!(line.text(), "second");
         line.history_back();
@@ -465,6 +515,51 @@ mod tests {
     #[test]
     fn pasted_line_breaks_become_spaces() {
         assert_eq!(typed("a\r\nb\tc\u{7}").text(), "a b c");
+    }
+
+    #[test]
+    fn a_paste_goes_in_at_the_cursor_and_one_past_the_cap_is_refused_whole() {
+        let mut line = typed("héllo");
+        line.left();
+        line.left();
+        line.insert_str("ΑΒ\nΓ").unwrap();
+        assert_eq!((line.text(), line.cursor()), ("hélΑΒ Γlo", 7));
+        let mut line = typed("x");
+        line.insert_str(&"y".repeat(INPUT_MAX_BYTES - 1)).unwrap();
+        assert_eq!(line.text().len(), INPUT_MAX_BYTES);
+        let refused = line.insert_str("z").unwrap_err();
+        assert_eq!(refused, TooLong { pasted: 1 });
+        line.insert('z');
+        assert_eq!(line.text().len(), INPUT_MAX_BYTES);
+        let mut empty = InputLine::default();
+        let big = "w".repeat(5 << 20);
+        let refused = empty.insert_str(&big).unwrap_err();
+        assert!(empty.is_empty());
+        assert_eq!(
+            refused.to_string(),
+            "The paste of 5.0 MiB was not taken: the input line holds at most 1.0 MiB."
+        );
+    }
+
+    #[test]
+    fn the_history_keeps_the_newest_lines_within_its_bounds() {
+        let mut line = InputLine::default();
+        for i in 0..HISTORY_LINES + 5 {
+            line.insert_str(&format!("line {i}")).unwrap();
+            line.take();
+        }
+        assert_eq!(line.history.len(), HISTORY_LINES);
+        assert_eq!(line.history.front().map(String::as_str), Some("line 5"));
+        let long = "l".repeat(INPUT_MAX_BYTES);
+        for _ in 0..6 {
+            line.insert_str(&long).unwrap();
+            line.take();
+            line.insert_str("short").unwrap();
+            line.take();
+        }
+        let bytes: usize = line.history.iter().map(String::len).sum();
+        assert!(bytes <= HISTORY_BYTES, "{bytes}");
+        assert_eq!(line.history.back().map(String::as_str), Some("short"));
     }
 
     #[test]

@@ -500,7 +500,15 @@ fn draw_input(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
             .saturating_sub(unicode_width::UnicodeWidthChar::width(chars[start]).unwrap_or(0));
         start += 1;
     }
-    let shown: String = chars[start..].iter().collect();
+    // Only what fits is drawn: a pasted megabyte must not be laid out on every frame.
+    let mut columns = 0;
+    let shown: String = chars[start..]
+        .iter()
+        .take_while(|c| {
+            columns += unicode_width::UnicodeWidthChar::width(**c).unwrap_or(0);
+            columns <= width + 1
+        })
+        .collect();
     let shown_before: usize = chars[start..input.cursor()]
         .iter()
         .map(|c| unicode_width::UnicodeWidthChar::width(*c).unwrap_or(0))
