@@ -57,7 +57,7 @@ pub use view::{
     Area, Editor, EditorPurpose, Focus, INPUT_MAX_BYTES, InputLine, Inspector, Popup, ScreenLayout,
     View, WireFilter,
 };
-pub use wire_log::{WIRE_LOG_FRAMES, WireBody, WireFrame, WireLog};
+pub use wire_log::{WIRE_LOG_BYTES, WireBody, WireFrame, WireLog};
 
 /// How much a notice matters (its colour, and whether headless prints it as a warning).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -173,18 +173,20 @@ impl App {
             ServerEvent::ModelText(text) => {
                 if !self.audio.discard_turn && !self.closing {
                     self.wire_speaking();
-                    self.open_model_entry()
-                        .0
-                        .push_str(&bounded(&text, excerpt::TEXT));
+                    super::transcript::append_bounded(
+                        self.open_model_entry().0,
+                        &bounded(&text, excerpt::TEXT),
+                    );
                 }
                 Vec::new()
             }
             ServerEvent::OutputTranscription { text, .. } => {
                 if !self.audio.discard_turn && !self.closing {
                     self.wire_speaking();
-                    self.open_model_entry()
-                        .1
-                        .push_str(&bounded(&text, excerpt::TEXT));
+                    super::transcript::append_bounded(
+                        self.open_model_entry().1,
+                        &bounded(&text, excerpt::TEXT),
+                    );
                 }
                 Vec::new()
             }

@@ -90,6 +90,27 @@ pub fn image_label(name: &str, file_bytes: u64, width: u32, height: u32) -> Stri
     )
 }
 
+/// The most text one transcript entry keeps (a model's reply, a user's speech): a server can
+/// stream text for ever, and the entry must not grow with it. The recording keeps all of it.
+pub const ENTRY_TEXT_MAX: usize = 1 << 20;
+
+/// What ends an entry's text once it reached [`ENTRY_TEXT_MAX`].
+pub const ENTRY_TEXT_CUT: &str = " … (more than 1 MiB: the rest is not kept here)";
+
+/// Appends `text` to an entry's, up to [`ENTRY_TEXT_MAX`]; past it, [`ENTRY_TEXT_CUT`] once.
+pub(super) fn append_bounded(entry: &mut String, text: &str) {
+    if entry.ends_with(ENTRY_TEXT_CUT) {
+        return;
+    }
+    if entry.len() + text.len() <= ENTRY_TEXT_MAX {
+        entry.push_str(text);
+        return;
+    }
+    let room = ENTRY_TEXT_MAX.saturating_sub(entry.len());
+    entry.push_str(&text[..livetalk_live::excerpt::floor_char_boundary(text, room)]);
+    entry.push_str(ENTRY_TEXT_CUT);
+}
+
 /// How the transcript explains an entry's `echo_suspected`.
 pub const ECHO_INTERRUPTION: &str = "echo may have interrupted Gemini";
 
@@ -202,7 +223,7 @@ impl App {
             via: UserInput::Speech,
         }) = self.transcript.last_mut()
         {
-            text.push_str(fragment);
+            append_bounded(text, fragment);
             return;
         }
         self.transcript.push(Entry::User {

@@ -1,6 +1,6 @@
 //! The session's frames in both directions, as they went over the wire: what the event
-//! inspector draws from. Bounded: beyond [`WIRE_LOG_FRAMES`] the oldest go, and are counted.
-//! Never recorded (a recording has its own wire lines), so it costs a push per frame.
+//! inspector draws from. Bounded in bytes: beyond [`WIRE_LOG_BYTES`] the oldest go, and are
+//! counted. Never recorded (a recording has its own wire lines), so it costs a push per frame.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -11,8 +11,13 @@ use livetalk_live::events::Inbound;
 use livetalk_live::reading::{AudioPart, Reading};
 use livetalk_live::wire::{Blob, ClientMessage, ServerMessage};
 
-/// Frames kept; a voice turn is about 75 frames a second, so this is about a minute of talk.
-pub const WIRE_LOG_FRAMES: usize = 4096;
+/// What the frames kept may weigh in all (see [`WireFrame::weight`]): a bound in bytes, not
+/// frames, since a server can send megabytes of text in each of them. A voice turn's frames
+/// weigh about 3 KiB each (their audio is not kept), so this is a few minutes of talk.
+pub const WIRE_LOG_BYTES: usize = 16 << 20;
+
+/// What keeping a frame costs besides its text: the message's structs and the log's own.
+const FRAME_OVERHEAD: usize = 512;
 
 /// One frame of the session, either way.
 #[derive(Debug, Clone, PartialEq)]
@@ -130,6 +135,14 @@ impl WireFrame {
     }
 }
 
+impl WireFrame {
+    /// What the log counts a kept frame as: its size on the wire less the audio and images
+    /// left out (what its text and structure hold, near enough), plus a fixed overhead.
+    pub fn weight(&self) -> usize {
+        self.bytes.saturating_sub(self.elided) + FRAME_OVERHEAD
+    }
+}
+
 /// Empties a blob's data; returns how many bytes it held.
 fn elide(blob: &mut Blob) -> usize {
     std::mem::take(&mut blob.data).len()
@@ -137,9 +150,12 @@ fn elide(blob: &mut Blob) -> usize {
 
 /// The frames of the session, oldest first, in the order they crossed the wire. Audio and
 /// images are left out of what it keeps (see [`WireFrame::elided`]).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct WireLog {
     frames: VecDeque<WireFrame>,
+    /// What the frames kept weigh, and the most they may.
+    weight: usize,
+    budget: usize,
     /// Each frame's number in the order it was taken in, beside it: what the inspector's
     /// selection holds on to while frames come and go.
     numbers: VecDeque<u64>,
@@ -149,18 +165,49 @@ pub struct WireLog {
     origin: Option<Instant>,
 }
 
+impl Default for WireLog {
+    fn default() -> Self {
+        WireLog::with_budget(WIRE_LOG_BYTES)
+    }
+}
+
 impl WireLog {
+    /// A log whose frames weigh at most `budget` bytes in all.
+    pub fn with_budget(budget: usize) -> Self {
+        WireLog {
+            frames: VecDeque::new(),
+            weight: 0,
+            budget,
+            numbers: VecDeque::new(),
+            taken_in: 0,
+            dropped: 0,
+            origin: None,
+        }
+    }
+
     /// Adds a frame in time order: the two directions reach the app by different roads, so a
-    /// frame may come a little after one that crossed the wire later.
+    /// frame may come a little after one that crossed the wire later. The oldest frames go
+    /// while the log would weigh more than its budget; a frame heavier than the whole budget
+    /// is counted as dropped and not kept.
     pub(super) fn push(&mut self, frame: WireFrame) {
         let frame = frame.kept();
         self.dropped += frame.missed_before;
         self.origin = Some(self.origin.map_or(frame.at, |origin| origin.min(frame.at)));
-        if self.frames.len() == WIRE_LOG_FRAMES {
-            self.frames.pop_front();
+        let weight = frame.weight();
+        if weight > self.budget {
+            self.dropped += 1;
+            self.taken_in += 1;
+            return;
+        }
+        while self.weight + weight > self.budget {
+            let Some(oldest) = self.frames.pop_front() else {
+                break;
+            };
+            self.weight -= oldest.weight();
             self.numbers.pop_front();
             self.dropped += 1;
         }
+        self.weight += weight;
         let at = self
             .frames
             .iter()
@@ -190,6 +237,11 @@ impl WireLog {
     /// The frames kept, oldest first.
     pub fn frames(&self) -> &VecDeque<WireFrame> {
         &self.frames
+    }
+
+    /// What the frames kept weigh (see [`WireFrame::weight`]); at most the log's budget.
+    pub fn weight(&self) -> usize {
+        self.weight
     }
 
     /// Frames dropped to keep the log bounded, and frames that never reached it (the app was
@@ -241,16 +293,42 @@ mod tests {
         log.push(sent_at(start + Duration::from_millis(1), "a"));
         log.push(sent_at(start + Duration::from_millis(2), "c"));
         assert_eq!(texts(&log), ["a", "b", "c"]);
-        for i in 0..WIRE_LOG_FRAMES {
+        let fits = WIRE_LOG_BYTES / sent_at(start, "n").weight();
+        for i in 0..fits {
             log.push(sent_at(start + Duration::from_millis(3 + i as u64), "n"));
         }
-        assert_eq!(log.frames().len(), WIRE_LOG_FRAMES);
+        assert_eq!(log.frames().len(), fits);
         assert_eq!(log.dropped(), 3);
+        assert!(log.weight() <= WIRE_LOG_BYTES);
         assert!(
             log.frames()
                 .iter()
                 .all(|f| f.at >= start + Duration::from_millis(3))
         );
+    }
+
+    #[test]
+    fn the_log_is_bounded_in_bytes_whatever_the_frames_hold() {
+        let start = Instant::now();
+        let mut log = WireLog::default();
+        // A server streaming megabyte text parts: the log keeps the newest that fit.
+        let text = "t".repeat(1 << 20);
+        for i in 0..64 {
+            let mut frame = sent_at(start + Duration::from_millis(i), &text);
+            frame.bytes = text.len();
+            log.push(frame);
+        }
+        assert!(log.weight() <= WIRE_LOG_BYTES, "{}", log.weight());
+        assert_eq!(log.frames().len(), 15);
+        assert_eq!(log.dropped(), 64 - 15);
+        assert_eq!(log.number(0), Some(64 - 15));
+        // One frame heavier than the whole budget is counted, not kept, and keeps nothing out.
+        let mut huge = sent_at(start + Duration::from_secs(1), "h");
+        huge.bytes = WIRE_LOG_BYTES + 1;
+        log.push(huge);
+        assert_eq!((log.frames().len(), log.dropped()), (15, 64 - 15 + 1));
+        log.push(sent_at(start + Duration::from_secs(2), "after"));
+        assert_eq!(log.number(log.frames().len() - 1), Some(65));
     }
 
     #[test]

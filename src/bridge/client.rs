@@ -448,6 +448,7 @@ fn nothing() -> Inbound {
         events: Vec::new(),
         at: std::time::Instant::now(),
         bytes: 0,
+        held: None,
     }
 }
 

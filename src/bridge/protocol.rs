@@ -67,7 +67,10 @@ struct IceCandidateWire {
 }
 
 #[derive(Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "`candidate` must be the candidate line, a string (\"candidate:1 1 udp …\", or \"\" for the end of candidates), or an object holding one as `candidate`"
+)]
 enum CandidateField {
     Line(String),
     Nested {
@@ -225,6 +228,9 @@ pub enum ProtocolError {
         kind: &'static str,
         error: PayloadError,
     },
+    /// Counted before anything was decoded: more than the process's input budget.
+    #[error("The message was dropped: {}.", .0)]
+    TooCostly(String),
 }
 
 #[derive(Deserialize)]
@@ -236,6 +242,11 @@ struct Envelope {
 }
 
 fn envelope(payload: &[u8]) -> Result<(String, Option<Value>), ProtocolError> {
+    // Its values are counted first: a million empty parts are a few MB of text and hundreds
+    // of MB decoded.
+    livetalk_live::budget::InputBudget::process()
+        .weigh(payload)
+        .map_err(|refused| ProtocolError::TooCostly(refused.to_string()))?;
     let text = std::str::from_utf8(payload).map_err(|_| ProtocolError::NotUtf8)?;
     let value: Value =
         serde_json::from_str(text).map_err(|e| ProtocolError::Json(e.to_string()))?;

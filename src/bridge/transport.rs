@@ -13,10 +13,11 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::tungstenite::{self, Bytes, Message};
 use tracing::debug;
 
 use super::protocol::{AppMessage, BridgeMessage};
+use livetalk_live::budget::{Held, InputBudget};
 use livetalk_mock::ws_server::{self, Ending};
 
 /// What the app did next.
@@ -51,7 +52,10 @@ type Sink = SplitSink<WebSocketStream<TcpStream>, Message>;
 
 /// The WebSocket transport: one JSON text message per bridge message, either kind from the
 /// app. Messages over `max_message_bytes` are refused one by one; the socket's hard limit
-/// (set at the upgrade) ends the connection.
+/// (set at the upgrade) ends the connection. Each message holds what it costs of the process's
+/// input budget (`livetalk_live::budget`) from before it is decoded until the loop asks for
+/// the next one, so many apps sending at once wait for each other instead of each holding
+/// its decoded copies.
 pub struct WebSocketTransport {
     sink: Option<Sink>,
     stream: SplitStream<WebSocketStream<TcpStream>>,
@@ -59,6 +63,11 @@ pub struct WebSocketTransport {
     max_message_bytes: usize,
     /// How the app's side ended, once it has.
     ending: Option<Ending>,
+    /// A message read and waiting for the budget: kept here so a `receive` dropped while it
+    /// waits loses nothing.
+    pending: Option<Bytes>,
+    /// What the last message holds of the budget, until the loop has handled it.
+    held: Option<Held>,
 }
 
 impl WebSocketTransport {
@@ -74,6 +83,8 @@ impl WebSocketTransport {
             peer,
             max_message_bytes,
             ending: None,
+            pending: None,
+            held: None,
         }
     }
 
@@ -99,33 +110,52 @@ impl WebSocketTransport {
 
 impl Transport for WebSocketTransport {
     async fn receive(&mut self) -> Received {
+        // Asked for the next message: the last one has been handled.
+        self.held = None;
         if self.sink.is_none() {
             return self.ended(Ending::Gone, None);
         }
-        // The one await is the stream's (cancel-safe); the rest runs in the same poll.
-        loop {
-            return match self.stream.next().await {
-                Some(Ok(Message::Text(text))) => self.decode(text.as_bytes()),
-                Some(Ok(Message::Binary(bytes))) => self.decode(&bytes),
-                Some(Ok(Message::Close(_))) => self.ended(Ending::PeerClosed, None),
-                None => self.ended(Ending::Gone, None),
-                // Pings are answered by tungstenite as we keep reading.
-                Some(Ok(_)) => continue,
-                Some(Err(tungstenite::Error::Capacity(e))) => {
-                    let words = format!(
-                        "The message was far larger than this bridge accepts ({e}); closing the connection. Messages up to {} bytes are allowed.",
-                        self.max_message_bytes
-                    );
-                    self.ended(
-                        Ending::ReadFailed(tungstenite::Error::Capacity(e)),
-                        Some(words),
-                    )
-                }
-                Some(Err(e)) => {
-                    debug!(peer = %self.peer, "client read error: {e}");
-                    self.ended(Ending::ReadFailed(e), None)
-                }
-            };
+        // Two awaits, both cancel-safe: the stream's, and the budget's, whose message waits
+        // in `pending` meanwhile.
+        let frame = match self.pending.take() {
+            Some(frame) => frame,
+            None => loop {
+                break match self.stream.next().await {
+                    Some(Ok(Message::Text(text))) => Bytes::from(text),
+                    Some(Ok(Message::Binary(bytes))) => bytes,
+                    Some(Ok(Message::Close(_))) => return self.ended(Ending::PeerClosed, None),
+                    None => return self.ended(Ending::Gone, None),
+                    // Pings are answered by tungstenite as we keep reading.
+                    Some(Ok(_)) => continue,
+                    Some(Err(tungstenite::Error::Capacity(e))) => {
+                        let words = format!(
+                            "The message was far larger than this bridge accepts ({e}); closing the connection. Messages up to {} bytes are allowed.",
+                            self.max_message_bytes
+                        );
+                        return self.ended(
+                            Ending::ReadFailed(tungstenite::Error::Capacity(e)),
+                            Some(words),
+                        );
+                    }
+                    Some(Err(e)) => {
+                        debug!(peer = %self.peer, "client read error: {e}");
+                        return self.ended(Ending::ReadFailed(e), None);
+                    }
+                };
+            },
+        };
+        if frame.len() > self.max_message_bytes {
+            return self.decode(&frame);
+        }
+        self.pending = Some(frame.clone());
+        let held = InputBudget::process().hold(&frame).await;
+        self.pending = None;
+        match held {
+            Ok(held) => {
+                self.held = Some(held);
+                self.decode(&frame)
+            }
+            Err(refused) => Received::Refused(format!("The message was dropped: {refused}.")),
         }
     }
 

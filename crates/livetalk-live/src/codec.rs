@@ -44,6 +44,19 @@ pub enum DecodeError {
     /// A client frame whose one key names no client message (the service closes with 1007).
     #[error("unknown client message `{0}`")]
     UnknownClientMessage(String),
+    /// The frame would cost more to decode than the process's whole input budget (see
+    /// [`crate::budget`]): refused before anything is decoded.
+    #[error("{0}")]
+    TooCostly(String),
+}
+
+/// Refuses, before anything is decoded, a frame that would cost more than the process's whole
+/// input budget (its values are counted, not its bytes).
+fn weigh(payload: &[u8]) -> Result<(), DecodeError> {
+    crate::budget::InputBudget::process()
+        .weigh(payload)
+        .map(drop)
+        .map_err(|refused| DecodeError::TooCostly(refused.to_string()))
 }
 
 /// Encodes a client message as one compact text frame.
@@ -107,6 +120,7 @@ pub fn encode_server(message: &ServerMessage) -> Vec<u8> {
 
 /// Decodes a server frame (text or binary payload).
 pub fn decode_server(payload: &[u8]) -> Result<DecodedServerFrame, DecodeError> {
+    weigh(payload)?;
     match model_audio(payload) {
         // Built in place: the message is large and is moved on at once.
         Some(model_turn) => Ok(DecodedServerFrame::Message(ServerMessage {
@@ -212,6 +226,7 @@ fn decode_server_leniently(payload: &[u8]) -> Result<DecodedServerFrame, DecodeE
 
 /// Decodes a client frame (what the mock and the bridge receive).
 pub fn decode_client(payload: &[u8]) -> Result<ClientMessage, DecodeError> {
+    weigh(payload)?;
     match decode_with_path::<ClientMessage>(payload) {
         Ok(message) => Ok(message),
         Err(DecodeError::Field { path, message })

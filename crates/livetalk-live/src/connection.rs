@@ -13,7 +13,7 @@ use tokio_tungstenite::tungstenite::handshake::client::Request;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{self, Message};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::address::Address;
 use super::close::{describe_close, describe_http_status, describe_io_error};
@@ -208,6 +208,24 @@ impl Read {
         match self {
             Read::Inbound(inbound) => Read::Inbound(inbound.sized(bytes)),
             end => end,
+        }
+    }
+}
+
+/// Reads `payload` with `read` once the process's input budget holds what it costs; the
+/// value read carries the hold until its last copy is dropped. A frame the budget refuses is
+/// skipped, saying why, and the connection goes on.
+async fn budgeted(payload: &[u8], read: impl FnOnce(&[u8]) -> Read) -> Read {
+    match crate::budget::InputBudget::process().hold(payload).await {
+        Ok(held) => match read(payload) {
+            Read::Inbound(inbound) => Read::Inbound(inbound.holding(held)),
+            end => end,
+        },
+        Err(refused) => {
+            warn!("skipped a frame: {refused}");
+            Read::Inbound(Inbound::news(ServerEvent::FrameSkipped {
+                reason: refused.to_string(),
+            }))
         }
     }
 }
@@ -408,13 +426,19 @@ pub(crate) async fn run_until<P: Protocol>(
         let close = loop {
             let frame = stream.next().await;
             let by_client = closing.load(Ordering::SeqCst);
+            // What the frame costs is held from the process's input budget until its value
+            // has been dealt with (see `budget`).
             let read =
                 match frame {
-                    Some(Ok(Message::Text(text))) => {
-                        protocol.frame(text.as_bytes(), by_client).sized(text.len())
-                    }
+                    Some(Ok(Message::Text(text))) => budgeted(text.as_bytes(), |payload| {
+                        protocol.frame(payload, by_client)
+                    })
+                    .await
+                    .sized(text.len()),
                     Some(Ok(Message::Binary(bytes))) => {
-                        protocol.frame(&bytes, by_client).sized(bytes.len())
+                        budgeted(&bytes, |payload| protocol.frame(payload, by_client))
+                            .await
+                            .sized(bytes.len())
                     }
                     Some(Ok(Message::Close(frame))) => {
                         let (code, reason) = close_frame(&frame, Some(1005));
@@ -541,6 +565,15 @@ fn connect_error<P: Protocol>(
         tungstenite::Error::Io(e) => {
             ConnectError::Connect(describe_io_error(&e, &target.to_string()))
         }
+        // Sending the setup: livetalk's own message was too large to send.
+        tungstenite::Error::Capacity(tungstenite::error::CapacityError::MessageTooLong {
+            size,
+            max_size,
+        }) => ConnectError::Connect(format!(
+            "livetalk did not send its setup to {target}: at {} it is over the {} a message may be (a system instruction or tool declarations that large cannot be sent).",
+            crate::excerpt::human_size(size as u64),
+            crate::excerpt::human_size(max_size as u64)
+        )),
         other => ConnectError::Connect(protocol.unreachable(other)),
     }
 }

@@ -159,6 +159,10 @@ pub struct Inbound {
     pub at: std::time::Instant,
     /// The frame's size on the wire; 0 for news that came in no frame.
     pub bytes: usize,
+    /// What the frame holds of the process's input budget ([`crate::budget`]) until the
+    /// last copy of this value is dropped: a frame is input in flight until whoever reads
+    /// it last is done with it, however many queues it waits in on the way.
+    pub held: Option<std::sync::Arc<crate::budget::Held>>,
 }
 
 impl Inbound {
@@ -172,12 +176,19 @@ impl Inbound {
             events,
             at: std::time::Instant::now(),
             bytes: 0,
+            held: None,
         }
     }
 
     /// The same, read from a frame of `bytes` bytes.
     pub fn sized(mut self, bytes: usize) -> Inbound {
         self.bytes = bytes;
+        self
+    }
+
+    /// The same, holding `held` of the input budget for as long as it lives.
+    pub fn holding(mut self, held: crate::budget::Held) -> Inbound {
+        self.held = Some(std::sync::Arc::new(held));
         self
     }
 
@@ -189,6 +200,7 @@ impl Inbound {
             events: vec![event],
             at: std::time::Instant::now(),
             bytes: 0,
+            held: None,
         }
     }
 

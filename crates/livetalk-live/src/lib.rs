@@ -122,6 +122,7 @@
 
 pub mod adc;
 mod address;
+pub mod budget;
 pub mod client;
 pub mod close;
 pub mod codec;

@@ -37,6 +37,7 @@ use calls::OpenCalls;
 use faults::fault_frame;
 use hearing::Hearing;
 use livetalk_live::ApiKey;
+use livetalk_live::budget::{InputBudget, Refused};
 use livetalk_live::codec::{DecodeError, decode_client, encode_server};
 use livetalk_live::wire::*;
 use messages::{Outgoing, resumption_update, server_content};
@@ -196,6 +197,21 @@ impl MockConnection {
     }
 
     async fn on_frame(&mut self, payload: &[u8], set_up: &mut bool) -> Outcome {
+        // Held from the process's input budget while the message is decoded and handled.
+        let _held = match InputBudget::process().hold(payload).await {
+            Ok(held) => held,
+            Err(refused) => {
+                warn!("closing a connection: {refused}");
+                let code = match refused {
+                    Refused::TooCostly { .. } => 1009,
+                    Refused::Busy { .. } => 1013,
+                };
+                return Outcome::Close(
+                    code,
+                    livetalk_live::excerpt::sentence(&refused.to_string()),
+                );
+            }
+        };
         let message = match decode_client(payload) {
             Ok(message) => message,
             Err(DecodeError::UnknownClientMessage(name)) => {
@@ -453,6 +469,9 @@ impl MockConnection {
     }
 
     async fn on_tool_response(&mut self, response: ToolResponse) {
+        // Answers for no pending call are logged once per message, however many there are.
+        let mut stray = 0u64;
+        let mut first_stray = None;
         for answer in response.function_responses {
             let tokens = answer.response.to_string().len() as f64 / 4.0;
             if self
@@ -461,10 +480,24 @@ impl MockConnection {
             {
                 self.prompt_tokens += tokens;
             } else {
-                self.state
-                    .stray_tool_responses
-                    .fetch_add(1, Ordering::Relaxed);
-                warn!(id = ?answer.id, name = %answer.name, "tool response for no pending call; ignored")
+                stray += 1;
+                first_stray.get_or_insert((answer.id, answer.name));
+            }
+        }
+        if let Some((id, name)) = first_stray {
+            self.state
+                .stray_tool_responses
+                .fetch_add(u32::try_from(stray).unwrap_or(u32::MAX), Ordering::Relaxed);
+            let name = livetalk_live::excerpt::bounded(&name, livetalk_live::excerpt::SUMMARY);
+            let id = id.map(|id| livetalk_live::excerpt::into_bounded(id, 256));
+            if stray == 1 {
+                warn!(?id, %name, "tool response for no pending call; ignored");
+            } else {
+                warn!(
+                    first_id = ?id,
+                    first_name = %name,
+                    "{stray} tool responses for no pending call; ignored"
+                );
             }
         }
         let Some(answered) = self.calls.take_answered() else {
