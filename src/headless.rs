@@ -9,7 +9,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::io::AsyncBufReadExt;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -44,14 +43,66 @@ pub async fn run(
 ) -> anyhow::Result<u8> {
     let (lines_tx, lines_rx) = mpsc::channel::<String>(64);
     tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
+        let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+        while let Ok(Some(line)) = next_turn(&mut stdin).await {
             if lines_tx.send(line).await.is_err() {
                 break;
             }
         }
     });
     run_with_input(settings, format, banner, lines_rx).await
+}
+
+/// The next line of `input` as a user turn: at most [`crate::app::INPUT_MAX_BYTES`], as the
+/// input line holds; a longer line is read past without being held and skipped, saying so.
+/// `None` at the end of the input.
+async fn next_turn<R: tokio::io::AsyncBufRead + Unpin>(
+    input: &mut R,
+) -> std::io::Result<Option<String>> {
+    use tokio::io::AsyncBufReadExt as _;
+    let max = crate::app::INPUT_MAX_BYTES;
+    loop {
+        let mut line = Vec::new();
+        let mut length = 0usize;
+        let mut read_any = false;
+        loop {
+            let available = input.fill_buf().await?;
+            if available.is_empty() {
+                break;
+            }
+            read_any = true;
+            let (piece, ended) = match available.iter().position(|b| *b == b'\n') {
+                Some(at) => (&available[..at], true),
+                None => (available, false),
+            };
+            length = length.saturating_add(piece.len());
+            if length <= max {
+                line.extend_from_slice(piece);
+            } else {
+                line = Vec::new();
+            }
+            let used = piece.len() + usize::from(ended);
+            input.consume(used);
+            if ended {
+                break;
+            }
+        }
+        if !read_any {
+            return Ok(None);
+        }
+        if length > max {
+            crate::output::err(&format!(
+                "livetalk: warning: a line of {} on stdin was skipped: a turn holds at most {}",
+                livetalk_live::excerpt::human_size(length as u64),
+                livetalk_live::excerpt::human_size(max as u64)
+            ));
+            continue;
+        }
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        return Ok(Some(String::from_utf8_lossy(&line).into_owned()));
+    }
 }
 
 /// [`run`] with the user turns coming from `lines` (stdin, or a recording for `replay
@@ -593,7 +644,12 @@ impl Printer {
     }
 
     fn json(&self, value: serde_json::Value) {
-        self.line(&value.to_string());
+        if self.stdout_closed.get() {
+            return;
+        }
+        if let Err(e) = crate::output::out_json(&value.to_string()) {
+            self.lost_stdout(&e);
+        }
     }
 
     /// Writes one line to stdout. A reader that went away (`| head`) is not an error: the
@@ -701,9 +757,7 @@ pub async fn replay_against(
     settings.audio.output_wav = None;
     settings.audio.input_wav = (mic_secs > 0.0).then_some(mic);
     let turns: Vec<String> = recording
-        .applied()
-        .0
-        .into_iter()
+        .steps()
         .filter_map(|applied| match applied.msg {
             Msg::UserText(text) => Some(text),
             _ => None,

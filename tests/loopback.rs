@@ -353,13 +353,11 @@ async fn every_frame_reaches_the_app_once_in_wire_order_and_is_recorded_once() {
 
     let recording = Recording::load(&dir).unwrap();
     let received = recording
-        .lines
-        .iter()
+        .lines()
         .filter(|l| matches!(l.record, Record::Recv { .. }))
         .count();
     let sent_lines = recording
-        .lines
-        .iter()
+        .lines()
         .filter(|l| matches!(l.record, Record::Send { .. }))
         .count();
     let received_frames = frames
@@ -368,8 +366,7 @@ async fn every_frame_reaches_the_app_once_in_wire_order_and_is_recorded_once() {
         .count();
     assert_eq!((received, sent_lines), (received_frames, sent.len()));
     let applied_audio: Vec<_> = recording
-        .lines
-        .iter()
+        .lines()
         .filter_map(|l| match &l.record {
             Record::Applied { audio, .. } => audio.clone(),
             _ => None,

@@ -383,7 +383,8 @@ fn spoken_samples(path: &Path) -> Result<Vec<i16>, String> {
 /// one: a spoken turn whose audio cannot be read from `mic.wav` is an error naming the file,
 /// never a turn left out (the check would pass on fewer turns than the recording holds).
 pub fn from_recording(recording: &Recording) -> Result<Scenario, BadScenario> {
-    let (applied, _warnings) = recording.applied();
+    // Read one message at a time: a recording is not held whole.
+    let applied = recording.steps();
     let mut turns: Vec<Turn> = Vec::new();
     // Each spoken turn's speech: its turn's index, and from when until when (seconds into
     // the recording) its mic audio was sent.
@@ -401,7 +402,9 @@ pub fn from_recording(recording: &Recording) -> Result<Scenario, BadScenario> {
             spoken.push((turns.len() - 1, from, ended.unwrap_or(end)));
         }
     };
-    for entry in &applied {
+    let mut end = 0.0;
+    for entry in applied {
+        end = entry.t;
         match &entry.msg {
             Msg::UserText(text) => {
                 let Some(text) = typed_turn(text) else {
@@ -467,7 +470,6 @@ pub fn from_recording(recording: &Recording) -> Result<Scenario, BadScenario> {
             _ => {}
         }
     }
-    let end = applied.last().map_or(0.0, |a| a.t);
     close_speech(&turns, &mut spoken, &mut speech, end);
     if turns.is_empty() {
         return Err(BadScenario(format!(
@@ -546,8 +548,7 @@ fn recorded_expect() -> Expect {
 /// When each chunk of mic audio was sent, and where it is in `mic.wav`.
 fn mic_sends(recording: &Recording) -> Vec<(f64, u64, u64)> {
     recording
-        .lines
-        .iter()
+        .lines()
         .filter_map(|line| match &line.record {
             Record::Send { message } => {
                 let data = &message["realtimeInput"]["audio"]["data"];

@@ -15,7 +15,7 @@ use super::replay::initial_app;
 use super::{LOG_FILE, MIC_WAV, MODEL_WAV, Record, Recording, wav_contents};
 use crate::app::turn_timing::{Stamp, TurnClock, TurnTiming, millis};
 use crate::app::{
-    App, ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, ToolState, UserInput, WireBody,
+    ECHO_INTERRUPTION, Entry, ModelTurnStatus, Msg, ToolState, UserInput, WireBody, WireFrame,
 };
 use crate::audio::AudioEvent;
 use crate::pricing::{PRICES_READ_ON, TokenTally, cost_words, tokens_words};
@@ -78,51 +78,40 @@ fn stamp(t: f64) -> Stamp {
 }
 
 /// Each turn's figures, from the frames a recording's wire lines hold and the speaker's news
-/// the app applied, fed to the `TurnClock` a live session feeds.
-fn turn_timings(recording: &Recording, applied: &[crate::record::Applied]) -> Vec<TurnTiming> {
-    let mut clock = TurnClock::new(usize::MAX);
-    // Underruns are a running count: fed in time order with the frames.
-    let mut figures: Vec<(f64, u64)> = Vec::new();
-    for applied in applied {
-        match &applied.msg {
-            Msg::Audio(AudioEvent::Audible(true)) => clock.audible(stamp(applied.t)),
-            Msg::Audio(AudioEvent::Figures(f)) => figures.push((applied.t, f.underruns)),
-            _ => {}
+/// the app applied (`figures`: the underrun totals applied, in time order), fed to the
+/// `TurnClock` a live session feeds. One line is looked at by `line` as the lines go by.
+struct TurnTimings {
+    clock: TurnClock,
+    figures: std::iter::Peekable<std::vec::IntoIter<(f64, u64)>>,
+}
+
+impl TurnTimings {
+    /// One line at `t`, with the frame the converter read from it (the clock fed as a live
+    /// session feeds it).
+    fn line(&mut self, t: f64, frame: Option<&WireFrame>) {
+        while let Some((_, total)) = self.figures.next_if(|(at, _)| *at <= t) {
+            self.clock.underruns(total);
         }
-    }
-    let mut figures = figures.into_iter().peekable();
-    let base = std::time::Instant::now();
-    for line in &recording.lines {
-        while let Some((_, total)) = figures.next_if(|(t, _)| *t <= line.t) {
-            clock.underruns(total);
-        }
-        // The frame as the converter reads it, the clock fed as a live session feeds it.
-        let Some(frame) = wire_frame(line, base) else {
-            continue;
+        let Some(frame) = frame else {
+            return;
         };
         match &frame.body {
-            WireBody::Sent(message) => clock.sent(message, stamp(line.t)),
+            WireBody::Sent(message) => self.clock.sent(message, stamp(t)),
             WireBody::Received { .. } => {
                 if let Some(reading) = frame.reading() {
-                    clock.received(reading, stamp(line.t));
+                    self.clock.received(reading, stamp(t));
                 }
             }
             WireBody::Unreadable(_) => {}
         }
     }
-    for (_, total) in figures {
-        clock.underruns(total);
-    }
-    clock.turns().copied().collect()
-}
 
-/// The recording's applied messages fed into an app, as replay shows them.
-fn replayed(recording: &Recording, applied: &[crate::record::Applied]) -> App {
-    let mut app = initial_app(recording, None, applied.len());
-    for applied in applied {
-        let _ = app.update(applied.msg.clone());
+    fn turns(mut self) -> Vec<TurnTiming> {
+        for (_, total) in self.figures {
+            self.clock.underruns(total);
+        }
+        self.clock.turns().copied().collect()
     }
-    app
 }
 
 impl Summary {
@@ -131,25 +120,22 @@ impl Summary {
             duration_secs: recording.duration_secs(),
             ..Summary::default()
         };
-        let applied = recording.applied().0;
-        s.turns = turn_timings(recording, &applied);
-        let app = replayed(recording, &applied);
-        s.barge_ins = app.user_barge_ins();
-        s.echo_interruptions = app.echo_interruptions();
-        s.tally = *app.tokens();
-        s.grounded = app
-            .transcript()
-            .iter()
-            .filter_map(|entry| match entry {
-                Entry::Model { grounding, .. } if !grounding.is_empty() => Some(grounding.clone()),
-                _ => None,
-            })
-            .collect();
-        s.offline = app.offline();
-        s.cost = app.cost();
-        // What the app applied: turns, tools, interruptions, reconnects, the run's errors.
+        // One pass over what the app applied, fed into an app as replay shows it, and one over
+        // the lines: nothing of the recording is held but what the summary says.
+        let steps = recording.steps();
+        let mut app = initial_app(recording, None, steps.total());
+        let mut clock = TurnClock::new(usize::MAX);
+        // Underruns are a running count: fed in time order with the frames.
+        let mut figures: Vec<(f64, u64)> = Vec::new();
         let mut tool_ids = Vec::new();
-        for applied in applied {
+        for applied in steps {
+            match &applied.msg {
+                Msg::Audio(AudioEvent::Audible(true)) => clock.audible(stamp(applied.t)),
+                Msg::Audio(AudioEvent::Figures(f)) => figures.push((applied.t, f.underruns)),
+                _ => {}
+            }
+            let _ = app.update(applied.msg.clone());
+            // What the app applied: turns, tools, interruptions, reconnects, the run's errors.
             match applied.msg {
                 Msg::UserText(_) => s.user_turns += 1,
                 Msg::BargeIn => s.interruptions += 1,
@@ -180,10 +166,31 @@ impl Summary {
                 _ => {}
             }
         }
+        s.barge_ins = app.user_barge_ins();
+        s.echo_interruptions = app.echo_interruptions();
+        s.tally = *app.tokens();
+        s.grounded = app
+            .transcript()
+            .iter()
+            .filter_map(|entry| match entry {
+                Entry::Model { grounding, .. } if !grounding.is_empty() => Some(grounding.clone()),
+                _ => None,
+            })
+            .collect();
+        s.offline = app.offline();
+        s.cost = app.cost();
+        drop(app);
+        let mut timings = TurnTimings {
+            clock,
+            figures: figures.into_iter().peekable(),
+        };
         let base = std::time::Instant::now();
         let mut calls_at: HashMap<String, f64> = HashMap::new();
         let mut answered_at: HashMap<String, f64> = HashMap::new();
-        for line in &recording.lines {
+        for line in recording.lines() {
+            // The frame as the converter reads it for replay.
+            let frame = wire_frame(&line, base);
+            timings.line(line.t, frame.as_ref());
             match &line.record {
                 Record::Connect { .. } => s.connections += 1,
                 Record::Send { message } => {
@@ -204,11 +211,8 @@ impl Summary {
                     if skipped.is_some() {
                         s.skipped_frames += 1;
                     }
-                    // What the frame means, as the converter reads it for replay.
-                    let Some(frame) = wire_frame(line, base) else {
-                        continue;
-                    };
-                    let Some(reading) = frame.reading() else {
+                    // What the frame means, as the converter read it above.
+                    let Some(reading) = frame.as_ref().and_then(WireFrame::reading) else {
                         continue;
                     };
                     if reading.turn().turn_complete {
@@ -238,6 +242,7 @@ impl Summary {
                 _ => {}
             }
         }
+        s.turns = timings.turns();
         // Format 1 has no link lines: every connection after the first was a reconnect (a
         // failed attempt counts too, which is why later formats record them).
         if recording.meta.format < 2 {
@@ -503,10 +508,10 @@ pub fn json(recording: &Recording) -> Value {
 /// A readable Markdown transcript, tool calls with arguments and results included (they are
 /// part of the history). Built by feeding the applied messages to the app.
 pub fn markdown(recording: &Recording) -> String {
-    let applied = recording.applied().0;
-    let mut app = initial_app(recording, None, applied.len());
+    let steps = recording.steps();
+    let mut app = initial_app(recording, None, steps.total());
     let mut errors = Vec::new();
-    for applied in applied {
+    for applied in steps {
         if let Msg::GaveUp(message) = &applied.msg {
             errors.push(message.clone());
         }

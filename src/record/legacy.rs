@@ -209,7 +209,7 @@ pub fn applied(recording: &Recording) -> (Vec<Applied>, Vec<String>) {
     let closes_end_session = recording.meta.format < 2;
     let mut session: Vec<Arrival> = Vec::new();
     let mut app_level: Vec<(f64, u64, Placed)> = Vec::new();
-    for line in &recording.lines {
+    for line in recording.lines() {
         let t = line.t;
         let mut app_line = |at: u64, msg: Msg| app_level.push((t, at, Placed::Step(msg)));
         match &line.record {

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::format::convert::{devices_from, wire_frame};
-use super::{Applied, Recording};
+use super::{Applied, Recording, Steps};
 use crate::app::{App, AppInit, Effect, Msg, ReplayEffect, ReplayProgress, WireFrame};
 use crate::audio::AudioWorker;
 use crate::driver::Source;
@@ -136,9 +136,9 @@ impl Pace {
     }
 }
 
-/// A recording as a source of messages.
+/// A recording as a source of messages, read from its file as they are due.
 pub struct Replay {
-    steps: std::iter::Peekable<std::vec::IntoIter<Applied>>,
+    steps: std::iter::Peekable<Steps>,
     total: usize,
     applied: usize,
     pace: Pace,
@@ -153,24 +153,85 @@ pub struct Replay {
     progress_due: bool,
     /// The recording's wire lines as frames, for the event inspector, each due at its time
     /// (only when asked for: see [`Replay::with_frames`]).
-    frames: std::iter::Peekable<std::vec::IntoIter<(f64, WireFrame)>>,
+    frames: std::iter::Peekable<Frames>,
+}
+
+/// Frames a recording's wire lines may be out of time order by, at most: each is written when
+/// the app has it, a little after it crossed the wire.
+const FRAMES_REORDERED: usize = 1024;
+
+/// A recording's wire lines as frames in time order, read from the file as they are wanted:
+/// a window of the next [`FRAMES_REORDERED`] is held and the earliest of it handed on.
+pub struct Frames {
+    lines: Option<Box<dyn Iterator<Item = (f64, WireFrame)>>>,
+    window: std::collections::BinaryHeap<Due>,
+    /// Lines taken in so far: the order among frames of the same time.
+    taken: u64,
+}
+
+/// One frame in the window, earliest (then first read) on top.
+struct Due(f64, u64, WireFrame);
+
+impl PartialEq for Due {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+impl Eq for Due {}
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Due {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.0.total_cmp(&self.0).then(other.1.cmp(&self.1))
+    }
+}
+
+impl Frames {
+    fn none() -> Frames {
+        Frames {
+            lines: None,
+            window: std::collections::BinaryHeap::new(),
+            taken: 0,
+        }
+    }
+}
+
+impl Iterator for Frames {
+    type Item = (f64, WireFrame);
+
+    fn next(&mut self) -> Option<(f64, WireFrame)> {
+        while self.window.len() < FRAMES_REORDERED {
+            let Some((t, frame)) = self.lines.as_mut().and_then(Iterator::next) else {
+                self.lines = None;
+                break;
+            };
+            self.window.push(Due(t, self.taken, frame));
+            self.taken += 1;
+        }
+        self.window.pop().map(|Due(t, _, frame)| (t, frame))
+    }
 }
 
 impl Replay {
     /// The recording's messages, paced; warnings (a damaged recording) are returned to show.
     pub fn new(recording: &Recording, pacing: Pacing) -> (Replay, Vec<String>) {
-        let (steps, mut warnings) = recording.applied();
-        warnings.splice(0..0, recording.warnings.iter().cloned());
+        let steps = recording.steps();
+        let mut warnings = recording.warnings.clone();
+        warnings.extend(steps.warnings());
+        warnings.extend(recording.audio_warnings());
         let replay = Replay {
-            total: steps.len(),
-            steps: steps.into_iter().peekable(),
+            total: steps.total(),
+            steps: steps.peekable(),
             applied: 0,
             pace: Pace::new(pacing),
             started_at: recording.meta.started_at.parse().ok(),
             speaker: None,
             step_once: false,
             progress_due: true,
-            frames: Vec::new().into_iter().peekable(),
+            frames: Frames::none().peekable(),
         };
         (replay, warnings)
     }
@@ -179,13 +240,15 @@ impl Replay {
     /// times, so the event inspector shows them; they are not counted as the replay's events.
     pub fn with_frames(mut self, recording: &Recording) -> Self {
         let base = std::time::Instant::now();
-        let mut frames: Vec<(f64, WireFrame)> = recording
-            .lines
-            .iter()
-            .filter_map(|line| Some((line.t, wire_frame(line, base)?)))
-            .collect();
-        frames.sort_by(|a, b| a.0.total_cmp(&b.0));
-        self.frames = frames.into_iter().peekable();
+        let lines = recording
+            .lines()
+            .filter_map(move |line| Some((line.t, wire_frame(&line, base)?)));
+        self.frames = Frames {
+            lines: Some(Box::new(lines)),
+            window: std::collections::BinaryHeap::new(),
+            taken: 0,
+        }
+        .peekable();
         self
     }
 

@@ -781,7 +781,7 @@ fn absurd_times_are_clamped_and_no_pause_outlasts_a_minute() {
         let before = tokio::time::Instant::now();
         let mut pace = super::replay::Pace::new(Pacing::Speed(speed));
         let mut previous = before;
-        for line in &recording.lines {
+        for line in recording.lines() {
             let due = pace.due(line.t).unwrap();
             assert!(
                 due.duration_since(previous) <= super::replay::MAX_WAIT + Duration::from_millis(50),
@@ -816,8 +816,7 @@ async fn a_replay_shows_the_recordings_wire_lines_in_the_inspector() {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/recordings/format-3");
     let recording = Recording::load(&dir).unwrap();
     let wire_lines = recording
-        .lines
-        .iter()
+        .lines()
         .filter(|l| matches!(l.record, Record::Send { .. } | Record::Recv { .. }))
         .count();
     let (playback, _) = Replay::new(&recording, Pacing::Instant);

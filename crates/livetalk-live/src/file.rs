@@ -235,6 +235,183 @@ pub fn open_regular(path: &Path, kind: FileKind) -> Result<std::fs::File, FileEr
     Ok(file)
 }
 
+/// Bytes a [`Streamed`] file's reader thread reads ahead of its consumer, in all.
+const STREAM_CHUNK: usize = 64 << 10;
+const STREAM_CHUNKS_AHEAD: usize = 2;
+
+/// A regular file read as a stream, for files too large to hold (a recording's lines): at most
+/// `kind.max_bytes` of it, a few chunks read ahead, and each chunk within [`READ_DEADLINE`] of
+/// asking for it. A thread of its own reads, so a stalled mount cannot hold the reader.
+pub struct Streamed {
+    chunks: mpsc::Receiver<std::io::Result<Vec<u8>>>,
+    chunk: Vec<u8>,
+    at: usize,
+    path: PathBuf,
+    kind: FileKind,
+    done: bool,
+}
+
+impl Streamed {
+    /// Opens the regular file at `path` and starts reading it; refused as [`read_bounded`]
+    /// would (missing, not a file, larger than its kind allows).
+    pub fn open(path: &Path, kind: FileKind) -> Result<Streamed, FileError> {
+        let file = open_regular(path, kind)?;
+        let declared = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if declared > kind.max_bytes {
+            return Err(FileError::TooLarge {
+                path: path.to_owned(),
+                kind,
+            });
+        }
+        let (tx, rx) = mpsc::sync_channel(STREAM_CHUNKS_AHEAD);
+        let spawned = std::thread::Builder::new()
+            .name("livetalk-read-file".into())
+            .spawn(move || {
+                // At most what was there when it was opened: a file that grows meanwhile (a
+                // session still recording) is read as it was.
+                let mut file = file.take(declared);
+                loop {
+                    let mut chunk = vec![0; STREAM_CHUNK];
+                    match file.read(&mut chunk) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            chunk.truncate(n);
+                            if tx.send(Ok(chunk)).is_err() {
+                                break;
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            let _ = tx.send(Err(e));
+                            break;
+                        }
+                    }
+                }
+            });
+        if let Err(error) = spawned {
+            return Err(FileError::Unreadable {
+                path: path.to_owned(),
+                kind,
+                reason: error.to_string(),
+            });
+        }
+        Ok(Streamed {
+            chunks: rx,
+            chunk: Vec::new(),
+            at: 0,
+            path: path.to_owned(),
+            kind,
+            done: false,
+        })
+    }
+
+    /// The file's error for a failed read (a time-out, the system's reason).
+    pub fn error(&self, error: &std::io::Error) -> FileError {
+        match error.kind() {
+            std::io::ErrorKind::TimedOut => FileError::TimedOut {
+                path: self.path.clone(),
+                kind: self.kind,
+            },
+            _ => FileError::Unreadable {
+                path: self.path.clone(),
+                kind: self.kind,
+                reason: io_reason(error),
+            },
+        }
+    }
+}
+
+impl std::io::Read for Streamed {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let available = std::io::BufRead::fill_buf(self)?;
+        let n = available.len().min(buf.len());
+        buf[..n].copy_from_slice(&available[..n]);
+        std::io::BufRead::consume(self, n);
+        Ok(n)
+    }
+}
+
+impl std::io::BufRead for Streamed {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        while self.at == self.chunk.len() && !self.done {
+            match self.chunks.recv_timeout(READ_DEADLINE) {
+                Ok(Ok(chunk)) => {
+                    self.chunk = chunk;
+                    self.at = 0;
+                }
+                Ok(Err(error)) => {
+                    self.done = true;
+                    return Err(error);
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => self.done = true,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    self.done = true;
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the file stopped answering",
+                    ));
+                }
+            }
+        }
+        Ok(&self.chunk[self.at..])
+    }
+
+    fn consume(&mut self, amount: usize) {
+        self.at = (self.at + amount).min(self.chunk.len());
+    }
+}
+
+/// One line read by [`read_line_bounded`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineRead {
+    /// The line is in the buffer (its newline left out).
+    Line,
+    /// The line was longer than the bound: this many bytes, none of them kept.
+    TooLong(u64),
+    /// The input has ended.
+    End,
+}
+
+/// Reads the next line of `reader` into `line`, keeping at most `max` bytes of it: a longer
+/// line is read past and discarded (its length said), so a file of one endless line costs
+/// `max` bytes, not its size.
+pub fn read_line_bounded(
+    reader: &mut impl std::io::BufRead,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<LineRead> {
+    line.clear();
+    let mut length: u64 = 0;
+    let mut read_any = false;
+    loop {
+        let available = reader.fill_buf()?;
+        if available.is_empty() {
+            break;
+        }
+        read_any = true;
+        let (piece, ended) = match available.iter().position(|b| *b == b'\n') {
+            Some(at) => (&available[..at], true),
+            None => (available, false),
+        };
+        length += piece.len() as u64;
+        if length <= max as u64 {
+            line.extend_from_slice(piece);
+        } else if !line.is_empty() {
+            *line = Vec::new();
+        }
+        let used = piece.len() + usize::from(ended);
+        reader.consume(used);
+        if ended {
+            break;
+        }
+    }
+    Ok(match (read_any, length > max as u64) {
+        (false, _) => LineRead::End,
+        (true, true) => LineRead::TooLong(length),
+        (true, false) => LineRead::Line,
+    })
+}
+
 fn read_now(path: &Path, kind: FileKind) -> Result<Vec<u8>, FileError> {
     let file = open_regular(path, kind)?;
     let too_large = || FileError::TooLarge {
@@ -289,7 +466,7 @@ fn not_a_file(metadata: &std::fs::Metadata) -> Option<&'static str> {
 }
 
 /// The system's reason, without the "(os error N)" tail people do not need.
-fn io_reason(error: &std::io::Error) -> String {
+pub fn io_reason(error: &std::io::Error) -> String {
     let text = error.to_string();
     match text.find(" (os error") {
         Some(at) => text[..at].to_owned(),
@@ -329,6 +506,34 @@ mod tests {
         ));
         let missing = read_bounded(&dir.path().join("nope"), SMALL).unwrap_err();
         assert!(missing.is_missing(), "{missing}");
+    }
+
+    #[test]
+    fn a_streamed_file_reads_in_bounded_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lines");
+        let long = "x".repeat(200_000);
+        std::fs::write(&path, format!("one\n{long}\n\nlast")).unwrap();
+        let mut file = Streamed::open(&path, FileKind::RECORDING).unwrap();
+        let mut line = Vec::new();
+        let mut read = Vec::new();
+        loop {
+            match read_line_bounded(&mut file, &mut line, 100_000).unwrap() {
+                LineRead::End => break,
+                LineRead::Line => read.push(String::from_utf8(line.clone()).unwrap()),
+                LineRead::TooLong(n) => read.push(format!("too long: {n}")),
+            }
+        }
+        assert_eq!(read, ["one", "too long: 200000", "", "last"]);
+        assert!(line.capacity() <= 200_000, "{}", line.capacity());
+        let too_large = FileKind {
+            what: "test file",
+            max_bytes: 3,
+        };
+        assert!(matches!(
+            Streamed::open(&path, too_large),
+            Err(FileError::TooLarge { .. })
+        ));
     }
 
     #[test]
