@@ -65,9 +65,7 @@ pub async fn run(args: CheckArgs, flags: FlagOverrides) -> u8 {
         Format::Text
     };
     let repeat = args.repeat as usize;
-    if let Some(dir) = &args.record
-        && let Err(problem) = folders_free(dir, &scenarios, repeat)
-    {
+    if let Err(problem) = outputs_writable(&args, &scenarios, repeat) {
         output::err(&format!("livetalk: {problem}"));
         return UNREADABLE;
     }
@@ -134,6 +132,38 @@ pub async fn run(args: CheckArgs, flags: FlagOverrides) -> u8 {
     }
     report::summary(format, &target, &files, args.min_pass_rate, exit);
     exit
+}
+
+/// What the runs will write must be writable before the first one runs: a report or a folder
+/// that cannot be made is the user's to fix, not a run's failure.
+fn outputs_writable(
+    args: &CheckArgs,
+    scenarios: &[(PathBuf, Scenario)],
+    repeat: usize,
+) -> Result<(), String> {
+    if let Some(path) = &args.junit
+        && let Err(e) = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+    {
+        return Err(format!(
+            "--junit {}: the report cannot be written there: {}",
+            path.display(),
+            livetalk_live::file::io_reason(&e)
+        ));
+    }
+    if let Some(dir) = &args.record {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            format!(
+                "--record {}: the folder cannot be made: {}",
+                dir.display(),
+                livetalk_live::file::io_reason(&e)
+            )
+        })?;
+        folders_free(dir, scenarios, repeat)?;
+    }
+    Ok(())
 }
 
 /// Each run records into a folder of its own: one already used (an earlier check's) or used

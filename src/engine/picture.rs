@@ -8,7 +8,6 @@ use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
 use image::codecs::jpeg::JpegEncoder;
-use image::imageops::FilterType;
 use image::{ImageError, ImageFormat, ImageReader, Limits};
 use livetalk_live::file::{FileKind, read_bounded};
 
@@ -21,8 +20,9 @@ pub const LONGEST_SIDE: u32 = 1024;
 /// decompression bomb), and is refused before any pixel is allocated.
 pub const DECODED_SIDE_MAX: u32 = 16_384;
 
-/// The most memory a decoder may take.
-const DECODE_ALLOC_MAX: u64 = 512 << 20;
+/// The most memory a picture may take decoded: 160 MiB, a 48-megapixel photo in colour. A
+/// larger one (a 16k × 16k PNG, grey or not) is refused before a pixel is decoded.
+pub const DECODE_ALLOC_MAX: u64 = 160 << 20;
 
 /// JPEG quality: the official clients send camera frames at about this.
 const JPEG_QUALITY: u8 = 85;
@@ -54,6 +54,14 @@ pub fn prepare(path: &Path) -> Result<ImageSent, String> {
     limits.max_alloc = Some(DECODE_ALLOC_MAX);
     reader.limits(limits);
     let picture = reader.decode().map_err(|error| match error {
+        ImageError::Limits(limit)
+            if matches!(limit.kind(), image::error::LimitErrorKind::InsufficientMemory) =>
+        {
+            format!(
+                "picture {shown} would take more than the {} MiB livetalk decodes a picture into (a 48-megapixel photo fits)",
+                DECODE_ALLOC_MAX >> 20
+            )
+        }
         ImageError::Limits(_) => format!(
             "picture {shown} is larger than livetalk decodes (at most {DECODED_SIDE_MAX} pixels on a side)"
         ),
@@ -62,8 +70,10 @@ pub fn prepare(path: &Path) -> Result<ImageSent, String> {
             format_name(format)
         ),
     })?;
+    // Scaled down by averaging in the picture's own pixel type: a filter that works in
+    // floating point would take four times the decoded picture again.
     let picture = if picture.width().max(picture.height()) > LONGEST_SIDE {
-        picture.resize(LONGEST_SIDE, LONGEST_SIDE, FilterType::Triangle)
+        picture.thumbnail(LONGEST_SIDE, LONGEST_SIDE)
     } else {
         picture
     };

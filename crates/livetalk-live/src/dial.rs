@@ -249,6 +249,11 @@ fn upgrade_failure(target: &Address, error: tungstenite::Error) -> String {
         tungstenite::Error::ConnectionClosed | tungstenite::Error::AlreadyClosed => {
             format!("{target} hung up during the WebSocket upgrade.")
         }
+        // tungstenite's words for an answer past its 64 KiB of headers (or in too many
+        // pieces): nothing a WebSocket server sends.
+        tungstenite::Error::AttackAttempt => format!(
+            "{target} answered the WebSocket upgrade with more than the 64 KiB of headers livetalk reads; it is not a WebSocket server livetalk can use."
+        ),
         other => crate::excerpt::sentence(&format!(
             "The WebSocket upgrade with {target} failed: {other}"
         )),

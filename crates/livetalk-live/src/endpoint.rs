@@ -116,6 +116,15 @@ pub enum EndpointError {
         "endpoint URLs must not carry an API key (`key=`/`access_token=`); set GEMINI_API_KEY instead"
     )]
     KeyInUrl,
+    /// The URL names a port no server listens on (0, or past 65535): never replaced by the
+    /// scheme's default port.
+    #[error("endpoint {url:?} names port {port}, which is not a port (1 to 65535)")]
+    Port {
+        /// The URL as given.
+        url: String,
+        /// The port as written.
+        port: String,
+    },
 }
 
 impl Endpoint {
@@ -154,6 +163,20 @@ impl Endpoint {
             .filter(|h| !h.is_empty())
             .ok_or_else(|| EndpointError::Invalid(base.to_owned()))?
             .to_owned();
+        // The URL library reads a port past 65535 as no port at all, which would dial 80 or
+        // 443: the port as written is checked here.
+        let host_and_port = uri
+            .authority()
+            .map(|a| a.as_str().rsplit('@').next().unwrap_or_default());
+        if let Some((_, port)) = host_and_port.and_then(|h| h.rsplit_once(':'))
+            && !port.contains(']')
+            && !port.parse::<u16>().is_ok_and(|p| p != 0)
+        {
+            return Err(EndpointError::Port {
+                url: base.to_owned(),
+                port: port.to_owned(),
+            });
+        }
         if let Some(query) = uri.query()
             && query
                 .split('&')
@@ -198,6 +221,23 @@ impl fmt::Display for Endpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_port_that_is_not_one_is_refused_not_replaced() {
+        for (url, port) in [
+            ("ws://host:99999", "99999"),
+            ("ws://host:0", "0"),
+            ("wss://[::1]:70000/x", "70000"),
+        ] {
+            let error = Endpoint::parse(url, ApiVersion::V1).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!("endpoint {url:?} names port {port}, which is not a port (1 to 65535)")
+            );
+        }
+        assert!(Endpoint::parse("ws://[::1]:9000", ApiVersion::V1).is_ok());
+        assert!(Endpoint::parse("ws://host:65535", ApiVersion::V1).is_ok());
+    }
 
     #[test]
     fn default_endpoint_uses_v1() {

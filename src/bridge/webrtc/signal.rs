@@ -35,6 +35,15 @@ pub fn offer(sdp: &str) -> Result<SdpOffer, String> {
     {
         return Err("The WebRTC offer has no audio track (no `m=audio` section): this bridge carries the microphone and the model's voice, so offer one Opus audio track.".into());
     }
+    // Without Opus there is no codec both ends speak: answering would connect a silent track.
+    if !sdp.lines().any(|line| {
+        line.trim_start()
+            .strip_prefix("a=rtpmap:")
+            .and_then(|map| map.split_whitespace().nth(1))
+            .is_some_and(|codec| codec.to_ascii_lowercase().starts_with("opus/"))
+    }) {
+        return Err("The WebRTC offer's audio track offers no Opus (none of its `a=rtpmap` lines names opus/48000): this bridge sends and hears Opus, so offer it as a browser's createOffer does. It was not answered.".into());
+    }
     match catch_unwind(|| SdpOffer::from_sdp_string(sdp)) {
         Ok(Ok(offer)) => Ok(offer),
         Ok(Err(e)) => {
@@ -151,12 +160,14 @@ mod tests {
     #[test]
     fn garbage_huge_and_empty_offers_are_refused_in_words() {
         let huge = format!("{OFFER}{}", "a=x\r\n".repeat(MAX_OFFER_BYTES / 4));
+        let no_opus = OFFER.replace("a=rtpmap:96 opus/48000/2\r\n", "");
         let cases = [
             ("", "no session description"),
             ("   ", "no session description"),
             ("hello", "no audio track"),
             ("v=0\r\nm=video 9 UDP 96\r\n", "no audio track"),
-            ("m=audio\u{0}\u{ff}", "bridge can read"),
+            ("m=audio\u{0}\u{ff}", "offers no Opus"),
+            (no_opus.as_str(), "offers no Opus"),
             (
                 "v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 96\r\na=rtpmap:96 opus/4800000000000000/2\r\n",
                 "bridge can read",
