@@ -2467,3 +2467,67 @@ async fn the_webrtc_client_hears_each_reply_once_and_whole_and_drops_a_cut_off_o
     );
     microphone.abort();
 }
+
+/// A bridge that answers the WebRTC offer with something no peer can use (garbage, or a
+/// 30 MB answer) and never closes its socket: a `livetalk --bridge-transport webrtc` session
+/// whose input has ended still exits, within 5 s of the end of its input, whatever the bridge
+/// does.
+#[test]
+fn a_webrtc_session_whose_input_ended_exits_in_time_whatever_the_bridge_answers() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    for answer in ["v=0\r\ngarbage".to_owned(), "v".repeat(30_000_000)] {
+        let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+        let url = format!("ws://{}", listener.local_addr().unwrap());
+        let sent = answer.clone();
+        runtime.spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            let mut socket = tokio_tungstenite::accept_async(stream).await.unwrap();
+            while let Some(Ok(frame)) = socket.next().await {
+                let Ok(text) = frame.to_text() else { continue };
+                let Ok(message) = serde_json::from_str::<Value>(text) else {
+                    continue;
+                };
+                let reply = match message["type"].as_str() {
+                    Some("CONNECT_GEMINI") => {
+                        json!({"type": "SETUP_COMPLETE", "payload": {"success": true}})
+                    }
+                    Some("WEBRTC_OFFER") => {
+                        json!({"type": "WEBRTC_ANSWER", "payload": {"sdp": sent.as_str()}})
+                    }
+                    // Never closes: a Close is read and not answered.
+                    _ => continue,
+                };
+                if socket.send(Message::text(reply.to_string())).await.is_err() {
+                    break;
+                }
+            }
+            // Holds the socket open after the client's Close, for ever.
+            std::future::pending::<()>().await;
+        });
+        let scratch = tempfile::tempdir().unwrap();
+        let mut command = livetalk(scratch.path());
+        command.args([
+            "--headless",
+            "--bridge",
+            &url,
+            "--bridge-transport",
+            "webrtc",
+        ]);
+        let started = std::time::Instant::now();
+        // No input at all: it ends at once.
+        let run = run_command(command, &[], Duration::from_secs(60));
+        let took = started.elapsed();
+        eprintln!(
+            "answer of {} bytes: exit {:?} in {took:?}\n{}",
+            answer.len().min(1 << 20),
+            run.code,
+            run.stderr
+        );
+        assert!(
+            took < Duration::from_secs(5),
+            "the session's input ended at once; it took {took:?} to exit:\n{}",
+            run.stderr
+        );
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    }
+}
