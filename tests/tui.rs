@@ -632,3 +632,49 @@ fn a_new_voice_is_handed_over_and_the_conversation_is_kept() {
         setups[1]
     );
 }
+
+/// Pastes are taken in time linear in their length: 500 KB goes into the input line at once
+/// (it took 110 s when each character was inserted on its own), and 5 MB, past the input
+/// line's 1 MiB, is refused whole with a notice, as quickly.
+#[test]
+fn a_large_paste_is_taken_at_once_and_one_past_the_cap_is_refused_with_a_notice() {
+    let scratch = tempfile::tempdir().unwrap();
+    let pane = Pane::start(scratch.path(), 120, 40);
+    pane.wait_for("the session to be ready", TURN, |s| {
+        s.contains("Gemini is listening…")
+    });
+    let paste = format!("{}END-OF-PASTE", "word ".repeat(100_000));
+    let started = std::time::Instant::now();
+    pane.paste(&paste);
+    pane.wait_for("the paste's end in the input line", TURN, |s| {
+        s.contains("word END-OF-PASTE")
+    });
+    let took = started.elapsed();
+    eprintln!("a paste of {} bytes was taken in {took:?}", paste.len());
+    assert!(
+        took < Duration::from_secs(5),
+        "500 KB took {took:?} to be taken"
+    );
+
+    pane.keys("C-u");
+    pane.wait_for("an empty input line", TURN, |s| !s.contains("END-OF-PASTE"));
+    let huge = "word ".repeat(1_000_000);
+    let started = std::time::Instant::now();
+    pane.paste(&huge);
+    let screen = pane.wait_for("the notice", TURN, |s| s.contains("was not taken"));
+    let took = started.elapsed();
+    eprintln!("a paste of {} bytes was refused in {took:?}", huge.len());
+    assert!(
+        screen
+            .contains("The paste of 4.8 MiB was not taken: the input line holds at most 1.0 MiB."),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("word word"),
+        "nothing of it was taken:\n{screen}"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "5 MB took {took:?} to be refused"
+    );
+}

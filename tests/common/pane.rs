@@ -126,6 +126,20 @@ impl Pane {
         self.tmux(&["show-buffer"])
     }
 
+    /// Pastes `text` as a terminal does: bracketed (`ESC [200~ … ESC [201~`), since livetalk
+    /// asks for it, in one go from a tmux buffer.
+    pub fn paste(&self, text: &str) {
+        let file = self.dir.path().join("paste.txt");
+        std::fs::write(&file, text).expect("write the paste");
+        self.tmux(&[
+            "load-buffer",
+            "-b",
+            "paste",
+            file.to_str().expect("a UTF-8 path"),
+        ]);
+        self.tmux(&["paste-buffer", "-p", "-b", "paste", "-t", "lt"]);
+    }
+
     pub fn keys(&self, keys: &str) {
         self.tmux(&["send-keys", "-t", "lt", keys]);
     }
