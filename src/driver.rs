@@ -36,12 +36,6 @@ pub trait Source {
     /// A message is about to be applied (a live session records it here).
     fn applied(&mut self, _msg: &Msg) {}
 
-    /// Whether this is a live session, which the loop waits at most [`LEAVE_GRACE`] to
-    /// confirm a close the app asked for; a replay's closes come from the recording.
-    fn live(&self) -> bool {
-        true
-    }
-
     /// Messages that bring the app's figures up to date once the loop is over.
     fn settle(&mut self) -> impl Future<Output = Vec<Msg>> {
         async { Vec::new() }
@@ -81,10 +75,6 @@ pub async fn drive<S: Source, P: Presenter>(
 ) -> anyhow::Result<()> {
     let mut source_open = true;
     let mut leave_by: Option<Instant> = None;
-    // A close the app asked for (the end of input, `end_session`) is confirmed by the server
-    // within LEAVE_GRACE, or taken as done: whatever a server or a bridge does, the session
-    // ends.
-    let mut close_by: Option<Instant> = None;
     // Nothing on screen changes with a frame for the closed inspector: no need to show it.
     let mut changed = true;
     loop {
@@ -102,11 +92,6 @@ pub async fn drive<S: Source, P: Presenter>(
                 break;
             }
             leave_by.get_or_insert_with(|| Instant::now() + LEAVE_GRACE);
-        }
-        if app.is_closing() && !app.is_finished() && source_open && source.live() {
-            close_by.get_or_insert_with(|| Instant::now() + LEAVE_GRACE);
-        } else {
-            close_by = None;
         }
         presenter.observe(app);
         tokio::select! {
@@ -145,17 +130,6 @@ pub async fn drive<S: Source, P: Presenter>(
                 let ended = Msg::Server(ServerEvent::Closed(CloseInfo::ended_by_client()));
                 apply_shown(app, source, presenter, ended).await;
                 break;
-            }
-            () = sleep_until(close_by), if close_by.is_some() && leave_by.is_none() => {
-                // Nor this one: the session is over, and the presenter says what follows.
-                tracing::info!(
-                    "the server did not confirm the close within {} s; the session is over",
-                    LEAVE_GRACE.as_secs()
-                );
-                close_by = None;
-                changed = true;
-                let ended = Msg::Server(ServerEvent::Closed(CloseInfo::ended_by_client()));
-                apply_shown(app, source, presenter, ended).await;
             }
         }
     }

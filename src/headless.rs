@@ -42,67 +42,36 @@ pub async fn run(
     banner: Option<&str>,
 ) -> anyhow::Result<u8> {
     let (lines_tx, lines_rx) = mpsc::channel::<String>(64);
-    tokio::spawn(async move {
-        let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
-        while let Ok(Some(line)) = next_turn(&mut stdin).await {
-            if lines_tx.send(line).await.is_err() {
-                break;
+    // A thread of its own reads stdin (as tokio's stdin would): each line at most as long as
+    // the input line holds, a longer one read past without being held and skipped, saying so.
+    std::thread::Builder::new()
+        .name("livetalk-stdin".into())
+        .spawn(move || {
+            use livetalk_live::file::{LineRead, read_line_bounded};
+            let max = crate::app::INPUT_MAX_BYTES;
+            let mut stdin = std::io::stdin().lock();
+            let mut line = Vec::new();
+            loop {
+                match read_line_bounded(&mut stdin, &mut line, max) {
+                    Ok(LineRead::End) | Err(_) => break,
+                    Ok(LineRead::TooLong(length)) => crate::output::err(&format!(
+                        "livetalk: warning: a line of {} on stdin was skipped: a turn holds at most {}",
+                        livetalk_live::excerpt::human_size(length),
+                        livetalk_live::excerpt::human_size(max as u64)
+                    )),
+                    Ok(LineRead::Line) => {
+                        if line.last() == Some(&b'\r') {
+                            line.pop();
+                        }
+                        let turn = String::from_utf8_lossy(&line).into_owned();
+                        if lines_tx.blocking_send(turn).is_err() {
+                            break;
+                        }
+                    }
+                }
             }
-        }
-    });
+        })?;
     run_with_input(settings, format, banner, lines_rx).await
-}
-
-/// The next line of `input` as a user turn: at most [`crate::app::INPUT_MAX_BYTES`], as the
-/// input line holds; a longer line is read past without being held and skipped, saying so.
-/// `None` at the end of the input.
-async fn next_turn<R: tokio::io::AsyncBufRead + Unpin>(
-    input: &mut R,
-) -> std::io::Result<Option<String>> {
-    use tokio::io::AsyncBufReadExt as _;
-    let max = crate::app::INPUT_MAX_BYTES;
-    loop {
-        let mut line = Vec::new();
-        let mut length = 0usize;
-        let mut read_any = false;
-        loop {
-            let available = input.fill_buf().await?;
-            if available.is_empty() {
-                break;
-            }
-            read_any = true;
-            let (piece, ended) = match available.iter().position(|b| *b == b'\n') {
-                Some(at) => (&available[..at], true),
-                None => (available, false),
-            };
-            length = length.saturating_add(piece.len());
-            if length <= max {
-                line.extend_from_slice(piece);
-            } else {
-                line = Vec::new();
-            }
-            let used = piece.len() + usize::from(ended);
-            input.consume(used);
-            if ended {
-                break;
-            }
-        }
-        if !read_any {
-            return Ok(None);
-        }
-        if length > max {
-            crate::output::err(&format!(
-                "livetalk: warning: a line of {} on stdin was skipped: a turn holds at most {}",
-                livetalk_live::excerpt::human_size(length as u64),
-                livetalk_live::excerpt::human_size(max as u64)
-            ));
-            continue;
-        }
-        if line.last() == Some(&b'\r') {
-            line.pop();
-        }
-        return Ok(Some(String::from_utf8_lossy(&line).into_owned()));
-    }
 }
 
 /// [`run`] with the user turns coming from `lines` (stdin, or a recording for `replay

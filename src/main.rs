@@ -13,6 +13,12 @@ use livetalk::record::{inspect, replay};
 use livetalk::{logging, serve, tui};
 use tokio::runtime::Runtime;
 
+/// mimalloc, not glibc's malloc: large frames freed on one tokio thread and allocated on
+/// another stayed with glibc's per-thread arenas, so a session that had held a burst of
+/// input kept its memory after; mimalloc gives it back (docs/security.md has the figures).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     // A completion script asking what a word can be: answered, and nothing else runs.
     livetalk::completion::answer_if_asked(Cli::command);

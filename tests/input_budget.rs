@@ -343,3 +343,125 @@ fn serve_holds_ten_clients_sending_messages_of_many_empty_parts_and_gives_the_me
     // 250,000 empty parts in a 750 KB SEND_MESSAGE (a hostile app sent a million in 13.4 MiB).
     servers_hold_and_give_back(Server::Serve, 250_000);
 }
+
+/// A line on stdin longer than the input line holds (1 MiB) is read past, not held, and
+/// skipped with a warning; the next line is the turn.
+#[test]
+fn a_stdin_line_past_the_input_lines_cap_is_skipped_with_a_warning() {
+    let scratch = tempfile::tempdir().unwrap();
+    let long = "x".repeat(5 << 20);
+    let peak = scratch.path().join("peak");
+    let mut command = livetalk_measured(scratch.path(), &peak);
+    command.args(["--headless", "--offline"]);
+    let run = run_command(
+        command,
+        &[&long, SMART_HOME_LINES[0]],
+        Duration::from_secs(60),
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "warning: a line of 5.0 MiB on stdin was skipped: a turn holds at most 1.0 MiB"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.contains("currently off"), "{}", run.stdout);
+    assert!(!run.stdout.contains("xxxx"), "{}", run.stdout);
+}
+
+/// The smaller refusals, each one sentence in livetalk's words with the right exit status: a
+/// port past 65535 (never dialled as 80), a `check --record` folder that cannot be made and a
+/// `--junit` report that cannot be written (2, before anything runs), and `doctor` against a
+/// server whose upgrade answer is megabytes of headers (not tungstenite's "Attack attempt").
+#[test]
+fn smaller_refusals_are_said_in_livetalks_words_with_the_right_exit() {
+    let scratch = tempfile::tempdir().unwrap();
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--endpoint", "ws://127.0.0.1:99999"],
+        &[("GEMINI_API_KEY", "fake-key-for-a-local-server")],
+        &[],
+    );
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("names port 99999, which is not a port (1 to 65535)"),
+        "{}",
+        run.stderr
+    );
+
+    let scenario = scratch.path().join("lamp.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"lamp\"\n[[turn]]\nsay = \"Is the living room lamp on?\"\n",
+    )
+    .unwrap();
+    let file = scratch.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let under_a_file = file.join("runs");
+    let report = file.join("report.xml");
+    for (flag, path, says) in [
+        ("--record", &under_a_file, "the folder cannot be made"),
+        ("--junit", &report, "the report cannot be written there"),
+    ] {
+        let started = Instant::now();
+        let run = run_livetalk(
+            scratch.path(),
+            &[
+                "check",
+                scenario.to_str().unwrap(),
+                flag,
+                path.to_str().unwrap(),
+            ],
+            &[],
+            &[],
+        );
+        assert_eq!(run.code, Some(2), "{flag}: {}\n{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains(says), "{flag}: {}", run.stderr);
+        assert!(
+            !run.stdout.contains("turn 1"),
+            "{flag}: refused before the first run:\n{}",
+            run.stdout
+        );
+        eprintln!("check {flag} refused in {:?}", started.elapsed());
+    }
+
+    // A server that answers the upgrade with an endless header.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let listener = runtime.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    runtime.spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request).await;
+                let _ = stream
+                    .write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n")
+                    .await;
+                let header = format!("X-Filler: {}\r\n", "a".repeat(1000));
+                for _ in 0..100_000 {
+                    if stream.write_all(header.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let mut command = livetalk(scratch.path());
+    command
+        .arg("doctor")
+        .env("LIVETALK_ENDPOINT", &url)
+        .env("GEMINI_API_KEY", "fake-key-for-a-local-server");
+    let run = run_command(command, &[], Duration::from_secs(60));
+    assert_eq!(run.code, Some(1), "{}", run.stdout);
+    assert!(
+        run.stdout.contains(
+            "answered the WebSocket upgrade with more than the 64 KiB of headers livetalk reads"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains("Attack attempt"), "{}", run.stdout);
+}

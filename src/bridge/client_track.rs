@@ -26,7 +26,7 @@ use livetalk_live::events::Inbound;
 use livetalk_live::wire::{
     Blob, ClientMessage, Content, OUTPUT_AUDIO_MIME, Part, ServerContent, ServerMessage,
 };
-use livetalk_live::{Connection, Outbox, ServerEvent};
+use livetalk_live::{CloseInfo, Connection, Outbox, ServerEvent};
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
@@ -67,6 +67,12 @@ const MAX_KEPT: usize = 60 * 1000 * MODEL_BYTES_PER_MS;
 /// The microphone's audio queued for the track at most (the microphone path keeps two
 /// seconds too).
 const MIC_QUEUE: Duration = Duration::from_secs(2);
+/// How long the relay waits for the bridge to confirm a close the session asked for before it
+/// takes the close as done: a bridge that never closes must not keep a session whose input
+/// has ended running.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+/// The longest a close waits however long the bridge goes on talking.
+const CLOSE_CAP: Duration = Duration::from_secs(10);
 
 /// The connection as the session sees it: the bridge connection behind a relay that moves
 /// voice onto a WebRTC track. `connect_timeout` bounds the peer's ICE and DTLS exchange.
@@ -95,6 +101,8 @@ pub(super) fn relay(
         last_frame: None,
         dropping: false,
         mic_ms: 0,
+        close_by: None,
+        closing_since: None,
     };
     tokio::spawn(relay.run(bridge, connect_timeout));
     Connection { handle, inbound }
@@ -108,6 +116,8 @@ enum Next {
     Track(Option<PeerEvent>),
     /// The held turn's end is due.
     HoldOver,
+    /// The bridge did not confirm the close in time.
+    CloseOver,
 }
 
 /// Where the voice goes.
@@ -156,6 +166,10 @@ struct Relay {
     dropping: bool,
     /// Microphone audio sent on the track, for the log.
     mic_ms: u64,
+    /// The session asked to close: by then the bridge's close must have come.
+    close_by: Option<Instant>,
+    /// When the session asked to close.
+    closing_since: Option<Instant>,
 }
 
 impl Relay {
@@ -167,13 +181,23 @@ impl Relay {
             let has_peer = self.peer.is_some();
             let peer = &mut self.peer;
             let hold_until = self.hold_until;
+            let close_by = self.close_by;
             let next = tokio::select! {
                 request = self.requests.recv() => Next::Request(request),
                 inbound = self.inbound.recv() => Next::Bridge(inbound),
                 Some(signal) = self.signals.recv() => Next::Signal(signal),
                 event = async { peer.as_mut()?.next().await }, if has_peer => Next::Track(event),
                 _ = sleep_until(hold_until), if hold_until.is_some() => Next::HoldOver,
+                _ = sleep_until(close_by), if close_by.is_some() => Next::CloseOver,
             };
+            // While closing, a bridge still talking (a reply finishing) is waited for; one that
+            // went quiet is given CLOSE_WAIT, and CLOSE_CAP at most in all.
+            if let (Some(since), Next::Bridge(Some(_)) | Next::Track(Some(_))) =
+                (self.closing_since, &next)
+            {
+                let quiet = Instant::now() + CLOSE_WAIT;
+                self.close_by = Some(quiet.min(since + CLOSE_CAP));
+            }
             let go_on = match next {
                 Next::Request(Some(request)) => {
                     self.request(request).await;
@@ -188,6 +212,16 @@ impl Relay {
                 }
                 Next::Track(event) => self.on_track_event(event).await,
                 Next::HoldOver => self.release().await,
+                Next::CloseOver => {
+                    info!(
+                        "the bridge did not confirm the close within {} s; the session is over",
+                        CLOSE_WAIT.as_secs()
+                    );
+                    let _ = self.release().await;
+                    let closed = CloseInfo::ended_by_client();
+                    let _ = self.send(Inbound::news(ServerEvent::Closed(closed))).await;
+                    false
+                }
             };
             if !go_on {
                 break;
@@ -261,7 +295,11 @@ impl Relay {
             Outbound::Frame(text) => {
                 let _ = self.upstream.send_frame(text).await;
             }
-            Outbound::Close => self.upstream.close().await,
+            Outbound::Close => {
+                self.upstream.close().await;
+                self.close_by
+                    .get_or_insert_with(|| Instant::now() + CLOSE_WAIT);
+            }
         }
     }
 

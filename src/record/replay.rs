@@ -303,10 +303,6 @@ impl Replay {
 }
 
 impl Source for Replay {
-    fn live(&self) -> bool {
-        false
-    }
-
     async fn next(&mut self) -> Option<Msg> {
         if self.progress_due {
             self.progress_due = false;

@@ -15,9 +15,15 @@ use std::time::Duration;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// The input a process holds at once, decoded and being handled: 48 MiB. With
-/// [`BYTE_COST`], the largest message any peer can have read is 16 MiB.
-pub const INPUT_BUDGET: usize = 48 << 20;
+/// The input a process holds at once, decoded and being handled: 32 MiB (with the event
+/// inspector's 16 MiB, what a session may hold of what others sent stays under 64 MiB). With
+/// [`BYTE_COST`], the largest message any peer can have read is about 10 MiB.
+pub const INPUT_BUDGET: usize = 32 << 20;
+
+/// A message that costs at most this much (an audio chunk, a typical event) is not held from
+/// the budget: many sessions' audio queued behind slow readers would otherwise fill it and
+/// starve each other. Such messages are bounded by each connection's queue instead.
+pub const FREE_COST: usize = 128 << 10;
 
 /// What one JSON value (a part, a turn, a number in a list) is counted as once decoded: the
 /// largest wire struct a value becomes, with the room a growing list leaves, and the copies a
@@ -273,11 +279,27 @@ impl InputBudget {
         Ok(shape)
     }
 
-    /// Holds what the message in `json` costs until the [`Held`] is dropped: refused at once
-    /// when it alone costs more than the budget, after [`INPUT_WAIT`] when other messages hold
-    /// what it needs for that long. Messages are let in in the order they asked.
+    /// Holds what the message in `json` costs (its values counted) until the [`Held`] is
+    /// dropped: refused at once when it alone costs more than the budget, after
+    /// [`INPUT_WAIT`] when other messages hold what it needs for that long. Messages are let
+    /// in in the order they asked.
     pub async fn hold(&self, json: &[u8]) -> Result<Held, Refused> {
-        let shape = self.weigh(json)?;
+        // Counted, not estimated: a small frame's worst case (a value every two bytes) would
+        // make each audio frame cost megabytes and a few sessions fill the budget.
+        let max_values = self.bytes.saturating_sub(json.len() * BYTE_COST) / VALUE_COST + 1;
+        let shape = Shape::count(json, max_values);
+        if shape.cost() > self.bytes {
+            return Err(Refused::TooCostly {
+                shape,
+                budget: self.bytes,
+            });
+        }
+        if shape.cost() <= FREE_COST {
+            return Ok(Held {
+                _permit: None,
+                bytes: 0,
+            });
+        }
         self.hold_shape(shape, INPUT_WAIT).await
     }
 
@@ -376,5 +398,24 @@ mod tests {
         assert_eq!(second.bytes(), shape.cost());
         drop(second);
         assert_eq!(budget.available(), budget.bytes());
+    }
+
+    #[tokio::test]
+    async fn a_frame_is_held_for_what_it_holds_not_for_its_worst_case() {
+        // An audio frame: 30 KB of base64 in a handful of values.
+        let frame = format!(
+            r#"{{"serverContent":{{"modelTurn":{{"parts":[{{"inlineData":{{"mimeType":"audio/pcm","data":"{}"}}}}]}}}}}}"#,
+            "A".repeat(30_000)
+        );
+        let budget = InputBudget::new(INPUT_BUDGET);
+        let shape = Shape::count(frame.as_bytes(), usize::MAX);
+        assert_eq!(shape.cost(), frame.len() * BYTE_COST + 8 * VALUE_COST);
+        // It costs less than FREE_COST: it takes nothing from the budget.
+        let held = budget.hold(frame.as_bytes()).await.unwrap();
+        assert_eq!((held.bytes(), budget.available()), (0, budget.bytes()));
+        // A megabyte of text does.
+        let text = format!(r#"{{"text":"{}"}}"#, "t".repeat(1 << 20));
+        let held = budget.hold(text.as_bytes()).await.unwrap();
+        assert!(held.bytes() > 3 << 20, "{}", held.bytes());
     }
 }

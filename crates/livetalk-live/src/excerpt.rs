@@ -122,34 +122,40 @@ fn acts_on_terminal(c: char) -> bool {
 /// check, doctor and the servers' log lines all go through it), whether the output is a
 /// terminal or a file: a file is read on a terminal later. The same text comes back borrowed.
 pub fn terminal_safe(text: &str) -> Cow<'_, str> {
-    let Some(first) = text.find(acts_on_terminal) else {
-        return Cow::Borrowed(text);
-    };
-    let mut safe = String::with_capacity(text.len() + 8);
-    safe.push_str(&text[..first]);
-    for c in text[first..].chars() {
-        if acts_on_terminal(c) {
-            let _ = std::fmt::Write::write_fmt(&mut safe, format_args!("\\x{:02x}", u32::from(c)));
-        } else {
-            safe.push(c);
-        }
-    }
-    Cow::Owned(safe)
+    escaping(text, acts_on_terminal, "\\x", 2)
 }
 
 /// A line of JSON as a terminal may show it: serde_json escapes C0 controls already, and this
 /// escapes DEL and the C1 controls as `\u007f`, `\u009b`, so the line stays the same JSON
 /// (outside strings JSON has none of them) and holds nothing a terminal would act on.
 pub fn json_terminal_safe(json: &str) -> Cow<'_, str> {
-    let raw = |c: char| acts_on_terminal(c) && c != '\n' && c != '\t';
-    let Some(first) = json.find(raw) else {
-        return Cow::Borrowed(json);
+    escaping(
+        json,
+        |c| acts_on_terminal(c) && c != '\n' && c != '\t',
+        "\\u",
+        4,
+    )
+}
+
+/// `text` with each character `escape` picks written as `prefix` and its code in `digits` hex
+/// digits; borrowed when there is none.
+fn escaping<'a>(
+    text: &'a str,
+    escape: impl Fn(char) -> bool,
+    prefix: &str,
+    digits: usize,
+) -> Cow<'a, str> {
+    let Some(first) = text.find(&escape) else {
+        return Cow::Borrowed(text);
     };
-    let mut safe = String::with_capacity(json.len() + 8);
-    safe.push_str(&json[..first]);
-    for c in json[first..].chars() {
-        if raw(c) {
-            let _ = std::fmt::Write::write_fmt(&mut safe, format_args!("\\u{:04x}", u32::from(c)));
+    let mut safe = String::with_capacity(text.len() + 8);
+    safe.push_str(&text[..first]);
+    for c in text[first..].chars() {
+        if escape(c) {
+            let _ = std::fmt::Write::write_fmt(
+                &mut safe,
+                format_args!("{prefix}{:0digits$x}", u32::from(c)),
+            );
         } else {
             safe.push(c);
         }
