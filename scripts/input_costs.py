@@ -181,7 +181,7 @@ async def costly_client(kind, base, items):
         async with websockets.connect(base + LIVE_PATH, max_size=None) as ws:
             await ws.send(json.dumps({"setup": {"model": "models/m", "generationConfig": {"responseModalities": ["TEXT"]}}}))
             await ws.recv()
-            turns = ",".join(['{"role":"user","parts":[{"text":"Is the lamp on?"}]}'] * items)
+            turns = ",".join(['{"role":"user","parts":[{"text":"a"}]}'] * items)
             await ws.send('{"clientContent":{"turns":[' + turns + '],"turnComplete":true}}')
             try:
                 async for message in ws:
@@ -221,10 +221,11 @@ def server_round(env, kind, items, clients):
 
 
 def servers(env):
-    for kind, items, what in [
+    kinds = [
         ("serve", 1_000_000, "a 13.4 MiB SEND_MESSAGE of a million empty parts"),
-        ("mock", 700_000, "a 28.7 MB frame of 700,000 tiny turns"),
-    ]:
+        ("mock", 700_000, "a 27 MB frame of 700,000 tiny turns"),
+    ]
+    for kind, items, what in [k for k in kinds if os.environ.get("ONLY_KIND") in (None, k[0])]:
         for clients in (1, 10):
             tiny, _, _ = server_round(env, kind, 1, clients)
             peak, before, after = server_round(env, kind, items, clients)
