@@ -214,7 +214,7 @@ mod tests {
         let value = json!({"text": "x\u{1b}[2J\u{9b}1m\u{7f}\u{85}y"});
         let line = value.to_string();
         let safe = json_terminal_safe(&line);
-        assert!(!safe.chars().any(|c| acts_on_terminal(c)), "{safe}");
+        assert!(!safe.chars().any(acts_on_terminal), "{safe}");
         assert_eq!(serde_json::from_str::<Value>(&safe).unwrap(), value);
         assert!(
             safe.contains("\\u009b") && safe.contains("\\u001b"),
