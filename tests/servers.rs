@@ -549,6 +549,13 @@ async fn protocol_violations_get_close_codes(kind: Kind) {
         .unwrap();
     let close = close_after(kind, &base, &oversized).await;
     assert_eq!(close.code, CloseCode::Size, "{close:?}");
+    assert!(
+        close
+            .reason
+            .starts_with("A message of 64.0 MiB is more than the ")
+            && close.reason.ends_with(" this server reads at once."),
+        "{close:?}"
+    );
 
     // A client's Close is echoed, and the connection then ends cleanly (no 1006).
     let session = open_session(kind, &base).await;

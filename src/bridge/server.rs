@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use livetalk_live::budget::InputBudget;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
@@ -139,16 +140,23 @@ async fn upgrade(
         }
     };
     // The hard limit protects memory; the soft limit (checked per message) keeps the
-    // connection usable when a client sends something too large.
-    let hard_limit = shared.max_message_bytes.saturating_mul(4);
+    // connection usable when a client sends something too large. No message past the input
+    // budget is read at all (its bytes could not be held for), and the socket's frames are
+    // paid for from the budget before they are read, so many apps sending at once are read in
+    // turn.
+    let hard_limit = shared
+        .max_message_bytes
+        .saturating_mul(4)
+        .min(livetalk_live::budget::INPUT_BUDGET);
     let config = WebSocketConfig::default()
         .max_message_size(Some(hard_limit))
         .max_frame_size(Some(hard_limit))
         .write_buffer_size(0);
+    let (stream, gate) = InputBudget::process().gate(stream, hard_limit);
     match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
         Ok(socket) => Some(async move {
             debug!(%peer, "client connected");
-            let transport = WebSocketTransport::new(socket, peer, shared.max_message_bytes);
+            let transport = WebSocketTransport::new(socket, gate, peer, shared.max_message_bytes);
             app_connection::run(shared, peer, transport)
                 .instrument(debug_span!("bridge app", %peer))
                 .await;

@@ -11,13 +11,15 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::error::CapacityError;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Bytes, Message};
 use tracing::debug;
 
 use super::protocol::{AppMessage, BridgeMessage};
-use livetalk_live::budget::{Held, InputBudget};
+use livetalk_live::budget::{Gate, Gated, Held, InputBudget, Refused};
+use livetalk_live::excerpt::human_size;
 use livetalk_mock::ws_server::{self, Ending};
 
 /// What the app did next.
@@ -48,38 +50,40 @@ pub trait Transport: Send {
     fn close(self) -> impl Future<Output = ()> + Send;
 }
 
-type Sink = SplitSink<WebSocketStream<TcpStream>, Message>;
+type Sink = SplitSink<Socket, Message>;
 
 /// The WebSocket transport: one JSON text message per bridge message, either kind from the
 /// app. Messages over `max_message_bytes` are refused one by one; the socket's hard limit
 /// (set at the upgrade) ends the connection. Each message holds what it costs of the process's
 /// input budget (`livetalk_live::budget`) from before it is decoded until the loop asks for
-/// the next one, so many apps sending at once wait for each other instead of each holding
-/// its decoded copies.
+/// the next one (its bytes from before they are read: see `Gated`), so many apps sending at
+/// once wait for each other instead of each holding its decoded copies.
 pub struct WebSocketTransport {
     sink: Option<Sink>,
-    stream: SplitStream<WebSocketStream<TcpStream>>,
+    stream: SplitStream<Socket>,
+    /// What the socket held of the budget for the message read last.
+    gate: Gate,
     peer: SocketAddr,
     max_message_bytes: usize,
     /// How the app's side ended, once it has.
     ending: Option<Ending>,
-    /// A message read and waiting for the budget: kept here so a `receive` dropped while it
-    /// waits loses nothing.
-    pending: Option<Bytes>,
+    /// A message read and waiting for the budget, with what its bytes hold: kept here so a
+    /// `receive` dropped while it waits loses nothing.
+    pending: Option<(Bytes, Option<Held>)>,
     /// What the last message holds of the budget, until the loop has handled it.
     held: Option<Held>,
 }
 
+/// An app's socket, read through the input budget.
+type Socket = WebSocketStream<Gated<TcpStream>>;
+
 impl WebSocketTransport {
-    pub fn new(
-        socket: WebSocketStream<TcpStream>,
-        peer: SocketAddr,
-        max_message_bytes: usize,
-    ) -> Self {
+    pub fn new(socket: Socket, gate: Gate, peer: SocketAddr, max_message_bytes: usize) -> Self {
         let (sink, stream) = socket.split();
         WebSocketTransport {
             sink: Some(sink),
             stream,
+            gate,
             peer,
             max_message_bytes,
             ending: None,
@@ -117,9 +121,8 @@ impl Transport for WebSocketTransport {
         }
         // Two awaits, both cancel-safe: the stream's, and the budget's, whose message waits
         // in `pending` meanwhile.
-        let frame = match self.pending.take() {
-            Some(frame) => frame,
-            None => loop {
+        if self.pending.is_none() {
+            let frame = loop {
                 break match self.stream.next().await {
                     Some(Ok(Message::Text(text))) => Bytes::from(text),
                     Some(Ok(Message::Binary(bytes))) => bytes,
@@ -128,8 +131,16 @@ impl Transport for WebSocketTransport {
                     // Pings are answered by tungstenite as we keep reading.
                     Some(Ok(_)) => continue,
                     Some(Err(tungstenite::Error::Capacity(e))) => {
+                        let size = match &e {
+                            CapacityError::MessageTooLong { size, max_size } => format!(
+                                " ({} where this bridge reads {} at most)",
+                                human_size(*size as u64),
+                                human_size(*max_size as u64)
+                            ),
+                            CapacityError::TooManyHeaders => String::new(),
+                        };
                         let words = format!(
-                            "The message was far larger than this bridge accepts ({e}); closing the connection. Messages up to {} bytes are allowed.",
+                            "The message was far larger than this bridge accepts{size}; closing the connection. Messages up to {} bytes are allowed.",
                             self.max_message_bytes
                         );
                         return self.ended(
@@ -139,16 +150,28 @@ impl Transport for WebSocketTransport {
                     }
                     Some(Err(e)) => {
                         debug!(peer = %self.peer, "client read error: {e}");
-                        return self.ended(Ending::ReadFailed(e), None);
+                        // A frame that waited too long for the budget: the app is told why.
+                        let words = match &e {
+                            tungstenite::Error::Io(io) => Refused::of_read_error(io).map(|refused| {
+                                format!("The message was not read: {refused}; closing the connection.")
+                            }),
+                            _ => None,
+                        };
+                        return self.ended(Ending::ReadFailed(e), words);
                     }
                 };
-            },
+            };
+            self.pending = Some((frame, self.gate.take()));
+        }
+        let Some((frame, reserved)) = &mut self.pending else {
+            return self.ended(Ending::Gone, None);
         };
+        let frame = frame.clone();
         if frame.len() > self.max_message_bytes {
+            self.pending = None;
             return self.decode(&frame);
         }
-        self.pending = Some(frame.clone());
-        let held = InputBudget::process().hold(&frame).await;
+        let held = InputBudget::process().hold_after(&frame, reserved).await;
         self.pending = None;
         match held {
             Ok(held) => {

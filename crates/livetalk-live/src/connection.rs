@@ -16,6 +16,7 @@ use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::{debug, info, warn};
 
 use super::address::Address;
+use super::budget::{Held, InputBudget, Refused};
 use super::close::{describe_close, describe_http_status, describe_io_error};
 use super::dial::{DialError, Stage, deadline_message, dial};
 use super::events::{CloseInfo, Inbound, ServerEvent};
@@ -212,11 +213,19 @@ impl Read {
     }
 }
 
-/// Reads `payload` with `read` once the process's input budget holds what it costs; the
-/// value read carries the hold until its last copy is dropped. A frame the budget refuses is
-/// skipped, saying why, and the connection goes on.
-async fn budgeted(payload: &[u8], read: impl FnOnce(&[u8]) -> Read) -> Read {
-    match crate::budget::InputBudget::process().hold(payload).await {
+/// Reads `payload` with `read` once the process's input budget holds what it costs (its bytes
+/// were held while it was read: `reserved`); the value read carries the hold until its last
+/// copy is dropped. A frame the budget refuses is skipped, saying why, and the connection goes
+/// on.
+async fn budgeted(
+    payload: &[u8],
+    reserved: Option<Held>,
+    read: impl FnOnce(&[u8]) -> Read,
+) -> Read {
+    match InputBudget::process()
+        .hold_after(payload, &mut { reserved })
+        .await
+    {
         Ok(held) => match read(payload) {
             Read::Inbound(inbound) => Read::Inbound(inbound.holding(held)),
             end => end,
@@ -311,7 +320,7 @@ pub(crate) async fn run_until<P: Protocol>(
     let target = Address::of(&request).map_err(ConnectError::Connect)?;
     info!(%target, "connecting to the {}", P::PEER);
     let timed_out = |stage| ConnectError::TimedOut(deadline_message(&target, stage, timeout));
-    let (socket, _response) =
+    let (socket, _response, gate) =
         dial(request, &target, config, deadline)
             .await
             .map_err(|e| match e {
@@ -337,7 +346,11 @@ pub(crate) async fn run_until<P: Protocol>(
 
     let wait = async {
         loop {
-            let frame = match stream.next().await {
+            let frame = stream.next().await;
+            // What a message's bytes held while they were read, until it has been read.
+            let _held = matches!(frame, Some(Ok(Message::Text(_) | Message::Binary(_))))
+                .then(|| gate.take());
+            let frame = match frame {
                 Some(Ok(frame)) => frame,
                 Some(Err(e)) => return Err(connect_error(&protocol, &target, e)),
                 None => {
@@ -430,16 +443,18 @@ pub(crate) async fn run_until<P: Protocol>(
             // has been dealt with (see `budget`).
             let read =
                 match frame {
-                    Some(Ok(Message::Text(text))) => budgeted(text.as_bytes(), |payload| {
+                    Some(Ok(Message::Text(text))) => {
+                        budgeted(text.as_bytes(), gate.take(), |payload| {
+                            protocol.frame(payload, by_client)
+                        })
+                        .await
+                        .sized(text.len())
+                    }
+                    Some(Ok(Message::Binary(bytes))) => budgeted(&bytes, gate.take(), |payload| {
                         protocol.frame(payload, by_client)
                     })
                     .await
-                    .sized(text.len()),
-                    Some(Ok(Message::Binary(bytes))) => {
-                        budgeted(&bytes, |payload| protocol.frame(payload, by_client))
-                            .await
-                            .sized(bytes.len())
-                    }
+                    .sized(bytes.len()),
                     Some(Ok(Message::Close(frame))) => {
                         let (code, reason) = close_frame(&frame, Some(1005));
                         Read::End(protocol.socket_closed(code, reason, by_client))
@@ -525,6 +540,16 @@ fn broken_frame(error: &tungstenite::Error) -> Option<CloseInfo> {
                 "The server broke the WebSocket protocol: {violation} (1002). The connection was closed; not retrying."
             ),
         ),
+        // The app took in nothing of what was read for that long: reading on would hold more.
+        tungstenite::Error::Io(e) => match Refused::of_read_error(e) {
+            Some(refused) => (
+                1013,
+                crate::excerpt::sentence(&format!(
+                    "livetalk stopped reading the server: {refused}. The connection was closed"
+                )),
+            ),
+            None => return None,
+        },
         _ => return None,
     };
     Some(CloseInfo::failed(Some(code), message))

@@ -12,11 +12,12 @@ use tokio_tungstenite::tungstenite::{self};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use super::address::Address;
+use super::budget::{Gate, Gated, InputBudget};
 use super::close::describe_io_error;
 use super::network::{Network, network};
 
-/// An upgraded socket, plain or TLS.
-pub(crate) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+/// An upgraded socket, plain or TLS, read through the process's input budget.
+pub(crate) type Socket = WebSocketStream<Gated<MaybeTlsStream<TcpStream>>>;
 
 /// The steps of getting a session, in order; the deadline names the one it ran out in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,13 +97,14 @@ async fn stage<T>(
 }
 
 /// Looks up, connects (through the proxy when one applies), shakes hands and upgrades, all
-/// before `deadline`.
+/// before `deadline`. The socket's frames are paid for from the input budget before they are
+/// read; the [`Gate`] has what was held for the message read last.
 pub(crate) async fn dial(
     request: Request,
     target: &Address,
     config: WebSocketConfig,
     deadline: Instant,
-) -> Result<(Socket, Response), DialError> {
+) -> Result<(Socket, Response, Gate), DialError> {
     let network = network().map_err(DialError::Failed)?;
     let proxy = network.proxy.as_ref().filter(|p| p.applies_to(target));
     // With a proxy, the proxy resolves the target's name.
@@ -154,13 +156,15 @@ pub(crate) async fn dial(
     } else {
         MaybeTlsStream::Plain(tcp)
     };
+    let max_frame = config.max_frame_size.unwrap_or(usize::MAX);
+    let (stream, gate) = InputBudget::process().gate(stream, max_frame);
     match tokio::time::timeout_at(
         deadline,
         tokio_tungstenite::client_async_with_config(request, stream, Some(config)),
     )
     .await
     {
-        Ok(Ok(upgraded)) => Ok(upgraded),
+        Ok(Ok((socket, response))) => Ok((socket, response, gate)),
         Ok(Err(tungstenite::Error::Http(response))) => {
             Err(DialError::Http(response.status().as_u16()))
         }

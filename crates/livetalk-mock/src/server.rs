@@ -20,7 +20,7 @@ use crate::flavor::{Flavor, live_path_flavor};
 use crate::scenario::Scenario;
 use crate::state::MockState;
 use crate::ws_server::{self, Admission, ConnectionLimits};
-use livetalk_live::connection::MAX_MESSAGE_BYTES;
+use livetalk_live::budget::{InputBudget, LARGEST_MESSAGE};
 use livetalk_live::network::install_crypto_provider;
 use livetalk_live::{ApiKey, ApiVersion, Endpoint};
 
@@ -329,14 +329,17 @@ where
             }
         }
     };
-    // Frames are held to the message limit too: a larger one is refused (1009) from its header.
+    // A message whose bytes alone would cost more than the process's input budget is refused
+    // (1009) from its frame's header, before it is read; the socket's frames are paid for from
+    // the budget before they are read, so many clients sending at once are read in turn.
     let config = WebSocketConfig::default()
-        .max_message_size(Some(MAX_MESSAGE_BYTES))
-        .max_frame_size(Some(MAX_MESSAGE_BYTES))
+        .max_message_size(Some(LARGEST_MESSAGE))
+        .max_frame_size(Some(LARGEST_MESSAGE))
         .write_buffer_size(0);
+    let (stream, gate) = InputBudget::process().gate(stream, LARGEST_MESSAGE);
     match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
         Ok(socket) => Some(Box::pin(
-            MockConnection::new(flavor, version, speed, state, key).run(socket),
+            MockConnection::new(flavor, version, speed, state, key).run(socket, gate),
         )),
         Err(e) => {
             debug!(%peer, "upgrade refused: {e}");

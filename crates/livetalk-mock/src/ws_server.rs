@@ -10,12 +10,14 @@ use std::time::Duration;
 
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
+use livetalk_live::budget::Refused;
+use livetalk_live::excerpt::human_size;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, oneshot};
 use tokio::time::Instant;
 use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::error::ProtocolError;
+use tokio_tungstenite::tungstenite::error::{CapacityError, ProtocolError};
 use tokio_tungstenite::tungstenite::handshake::server::ErrorResponse;
 use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
@@ -265,19 +267,33 @@ pub enum Ending {
 }
 
 /// The Close a read error calls for, when the peer broke the protocol (RFC 6455 §7.4.1):
-/// 1007 for text that is not UTF-8, 1009 for a message over the limit, 1002 for bad framing.
-/// `None` when the peer is simply gone and there is no one to tell.
+/// 1007 for text that is not UTF-8, 1009 for a message over the limit, 1002 for bad framing,
+/// and 1013 for a message that waited too long for the process's input budget (see
+/// `livetalk_live::budget`), each said in livetalk's words. `None` when the peer is simply
+/// gone and there is no one to tell.
 pub fn close_for_read_error(error: &Error) -> Option<CloseFrame> {
-    let code = match error {
-        Error::Utf8(_) => CloseCode::Invalid,
-        Error::Capacity(_) => CloseCode::Size,
+    let (code, reason) = match error {
+        Error::Utf8(_) => (CloseCode::Invalid, error.to_string()),
+        Error::Capacity(CapacityError::MessageTooLong { size, max_size }) => (
+            CloseCode::Size,
+            format!(
+                "A message of {} is more than the {} this server reads at once.",
+                human_size(*size as u64),
+                human_size(*max_size as u64)
+            ),
+        ),
+        Error::Capacity(_) => (CloseCode::Size, error.to_string()),
         Error::Protocol(ProtocolError::ResetWithoutClosingHandshake) => return None,
-        Error::Protocol(_) => CloseCode::Protocol,
+        Error::Protocol(_) => (CloseCode::Protocol, error.to_string()),
+        Error::Io(e) => match Refused::of_read_error(e) {
+            Some(refused) => (CloseCode::Again, refused.sentence()),
+            None => return None,
+        },
         _ => return None,
     };
     Some(CloseFrame {
         code,
-        reason: truncate_reason(&error.to_string()).into(),
+        reason: truncate_reason(&reason).into(),
     })
 }
 

@@ -37,7 +37,7 @@ use calls::OpenCalls;
 use faults::fault_frame;
 use hearing::Hearing;
 use livetalk_live::ApiKey;
-use livetalk_live::budget::{InputBudget, Refused};
+use livetalk_live::budget::{Gate, Held, InputBudget, Refused};
 use livetalk_live::codec::{DecodeError, decode_client, encode_server};
 use livetalk_live::wire::*;
 use messages::{Outgoing, resumption_update, server_content};
@@ -125,8 +125,9 @@ impl MockConnection {
         }
     }
 
-    /// Serves one connection to its end.
-    pub(crate) async fn run<S>(mut self, socket: WebSocketStream<S>)
+    /// Serves one connection to its end; `gate` has what its socket held of the input budget
+    /// for the message read last.
+    pub(crate) async fn run<S>(mut self, socket: WebSocketStream<S>, gate: Gate)
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
@@ -140,14 +141,17 @@ impl MockConnection {
             };
             let close_at = self.close_at.as_ref().map(|(at, _, _)| *at);
             let outcome = tokio::select! {
+                // A message takes what its bytes held while they were read (a ping between
+                // its frames takes nothing).
                 frame = stream.next() => match frame {
-                    Some(Ok(Message::Text(text))) => self.on_frame(text.as_bytes(), &mut set_up).await,
-                    Some(Ok(Message::Binary(bytes))) => self.on_frame(&bytes, &mut set_up).await,
+                    Some(Ok(Message::Text(text))) => self.on_frame(text.as_bytes(), gate.take(), &mut set_up).await,
+                    Some(Ok(Message::Binary(bytes))) => self.on_frame(&bytes, gate.take(), &mut set_up).await,
                     Some(Ok(Message::Close(_))) => break Ending::PeerClosed,
                     None => break Ending::Gone,
                     Some(Ok(_)) => Outcome::Continue,
                     Some(Err(e)) => {
                         debug!("mock connection ended: {e}");
+                        drop(gate.take());
                         break Ending::ReadFailed(e);
                     }
                 },
@@ -196,9 +200,14 @@ impl MockConnection {
         ws_server::end(sink, stream, ending).await;
     }
 
-    async fn on_frame(&mut self, payload: &[u8], set_up: &mut bool) -> Outcome {
+    /// Handles one message from the client; `read` is what its bytes held of the input
+    /// budget while they were read.
+    async fn on_frame(&mut self, payload: &[u8], read: Option<Held>, set_up: &mut bool) -> Outcome {
         // Held from the process's input budget while the message is decoded and handled.
-        let _held = match InputBudget::process().hold(payload).await {
+        let _held = match InputBudget::process()
+            .hold_after(payload, &mut { read })
+            .await
+        {
             Ok(held) => held,
             Err(refused) => {
                 warn!("closing a connection: {refused}");
@@ -206,10 +215,7 @@ impl MockConnection {
                     Refused::TooCostly { .. } => 1009,
                     Refused::Busy { .. } => 1013,
                 };
-                return Outcome::Close(
-                    code,
-                    livetalk_live::excerpt::sentence(&refused.to_string()),
-                );
+                return Outcome::Close(code, refused.sentence());
             }
         };
         let message = match decode_client(payload) {
@@ -367,7 +373,7 @@ impl MockConnection {
             for (text, finished) in [(heard, None), ("of speech)".to_owned(), Some(true))] {
                 self.emit(server_content(ServerContent {
                     input_transcription: Some(Transcription {
-                        text: Some(text),
+                        text: Some(text.into()),
                         finished,
                         ..Transcription::default()
                     }),

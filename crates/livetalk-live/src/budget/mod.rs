@@ -1,12 +1,21 @@
-//! What input may cost a process: one budget, in bytes, for every message from a peer while it
-//! is decoded and handled, whatever its shape and however many peers send at once. A message
-//! costs its bytes plus what its decoded form takes, which grows with the number of JSON values
-//! it holds, not its size (a million empty parts are 3 MB of text and hundreds of MB of
-//! structs). The values are counted in a pass that allocates nothing ([`Shape::of`]) before
-//! anything is decoded; a message that would cost more than the whole budget is refused at
-//! once, and one that fits waits (at most [`INPUT_WAIT`]) until the messages of other peers
-//! have been handled. Every server and client of livetalk (`livetalk`, `serve`, `mock`, and
-//! the proxy to come) reads through the same [`InputBudget::process`].
+//! What input may cost a process: one budget, in bytes, for every message from a peer from
+//! before it is read until it has been handled, whatever its shape and however many peers
+//! send at once. A message costs its bytes plus what its decoded form takes, which grows with
+//! the number of JSON values it holds, not its size (a million empty parts are 3 MB of text
+//! and hundreds of MB of structs).
+//!
+//! Its bytes are paid for first: every WebSocket livetalk reads (`livetalk`, `serve`, `mock`,
+//! and the proxy to come) is read through a [`Gated`] socket, which holds what a frame's bytes
+//! will cost from its header on, before tungstenite reads its payload, so ten peers sending
+//! 10 MB frames at once are read in turn instead of all at once. Its values are counted next,
+//! in a pass that allocates nothing ([`Shape::of`]), before anything is decoded: a message
+//! that would cost more than the whole budget is refused at once, and one that fits waits (at
+//! most [`INPUT_WAIT`]) until the messages of other peers have been handled
+//! ([`InputBudget::hold_after`]).
+
+mod gate;
+
+pub use gate::{Gate, Gated};
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -15,10 +24,13 @@ use std::time::Duration;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// The input a process holds at once, decoded and being handled: 32 MiB (with the event
-/// inspector's 16 MiB, what a session may hold of what others sent stays under 64 MiB). With
-/// [`BYTE_COST`], the largest message any peer can have read is about 10 MiB.
+/// The input a process holds at once, read, decoded and being handled: 32 MiB (with the
+/// event inspector's 16 MiB, what a session may hold of what others sent stays under 64 MiB).
 pub const INPUT_BUDGET: usize = 32 << 20;
+
+/// The largest message a peer can have taken in: one whose bytes alone cost the whole budget.
+/// The servers refuse a larger one from its frame's header, before reading it.
+pub const LARGEST_MESSAGE: usize = INPUT_BUDGET / BYTE_COST;
 
 /// A message that costs at most this much (an audio chunk, a typical event) is not held from
 /// the budget: many sessions' audio queued behind slow readers would otherwise fill it and
@@ -189,12 +201,12 @@ impl<'de> Visitor<'de> for Count<'_> {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
     /// The message alone would cost more than the whole budget.
+    // Short enough for a close reason (123 bytes) with the largest figures.
     #[error(
-        "a message of {} holding {} JSON values would take about {} to read, more than the {} livetalk holds for input at once",
+        "a message of {} would take more than the {} livetalk holds for input at once ({} JSON values counted)",
         crate::excerpt::human_size(.shape.bytes as u64),
-        .shape.values,
-        crate::excerpt::human_size(.shape.cost() as u64),
-        crate::excerpt::human_size(*.budget as u64)
+        crate::excerpt::human_size(*.budget as u64),
+        .shape.values
     )]
     TooCostly {
         /// What it holds (its value count as far as it was counted).
@@ -219,6 +231,23 @@ pub enum Refused {
     },
 }
 
+impl Refused {
+    /// The refusal as a sentence of its own, short enough for a WebSocket close reason.
+    pub fn sentence(&self) -> String {
+        let words = crate::excerpt::sentence(&self.to_string());
+        let mut chars = words.chars();
+        chars.next().map_or_else(String::new, |first| {
+            first.to_uppercase().chain(chars).collect()
+        })
+    }
+
+    /// The refusal a socket read failed with, when a [`Gated`] socket's frame waited longer
+    /// than its deadline for the budget.
+    pub fn of_read_error(error: &std::io::Error) -> Option<&Refused> {
+        error.get_ref()?.downcast_ref::<Refused>()
+    }
+}
+
 /// A budget of bytes for input in flight, shared by every connection that draws on it.
 #[derive(Debug, Clone)]
 pub struct InputBudget {
@@ -227,9 +256,9 @@ pub struct InputBudget {
 }
 
 /// What a message holds of the budget until it is dropped.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Held {
-    _permit: Option<OwnedSemaphorePermit>,
+    permit: Option<OwnedSemaphorePermit>,
     bytes: usize,
 }
 
@@ -237,6 +266,33 @@ impl Held {
     /// The bytes held.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    fn units(&self) -> usize {
+        self.permit
+            .as_ref()
+            .map_or(0, OwnedSemaphorePermit::num_permits)
+    }
+
+    /// Adds what `other` holds (of the same budget) to this.
+    fn merge(&mut self, other: Held) {
+        match (&mut self.permit, other.permit) {
+            (Some(permit), Some(more)) => permit.merge(more),
+            (None, Some(more)) => self.permit = Some(more),
+            (_, None) => {}
+        }
+        self.bytes += other.bytes;
+    }
+
+    /// Gives back what is held past `bytes`, and stands for `bytes` from now on.
+    fn keep(&mut self, bytes: usize) {
+        let units = bytes.div_ceil(UNIT);
+        if let Some(permit) = &mut self.permit
+            && permit.num_permits() > units
+        {
+            drop(permit.split(permit.num_permits() - units));
+        }
+        self.bytes = bytes;
     }
 }
 
@@ -284,34 +340,62 @@ impl InputBudget {
     /// [`INPUT_WAIT`] when other messages hold what it needs for that long. Messages are let
     /// in in the order they asked.
     pub async fn hold(&self, json: &[u8]) -> Result<Held, Refused> {
+        self.hold_after(json, &mut None).await
+    }
+
+    /// [`InputBudget::hold`] for a message whose bytes were paid for while it was read
+    /// (`reserved`, what its socket's [`Gate`] held for it): only what its values cost on
+    /// top is waited for, and what was held past its cost is given back. `reserved` is taken
+    /// once the message is held, and dropped when it is refused; a wait cancelled meanwhile
+    /// leaves it where it was.
+    pub async fn hold_after(
+        &self,
+        json: &[u8],
+        reserved: &mut Option<Held>,
+    ) -> Result<Held, Refused> {
         // Counted, not estimated: a small frame's worst case (a value every two bytes) would
         // make each audio frame cost megabytes and a few sessions fill the budget.
         let max_values = self.bytes.saturating_sub(json.len() * BYTE_COST) / VALUE_COST + 1;
         let shape = Shape::count(json, max_values);
-        if shape.cost() > self.bytes {
+        let cost = shape.cost();
+        if cost > self.bytes {
+            *reserved = None;
             return Err(Refused::TooCostly {
                 shape,
                 budget: self.bytes,
             });
         }
-        if shape.cost() <= FREE_COST {
-            return Ok(Held {
-                _permit: None,
-                bytes: 0,
-            });
+        if cost <= FREE_COST {
+            *reserved = None;
+            return Ok(Held::default());
         }
-        self.hold_shape(shape, INPUT_WAIT).await
+        let have = reserved.as_ref().map_or(0, Held::units);
+        let more = match cost.div_ceil(UNIT).checked_sub(have) {
+            Some(units) if units > 0 => match self.acquire(units * UNIT, shape, INPUT_WAIT).await {
+                Ok(more) => more,
+                Err(refused) => {
+                    *reserved = None;
+                    return Err(refused);
+                }
+            },
+            _ => Held::default(),
+        };
+        let mut held = reserved.take().unwrap_or_default();
+        held.merge(more);
+        held.keep(cost);
+        Ok(held)
     }
 
     /// [`InputBudget::hold`] for a message already weighed, waiting at most `wait`.
     pub async fn hold_shape(&self, shape: Shape, wait: Duration) -> Result<Held, Refused> {
-        let cost = shape.cost();
-        let units = cost.div_ceil(UNIT);
+        self.acquire(shape.cost(), shape, wait).await
+    }
+
+    /// Holds `bytes` of the budget for a message of `shape`, waiting at most `wait`.
+    async fn acquire(&self, bytes: usize, shape: Shape, wait: Duration) -> Result<Held, Refused> {
+        let units = bytes.div_ceil(UNIT);
         if units == 0 {
-            return Ok(Held {
-                _permit: None,
-                bytes: 0,
-            });
+            return Ok(Held::default());
         }
         let Ok(units) = u32::try_from(units) else {
             return Err(Refused::TooCostly {
@@ -321,8 +405,8 @@ impl InputBudget {
         };
         match tokio::time::timeout(wait, self.units.clone().acquire_many_owned(units)).await {
             Ok(Ok(permit)) => Ok(Held {
-                _permit: Some(permit),
-                bytes: cost,
+                permit: Some(permit),
+                bytes,
             }),
             // The semaphore is never closed; a timeout is the only way here.
             _ => Err(Refused::Busy {
@@ -331,6 +415,14 @@ impl InputBudget {
                 waited: wait,
             }),
         }
+    }
+
+    /// Reads `stream`, a peer's socket before its WebSocket upgrade, through a [`Gated`]
+    /// socket that holds from this budget what each frame's bytes cost before it is read
+    /// (frames over `max_frame`, which tungstenite refuses from their header, are not held
+    /// for). What it held for the message read last is taken from the [`Gate`].
+    pub fn gate<S>(&self, stream: S, max_frame: usize) -> (Gated<S>, Gate) {
+        Gated::new(stream, self.clone(), max_frame, INPUT_WAIT)
     }
 }
 
@@ -369,9 +461,26 @@ mod tests {
         let refused = budget.weigh(parts.as_bytes()).unwrap_err();
         let words = refused.to_string();
         assert!(
-            words.starts_with("a message of 293.0 KiB holding ")
-                && words.ends_with("more than the 1.0 MiB livetalk holds for input at once"),
+            words.starts_with(
+                "a message of 293.0 KiB would take more than the 1.0 MiB livetalk holds for input at once ("
+            ) && words.ends_with(" JSON values counted)"),
             "{words}"
+        );
+        // The longest it can be fits a WebSocket close reason (values are counted no further
+        // than the budget holds: six digits).
+        let longest = Refused::TooCostly {
+            shape: Shape {
+                bytes: 1023 << 20,
+                values: 999_999,
+                depth: 0,
+            },
+            budget: INPUT_BUDGET,
+        };
+        assert!(longest.sentence().len() <= 123, "{longest}");
+        assert!(
+            longest
+                .sentence()
+                .starts_with("A message of 1023.0 MiB would")
         );
         assert!(budget.weigh(br#"{"turns": [{}]}"#).is_ok());
     }
@@ -398,6 +507,50 @@ mod tests {
         assert_eq!(second.bytes(), shape.cost());
         drop(second);
         assert_eq!(budget.available(), budget.bytes());
+    }
+
+    #[tokio::test]
+    async fn a_message_whose_bytes_were_held_while_read_tops_up_or_gives_back() {
+        let budget = InputBudget::new(4 << 20);
+        let used = |budget: &InputBudget| budget.bytes() - budget.available();
+        let text = format!(r#"{{"text":"{}"}}"#, "t".repeat(300 << 10));
+        let cost = text.len() * BYTE_COST + 2 * VALUE_COST;
+        // Its bytes were held while it was read; its two values are held on top.
+        let read = budget
+            .acquire(text.len() * BYTE_COST, Shape::default(), INPUT_WAIT)
+            .await
+            .unwrap();
+        let held = budget
+            .hold_after(text.as_bytes(), &mut Some(read))
+            .await
+            .unwrap();
+        assert_eq!(held.bytes(), cost);
+        assert_eq!(used(&budget), cost.div_ceil(UNIT) * UNIT);
+        drop(held);
+        // Held for more than it costs (a large frame holds up to the whole budget): the rest is
+        // given back.
+        let read = budget
+            .acquire(budget.bytes(), Shape::default(), INPUT_WAIT)
+            .await
+            .unwrap();
+        let held = budget
+            .hold_after(text.as_bytes(), &mut Some(read))
+            .await
+            .unwrap();
+        assert_eq!(used(&budget), cost.div_ceil(UNIT) * UNIT);
+        drop(held);
+        // Refused: what was held while it was read is given back too.
+        let parts = format!("[{}{{}}]", "{},".repeat(99_999));
+        let mut read = Some(
+            budget
+                .acquire(parts.len() * BYTE_COST, Shape::default(), INPUT_WAIT)
+                .await
+                .unwrap(),
+        );
+        let refused = budget.hold_after(parts.as_bytes(), &mut read).await;
+        assert!(matches!(refused, Err(Refused::TooCostly { .. })));
+        assert!(read.is_none());
+        assert_eq!(used(&budget), 0);
     }
 
     #[tokio::test]
