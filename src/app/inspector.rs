@@ -473,7 +473,7 @@ fn describe_received(reading: Reading<'_>) -> Described {
     // Only the words of the model's speech: they belong with its audio.
     let said = reading
         .only_said()
-        .then(|| reading.said().map(|said| said.text.to_owned()))
+        .then(|| reading.said().map(|said| said.text.to_string()))
         .flatten();
     Described {
         kind: names.join(" + "),

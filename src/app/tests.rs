@@ -278,7 +278,9 @@ fn what_the_server_says_is_shown_bounded_and_a_long_reply_whole() {
         app.update(Msg::Server(ServerEvent::ModelText(sentence.into())));
     }
     // One absurd part is cut, and says how big it was.
-    app.update(Msg::Server(ServerEvent::ModelText("y".repeat(10_000_000))));
+    app.update(Msg::Server(ServerEvent::ModelText(
+        "y".repeat(10_000_000).into(),
+    )));
     let Some(Entry::Model { text_parts, .. }) = app.transcript.last() else {
         panic!("{:?}", app.transcript.last());
     };

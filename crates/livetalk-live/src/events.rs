@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::wire::{FunctionCall, ServerMessage, UsageMetadata};
+use super::wire::{FunctionCall, ServerMessage, Text, UsageMetadata};
 use crate::reading::{AudioPart, Interaction, Reading, take_audio};
 
 /// Everything a connection's server said, decoded, in arrival order. Turn boundaries are
@@ -18,8 +18,9 @@ pub enum ServerEvent {
         /// The session's id, when the server gives one (Vertex AI does).
         session_id: Option<String>,
     },
-    /// Text part of a model turn (TEXT modality, or text beside audio).
-    ModelText(String),
+    /// Text part of a model turn (TEXT modality, or text beside audio), shared with the
+    /// message it came in.
+    ModelText(Text),
     /// A chunk of model audio: PCM16 little-endian mono. (A recording keeps the samples in
     /// its WAV file, not in the line.)
     ModelAudio {
@@ -32,14 +33,14 @@ pub enum ServerEvent {
     /// Transcription of the user's speech (fragment).
     InputTranscription {
         /// The fragment; fragments join without separators.
-        text: String,
+        text: Text,
         /// The last fragment of the utterance.
         finished: bool,
     },
     /// Transcription of the model's speech (fragment).
     OutputTranscription {
         /// The fragment; fragments join without separators.
-        text: String,
+        text: Text,
         /// The last fragment of the utterance.
         finished: bool,
     },
@@ -251,7 +252,7 @@ fn events_of(reading: &Reading<'_>, audio: Vec<Vec<u8>>) -> Vec<ServerEvent> {
     }
     if let Some(heard) = reading.heard() {
         events.push(ServerEvent::InputTranscription {
-            text: heard.text.to_owned(),
+            text: heard.text.clone(),
             finished: heard.finished,
         });
     }
@@ -262,10 +263,10 @@ fn events_of(reading: &Reading<'_>, audio: Vec<Vec<u8>>) -> Vec<ServerEvent> {
         if part.thought == Some(true) {
             continue;
         }
-        if let Some(text) = part.text.as_deref()
+        if let Some(text) = &part.text
             && !text.is_empty()
         {
-            events.push(ServerEvent::ModelText(text.to_owned()));
+            events.push(ServerEvent::ModelText(text.clone()));
         }
         if let Some((chunk, _)) = &next_audio
             && chunk.part == index

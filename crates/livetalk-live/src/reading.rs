@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use crate::excerpt;
 use crate::wire::{
-    FunctionCall, OUTPUT_SAMPLE_RATE, ServerContent, ServerMessage, Transcription, UsageMetadata,
+    FunctionCall, OUTPUT_SAMPLE_RATE, ServerContent, ServerMessage, Text, Transcription,
+    UsageMetadata,
 };
 
 /// One top-level field of a server message, in the order the protocol lists them.
@@ -165,7 +166,7 @@ impl<'m> Interaction<'m> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transcript<'m> {
     /// The fragment; fragments join without separators.
-    pub text: &'m str,
+    pub text: &'m Text,
     /// The last fragment of the utterance.
     pub finished: bool,
 }
@@ -625,7 +626,7 @@ impl<'m> Reading<'m> {
 fn transcript(transcription: Option<&Transcription>) -> Option<Transcript<'_>> {
     let transcription = transcription?;
     Some(Transcript {
-        text: transcription.text.as_deref()?,
+        text: transcription.text.as_ref()?,
         finished: transcription.finished == Some(true),
     })
 }

@@ -11,7 +11,9 @@
 mod client;
 mod server;
 
-use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 pub use self::client::*;
@@ -27,6 +29,116 @@ pub const INPUT_SAMPLE_RATE: u32 = 16_000;
 /// Sample rate of model audio received from the Live API.
 pub const OUTPUT_SAMPLE_RATE: u32 = 24_000;
 
+/// Text a peer sent (a text part, a transcription), held once however many values refer to
+/// it: a message and the events made of it share one copy, so a megabyte text part waiting to
+/// be applied is held once, not twice. Reads as a `&str`; written and read as a JSON string.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct Text(Arc<str>);
+
+impl Text {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Text {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Text {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Text {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl std::fmt::Display for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&*self.0, f)
+    }
+}
+
+impl From<&str> for Text {
+    fn from(text: &str) -> Text {
+        Text(Arc::from(text))
+    }
+}
+
+impl From<String> for Text {
+    fn from(text: String) -> Text {
+        Text(Arc::from(text))
+    }
+}
+
+impl From<&String> for Text {
+    fn from(text: &String) -> Text {
+        Text(Arc::from(text.as_str()))
+    }
+}
+
+impl From<Text> for String {
+    fn from(text: Text) -> String {
+        text.0.to_string()
+    }
+}
+
+impl PartialEq<str> for Text {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for Text {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<String> for Text {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl Serialize for Text {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Text, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Text;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            // Straight from the frame into the shared copy, with no `String` between.
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Text, E> {
+                Ok(Text::from(text))
+            }
+        }
+        deserializer.deserialize_str(Visitor)
+    }
+}
+
 /// A `Content`: a role and its parts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -41,7 +153,7 @@ pub struct Content {
 
 impl Content {
     /// A content holding one text part.
-    pub fn text(role: &str, text: impl Into<String>) -> Self {
+    pub fn text(role: &str, text: impl Into<Text>) -> Self {
         Content {
             role: Some(role.to_owned()),
             parts: vec![Part {
@@ -58,7 +170,7 @@ impl Content {
 pub struct Part {
     /// Text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub text: Option<String>,
+    pub text: Option<Text>,
     /// Inline bytes: model audio, or an image.
     #[serde(
         default,

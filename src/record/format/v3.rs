@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use livetalk_live::wire::{FunctionCall, FunctionResponse, UsageMetadata};
+use livetalk_live::wire::{FunctionCall, FunctionResponse, Text, UsageMetadata};
 
 /// One line: a monotonic timestamp (seconds since the recording started) and what happened.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -262,17 +262,18 @@ pub enum ServerEvent {
     SetupComplete {
         session_id: Option<String>,
     },
-    ModelText(String),
+    /// The text is the event's, shared (a string on disk).
+    ModelText(Text),
     /// A chunk of model audio; its samples are at the line's `audio`.
     ModelAudio {
         sample_rate: u32,
     },
     InputTranscription {
-        text: String,
+        text: Text,
         finished: bool,
     },
     OutputTranscription {
-        text: String,
+        text: Text,
         finished: bool,
     },
     GenerationComplete,

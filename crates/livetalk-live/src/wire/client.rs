@@ -498,7 +498,7 @@ pub struct ClientContent {
 
 impl ClientContent {
     /// A complete user turn of plain text.
-    pub fn user_text(text: impl Into<String>) -> Self {
+    pub fn user_text(text: impl Into<super::Text>) -> Self {
         ClientContent {
             turns: vec![Content::text("user", text)],
             turn_complete: Some(true),

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::Content;
+use super::{Content, Text};
 use crate::lenient;
 
 /// One server message. The envelope is a oneof, except that `usageMetadata` may ride beside
@@ -182,7 +182,7 @@ pub struct ServerContent {
 pub struct Transcription {
     /// The text of this fragment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub text: Option<String>,
+    pub text: Option<Text>,
     /// The last fragment of the utterance.
     #[serde(
         default,

@@ -70,13 +70,16 @@ impl Speech {
                 model_turn: Some(Content {
                     role: role.clone(),
                     parts: vec![Part {
-                        text: Some(format!(
-                            "**Answering the user**\n\nI'll say: {}",
-                            text.split_whitespace()
-                                .take(6)
-                                .collect::<Vec<_>>()
-                                .join(" ")
-                        )),
+                        text: Some(
+                            format!(
+                                "**Answering the user**\n\nI'll say: {}",
+                                text.split_whitespace()
+                                    .take(6)
+                                    .collect::<Vec<_>>()
+                                    .join(" ")
+                            )
+                            .into(),
+                        ),
                         thought: Some(true),
                         ..Part::default()
                     }],
@@ -114,7 +117,7 @@ impl Speech {
                 if settings.transcribe_output && !fragment.is_empty() {
                     queue.push_back(server_content(ServerContent {
                         output_transcription: Some(Transcription {
-                            text: Some(fragment),
+                            text: Some(fragment.into()),
                             ..Transcription::default()
                         }),
                         ..ServerContent::default()
@@ -125,7 +128,7 @@ impl Speech {
                     model_turn: Some(Content {
                         role: role.clone(),
                         parts: vec![Part {
-                            text: Some(fragment),
+                            text: Some(fragment.into()),
                             ..Part::default()
                         }],
                     }),
