@@ -20,6 +20,12 @@ use tokio::runtime::Runtime;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // Memory held is memory freed and given back: with the kernel's transparent huge pages
+    // set to `always`, the allocator's arenas were backed by 2 MiB pages and a burst of input
+    // left each one it had touched resident (docs/security.md has the figures). Before any
+    // thread starts, so the whole process is covered.
+    #[cfg(target_os = "linux")]
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
     // A completion script asking what a word can be: answered, and nothing else runs.
     livetalk::completion::answer_if_asked(Cli::command);
     let cli = match Cli::parse_args() {
