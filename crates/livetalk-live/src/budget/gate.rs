@@ -418,22 +418,19 @@ mod tests {
         drop(sending.await.unwrap());
     }
 
+    /// `bytes` of `budget` held by other peers' messages.
+    async fn others_hold(budget: &InputBudget, bytes: usize) -> Held {
+        budget
+            .acquire(bytes, Shape::default(), INPUT_WAIT)
+            .await
+            .unwrap()
+    }
+
     #[tokio::test]
     async fn a_frame_waits_for_the_budget_unread_and_gives_up_in_words() {
         let budget = InputBudget::new(1 << 20);
         let (mut client, mut server, gate) = pair(&budget, Duration::from_millis(200)).await;
-        let others = budget
-            .hold_shape(
-                // 900 KiB of the budget's 1 MiB.
-                Shape {
-                    bytes: 300 << 10,
-                    values: 0,
-                    depth: 0,
-                },
-                INPUT_WAIT,
-            )
-            .await
-            .unwrap();
+        let others = others_hold(&budget, 900 << 10).await;
         // 600 KiB of bytes held for: more than the budget has left. It is not read: the
         // sender is held up by the socket.
         let message = Message::text("x".repeat(200 << 10));
@@ -460,18 +457,7 @@ mod tests {
     async fn a_waiting_frame_is_read_once_the_budget_frees() {
         let budget = InputBudget::new(1 << 20);
         let (mut client, mut server, gate) = pair(&budget, INPUT_WAIT).await;
-        let others = budget
-            .hold_shape(
-                // 900 KiB of the budget's 1 MiB.
-                Shape {
-                    bytes: 300 << 10,
-                    values: 0,
-                    depth: 0,
-                },
-                INPUT_WAIT,
-            )
-            .await
-            .unwrap();
+        let others = others_hold(&budget, 900 << 10).await;
         let message = Message::text("x".repeat(200 << 10));
         let sent = message.clone();
         let _sending = tokio::spawn(async move { client.send(sent).await });

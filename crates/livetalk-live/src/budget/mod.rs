@@ -203,10 +203,10 @@ pub enum Refused {
     /// The message alone would cost more than the whole budget.
     // Short enough for a close reason (123 bytes) with the largest figures.
     #[error(
-        "a message of {} would take more than the {} livetalk holds for input at once ({} JSON values counted)",
+        "a message of {} would take more than the {} livetalk holds for input at once{}",
         crate::excerpt::human_size(.shape.bytes as u64),
         crate::excerpt::human_size(*.budget as u64),
-        .shape.values
+        counted(.shape, *.budget)
     )]
     TooCostly {
         /// What it holds (its value count as far as it was counted).
@@ -229,6 +229,15 @@ pub enum Refused {
         /// How long it waited.
         waited: Duration,
     },
+}
+
+/// How many of a costly message's values were counted, when they are why it costs too much
+/// (a message whose bytes alone are too many is not counted).
+fn counted(shape: &Shape, budget: usize) -> String {
+    if shape.bytes.saturating_mul(BYTE_COST) > budget {
+        return String::new();
+    }
+    format!(" ({} JSON values counted)", shape.values)
 }
 
 impl Refused {
@@ -467,21 +476,26 @@ mod tests {
             "{words}"
         );
         // The longest it can be fits a WebSocket close reason (values are counted no further
-        // than the budget holds: six digits).
-        let longest = Refused::TooCostly {
-            shape: Shape {
-                bytes: 1023 << 20,
-                values: 999_999,
-                depth: 0,
-            },
-            budget: INPUT_BUDGET,
+        // than the budget holds: six digits), and a message whose bytes alone are too many
+        // is not said to have had its values counted.
+        let shape = |bytes, values| Shape {
+            bytes,
+            values,
+            depth: 0,
         };
-        assert!(longest.sentence().len() <= 123, "{longest}");
-        assert!(
-            longest
-                .sentence()
-                .starts_with("A message of 1023.0 MiB would")
-        );
+        for (shape, counted) in [
+            (shape(LARGEST_MESSAGE - 1, 999_999), true),
+            (shape(1023 << 20, 2), false),
+        ] {
+            let longest = Refused::TooCostly {
+                shape,
+                budget: INPUT_BUDGET,
+            }
+            .sentence();
+            assert!(longest.len() <= 123, "{longest}");
+            assert!(longest.starts_with("A message of "), "{longest}");
+            assert_eq!(longest.contains("values counted"), counted, "{longest}");
+        }
         assert!(budget.weigh(br#"{"turns": [{}]}"#).is_ok());
     }
 
@@ -513,40 +527,32 @@ mod tests {
     async fn a_message_whose_bytes_were_held_while_read_tops_up_or_gives_back() {
         let budget = InputBudget::new(4 << 20);
         let used = |budget: &InputBudget| budget.bytes() - budget.available();
+        // What a message's bytes held while it was read.
+        let read = |bytes: usize| {
+            let budget = budget.clone();
+            async move {
+                budget
+                    .acquire(bytes, Shape::default(), INPUT_WAIT)
+                    .await
+                    .unwrap()
+            }
+        };
         let text = format!(r#"{{"text":"{}"}}"#, "t".repeat(300 << 10));
         let cost = text.len() * BYTE_COST + 2 * VALUE_COST;
-        // Its bytes were held while it was read; its two values are held on top.
-        let read = budget
-            .acquire(text.len() * BYTE_COST, Shape::default(), INPUT_WAIT)
-            .await
-            .unwrap();
-        let held = budget
-            .hold_after(text.as_bytes(), &mut Some(read))
-            .await
-            .unwrap();
-        assert_eq!(held.bytes(), cost);
-        assert_eq!(used(&budget), cost.div_ceil(UNIT) * UNIT);
-        drop(held);
-        // Held for more than it costs (a large frame holds up to the whole budget): the rest is
-        // given back.
-        let read = budget
-            .acquire(budget.bytes(), Shape::default(), INPUT_WAIT)
-            .await
-            .unwrap();
-        let held = budget
-            .hold_after(text.as_bytes(), &mut Some(read))
-            .await
-            .unwrap();
-        assert_eq!(used(&budget), cost.div_ceil(UNIT) * UNIT);
-        drop(held);
+        // Its bytes were held while it was read; its two values are held on top. Held for more
+        // than it costs (a large frame holds up to the whole budget), the rest is given back.
+        for bytes in [text.len() * BYTE_COST, budget.bytes()] {
+            let held = budget
+                .hold_after(text.as_bytes(), &mut Some(read(bytes).await))
+                .await
+                .unwrap();
+            assert_eq!(held.bytes(), cost);
+            assert_eq!(used(&budget), cost.div_ceil(UNIT) * UNIT);
+        }
+        assert_eq!(used(&budget), 0);
         // Refused: what was held while it was read is given back too.
         let parts = format!("[{}{{}}]", "{},".repeat(99_999));
-        let mut read = Some(
-            budget
-                .acquire(parts.len() * BYTE_COST, Shape::default(), INPUT_WAIT)
-                .await
-                .unwrap(),
-        );
+        let mut read = Some(read(parts.len() * BYTE_COST).await);
         let refused = budget.hold_after(parts.as_bytes(), &mut read).await;
         assert!(matches!(refused, Err(Refused::TooCostly { .. })));
         assert!(read.is_none());
