@@ -71,8 +71,6 @@ const MIC_QUEUE: Duration = Duration::from_secs(2);
 /// takes the close as done: a bridge that never closes must not keep a session whose input
 /// has ended running.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
-/// The longest a close waits however long the bridge goes on talking.
-const CLOSE_CAP: Duration = Duration::from_secs(10);
 
 /// The connection as the session sees it: the bridge connection behind a relay that moves
 /// voice onto a WebRTC track. `connect_timeout` bounds the peer's ICE and DTLS exchange.
@@ -102,7 +100,6 @@ pub(super) fn relay(
         dropping: false,
         mic_ms: 0,
         close_by: None,
-        closing_since: None,
     };
     tokio::spawn(relay.run(bridge, connect_timeout));
     Connection { handle, inbound }
@@ -168,8 +165,6 @@ struct Relay {
     mic_ms: u64,
     /// The session asked to close: by then the bridge's close must have come.
     close_by: Option<Instant>,
-    /// When the session asked to close.
-    closing_since: Option<Instant>,
 }
 
 impl Relay {
@@ -190,14 +185,6 @@ impl Relay {
                 _ = sleep_until(hold_until), if hold_until.is_some() => Next::HoldOver,
                 _ = sleep_until(close_by), if close_by.is_some() => Next::CloseOver,
             };
-            // While closing, a bridge still talking (a reply finishing) is waited for; one that
-            // went quiet is given CLOSE_WAIT, and CLOSE_CAP at most in all.
-            if let (Some(since), Next::Bridge(Some(_)) | Next::Track(Some(_))) =
-                (self.closing_since, &next)
-            {
-                let quiet = Instant::now() + CLOSE_WAIT;
-                self.close_by = Some(quiet.min(since + CLOSE_CAP));
-            }
             let go_on = match next {
                 Next::Request(Some(request)) => {
                     self.request(request).await;
