@@ -19,7 +19,7 @@ use livetalk_live::{CloseInfo, ServerEvent};
 
 /// Puts the audio back into a recorded server message (each `inlineData.data` that is an
 /// [`AudioRef`] becomes base64 again), so it decodes like the original frame.
-fn inline_audio(message: &mut Value, audio: &mut AudioFiles) {
+pub(in crate::record) fn inline_audio(message: &mut Value, audio: &mut AudioFiles) {
     let Some(parts) = message
         .pointer_mut("/serverContent/modelTurn/parts")
         .and_then(Value::as_array_mut)
@@ -45,7 +45,7 @@ fn inline_audio(message: &mut Value, audio: &mut AudioFiles) {
 }
 
 /// The session events one `recv` line produced in the original run.
-fn recv_events(
+pub(in crate::record) fn recv_events(
     setup: bool,
     message: Option<&Value>,
     skipped: Option<&str>,
@@ -301,6 +301,9 @@ pub fn applied(recording: &Recording) -> (Vec<Applied>, Vec<String>) {
                 }
             }
             Record::Close { .. }
+            | Record::Link { .. }
+            | Record::Ended { .. }
+            | Record::Warning { .. }
             | Record::Applied { .. }
             | Record::Meta(_)
             | Record::Connect { .. }

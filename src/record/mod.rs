@@ -14,6 +14,7 @@ pub mod legacy;
 pub mod locate;
 pub mod recorder;
 pub mod replay;
+pub mod wire_recorder;
 
 use std::path::{Path, PathBuf};
 
@@ -21,9 +22,10 @@ use anyhow::Context as _;
 
 use crate::app::Msg;
 
-pub use format::FORMAT_VERSION;
 pub use format::v3::{AudioRef, Line, Meta, Record};
+pub use format::{FORMAT_VERSION, WIRE_FORMAT_VERSION};
 pub use recorder::Recorder;
+pub use wire_recorder::{WireMeta, WireRecorder};
 
 /// The log, one JSON object per line.
 pub const LOG_FILE: &str = "session.jsonl";
@@ -133,6 +135,9 @@ impl Recording {
     pub fn applied(&self) -> (Vec<Applied>, Vec<String>) {
         if self.meta.format < 3 {
             return legacy::applied(self);
+        }
+        if self.meta.format == WIRE_FORMAT_VERSION {
+            return format::v4::applied(self);
         }
         let mut audio = AudioFiles::new(&self.dir);
         let applied = self
