@@ -91,6 +91,18 @@ impl App {
         }
     }
 
+    /// The next message, a `SESSION_HANDLE` aside: the bridge tells one whenever the
+    /// service gives a new one (after setup, after each turn), between whatever else it says.
+    /// It stays in `seen`, and `until` and `wait_for` find it.
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            let message = self.socket.next().await?;
+            if message["type"] != "SESSION_HANDLE" {
+                return Some(message);
+            }
+        }
+    }
+
     async fn send_raw(&mut self, message: Message) {
         self.ws.send(message).await.unwrap();
     }
@@ -1058,6 +1070,394 @@ async fn without_a_token_foreign_web_pages_are_refused() {
         .headers_mut()
         .insert("origin", "http://localhost:5173".parse().unwrap());
     assert!(tokio_tungstenite::connect_async(request).await.is_ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Past one instance: session handles, drains, health and metrics
+// ---------------------------------------------------------------------------------------------
+
+/// The first turn of the memory dialogue: it names the lamp, so "it" means the lamp after.
+const ASK_LAMP: &str = "Is the living room lamp on?";
+/// The second: only a session that remembers the first knows what "it" is.
+const TURN_IT_ON: &str = "Turn it on.";
+
+/// One mock and two bridge instances in front of it, as behind a load balancer.
+async fn two_instances(
+    speed: f64,
+    adjust: impl Fn(&mut BridgeOptions),
+) -> (MockServer, BridgeServer, BridgeServer) {
+    let mock = MockServer::start(MockOptions {
+        speed,
+        ..MockOptions::loopback()
+    })
+    .await
+    .unwrap();
+    let mut options = bridge_options(mock.endpoint(ApiVersion::V1));
+    adjust(&mut options);
+    let a = BridgeServer::start(options.clone()).await.unwrap();
+    let b = BridgeServer::start(options).await.unwrap();
+    (mock, a, b)
+}
+
+impl App {
+    /// Reads to the end of the connection: the Close the bridge ended it with.
+    async fn closed(&mut self) -> common::ws::Closed {
+        match self.socket.until(|_| false).await {
+            Err(closed) => closed,
+            Ok(read) => unreachable!("{read:?}"),
+        }
+    }
+
+    /// CONNECT_GEMINI resuming `handle`; returns the SETUP_COMPLETE.
+    async fn resume(&mut self, handle: &str) -> Value {
+        self.send(json!({"type": "CONNECT_GEMINI", "payload": {
+            "initialConfig": live_config("audio"), "handle": handle}}))
+            .await;
+        self.until("SETUP_COMPLETE").await.0
+    }
+
+    /// "Turn it on.", and the call it makes must be about the lamp: the conversation before
+    /// it was kept.
+    async fn turn_it_on_remembering_the_lamp(&mut self) {
+        self.say(TURN_IT_ON).await;
+        let calls = self.answer_tool_call(json!({"result": "ok"})).await;
+        assert_eq!(calls[0]["name"], "set_device_status", "{calls:?}");
+        assert_eq!(calls[0]["args"]["device_name"], "living room lamp");
+        self.finish_turn().await;
+    }
+}
+
+fn address(server: &BridgeServer) -> String {
+    server.local_addr().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_handle_resumes_the_conversation_on_another_instance() {
+    let (mock, a, b) = two_instances(20.0, |_| {}).await;
+    let mut app = App::connect(&a.url()).await;
+    app.start(live_config("audio")).await;
+    app.say(ASK_LAMP).await;
+    app.answer_tool_call(json!({"status": "off"})).await;
+    app.finish_turn().await;
+    // The handle of the conversation as it is now, after the turn.
+    let told = app.wait_for(|m| m["type"] == "SESSION_HANDLE").await;
+    let handle = told["payload"]["handle"].as_str().unwrap().to_owned();
+    assert!(!handle.is_empty(), "{told}");
+    drop(app);
+
+    let mut again = App::connect(&b.url()).await;
+    let setup = again.resume(&handle).await;
+    assert_eq!(setup["payload"]["success"], true, "{setup}");
+    again.turn_it_on_remembering_the_lamp().await;
+    assert_eq!(mock.resumptions(), 1);
+
+    // Without the handle the same words name no device: the memory above was the handle's.
+    let mut fresh = App::connect(&b.url()).await;
+    fresh.start(live_config("audio")).await;
+    fresh.say(TURN_IT_ON).await;
+    let turn = fresh.finish_turn().await;
+    assert!(of_type(&turn, "TOOL_CALL").is_empty(), "{turn:#?}");
+    assert!(
+        reply_text(&turn).contains("Which device"),
+        "{}",
+        reply_text(&turn)
+    );
+
+    // A handle nobody issued is refused as the service refuses it, code and all.
+    let mut stranger = App::connect(&b.url()).await;
+    let setup = stranger
+        .resume("mock-session-00000000000000000000000000000000")
+        .await;
+    assert_eq!(setup["payload"]["success"], false, "{setup}");
+    assert_eq!(setup["payload"]["error"]["code"], 1008, "{setup}");
+    let text = setup["payload"]["error"]["message"].as_str().unwrap();
+    assert!(text.contains("session not found"), "{text}");
+
+    let metrics = b.metrics_text();
+    assert_eq!(
+        metric(
+            &metrics,
+            r#"livetalk_bridge_sessions_total{resumed="true"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            r#"livetalk_bridge_sessions_total{resumed="false"}"#
+        ),
+        1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_app_of_the_original_bridge_is_told_no_handle() {
+    let bridge = bridge().await;
+    let mut app = App::connect(&bridge.server.url()).await;
+    app.send(json!({"type": "CONNECT_GEMINI", "payload": {
+        "initialConfig": live_config("audio"), "sessionHandles": false}}))
+        .await;
+    app.until("SETUP_COMPLETE").await;
+    app.say(ASK_LAMP).await;
+    app.answer_tool_call(json!({"status": "off"})).await;
+    app.finish_turn().await;
+    // A second turn, so the first's handle has come and gone upstream.
+    app.say(TURN_IT_ON).await;
+    app.answer_tool_call(json!({"result": "ok"})).await;
+    app.finish_turn().await;
+    app.send(json!({"type": "DISCONNECT_GEMINI"})).await;
+    let (_, rest) = app.until("GEMINI_DISCONNECTED").await;
+    assert!(of_type(&app.seen, "SESSION_HANDLE").is_empty(), "{rest:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_answer_no_call_awaits_is_refused_and_never_reaches_the_model() {
+    let (mock, a, _b) = two_instances(20.0, |_| {}).await;
+    let mut app = App::connect(&a.url()).await;
+    app.start(live_config("audio")).await;
+    app.say(ASK_LAMP).await;
+    let calls = app.answer_tool_call(json!({"status": "off"})).await;
+    app.finish_turn().await;
+    // The same answer again, and one for a call never made.
+    for id in [calls[0]["id"].clone(), json!("function-call-999")] {
+        app.send(json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {
+            "functionResponses": [{"id": id, "name": "get_device_status", "response": {"status": "off"}}]}}}))
+            .await;
+        let error = app.wait_for(|m| m["type"] == "GEMINI_ERROR").await;
+        let text = error["payload"]["message"].as_str().unwrap();
+        assert!(text.contains("answers no pending call"), "{text}");
+    }
+    // The session goes on, and the model never saw a stray answer.
+    app.turn_it_on_remembering_the_lamp().await;
+    assert_eq!(mock.stray_tool_responses(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drain_finishes_the_turn_then_hands_each_app_its_handle_and_closes_1012() {
+    // Slow speech, so the turn outlasts the drain's start by far.
+    let (mock, a, b) = two_instances(2.0, |_| {}).await;
+    let mut idle = App::connect(&a.url()).await;
+    idle.start(live_config("audio")).await;
+    idle.say(ASK_LAMP).await;
+    idle.answer_tool_call(json!({"status": "off"})).await;
+    idle.finish_turn().await;
+    let idle_handle =
+        idle.wait_for(|m| m["type"] == "SESSION_HANDLE").await["payload"]["handle"].clone();
+
+    let mut busy = App::connect(&a.url()).await;
+    busy.start(live_config("audio")).await;
+    busy.say(ASK_LAMP).await;
+    let (call, _) = busy.until("TOOL_CALL").await;
+    // Mid-turn: the model waits for the tool's answer.
+    assert!(a.drain());
+    let (status, body) = http(&address(&a), "GET", "/readyz", &[]).await;
+    assert_eq!(
+        (status, body.trim_end()),
+        (
+            503,
+            "draining: this instance is shutting down and takes no new apps"
+        )
+    );
+    match tokio_tungstenite::connect_async(a.url()).await {
+        Err(tungstenite::Error::Http(response)) => assert_eq!(response.status().as_u16(), 503),
+        other => panic!(
+            "a draining instance takes no new app: {:?}",
+            other.map(|_| ())
+        ),
+    }
+    assert_eq!(http(&address(&a), "GET", "/healthz", &[]).await.0, 200);
+
+    // The idle app leaves at once with the handle it had.
+    let closed = idle.closed().await;
+    assert_eq!(closed.code, 1012);
+    let told: Vec<&Value> = idle.seen.iter().rev().take(2).collect();
+    assert_eq!(told[1]["type"], "SESSION_HANDLE", "{told:?}");
+    assert_eq!(told[1]["payload"]["handle"], idle_handle);
+    assert_eq!(told[0]["type"], "GEMINI_DISCONNECTED");
+    assert_eq!(told[0]["payload"]["code"], 1012);
+
+    // The busy one is told, answers its call, hears the turn to its end, then leaves.
+    let calls = &call["payload"]["toolCall"]["functionCalls"];
+    busy.send(
+        json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {
+        "functionResponses": function_responses(calls, &json!({"status": "off"}))}}}),
+    )
+    .await;
+    // What would start a new turn is not sent now: the app sends it again after.
+    busy.say(TURN_IT_ON).await;
+    let closed = busy.closed().await;
+    assert_eq!(closed.code, 1012);
+    let kinds: Vec<&str> = busy
+        .seen
+        .iter()
+        .map(|m| m["type"].as_str().unwrap())
+        .collect();
+    let at = |kind: &str| {
+        kinds
+            .iter()
+            .rposition(|k| *k == kind)
+            .unwrap_or_else(|| panic!("no {kind}: {kinds:?}"))
+    };
+    let notice = busy
+        .seen
+        .iter()
+        .position(|m| {
+            m["type"] == "LOG_MESSAGE"
+                && m["payload"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("draining")
+        })
+        .expect("the drain is told");
+    assert!(
+        notice < at("TURN_COMPLETE")
+            && at("TURN_COMPLETE") < at("SESSION_HANDLE")
+            && at("SESSION_HANDLE") < at("GEMINI_DISCONNECTED"),
+        "{kinds:?}"
+    );
+    assert!(
+        reply_text(&busy.seen).contains("off"),
+        "the turn came whole: {}",
+        reply_text(&busy.seen)
+    );
+    let refused = of_type(&busy.seen, "GEMINI_ERROR");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0]["payload"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("SEND_MESSAGE was not sent")
+    );
+    let handle = busy.seen[at("SESSION_HANDLE")]["payload"]["handle"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    tokio::time::timeout(WAIT, a.emptied())
+        .await
+        .expect("the instance empties");
+
+    // Both resume on the other instance, where the conversation goes on.
+    let mut moved = App::connect(&b.url()).await;
+    assert_eq!(moved.resume(&handle).await["payload"]["success"], true);
+    moved.turn_it_on_remembering_the_lamp().await;
+    let mut moved = App::connect(&b.url()).await;
+    assert_eq!(
+        moved.resume(idle_handle.as_str().unwrap()).await["payload"]["success"],
+        true
+    );
+    moved.turn_it_on_remembering_the_lamp().await;
+    assert_eq!(mock.stray_tool_responses(), 0);
+
+    let metrics = a.metrics_text();
+    assert_eq!(metric(&metrics, "livetalk_bridge_drains_total"), 1.0);
+    assert_eq!(
+        metric(
+            &metrics,
+            r#"livetalk_bridge_drained_connections_total{at="turn_end"}"#
+        ),
+        2.0
+    );
+    assert_eq!(metric(&metrics, "livetalk_bridge_connections_open"), 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drain_that_times_out_cancels_the_calls_left_open_before_the_close() {
+    let (mock, a, _b) = two_instances(20.0, |o| o.drain_timeout = Duration::from_secs(1)).await;
+    let mut app = App::connect(&a.url()).await;
+    app.start(live_config("audio")).await;
+    app.say(ASK_LAMP).await;
+    let (call, _) = app.until("TOOL_CALL").await;
+    let id = call["payload"]["toolCall"]["functionCalls"][0]["id"].clone();
+    a.drain();
+    // The app never answers: a second later the drain closes it anyway.
+    let closed = app.closed().await;
+    assert_eq!(closed.code, 1012);
+    let last: Vec<&str> = app
+        .seen
+        .iter()
+        .rev()
+        .take(3)
+        .map(|m| m["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        last,
+        [
+            "GEMINI_DISCONNECTED",
+            "SESSION_HANDLE",
+            "TOOL_CALL_CANCELLATION"
+        ]
+    );
+    let cancelled = of_type(&app.seen, "TOOL_CALL_CANCELLATION");
+    assert_eq!(
+        cancelled[0]["payload"]["toolCallCancellation"]["ids"],
+        json!([id])
+    );
+    tokio::time::timeout(WAIT, a.emptied()).await.unwrap();
+    assert_eq!(mock.stray_tool_responses(), 0);
+    assert_eq!(
+        metric(
+            &a.metrics_text(),
+            r#"livetalk_bridge_drained_connections_total{at="timeout"}"#
+        ),
+        1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn health_metrics_and_drain_answer_plain_http_the_token_guarding_all_but_health() {
+    let bridge = bridge_with(|o| o.token = Some("t0k".into())).await;
+    let addr = address(&bridge.server);
+    let bearer = [("Authorization", "Bearer t0k")];
+    assert_eq!(
+        http(&addr, "GET", "/healthz", &[]).await,
+        (200, "ok\n".into())
+    );
+    assert_eq!(
+        http(&addr, "GET", "/readyz", &[]).await,
+        (200, "ready\n".into())
+    );
+    assert_eq!(http(&addr, "GET", "/metrics", &[]).await.0, 401);
+    assert_eq!(http(&addr, "POST", "/drain", &[]).await.0, 401);
+    assert_eq!(http(&addr, "GET", "/drain", &bearer).await.0, 405);
+    assert_eq!(http(&addr, "GET", "/", &[]).await.0, 426);
+
+    let mut app = App::connect(&format!("{}/?token=t0k", bridge.server.url())).await;
+    app.start(live_config("audio")).await;
+    app.say(ASK_LAMP).await;
+    app.answer_tool_call(json!({"status": "off"})).await;
+    app.finish_turn().await;
+    app.send(json!({"type": "DISCONNECT_GEMINI"})).await;
+    app.until("GEMINI_DISCONNECTED").await;
+    let (status, metrics) = http(&addr, "GET", "/metrics?token=t0k", &[]).await;
+    assert_eq!(status, 200);
+    assert!(metrics.ends_with("# EOF\n"), "{metrics}");
+    for (sample, value) in [
+        ("livetalk_bridge_connections_total", 1.0),
+        (r#"livetalk_bridge_sessions_total{resumed="false"}"#, 1.0),
+        ("livetalk_bridge_sessions_open", 0.0),
+        ("livetalk_bridge_turns_total", 1.0),
+        ("livetalk_bridge_tool_calls_total", 1.0),
+        ("livetalk_bridge_tool_answer_seconds_count", 1.0),
+        ("livetalk_bridge_first_response_seconds_count", 1.0),
+        ("livetalk_bridge_first_audio_seconds_count", 1.0),
+    ] {
+        assert_eq!(metric(&metrics, sample), value, "{sample}\n{metrics}");
+    }
+    for sample in [
+        r#"livetalk_bridge_app_bytes_total{direction="received"}"#,
+        r#"livetalk_bridge_app_bytes_total{direction="sent"}"#,
+        r#"livetalk_bridge_upstream_bytes_total{direction="received"}"#,
+        r#"livetalk_bridge_upstream_bytes_total{direction="sent"}"#,
+    ] {
+        assert!(metric(&metrics, sample) > 0.0, "{sample}\n{metrics}");
+    }
+    assert!(!metrics.contains("t0k"));
+
+    assert_eq!(http(&addr, "POST", "/drain", &bearer).await.0, 202);
+    assert_eq!(http(&addr, "GET", "/readyz", &[]).await.0, 503);
+    tokio::time::timeout(WAIT, bridge.server.emptied())
+        .await
+        .unwrap();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,14 +1,18 @@
 //! The app-facing bridge (docs/bridge-protocol.md): the protocol, the translator, the transports
-//! (the WebSocket, and WebRTC media beside it) and the session loop over them, the `livetalk serve` server, and the `--bridge` client that
-//! runs the normal app over a bridge (its voice on a WebRTC track with `--bridge-transport
-//! webrtc`: `client_track`).
+//! (the WebSocket, and WebRTC media beside it) and the session loop over them, the `livetalk
+//! serve` server with what a fleet of them needs (drains, health, metrics, recordings), and the
+//! `--bridge` client that runs the normal app over a bridge (its voice on a WebRTC track with
+//! `--bridge-transport webrtc`: `client_track`).
 
 mod app_connection;
 pub mod client;
 mod client_track;
+pub mod fleet;
 pub mod live_config;
+pub mod metrics;
 mod payload;
 pub mod protocol;
+mod recordings;
 pub mod server;
 pub mod translator;
 pub mod transport;
@@ -20,7 +24,9 @@ mod runner_tests;
 pub use app_connection::Upstream;
 pub use live_config::LiveConfig;
 pub use protocol::{AppMessage, BridgeMessage};
-pub use server::{BridgeOptions, BridgeServer, DEFAULT_MAX_MESSAGE_BYTES};
+pub use server::{
+    BridgeOptions, BridgeServer, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, RecordOptions,
+};
 pub use translator::Translator;
 pub use transport::{Received, Transport};
 pub use webrtc::WebRtcOptions;

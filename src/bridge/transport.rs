@@ -6,16 +6,21 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use tokio::net::TcpStream;
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tracing::debug;
 
+use super::fleet::Fleet;
+use super::metrics::Way;
 use super::protocol::{AppMessage, BridgeMessage};
 use livetalk_mock::ws_server::{self, Ending};
 
@@ -42,30 +47,33 @@ pub trait Transport: Send {
     /// `livetalk_live::redact`. `false` when the app is gone: the loop then ends.
     fn send(&mut self, message: &BridgeMessage) -> impl Future<Output = bool> + Send;
 
-    /// Ends the connection: its own close when the app has not ended it, else whatever the
-    /// app's ending calls for.
-    fn close(self) -> impl Future<Output = ()> + Send;
+    /// Ends the connection: its own close (with `code` and `reason`) when the app has not
+    /// ended it, else whatever the app's ending calls for.
+    fn close(self, code: u16, reason: &str) -> impl Future<Output = ()> + Send;
 }
 
-type Sink = SplitSink<WebSocketStream<TcpStream>, Message>;
+/// A WebSocket the bridge's HTTP server upgraded.
+pub type AppSocket = TokioIo<Upgraded>;
 
 /// The WebSocket transport: one JSON text message per bridge message, either kind from the
 /// app. Messages over `max_message_bytes` are refused one by one; the socket's hard limit
-/// (set at the upgrade) ends the connection.
-pub struct WebSocketTransport {
-    sink: Option<Sink>,
-    stream: SplitStream<WebSocketStream<TcpStream>>,
+/// (set at the upgrade) ends the connection. Bytes both ways count in the fleet's metrics.
+pub struct WebSocketTransport<S = AppSocket> {
+    sink: Option<SplitSink<WebSocketStream<S>, Message>>,
+    stream: SplitStream<WebSocketStream<S>>,
     peer: SocketAddr,
     max_message_bytes: usize,
+    fleet: Arc<Fleet>,
     /// How the app's side ended, once it has.
     ending: Option<Ending>,
 }
 
-impl WebSocketTransport {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> WebSocketTransport<S> {
     pub fn new(
-        socket: WebSocketStream<TcpStream>,
+        socket: WebSocketStream<S>,
         peer: SocketAddr,
         max_message_bytes: usize,
+        fleet: Arc<Fleet>,
     ) -> Self {
         let (sink, stream) = socket.split();
         WebSocketTransport {
@@ -73,11 +81,13 @@ impl WebSocketTransport {
             stream,
             peer,
             max_message_bytes,
+            fleet,
             ending: None,
         }
     }
 
     fn decode(&self, frame: &[u8]) -> Received {
+        self.fleet.metrics.app_message(Way::received, frame.len());
         if frame.len() > self.max_message_bytes {
             return Received::Refused(format!(
                 "The message of {} bytes is larger than this bridge's limit of {} bytes and was dropped. Send large images as smaller JPEG frames.",
@@ -97,7 +107,7 @@ impl WebSocketTransport {
     }
 }
 
-impl Transport for WebSocketTransport {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Transport for WebSocketTransport<S> {
     async fn receive(&mut self) -> Received {
         if self.sink.is_none() {
             return self.ended(Ending::Gone, None);
@@ -135,6 +145,7 @@ impl Transport for WebSocketTransport {
         };
         let text = message.encode();
         let text = livetalk_live::redact::scrub(&text).into_owned();
+        self.fleet.metrics.app_message(Way::sent, text.len());
         if let Err(e) = sink.send(Message::text(text)).await {
             debug!(peer = %self.peer, "client send failed: {e}");
             self.sink = None;
@@ -143,7 +154,7 @@ impl Transport for WebSocketTransport {
         true
     }
 
-    async fn close(mut self) {
+    async fn close(mut self, code: u16, reason: &str) {
         let Some(mut sink) = self.sink.take() else {
             return;
         };
@@ -151,8 +162,8 @@ impl Transport for WebSocketTransport {
             Some(ending) => ending,
             None => {
                 let frame = CloseFrame {
-                    code: CloseCode::Normal,
-                    reason: "".into(),
+                    code: CloseCode::from(code),
+                    reason: ws_server::truncate_reason(reason).into(),
                 };
                 let _ = sink.send(Message::Close(Some(frame))).await;
                 Ending::CloseSent

@@ -669,3 +669,45 @@ pub fn assert_no_secrets(run: &Run, scratch: &Path, secrets: &[&str], written_by
     }
     assert!(files > 0, "the run wrote a log to search");
 }
+
+/// One plain HTTP/1.1 request to `addr` (`host:port`), answered with its status and body: for a
+/// server's routes beside its WebSocket (`/healthz`, `/metrics`, …). The connection closes
+/// after the answer, so the body is what was read to the end.
+pub async fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("Content-Length: 0\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut answer))
+        .await
+        .expect("an HTTP answer within 20 s")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {answer}"));
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The value of one sample of an OpenMetrics exposition (`name{labels} value` as written),
+/// or 0 when the sample is not there (a counter never incremented).
+pub fn metric(exposition: &str, sample: &str) -> f64 {
+    exposition
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            (name == sample).then(|| value.parse().ok()).flatten()
+        })
+        .unwrap_or(0.0)
+}
