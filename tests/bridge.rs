@@ -1563,11 +1563,183 @@ impl ServeProcess {
     }
 }
 
+impl ServeProcess {
+    /// `signal` (TERM, INT), then how the server ended: its exit status (after at most
+    /// `within`) and what it logged.
+    fn signalled(mut self, signal: &str, within: Duration) -> (std::process::ExitStatus, String) {
+        send_signal(self.child.id(), signal);
+        let status = poll(within, Duration::from_millis(20), || {
+            self.child.try_wait().unwrap()
+        })
+        .unwrap_or_else(|| panic!("livetalk serve did not exit within {within:?} of SIG{signal}"));
+        let log = self
+            .stderr
+            .take()
+            .unwrap()
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap();
+        (status, log)
+    }
+}
+
 impl Drop for ServeProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `serve --record DIR --record-keep 2 --log-format json` with an API key: three app
+/// sessions, of which the newest two are kept; each reads as recording format 4 with
+/// `inspect`, `replay` and `check`, and none holds the key. Every log line is one JSON object,
+/// each line of a session with its id; SIGTERM with no app left ends the bridge at once with
+/// status 0.
+#[test]
+fn serve_records_each_session_in_format_4_and_logs_json_lines() {
+    const KEY: &str = "fake-key-recorded-never-4242";
+    let scratch = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mock = runtime
+        .block_on(MockServer::start(MockOptions {
+            speed: 20.0,
+            ..MockOptions::loopback()
+        }))
+        .unwrap();
+    let recordings = scratch.path().join("recordings");
+    let serve = ServeProcess::start(
+        scratch.path(),
+        &[
+            "--endpoint",
+            &mock.base_url(),
+            "--listen",
+            "127.0.0.1:0",
+            "--record",
+            recordings.to_str().unwrap(),
+            "--record-keep",
+            "2",
+            "--log-format",
+            "json",
+        ],
+        &[("GEMINI_API_KEY", KEY), ("LIVETALK_LOG", "debug")],
+    );
+    for lines in [
+        &SMART_HOME_LINES[..1],
+        &SMART_HOME_LINES[..1],
+        &SMART_HOME_LINES,
+    ] {
+        let run = run_livetalk(
+            scratch.path(),
+            &["--headless", "--bridge", &serve.url],
+            &[],
+            lines,
+        );
+        assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    }
+    let (status, log) = serve.signalled("TERM", Duration::from_secs(10));
+    assert!(status.success(), "{status:?}\n{log}");
+
+    // One JSON object a line; a session's lines name it.
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    let sessions: std::collections::BTreeSet<String> = lines
+        .iter()
+        .filter_map(|line| {
+            line["spans"]
+                .as_array()?
+                .iter()
+                .find(|span| span["name"] == "session")?["id"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(sessions.len(), 3, "{sessions:?}\n{log}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["message"] == "upstream session open" && l["spans"][0]["name"] == "session"),
+        "{log}"
+    );
+    assert!(!log.contains(KEY));
+
+    // The newest two, each named as its log lines name the session.
+    let mut kept: Vec<String> = std::fs::read_dir(&recordings)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    kept.sort();
+    let newest: Vec<&String> = sessions.iter().skip(1).collect();
+    assert_eq!(kept.iter().collect::<Vec<_>>(), newest, "{kept:?}");
+    for name in &kept {
+        let dir = recordings.join(name);
+        for file in std::fs::read_dir(&dir).unwrap() {
+            let bytes = std::fs::read(file.unwrap().path()).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(KEY),
+                "the key is in {name}"
+            );
+        }
+    }
+    let last = recordings.join(&kept[1]);
+    let meta: Value = serde_json::from_str(
+        std::fs::read_to_string(last.join("session.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(meta["format"], 4, "{meta}");
+    assert_eq!(meta["config"]["session"], kept[1].as_str(), "{meta}");
+    assert_eq!(meta["config"]["recorded_by"], "livetalk serve", "{meta}");
+
+    let path = last.to_str().unwrap();
+    let replayed = run_livetalk(
+        scratch.path(),
+        &["replay", path, "--headless", "--instant"],
+        &[],
+        &[],
+    );
+    assert_eq!(
+        replayed.code,
+        Some(0),
+        "{}\n{}",
+        replayed.stdout,
+        replayed.stderr
+    );
+    assert_smart_home_dialogue(&replayed.stdout);
+    let inspected = run_livetalk(scratch.path(), &["inspect", path], &[], &[]);
+    assert_eq!(inspected.code, Some(0), "{}", inspected.stderr);
+    assert!(
+        inspected.stdout.contains("User turns: 3"),
+        "{}",
+        inspected.stdout
+    );
+    assert!(
+        inspected.stdout.contains("Tool calls: 3"),
+        "{}",
+        inspected.stdout
+    );
+    // Run again against the same model, turn by turn, the calls compared.
+    let checked = run_livetalk(
+        scratch.path(),
+        &["check", path, "--endpoint", &mock.base_url()],
+        &[],
+        &[],
+    );
+    assert_eq!(
+        checked.code,
+        Some(0),
+        "{}\n{}",
+        checked.stdout,
+        checked.stderr
+    );
+    assert!(
+        checked.stdout.contains("3 of 3 turns passed"),
+        "{}",
+        checked.stdout
+    );
 }
 
 #[test]

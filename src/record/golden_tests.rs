@@ -745,6 +745,303 @@ fn the_format_3_golden_files_read_back_as_the_messages_recorded() {
     }
 }
 
+/// The metadata line of the golden format-4 recording.
+fn meta_4() -> Meta {
+    Meta {
+        format: WIRE_FORMAT_VERSION,
+        livetalk_version: "0.0.0-golden".into(),
+        started_at: STARTED_AT.into(),
+        model: "models/gemini-live-test".into(),
+        voice: "Puck".into(),
+        endpoint_host: "127.0.0.1".into(),
+        offline: false,
+        devices: Vec::new(),
+        config: json!({"recorded_by": "livetalk serve", "session": "2020-01-02_03-04-05-1", "app": "127.0.0.1"}),
+        audio: None,
+    }
+}
+
+/// Records a session of every format-4 line kind through the wire recorder, and returns the
+/// messages the recording stands for.
+fn record_every_wire_kind(dir: &Path) -> Vec<Msg> {
+    let recorder = WireRecorder::create(
+        dir,
+        WireMeta {
+            model: "models/gemini-live-test".into(),
+            voice: "Puck".into(),
+            endpoint_host: "127.0.0.1".into(),
+            offline: false,
+            recorded_by: "livetalk serve",
+            details: json!({"session": "2020-01-02_03-04-05-1", "app": "127.0.0.1"}),
+        },
+    )
+    .unwrap();
+    let said = pcm(&[0, 1000, -1000, 32767, -32768, 7]);
+    let mic = pcm(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    let mut expected = Vec::new();
+
+    recorder.connecting("127.0.0.1");
+    recorder.sent(
+        &client(json!({"setup": {"model": "models/gemini-live-test"}})),
+        0,
+    );
+    recorder.handshake(
+        TappedFrame::Message(&server(
+            json!({"setupComplete": {"sessionId": "session-7"}}),
+        )),
+        0,
+    );
+    expected.push(Msg::Server(ServerEvent::SetupComplete {
+        session_id: Some("session-7".into()),
+    }));
+    recorder.handshake(TappedFrame::Skipped("an unknown frame during setup"), 0);
+    recorder.sent(
+        &client(json!({"clientContent": {
+            "turns": [{"role": "user", "parts": [{"text": "Is the living room lamp on?"}]}],
+            "turnComplete": true
+        }})),
+        0,
+    );
+    expected.push(Msg::UserText("Is the living room lamp on?".into()));
+    recorder.sent(
+        &client(json!({"realtimeInput": {
+            "audio": {"mimeType": "audio/pcm;rate=16000", "data": base64(&mic)}
+        }})),
+        0,
+    );
+    recorder.sent(&client(json!({"realtimeInput": {"activityEnd": {}}})), 0);
+    recorder.received(&Inbound::message(server(
+        json!({"serverContent": {"modelTurn": {"parts": [
+            {"text": "Let me"},
+            {"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": base64(&said)}}
+        ]}}}),
+    )));
+    expected.push(Msg::Server(ServerEvent::ModelText("Let me".into())));
+    expected.push(Msg::Server(ServerEvent::ModelAudio {
+        pcm: said,
+        sample_rate: 24_000,
+    }));
+    recorder.received(&Inbound::news(ServerEvent::FrameSkipped {
+        reason: "not JSON".into(),
+    }));
+    expected.push(Msg::Server(ServerEvent::FrameSkipped {
+        reason: "not JSON".into(),
+    }));
+    let call = FunctionCall {
+        id: Some("call-0".into()),
+        name: "get_device_status".into(),
+        args: json!({"device_name": "lamp"}),
+    };
+    recorder.received(&Inbound::message(server(
+        json!({"toolCall": {"functionCalls": [call]}}),
+    )));
+    expected.push(Msg::Server(ServerEvent::ToolCall(vec![call.clone()])));
+    for answer in [
+        json!({"status": "on"}),
+        json!({"error": "the lamp is unplugged"}),
+    ] {
+        recorder.sent(
+            &client(json!({"toolResponse": {"functionResponses": [
+                {"id": "call-0", "name": "get_device_status", "response": answer}
+            ]}})),
+            0,
+        );
+    }
+    expected.push(Msg::Tool(ToolEvent::Finished(ToolOutcome {
+        key: None,
+        id: Some("call-0".into()),
+        name: "get_device_status".into(),
+        args: call.args.clone(),
+        status: ToolStatus::Ok,
+        response: response("call-0", "get_device_status", json!({"status": "on"})),
+        // From the call's line to the answer's, a quarter second apart in the golden file.
+        duration: Duration::from_millis(250),
+        truncated: false,
+        unasked: None,
+    })));
+    // A second answer for the call (an app's mistake the bridge would have refused) has no
+    // call left to take its arguments from.
+    expected.push(Msg::Tool(ToolEvent::Finished(ToolOutcome {
+        key: None,
+        id: Some("call-0".into()),
+        name: "get_device_status".into(),
+        args: Value::Null,
+        status: ToolStatus::Error("the lamp is unplugged".into()),
+        response: response(
+            "call-0",
+            "get_device_status",
+            json!({"error": "the lamp is unplugged"}),
+        ),
+        duration: Duration::ZERO,
+        truncated: false,
+        unasked: None,
+    })));
+    recorder.received(&Inbound::message(server(json!({
+        "serverContent": {"turnComplete": true},
+        "usageMetadata": {"promptTokenCount": 12, "responseTokenCount": 3, "totalTokenCount": 15}
+    }))));
+    expected.push(Msg::Server(ServerEvent::TurnComplete {
+        reason: None,
+        waiting_for_input: false,
+    }));
+    expected.push(Msg::Server(ServerEvent::Usage(
+        serde_json::from_value::<UsageMetadata>(
+            json!({"promptTokenCount": 12, "responseTokenCount": 3, "totalTokenCount": 15}),
+        )
+        .unwrap(),
+    )));
+    for change in [
+        SessionChange::Reconnecting {
+            planned: true,
+            attempt: 0,
+            reason: "The server asked to move to a new connection (goAway).".into(),
+            retry_in: Duration::ZERO,
+        },
+        SessionChange::Reconnected { resumed: true },
+        SessionChange::ResumeRejected {
+            message: "The session to resume no longer exists (1008).".into(),
+        },
+        SessionChange::TurnLost,
+        SessionChange::AnswerDropped {
+            id: Some("call-9".into()),
+            name: "get_device_status".into(),
+        },
+    ] {
+        recorder.link(&change);
+        expected.push(Msg::SessionChange(change));
+    }
+    recorder.warning("SEND_MESSAGE was not sent: this bridge instance is draining.");
+    expected.push(Msg::Server(ServerEvent::FrameSkipped {
+        reason: "SEND_MESSAGE was not sent: this bridge instance is draining.".into(),
+    }));
+    recorder.closed(&CloseInfo {
+        code: Some(1000),
+        reason: "bye".into(),
+        message: "Session ended.".into(),
+        initiated_by_client: true,
+    });
+    let ended = CloseInfo::ended_by_client();
+    recorder.ended(&ended);
+    expected.push(Msg::EndSession);
+    expected.push(Msg::Server(ServerEvent::Closed(ended)));
+    expected
+}
+
+/// The wire recorder's log with the golden metadata line and the golden times.
+fn golden_wire_log(dir: &Path) -> String {
+    let written = std::fs::read_to_string(dir.join(LOG_FILE)).unwrap();
+    let mut lines = written.lines();
+    let first: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(first["type"], "meta");
+    assert_eq!(first["format"], WIRE_FORMAT_VERSION);
+    let mut log = encode(0.0, Record::Meta(Box::new(meta_4())));
+    for (i, line) in lines.enumerate() {
+        log += &with_time(line, time_of(i + 1));
+        log.push('\n');
+    }
+    log
+}
+
+#[test]
+fn format_4_is_written_byte_for_byte_as_the_golden_files() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("rec");
+    record_every_wire_kind(&dir);
+    let golden = golden(4);
+    compare(&golden, LOG_FILE, golden_wire_log(&dir).as_bytes());
+    for wav in [MODEL_WAV, MIC_WAV] {
+        compare(&golden, wav, &std::fs::read(dir.join(wav)).unwrap());
+    }
+}
+
+#[test]
+fn the_format_4_golden_files_read_back_as_the_messages_they_stand_for() {
+    let scratch = tempfile::tempdir().unwrap();
+    let expected = record_every_wire_kind(&scratch.path().join("rec"));
+    let recording = Recording::load(&golden(4)).unwrap();
+    assert!(recording.warnings.is_empty(), "{:?}", recording.warnings);
+    let (applied, warnings) = recording.applied();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let msgs: Vec<Msg> = applied.iter().map(|a| a.msg.clone()).collect();
+    assert_eq!(msgs, expected);
+    let text = std::fs::read_to_string(golden(4).join(LOG_FILE)).unwrap();
+    for (i, raw) in text.lines().enumerate() {
+        let line: Line = serde_json::from_str(raw).unwrap();
+        assert_eq!(line.t, time_of(i));
+        assert_eq!(serde_json::to_string(&line).unwrap(), raw);
+    }
+}
+
+/// Format 4 writes each WAV file at its track's one rate: a 48 kHz microphone and a 16 kHz
+/// model voice are resampled to 16 and 24 kHz, their pitch kept.
+#[test]
+fn format_4_resamples_each_track_to_its_one_rate() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("rec");
+    let recorder = WireRecorder::create(
+        &dir,
+        WireMeta {
+            model: "m".into(),
+            voice: String::new(),
+            endpoint_host: "h".into(),
+            offline: true,
+            recorded_by: "a test",
+            details: json!({}),
+        },
+    )
+    .unwrap();
+    let tone = |rate: u32, hz: f64, secs: f64| -> Vec<u8> {
+        let n = (f64::from(rate) * secs) as usize;
+        pcm(&(0..n)
+            .map(|i| {
+                ((i as f64 * hz * std::f64::consts::TAU / f64::from(rate)).sin() * 12_000.0) as i16
+            })
+            .collect::<Vec<_>>())
+    };
+    // Half a second of 440 Hz at 48 kHz, in 20 ms chunks as an app sends them.
+    for chunk in tone(48_000, 440.0, 0.5).chunks(1920) {
+        recorder.sent(
+            &client(json!({"realtimeInput": {"audio": {"mimeType": "audio/pcm;rate=48000", "data": base64(chunk)}}})),
+            0,
+        );
+    }
+    let voice = tone(16_000, 300.0, 0.5);
+    recorder.received(&Inbound::message(server(
+        json!({"serverContent": {"modelTurn": {"parts": [
+        {"inlineData": {"mimeType": "audio/pcm;rate=16000", "data": base64(&voice)}}]}}}),
+    )));
+    drop(recorder);
+    let crossings = |samples: &[i16]| {
+        samples
+            .windows(2)
+            .filter(|w| (w[0] < 0) != (w[1] < 0))
+            .count()
+    };
+    let (rate, mic) = read_wav(&dir.join(MIC_WAV)).unwrap();
+    assert_eq!(rate, 16_000);
+    // The resampler holds back less than its 10 ms chunk.
+    assert!((7_840..=8_000).contains(&mic.len()), "{}", mic.len());
+    let hz = crossings(&mic) as f64 / 2.0 / (mic.len() as f64 / 16_000.0);
+    assert!((hz - 440.0).abs() < 10.0, "{hz} Hz");
+    let (rate, model) = read_wav(&dir.join(MODEL_WAV)).unwrap();
+    assert_eq!(rate, 24_000);
+    assert!((11_700..=12_000).contains(&model.len()), "{}", model.len());
+    let hz = crossings(&model) as f64 / 2.0 / (model.len() as f64 / 24_000.0);
+    assert!((hz - 300.0).abs() < 10.0, "{hz} Hz");
+    // The lines refer to the samples written, in order and without gaps.
+    let recording = Recording::load(&dir).unwrap();
+    let mut next = 0;
+    for line in &recording.lines {
+        if let Record::Send { message } = &line.record {
+            let at: AudioRef =
+                serde_json::from_value(message["realtimeInput"]["audio"]["data"].clone()).unwrap();
+            assert_eq!(at.sample_offset, next);
+            next += at.sample_count;
+        }
+    }
+    assert_eq!(next, mic.len() as u64);
+}
+
 /// A format-2 log: the wire tap plus one app-level line of every kind that format had.
 fn format_2_lines() -> Vec<Record> {
     let recv = |message: Value| Record::Recv {

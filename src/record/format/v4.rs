@@ -8,7 +8,8 @@
 //! events; a typed turn sent (`clientContent` that completes the turn) as the user's text; each
 //! tool answer sent as the call's result (its arguments from the `toolCall` it answers, its
 //! duration from that call to the answer); a `link` line as the session's news, `ended` as its
-//! close, a `warning` as a warning notice.
+//! close (after the app's own end of the session, when its owner ended it), a `warning` as a
+//! warning notice.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -107,12 +108,19 @@ pub fn applied(recording: &Recording) -> (Vec<Applied>, Vec<String>) {
                 reason,
                 message,
                 initiated_by_client,
-            } => apply(Msg::Server(ServerEvent::Closed(CloseInfo {
-                code: *code,
-                reason: reason.clone(),
-                message: message.clone(),
-                initiated_by_client: *initiated_by_client,
-            }))),
+            } => {
+                // Ended by its owner (the app left, a drain handed it on): as an app's own
+                // end of the session is applied.
+                if *initiated_by_client {
+                    apply(Msg::EndSession);
+                }
+                apply(Msg::Server(ServerEvent::Closed(CloseInfo {
+                    code: *code,
+                    reason: reason.clone(),
+                    message: message.clone(),
+                    initiated_by_client: *initiated_by_client,
+                })));
+            }
             Record::Warning { message } => apply(Msg::Server(ServerEvent::FrameSkipped {
                 reason: message.clone(),
             })),
