@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -3038,4 +3038,513 @@ async fn the_webrtc_client_hears_each_reply_once_and_whole_and_drops_a_cut_off_o
         "heard {heard_ms} ms of a 500 ms reply"
     );
     microphone.abort();
+}
+
+// ---------------------------------------------------------------------------------------------
+// A fleet behind HAProxy, scraped by Prometheus (docs/bridge.md, "Past one machine")
+// ---------------------------------------------------------------------------------------------
+
+/// A child process killed when the test is done with it.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Child processes killed when the test is done with them.
+struct Children(Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The first block of code fenced as `language` in docs/bridge.md.
+fn documented(language: &str) -> String {
+    let page =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/bridge.md")).unwrap();
+    let start = page
+        .find(&format!("```{language}\n"))
+        .unwrap_or_else(|| panic!("docs/bridge.md has a {language} block"));
+    let block = &page[start + language.len() + 4..];
+    block[..block.find("```").unwrap()].to_owned()
+}
+
+/// A program a test needs from the system (`scripts/test.sh` installs it).
+fn system_program(name: &str) -> std::path::PathBuf {
+    ["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"]
+        .iter()
+        .map(|dir| std::path::Path::new(dir).join(name))
+        .find(|path| path.exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} is not installed: scripts/test.sh installs it (Debian's `{name}` package)"
+            )
+        })
+}
+
+/// One server's line of HAProxy's statistics (CSV): its status, last check's status and code.
+async fn haproxy_server(stats: &str, server: &str) -> Option<(String, String, String)> {
+    let (status, csv) = http_if_up(stats, "GET", "/stats;csv", &[]).await?;
+    if status != 200 {
+        return None;
+    }
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next()?.trim_start_matches("# ").split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name);
+    let (sv, st, check, code) = (
+        column("svname")?,
+        column("status")?,
+        column("check_status")?,
+        column("check_code")?,
+    );
+    lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .find_map(|row| {
+            (row.get(sv) == Some(&server)).then(|| {
+                (
+                    row[st].to_owned(),
+                    row[check].to_owned(),
+                    row[code].to_owned(),
+                )
+            })
+        })
+}
+
+fn haproxy_stats_text(stats: &str) -> Option<(u16, String)> {
+    let stats = stats.to_owned();
+    std::thread::spawn(move || {
+        tokio::runtime::Runtime::new().unwrap().block_on(http_if_up(
+            &stats,
+            "GET",
+            "/stats;csv",
+            &[],
+        ))
+    })
+    .join()
+    .unwrap()
+}
+
+/// One Prometheus query's value for one instance; `None` until it has one.
+async fn scraped(prometheus: &str, metric: &str, instance: &str) -> Option<f64> {
+    let query = format!("{metric}{{instance=\"{instance}\"}}");
+    let encoded: String = query
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let (status, body) = http(
+        prometheus,
+        "GET",
+        &format!("/api/v1/query?query={encoded}"),
+        &[],
+    )
+    .await;
+    if status != 200 {
+        return None;
+    }
+    let answer: Value = serde_json::from_str(&body).ok()?;
+    answer["data"]["result"][0]["value"][1]
+        .as_str()?
+        .parse()
+        .ok()
+}
+
+/// An app of the fleet test: a WebSocket through the load balancer, the turns it completed
+/// on each instance, and whether its instance drained it.
+struct FleetApp {
+    app: App,
+    url: String,
+    handle: Option<String>,
+    drained: bool,
+}
+
+impl FleetApp {
+    async fn connect(url: &str) -> FleetApp {
+        let mut app = App::connect(url).await;
+        app.start(live_config("audio")).await;
+        FleetApp {
+            app,
+            url: url.to_owned(),
+            handle: None,
+            drained: false,
+        }
+    }
+
+    /// One turn: `text`, its one call answered, the reply to its end; returns the call.
+    async fn turn(&mut self, text: &str) -> Value {
+        self.app.say(text).await;
+        let calls = self
+            .app
+            .answer_tool_call(json!({"status": "off", "result": "ok"}))
+            .await;
+        self.app.finish_turn().await;
+        self.keep_handle().await;
+        calls[0].clone()
+    }
+
+    /// Reads on to the SESSION_HANDLE the turn's end brings.
+    async fn keep_handle(&mut self) {
+        let told = self.app.wait_for(|m| m["type"] == "SESSION_HANDLE").await;
+        self.handle = told["payload"]["handle"].as_str().map(str::to_owned);
+    }
+
+    /// Reads to the drain's close, then connects again through the load balancer with the
+    /// handle the drain gave.
+    async fn follow_the_drain(&mut self) {
+        let closed = self.app.closed().await;
+        assert_eq!(closed.code, 1012, "{:#?}", self.app.seen);
+        let mut last = self.app.seen.iter().rev();
+        let disconnected = last.next().unwrap();
+        assert_eq!(disconnected["type"], "GEMINI_DISCONNECTED");
+        assert_eq!(disconnected["payload"]["code"], 1012);
+        let told = last.next().unwrap();
+        assert_eq!(told["type"], "SESSION_HANDLE", "{told}");
+        self.handle = told["payload"]["handle"].as_str().map(str::to_owned);
+        let handle = self.handle.clone().expect("a drained session's handle");
+        self.app = App::connect(&self.url).await;
+        let setup = self.app.resume(&handle).await;
+        assert_eq!(setup["payload"]["success"], true, "{setup}");
+        self.drained = true;
+    }
+}
+
+/// Which instance holds each app: the one whose open connections grew.
+async fn connections_open(instance: &str) -> f64 {
+    let (status, body) = http(instance, "GET", "/metrics?token=fleet-t0ken", &[]).await;
+    assert_eq!(status, 200, "{body}");
+    metric(&body, "livetalk_bridge_connections_open")
+}
+
+/// Done means, item 1 and part of 3: HAProxy (the configuration docs/bridge.md gives) in front of
+/// two `livetalk serve` instances sharing one upstream mock; apps in conversation, the
+/// `livetalk --headless --bridge` client among them; one instance drained in the middle of an
+/// app's tool-call turn. HAProxy's check takes it out of the rotation from the drain's start
+/// (its `/readyz` says 503) and a new app goes to the other; every app of the drained instance
+/// resumes on the other with its conversation (a later "it" still means the lamp); every turn
+/// is answered, no call twice; Prometheus scrapes both instances, and what it scraped is what
+/// the apps did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleet_behind_haproxy_drains_an_instance_without_losing_a_turn() {
+    const TOKEN: &str = "fleet-t0ken";
+    let scratch = tempfile::tempdir().unwrap();
+    let (haproxy_bin, prometheus_bin) = (system_program("haproxy"), system_program("prometheus"));
+    // Slow enough that a turn outlasts the drain's start by far.
+    let mock = MockServer::start(MockOptions {
+        speed: 4.0,
+        ..MockOptions::loopback()
+    })
+    .await
+    .unwrap();
+    let instance = |name: &str| {
+        let child = livetalk(scratch.path())
+            .args([
+                "serve",
+                "--endpoint",
+                &mock.base_url(),
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--token", TOKEN, "--drain-timeout", "60"])
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(scratch.path().join(format!("{name}.log"))).unwrap())
+            .spawn()
+            .unwrap();
+        child
+    };
+    let mut instances = Children(vec![instance("first"), instance("second")]);
+    let mut addresses = Vec::new();
+    for child in &mut instances.0 {
+        let stdout = child.stdout.take().unwrap();
+        let url = tokio::task::spawn_blocking(move || LineWatcher::new(stdout).wait_for_url(WAIT))
+            .await
+            .unwrap();
+        addresses.push(url.trim_start_matches("ws://").to_owned());
+    }
+
+    // HAProxy as the user guide configures it, with a statistics page for the test to read.
+    let (front, stats) = (free_port(), free_port());
+    let config = documented("haproxy")
+        .replace("bind :3001", &format!("bind 127.0.0.1:{front}"))
+        .replace("10.0.0.11:3001", &addresses[0])
+        .replace("10.0.0.12:3001", &addresses[1])
+        + &format!(
+            "\nlisten stats\n    bind 127.0.0.1:{stats}\n    stats enable\n    stats uri /stats\n"
+        );
+    let config_path = scratch.path().join("haproxy.cfg");
+    std::fs::write(&config_path, config).unwrap();
+    let _haproxy = Killed(
+        Command::new(&haproxy_bin)
+            .args(["-db", "-f"])
+            .arg(&config_path)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(scratch.path().join("haproxy.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let stats = format!("127.0.0.1:{stats}");
+    for server in ["bridge-1", "bridge-2"] {
+        poll_async(WAIT, Duration::from_millis(100), async || {
+            let up = haproxy_server(&stats, server).await?;
+            (up.0 == "UP").then_some(())
+        })
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "HAProxy never saw {server} ready: {:?}\n{}",
+                haproxy_stats_text(&stats),
+                std::fs::read_to_string(scratch.path().join("haproxy.log")).unwrap_or_default()
+            )
+        });
+    }
+
+    // Prometheus scraping both, with the token.
+    let token_file = scratch.path().join("token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let prometheus_port = free_port();
+    let scrape = documented("yaml")
+        .replace("15s", "1s")
+        .replace(
+            "/etc/prometheus/livetalk-token",
+            token_file.to_str().unwrap(),
+        )
+        .replace("10.0.0.11:3001", &addresses[0])
+        .replace("10.0.0.12:3001", &addresses[1]);
+    let prometheus_config = scratch.path().join("prometheus.yml");
+    std::fs::write(&prometheus_config, scrape).unwrap();
+    let _prometheus = Killed(
+        Command::new(&prometheus_bin)
+            .arg(format!("--config.file={}", prometheus_config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                scratch.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prometheus_port}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(scratch.path().join("prometheus.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let prometheus = format!("127.0.0.1:{prometheus_port}");
+
+    let url = format!("ws://127.0.0.1:{front}/?token={TOKEN}");
+    // The terminal app, headless, through the load balancer: its first turn.
+    let mut headless = livetalk(scratch.path())
+        .args(["--headless", "--bridge", &url])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(scratch.path().join("headless.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut typing = headless.stdin.take().unwrap();
+    let mut said = LineWatcher::new(headless.stdout.take().unwrap());
+    write_lines(&mut typing, &[ASK_LAMP]);
+    said = tokio::task::spawn_blocking(move || {
+        said.wait_for(WAIT, |l| l.starts_with("Gemini: "));
+        said
+    })
+    .await
+    .unwrap();
+    // The instance it is on is the one drained: `drained` and `kept` name them.
+    let (drained, kept) = if connections_open(&addresses[0]).await == 1.0 {
+        (0, 1)
+    } else {
+        (1, 0)
+    };
+    assert_eq!(connections_open(&addresses[kept]).await, 0.0);
+    let (drained_at, kept_at) = (addresses[drained].clone(), addresses[kept].clone());
+    // Turns completed on each instance: the headless app's first is on the drained one.
+    let mut turns = [0.0, 0.0];
+    turns[drained] += 1.0;
+
+    // Three apps, each placed where HAProxy put it (the fewest connections first), each a turn.
+    let mut apps = Vec::new();
+    let mut on_drained = Vec::new();
+    for i in 0..3 {
+        let before = connections_open(&drained_at).await;
+        let mut app = FleetApp::connect(&url).await;
+        let here = if connections_open(&drained_at).await > before {
+            on_drained.push(i);
+            drained
+        } else {
+            kept
+        };
+        let call = app.turn(ASK_LAMP).await;
+        assert_eq!(call["args"]["device_name"], "living room lamp");
+        turns[here] += 1.0;
+        apps.push(app);
+    }
+    assert!(
+        !on_drained.is_empty(),
+        "HAProxy put every app on one instance"
+    );
+    let busy = on_drained[0];
+    // What Prometheus has of each instance is what the apps did there.
+    for (index, address) in addresses.iter().enumerate() {
+        let want = turns[index];
+        poll_async(
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+            async || {
+                (scraped(&prometheus, "livetalk_bridge_turns_total", address).await == Some(want))
+                    .then_some(())
+            },
+        )
+        .await
+        .unwrap_or_else(|| panic!("Prometheus never scraped {want} turns of {address}"));
+    }
+
+    // The busy app's second turn reaches its tool call; then the instance is told to drain.
+    apps[busy].app.say(TURN_IT_ON).await;
+    let (call, _) = apps[busy].app.until("TOOL_CALL").await;
+    send_signal(instances.0[drained].id(), "TERM");
+    poll_async(WAIT, Duration::from_millis(20), async || {
+        (http(&drained_at, "GET", "/readyz", &[]).await.0 == 503).then_some(())
+    })
+    .await
+    .expect("/readyz says 503 once the drain starts");
+    // HAProxy's check takes the instance out while its turn is still going on.
+    let server = if drained == 0 { "bridge-1" } else { "bridge-2" };
+    let checked = poll_async(WAIT, Duration::from_millis(100), async || {
+        let state = haproxy_server(&stats, server).await?;
+        (state.0 != "UP").then_some(state)
+    })
+    .await
+    .expect("HAProxy takes the draining instance out");
+    assert_eq!(checked.0, "DOWN", "{checked:?}");
+    assert_eq!(
+        checked.2, "503",
+        "its readiness check said why: {checked:?}"
+    );
+    // A new app goes to the other instance.
+    let before = connections_open(&kept_at).await;
+    let mut newcomer = FleetApp::connect(&url).await;
+    assert_eq!(connections_open(&kept_at).await, before + 1.0);
+    newcomer.turn(ASK_LAMP).await;
+    turns[kept] += 1.0;
+
+    // The busy app answers its call, hears the turn to its end and follows the drain.
+    let calls = &call["payload"]["toolCall"]["functionCalls"];
+    apps[busy]
+        .app
+        .send(
+            json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {
+        "functionResponses": function_responses(calls, &json!({"result": "ok"}))}}}),
+        )
+        .await;
+    apps[busy].app.finish_turn().await;
+    for &i in &on_drained {
+        apps[i].follow_the_drain().await;
+    }
+    // The headless app follows it by itself; its next turn still knows the lamp.
+    write_lines(&mut typing, &[TURN_IT_ON, SMART_HOME_LINES[2]]);
+    drop(typing);
+    let status = tokio::task::spawn_blocking(move || wait_exit(headless, Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let transcript = said.rest().join("\n");
+    assert!(status.success(), "{transcript}");
+    let tools: Vec<&str> = transcript
+        .lines()
+        .filter(|l| l.starts_with("Tool: "))
+        .collect();
+    assert_eq!(tools.len(), 3, "{transcript}");
+    assert!(
+        tools[1].starts_with("Tool: set_device_status ")
+            && tools[1].contains(r#""device_name":"living room lamp""#),
+        "{transcript}"
+    );
+    assert!(tools[2].contains("kitchen thermostat"), "{transcript}");
+    assert_eq!(
+        transcript
+            .lines()
+            .filter(|l| l.starts_with("Gemini: "))
+            .count(),
+        3,
+        "every turn answered: {transcript}"
+    );
+    turns[kept] += 2.0;
+    // The drained instance is gone, its every app elsewhere.
+    let child = &mut instances.0[drained];
+    let exit = poll_async(
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        async || child.try_wait().unwrap(),
+    )
+    .await
+    .expect("the drained instance exits once its apps have gone");
+    assert!(exit.success(), "{exit:?}");
+
+    // Every app's conversation goes on where it is now: "it" is still the lamp.
+    for app in apps.iter_mut() {
+        let call = app.turn(TURN_IT_ON).await;
+        assert_eq!(call["args"]["device_name"], "living room lamp", "{call}");
+        turns[kept] += 1.0;
+    }
+    // The busy app's second turn ended on the drained instance.
+    turns[drained] += 1.0;
+    for app in &apps {
+        assert!(
+            of_type(&app.app.seen, "GEMINI_ERROR").is_empty(),
+            "{:#?}",
+            app.app.seen
+        );
+    }
+    assert_eq!(mock.stray_tool_responses(), 0, "no call answered twice");
+
+    // Prometheus' view of the instance left: its turns, and the sessions that came to it with a
+    // handle (each app of the drained instance, the headless one included).
+    let moved = on_drained.len() as f64 + 1.0;
+    for (metric_name, want) in [
+        ("livetalk_bridge_turns_total", turns[kept]),
+        ("livetalk_bridge_tool_calls_total", turns[kept]),
+    ] {
+        poll_async(
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+            async || {
+                (scraped(&prometheus, metric_name, &kept_at).await == Some(want)).then_some(())
+            },
+        )
+        .await
+        .unwrap_or_else(|| panic!("Prometheus never scraped {metric_name} = {want} of {kept_at}"));
+    }
+    let resumed = poll_async(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        async || {
+            let query =
+                format!(r#"livetalk_bridge_sessions_total{{resumed="true",instance="{kept_at}"}}"#);
+            let encoded: String = query.bytes().map(|b| format!("%{b:02X}")).collect();
+            let (_, body) = http(
+                &prometheus,
+                "GET",
+                &format!("/api/v1/query?query={encoded}"),
+                &[],
+            )
+            .await;
+            let value: f64 =
+                serde_json::from_str::<Value>(&body).ok()?["data"]["result"][0]["value"][1]
+                    .as_str()?
+                    .parse()
+                    .ok()?;
+            (value == moved).then_some(value)
+        },
+    )
+    .await;
+    assert_eq!(resumed, Some(moved), "sessions resumed on {kept_at}");
+    eprintln!(
+        "drained {drained_at} with {} apps and the headless one; {} turns on {kept_at}",
+        on_drained.len(),
+        turns[kept]
+    );
 }
