@@ -1638,10 +1638,15 @@ fn serve_records_each_session_in_format_4_and_logs_json_lines() {
     let (status, log) = serve.signalled("TERM", Duration::from_secs(10));
     assert!(status.success(), "{status:?}\n{log}");
 
-    // One JSON object a line; a session's lines name it.
+    // One JSON object a line, no key twice; a session's lines name it.
     let lines: Vec<Value> = log
         .lines()
-        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .map(|line| {
+            let value: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            // The formatter's own `target` once (a field of that name would repeat it).
+            assert_eq!(line.matches("\"target\":").count(), 1, "{line}");
+            value
+        })
         .collect();
     let sessions: std::collections::BTreeSet<String> = lines
         .iter()

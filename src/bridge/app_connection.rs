@@ -15,9 +15,8 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use futures_util::future::BoxFuture;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info};
 
@@ -28,28 +27,18 @@ use super::protocol::{AppMessage, BridgeMessage, LogLevel, WebrtcSdp};
 use super::recordings::{Recordings, SessionRecording};
 use super::translator::{DRAIN_CLOSE_CODE, DRAINING, MediaStep, SessionStep, Translator};
 use super::transport::{Received, Transport};
+use super::upstream::{SessionTap, Upstream, UpstreamDialer};
 use super::webrtc::{MediaHub, MediaPeer, PeerEvent, signal};
 use crate::app::turn_timing::TurnClock;
 use crate::record::{WireMeta, WireRecorder};
 use livetalk_live::Outbox;
-use livetalk_live::client::{Auth, ConnectOptions};
-use livetalk_live::connection::{TappedFrame, WireTap};
+use livetalk_live::connection::WireTap;
 use livetalk_live::reply::ReplyWatch;
 use livetalk_live::session::{
     self, Dialer, ReconnectPolicy, Redial, SessionChange, SessionEvent, SessionHandle,
 };
 use livetalk_live::wire::{ClientMessage, Setup};
-use livetalk_live::{ApiKey, CloseInfo, ConnectError, Connection, Endpoint, ServerEvent};
-
-/// Where each client's Live session goes. `Debug` never shows the key.
-#[derive(Debug, Clone)]
-pub struct Upstream {
-    pub endpoint: Endpoint,
-    pub api_key: Option<ApiKey>,
-    pub connect_timeout: Duration,
-    /// It is livetalk's own offline demo model (recordings say so).
-    pub offline: bool,
-}
+use livetalk_live::{CloseInfo, ConnectError, ServerEvent};
 
 /// What every app connection of one bridge shares.
 pub(super) struct Shared {
@@ -73,77 +62,6 @@ impl Shared {
         let n = self.sessions.fetch_add(1, Ordering::Relaxed) + 1;
         let stamp = jiff::Zoned::now().strftime("%Y-%m-%d_%H-%M-%S");
         format!("{stamp}-{n}")
-    }
-}
-
-/// Opens the upstream connections of a session (the first, and every reconnect), and tells the
-/// fleet whether the service could be reached (`/readyz`).
-struct UpstreamDialer {
-    endpoint: Endpoint,
-    auth: Auth,
-    fleet: Arc<Fleet>,
-}
-
-impl Dialer for UpstreamDialer {
-    fn dial(
-        &self,
-        setup: Setup,
-        connect_timeout: Duration,
-        tap: Option<Arc<dyn WireTap>>,
-    ) -> BoxFuture<'static, Result<Connection, ConnectError>> {
-        let options = ConnectOptions {
-            endpoint: self.endpoint.clone(),
-            auth: self.auth.clone(),
-            setup,
-            connect_timeout,
-        };
-        let fleet = self.fleet.clone();
-        Box::pin(async move {
-            let result = livetalk_live::client::connect_tapped(options, tap).await;
-            // A setup the service refused (an app's unknown model) is the app's business; an
-            // upstream that cannot be reached, refuses the upgrade or never answers is the
-            // instance's.
-            fleet.upstream_attempt(match &result {
-                Ok(_) | Err(ConnectError::Closed(_)) => Ok(()),
-                Err(e) => Err(livetalk_live::excerpt::sentence(&e.to_string())),
-            });
-            result
-        })
-    }
-}
-
-/// What sees every upstream connection of a session: the bytes each way for the metrics, and
-/// the recording when there is one.
-struct SessionTap {
-    fleet: Arc<Fleet>,
-    recorder: Option<WireRecorder>,
-}
-
-impl WireTap for SessionTap {
-    fn connecting(&self, host: &str) {
-        if let Some(recorder) = &self.recorder {
-            recorder.connecting(host);
-        }
-    }
-
-    fn sent(&self, message: &Arc<ClientMessage>, bytes: usize) {
-        self.fleet.metrics.upstream_frame(Way::sent, bytes);
-        if let Some(recorder) = &self.recorder {
-            recorder.sent(message, bytes);
-        }
-    }
-
-    fn handshake(&self, frame: TappedFrame<'_>, bytes: usize) {
-        self.fleet.metrics.upstream_frame(Way::received, bytes);
-        if let Some(recorder) = &self.recorder {
-            recorder.handshake(frame, bytes);
-        }
-    }
-
-    fn closed(&self, close: &CloseInfo) {
-        if let Some(recorder) = &self.recorder {
-            recorder.closed(close);
-        }
     }
 }
 
@@ -275,13 +193,15 @@ impl TurnWatch {
         self.model_turn = false;
     }
 
+    /// A turn is under way: the user's or the model's, from its first sign to its end.
+    fn under_way(&self) -> bool {
+        self.model_turn || self.reply.awaited()
+    }
+
     /// No turn is under way and the newest handle holds everything (or the service gives
     /// none, so there is nothing to wait for).
     fn between_turns(&self, calls_pending: bool) -> bool {
-        !self.model_turn
-            && !self.reply.awaited()
-            && !calls_pending
-            && (self.handle_current || !self.handles)
+        !self.under_way() && !calls_pending && (self.handle_current || !self.handles)
     }
 }
 
@@ -611,8 +531,9 @@ impl<T: Transport> SessionLoop<T> {
     async fn on_media_event(&mut self, event: Option<PeerEvent>) {
         match event {
             Some(PeerEvent::Heard(pcm)) => {
-                // A drain starts no new turn: the app's voice waits for the next instance.
-                if self.draining.is_some() {
+                // A drain starts no new turn: between turns the app's voice waits for the
+                // next instance.
+                if self.draining.is_some() && !self.turn.under_way() {
                     return;
                 }
                 if let Some(message) = self.translator.track_audio(pcm) {
@@ -702,8 +623,10 @@ impl<T: Transport> SessionLoop<T> {
             | AppMessage::ConnectGemini { .. } => Some(Some(format!(
                 "{kind} was not sent: this bridge instance is draining (shutting down). Send it again once you have reconnected with your session handle."
             ))),
-            // Told once, when the drain began.
-            AppMessage::SendRealtimeInput(_) => Some(None),
+            // The voice of a turn under way goes on, so the turn can end (the service hears
+            // the user stop); between turns it would start one. Told once, when the drain
+            // began.
+            AppMessage::SendRealtimeInput(_) if !self.turn.under_way() => Some(None),
             _ => None,
         }
     }

@@ -16,12 +16,12 @@ mod recordings;
 pub mod server;
 pub mod translator;
 pub mod transport;
+mod upstream;
 pub mod webrtc;
 
 #[cfg(test)]
 mod runner_tests;
 
-pub use app_connection::Upstream;
 pub use live_config::LiveConfig;
 pub use protocol::{AppMessage, BridgeMessage};
 pub use server::{
@@ -29,4 +29,5 @@ pub use server::{
 };
 pub use translator::Translator;
 pub use transport::{Received, Transport};
+pub use upstream::Upstream;
 pub use webrtc::WebRtcOptions;

@@ -25,11 +25,12 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tracing::{Instrument as _, debug, info, info_span};
 
-use super::app_connection::{self, Shared, Upstream};
+use super::app_connection::{self, Shared};
 use super::fleet::Fleet;
 use super::metrics;
 use super::recordings::Recordings;
 use super::transport::WebSocketTransport;
+use super::upstream::Upstream;
 use super::webrtc::{MediaHub, WebRtcOptions};
 use livetalk_mock::ws_server::{self, Admission, ConnectionLimits};
 

@@ -291,7 +291,7 @@ pub(crate) async fn run_until<P: Protocol>(
         .max_frame_size(Some(MAX_MESSAGE_BYTES))
         .write_buffer_size(0);
     let target = Address::of(&request).map_err(ConnectError::Connect)?;
-    info!(%target, "connecting to the {}", P::PEER);
+    info!(address = %target, "connecting to the {}", P::PEER);
     let timed_out = |stage| ConnectError::TimedOut(deadline_message(&target, stage, timeout));
     let (socket, _response) =
         dial(request, &target, config, deadline)
