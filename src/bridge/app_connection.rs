@@ -27,13 +27,13 @@ use super::protocol::{AppMessage, BridgeMessage, LogLevel, WebrtcSdp};
 use super::recordings::{Recordings, SessionRecording};
 use super::translator::{DRAIN_CLOSE_CODE, DRAINING, MediaStep, SessionStep, Translator};
 use super::transport::{Received, Transport};
+use super::turn_watch::TurnWatch;
 use super::upstream::{SessionTap, Upstream, UpstreamDialer};
 use super::webrtc::{MediaHub, MediaPeer, PeerEvent, signal};
 use crate::app::turn_timing::TurnClock;
 use crate::record::{WireMeta, WireRecorder};
 use livetalk_live::Outbox;
 use livetalk_live::connection::WireTap;
-use livetalk_live::reply::ReplyWatch;
 use livetalk_live::session::{
     self, Dialer, ReconnectPolicy, Redial, SessionChange, SessionEvent, SessionHandle,
 };
@@ -115,94 +115,6 @@ pub(super) async fn run<T: Transport>(
     }
     .run()
     .await
-}
-
-/// Whether the session is between turns, with a handle that holds all of it: what a drain
-/// waits for before it closes the connection, so the app resumes the conversation whole.
-#[derive(Debug, Default)]
-struct TurnWatch {
-    /// The reply to the app's latest typed turn.
-    reply: ReplyWatch,
-    /// The model's turn is under way (something of it came, its `turnComplete` not yet).
-    model_turn: bool,
-    /// The service has given this session resumption handles.
-    handles: bool,
-    /// The newest handle came after the last change to the conversation.
-    handle_current: bool,
-}
-
-impl TurnWatch {
-    /// What the app had sent upstream.
-    fn sent(&mut self, message: &ClientMessage) {
-        match message {
-            ClientMessage::ClientContent(content) => {
-                if content.turn_complete != Some(false) {
-                    self.reply.sent();
-                }
-                self.handle_current = false;
-            }
-            ClientMessage::ToolResponse(_) => {
-                self.reply.continued();
-                self.handle_current = false;
-            }
-            ClientMessage::ContextUpdate(_) | ClientMessage::Setup(_) => {
-                self.handle_current = false
-            }
-            // Audio streams all the time; what it changes shows in the service's answer.
-            ClientMessage::RealtimeInput(input) => {
-                if input.text.is_some() {
-                    self.handle_current = false;
-                }
-            }
-        }
-    }
-
-    /// What the service said.
-    fn observe(&mut self, event: &ServerEvent) {
-        self.reply.observe(event);
-        match event {
-            ServerEvent::ResumptionUpdate {
-                handle: Some(handle),
-                resumable: true,
-            } if !handle.is_empty() => {
-                self.handles = true;
-                self.handle_current = true;
-            }
-            ServerEvent::ModelText(_)
-            | ServerEvent::ModelAudio { .. }
-            | ServerEvent::OutputTranscription { .. }
-            | ServerEvent::GenerationComplete
-            | ServerEvent::ToolCall(_)
-            | ServerEvent::InputTranscription { .. }
-            | ServerEvent::Interrupted
-            | ServerEvent::VoiceActivity { speaking: true } => {
-                self.model_turn = true;
-                self.handle_current = false;
-            }
-            ServerEvent::TurnComplete { .. } => {
-                self.model_turn = self.reply.model_busy();
-                self.handle_current = false;
-            }
-            _ => {}
-        }
-    }
-
-    /// The session moved to a new upstream connection: what the old one owed is not coming.
-    fn connection_replaced(&mut self) {
-        self.reply.connection_replaced();
-        self.model_turn = false;
-    }
-
-    /// A turn is under way: the user's or the model's, from its first sign to its end.
-    fn under_way(&self) -> bool {
-        self.model_turn || self.reply.awaited()
-    }
-
-    /// No turn is under way and the newest handle holds everything (or the service gives
-    /// none, so there is nothing to wait for).
-    fn between_turns(&self, calls_pending: bool) -> bool {
-        !self.under_way() && !calls_pending && (self.handle_current || !self.handles)
-    }
 }
 
 struct SessionLoop<T> {
@@ -337,7 +249,14 @@ impl<T: Transport> SessionLoop<T> {
                 }
             }
         }
-        self.draining.is_some() && self.may_leave() && self.leave(DrainedAt::turn_end).await
+        if self.draining.is_none() {
+            return false;
+        }
+        if self.may_leave() {
+            return self.leave(DrainedAt::turn_end).await;
+        }
+        debug!(turn = ?self.turn, calls = self.translator.calls_pending(), "draining: the turn goes on");
+        false
     }
 
     /// Takes in what the session said, before the app hears it: the turn's course, the

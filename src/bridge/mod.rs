@@ -16,6 +16,7 @@ mod recordings;
 pub mod server;
 pub mod translator;
 pub mod transport;
+mod turn_watch;
 mod upstream;
 pub mod webrtc;
 

@@ -735,8 +735,8 @@ fn ignored(keys: &[String]) -> Option<BridgeMessage> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Sessions that end on one connection and go on on another (docs/bridge-protocol.md, "Session
-// handles" and "Draining")
+// Sessions that end on one connection and go on on another (docs/bridge-protocol.md,
+// "SESSION_HANDLE" and "Draining")
 // ---------------------------------------------------------------------------------------------
 
 /// What the app is told when this instance is draining and closes its connection: reconnect
