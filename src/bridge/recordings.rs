@@ -112,7 +112,7 @@ impl Recordings {
         if recordings.len() <= keep {
             return;
         }
-        recordings.sort_by(|a, b| b.1.cmp(&a.1));
+        recordings.sort_by_key(|(_, written)| std::cmp::Reverse(*written));
         let open = self.lock().clone();
         for (dir, _) in recordings.into_iter().skip(keep) {
             if open.contains(&dir) {
