@@ -277,8 +277,8 @@ impl<T: Transport> SessionLoop<T> {
                         }
                     }
                 }
-                if let Some(message) = &inbound.message {
-                    self.clock.received(message, self.started.elapsed());
+                if let Some(reading) = inbound.reading() {
+                    self.clock.received(reading, self.started.elapsed());
                     self.time_turn();
                 }
                 for event in &inbound.events {

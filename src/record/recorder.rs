@@ -25,10 +25,10 @@ use crate::app::{AudioAsked, Msg, WireBody, WireFrame};
 use crate::audio::resample::StreamResampler;
 use crate::config::{RecordTo, Settings};
 use crate::tools::Device;
-use livetalk_live::{CloseInfo, Inbound, ServerEvent};
 use livetalk_live::connection::{TappedFrame, WireTap};
 use livetalk_live::reading::{AudioPart, take_audio};
 use livetalk_live::wire::{ClientMessage, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, ServerMessage};
+use livetalk_live::{CloseInfo, Inbound, ServerEvent};
 
 /// Records one session. Cheap to clone; all clones write to the same folder.
 #[derive(Clone)]
@@ -328,8 +328,8 @@ impl Recorder {
             }
         }
         let wav = slot.as_mut()?;
-        let converted = (fixed_rates && rate != track_rate)
-            .then(|| wav.converted(pcm, rate, track_rate));
+        let converted =
+            (fixed_rates && rate != track_rate).then(|| wav.converted(pcm, rate, track_rate));
         let samples: Box<dyn Iterator<Item = i16>> = match &converted {
             Some(samples) => Box::new(samples.iter().copied()),
             None => Box::new(

@@ -14,11 +14,11 @@ use serde_json::Value;
 use super::format::v3::Meta;
 use super::recorder::Recorder;
 use super::{Record, WIRE_FORMAT_VERSION};
+use livetalk_live::CloseInfo;
 use livetalk_live::connection::{TappedFrame, WireTap};
 use livetalk_live::events::Inbound;
 use livetalk_live::session::SessionChange;
 use livetalk_live::wire::ClientMessage;
-use livetalk_live::CloseInfo;
 
 /// What a format-4 recording says about itself on its first line.
 #[derive(Debug, Clone)]
