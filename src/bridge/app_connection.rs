@@ -35,7 +35,7 @@ use crate::record::{WireMeta, WireRecorder};
 use livetalk_live::Outbox;
 use livetalk_live::connection::WireTap;
 use livetalk_live::session::{
-    self, Dialer, ReconnectPolicy, Redial, SessionChange, SessionEvent, SessionHandle,
+    self, Dialer, LiveApi, ReconnectPolicy, Redial, SessionChange, SessionEvent, SessionHandle,
 };
 use livetalk_live::wire::{ClientMessage, Setup};
 use livetalk_live::{CloseInfo, ConnectError, ServerEvent};
@@ -651,8 +651,10 @@ impl<T: Transport> SessionLoop<T> {
         let model = setup.model.clone();
         let upstream = &self.shared.upstream;
         let dialer = Arc::new(UpstreamDialer {
-            endpoint: upstream.endpoint.clone(),
-            auth: upstream.api_key.clone().into(),
+            service: LiveApi {
+                endpoint: upstream.endpoint.clone(),
+                auth: upstream.api_key.clone().into(),
+            },
             fleet: self.shared.fleet.clone(),
         });
         let connect_timeout = upstream.connect_timeout;

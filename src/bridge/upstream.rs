@@ -11,9 +11,8 @@ use futures_util::future::BoxFuture;
 use super::fleet::Fleet;
 use super::metrics::Way;
 use crate::record::WireRecorder;
-use livetalk_live::client::{Auth, ConnectOptions};
 use livetalk_live::connection::{TappedFrame, WireTap};
-use livetalk_live::session::Dialer;
+use livetalk_live::session::{Dialer, LiveApi};
 use livetalk_live::wire::{ClientMessage, Setup};
 use livetalk_live::{ApiKey, CloseInfo, ConnectError, Connection, Endpoint};
 
@@ -27,11 +26,11 @@ pub struct Upstream {
     pub offline: bool,
 }
 
-/// Opens the upstream connections of a session (the first, and every reconnect), and tells the
-/// fleet whether the service could be reached (`/readyz`).
+/// Opens the upstream connections of a session (the first, and every reconnect) as the Live
+/// API's own dialer does, and tells the fleet whether the service could be reached
+/// (`/readyz`).
 pub(super) struct UpstreamDialer {
-    pub(super) endpoint: Endpoint,
-    pub(super) auth: Auth,
+    pub(super) service: LiveApi,
     pub(super) fleet: Arc<Fleet>,
 }
 
@@ -42,15 +41,10 @@ impl Dialer for UpstreamDialer {
         connect_timeout: Duration,
         tap: Option<Arc<dyn WireTap>>,
     ) -> BoxFuture<'static, Result<Connection, ConnectError>> {
-        let options = ConnectOptions {
-            endpoint: self.endpoint.clone(),
-            auth: self.auth.clone(),
-            setup,
-            connect_timeout,
-        };
+        let connecting = self.service.dial(setup, connect_timeout, tap);
         let fleet = self.fleet.clone();
         Box::pin(async move {
-            let result = livetalk_live::client::connect_tapped(options, tap).await;
+            let result = connecting.await;
             // A setup the service refused (an app's unknown model) is the app's business; an
             // upstream that cannot be reached, refuses the upgrade or never answers is the
             // instance's.

@@ -693,15 +693,15 @@ fn record_every_kind(dir: &Path) -> Vec<Msg> {
     applied
 }
 
-/// The recorder's log with the golden metadata line and the golden times.
-fn golden_log(dir: &Path) -> String {
+/// A recorder's log with `meta` as its metadata line and the golden times.
+fn golden_log(dir: &Path, meta: Meta) -> String {
     let written = std::fs::read_to_string(dir.join(LOG_FILE)).unwrap();
     let mut lines = written.lines();
     let first = lines.next().unwrap();
     let value: Value = serde_json::from_str(first).unwrap();
     assert_eq!(value["type"], "meta", "{first}");
-    assert_eq!(value["format"], FORMAT_VERSION, "{first}");
-    let mut log = encode(0.0, Record::Meta(Box::new(meta(FORMAT_VERSION))));
+    assert_eq!(value["format"], meta.format, "{first}");
+    let mut log = encode(0.0, Record::Meta(Box::new(meta)));
     for (i, line) in lines.enumerate() {
         log += &with_time(line, time_of(i + 1));
         log.push('\n');
@@ -709,16 +709,35 @@ fn golden_log(dir: &Path) -> String {
     log
 }
 
-#[test]
-fn format_3_is_written_byte_for_byte_as_the_golden_files() {
+/// What `record` writes into a folder is byte for byte the golden files of its format (its
+/// metadata line and times made the golden ones).
+fn written_as_the_golden_files(meta: Meta, record: impl FnOnce(&Path)) {
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch.path().join("rec");
-    record_every_kind(&dir);
-    let golden = golden(3);
-    compare(&golden, LOG_FILE, golden_log(&dir).as_bytes());
+    record(&dir);
+    let golden = golden(meta.format);
+    compare(&golden, LOG_FILE, golden_log(&dir, meta).as_bytes());
     for wav in [MODEL_WAV, MIC_WAV] {
         compare(&golden, wav, &std::fs::read(dir.join(wav)).unwrap());
     }
+}
+
+/// Every line of the golden log of `format` reads back to what writes it again, byte for
+/// byte, at its golden time.
+fn golden_lines_read_back(format: u32) {
+    let text = std::fs::read_to_string(golden(format).join(LOG_FILE)).unwrap();
+    for (i, raw) in text.lines().enumerate() {
+        let line: Line = serde_json::from_str(raw).unwrap();
+        assert_eq!(line.t, time_of(i));
+        assert_eq!(serde_json::to_string(&line).unwrap(), raw);
+    }
+}
+
+#[test]
+fn format_3_is_written_byte_for_byte_as_the_golden_files() {
+    written_as_the_golden_files(meta(FORMAT_VERSION), |dir| {
+        record_every_kind(dir);
+    });
 }
 
 #[test]
@@ -736,13 +755,7 @@ fn the_format_3_golden_files_read_back_as_the_messages_recorded() {
     assert!(warnings.is_empty(), "{warnings:?}");
     let msgs: Vec<Msg> = applied.iter().map(|a| a.msg.clone()).collect();
     assert_eq!(msgs, recorded);
-    // Every line reads back to what writes it again, byte for byte.
-    let text = std::fs::read_to_string(golden(3).join(LOG_FILE)).unwrap();
-    for (i, raw) in text.lines().enumerate() {
-        let line: Line = serde_json::from_str(raw).unwrap();
-        assert_eq!(line.t, time_of(i));
-        assert_eq!(serde_json::to_string(&line).unwrap(), raw);
-    }
+    golden_lines_read_back(3);
 }
 
 /// The metadata line of the golden format-4 recording.
@@ -927,31 +940,11 @@ fn record_every_wire_kind(dir: &Path) -> Vec<Msg> {
     expected
 }
 
-/// The wire recorder's log with the golden metadata line and the golden times.
-fn golden_wire_log(dir: &Path) -> String {
-    let written = std::fs::read_to_string(dir.join(LOG_FILE)).unwrap();
-    let mut lines = written.lines();
-    let first: Value = serde_json::from_str(lines.next().unwrap()).unwrap();
-    assert_eq!(first["type"], "meta");
-    assert_eq!(first["format"], WIRE_FORMAT_VERSION);
-    let mut log = encode(0.0, Record::Meta(Box::new(meta_4())));
-    for (i, line) in lines.enumerate() {
-        log += &with_time(line, time_of(i + 1));
-        log.push('\n');
-    }
-    log
-}
-
 #[test]
 fn format_4_is_written_byte_for_byte_as_the_golden_files() {
-    let scratch = tempfile::tempdir().unwrap();
-    let dir = scratch.path().join("rec");
-    record_every_wire_kind(&dir);
-    let golden = golden(4);
-    compare(&golden, LOG_FILE, golden_wire_log(&dir).as_bytes());
-    for wav in [MODEL_WAV, MIC_WAV] {
-        compare(&golden, wav, &std::fs::read(dir.join(wav)).unwrap());
-    }
+    written_as_the_golden_files(meta_4(), |dir| {
+        record_every_wire_kind(dir);
+    });
 }
 
 #[test]
@@ -964,12 +957,7 @@ fn the_format_4_golden_files_read_back_as_the_messages_they_stand_for() {
     assert!(warnings.is_empty(), "{warnings:?}");
     let msgs: Vec<Msg> = applied.iter().map(|a| a.msg.clone()).collect();
     assert_eq!(msgs, expected);
-    let text = std::fs::read_to_string(golden(4).join(LOG_FILE)).unwrap();
-    for (i, raw) in text.lines().enumerate() {
-        let line: Line = serde_json::from_str(raw).unwrap();
-        assert_eq!(line.t, time_of(i));
-        assert_eq!(serde_json::to_string(&line).unwrap(), raw);
-    }
+    golden_lines_read_back(4);
 }
 
 /// Format 4 writes each WAV file at its track's one rate: a 48 kHz microphone and a 16 kHz

@@ -332,10 +332,15 @@ pub trait Dialer: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<Connection, ConnectError>>;
 }
 
-/// The Live API at an endpoint, with credentials.
-struct LiveApi {
-    endpoint: Endpoint,
-    auth: Auth,
+/// The Live API at an endpoint, with credentials: what [`Redial::from`] a
+/// [`ConnectOptions`] dials, and what a dialer of its own (one that also watches the
+/// outcomes) can dial through.
+#[derive(Debug, Clone)]
+pub struct LiveApi {
+    /// Where the connections go.
+    pub endpoint: Endpoint,
+    /// The credentials they carry.
+    pub auth: Auth,
 }
 
 impl Dialer for LiveApi {

@@ -59,12 +59,7 @@ pub fn applied(recording: &Recording) -> (Vec<Applied>, Vec<String>) {
                     ClientMessage::ClientContent(content)
                         if content.turn_complete != Some(false) =>
                     {
-                        let text: Vec<&str> = content
-                            .turns
-                            .iter()
-                            .flat_map(|turn| &turn.parts)
-                            .filter_map(|part| part.text.as_deref())
-                            .collect();
+                        let text: Vec<&str> = content.texts().collect();
                         if !text.is_empty() {
                             apply(Msg::UserText(text.join("\n")));
                         }
