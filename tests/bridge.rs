@@ -1210,6 +1210,34 @@ async fn an_app_of_the_original_bridge_is_told_no_handle() {
     assert!(of_type(&app.seen, "SESSION_HANDLE").is_empty(), "{rest:#?}");
 }
 
+/// A session resumed with the app's handle and drained before the service gave a new one:
+/// the app is handed back the handle it came with (which still holds the conversation), not
+/// told to forget it; the resumed setup carried that handle upstream.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drain_before_the_first_new_handle_hands_back_the_one_the_app_came_with() {
+    let mut fake = FakeLive::start().await;
+    let server = BridgeServer::start(bridge_options(fake.endpoint()))
+        .await
+        .unwrap();
+    let mut app = App::connect(&server.url()).await;
+    app.send(json!({"type": "CONNECT_GEMINI", "payload": {
+        "initialConfig": {"model": "models/m"}, "handle": "h-from-elsewhere"}}))
+        .await;
+    let (_, setup, mut upstream) = fake.accept().await;
+    assert_eq!(
+        setup["sessionResumption"],
+        json!({"handle": "h-from-elsewhere"})
+    );
+    send_json(&mut upstream, json!({"setupComplete": {}})).await;
+    app.until("SETUP_COMPLETE").await;
+    server.drain();
+    let closed = app.closed().await;
+    assert_eq!(closed.code, 1012);
+    let told = of_type(&app.seen, "SESSION_HANDLE");
+    assert_eq!(told.len(), 1, "{:#?}", app.seen);
+    assert_eq!(told[0]["payload"], json!({"handle": "h-from-elsewhere"}));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_answer_no_call_awaits_is_refused_and_never_reaches_the_model() {
     let (mock, a, _b) = two_instances(20.0, |_| {}).await;

@@ -110,6 +110,7 @@ pub(super) async fn run<T: Transport>(
         recording: None,
         session_counted: false,
         last_close: None,
+        resumed_from: None,
         close: (1000, ""),
         shared,
     }
@@ -151,6 +152,8 @@ struct SessionLoop<T> {
     session_counted: bool,
     /// How the service ended the session, once it has.
     last_close: Option<CloseInfo>,
+    /// The handle the open session was resumed with, while the service has not refused it.
+    resumed_from: Option<String>,
     /// The close the connection ends with when the bridge ends it.
     close: (u16, &'static str),
 }
@@ -311,6 +314,7 @@ impl<T: Transport> SessionLoop<T> {
                     SessionChange::Reconnecting { planned, .. } => {
                         self.hand_over_planned = *planned
                     }
+                    SessionChange::ResumeRejected { .. } => self.resumed_from = None,
                     SessionChange::Reconnected { .. } => {
                         self.turn.connection_replaced();
                         if self.hand_over_planned {
@@ -646,6 +650,7 @@ impl<T: Transport> SessionLoop<T> {
     /// (from the session's first event) or the translator's failed setup.
     async fn open(&mut self, mapped: MappedConfig, resume: Option<String>) {
         let resuming = resume.is_some();
+        self.resumed_from.clone_from(&resume);
         let (warnings, setup) = self.translator.opening(mapped, resume);
         self.send_all(warnings).await;
         let model = setup.model.clone();
@@ -737,7 +742,13 @@ impl<T: Transport> SessionLoop<T> {
             .get_or_create(&Drained { at })
             .inc();
         if self.translator.is_open() {
-            let handle = self.live.as_ref().and_then(|l| l.status.resume_handle());
+            // Before the service gives this session a handle of its own, the one it was
+            // resumed with still holds the conversation.
+            let handle = self
+                .live
+                .as_ref()
+                .and_then(|l| l.status.resume_handle())
+                .or_else(|| self.resumed_from.clone());
             info!(peer = %self.peer, resumable = handle.is_some(), ?at, "drained: the app reconnects elsewhere");
             let out = self.translator.leaving(handle);
             self.send_all(out).await;
