@@ -3289,7 +3289,7 @@ async fn a_fleet_behind_haproxy_drains_an_instance_without_losing_a_turn() {
     .await
     .unwrap();
     let instance = |name: &str| {
-        let child = livetalk(scratch.path())
+        livetalk(scratch.path())
             .args([
                 "serve",
                 "--endpoint",
@@ -3301,8 +3301,7 @@ async fn a_fleet_behind_haproxy_drains_an_instance_without_losing_a_turn() {
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(scratch.path().join(format!("{name}.log"))).unwrap())
             .spawn()
-            .unwrap();
-        child
+            .unwrap()
     };
     let mut instances = Children(vec![instance("first"), instance("second")]);
     let mut addresses = Vec::new();
