@@ -69,7 +69,6 @@ impl Shared {
 struct Live {
     handle: SessionHandle,
     events: mpsc::Receiver<SessionEvent>,
-    status: session::SessionStatus,
 }
 
 enum Incoming {
@@ -110,7 +109,7 @@ pub(super) async fn run<T: Transport>(
         recording: None,
         session_counted: false,
         last_close: None,
-        resumed_from: None,
+        handle: None,
         close: (1000, ""),
         shared,
     }
@@ -152,8 +151,12 @@ struct SessionLoop<T> {
     session_counted: bool,
     /// How the service ended the session, once it has.
     last_close: Option<CloseInfo>,
-    /// The handle the open session was resumed with, while the service has not refused it.
-    resumed_from: Option<String>,
+    /// The handle that holds the conversation as far as the app has heard it: the one the
+    /// open session was resumed with, then each newer one the service gave, taken in the order
+    /// the app is told what came before it (the supervisor's newest may be ahead of the app:
+    /// told then, it would reach the app before the end of the turn it holds). None once the
+    /// service refuses it.
+    handle: Option<String>,
     /// The close the connection ends with when the bridge ends it.
     close: (u16, &'static str),
 }
@@ -242,8 +245,7 @@ impl<T: Transport> SessionLoop<T> {
             self.session_ended(None);
             self.end_media();
         } else {
-            let handle = self.live.as_ref().and_then(|l| l.status.resume_handle());
-            if let Some(told) = self.translator.handle_changed(handle) {
+            if let Some(told) = self.translator.handle_changed(self.handle.clone()) {
                 self.send(told).await;
             }
             if self.translator.is_ready() && !self.held.is_empty() {
@@ -302,6 +304,12 @@ impl<T: Transport> SessionLoop<T> {
                                 self.calls_told.remove(id);
                             }
                         }
+                        // "Not resumable right now" keeps the one before, which still
+                        // restores the session as it was before this turn.
+                        ServerEvent::ResumptionUpdate {
+                            handle: Some(handle),
+                            resumable: true,
+                        } if !handle.is_empty() => self.handle = Some(handle.clone()),
                         _ => {}
                     }
                 }
@@ -314,7 +322,7 @@ impl<T: Transport> SessionLoop<T> {
                     SessionChange::Reconnecting { planned, .. } => {
                         self.hand_over_planned = *planned
                     }
-                    SessionChange::ResumeRejected { .. } => self.resumed_from = None,
+                    SessionChange::ResumeRejected { .. } => self.handle = None,
                     SessionChange::Reconnected { .. } => {
                         self.turn.connection_replaced();
                         if self.hand_over_planned {
@@ -583,8 +591,7 @@ impl<T: Transport> SessionLoop<T> {
                 if let Some(cancelled) = self.translator.cancel_pending() {
                     self.send(cancelled).await;
                 }
-                let handle = self.live.as_ref().and_then(|l| l.status.resume_handle());
-                let (note, resume) = self.translator.reopening(&mapped, handle);
+                let (note, resume) = self.translator.reopening(&mapped, self.handle.clone());
                 self.send(note).await;
                 if let Some(old) = self.live.take() {
                     old.handle.close().await;
@@ -650,7 +657,7 @@ impl<T: Transport> SessionLoop<T> {
     /// (from the session's first event) or the translator's failed setup.
     async fn open(&mut self, mapped: MappedConfig, resume: Option<String>) {
         let resuming = resume.is_some();
-        self.resumed_from.clone_from(&resume);
+        self.handle.clone_from(&resume);
         let (warnings, setup) = self.translator.opening(mapped, resume);
         self.send_all(warnings).await;
         let model = setup.model.clone();
@@ -681,7 +688,6 @@ impl<T: Transport> SessionLoop<T> {
                 self.live = Some(Live {
                     handle: supervised.handle,
                     events: supervised.events,
-                    status: supervised.status,
                 });
                 self.translator.opened();
                 let metrics = &self.shared.fleet.metrics;
@@ -744,11 +750,7 @@ impl<T: Transport> SessionLoop<T> {
         if self.translator.is_open() {
             // Before the service gives this session a handle of its own, the one it was
             // resumed with still holds the conversation.
-            let handle = self
-                .live
-                .as_ref()
-                .and_then(|l| l.status.resume_handle())
-                .or_else(|| self.resumed_from.clone());
+            let handle = self.handle.clone();
             info!(peer = %self.peer, resumable = handle.is_some(), ?at, "drained: the app reconnects elsewhere");
             let out = self.translator.leaving(handle);
             self.send_all(out).await;

@@ -250,6 +250,10 @@ impl Translator {
             .map(|warning| BridgeMessage::log(LogLevel::Warn, warning))
             .collect();
         let mut setup = mapped.setup.clone();
+        if resume.is_some() {
+            // The app holds it already (it gave it, or was told it): no need to tell it back.
+            self.handle_told.clone_from(&resume);
+        }
         setup.session_resumption = Some(SessionResumptionConfig {
             handle: resume,
             transparent: None,
