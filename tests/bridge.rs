@@ -1238,6 +1238,100 @@ async fn a_drain_before_the_first_new_handle_hands_back_the_one_the_app_came_wit
     assert_eq!(told[0]["payload"], json!({"handle": "h-from-elsewhere"}));
 }
 
+/// A session resumed with the app's handle whose upstream connection drops before the service
+/// gave a new one: the reconnect resumes with the app's handle (it still holds the
+/// conversation), not as a fresh session that would lose it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drop_before_the_first_new_handle_reconnects_with_the_one_the_app_came_with() {
+    let mut fake = FakeLive::start().await;
+    let server = BridgeServer::start(bridge_options(fake.endpoint()))
+        .await
+        .unwrap();
+    let mut app = App::connect(&server.url()).await;
+    app.send(json!({"type": "CONNECT_GEMINI", "payload": {
+        "initialConfig": {"model": "models/m"}, "handle": "h-from-elsewhere"}}))
+        .await;
+    let (_, _, mut upstream) = fake.accept().await;
+    send_json(&mut upstream, json!({"setupComplete": {}})).await;
+    app.until("SETUP_COMPLETE").await;
+    close_with(&mut upstream, 1011, "internal error").await;
+    let (_, setup, mut again) = fake.accept().await;
+    assert_eq!(
+        setup["sessionResumption"],
+        json!({"handle": "h-from-elsewhere"})
+    );
+    send_json(&mut again, json!({"setupComplete": {}})).await;
+    send_json(
+        &mut again,
+        json!({"sessionResumptionUpdate": {"newHandle": "h-next", "resumable": true}}),
+    )
+    .await;
+    let told = app.wait_for(|m| m["type"] == "SESSION_HANDLE").await;
+    assert_eq!(
+        told["payload"],
+        json!({"handle": "h-next"}),
+        "{:#?}",
+        app.seen
+    );
+    // Nothing told the app to forget the conversation, nor its own handle back.
+    assert_eq!(
+        of_type(&app.seen, "SESSION_HANDLE").len(),
+        1,
+        "{:#?}",
+        app.seen
+    );
+}
+
+/// The app is told a handle where the service gave it, after everything that came before it:
+/// a handle given at a turn's end reaches the app after that turn's `TURN_COMPLETE`, however
+/// far the session has read ahead of what the app has been sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handle_reaches_the_app_after_what_came_before_it() {
+    let mut fake = FakeLive::start().await;
+    let server = BridgeServer::start(bridge_options(fake.endpoint()))
+        .await
+        .unwrap();
+    let mut app = App::connect(&server.url()).await;
+    app.send(
+        json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {"model": "models/m"}}}),
+    )
+    .await;
+    let (_, _, mut upstream) = fake.accept().await;
+    send_json(&mut upstream, json!({"setupComplete": {}})).await;
+    app.until("SETUP_COMPLETE").await;
+    // A reply of many parts, its end, and the handle that holds it, sent at once.
+    for i in 0..100 {
+        send_json(
+            &mut upstream,
+            json!({"serverContent": {"modelTurn": {"parts": [{"text": format!("{i} ")}]}}}),
+        )
+        .await;
+    }
+    send_json(
+        &mut upstream,
+        json!({"serverContent": {"turnComplete": true}}),
+    )
+    .await;
+    send_json(
+        &mut upstream,
+        json!({"sessionResumptionUpdate": {"newHandle": "h-after-the-turn", "resumable": true}}),
+    )
+    .await;
+    let told = app.wait_for(|m| m["type"] == "SESSION_HANDLE").await;
+    assert_eq!(told["payload"], json!({"handle": "h-after-the-turn"}));
+    let kinds: Vec<&str> = app.seen.iter().filter_map(|m| m["type"].as_str()).collect();
+    let (handle, complete) = (
+        kinds.iter().position(|k| *k == "SESSION_HANDLE").unwrap(),
+        kinds.iter().position(|k| *k == "TURN_COMPLETE"),
+    );
+    assert_eq!(complete, Some(handle - 1), "{kinds:?}");
+    let parts = of_type(&app.seen, "CONTENT_MESSAGE")
+        .iter()
+        .filter(|m| m["payload"]["serverContent"]["modelTurn"].is_object())
+        .count();
+    assert_eq!(parts, 100, "{kinds:?}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_answer_no_call_awaits_is_refused_and_never_reaches_the_model() {
     let (mock, a, _b) = two_instances(20.0, |_| {}).await;
@@ -1579,15 +1673,12 @@ impl ServeProcess {
         }
     }
 
-    /// Stops the server and returns what it logged.
-    fn stop(mut self) -> String {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.stderr
-            .take()
-            .unwrap()
-            .recv_timeout(Duration::from_secs(5))
-            .unwrap()
+    /// Stops the server as a deploy does (SIGTERM: it drains, exits 0 and writes out what its
+    /// log still held; a kill could lose the last lines) and returns what it logged.
+    fn stop(self) -> String {
+        let (status, log) = self.signalled("TERM", WAIT);
+        assert_eq!(status.code(), Some(0), "{log}");
+        log
     }
 }
 
