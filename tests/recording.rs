@@ -765,10 +765,19 @@ fn against_resends_the_recorded_mic_audio_in_real_time() {
     let again = run_livetalk(
         scratch.path(),
         &["replay", dir.to_str().unwrap(), "--against", &mock.url],
-        &[],
+        &[("LIVETALK_LOG", "debug")],
         &[],
     );
-    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    let log = std::fs::read_to_string(scratch.path().join("data/livetalk/livetalk.log"))
+        .unwrap_or_default();
+    assert_eq!(
+        again.code,
+        Some(0),
+        "{}\n{}\nLOG:\n{}",
+        again.stderr,
+        again.stdout,
+        log
+    );
     assert!(again.stderr.contains("s of mic audio"), "{}", again.stderr);
     assert!(again.stdout.contains(heard), "{}", again.stdout);
     assert!(again.stdout.starts_with(you), "{}", again.stdout);
