@@ -1926,6 +1926,8 @@ fn a_bridge_url_without_a_path_and_a_token_with_a_plus_work_as_typed() {
     assert!(!log.contains("panicked"), "{log}");
 }
 
+/// An upstream that quotes the key in its refusal: the key is used upstream, and is in
+/// neither what the app hears, nor the bridge's log, nor the session's `--record` recording.
 #[test]
 fn bridge_binary_keeps_the_key_out_of_its_log_and_refuses_open_binds_without_a_token() {
     const KEY: &str = "fake-test-key-binary-987654";
@@ -1939,9 +1941,17 @@ fn bridge_binary_keeps_the_key_out_of_its_log_and_refuses_open_binds_without_a_t
         close_with(&mut ws, 1008, &format!("API key {KEY} not valid")).await;
         headers
     });
+    let recordings = scratch.path().join("recordings");
     let serve = ServeProcess::start(
         scratch.path(),
-        &["--listen", "127.0.0.1:0", "--endpoint", &url],
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--endpoint",
+            &url,
+            "--record",
+            recordings.to_str().unwrap(),
+        ],
         &[("GEMINI_API_KEY", KEY), ("LIVETALK_LOG", "debug")],
     );
     let run = run_livetalk(
@@ -1962,6 +1972,19 @@ fn bridge_binary_keeps_the_key_out_of_its_log_and_refuses_open_binds_without_a_t
     let log = serve.stop();
     assert!(log.contains("upstream session failed"), "{log}");
     assert!(!log.contains(KEY) && !log.contains("987654"), "{log}");
+    // The session's recording holds the refusal, and not the key it quoted.
+    let sessions: Vec<_> = std::fs::read_dir(&recordings)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let recorded = std::fs::read_to_string(sessions[0].join("session.jsonl")).unwrap();
+    assert!(recorded.contains("not valid"), "{recorded}");
+    for file in std::fs::read_dir(&sessions[0]).unwrap() {
+        let bytes = std::fs::read(file.unwrap().path()).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(KEY) && !text.contains("987654"), "{text}");
+    }
 
     let output = livetalk(scratch.path())
         .args(["serve", "--listen", "0.0.0.0:0"])
