@@ -1,9 +1,11 @@
 //! Golden files of the recording format (`tests/data/recordings/`): a format-3 recording
 //! holding one line of every kind the recorder writes, and every kind of message the app
-//! applies, each variant of what they carry included; and format-2 and format-1 logs with one
-//! line of every kind those formats had. The recorder must write format 3 byte for byte as
-//! the golden file has it, and each golden file must read back as the same messages: a change
-//! of shape is a new format version, never an edit of these files.
+//! applies, each variant of what they carry included; a format-4 recording (the wire alone,
+//! as `livetalk serve --record` writes it) with one line of every kind of its own; and
+//! format-2 and format-1 logs with one line of every kind those formats had. Formats 3 and 4
+//! are written and read back by the same helpers: each recorder must write its format byte
+//! for byte as the golden files have it, and each golden file must read back as the same
+//! messages: a change of shape is a new format version, never an edit of these files.
 //!
 //! `LIVETALK_BLESS_RECORDINGS=1` writes the files instead of comparing (for a new format
 //! version's files only).
@@ -711,7 +713,7 @@ fn golden_log(dir: &Path, meta: Meta) -> String {
 
 /// What `record` writes into a folder is byte for byte the golden files of its format (its
 /// metadata line and times made the golden ones).
-fn written_as_the_golden_files(meta: Meta, record: impl FnOnce(&Path)) {
+fn written_as_the_golden_files(meta: Meta, record: impl FnOnce(&Path) -> Vec<Msg>) {
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch.path().join("rec");
     record(&dir);
@@ -735,27 +737,31 @@ fn golden_lines_read_back(format: u32) {
 
 #[test]
 fn format_3_is_written_byte_for_byte_as_the_golden_files() {
-    written_as_the_golden_files(meta(FORMAT_VERSION), |dir| {
-        record_every_kind(dir);
-    });
+    written_as_the_golden_files(meta(FORMAT_VERSION), record_every_kind);
 }
 
-#[test]
-fn the_format_3_golden_files_read_back_as_the_messages_recorded() {
+/// The golden files of `meta`'s format read back as `meta` and the messages `record` stands
+/// for (recorded into a scratch folder), without a warning; and every line of their log as
+/// [`golden_lines_read_back`] says.
+fn golden_files_read_back(meta: Meta, record: impl FnOnce(&Path) -> Vec<Msg>) {
     let scratch = tempfile::tempdir().unwrap();
-    let recorded = record_every_kind(&scratch.path().join("rec"));
-    let recording = Recording::load(&golden(3)).unwrap();
+    let expected = record(&scratch.path().join("rec"));
+    let recording = Recording::load(&golden(meta.format)).unwrap();
     assert!(recording.warnings.is_empty(), "{:?}", recording.warnings);
-    assert_eq!(recording.meta.format, 3);
     assert_eq!(
         serde_json::to_string(&recording.meta).unwrap(),
-        serde_json::to_string(&meta(3)).unwrap()
+        serde_json::to_string(&meta).unwrap()
     );
     let (applied, warnings) = recording.applied();
     assert!(warnings.is_empty(), "{warnings:?}");
     let msgs: Vec<Msg> = applied.iter().map(|a| a.msg.clone()).collect();
-    assert_eq!(msgs, recorded);
-    golden_lines_read_back(3);
+    assert_eq!(msgs, expected);
+    golden_lines_read_back(meta.format);
+}
+
+#[test]
+fn the_format_3_golden_files_read_back_as_the_messages_recorded() {
+    golden_files_read_back(meta(FORMAT_VERSION), record_every_kind);
 }
 
 /// The metadata line of the golden format-4 recording.
@@ -942,22 +948,12 @@ fn record_every_wire_kind(dir: &Path) -> Vec<Msg> {
 
 #[test]
 fn format_4_is_written_byte_for_byte_as_the_golden_files() {
-    written_as_the_golden_files(meta_4(), |dir| {
-        record_every_wire_kind(dir);
-    });
+    written_as_the_golden_files(meta_4(), record_every_wire_kind);
 }
 
 #[test]
 fn the_format_4_golden_files_read_back_as_the_messages_they_stand_for() {
-    let scratch = tempfile::tempdir().unwrap();
-    let expected = record_every_wire_kind(&scratch.path().join("rec"));
-    let recording = Recording::load(&golden(4)).unwrap();
-    assert!(recording.warnings.is_empty(), "{:?}", recording.warnings);
-    let (applied, warnings) = recording.applied();
-    assert!(warnings.is_empty(), "{warnings:?}");
-    let msgs: Vec<Msg> = applied.iter().map(|a| a.msg.clone()).collect();
-    assert_eq!(msgs, expected);
-    golden_lines_read_back(4);
+    golden_files_read_back(meta_4(), record_every_wire_kind);
 }
 
 /// Format 4 writes each WAV file at its track's one rate: a 48 kHz microphone and a 16 kHz

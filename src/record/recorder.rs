@@ -258,23 +258,14 @@ impl Recorder {
             }
         };
         let mut message = message;
-        let samples = inbound.events.iter().filter_map(|event| match event {
+        let mut samples = inbound.events.iter().filter_map(|event| match event {
             ServerEvent::ModelAudio { pcm, .. } => Some(pcm),
             _ => None,
         });
-        for (part, pcm) in inbound.audio.iter().zip(samples) {
-            let Some(at) = Recorder::audio(&mut inner, Track::Model, pcm, part.sample_rate) else {
-                continue;
-            };
-            if let Some(part_value) = message
-                .as_mut()
-                .and_then(|v| v.get_mut("serverContent"))
-                .and_then(|v| v.get_mut("modelTurn"))
-                .and_then(|v| v.get_mut("parts"))
-                .and_then(|v| v.get_mut(part.part))
-            {
-                put_ref(part_value, &["inlineData"], &at);
-            }
+        if let Some(message) = &mut message {
+            put_audio_refs(message, &inbound.audio, |part| {
+                Recorder::audio(&mut inner, Track::Model, samples.next()?, part.sample_rate)
+            });
         }
         let line = Line {
             t: self.since_start(inbound.at),
@@ -433,6 +424,26 @@ impl Inner {
 }
 
 /// Replaces `value[path…].data` with the audio reference.
+/// Puts into a server message (as JSON) where each of its model audio parts went: the
+/// reference `place` gives the part (none: the part is left as it is).
+fn put_audio_refs(
+    message: &mut Value,
+    audio: &[AudioPart],
+    mut place: impl FnMut(&AudioPart) -> Option<AudioRef>,
+) {
+    for part in audio {
+        let Some(at) = place(part) else {
+            continue;
+        };
+        if let Some(part_value) = message
+            .pointer_mut("/serverContent/modelTurn/parts")
+            .and_then(|parts| parts.get_mut(part.part))
+        {
+            put_ref(part_value, &["inlineData"], &at);
+        }
+    }
+}
+
 fn put_ref(value: &mut Value, path: &[&str], audio: &AudioRef) {
     let mut at = value;
     for key in path {
@@ -539,20 +550,11 @@ impl Recorder {
         audio: &[AudioPart],
     ) -> Option<Value> {
         let mut value = serde_json::to_value(message).ok()?;
-        for part in audio {
-            let Some(at) = inner.reserve(part) else {
-                continue;
-            };
-            if let Some(part_value) = value
-                .get_mut("serverContent")
-                .and_then(|v| v.get_mut("modelTurn"))
-                .and_then(|v| v.get_mut("parts"))
-                .and_then(|v| v.get_mut(part.part))
-            {
-                put_ref(part_value, &["inlineData"], &at);
-            }
-            inner.unclaimed.push_back(at);
-        }
+        put_audio_refs(&mut value, audio, |part| {
+            let at = inner.reserve(part)?;
+            inner.unclaimed.push_back(at.clone());
+            Some(at)
+        });
         Some(value)
     }
 }
