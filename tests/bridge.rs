@@ -1210,26 +1210,43 @@ async fn an_app_of_the_original_bridge_is_told_no_handle() {
     assert!(of_type(&app.seen, "SESSION_HANDLE").is_empty(), "{rest:#?}");
 }
 
-/// A session resumed with the app's handle and drained before the service gave a new one:
-/// the app is handed back the handle it came with (which still holds the conversation), not
-/// told to forget it; the resumed setup carried that handle upstream.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_drain_before_the_first_new_handle_hands_back_the_one_the_app_came_with() {
+/// A bridge in front of a scripted upstream, and an app set up through it with `CONNECT_GEMINI`
+/// and this `payload`: the upstream's socket and the setup it read.
+async fn scripted_session(
+    payload: Value,
+) -> (
+    FakeLive,
+    BridgeServer,
+    App,
+    WebSocketStream<TcpStream>,
+    Value,
+) {
     let mut fake = FakeLive::start().await;
     let server = BridgeServer::start(bridge_options(fake.endpoint()))
         .await
         .unwrap();
     let mut app = App::connect(&server.url()).await;
-    app.send(json!({"type": "CONNECT_GEMINI", "payload": {
-        "initialConfig": {"model": "models/m"}, "handle": "h-from-elsewhere"}}))
+    app.send(json!({"type": "CONNECT_GEMINI", "payload": payload}))
         .await;
     let (_, setup, mut upstream) = fake.accept().await;
+    send_json(&mut upstream, json!({"setupComplete": {}})).await;
+    app.until("SETUP_COMPLETE").await;
+    (fake, server, app, upstream, setup)
+}
+
+/// A session resumed with the app's handle and drained before the service gave a new one:
+/// the app is handed back the handle it came with (which still holds the conversation), not
+/// told to forget it; the resumed setup carried that handle upstream.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drain_before_the_first_new_handle_hands_back_the_one_the_app_came_with() {
+    let (_fake, server, mut app, _upstream, setup) = scripted_session(
+        json!({"initialConfig": {"model": "models/m"}, "handle": "h-from-elsewhere"}),
+    )
+    .await;
     assert_eq!(
         setup["sessionResumption"],
         json!({"handle": "h-from-elsewhere"})
     );
-    send_json(&mut upstream, json!({"setupComplete": {}})).await;
-    app.until("SETUP_COMPLETE").await;
     server.drain();
     let closed = app.closed().await;
     assert_eq!(closed.code, 1012);
@@ -1243,17 +1260,10 @@ async fn a_drain_before_the_first_new_handle_hands_back_the_one_the_app_came_wit
 /// conversation), not as a fresh session that would lose it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_drop_before_the_first_new_handle_reconnects_with_the_one_the_app_came_with() {
-    let mut fake = FakeLive::start().await;
-    let server = BridgeServer::start(bridge_options(fake.endpoint()))
-        .await
-        .unwrap();
-    let mut app = App::connect(&server.url()).await;
-    app.send(json!({"type": "CONNECT_GEMINI", "payload": {
-        "initialConfig": {"model": "models/m"}, "handle": "h-from-elsewhere"}}))
-        .await;
-    let (_, _, mut upstream) = fake.accept().await;
-    send_json(&mut upstream, json!({"setupComplete": {}})).await;
-    app.until("SETUP_COMPLETE").await;
+    let (mut fake, _server, mut app, mut upstream, _) = scripted_session(
+        json!({"initialConfig": {"model": "models/m"}, "handle": "h-from-elsewhere"}),
+    )
+    .await;
     close_with(&mut upstream, 1011, "internal error").await;
     let (_, setup, mut again) = fake.accept().await;
     assert_eq!(
@@ -1287,18 +1297,8 @@ async fn a_drop_before_the_first_new_handle_reconnects_with_the_one_the_app_came
 /// far the session has read ahead of what the app has been sent.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_handle_reaches_the_app_after_what_came_before_it() {
-    let mut fake = FakeLive::start().await;
-    let server = BridgeServer::start(bridge_options(fake.endpoint()))
-        .await
-        .unwrap();
-    let mut app = App::connect(&server.url()).await;
-    app.send(
-        json!({"type": "CONNECT_GEMINI", "payload": {"initialConfig": {"model": "models/m"}}}),
-    )
-    .await;
-    let (_, _, mut upstream) = fake.accept().await;
-    send_json(&mut upstream, json!({"setupComplete": {}})).await;
-    app.until("SETUP_COMPLETE").await;
+    let (_fake, _server, mut app, mut upstream, _) =
+        scripted_session(json!({"initialConfig": {"model": "models/m"}})).await;
     // A reply of many parts, its end, and the handle that holds it, sent at once.
     for i in 0..100 {
         send_json(
