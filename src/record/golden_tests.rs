@@ -27,7 +27,7 @@ use crate::tools::{
     CallKey, DeviceKind, ProgressReport, SlowCall, ToolEntry, ToolEvent, ToolOutcome, ToolStatus,
     Unasked, Verdict, WaitingCall,
 };
-use livetalk_live::connection::{TappedFrame, WireTap as _};
+use livetalk_live::connection::{TappedFrame, WireTap};
 use livetalk_live::session::SessionChange;
 use livetalk_live::wire::{
     ClientMessage, FunctionCall, FunctionResponse, ModalityTokenCount, Scheduling, ServerMessage,
@@ -569,6 +569,37 @@ fn server(value: Value) -> ServerMessage {
     serde_json::from_value(value).unwrap()
 }
 
+/// How both golden sessions begin, through a recorder's wire tap: the connection and its
+/// setup (a frame it could not use among the handshake's), a typed turn, and `mic` as the
+/// microphone's audio.
+fn the_sessions_start(tap: &dyn WireTap, mic: &[u8]) {
+    tap.connecting("127.0.0.1");
+    tap.sent(
+        &client(json!({"setup": {"model": "models/gemini-live-test"}})),
+        0,
+    );
+    tap.handshake(
+        TappedFrame::Message(&server(
+            json!({"setupComplete": {"sessionId": "session-7"}}),
+        )),
+        0,
+    );
+    tap.handshake(TappedFrame::Skipped("an unknown frame during setup"), 0);
+    tap.sent(
+        &client(json!({"clientContent": {
+            "turns": [{"role": "user", "parts": [{"text": "Is the living room lamp on?"}]}],
+            "turnComplete": true
+        }})),
+        0,
+    );
+    tap.sent(
+        &client(json!({"realtimeInput": {
+            "audio": {"mimeType": "audio/pcm;rate=16000", "data": base64(mic)}
+        }})),
+        0,
+    );
+}
+
 /// Records a session holding every line kind into `dir` through the recorder (its wire tap
 /// and the messages the app applied), and returns the messages applied, model audio
 /// included.
@@ -592,31 +623,7 @@ fn record_every_kind(dir: &Path) -> Vec<Msg> {
     let unsent = pcm(&[42, -42]);
     let mic = pcm(&[1, 2, 3, 4, 5, 6, 7, 8]);
 
-    recorder.connecting("127.0.0.1");
-    recorder.sent(
-        &client(json!({"setup": {"model": "models/gemini-live-test"}})),
-        0,
-    );
-    recorder.handshake(
-        TappedFrame::Message(&server(
-            json!({"setupComplete": {"sessionId": "session-7"}}),
-        )),
-        0,
-    );
-    recorder.handshake(TappedFrame::Skipped("an unknown frame during setup"), 0);
-    recorder.sent(
-        &client(json!({"clientContent": {
-            "turns": [{"role": "user", "parts": [{"text": "Is the living room lamp on?"}]}],
-            "turnComplete": true
-        }})),
-        0,
-    );
-    recorder.sent(
-        &client(json!({"realtimeInput": {
-            "audio": {"mimeType": "audio/pcm;rate=16000", "data": base64(&mic)}
-        }})),
-        0,
-    );
+    the_sessions_start(&recorder, &mic);
     recorder.sent(
         &client(json!({"realtimeInput": {
             "mediaChunks": [
@@ -799,35 +806,11 @@ fn record_every_wire_kind(dir: &Path) -> Vec<Msg> {
     let mic = pcm(&[1, 2, 3, 4, 5, 6, 7, 8]);
     let mut expected = Vec::new();
 
-    recorder.connecting("127.0.0.1");
-    recorder.sent(
-        &client(json!({"setup": {"model": "models/gemini-live-test"}})),
-        0,
-    );
-    recorder.handshake(
-        TappedFrame::Message(&server(
-            json!({"setupComplete": {"sessionId": "session-7"}}),
-        )),
-        0,
-    );
+    the_sessions_start(&recorder, &mic);
     expected.push(Msg::Server(ServerEvent::SetupComplete {
         session_id: Some("session-7".into()),
     }));
-    recorder.handshake(TappedFrame::Skipped("an unknown frame during setup"), 0);
-    recorder.sent(
-        &client(json!({"clientContent": {
-            "turns": [{"role": "user", "parts": [{"text": "Is the living room lamp on?"}]}],
-            "turnComplete": true
-        }})),
-        0,
-    );
     expected.push(Msg::UserText("Is the living room lamp on?".into()));
-    recorder.sent(
-        &client(json!({"realtimeInput": {
-            "audio": {"mimeType": "audio/pcm;rate=16000", "data": base64(&mic)}
-        }})),
-        0,
-    );
     recorder.sent(&client(json!({"realtimeInput": {"activityEnd": {}}})), 0);
     recorder.received(&Inbound::message(server(
         json!({"serverContent": {"modelTurn": {"parts": [
