@@ -771,19 +771,15 @@ fn the_format_3_golden_files_read_back_as_the_messages_recorded() {
     golden_files_read_back(meta(FORMAT_VERSION), record_every_kind);
 }
 
-/// The metadata line of the golden format-4 recording.
+/// The metadata line of the golden format-4 recording: the session's as format 3's, with
+/// nothing of an app (its devices, audio and settings), and who recorded it.
 fn meta_4() -> Meta {
     Meta {
         format: WIRE_FORMAT_VERSION,
-        livetalk_version: "0.0.0-golden".into(),
-        started_at: STARTED_AT.into(),
-        model: "models/gemini-live-test".into(),
-        voice: "Puck".into(),
-        endpoint_host: "127.0.0.1".into(),
-        offline: false,
         devices: Vec::new(),
         config: json!({"recorded_by": "livetalk serve", "session": "2020-01-02_03-04-05-1", "app": "127.0.0.1"}),
         audio: None,
+        ..meta(FORMAT_VERSION)
     }
 }
 
