@@ -25,9 +25,8 @@ mod runner_tests;
 
 pub use live_config::LiveConfig;
 pub use protocol::{AppMessage, BridgeMessage};
-pub use server::{
-    BridgeOptions, BridgeServer, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, RecordOptions,
-};
+pub use recordings::RecordOptions;
+pub use server::{BridgeOptions, BridgeServer, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES};
 pub use translator::Translator;
 pub use transport::{Received, Transport};
 pub use upstream::Upstream;

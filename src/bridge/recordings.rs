@@ -14,8 +14,15 @@ use std::time::SystemTime;
 use anyhow::Context as _;
 use tracing::{debug, info, warn};
 
-use super::server::RecordOptions;
 use crate::record::{LOG_FILE, WireMeta, WireRecorder};
+
+/// `serve --record DIR [--record-keep N]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordOptions {
+    pub dir: PathBuf,
+    /// Keep only the newest this many recordings in `dir`.
+    pub keep: Option<usize>,
+}
 
 /// The recording folder of one instance.
 pub struct Recordings {

@@ -6,7 +6,6 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,7 +27,7 @@ use tracing::{Instrument as _, debug, info, info_span};
 use super::app_connection::{self, Shared};
 use super::fleet::Fleet;
 use super::metrics;
-use super::recordings::Recordings;
+use super::recordings::{RecordOptions, Recordings};
 use super::transport::WebSocketTransport;
 use super::upstream::Upstream;
 use super::webrtc::{MediaHub, WebRtcOptions};
@@ -60,14 +59,6 @@ pub struct BridgeOptions {
     pub drain_timeout: Duration,
     /// Record every app session (format 4) into its own folder here.
     pub record: Option<RecordOptions>,
-}
-
-/// `serve --record DIR [--record-keep N]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordOptions {
-    pub dir: PathBuf,
-    /// Keep only the newest this many recordings in `dir`.
-    pub keep: Option<usize>,
 }
 
 /// Why the bridge refuses to start.

@@ -6,6 +6,7 @@
 //! format version with its own module and golden files (`tests/data/recordings/`).
 
 pub mod convert;
+pub mod recv;
 pub mod v3;
 pub mod v4;
 

@@ -17,8 +17,8 @@ use std::time::Duration;
 use livetalk_live::wire::{ClientMessage, FunctionCall};
 use livetalk_live::{CloseInfo, ServerEvent};
 
+use super::recv::recv_events;
 use crate::app::Msg;
-use crate::record::legacy::recv_events;
 use crate::record::{Applied, AudioFiles, Record, Recording};
 use crate::tools::{ToolEvent, ToolOutcome, ToolStatus};
 
