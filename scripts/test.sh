@@ -20,9 +20,10 @@ fi
 # headless real-time audio rig (each audio test starts its own private server with null sinks
 # and stops it again); libasound2-plugins is ALSA's way to that server (the `pulse` device),
 # which the echo tests take to try the ALSA host; man-db renders `livetalk man` in its test;
-# libopus-dev is the Opus codec the bridge's WebRTC audio links (no cmake build of it).
+# libopus-dev is the Opus codec the bridge's WebRTC audio links (no cmake build of it); haproxy
+# and prometheus are the load balancer and the scraper of the bridge's fleet test.
 scripts/setup-system.sh pkg-config libasound2-dev espeak-ng openssl python3 python3-venv tmux \
-    pulseaudio pulseaudio-utils libasound2-plugins man-db libopus-dev
+    pulseaudio pulseaudio-utils libasound2-plugins man-db libopus-dev haproxy prometheus
 
 # The MCP tests run livetalk against the reference MCP server (npm) and the Python SDK's
 # FastMCP (in the venv the Python SDK tests use too). A Node from elsewhere (nodesource, nvm)

@@ -343,6 +343,27 @@ pub struct ServeArgs {
     /// UDP port every WebRTC peer connection shares (0: a free one, chosen at start).
     #[arg(long, value_name = "PORT", default_value_t = 0)]
     pub webrtc_port: u16,
+    /// On SIGTERM or POST /drain: the most seconds each session gets to finish the model's
+    /// turn before it is closed anyway (1 to 3600).
+    #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub drain_timeout: u64,
+    /// Record every app session (recording format 4) into a folder of its own under DIR.
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// With --record: keep only the newest N recordings in DIR.
+    #[arg(long, value_name = "N", requires = "record", value_parser = clap::value_parser!(u32).range(1..))]
+    pub record_keep: Option<u32>,
+    /// How the log on stderr is written: text, or json (one object per line, each line of a
+    /// session with its id).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// How a server writes its log on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -9,11 +9,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use tracing_appender::non_blocking::{ErrorCounter, WorkerGuard};
+use tracing_subscriber::Layer as _;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
+use crate::cli::LogFormat;
 use livetalk_live::{excerpt, redact};
 
 fn level() -> LevelFilter {
@@ -156,14 +158,31 @@ impl Drop for StderrLog {
 /// Logs to stderr, as servers do. A dedicated thread does the writing, so a stderr that is a
 /// full pipe nobody reads costs log lines, never a stalled server or an ignored SIGTERM.
 pub fn to_stderr() -> Option<StderrLog> {
+    to_stderr_as(LogFormat::Text)
+}
+
+/// [`to_stderr`] in `format`: text lines, or one JSON object per line (`--log-format json`),
+/// with the fields of the spans it was logged in (a bridge session's `id`) at its top level.
+pub fn to_stderr_as(format: LogFormat) -> Option<StderrLog> {
     let (writer, worker) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(true)
         .buffered_lines_limit(STDERR_BACKLOG_LINES)
         .thread_name("livetalk-log")
         .finish(std::io::stderr());
     let dropped = writer.error_counter();
+    let writer = BoundedLines(writer);
+    let layer = match format {
+        LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(writer).boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(true)
+            .with_writer(writer)
+            .boxed(),
+    };
     tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_writer(BoundedLines(writer)))
+        .with(layer)
         .with(filter(level()))
         .try_init()
         .ok()?;

@@ -54,9 +54,12 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Mock(args)) => mock(runtime, args),
         Some(Command::Serve(args)) => {
-            let _log = logging::to_stderr();
+            let _log = logging::to_stderr_as(args.log_format);
             let result = runtime.block_on(serve::bridge(args, session.config.clone()));
-            exit(result.map(|()| 0))
+            exit(result.map(|stopped| match stopped {
+                serve::Stopped::Drained => 0,
+                serve::Stopped::Forced => 1,
+            }))
         }
         Some(Command::Replay(args)) => replay(runtime, args, session),
         Some(Command::Inspect(args)) => inspect_recording(&args, session),

@@ -1,16 +1,18 @@
 //! The two server commands, `livetalk mock` and `livetalk serve`: start the server from the
-//! flags, say where it listens (the first line on stdout), and serve until Ctrl-C or SIGTERM.
+//! flags, say where it listens (the first line on stdout), and serve until Ctrl-C or SIGTERM
+//! (the bridge drains first: a second signal stops it at once).
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use livetalk_mock::ws_server::ConnectionLimits;
 // The mock's fault scenario (`--scenario`); a scenario in this app is `check`'s.
 use livetalk_mock::Scenario as FaultScenario;
 use livetalk_mock::{MockOptions, MockServer, TlsFiles};
-use tracing::info;
+use tracing::{info, warn};
 
-use crate::bridge::{BridgeOptions, BridgeServer, Upstream};
+use crate::bridge::{BridgeOptions, BridgeServer, RecordOptions, Upstream};
 use crate::cli::{MockArgs, ServeArgs};
 use crate::config::{FlagOverrides, Route, Settings};
 use crate::output;
@@ -65,23 +67,42 @@ fn open_bind_warning(addr: SocketAddr) -> String {
 }
 
 async fn wait_for_signal() {
+    Signals::new().next().await;
+}
+
+/// Ctrl-C and SIGTERM, as one stream: each signal is one `next`.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Signals {
+        Signals {
+            #[cfg(unix)]
+            term: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok(),
+        }
+    }
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        if let Some(term) = &mut self.term {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
             }
             return;
         }
+        let _ = tokio::signal::ctrl_c().await;
     }
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// `livetalk serve`: resolve the upstream from the normal config (key from config or env),
 /// serve until Ctrl-C or SIGTERM. The first stdout line names the URL.
-pub async fn bridge(args: ServeArgs, config: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+pub async fn bridge(
+    args: ServeArgs,
+    config: Option<std::path::PathBuf>,
+) -> anyhow::Result<Stopped> {
     let settings = Settings::load_for_session(&FlagOverrides {
         config,
         endpoint: args.endpoint.clone(),
@@ -106,12 +127,13 @@ pub async fn bridge(args: ServeArgs, config: Option<std::path::PathBuf>) -> anyh
         ..ConnectionLimits::default()
     };
 
-    let (endpoint, api_key, _mock, upstream_label) = match &settings.target {
+    let (endpoint, api_key, _mock, upstream_label, offline) = match &settings.target {
         Route::Google(endpoint) | Route::Custom(endpoint) => (
             endpoint.clone(),
             settings.api_key.clone(),
             None,
             endpoint.host().to_owned(),
+            false,
         ),
         // The mock needs no key; don't hand it the real one.
         _ => {
@@ -132,6 +154,7 @@ pub async fn bridge(args: ServeArgs, config: Option<std::path::PathBuf>) -> anyh
                 None,
                 Some(mock),
                 "the offline demo model".to_owned(),
+                true,
             )
         }
     };
@@ -141,6 +164,7 @@ pub async fn bridge(args: ServeArgs, config: Option<std::path::PathBuf>) -> anyh
             endpoint,
             api_key,
             connect_timeout: settings.connect_timeout,
+            offline,
         },
         token,
         max_message_bytes: args.max_message_bytes,
@@ -150,6 +174,11 @@ pub async fn bridge(args: ServeArgs, config: Option<std::path::PathBuf>) -> anyh
             port: args.webrtc_port,
             ..Default::default()
         },
+        drain_timeout: Duration::from_secs(args.drain_timeout),
+        record: args.record.map(|dir| RecordOptions {
+            dir,
+            keep: args.record_keep.map(|n| n as usize),
+        }),
     })
     .await?;
     output::out(&format!(
@@ -158,7 +187,41 @@ pub async fn bridge(args: ServeArgs, config: Option<std::path::PathBuf>) -> anyh
     ))?;
     use std::io::Write as _;
     std::io::stdout().flush()?;
-    wait_for_signal().await;
-    info!("bridge stopping");
-    Ok(())
+    // The first signal (or POST /drain) drains: no new apps, each session finishes its turn,
+    // gets its handle and is closed; the process ends when the last has gone. A second
+    // signal ends it at once.
+    let mut signals = Signals::new();
+    tokio::select! {
+        _ = signals.next() => {
+            server.drain();
+        }
+        _ = server.emptied() => {}
+    }
+    // Said in the log, which never blocks: a stderr nobody reads must not hold up a drain.
+    info!(
+        connections = server.connections(),
+        "draining; a second Ctrl-C or SIGTERM stops at once"
+    );
+    tokio::select! {
+        _ = server.emptied() => {
+            info!("drained: every app connection has gone; stopping");
+            Ok(Stopped::Drained)
+        }
+        _ = signals.next() => {
+            warn!(
+                connections = server.connections(),
+                "stopped by a second signal with app connections still open"
+            );
+            Ok(Stopped::Forced)
+        }
+    }
+}
+
+/// How `livetalk serve` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// Every app connection had gone (exit status 0).
+    Drained,
+    /// A second signal ended the drain (exit status 1; the log says so).
+    Forced,
 }

@@ -9,7 +9,7 @@
 
 mod common;
 
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -88,6 +88,18 @@ impl App {
     async fn connect(request: impl IntoClientRequest + Unpin) -> App {
         App {
             socket: JsonSocket::connect(request).await.text_only(),
+        }
+    }
+
+    /// The next message, a `SESSION_HANDLE` aside: the bridge tells one whenever the
+    /// service gives a new one (after setup, after each turn), between whatever else it says.
+    /// It stays in `seen`, and `until` and `wait_for` find it.
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            let message = self.socket.next().await?;
+            if message["type"] != "SESSION_HANDLE" {
+                return Some(message);
+            }
         }
     }
 
@@ -1061,6 +1073,516 @@ async fn without_a_token_foreign_web_pages_are_refused() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Past one instance: session handles, drains, health and metrics
+// ---------------------------------------------------------------------------------------------
+
+/// The first turn of the memory dialogue: it names the lamp, so "it" means the lamp after.
+const ASK_LAMP: &str = "Is the living room lamp on?";
+/// The second: only a session that remembers the first knows what "it" is.
+const TURN_IT_ON: &str = "Turn it on.";
+
+/// One mock and two bridge instances in front of it, as behind a load balancer.
+async fn two_instances(
+    speed: f64,
+    adjust: impl Fn(&mut BridgeOptions),
+) -> (MockServer, BridgeServer, BridgeServer) {
+    let mock = MockServer::start(MockOptions {
+        speed,
+        ..MockOptions::loopback()
+    })
+    .await
+    .unwrap();
+    let mut options = bridge_options(mock.endpoint(ApiVersion::V1));
+    adjust(&mut options);
+    let a = BridgeServer::start(options.clone()).await.unwrap();
+    let b = BridgeServer::start(options).await.unwrap();
+    (mock, a, b)
+}
+
+impl App {
+    /// Reads to the end of the connection: the Close the bridge ended it with.
+    async fn closed(&mut self) -> common::ws::Closed {
+        match self.socket.until(|_| false).await {
+            Err(closed) => closed,
+            Ok(read) => unreachable!("{read:?}"),
+        }
+    }
+
+    /// CONNECT_GEMINI resuming `handle`; returns the SETUP_COMPLETE.
+    async fn resume(&mut self, handle: &str) -> Value {
+        self.send(json!({"type": "CONNECT_GEMINI", "payload": {
+            "initialConfig": live_config("audio"), "handle": handle}}))
+            .await;
+        self.until("SETUP_COMPLETE").await.0
+    }
+
+    /// "Turn it on.", and the call it makes must be about the lamp: the conversation before
+    /// it was kept.
+    async fn turn_it_on_remembering_the_lamp(&mut self) {
+        self.say(TURN_IT_ON).await;
+        let calls = self.answer_tool_call(json!({"result": "ok"})).await;
+        assert_eq!(calls[0]["name"], "set_device_status", "{calls:?}");
+        assert_eq!(calls[0]["args"]["device_name"], "living room lamp");
+        self.finish_turn().await;
+    }
+}
+
+fn address(server: &BridgeServer) -> String {
+    server.local_addr().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_handle_resumes_the_conversation_on_another_instance() {
+    let (mock, a, b) = two_instances(20.0, |_| {}).await;
+    let mut app = App::connect(&a.url()).await;
+    app.start(live_config("audio")).await;
+    app.say(ASK_LAMP).await;
+    app.answer_tool_call(json!({"status": "off"})).await;
+    app.finish_turn().await;
+    // The handle of the conversation as it is now, after the turn.
+    let told = app.wait_for(|m| m["type"] == "SESSION_HANDLE").await;
+    let handle = told["payload"]["handle"].as_str().unwrap().to_owned();
+    assert!(!handle.is_empty(), "{told}");
+    drop(app);
+
+    let mut again = App::connect(&b.url()).await;
+    let setup = again.resume(&handle).await;
+    assert_eq!(setup["payload"]["success"], true, "{setup}");
+    again.turn_it_on_remembering_the_lamp().await;
+    assert_eq!(mock.resumptions(), 1);
+
+    // Without the handle the same words name no device: the memory above was the handle's.
+    let mut fresh = App::connect(&b.url()).await;
+    fresh.start(live_config("audio")).await;
+    fresh.say(TURN_IT_ON).await;
+    let turn = fresh.finish_turn().await;
+    assert!(of_type(&turn, "TOOL_CALL").is_empty(), "{turn:#?}");
+    assert!(
+        reply_text(&turn).contains("Which device"),
+        "{}",
+        reply_text(&turn)
+    );
+
+    // A handle nobody issued is refused as the service refuses it, code and all.
+    let mut stranger = App::connect(&b.url()).await;
+    let setup = stranger
+        .resume("mock-session-00000000000000000000000000000000")
+        .await;
+    assert_eq!(setup["payload"]["success"], false, "{setup}");
+    assert_eq!(setup["payload"]["error"]["code"], 1008, "{setup}");
+    let text = setup["payload"]["error"]["message"].as_str().unwrap();
+    assert!(text.contains("session not found"), "{text}");
+
+    let metrics = b.metrics_text();
+    assert_eq!(
+        metric(
+            &metrics,
+            r#"livetalk_bridge_sessions_total{resumed="true"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            r#"livetalk_bridge_sessions_total{resumed="false"}"#
+        ),
+        1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_app_of_the_original_bridge_is_told_no_handle() {
+    let bridge = bridge().await;
+    let mut app = App::connect(&bridge.server.url()).await;
+    app.send(json!({"type": "CONNECT_GEMINI", "payload": {
+        "initialConfig": live_config("audio"), "sessionHandles": false}}))
+        .await;
+    app.until("SETUP_COMPLETE").await;
+    app.say(ASK_LAMP).await;
+    app.answer_tool_call(json!({"status": "off"})).await;
+    app.finish_turn().await;
+    // A second turn, so the first's handle has come and gone upstream.
+    app.say(TURN_IT_ON).await;
+    app.answer_tool_call(json!({"result": "ok"})).await;
+    app.finish_turn().await;
+    app.send(json!({"type": "DISCONNECT_GEMINI"})).await;
+    let (_, rest) = app.until("GEMINI_DISCONNECTED").await;
+    assert!(of_type(&app.seen, "SESSION_HANDLE").is_empty(), "{rest:#?}");
+}
+
+/// A bridge in front of a scripted upstream, and an app set up through it with `CONNECT_GEMINI`
+/// and this `payload`: the upstream's socket and the setup it read.
+async fn scripted_session(
+    payload: Value,
+) -> (
+    FakeLive,
+    BridgeServer,
+    App,
+    WebSocketStream<TcpStream>,
+    Value,
+) {
+    let mut fake = FakeLive::start().await;
+    let server = BridgeServer::start(bridge_options(fake.endpoint()))
+        .await
+        .unwrap();
+    let mut app = App::connect(&server.url()).await;
+    app.send(json!({"type": "CONNECT_GEMINI", "payload": payload}))
+        .await;
+    let (_, setup, mut upstream) = fake.accept().await;
+    send_json(&mut upstream, json!({"setupComplete": {}})).await;
+    app.until("SETUP_COMPLETE").await;
+    (fake, server, app, upstream, setup)
+}
+
+/// A session resumed with the app's handle and drained before the service gave a new one:
+/// the app is handed back the handle it came with (which still holds the conversation), not
+/// told to forget it; the resumed setup carried that handle upstream.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drain_before_the_first_new_handle_hands_back_the_one_the_app_came_with() {
+    let (_fake, server, mut app, _upstream, setup) = scripted_session(
+        json!({"initialConfig": {"model": "models/m"}, "handle": "h-from-elsewhere"}),
+    )
+    .await;
+    assert_eq!(
+        setup["sessionResumption"],
+        json!({"handle": "h-from-elsewhere"})
+    );
+    server.drain();
+    let closed = app.closed().await;
+    assert_eq!(closed.code, 1012);
+    let told = of_type(&app.seen, "SESSION_HANDLE");
+    assert_eq!(told.len(), 1, "{:#?}", app.seen);
+    assert_eq!(told[0]["payload"], json!({"handle": "h-from-elsewhere"}));
+}
+
+/// A session resumed with the app's handle whose upstream connection drops before the service
+/// gave a new one: the reconnect resumes with the app's handle (it still holds the
+/// conversation), not as a fresh session that would lose it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drop_before_the_first_new_handle_reconnects_with_the_one_the_app_came_with() {
+    let (mut fake, _server, mut app, mut upstream, _) = scripted_session(
+        json!({"initialConfig": {"model": "models/m"}, "handle": "h-from-elsewhere"}),
+    )
+    .await;
+    close_with(&mut upstream, 1011, "internal error").await;
+    let (_, setup, mut again) = fake.accept().await;
+    assert_eq!(
+        setup["sessionResumption"],
+        json!({"handle": "h-from-elsewhere"})
+    );
+    send_json(&mut again, json!({"setupComplete": {}})).await;
+    send_json(
+        &mut again,
+        json!({"sessionResumptionUpdate": {"newHandle": "h-next", "resumable": true}}),
+    )
+    .await;
+    let told = app.wait_for(|m| m["type"] == "SESSION_HANDLE").await;
+    assert_eq!(
+        told["payload"],
+        json!({"handle": "h-next"}),
+        "{:#?}",
+        app.seen
+    );
+    // Nothing told the app to forget the conversation, nor its own handle back.
+    assert_eq!(
+        of_type(&app.seen, "SESSION_HANDLE").len(),
+        1,
+        "{:#?}",
+        app.seen
+    );
+}
+
+/// The app is told a handle where the service gave it, after everything that came before it:
+/// a handle given at a turn's end reaches the app after that turn's `TURN_COMPLETE`, however
+/// far the session has read ahead of what the app has been sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handle_reaches_the_app_after_what_came_before_it() {
+    let (_fake, _server, mut app, mut upstream, _) =
+        scripted_session(json!({"initialConfig": {"model": "models/m"}})).await;
+    // A reply of many parts, its end, and the handle that holds it, sent at once.
+    for i in 0..100 {
+        send_json(
+            &mut upstream,
+            json!({"serverContent": {"modelTurn": {"parts": [{"text": format!("{i} ")}]}}}),
+        )
+        .await;
+    }
+    send_json(
+        &mut upstream,
+        json!({"serverContent": {"turnComplete": true}}),
+    )
+    .await;
+    send_json(
+        &mut upstream,
+        json!({"sessionResumptionUpdate": {"newHandle": "h-after-the-turn", "resumable": true}}),
+    )
+    .await;
+    let told = app.wait_for(|m| m["type"] == "SESSION_HANDLE").await;
+    assert_eq!(told["payload"], json!({"handle": "h-after-the-turn"}));
+    let kinds: Vec<&str> = app.seen.iter().filter_map(|m| m["type"].as_str()).collect();
+    let (handle, complete) = (
+        kinds.iter().position(|k| *k == "SESSION_HANDLE").unwrap(),
+        kinds.iter().position(|k| *k == "TURN_COMPLETE"),
+    );
+    assert_eq!(complete, Some(handle - 1), "{kinds:?}");
+    let parts = of_type(&app.seen, "CONTENT_MESSAGE")
+        .iter()
+        .filter(|m| m["payload"]["serverContent"]["modelTurn"].is_object())
+        .count();
+    assert_eq!(parts, 100, "{kinds:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_answer_no_call_awaits_is_refused_and_never_reaches_the_model() {
+    let (mock, a, _b) = two_instances(20.0, |_| {}).await;
+    let mut app = App::connect(&a.url()).await;
+    app.start(live_config("audio")).await;
+    app.say(ASK_LAMP).await;
+    let calls = app.answer_tool_call(json!({"status": "off"})).await;
+    app.finish_turn().await;
+    // The same answer again, and one for a call never made.
+    for id in [calls[0]["id"].clone(), json!("function-call-999")] {
+        app.send(json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {
+            "functionResponses": [{"id": id, "name": "get_device_status", "response": {"status": "off"}}]}}}))
+            .await;
+        let error = app.wait_for(|m| m["type"] == "GEMINI_ERROR").await;
+        let text = error["payload"]["message"].as_str().unwrap();
+        assert!(text.contains("answers no pending call"), "{text}");
+    }
+    // The session goes on, and the model never saw a stray answer.
+    app.turn_it_on_remembering_the_lamp().await;
+    assert_eq!(mock.stray_tool_responses(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drain_finishes_the_turn_then_hands_each_app_its_handle_and_closes_1012() {
+    // Slow speech, so the turn outlasts the drain's start by far.
+    let (mock, a, b) = two_instances(2.0, |_| {}).await;
+    let mut idle = App::connect(&a.url()).await;
+    idle.start(live_config("audio")).await;
+    idle.say(ASK_LAMP).await;
+    idle.answer_tool_call(json!({"status": "off"})).await;
+    idle.finish_turn().await;
+    let idle_handle =
+        idle.wait_for(|m| m["type"] == "SESSION_HANDLE").await["payload"]["handle"].clone();
+
+    let mut busy = App::connect(&a.url()).await;
+    busy.start(live_config("audio")).await;
+    busy.say(ASK_LAMP).await;
+    let (call, _) = busy.until("TOOL_CALL").await;
+    // Mid-turn: the model waits for the tool's answer.
+    assert!(a.drain());
+    let (status, body) = http(&address(&a), "GET", "/readyz", &[]).await;
+    assert_eq!(
+        (status, body.trim_end()),
+        (
+            503,
+            "draining: this instance is shutting down and takes no new apps"
+        )
+    );
+    match tokio_tungstenite::connect_async(a.url()).await {
+        Err(tungstenite::Error::Http(response)) => assert_eq!(response.status().as_u16(), 503),
+        other => panic!(
+            "a draining instance takes no new app: {:?}",
+            other.map(|_| ())
+        ),
+    }
+    assert_eq!(http(&address(&a), "GET", "/healthz", &[]).await.0, 200);
+
+    // The idle app leaves at once with the handle it had.
+    let closed = idle.closed().await;
+    assert_eq!(closed.code, 1012);
+    let told: Vec<&Value> = idle.seen.iter().rev().take(2).collect();
+    assert_eq!(told[1]["type"], "SESSION_HANDLE", "{told:?}");
+    assert_eq!(told[1]["payload"]["handle"], idle_handle);
+    assert_eq!(told[0]["type"], "GEMINI_DISCONNECTED");
+    assert_eq!(told[0]["payload"]["code"], 1012);
+
+    // The busy one is told, answers its call, hears the turn to its end, then leaves.
+    let calls = &call["payload"]["toolCall"]["functionCalls"];
+    busy.send(
+        json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {
+        "functionResponses": function_responses(calls, &json!({"status": "off"}))}}}),
+    )
+    .await;
+    // What would start a new turn is not sent now: the app sends it again after.
+    busy.say(TURN_IT_ON).await;
+    let closed = busy.closed().await;
+    assert_eq!(closed.code, 1012);
+    let kinds: Vec<&str> = busy
+        .seen
+        .iter()
+        .map(|m| m["type"].as_str().unwrap())
+        .collect();
+    let at = |kind: &str| {
+        kinds
+            .iter()
+            .rposition(|k| *k == kind)
+            .unwrap_or_else(|| panic!("no {kind}: {kinds:?}"))
+    };
+    let notice = busy
+        .seen
+        .iter()
+        .position(|m| {
+            m["type"] == "LOG_MESSAGE"
+                && m["payload"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("draining")
+        })
+        .expect("the drain is told");
+    assert!(
+        notice < at("TURN_COMPLETE")
+            && at("TURN_COMPLETE") < at("SESSION_HANDLE")
+            && at("SESSION_HANDLE") < at("GEMINI_DISCONNECTED"),
+        "{kinds:?}"
+    );
+    assert!(
+        reply_text(&busy.seen).contains("off"),
+        "the turn came whole: {}",
+        reply_text(&busy.seen)
+    );
+    let refused = of_type(&busy.seen, "GEMINI_ERROR");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0]["payload"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("SEND_MESSAGE was not sent")
+    );
+    let handle = busy.seen[at("SESSION_HANDLE")]["payload"]["handle"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    tokio::time::timeout(WAIT, a.emptied())
+        .await
+        .expect("the instance empties");
+
+    // Both resume on the other instance, where the conversation goes on.
+    let mut moved = App::connect(&b.url()).await;
+    assert_eq!(moved.resume(&handle).await["payload"]["success"], true);
+    moved.turn_it_on_remembering_the_lamp().await;
+    let mut moved = App::connect(&b.url()).await;
+    assert_eq!(
+        moved.resume(idle_handle.as_str().unwrap()).await["payload"]["success"],
+        true
+    );
+    moved.turn_it_on_remembering_the_lamp().await;
+    assert_eq!(mock.stray_tool_responses(), 0);
+
+    let metrics = a.metrics_text();
+    assert_eq!(metric(&metrics, "livetalk_bridge_drains_total"), 1.0);
+    assert_eq!(
+        metric(
+            &metrics,
+            r#"livetalk_bridge_drained_connections_total{at="turn_end"}"#
+        ),
+        2.0
+    );
+    assert_eq!(metric(&metrics, "livetalk_bridge_connections_open"), 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_drain_that_times_out_cancels_the_calls_left_open_before_the_close() {
+    let (mock, a, _b) = two_instances(20.0, |o| o.drain_timeout = Duration::from_secs(1)).await;
+    let mut app = App::connect(&a.url()).await;
+    app.start(live_config("audio")).await;
+    app.say(ASK_LAMP).await;
+    let (call, _) = app.until("TOOL_CALL").await;
+    let id = call["payload"]["toolCall"]["functionCalls"][0]["id"].clone();
+    a.drain();
+    // The app never answers: a second later the drain closes it anyway.
+    let closed = app.closed().await;
+    assert_eq!(closed.code, 1012);
+    let last: Vec<&str> = app
+        .seen
+        .iter()
+        .rev()
+        .take(3)
+        .map(|m| m["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        last,
+        [
+            "GEMINI_DISCONNECTED",
+            "SESSION_HANDLE",
+            "TOOL_CALL_CANCELLATION"
+        ]
+    );
+    let cancelled = of_type(&app.seen, "TOOL_CALL_CANCELLATION");
+    assert_eq!(
+        cancelled[0]["payload"]["toolCallCancellation"]["ids"],
+        json!([id])
+    );
+    tokio::time::timeout(WAIT, a.emptied()).await.unwrap();
+    assert_eq!(mock.stray_tool_responses(), 0);
+    assert_eq!(
+        metric(
+            &a.metrics_text(),
+            r#"livetalk_bridge_drained_connections_total{at="timeout"}"#
+        ),
+        1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn health_metrics_and_drain_answer_plain_http_the_token_guarding_all_but_health() {
+    let bridge = bridge_with(|o| o.token = Some("t0k".into())).await;
+    let addr = address(&bridge.server);
+    let bearer = [("Authorization", "Bearer t0k")];
+    assert_eq!(
+        http(&addr, "GET", "/healthz", &[]).await,
+        (200, "ok\n".into())
+    );
+    assert_eq!(
+        http(&addr, "GET", "/readyz", &[]).await,
+        (200, "ready\n".into())
+    );
+    assert_eq!(http(&addr, "GET", "/metrics", &[]).await.0, 401);
+    assert_eq!(http(&addr, "POST", "/drain", &[]).await.0, 401);
+    assert_eq!(http(&addr, "GET", "/drain", &bearer).await.0, 405);
+    assert_eq!(http(&addr, "GET", "/", &[]).await.0, 426);
+
+    let mut app = App::connect(&format!("{}/?token=t0k", bridge.server.url())).await;
+    app.start(live_config("audio")).await;
+    app.say(ASK_LAMP).await;
+    app.answer_tool_call(json!({"status": "off"})).await;
+    app.finish_turn().await;
+    app.send(json!({"type": "DISCONNECT_GEMINI"})).await;
+    app.until("GEMINI_DISCONNECTED").await;
+    let (status, metrics) = http(&addr, "GET", "/metrics?token=t0k", &[]).await;
+    assert_eq!(status, 200);
+    assert!(metrics.ends_with("# EOF\n"), "{metrics}");
+    for (sample, value) in [
+        ("livetalk_bridge_connections_total", 1.0),
+        (r#"livetalk_bridge_sessions_total{resumed="false"}"#, 1.0),
+        ("livetalk_bridge_sessions_open", 0.0),
+        ("livetalk_bridge_turns_total", 1.0),
+        ("livetalk_bridge_tool_calls_total", 1.0),
+        ("livetalk_bridge_tool_answer_seconds_count", 1.0),
+        ("livetalk_bridge_first_response_seconds_count", 1.0),
+        ("livetalk_bridge_first_audio_seconds_count", 1.0),
+    ] {
+        assert_eq!(metric(&metrics, sample), value, "{sample}\n{metrics}");
+    }
+    for sample in [
+        r#"livetalk_bridge_app_bytes_total{direction="received"}"#,
+        r#"livetalk_bridge_app_bytes_total{direction="sent"}"#,
+        r#"livetalk_bridge_upstream_bytes_total{direction="received"}"#,
+        r#"livetalk_bridge_upstream_bytes_total{direction="sent"}"#,
+    ] {
+        assert!(metric(&metrics, sample) > 0.0, "{sample}\n{metrics}");
+    }
+    assert!(!metrics.contains("t0k"));
+
+    assert_eq!(http(&addr, "POST", "/drain", &bearer).await.0, 202);
+    assert_eq!(http(&addr, "GET", "/readyz", &[]).await.0, 503);
+    tokio::time::timeout(WAIT, bridge.server.emptied())
+        .await
+        .unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
 // Load
 // ---------------------------------------------------------------------------------------------
 
@@ -1151,15 +1673,31 @@ impl ServeProcess {
         }
     }
 
-    /// Stops the server and returns what it logged.
-    fn stop(mut self) -> String {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.stderr
+    /// Stops the server as a deploy does (SIGTERM: it drains, exits 0 and writes out what its
+    /// log still held; a kill could lose the last lines) and returns what it logged.
+    fn stop(self) -> String {
+        let (status, log) = self.signalled("TERM", WAIT);
+        assert_eq!(status.code(), Some(0), "{log}");
+        log
+    }
+}
+
+impl ServeProcess {
+    /// `signal` (TERM, INT), then how the server ended: its exit status (after at most
+    /// `within`) and what it logged.
+    fn signalled(mut self, signal: &str, within: Duration) -> (std::process::ExitStatus, String) {
+        send_signal(self.child.id(), signal);
+        let status = poll(within, Duration::from_millis(20), || {
+            self.child.try_wait().unwrap()
+        })
+        .unwrap_or_else(|| panic!("livetalk serve did not exit within {within:?} of SIG{signal}"));
+        let log = self
+            .stderr
             .take()
             .unwrap()
             .recv_timeout(Duration::from_secs(5))
-            .unwrap()
+            .unwrap();
+        (status, log)
     }
 }
 
@@ -1168,6 +1706,164 @@ impl Drop for ServeProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `serve --record DIR --record-keep 2 --log-format json` with an API key: three app
+/// sessions, of which the newest two are kept; each reads as recording format 4 with
+/// `inspect`, `replay` and `check`, and none holds the key. Every log line is one JSON object,
+/// each line of a session with its id; SIGTERM with no app left ends the bridge at once with
+/// status 0.
+#[test]
+fn serve_records_each_session_in_format_4_and_logs_json_lines() {
+    const KEY: &str = "fake-key-recorded-never-4242";
+    let scratch = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mock = runtime
+        .block_on(MockServer::start(MockOptions {
+            speed: 20.0,
+            ..MockOptions::loopback()
+        }))
+        .unwrap();
+    let recordings = scratch.path().join("recordings");
+    let serve = ServeProcess::start(
+        scratch.path(),
+        &[
+            "--endpoint",
+            &mock.base_url(),
+            "--listen",
+            "127.0.0.1:0",
+            "--record",
+            recordings.to_str().unwrap(),
+            "--record-keep",
+            "2",
+            "--log-format",
+            "json",
+        ],
+        &[("GEMINI_API_KEY", KEY), ("LIVETALK_LOG", "debug")],
+    );
+    for lines in [
+        &SMART_HOME_LINES[..1],
+        &SMART_HOME_LINES[..1],
+        &SMART_HOME_LINES,
+    ] {
+        let run = run_livetalk(
+            scratch.path(),
+            &["--headless", "--bridge", &serve.url],
+            &[],
+            lines,
+        );
+        assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    }
+    let (status, log) = serve.signalled("TERM", Duration::from_secs(10));
+    assert!(status.success(), "{status:?}\n{log}");
+
+    // One JSON object a line, no key twice; a session's lines name it.
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|line| {
+            let value: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            // The formatter's own `target` once (a field of that name would repeat it).
+            assert_eq!(line.matches("\"target\":").count(), 1, "{line}");
+            value
+        })
+        .collect();
+    let sessions: std::collections::BTreeSet<String> = lines
+        .iter()
+        .filter_map(|line| {
+            line["spans"]
+                .as_array()?
+                .iter()
+                .find(|span| span["name"] == "session")?["id"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(sessions.len(), 3, "{sessions:?}\n{log}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["message"] == "upstream session open" && l["spans"][0]["name"] == "session"),
+        "{log}"
+    );
+    assert!(!log.contains(KEY));
+
+    // The newest two, each named as its log lines name the session.
+    let mut kept: Vec<String> = std::fs::read_dir(&recordings)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    kept.sort();
+    let newest: Vec<&String> = sessions.iter().skip(1).collect();
+    assert_eq!(kept.iter().collect::<Vec<_>>(), newest, "{kept:?}");
+    for name in &kept {
+        let dir = recordings.join(name);
+        for file in std::fs::read_dir(&dir).unwrap() {
+            let bytes = std::fs::read(file.unwrap().path()).unwrap();
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(KEY),
+                "the key is in {name}"
+            );
+        }
+    }
+    let last = recordings.join(&kept[1]);
+    let meta: Value = serde_json::from_str(
+        std::fs::read_to_string(last.join("session.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(meta["format"], 4, "{meta}");
+    assert_eq!(meta["config"]["session"], kept[1].as_str(), "{meta}");
+    assert_eq!(meta["config"]["recorded_by"], "livetalk serve", "{meta}");
+
+    let path = last.to_str().unwrap();
+    let replayed = run_livetalk(
+        scratch.path(),
+        &["replay", path, "--headless", "--instant"],
+        &[],
+        &[],
+    );
+    assert_eq!(
+        replayed.code,
+        Some(0),
+        "{}\n{}",
+        replayed.stdout,
+        replayed.stderr
+    );
+    assert_smart_home_dialogue(&replayed.stdout);
+    let inspected = run_livetalk(scratch.path(), &["inspect", path], &[], &[]);
+    assert_eq!(inspected.code, Some(0), "{}", inspected.stderr);
+    assert!(
+        inspected.stdout.contains("User turns: 3"),
+        "{}",
+        inspected.stdout
+    );
+    assert!(
+        inspected.stdout.contains("Tool calls: 3"),
+        "{}",
+        inspected.stdout
+    );
+    // Run again against the same model, turn by turn, the calls compared.
+    let checked = run_livetalk(
+        scratch.path(),
+        &["check", path, "--endpoint", &mock.base_url()],
+        &[],
+        &[],
+    );
+    assert_eq!(
+        checked.code,
+        Some(0),
+        "{}\n{}",
+        checked.stdout,
+        checked.stderr
+    );
+    assert!(
+        checked.stdout.contains("3 of 3 turns passed"),
+        "{}",
+        checked.stdout
+    );
 }
 
 #[test]
@@ -1230,6 +1926,8 @@ fn a_bridge_url_without_a_path_and_a_token_with_a_plus_work_as_typed() {
     assert!(!log.contains("panicked"), "{log}");
 }
 
+/// An upstream that quotes the key in its refusal: the key is used upstream, and is in
+/// neither what the app hears, nor the bridge's log, nor the session's `--record` recording.
 #[test]
 fn bridge_binary_keeps_the_key_out_of_its_log_and_refuses_open_binds_without_a_token() {
     const KEY: &str = "fake-test-key-binary-987654";
@@ -1243,9 +1941,17 @@ fn bridge_binary_keeps_the_key_out_of_its_log_and_refuses_open_binds_without_a_t
         close_with(&mut ws, 1008, &format!("API key {KEY} not valid")).await;
         headers
     });
+    let recordings = scratch.path().join("recordings");
     let serve = ServeProcess::start(
         scratch.path(),
-        &["--listen", "127.0.0.1:0", "--endpoint", &url],
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--endpoint",
+            &url,
+            "--record",
+            recordings.to_str().unwrap(),
+        ],
         &[("GEMINI_API_KEY", KEY), ("LIVETALK_LOG", "debug")],
     );
     let run = run_livetalk(
@@ -1266,6 +1972,19 @@ fn bridge_binary_keeps_the_key_out_of_its_log_and_refuses_open_binds_without_a_t
     let log = serve.stop();
     assert!(log.contains("upstream session failed"), "{log}");
     assert!(!log.contains(KEY) && !log.contains("987654"), "{log}");
+    // The session's recording holds the refusal, and not the key it quoted.
+    let sessions: Vec<_> = std::fs::read_dir(&recordings)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let recorded = std::fs::read_to_string(sessions[0].join("session.jsonl")).unwrap();
+    assert!(recorded.contains("not valid"), "{recorded}");
+    for file in std::fs::read_dir(&sessions[0]).unwrap() {
+        let bytes = std::fs::read(file.unwrap().path()).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains(KEY) && !text.contains("987654"), "{text}");
+    }
 
     let output = livetalk(scratch.path())
         .args(["serve", "--listen", "0.0.0.0:0"])
@@ -1482,11 +2201,12 @@ async fn a_goaway_moves_the_upstream_and_the_apps_next_turn_keeps_the_conversati
     app.answer_tool_call(json!({"device_name": "living room lamp", "status": "off"}))
         .await;
     app.until("TURN_COMPLETE").await;
-    // The goAway and the move are news for the log, nothing more.
+    // The goAway and the move are news for the log, nothing more (beside the session's new
+    // handles).
     let mut between = Vec::new();
     let moved = loop {
         let (log, before) = app.until("LOG_MESSAGE").await;
-        between.extend(before);
+        between.extend(before.into_iter().filter(|m| m["type"] != "SESSION_HANDLE"));
         between.push(log.clone());
         if log["payload"]["message"]
             .as_str()
@@ -2530,4 +3250,521 @@ fn a_webrtc_session_whose_input_ended_exits_in_time_whatever_the_bridge_answers(
         );
         assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A fleet behind HAProxy, scraped by Prometheus (docs/bridge.md, "Past one machine")
+// ---------------------------------------------------------------------------------------------
+
+/// A child process killed when the test is done with it.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Child processes killed when the test is done with them.
+struct Children(Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The first block of code fenced as `language` in docs/bridge.md.
+fn documented(language: &str) -> String {
+    let page =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/bridge.md")).unwrap();
+    let start = page
+        .find(&format!("```{language}\n"))
+        .unwrap_or_else(|| panic!("docs/bridge.md has a {language} block"));
+    let block = &page[start + language.len() + 4..];
+    block[..block.find("```").unwrap()].to_owned()
+}
+
+/// A program a test needs from the system (`scripts/test.sh` installs it).
+fn system_program(name: &str) -> std::path::PathBuf {
+    ["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"]
+        .iter()
+        .map(|dir| std::path::Path::new(dir).join(name))
+        .find(|path| path.exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} is not installed: scripts/test.sh installs it (Debian's `{name}` package)"
+            )
+        })
+}
+
+/// One server's line of HAProxy's statistics (CSV): its status, last check's status and code.
+async fn haproxy_server(stats: &str, server: &str) -> Option<(String, String, String)> {
+    let (status, csv) = http_if_up(stats, "GET", "/stats;csv", &[]).await?;
+    if status != 200 {
+        return None;
+    }
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next()?.trim_start_matches("# ").split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name);
+    let (sv, st, check, code) = (
+        column("svname")?,
+        column("status")?,
+        column("check_status")?,
+        column("check_code")?,
+    );
+    lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .find_map(|row| {
+            (row.get(sv) == Some(&server)).then(|| {
+                (
+                    row[st].to_owned(),
+                    row[check].to_owned(),
+                    row[code].to_owned(),
+                )
+            })
+        })
+}
+
+fn haproxy_stats_text(stats: &str) -> Option<(u16, String)> {
+    let stats = stats.to_owned();
+    std::thread::spawn(move || {
+        tokio::runtime::Runtime::new().unwrap().block_on(http_if_up(
+            &stats,
+            "GET",
+            "/stats;csv",
+            &[],
+        ))
+    })
+    .join()
+    .unwrap()
+}
+
+/// One Prometheus query's value for one instance; `None` until it has one.
+async fn scraped(prometheus: &str, metric: &str, instance: &str) -> Option<f64> {
+    let query = format!("{metric}{{instance=\"{instance}\"}}");
+    let encoded: String = query
+        .bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let (status, body) = http(
+        prometheus,
+        "GET",
+        &format!("/api/v1/query?query={encoded}"),
+        &[],
+    )
+    .await;
+    if status != 200 {
+        return None;
+    }
+    let answer: Value = serde_json::from_str(&body).ok()?;
+    answer["data"]["result"][0]["value"][1]
+        .as_str()?
+        .parse()
+        .ok()
+}
+
+/// An app of the fleet test: a WebSocket through the load balancer, the turns it completed
+/// on each instance, and whether its instance drained it.
+struct FleetApp {
+    app: App,
+    url: String,
+    handle: Option<String>,
+    drained: bool,
+}
+
+/// How long a fleet app waits for each message: the fleet test runs four servers beside the
+/// rest of the suite on a small machine.
+const FLEET_WAIT: Duration = Duration::from_secs(60);
+
+impl FleetApp {
+    async fn connect(url: &str) -> FleetApp {
+        let app = App::connect(url).await;
+        let mut app = App {
+            socket: app.socket.waiting(FLEET_WAIT),
+        };
+        app.start(live_config("audio")).await;
+        FleetApp {
+            app,
+            url: url.to_owned(),
+            handle: None,
+            drained: false,
+        }
+    }
+
+    /// One turn: `text`, its one call answered, the reply to its end; returns the call.
+    async fn turn(&mut self, text: &str) -> Value {
+        self.app.say(text).await;
+        let calls = self
+            .app
+            .answer_tool_call(json!({"status": "off", "result": "ok"}))
+            .await;
+        self.app.finish_turn().await;
+        self.keep_handle().await;
+        calls[0].clone()
+    }
+
+    /// Reads on to the SESSION_HANDLE the turn's end brings.
+    async fn keep_handle(&mut self) {
+        let told = self.app.wait_for(|m| m["type"] == "SESSION_HANDLE").await;
+        self.handle = told["payload"]["handle"].as_str().map(str::to_owned);
+    }
+
+    /// Reads to the drain's close, then connects again through the load balancer with the
+    /// handle the drain gave.
+    async fn follow_the_drain(&mut self) {
+        let closed = self.app.closed().await;
+        assert_eq!(closed.code, 1012, "{:#?}", self.app.seen);
+        let mut last = self.app.seen.iter().rev();
+        let disconnected = last.next().unwrap();
+        assert_eq!(disconnected["type"], "GEMINI_DISCONNECTED");
+        assert_eq!(disconnected["payload"]["code"], 1012);
+        let told = last.next().unwrap();
+        assert_eq!(told["type"], "SESSION_HANDLE", "{told}");
+        self.handle = told["payload"]["handle"].as_str().map(str::to_owned);
+        let handle = self.handle.clone().expect("a drained session's handle");
+        self.app = App {
+            socket: App::connect(&self.url).await.socket.waiting(FLEET_WAIT),
+        };
+        let setup = self.app.resume(&handle).await;
+        assert_eq!(setup["payload"]["success"], true, "{setup}");
+        self.drained = true;
+    }
+}
+
+/// Which instance holds each app: the one whose open connections grew.
+async fn connections_open(instance: &str) -> f64 {
+    let (status, body) = http(instance, "GET", "/metrics?token=fleet-t0ken", &[]).await;
+    assert_eq!(status, 200, "{body}");
+    metric(&body, "livetalk_bridge_connections_open")
+}
+
+/// Done means, item 1 and part of 3: HAProxy (the configuration docs/bridge.md gives) in front of
+/// two `livetalk serve` instances sharing one upstream mock; apps in conversation, the
+/// `livetalk --headless --bridge` client among them; one instance drained in the middle of an
+/// app's tool-call turn. HAProxy's check takes it out of the rotation from the drain's start
+/// (its `/readyz` says 503) and a new app goes to the other; every app of the drained instance
+/// resumes on the other with its conversation (a later "it" still means the lamp); every turn
+/// is answered, no call twice; Prometheus scrapes both instances, and what it scraped is what
+/// the apps did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fleet_behind_haproxy_drains_an_instance_without_losing_a_turn() {
+    const TOKEN: &str = "fleet-t0ken";
+    let scratch = tempfile::tempdir().unwrap();
+    let (haproxy_bin, prometheus_bin) = (system_program("haproxy"), system_program("prometheus"));
+    // Slow enough that a turn outlasts the drain's start by far.
+    let mock = MockServer::start(MockOptions {
+        speed: 4.0,
+        ..MockOptions::loopback()
+    })
+    .await
+    .unwrap();
+    let instance = |name: &str| {
+        livetalk(scratch.path())
+            .args([
+                "serve",
+                "--endpoint",
+                &mock.base_url(),
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--token", TOKEN, "--drain-timeout", "60"])
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(scratch.path().join(format!("{name}.log"))).unwrap())
+            .spawn()
+            .unwrap()
+    };
+    let mut instances = Children(vec![instance("first"), instance("second")]);
+    let mut addresses = Vec::new();
+    for child in &mut instances.0 {
+        let stdout = child.stdout.take().unwrap();
+        let url = tokio::task::spawn_blocking(move || LineWatcher::new(stdout).wait_for_url(WAIT))
+            .await
+            .unwrap();
+        addresses.push(url.trim_start_matches("ws://").to_owned());
+    }
+
+    // HAProxy as the user guide configures it, with a statistics page for the test to read.
+    let (front, stats) = (free_port(), free_port());
+    let config = documented("haproxy")
+        .replace("bind :3001", &format!("bind 127.0.0.1:{front}"))
+        .replace("10.0.0.11:3001", &addresses[0])
+        .replace("10.0.0.12:3001", &addresses[1])
+        + &format!(
+            "\nlisten stats\n    bind 127.0.0.1:{stats}\n    stats enable\n    stats uri /stats\n"
+        );
+    let config_path = scratch.path().join("haproxy.cfg");
+    std::fs::write(&config_path, config).unwrap();
+    let _haproxy = Killed(
+        Command::new(&haproxy_bin)
+            .args(["-db", "-f"])
+            .arg(&config_path)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(scratch.path().join("haproxy.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let stats = format!("127.0.0.1:{stats}");
+    for server in ["bridge-1", "bridge-2"] {
+        poll_async(WAIT, Duration::from_millis(100), async || {
+            let up = haproxy_server(&stats, server).await?;
+            (up.0 == "UP").then_some(())
+        })
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "HAProxy never saw {server} ready: {:?}\n{}",
+                haproxy_stats_text(&stats),
+                std::fs::read_to_string(scratch.path().join("haproxy.log")).unwrap_or_default()
+            )
+        });
+    }
+
+    // Prometheus scraping both, with the token.
+    let token_file = scratch.path().join("token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let prometheus_port = free_port();
+    let scrape = documented("yaml")
+        .replace("15s", "1s")
+        .replace(
+            "/etc/prometheus/livetalk-token",
+            token_file.to_str().unwrap(),
+        )
+        .replace("10.0.0.11:3001", &addresses[0])
+        .replace("10.0.0.12:3001", &addresses[1]);
+    let prometheus_config = scratch.path().join("prometheus.yml");
+    std::fs::write(&prometheus_config, scrape).unwrap();
+    let _prometheus = Killed(
+        Command::new(&prometheus_bin)
+            .arg(format!("--config.file={}", prometheus_config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                scratch.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{prometheus_port}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(scratch.path().join("prometheus.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let prometheus = format!("127.0.0.1:{prometheus_port}");
+
+    let url = format!("ws://127.0.0.1:{front}/?token={TOKEN}");
+    // The terminal app, headless, through the load balancer: its first turn.
+    let mut headless = livetalk(scratch.path())
+        .args(["--headless", "--bridge", &url])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(scratch.path().join("headless.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut typing = headless.stdin.take().unwrap();
+    let mut said = LineWatcher::new(headless.stdout.take().unwrap());
+    write_lines(&mut typing, &[ASK_LAMP]);
+    said = tokio::task::spawn_blocking(move || {
+        said.wait_for(WAIT, |l| l.starts_with("Gemini: "));
+        said
+    })
+    .await
+    .unwrap();
+    // The instance it is on is the one drained: `drained` and `kept` name them.
+    let (drained, kept) = if connections_open(&addresses[0]).await == 1.0 {
+        (0, 1)
+    } else {
+        (1, 0)
+    };
+    assert_eq!(connections_open(&addresses[kept]).await, 0.0);
+    let (drained_at, kept_at) = (addresses[drained].clone(), addresses[kept].clone());
+    // Turns completed on each instance: the headless app's first is on the drained one.
+    let mut turns = [0.0, 0.0];
+    turns[drained] += 1.0;
+
+    // Three apps, each placed where HAProxy put it (the fewest connections first), each a turn.
+    let mut apps = Vec::new();
+    let mut on_drained = Vec::new();
+    for i in 0..3 {
+        let before = connections_open(&drained_at).await;
+        let mut app = FleetApp::connect(&url).await;
+        let here = if connections_open(&drained_at).await > before {
+            on_drained.push(i);
+            drained
+        } else {
+            kept
+        };
+        let call = app.turn(ASK_LAMP).await;
+        assert_eq!(call["args"]["device_name"], "living room lamp");
+        turns[here] += 1.0;
+        apps.push(app);
+    }
+    assert!(
+        !on_drained.is_empty(),
+        "HAProxy put every app on one instance"
+    );
+    let busy = on_drained[0];
+    // What Prometheus has of each instance is what the apps did there.
+    for (index, address) in addresses.iter().enumerate() {
+        let want = turns[index];
+        poll_async(
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+            async || {
+                (scraped(&prometheus, "livetalk_bridge_turns_total", address).await == Some(want))
+                    .then_some(())
+            },
+        )
+        .await
+        .unwrap_or_else(|| panic!("Prometheus never scraped {want} turns of {address}"));
+    }
+
+    // The busy app's second turn reaches its tool call; then the instance is told to drain.
+    apps[busy].app.say(TURN_IT_ON).await;
+    let (call, _) = apps[busy].app.until("TOOL_CALL").await;
+    send_signal(instances.0[drained].id(), "TERM");
+    poll_async(WAIT, Duration::from_millis(20), async || {
+        (http(&drained_at, "GET", "/readyz", &[]).await.0 == 503).then_some(())
+    })
+    .await
+    .expect("/readyz says 503 once the drain starts");
+    // HAProxy's check takes the instance out while its turn is still going on.
+    let server = if drained == 0 { "bridge-1" } else { "bridge-2" };
+    let checked = poll_async(WAIT, Duration::from_millis(100), async || {
+        let state = haproxy_server(&stats, server).await?;
+        (state.0 != "UP").then_some(state)
+    })
+    .await
+    .expect("HAProxy takes the draining instance out");
+    assert_eq!(checked.0, "DOWN", "{checked:?}");
+    assert_eq!(
+        checked.2, "503",
+        "its readiness check said why: {checked:?}"
+    );
+    // A new app goes to the other instance.
+    let before = connections_open(&kept_at).await;
+    let mut newcomer = FleetApp::connect(&url).await;
+    assert_eq!(connections_open(&kept_at).await, before + 1.0);
+    newcomer.turn(ASK_LAMP).await;
+    turns[kept] += 1.0;
+
+    // The busy app answers its call, hears the turn to its end and follows the drain.
+    let calls = &call["payload"]["toolCall"]["functionCalls"];
+    apps[busy]
+        .app
+        .send(
+            json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {
+        "functionResponses": function_responses(calls, &json!({"result": "ok"}))}}}),
+        )
+        .await;
+    apps[busy].app.finish_turn().await;
+    for &i in &on_drained {
+        apps[i].follow_the_drain().await;
+    }
+    // The headless app follows it by itself; its next turn still knows the lamp.
+    write_lines(&mut typing, &[TURN_IT_ON, SMART_HOME_LINES[2]]);
+    drop(typing);
+    let status = tokio::task::spawn_blocking(move || wait_exit(headless, Duration::from_secs(60)))
+        .await
+        .unwrap();
+    let transcript = said.rest().join("\n");
+    assert!(status.success(), "{transcript}");
+    let tools: Vec<&str> = transcript
+        .lines()
+        .filter(|l| l.starts_with("Tool: "))
+        .collect();
+    assert_eq!(tools.len(), 3, "{transcript}");
+    assert!(
+        tools[1].starts_with("Tool: set_device_status ")
+            && tools[1].contains(r#""device_name":"living room lamp""#),
+        "{transcript}"
+    );
+    assert!(tools[2].contains("kitchen thermostat"), "{transcript}");
+    assert_eq!(
+        transcript
+            .lines()
+            .filter(|l| l.starts_with("Gemini: "))
+            .count(),
+        3,
+        "every turn answered: {transcript}"
+    );
+    turns[kept] += 2.0;
+    // The drained instance is gone, its every app elsewhere.
+    let child = &mut instances.0[drained];
+    let exit = poll_async(
+        Duration::from_secs(30),
+        Duration::from_millis(50),
+        async || child.try_wait().unwrap(),
+    )
+    .await
+    .expect("the drained instance exits once its apps have gone");
+    assert!(exit.success(), "{exit:?}");
+
+    // Every app's conversation goes on where it is now: "it" is still the lamp.
+    for app in apps.iter_mut() {
+        let call = app.turn(TURN_IT_ON).await;
+        assert_eq!(call["args"]["device_name"], "living room lamp", "{call}");
+        turns[kept] += 1.0;
+    }
+    // The busy app's second turn ended on the drained instance.
+    turns[drained] += 1.0;
+    for app in &apps {
+        assert!(
+            of_type(&app.app.seen, "GEMINI_ERROR").is_empty(),
+            "{:#?}",
+            app.app.seen
+        );
+    }
+    assert_eq!(mock.stray_tool_responses(), 0, "no call answered twice");
+
+    // Prometheus' view of the instance left: its turns, and the sessions that came to it with a
+    // handle (each app of the drained instance, the headless one included).
+    let moved = on_drained.len() as f64 + 1.0;
+    for (metric_name, want) in [
+        ("livetalk_bridge_turns_total", turns[kept]),
+        ("livetalk_bridge_tool_calls_total", turns[kept]),
+    ] {
+        poll_async(
+            Duration::from_secs(30),
+            Duration::from_millis(200),
+            async || {
+                (scraped(&prometheus, metric_name, &kept_at).await == Some(want)).then_some(())
+            },
+        )
+        .await
+        .unwrap_or_else(|| panic!("Prometheus never scraped {metric_name} = {want} of {kept_at}"));
+    }
+    let resumed = poll_async(
+        Duration::from_secs(30),
+        Duration::from_millis(200),
+        async || {
+            let query =
+                format!(r#"livetalk_bridge_sessions_total{{resumed="true",instance="{kept_at}"}}"#);
+            let encoded: String = query.bytes().map(|b| format!("%{b:02X}")).collect();
+            let (_, body) = http(
+                &prometheus,
+                "GET",
+                &format!("/api/v1/query?query={encoded}"),
+                &[],
+            )
+            .await;
+            let value: f64 =
+                serde_json::from_str::<Value>(&body).ok()?["data"]["result"][0]["value"][1]
+                    .as_str()?
+                    .parse()
+                    .ok()?;
+            (value == moved).then_some(value)
+        },
+    )
+    .await;
+    assert_eq!(resumed, Some(moved), "sessions resumed on {kept_at}");
+    eprintln!(
+        "drained {drained_at} with {} apps and the headless one; {} turns on {kept_at}",
+        on_drained.len(),
+        turns[kept]
+    );
 }

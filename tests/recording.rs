@@ -765,10 +765,19 @@ fn against_resends_the_recorded_mic_audio_in_real_time() {
     let again = run_livetalk(
         scratch.path(),
         &["replay", dir.to_str().unwrap(), "--against", &mock.url],
-        &[],
+        &[("LIVETALK_LOG", "debug")],
         &[],
     );
-    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    let log = std::fs::read_to_string(scratch.path().join("data/livetalk/livetalk.log"))
+        .unwrap_or_default();
+    assert_eq!(
+        again.code,
+        Some(0),
+        "{}\n{}\nLOG:\n{}",
+        again.stderr,
+        again.stdout,
+        log
+    );
     assert!(again.stderr.contains("s of mic audio"), "{}", again.stderr);
     assert!(again.stdout.contains(heard), "{}", again.stdout);
     assert!(again.stdout.starts_with(you), "{}", again.stdout);
@@ -1115,7 +1124,7 @@ fn absurd_line_times_replay_with_a_warning_not_a_panic_or_a_hang() {
     );
 }
 
-/// The recordings of formats 1, 2 and 3 kept in the repository (`tests/data/recordings/`)
+/// The recordings of formats 1 to 4 kept in the repository (`tests/data/recordings/`)
 /// replay, headless as text and as JSON, and inspect, as a summary and as Markdown, exactly
 /// as they did when the format was still the shape of the app's messages: what each command
 /// printed then is kept beside them (`expected/`, the folder shown as `<recording>`).
@@ -1125,7 +1134,7 @@ fn the_recordings_of_every_format_replay_and_inspect_as_before() {
     let scratch = tempfile::tempdir().unwrap();
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/recordings");
     let bless = std::env::var_os("LIVETALK_BLESS_RECORDINGS").is_some();
-    for format in 1..=3 {
+    for format in 1..=4 {
         let golden = data.join(format!("format-{format}"));
         // A copy of its own: the folder's name is printed, and a replay must not need to
         // write beside it.

@@ -22,7 +22,8 @@ use tokio::sync::mpsc;
 
 use super::client_track::{self, Signal, model_audio};
 use super::live_config::LiveConfig;
-use super::protocol::{AppMessage, BridgeMessage, LogLevel, RealtimeInputPayload};
+use super::protocol::{AppMessage, BridgeMessage, LogLevel, RealtimeInputPayload, Resume};
+use super::translator::DRAIN_CLOSE_CODE;
 use crate::config::{BridgeTransport, bridge_host};
 use livetalk_live::close::describe_http_status;
 use livetalk_live::connection::{self, Protocol, Read, SetupStep, close_info};
@@ -31,8 +32,8 @@ use livetalk_live::events::Inbound;
 use livetalk_live::excerpt::{SUMMARY, bounded};
 use livetalk_live::session::Dialer;
 use livetalk_live::wire::{
-    ClientMessage, ServerContent, ServerMessage, Setup, SetupComplete, ToolCall,
-    ToolCallCancellation,
+    ClientMessage, GoAway, ServerContent, ServerMessage, SessionResumptionUpdate, Setup,
+    SetupComplete, ToolCall, ToolCallCancellation,
 };
 use livetalk_live::{CloseInfo, ConnectError, Connection, ServerEvent};
 
@@ -185,10 +186,19 @@ impl Protocol for Bridge {
             })
     }
 
+    /// The session's handle, when the setup resumes one, goes as `CONNECT_GEMINI`'s `handle`:
+    /// the bridge (this instance or another in front of the same service) resumes it.
     fn opening(setup: &Setup) -> Message {
         let hello = AppMessage::ConnectGemini {
             config: LiveConfig::from_setup(setup),
             ignored_keys: Vec::new(),
+            resume: Resume {
+                handle: setup
+                    .session_resumption
+                    .as_ref()
+                    .and_then(|r| r.handle.clone()),
+                session_handles: true,
+            },
         };
         Message::text(hello.encode())
     }
@@ -225,7 +235,7 @@ impl Protocol for Bridge {
                 warn!("bridge error during setup: {}", bounded(&message, SUMMARY));
                 self.last_error = Some((message, None));
             }
-            Ok(BridgeMessage::GeminiDisconnected { reason }) => {
+            Ok(BridgeMessage::GeminiDisconnected { reason, .. }) => {
                 let error = self.last_error.take().map(|(message, _)| message);
                 let message = error.or(reason).unwrap_or_default();
                 return SetupStep::Failed(CloseInfo {
@@ -266,7 +276,27 @@ impl Protocol for Bridge {
             }
         };
         match message {
-            BridgeMessage::GeminiDisconnected { reason } => {
+            // The instance is draining and closes this connection next (1012): read as the
+            // goAway it stands for, so the session moves to a new connection (through the
+            // load balancer, to another instance) at once, resuming with the handle it was
+            // just told.
+            BridgeMessage::GeminiDisconnected {
+                reason,
+                code: Some(DRAIN_CLOSE_CODE),
+            } if !closing => {
+                info!(
+                    "bridge: {}",
+                    bounded(reason.as_deref().unwrap_or_default(), SUMMARY)
+                );
+                self.last_error = None;
+                Read::Inbound(Inbound::message(ServerMessage {
+                    go_away: Some(GoAway {
+                        time_left: Some(Duration::ZERO),
+                    }),
+                    ..ServerMessage::default()
+                }))
+            }
+            BridgeMessage::GeminiDisconnected { reason, .. } => {
                 let (error, code) = self.last_error.take().unzip();
                 let explained = error.or(reason.clone()).unwrap_or_else(|| {
                     "The bridge ended the Gemini session without a reason.".into()
@@ -432,6 +462,15 @@ fn live_message(message: BridgeMessage) -> Option<ServerMessage> {
             log(level, &message);
             return None;
         }
+        // The session's newest handle, kept by the session for its next connection.
+        BridgeMessage::SessionHandle { handle } => ServerMessage {
+            session_resumption_update: Some(SessionResumptionUpdate {
+                resumable: Some(handle.is_some()),
+                new_handle: handle,
+                ..SessionResumptionUpdate::default()
+            }),
+            ..ServerMessage::default()
+        },
         // Status follows the audio itself; grounding is read from CONTENT_MESSAGE.
         other => {
             debug!("bridge message without an event: {}", other.kind());

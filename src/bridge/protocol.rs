@@ -35,6 +35,36 @@ fn yes() -> bool {
     true
 }
 
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
+/// What `CONNECT_GEMINI` says about resuming, beside its config: the handle of a conversation
+/// to go on with (from a `SESSION_HANDLE` of this bridge or of another instance in front of
+/// the same service), and whether the app wants `SESSION_HANDLE` messages at all (`false`
+/// keeps the original bridge's dialect byte for byte).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Resume {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handle: Option<String>,
+    #[serde(
+        default = "yes",
+        alias = "session_handles",
+        skip_serializing_if = "is_true"
+    )]
+    pub session_handles: bool,
+}
+
+impl Default for Resume {
+    fn default() -> Self {
+        Resume {
+            handle: None,
+            session_handles: true,
+        }
+    }
+}
+
 /// The payload of `WEBRTC_OFFER` and `WEBRTC_ANSWER`: a session description (its `type`, when
 /// an app sends one, is implied by the message and ignored).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,7 +144,7 @@ impl From<IceCandidateWire> for IceCandidate {
     rename_all_fields = "camelCase"
 )]
 pub enum AppMessage {
-    /// `{"initialConfig": LiveConfig}`.
+    /// `{"initialConfig": LiveConfig, "handle"?: string, "sessionHandles"?: boolean}`.
     ConnectGemini {
         #[serde(rename = "initialConfig")]
         config: LiveConfig,
@@ -122,6 +152,9 @@ pub enum AppMessage {
         /// sent.
         #[serde(skip)]
         ignored_keys: Vec<String>,
+        /// The conversation to resume, and whether the app is told its handles.
+        #[serde(flatten)]
+        resume: Resume,
     },
     SendMessage {
         parts: Vec<Part>,
@@ -505,6 +538,11 @@ pub enum BridgeMessage {
     GeminiDisconnected {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// The close code of the WebSocket close that follows at once, when the bridge ends
+        /// the connection itself: 1012 when this instance is draining (reconnect, with the
+        /// newest `SESSION_HANDLE`, to go on). Only to apps that take session handles.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<u16>,
     },
     GeminiError {
         #[serde(default = "unexplained")]
@@ -560,6 +598,13 @@ pub enum BridgeMessage {
     },
     /// The answer to the app's `WEBRTC_OFFER`.
     WebrtcAnswer(WebrtcSdp),
+    /// The session's newest resumption handle, whenever it changes (absent: the session can
+    /// no longer be resumed, forget the last one). `CONNECT_GEMINI` takes it back, on this
+    /// instance or another in front of the same service.
+    SessionHandle {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        handle: Option<String>,
+    },
     /// A type this client does not use (later additions).
     #[serde(skip)]
     Other(String),
@@ -625,6 +670,7 @@ impl BridgeMessage {
             BridgeMessage::ImageGenerationResult(_) => "IMAGE_GENERATION_RESULT",
             BridgeMessage::VoiceActivity { .. } => "VOICE_ACTIVITY",
             BridgeMessage::WebrtcAnswer(_) => "WEBRTC_ANSWER",
+            BridgeMessage::SessionHandle { .. } => "SESSION_HANDLE",
             BridgeMessage::Other(kind) => kind,
         }
     }

@@ -32,6 +32,10 @@ struct UpstreamState {
     scheduling: HashMap<String, Scheduling>,
     /// Unanswered calls: id → name (fills in a missing `name` of a response).
     pending_calls: HashMap<String, String>,
+    /// Calls withdrawn lately (cancelled, or lost with their connection), newest last: an
+    /// answer already on its way when the app was told is dropped with a warning, not an
+    /// error.
+    withdrawn: std::collections::VecDeque<String>,
     /// Model audio is flowing in the current turn (`ASSISTANT_SPEAKING` was sent).
     speaking: bool,
     /// `SETUP_COMPLETE` was sent; later connections of the same session do not repeat it.
@@ -61,8 +65,12 @@ pub enum MediaStep {
 /// A change of Live session the app asked for: the loop's to make, as it takes I/O.
 #[derive(Debug, PartialEq)]
 pub enum SessionStep {
-    /// `CONNECT_GEMINI` with a usable config: open a session ([`Translator::opening`]).
-    Open(MappedConfig),
+    /// `CONNECT_GEMINI` with a usable config: open a session ([`Translator::opening`]),
+    /// resuming the conversation of the handle the app gave, if any.
+    Open {
+        config: MappedConfig,
+        resume: Option<String>,
+    },
     /// `UPDATE_CONFIG` with a usable config: the Live API cannot change an open session's
     /// setup, so the session is replaced ([`Translator::reopening`], then as `Open`).
     Reopen(MappedConfig),
@@ -79,6 +87,10 @@ pub struct Translator {
     /// The model's audio also goes out on a WebRTC track, whose pacing says when the model is
     /// heard: `ASSISTANT_SPEAKING` is then the track's to send, not the translator's.
     media_track: bool,
+    /// The app takes `SESSION_HANDLE`s (its `CONNECT_GEMINI` did not say `sessionHandles:
+    /// false`), and the handle it was told last.
+    session_handles: bool,
+    handle_told: Option<String>,
 }
 
 impl Translator {
@@ -132,15 +144,22 @@ impl Translator {
             AppMessage::ConnectGemini {
                 config,
                 ignored_keys,
+                resume,
             } => {
                 if self.session.is_some() {
                     reply.to_app.push(BridgeMessage::error("A Gemini session is already open on this connection. Use UPDATE_CONFIG to change its configuration, or DISCONNECT_GEMINI first."));
                     return reply;
                 }
+                self.session_handles = resume.session_handles;
                 reply.to_app.extend(ignored(&ignored_keys));
                 reply.to_app.push(BridgeMessage::GeminiConnected {});
                 match config.to_setup() {
-                    Ok(mapped) => reply.session = Some(SessionStep::Open(mapped)),
+                    Ok(mapped) => {
+                        reply.session = Some(SessionStep::Open {
+                            config: mapped,
+                            resume: resume.handle,
+                        })
+                    }
                     Err(e) => reply.to_app.extend(self.setup_failed(
                         None,
                         excerpt::sentence(&format!("The LiveConfig cannot be used: {e}")),
@@ -152,6 +171,7 @@ impl Translator {
                 reply.session = Some(SessionStep::Disconnect {
                     farewell: BridgeMessage::GeminiDisconnected {
                         reason: Some("Disconnected at the client's request.".into()),
+                        code: None,
                     },
                 });
             }
@@ -230,6 +250,10 @@ impl Translator {
             .map(|warning| BridgeMessage::log(LogLevel::Warn, warning))
             .collect();
         let mut setup = mapped.setup.clone();
+        if resume.is_some() {
+            // The app holds it already (it gave it, or was told it): no need to tell it back.
+            self.handle_told.clone_from(&resume);
+        }
         setup.session_resumption = Some(SessionResumptionConfig {
             handle: resume,
             transparent: None,
@@ -264,6 +288,7 @@ impl Translator {
             BridgeMessage::error(message.clone()),
             BridgeMessage::GeminiDisconnected {
                 reason: Some(message),
+                code: None,
             },
         ]
     }
@@ -373,7 +398,7 @@ impl Translator {
             SessionEvent::Abandoned(ids) => {
                 // The calls' connection is gone: the app must stop them and not answer.
                 for id in &ids {
-                    session.pending_calls.remove(id);
+                    session.withdraw(id);
                 }
                 BridgeMessage::ToolCallCancellation {
                     tool_call_cancellation: ToolCallCancellation { ids },
@@ -427,6 +452,8 @@ impl Translator {
                 out.push(BridgeMessage::log(LogLevel::Warn, reason))
             }
             ServerEvent::Closed(close) => {
+                // Its calls can no longer be answered: the app stops them first.
+                out.extend(self.cancel_pending());
                 self.session = None;
                 info!(code = ?close.code, "upstream closed: {}", close.message);
                 out.push(BridgeMessage::GeminiError {
@@ -435,6 +462,7 @@ impl Translator {
                 });
                 out.push(BridgeMessage::GeminiDisconnected {
                     reason: Some(close.message),
+                    code: None,
                 });
             }
             _ => {}
@@ -471,7 +499,7 @@ impl Translator {
             }
         }
         for id in reading.cancelled() {
-            session.pending_calls.remove(id);
+            session.withdraw(id);
         }
         let audio_parts: Vec<usize> = audio.iter().map(|part| part.part).collect();
         let ServerMessage {
@@ -558,19 +586,23 @@ impl UpstreamState {
             reply.to_app.push(BridgeMessage::error("SEND_TOOL_RESPONSE needs toolResponse.functionResponses: [{\"id\", \"name\", \"response\"}] (the nested Content/Part form is deprecated and not accepted)."));
             return;
         }
+        let mut late = Vec::new();
         for (index, answer) in response.function_responses.iter_mut().enumerate() {
             let Some(id) = answer.id.clone().filter(|id| !id.is_empty()) else {
                 reply.to_app.push(BridgeMessage::error(format!("SEND_TOOL_RESPONSE functionResponses[{index}] needs the `id` of the TOOL_CALL it answers; nothing was sent.")));
                 return;
             };
-            if answer.name.trim().is_empty() {
-                match self.pending_calls.get(&id) {
-                    Some(name) => answer.name = name.clone(),
-                    None => {
-                        reply.to_app.push(BridgeMessage::error(format!("SEND_TOOL_RESPONSE functionResponses[{index}] needs a `name` (no pending call has id {id:?}); nothing was sent.")));
-                        return;
-                    }
+            let Some(name) = self.pending_calls.get(&id) else {
+                if self.withdrawn.contains(&id) {
+                    late.push(id);
+                    continue;
                 }
+                // Never asked, or answered already: the model must not get it.
+                reply.to_app.push(BridgeMessage::error(excerpt::sentence(&format!("SEND_TOOL_RESPONSE functionResponses[{index}] answers no pending call (id {:?}): it was never asked on this session, or was answered already; nothing was sent.", excerpt::bounded(&id, excerpt::SUMMARY)))));
+                return;
+            };
+            if answer.name.trim().is_empty() {
+                answer.name = name.clone();
             }
             // The Live API needs a JSON object; wrap bare values the way the SDKs document.
             if !answer.response.is_object() {
@@ -580,6 +612,20 @@ impl UpstreamState {
                 answer.scheduling = self.scheduling.get(&answer.name).copied();
             }
         }
+        if !late.is_empty() {
+            // The app was told to stop these as its answers were on their way.
+            response
+                .function_responses
+                .retain(|answer| answer.id.as_ref().is_none_or(|id| !late.contains(id)));
+            reply.to_app.push(BridgeMessage::log(
+                LogLevel::Warn,
+                excerpt::sentence(&format!(
+                    "The answer to {} cancelled call(s) ({}) came after TOOL_CALL_CANCELLATION and was not sent.",
+                    late.len(),
+                    excerpt::bounded(&late.join(", "), excerpt::SUMMARY)
+                )),
+            ));
+        }
         for answer in &response.function_responses {
             if let Some(id) = &answer.id
                 && answer.will_continue != Some(true)
@@ -587,7 +633,21 @@ impl UpstreamState {
                 self.pending_calls.remove(id);
             }
         }
-        reply.to_live.push(ClientMessage::ToolResponse(response));
+        if !response.function_responses.is_empty() {
+            reply.to_live.push(ClientMessage::ToolResponse(response));
+        }
+    }
+
+    /// A call the app must stop and not answer (cancelled, or lost with its connection).
+    fn withdraw(&mut self, id: &str) {
+        /// Withdrawn calls remembered, for answers already under way.
+        const WITHDRAWN_KEPT: usize = 1024;
+        if self.pending_calls.remove(id).is_some() {
+            if self.withdrawn.len() >= WITHDRAWN_KEPT {
+                self.withdrawn.pop_front();
+            }
+            self.withdrawn.push_back(id.to_owned());
+        }
     }
 }
 
@@ -676,6 +736,73 @@ fn ignored(keys: &[String]) -> Option<BridgeMessage> {
             ),
         )
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions that end on one connection and go on on another (docs/bridge-protocol.md,
+// "SESSION_HANDLE" and "Draining")
+// ---------------------------------------------------------------------------------------------
+
+/// What the app is told when this instance is draining and closes its connection: reconnect
+/// (through the load balancer) with the session handle.
+pub const DRAINING: &str = "This bridge instance is shutting down (draining): reconnect to go on with the conversation, with the newest SESSION_HANDLE.";
+
+/// The WebSocket close code of a drain: the service restarts, come back (RFC 6455's 1012).
+pub const DRAIN_CLOSE_CODE: u16 = 1012;
+
+impl Translator {
+    /// `SESSION_HANDLE` when the session's newest resumption handle is not the one the app was
+    /// told last (and the app takes them).
+    pub fn handle_changed(&mut self, handle: Option<String>) -> Option<BridgeMessage> {
+        if !self.session_handles || self.session.is_none() || handle == self.handle_told {
+            return None;
+        }
+        self.handle_told.clone_from(&handle);
+        Some(BridgeMessage::SessionHandle { handle })
+    }
+
+    /// `TOOL_CALL_CANCELLATION` for every call of the open session the app has not answered:
+    /// the session they belong to is ending, so they must be stopped and never answered.
+    pub fn cancel_pending(&mut self) -> Option<BridgeMessage> {
+        let session = self.session.as_mut()?;
+        if session.pending_calls.is_empty() {
+            return None;
+        }
+        let mut ids: Vec<String> = session.pending_calls.keys().cloned().collect();
+        ids.sort();
+        for id in &ids {
+            session.withdraw(id);
+        }
+        Some(BridgeMessage::ToolCallCancellation {
+            tool_call_cancellation: ToolCallCancellation { ids },
+        })
+    }
+
+    /// Calls of the open session still waiting for the app's answer.
+    pub fn calls_pending(&self) -> bool {
+        self.session
+            .as_ref()
+            .is_some_and(|s| !s.pending_calls.is_empty())
+    }
+
+    /// The last words of a connection this instance closes because it is draining: the calls
+    /// left open cancelled, the newest handle (`handle`, told again even if unchanged, so the
+    /// app holds it whatever it missed), then `GEMINI_DISCONNECTED` with the reason and the
+    /// close code that follows. The session is forgotten.
+    pub fn leaving(&mut self, handle: Option<String>) -> Vec<BridgeMessage> {
+        let mut out: Vec<BridgeMessage> = self.cancel_pending().into_iter().collect();
+        let session_handles = self.session_handles && self.session.is_some();
+        if session_handles {
+            self.handle_told.clone_from(&handle);
+            out.push(BridgeMessage::SessionHandle { handle });
+        }
+        self.session = None;
+        out.push(BridgeMessage::GeminiDisconnected {
+            reason: Some(DRAINING.to_owned()),
+            code: session_handles.then_some(DRAIN_CLOSE_CODE),
+        });
+        out
+    }
 }
 
 #[cfg(test)]

@@ -6,10 +6,13 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use tokio::net::TcpStream;
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::error::CapacityError;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
@@ -17,8 +20,10 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Bytes, Message};
 use tracing::debug;
 
+use super::fleet::Fleet;
+use super::metrics::Way;
 use super::protocol::{AppMessage, BridgeMessage};
-use livetalk_live::budget::{Gate, Gated, Held, InputBudget, Refused};
+use livetalk_live::budget::{Gate, Held, InputBudget, Refused};
 use livetalk_live::excerpt::human_size;
 use livetalk_mock::ws_server::{self, Ending};
 
@@ -45,26 +50,30 @@ pub trait Transport: Send {
     /// `livetalk_live::redact`. `false` when the app is gone: the loop then ends.
     fn send(&mut self, message: &BridgeMessage) -> impl Future<Output = bool> + Send;
 
-    /// Ends the connection: its own close when the app has not ended it, else whatever the
-    /// app's ending calls for.
-    fn close(self) -> impl Future<Output = ()> + Send;
+    /// Ends the connection: its own close (with `code` and `reason`) when the app has not
+    /// ended it, else whatever the app's ending calls for.
+    fn close(self, code: u16, reason: &str) -> impl Future<Output = ()> + Send;
 }
 
-type Sink = SplitSink<Socket, Message>;
+/// A WebSocket the bridge's HTTP server upgraded: the accepted socket, read through the input
+/// budget (`livetalk_live::budget::Gated`) from before hyper read its request.
+pub type AppSocket = TokioIo<Upgraded>;
 
 /// The WebSocket transport: one JSON text message per bridge message, either kind from the
 /// app. Messages over `max_message_bytes` are refused one by one; the socket's hard limit
-/// (set at the upgrade) ends the connection. Each message holds what it costs of the process's
-/// input budget (`livetalk_live::budget`) from before it is decoded until the loop asks for
-/// the next one (its bytes from before they are read: see `Gated`), so many apps sending at
-/// once wait for each other instead of each holding its decoded copies.
-pub struct WebSocketTransport {
-    sink: Option<Sink>,
-    stream: SplitStream<Socket>,
+/// (set at the upgrade) ends the connection. Bytes both ways count in the fleet's metrics.
+/// Each message holds what it costs of the process's input budget (`livetalk_live::budget`)
+/// from before it is decoded until the loop asks for the next one (its bytes from before they
+/// are read: see `Gated`), so many apps sending at once wait for each other instead of each
+/// holding its decoded copies.
+pub struct WebSocketTransport<S = AppSocket> {
+    sink: Option<SplitSink<WebSocketStream<S>, Message>>,
+    stream: SplitStream<WebSocketStream<S>>,
     /// What the socket held of the budget for the message read last.
     gate: Gate,
     peer: SocketAddr,
     max_message_bytes: usize,
+    fleet: Arc<Fleet>,
     /// How the app's side ended, once it has.
     ending: Option<Ending>,
     /// A message read and waiting for the budget, with what its bytes hold: kept here so a
@@ -74,11 +83,16 @@ pub struct WebSocketTransport {
     held: Option<Held>,
 }
 
-/// An app's socket, read through the input budget.
-type Socket = WebSocketStream<Gated<TcpStream>>;
-
-impl WebSocketTransport {
-    pub fn new(socket: Socket, gate: Gate, peer: SocketAddr, max_message_bytes: usize) -> Self {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> WebSocketTransport<S> {
+    /// `gate` is the one the socket under `socket` was read through (`InputBudget::gate`);
+    /// a socket read straight gives `Gate::default()`, which never holds anything.
+    pub fn new(
+        socket: WebSocketStream<S>,
+        gate: Gate,
+        peer: SocketAddr,
+        max_message_bytes: usize,
+        fleet: Arc<Fleet>,
+    ) -> Self {
         let (sink, stream) = socket.split();
         WebSocketTransport {
             sink: Some(sink),
@@ -86,6 +100,7 @@ impl WebSocketTransport {
             gate,
             peer,
             max_message_bytes,
+            fleet,
             ending: None,
             pending: None,
             held: None,
@@ -93,6 +108,7 @@ impl WebSocketTransport {
     }
 
     fn decode(&self, frame: &[u8]) -> Received {
+        self.fleet.metrics.app_message(Way::received, frame.len());
         if frame.len() > self.max_message_bytes {
             return Received::Refused(format!(
                 "The message of {} bytes is larger than this bridge's limit of {} bytes and was dropped. Send large images as smaller JPEG frames.",
@@ -112,7 +128,7 @@ impl WebSocketTransport {
     }
 }
 
-impl Transport for WebSocketTransport {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Transport for WebSocketTransport<S> {
     async fn receive(&mut self) -> Received {
         // Asked for the next message: the last one has been handled.
         self.held = None;
@@ -188,6 +204,7 @@ impl Transport for WebSocketTransport {
         };
         let text = message.encode();
         let text = livetalk_live::redact::scrub(&text).into_owned();
+        self.fleet.metrics.app_message(Way::sent, text.len());
         if let Err(e) = sink.send(Message::text(text)).await {
             debug!(peer = %self.peer, "client send failed: {e}");
             self.sink = None;
@@ -196,7 +213,7 @@ impl Transport for WebSocketTransport {
         true
     }
 
-    async fn close(mut self) {
+    async fn close(mut self, code: u16, reason: &str) {
         let Some(mut sink) = self.sink.take() else {
             return;
         };
@@ -204,8 +221,8 @@ impl Transport for WebSocketTransport {
             Some(ending) => ending,
             None => {
                 let frame = CloseFrame {
-                    code: CloseCode::Normal,
-                    reason: "".into(),
+                    code: CloseCode::from(code),
+                    reason: ws_server::truncate_reason(reason).into(),
                 };
                 let _ = sink.send(Message::Close(Some(frame))).await;
                 Ending::CloseSent

@@ -1,9 +1,11 @@
 //! Golden files of the recording format (`tests/data/recordings/`): a format-3 recording
 //! holding one line of every kind the recorder writes, and every kind of message the app
-//! applies, each variant of what they carry included; and format-2 and format-1 logs with one
-//! line of every kind those formats had. The recorder must write format 3 byte for byte as
-//! the golden file has it, and each golden file must read back as the same messages: a change
-//! of shape is a new format version, never an edit of these files.
+//! applies, each variant of what they carry included; a format-4 recording (the wire alone,
+//! as `livetalk serve --record` writes it) with one line of every kind of its own; and
+//! format-2 and format-1 logs with one line of every kind those formats had. Formats 3 and 4
+//! are written and read back by the same helpers: each recorder must write its format byte
+//! for byte as the golden files have it, and each golden file must read back as the same
+//! messages: a change of shape is a new format version, never an edit of these files.
 //!
 //! `LIVETALK_BLESS_RECORDINGS=1` writes the files instead of comparing (for a new format
 //! version's files only).
@@ -25,7 +27,7 @@ use crate::tools::{
     CallKey, DeviceKind, ProgressReport, SlowCall, ToolEntry, ToolEvent, ToolOutcome, ToolStatus,
     Unasked, Verdict, WaitingCall,
 };
-use livetalk_live::connection::{TappedFrame, WireTap as _};
+use livetalk_live::connection::{TappedFrame, WireTap};
 use livetalk_live::session::SessionChange;
 use livetalk_live::wire::{
     ClientMessage, FunctionCall, FunctionResponse, ModalityTokenCount, Scheduling, ServerMessage,
@@ -567,6 +569,37 @@ fn server(value: Value) -> ServerMessage {
     serde_json::from_value(value).unwrap()
 }
 
+/// How both golden sessions begin, through a recorder's wire tap: the connection and its
+/// setup (a frame it could not use among the handshake's), a typed turn, and `mic` as the
+/// microphone's audio.
+fn the_sessions_start(tap: &dyn WireTap, mic: &[u8]) {
+    tap.connecting("127.0.0.1");
+    tap.sent(
+        &client(json!({"setup": {"model": "models/gemini-live-test"}})),
+        0,
+    );
+    tap.handshake(
+        TappedFrame::Message(&server(
+            json!({"setupComplete": {"sessionId": "session-7"}}),
+        )),
+        0,
+    );
+    tap.handshake(TappedFrame::Skipped("an unknown frame during setup"), 0);
+    tap.sent(
+        &client(json!({"clientContent": {
+            "turns": [{"role": "user", "parts": [{"text": "Is the living room lamp on?"}]}],
+            "turnComplete": true
+        }})),
+        0,
+    );
+    tap.sent(
+        &client(json!({"realtimeInput": {
+            "audio": {"mimeType": "audio/pcm;rate=16000", "data": base64(mic)}
+        }})),
+        0,
+    );
+}
+
 /// Records a session holding every line kind into `dir` through the recorder (its wire tap
 /// and the messages the app applied), and returns the messages applied, model audio
 /// included.
@@ -590,31 +623,7 @@ fn record_every_kind(dir: &Path) -> Vec<Msg> {
     let unsent = pcm(&[42, -42]);
     let mic = pcm(&[1, 2, 3, 4, 5, 6, 7, 8]);
 
-    recorder.connecting("127.0.0.1");
-    recorder.sent(
-        &client(json!({"setup": {"model": "models/gemini-live-test"}})),
-        0,
-    );
-    recorder.handshake(
-        TappedFrame::Message(&server(
-            json!({"setupComplete": {"sessionId": "session-7"}}),
-        )),
-        0,
-    );
-    recorder.handshake(TappedFrame::Skipped("an unknown frame during setup"), 0);
-    recorder.sent(
-        &client(json!({"clientContent": {
-            "turns": [{"role": "user", "parts": [{"text": "Is the living room lamp on?"}]}],
-            "turnComplete": true
-        }})),
-        0,
-    );
-    recorder.sent(
-        &client(json!({"realtimeInput": {
-            "audio": {"mimeType": "audio/pcm;rate=16000", "data": base64(&mic)}
-        }})),
-        0,
-    );
+    the_sessions_start(&recorder, &mic);
     recorder.sent(
         &client(json!({"realtimeInput": {
             "mediaChunks": [
@@ -693,15 +702,15 @@ fn record_every_kind(dir: &Path) -> Vec<Msg> {
     applied
 }
 
-/// The recorder's log with the golden metadata line and the golden times.
-fn golden_log(dir: &Path) -> String {
+/// A recorder's log with `meta` as its metadata line and the golden times.
+fn golden_log(dir: &Path, meta: Meta) -> String {
     let written = std::fs::read_to_string(dir.join(LOG_FILE)).unwrap();
     let mut lines = written.lines();
     let first = lines.next().unwrap();
     let value: Value = serde_json::from_str(first).unwrap();
     assert_eq!(value["type"], "meta", "{first}");
-    assert_eq!(value["format"], FORMAT_VERSION, "{first}");
-    let mut log = encode(0.0, Record::Meta(Box::new(meta(FORMAT_VERSION))));
+    assert_eq!(value["format"], meta.format, "{first}");
+    let mut log = encode(0.0, Record::Meta(Box::new(meta)));
     for (i, line) in lines.enumerate() {
         log += &with_time(line, time_of(i + 1));
         log.push('\n');
@@ -709,40 +718,291 @@ fn golden_log(dir: &Path) -> String {
     log
 }
 
-#[test]
-fn format_3_is_written_byte_for_byte_as_the_golden_files() {
+/// What `record` writes into a folder is byte for byte the golden files of its format (its
+/// metadata line and times made the golden ones).
+fn written_as_the_golden_files(meta: Meta, record: impl FnOnce(&Path) -> Vec<Msg>) {
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch.path().join("rec");
-    record_every_kind(&dir);
-    let golden = golden(3);
-    compare(&golden, LOG_FILE, golden_log(&dir).as_bytes());
+    record(&dir);
+    let golden = golden(meta.format);
+    compare(&golden, LOG_FILE, golden_log(&dir, meta).as_bytes());
     for wav in [MODEL_WAV, MIC_WAV] {
         compare(&golden, wav, &std::fs::read(dir.join(wav)).unwrap());
     }
 }
 
-#[test]
-fn the_format_3_golden_files_read_back_as_the_messages_recorded() {
-    let scratch = tempfile::tempdir().unwrap();
-    let recorded = record_every_kind(&scratch.path().join("rec"));
-    let recording = Recording::load(&golden(3)).unwrap();
-    assert!(recording.warnings.is_empty(), "{:?}", recording.warnings);
-    assert_eq!(recording.meta.format, 3);
-    assert_eq!(
-        serde_json::to_string(&recording.meta).unwrap(),
-        serde_json::to_string(&meta(3)).unwrap()
-    );
-    let (applied, warnings) = recording.applied();
-    assert!(warnings.is_empty(), "{warnings:?}");
-    let msgs: Vec<Msg> = applied.iter().map(|a| a.msg.clone()).collect();
-    assert_eq!(msgs, recorded);
-    // Every line reads back to what writes it again, byte for byte.
-    let text = std::fs::read_to_string(golden(3).join(LOG_FILE)).unwrap();
+/// Every line of the golden log of `format` reads back to what writes it again, byte for
+/// byte, at its golden time.
+fn golden_lines_read_back(format: u32) {
+    let text = std::fs::read_to_string(golden(format).join(LOG_FILE)).unwrap();
     for (i, raw) in text.lines().enumerate() {
         let line: Line = serde_json::from_str(raw).unwrap();
         assert_eq!(line.t, time_of(i));
         assert_eq!(serde_json::to_string(&line).unwrap(), raw);
     }
+}
+
+#[test]
+fn format_3_is_written_byte_for_byte_as_the_golden_files() {
+    written_as_the_golden_files(meta(FORMAT_VERSION), record_every_kind);
+}
+
+/// The golden files of `meta`'s format read back as `meta` and the messages `record` stands
+/// for (recorded into a scratch folder), without a warning; and every line of their log as
+/// [`golden_lines_read_back`] says.
+fn golden_files_read_back(meta: Meta, record: impl FnOnce(&Path) -> Vec<Msg>) {
+    let scratch = tempfile::tempdir().unwrap();
+    let expected = record(&scratch.path().join("rec"));
+    let recording = Recording::load(&golden(meta.format)).unwrap();
+    assert!(recording.warnings.is_empty(), "{:?}", recording.warnings);
+    assert_eq!(
+        serde_json::to_string(&recording.meta).unwrap(),
+        serde_json::to_string(&meta).unwrap()
+    );
+    let (applied, warnings) = recording.applied();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let msgs: Vec<Msg> = applied.iter().map(|a| a.msg.clone()).collect();
+    assert_eq!(msgs, expected);
+    golden_lines_read_back(meta.format);
+}
+
+#[test]
+fn the_format_3_golden_files_read_back_as_the_messages_recorded() {
+    golden_files_read_back(meta(FORMAT_VERSION), record_every_kind);
+}
+
+/// The metadata line of the golden format-4 recording: the session's as format 3's, with
+/// nothing of an app (its devices, audio and settings), and who recorded it.
+fn meta_4() -> Meta {
+    Meta {
+        format: WIRE_FORMAT_VERSION,
+        devices: Vec::new(),
+        config: json!({"recorded_by": "livetalk serve", "session": "2020-01-02_03-04-05-1", "app": "127.0.0.1"}),
+        audio: None,
+        ..meta(FORMAT_VERSION)
+    }
+}
+
+/// Records a session of every format-4 line kind through the wire recorder, and returns the
+/// messages the recording stands for.
+fn record_every_wire_kind(dir: &Path) -> Vec<Msg> {
+    let recorder = WireRecorder::create(
+        dir,
+        WireMeta {
+            model: "models/gemini-live-test".into(),
+            voice: "Puck".into(),
+            endpoint_host: "127.0.0.1".into(),
+            offline: false,
+            recorded_by: "livetalk serve",
+            details: json!({"session": "2020-01-02_03-04-05-1", "app": "127.0.0.1"}),
+        },
+    )
+    .unwrap();
+    let said = pcm(&[0, 1000, -1000, 32767, -32768, 7]);
+    let mic = pcm(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    let mut expected = Vec::new();
+
+    the_sessions_start(&recorder, &mic);
+    expected.push(Msg::Server(ServerEvent::SetupComplete {
+        session_id: Some("session-7".into()),
+    }));
+    expected.push(Msg::UserText("Is the living room lamp on?".into()));
+    recorder.sent(&client(json!({"realtimeInput": {"activityEnd": {}}})), 0);
+    recorder.received(&Inbound::message(server(
+        json!({"serverContent": {"modelTurn": {"parts": [
+            {"text": "Let me"},
+            {"inlineData": {"mimeType": "audio/pcm;rate=24000", "data": base64(&said)}}
+        ]}}}),
+    )));
+    expected.push(Msg::Server(ServerEvent::ModelText("Let me".into())));
+    expected.push(Msg::Server(ServerEvent::ModelAudio {
+        pcm: said,
+        sample_rate: 24_000,
+    }));
+    recorder.received(&Inbound::news(ServerEvent::FrameSkipped {
+        reason: "not JSON".into(),
+    }));
+    expected.push(Msg::Server(ServerEvent::FrameSkipped {
+        reason: "not JSON".into(),
+    }));
+    let call = FunctionCall {
+        id: Some("call-0".into()),
+        name: "get_device_status".into(),
+        args: json!({"device_name": "lamp"}),
+    };
+    recorder.received(&Inbound::message(server(
+        json!({"toolCall": {"functionCalls": [call]}}),
+    )));
+    expected.push(Msg::Server(ServerEvent::ToolCall(vec![call.clone()])));
+    for answer in [
+        json!({"status": "on"}),
+        json!({"error": "the lamp is unplugged"}),
+    ] {
+        recorder.sent(
+            &client(json!({"toolResponse": {"functionResponses": [
+                {"id": "call-0", "name": "get_device_status", "response": answer}
+            ]}})),
+            0,
+        );
+    }
+    expected.push(Msg::Tool(ToolEvent::Finished(ToolOutcome {
+        key: None,
+        id: Some("call-0".into()),
+        name: "get_device_status".into(),
+        args: call.args.clone(),
+        status: ToolStatus::Ok,
+        response: response("call-0", "get_device_status", json!({"status": "on"})),
+        // From the call's line to the answer's, a quarter second apart in the golden file.
+        duration: Duration::from_millis(250),
+        truncated: false,
+        unasked: None,
+    })));
+    // A second answer for the call (an app's mistake the bridge would have refused) has no
+    // call left to take its arguments from.
+    expected.push(Msg::Tool(ToolEvent::Finished(ToolOutcome {
+        key: None,
+        id: Some("call-0".into()),
+        name: "get_device_status".into(),
+        args: Value::Null,
+        status: ToolStatus::Error("the lamp is unplugged".into()),
+        response: response(
+            "call-0",
+            "get_device_status",
+            json!({"error": "the lamp is unplugged"}),
+        ),
+        duration: Duration::ZERO,
+        truncated: false,
+        unasked: None,
+    })));
+    recorder.received(&Inbound::message(server(json!({
+        "serverContent": {"turnComplete": true},
+        "usageMetadata": {"promptTokenCount": 12, "responseTokenCount": 3, "totalTokenCount": 15}
+    }))));
+    expected.push(Msg::Server(ServerEvent::TurnComplete {
+        reason: None,
+        waiting_for_input: false,
+    }));
+    expected.push(Msg::Server(ServerEvent::Usage(
+        serde_json::from_value::<UsageMetadata>(
+            json!({"promptTokenCount": 12, "responseTokenCount": 3, "totalTokenCount": 15}),
+        )
+        .unwrap(),
+    )));
+    for change in [
+        SessionChange::Reconnecting {
+            planned: true,
+            attempt: 0,
+            reason: "The server asked to move to a new connection (goAway).".into(),
+            retry_in: Duration::ZERO,
+        },
+        SessionChange::Reconnected { resumed: true },
+        SessionChange::ResumeRejected {
+            message: "The session to resume no longer exists (1008).".into(),
+        },
+        SessionChange::TurnLost,
+        SessionChange::AnswerDropped {
+            id: Some("call-9".into()),
+            name: "get_device_status".into(),
+        },
+    ] {
+        recorder.link(&change);
+        expected.push(Msg::SessionChange(change));
+    }
+    recorder.warning("SEND_MESSAGE was not sent: this bridge instance is draining.");
+    expected.push(Msg::Server(ServerEvent::FrameSkipped {
+        reason: "SEND_MESSAGE was not sent: this bridge instance is draining.".into(),
+    }));
+    recorder.closed(&CloseInfo {
+        code: Some(1000),
+        reason: "bye".into(),
+        message: "Session ended.".into(),
+        initiated_by_client: true,
+    });
+    let ended = CloseInfo::ended_by_client();
+    recorder.ended(&ended);
+    expected.push(Msg::EndSession);
+    expected.push(Msg::Server(ServerEvent::Closed(ended)));
+    expected
+}
+
+#[test]
+fn format_4_is_written_byte_for_byte_as_the_golden_files() {
+    written_as_the_golden_files(meta_4(), record_every_wire_kind);
+}
+
+#[test]
+fn the_format_4_golden_files_read_back_as_the_messages_they_stand_for() {
+    golden_files_read_back(meta_4(), record_every_wire_kind);
+}
+
+/// Format 4 writes each WAV file at its track's one rate: a 48 kHz microphone and a 16 kHz
+/// model voice are resampled to 16 and 24 kHz, their pitch kept.
+#[test]
+fn format_4_resamples_each_track_to_its_one_rate() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("rec");
+    let recorder = WireRecorder::create(
+        &dir,
+        WireMeta {
+            model: "m".into(),
+            voice: String::new(),
+            endpoint_host: "h".into(),
+            offline: true,
+            recorded_by: "a test",
+            details: json!({}),
+        },
+    )
+    .unwrap();
+    let tone = |rate: u32, hz: f64, secs: f64| -> Vec<u8> {
+        let n = (f64::from(rate) * secs) as usize;
+        pcm(&(0..n)
+            .map(|i| {
+                ((i as f64 * hz * std::f64::consts::TAU / f64::from(rate)).sin() * 12_000.0) as i16
+            })
+            .collect::<Vec<_>>())
+    };
+    // Half a second of 440 Hz at 48 kHz, in 20 ms chunks as an app sends them.
+    for chunk in tone(48_000, 440.0, 0.5).chunks(1920) {
+        recorder.sent(
+            &client(json!({"realtimeInput": {"audio": {"mimeType": "audio/pcm;rate=48000", "data": base64(chunk)}}})),
+            0,
+        );
+    }
+    let voice = tone(16_000, 300.0, 0.5);
+    recorder.received(&Inbound::message(server(
+        json!({"serverContent": {"modelTurn": {"parts": [
+        {"inlineData": {"mimeType": "audio/pcm;rate=16000", "data": base64(&voice)}}]}}}),
+    )));
+    drop(recorder);
+    let crossings = |samples: &[i16]| {
+        samples
+            .windows(2)
+            .filter(|w| (w[0] < 0) != (w[1] < 0))
+            .count()
+    };
+    let (rate, mic) = read_wav(&dir.join(MIC_WAV)).unwrap();
+    assert_eq!(rate, 16_000);
+    // The resampler holds back less than its 10 ms chunk.
+    assert!((7_840..=8_000).contains(&mic.len()), "{}", mic.len());
+    let hz = crossings(&mic) as f64 / 2.0 / (mic.len() as f64 / 16_000.0);
+    assert!((hz - 440.0).abs() < 10.0, "{hz} Hz");
+    let (rate, model) = read_wav(&dir.join(MODEL_WAV)).unwrap();
+    assert_eq!(rate, 24_000);
+    assert!((11_700..=12_000).contains(&model.len()), "{}", model.len());
+    let hz = crossings(&model) as f64 / 2.0 / (model.len() as f64 / 24_000.0);
+    assert!((hz - 300.0).abs() < 10.0, "{hz} Hz");
+    // The lines refer to the samples written, in order and without gaps.
+    let recording = Recording::load(&dir).unwrap();
+    let mut next = 0;
+    for line in recording.lines() {
+        if let Record::Send { message } = &line.record {
+            let at: AudioRef =
+                serde_json::from_value(message["realtimeInput"]["audio"]["data"].clone()).unwrap();
+            assert_eq!(at.sample_offset, next);
+            next += at.sample_count;
+        }
+    }
+    assert_eq!(next, mic.len() as u64);
 }
 
 /// A format-2 log: the wire tap plus one app-level line of every kind that format had.

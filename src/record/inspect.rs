@@ -51,6 +51,8 @@ pub struct Summary {
     pub closes: Vec<String>,
     pub skipped_frames: usize,
     pub errors: Vec<String>,
+    /// What the recording's owner warned of (format 4's `warning` lines).
+    pub warnings: Vec<String>,
     /// The session's tokens: the service's total in parts by modality, as the live session
     /// counted them.
     pub tally: TokenTally,
@@ -238,6 +240,7 @@ impl Summary {
                     };
                     s.closes.push(format!("code {code}, {by}: {message}"));
                 }
+                Record::Warning { message } => s.warnings.push(message.clone()),
                 // App-level lines are read through `applied` above.
                 _ => {}
             }
@@ -383,6 +386,12 @@ pub fn report(recording: &Recording) -> String {
             let _ = writeln!(out, "  {error}");
         }
     }
+    if !s.warnings.is_empty() {
+        let _ = writeln!(out, "Warnings: {}", s.warnings.len());
+        for warning in &s.warnings {
+            let _ = writeln!(out, "  {warning}");
+        }
+    }
     let _ = writeln!(
         out,
         "Tokens: {} ({})",
@@ -502,6 +511,7 @@ pub fn json(recording: &Recording) -> Value {
         "offline": s.offline,
         "prices_read_on": PRICES_READ_ON,
         "errors": s.errors,
+        "warnings": s.warnings,
     })
 }
 

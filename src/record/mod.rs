@@ -14,6 +14,7 @@ pub mod legacy;
 pub mod locate;
 pub mod recorder;
 pub mod replay;
+pub mod wire_recorder;
 
 use std::path::{Path, PathBuf};
 
@@ -21,9 +22,10 @@ use anyhow::Context as _;
 
 use crate::app::Msg;
 
-pub use format::FORMAT_VERSION;
 pub use format::v3::{AudioRef, Line, Meta, Record};
+pub use format::{FORMAT_VERSION, WIRE_FORMAT_VERSION};
 pub use recorder::Recorder;
+pub use wire_recorder::{WireMeta, WireRecorder};
 
 /// The log, one JSON object per line.
 pub const LOG_FILE: &str = "session.jsonl";
@@ -210,6 +212,20 @@ impl Recording {
                 warnings,
             };
         }
+        if self.meta.format == WIRE_FORMAT_VERSION {
+            // How many messages the wire stands for is known only by reading it through: once
+            // to count (which also finds audio cut short, said before the messages are), once
+            // to hand them out, neither holding more than a line's worth.
+            let mut audio = AudioFiles::new(&self.dir);
+            let mut counting = format::v4::Applying::new(self.lines());
+            let total = std::iter::from_fn(|| counting.next(&mut audio)).count();
+            return Steps {
+                total,
+                inner: StepsFrom::Wire(format::v4::Applying::new(Box::new(self.lines()))),
+                audio: AudioFiles::new(&self.dir),
+                warnings: audio.warnings(&self.dir),
+            };
+        }
         Steps {
             total: self.applied,
             inner: StepsFrom::File(Box::new(self.lines())),
@@ -228,8 +244,10 @@ pub struct Steps {
 }
 
 enum StepsFrom {
-    /// Format 3 on: its `applied` lines, read from the file as they come.
+    /// Format 3: its `applied` lines, read from the file as they come.
     File(Box<dyn Iterator<Item = Line>>),
+    /// Format 4: the wire's lines, read from the file as they come, made into messages.
+    Wire(format::v4::Applying<Box<dyn Iterator<Item = Line>>>),
     /// Earlier formats, whose messages are rebuilt from the whole file.
     Held(std::vec::IntoIter<Applied>),
 }
@@ -243,7 +261,11 @@ impl Steps {
     /// What went wrong reading them (audio missing from a WAV file cut short, say).
     pub fn warnings(&self) -> Vec<String> {
         let mut warnings = self.warnings.clone();
-        warnings.extend(self.audio.warnings(&self.audio.dir));
+        for warning in self.audio.warnings(&self.audio.dir) {
+            if !warnings.contains(&warning) {
+                warnings.push(warning);
+            }
+        }
         warnings
     }
 }
@@ -254,6 +276,7 @@ impl Iterator for Steps {
     fn next(&mut self) -> Option<Applied> {
         match &mut self.inner {
             StepsFrom::Held(steps) => steps.next(),
+            StepsFrom::Wire(wire) => wire.next(&mut self.audio),
             StepsFrom::File(lines) => lines.find_map(|line| match line.record {
                 Record::Applied { msg, audio: at } => {
                     let mut msg = Msg::from(msg);

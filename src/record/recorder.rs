@@ -22,12 +22,13 @@ use tracing::warn;
 use super::format::{self, convert, v3};
 use super::{AudioRef, FORMAT_VERSION, LOG_FILE, Line, MIC_WAV, MODEL_WAV, Meta, Record};
 use crate::app::{AudioAsked, Msg, WireBody, WireFrame};
+use crate::audio::resample::StreamResampler;
 use crate::config::{RecordTo, Settings};
 use crate::tools::Device;
-use livetalk_live::CloseInfo;
 use livetalk_live::connection::{TappedFrame, WireTap};
 use livetalk_live::reading::{AudioPart, take_audio};
 use livetalk_live::wire::{ClientMessage, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, ServerMessage};
+use livetalk_live::{CloseInfo, Inbound, ServerEvent};
 
 /// Records one session. Cheap to clone; all clones write to the same folder.
 #[derive(Clone)]
@@ -48,11 +49,16 @@ struct Inner {
     /// Where the model audio of the frame received last goes, in the order its events carry
     /// it to the app: reserved in `model.wav` by its line, written when the app applies it.
     unclaimed: VecDeque<AudioRef>,
+    /// Format 4: each track is written at one rate (the mic at 16 kHz, the model at 24 kHz),
+    /// whatever rate a chunk came at. Format 3 writes chunks as they came.
+    fixed_rates: bool,
 }
 
 struct WavTrack {
     writer: hound::WavWriter<BufWriter<File>>,
     samples: u64,
+    /// With fixed rates: the converter from the rate the last chunk came at.
+    resampler: Option<StreamResampler>,
 }
 
 /// Which WAV file an audio payload goes to.
@@ -84,31 +90,6 @@ impl Recorder {
     /// Creates the folder and writes the metadata line. Refuses a folder that already holds a
     /// recording rather than mixing two sessions.
     pub fn create(dir: &Path, settings: &Settings, devices: Vec<Device>) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("creating the recording folder {}", dir.display()))?;
-        let path = dir.join(LOG_FILE);
-        let log = File::options()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .with_context(|| {
-                format!(
-                    "creating {} (a folder can hold one recording)",
-                    path.display()
-                )
-            })?;
-        let recorder = Recorder {
-            inner: Arc::new(Mutex::new(Inner {
-                log,
-                dir: dir.to_path_buf(),
-                model: None,
-                mic: None,
-                failed: false,
-                unclaimed: VecDeque::new(),
-            })),
-            started: Instant::now(),
-            dir: dir.to_path_buf(),
-        };
         let meta = Meta {
             format: FORMAT_VERSION,
             livetalk_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -133,6 +114,38 @@ impl Recorder {
                 // What the session's tokens cost, so `inspect` and a replay price them alike.
                 "pricing": settings.pricing,
             }),
+        };
+        Recorder::start(dir, meta, false)
+    }
+
+    /// Creates the folder and writes `meta` as the first line; with `fixed_rates`, each WAV
+    /// file is written at its track's one rate (format 4).
+    pub(super) fn start(dir: &Path, meta: Meta, fixed_rates: bool) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating the recording folder {}", dir.display()))?;
+        let path = dir.join(LOG_FILE);
+        let log = File::options()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .with_context(|| {
+                format!(
+                    "creating {} (a folder can hold one recording)",
+                    path.display()
+                )
+            })?;
+        let recorder = Recorder {
+            inner: Arc::new(Mutex::new(Inner {
+                log,
+                dir: dir.to_path_buf(),
+                model: None,
+                mic: None,
+                failed: false,
+                unclaimed: VecDeque::new(),
+                fixed_rates,
+            })),
+            started: Instant::now(),
+            dir: dir.to_path_buf(),
         };
         recorder.write(Record::Meta(Box::new(meta)));
         Ok(recorder)
@@ -223,6 +236,48 @@ impl Recorder {
         inner.write_line(&line);
     }
 
+    /// A frame a session read, recorded whole at once (format 4, where no app applies its
+    /// audio later): its line, its model audio written into `model.wav` from the frame's
+    /// events and referred to where the message had it; or why it could not be used.
+    pub(super) fn inbound(&self, inbound: &Inbound) {
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        let (message, skipped) = match &inbound.message {
+            Some(message) => (serde_json::to_value(message.as_ref()).ok(), None),
+            None => {
+                let reason = inbound.events.iter().find_map(|event| match event {
+                    ServerEvent::FrameSkipped { reason } => Some(reason.clone()),
+                    _ => None,
+                });
+                if reason.is_none() {
+                    // The session's own news, not a frame.
+                    return;
+                }
+                (None, reason)
+            }
+        };
+        let mut message = message;
+        let mut samples = inbound.events.iter().filter_map(|event| match event {
+            ServerEvent::ModelAudio { pcm, .. } => Some(pcm),
+            _ => None,
+        });
+        if let Some(message) = &mut message {
+            put_audio_refs(message, &inbound.audio, |part| {
+                Recorder::audio(&mut inner, Track::Model, samples.next()?, part.sample_rate)
+            });
+        }
+        let line = Line {
+            t: self.since_start(inbound.at),
+            record: Record::Recv {
+                setup: false,
+                message,
+                skipped,
+            },
+        };
+        inner.write_line(&line);
+    }
+
     fn now(&self) -> f64 {
         self.since_start(Instant::now())
     }
@@ -236,19 +291,26 @@ impl Recorder {
         if inner.failed {
             return None;
         }
-        let (slot, file) = match track {
-            Track::Model => (&mut inner.model, MODEL_WAV),
-            Track::Mic => (&mut inner.mic, MIC_WAV),
+        let fixed_rates = inner.fixed_rates;
+        let (slot, file, track_rate) = match track {
+            Track::Model => (&mut inner.model, MODEL_WAV, OUTPUT_SAMPLE_RATE),
+            Track::Mic => (&mut inner.mic, MIC_WAV, INPUT_SAMPLE_RATE),
         };
         if slot.is_none() {
             let spec = hound::WavSpec {
                 channels: 1,
-                sample_rate: rate,
+                sample_rate: if fixed_rates { track_rate } else { rate },
                 bits_per_sample: 16,
                 sample_format: hound::SampleFormat::Int,
             };
             match hound::WavWriter::create(inner.dir.join(file), spec) {
-                Ok(writer) => *slot = Some(WavTrack { writer, samples: 0 }),
+                Ok(writer) => {
+                    *slot = Some(WavTrack {
+                        writer,
+                        samples: 0,
+                        resampler: None,
+                    })
+                }
                 Err(e) => {
                     warn!("recording stopped: cannot create {file}: {e}");
                     inner.failed = true;
@@ -257,14 +319,19 @@ impl Recorder {
             }
         }
         let wav = slot.as_mut()?;
+        let converted =
+            (fixed_rates && rate != track_rate).then(|| wav.converted(pcm, rate, track_rate));
+        let samples: Box<dyn Iterator<Item = i16>> = match &converted {
+            Some(samples) => Box::new(samples.iter().copied()),
+            None => Box::new(
+                pcm.chunks_exact(2)
+                    .map(|chunk| i16::from_le_bytes([chunk[0], chunk[1]])),
+            ),
+        };
         let offset = wav.samples;
         let mut written = 0u64;
-        for chunk in pcm.chunks_exact(2) {
-            if wav
-                .writer
-                .write_sample(i16::from_le_bytes([chunk[0], chunk[1]]))
-                .is_err()
-            {
+        for sample in samples {
+            if wav.writer.write_sample(sample).is_err() {
                 break;
             }
             written += 1;
@@ -280,6 +347,31 @@ impl Recorder {
             sample_offset: offset,
             sample_count: written,
         })
+    }
+}
+
+impl WavTrack {
+    /// `pcm` (PCM16 LE at `rate`) at the track's `to` rate, through a streaming resampler
+    /// kept from chunk to chunk while the rate stays the same; what it still holds back comes
+    /// out with the next chunk.
+    fn converted(&mut self, pcm: &[u8], rate: u32, to: u32) -> Vec<i16> {
+        if self.resampler.as_ref().is_none_or(|r| r.rate_in() != rate) {
+            self.resampler = StreamResampler::new(rate, to)
+                .map_err(|e| warn!("recording: {e:#}"))
+                .ok();
+        }
+        let Some(resampler) = &mut self.resampler else {
+            return Vec::new();
+        };
+        let input: Vec<f32> = pcm
+            .chunks_exact(2)
+            .map(|c| f32::from(i16::from_le_bytes([c[0], c[1]])) / 32768.0)
+            .collect();
+        let mut out = Vec::with_capacity(input.len() * to as usize / rate.max(1) as usize + 16);
+        resampler.push(&input, &mut out);
+        out.iter()
+            .map(|s| (s * 32768.0).round().clamp(-32768.0, 32767.0) as i16)
+            .collect()
     }
 }
 
@@ -332,6 +424,26 @@ impl Inner {
 }
 
 /// Replaces `value[path…].data` with the audio reference.
+/// Puts into a server message (as JSON) where each of its model audio parts went: the
+/// reference `place` gives the part (none: the part is left as it is).
+fn put_audio_refs(
+    message: &mut Value,
+    audio: &[AudioPart],
+    mut place: impl FnMut(&AudioPart) -> Option<AudioRef>,
+) {
+    for part in audio {
+        let Some(at) = place(part) else {
+            continue;
+        };
+        if let Some(part_value) = message
+            .pointer_mut("/serverContent/modelTurn/parts")
+            .and_then(|parts| parts.get_mut(part.part))
+        {
+            put_ref(part_value, &["inlineData"], &at);
+        }
+    }
+}
+
 fn put_ref(value: &mut Value, path: &[&str], audio: &AudioRef) {
     let mut at = value;
     for key in path {
@@ -438,20 +550,11 @@ impl Recorder {
         audio: &[AudioPart],
     ) -> Option<Value> {
         let mut value = serde_json::to_value(message).ok()?;
-        for part in audio {
-            let Some(at) = inner.reserve(part) else {
-                continue;
-            };
-            if let Some(part_value) = value
-                .get_mut("serverContent")
-                .and_then(|v| v.get_mut("modelTurn"))
-                .and_then(|v| v.get_mut("parts"))
-                .and_then(|v| v.get_mut(part.part))
-            {
-                put_ref(part_value, &["inlineData"], &at);
-            }
-            inner.unclaimed.push_back(at);
-        }
+        put_audio_refs(&mut value, audio, |part| {
+            let at = inner.reserve(part)?;
+            inner.unclaimed.push_back(at.clone());
+            Some(at)
+        });
         Some(value)
     }
 }

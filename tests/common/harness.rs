@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use livetalk::app::{App, AppInit, ModelTurnStatus, Msg, NoticeLevel, ToolState};
-use livetalk::bridge::{BridgeOptions, DEFAULT_MAX_MESSAGE_BYTES, Upstream};
+use livetalk::bridge::{BridgeOptions, DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, Upstream};
 use livetalk::config::{FlagOverrides, Settings};
 use livetalk::driver::Source as _;
 use livetalk::engine::{Engine, build_setup};
@@ -155,11 +155,14 @@ pub fn bridge_options(upstream: Endpoint) -> BridgeOptions {
             endpoint: upstream,
             api_key: None,
             connect_timeout: Duration::from_secs(10),
+            offline: true,
         },
         token: None,
         max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
         limits: ConnectionLimits::default(),
         webrtc: Default::default(),
+        drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+        record: None,
     }
 }
 

@@ -669,3 +669,68 @@ pub fn assert_no_secrets(run: &Run, scratch: &Path, secrets: &[&str], written_by
     }
     assert!(files > 0, "the run wrote a log to search");
 }
+
+/// One plain HTTP request to `addr` (`host:port`), answered with its status and body: for a
+/// server's routes beside its WebSocket (`/healthz`, `/metrics`, …) and other servers' pages.
+/// The connection closes after the answer, so the body is what was read to the end.
+pub async fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    http_if_up(addr, method, path, headers)
+        .await
+        .unwrap_or_else(|| panic!("nothing answers HTTP at {addr}"))
+}
+
+/// [`http`], or `None` when nothing listens at `addr` (yet): for polling a server starting.
+pub async fn http_if_up(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    // HTTP/1.0: the answer comes whole, never in chunks, and the connection closes after it.
+    let mut request = format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("Content-Length: 0\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), stream.read_to_end(&mut answer))
+        .await
+        .expect("an HTTP answer within 20 s")
+        .ok()?;
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let status = answer.split(' ').nth(1)?.parse().ok()?;
+    let (head, mut body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let mut whole = String::new();
+    if chunked {
+        // Some servers (HAProxy's statistics) send chunks even to an HTTP/1.0 request.
+        while let Some((size, rest)) = body.split_once("\r\n") {
+            let size = usize::from_str_radix(size.trim(), 16).ok()?;
+            if size == 0 {
+                break;
+            }
+            whole.push_str(rest.get(..size)?);
+            body = rest.get(size + 2..)?;
+        }
+    } else {
+        whole.push_str(body);
+    }
+    Some((status, whole))
+}
+
+/// The value of one sample of an OpenMetrics exposition (`name{labels} value` as written),
+/// or 0 when the sample is not there (a counter never incremented).
+pub fn metric(exposition: &str, sample: &str) -> f64 {
+    exposition
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            (name == sample).then(|| value.parse().ok()).flatten()
+        })
+        .unwrap_or(0.0)
+}

@@ -13,7 +13,7 @@ use tokio_tungstenite::tungstenite::handshake::client::Request;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{self, Message};
-use tracing::{debug, info, warn};
+use tracing::{Instrument as _, debug, info, warn};
 
 use super::address::Address;
 use super::budget::{Held, InputBudget, Refused};
@@ -318,7 +318,7 @@ pub(crate) async fn run_until<P: Protocol>(
         .max_frame_size(Some(MAX_MESSAGE_BYTES))
         .write_buffer_size(0);
     let target = Address::of(&request).map_err(ConnectError::Connect)?;
-    info!(%target, "connecting to the {}", P::PEER);
+    info!(address = %target, "connecting to the {}", P::PEER);
     let timed_out = |stage| ConnectError::TimedOut(deadline_message(&target, stage, timeout));
     let (socket, _response, gate) =
         dial(request, &target, config, deadline)
@@ -393,56 +393,60 @@ pub(crate) async fn run_until<P: Protocol>(
     let (inbound_tx, inbound_rx) = mpsc::channel(EVENT_CAPACITY);
     let closing = Arc::new(AtomicBool::new(false));
 
-    // Writer: owns the sink; sink sends never sit in a select! arm that could drop them.
+    // Writer: owns the sink; sink sends never sit in a select! arm that could drop them. Both
+    // tasks log in the span of whoever opened the connection (a bridge's session).
     let writer_closing = closing.clone();
     let writer_tap = tap.clone();
-    tokio::spawn(async move {
-        while let Some(item) = outbound.recv().await {
-            let (frame, last) = match item {
-                Outbound::Message(message) => {
-                    let frame = P::encode(&message);
-                    if let Some(tap) = &writer_tap {
-                        tap.sent(&Arc::from(message), frame.len());
+    tokio::spawn(
+        async move {
+            while let Some(item) = outbound.recv().await {
+                let (frame, last) = match item {
+                    Outbound::Message(message) => {
+                        let frame = P::encode(&message);
+                        if let Some(tap) = &writer_tap {
+                            tap.sent(&Arc::from(message), frame.len());
+                        }
+                        (frame, false)
                     }
-                    (frame, false)
+                    Outbound::Frame(text) => (Message::text(text), false),
+                    Outbound::Close => {
+                        writer_closing.store(true, Ordering::SeqCst);
+                        (P::farewell(), true)
+                    }
+                };
+                if let Err(e) = sink.send(frame).await {
+                    debug!(
+                        "send to the {} failed, the reader reports the close: {e}",
+                        P::PEER
+                    );
+                    break;
                 }
-                Outbound::Frame(text) => (Message::text(text), false),
-                Outbound::Close => {
-                    writer_closing.store(true, Ordering::SeqCst);
-                    (P::farewell(), true)
+                if last {
+                    break;
                 }
-            };
-            if let Err(e) = sink.send(frame).await {
-                debug!(
-                    "send to the {} failed, the reader reports the close: {e}",
-                    P::PEER
-                );
-                break;
-            }
-            if last {
-                break;
             }
         }
-    });
+        .in_current_span(),
+    );
 
     // Reader: every frame is decoded once and passed on until the socket or the protocol ends
     // the session.
-    tokio::spawn(async move {
-        let inbound = inbound_tx;
-        if inbound
-            .send(Inbound::news(ServerEvent::SetupComplete { session_id }))
-            .await
-            .is_err()
-        {
-            return;
-        }
-        let close = loop {
-            let frame = stream.next().await;
-            let by_client = closing.load(Ordering::SeqCst);
-            // What the frame costs is held from the process's input budget until its value
-            // has been dealt with (see `budget`).
-            let read =
-                match frame {
+    tokio::spawn(
+        async move {
+            let inbound = inbound_tx;
+            if inbound
+                .send(Inbound::news(ServerEvent::SetupComplete { session_id }))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            let close = loop {
+                let frame = stream.next().await;
+                let by_client = closing.load(Ordering::SeqCst);
+                // What the frame costs is held from the process's input budget until its value
+                // has been dealt with (see `budget`).
+                let read = match frame {
                     Some(Ok(Message::Text(text))) => {
                         budgeted(text.as_bytes(), gate.take(), |payload| {
                             protocol.frame(payload, by_client)
@@ -468,32 +472,34 @@ pub(crate) async fn run_until<P: Protocol>(
                     }
                     None => Read::End(protocol.socket_closed(None, String::new(), by_client)),
                 };
-            match read {
-                Read::Inbound(frame) => {
-                    if frame.events.is_empty() && frame.message.is_none() {
-                        continue;
+                match read {
+                    Read::Inbound(frame) => {
+                        if frame.events.is_empty() && frame.message.is_none() {
+                            continue;
+                        }
+                        if inbound.send(frame).await.is_err() {
+                            return;
+                        }
                     }
-                    if inbound.send(frame).await.is_err() {
-                        return;
-                    }
+                    Read::End(close) => break close,
                 }
-                Read::End(close) => break close,
+            };
+            // A bridge's close message is its own text, of any length.
+            info!(
+                code = ?close.code,
+                "{} session closed: {}",
+                P::PEER,
+                crate::excerpt::bounded(&close.message, crate::excerpt::SUMMARY)
+            );
+            if let Some(tap) = &tap {
+                tap.closed(&close);
             }
-        };
-        // A bridge's close message is its own text, of any length.
-        info!(
-            code = ?close.code,
-            "{} session closed: {}",
-            P::PEER,
-            crate::excerpt::bounded(&close.message, crate::excerpt::SUMMARY)
-        );
-        if let Some(tap) = &tap {
-            tap.closed(&close);
+            let _ = inbound
+                .send(Inbound::news(ServerEvent::Closed(close)))
+                .await;
         }
-        let _ = inbound
-            .send(Inbound::news(ServerEvent::Closed(close)))
-            .await;
-    });
+        .in_current_span(),
+    );
 
     Ok(Connection {
         handle,

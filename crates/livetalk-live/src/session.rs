@@ -332,10 +332,15 @@ pub trait Dialer: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<Connection, ConnectError>>;
 }
 
-/// The Live API at an endpoint, with credentials.
-struct LiveApi {
-    endpoint: Endpoint,
-    auth: Auth,
+/// The Live API at an endpoint, with credentials: what [`Redial::from`] a
+/// [`ConnectOptions`] dials, and what a dialer of its own (one that also watches the
+/// outcomes) can dial through.
+#[derive(Debug, Clone)]
+pub struct LiveApi {
+    /// Where the connections go.
+    pub endpoint: Endpoint,
+    /// The credentials they carry.
+    pub auth: Auth,
 }
 
 impl Dialer for LiveApi {
@@ -414,14 +419,19 @@ impl std::fmt::Debug for Redial {
 /// With `redial` (the options `connection` was opened with, and how to open another) lost
 /// connections are replaced as `policy` says, resuming when the setup asks for resumption;
 /// without, nothing is retried and the connection's end is the session's end. `tap` sees
-/// every connection.
+/// every connection. A connection opened resuming a handle (the setup's) keeps resuming it
+/// until the server gives a newer one: a connection lost before then resumes the same
+/// conversation, not a fresh one.
 pub fn supervise(
     connection: Connection,
     redial: Option<Redial>,
     policy: ReconnectPolicy,
     tap: Option<Arc<dyn WireTap>>,
 ) -> Session {
-    start(Start::Open(connection), redial, policy, None, tap)
+    let resumed = redial
+        .as_ref()
+        .and_then(|r| r.setup.session_resumption.as_ref()?.handle.clone());
+    start(Start::Open(connection), redial, policy, resumed, tap)
 }
 
 /// Starts a session by connecting as a reconnect does, resuming with `handle` when there is

@@ -70,15 +70,24 @@ pub enum Admission {
 }
 
 impl Admission {
+    /// Why a connection over the cap is refused (the body of its HTTP 503); `None` when it
+    /// was admitted.
+    pub fn refusal(self) -> Option<String> {
+        match self {
+            Admission::Admitted => None,
+            Admission::Full(max) => Some(format!(
+                "This server is at its limit of {max} open connections; try again later."
+            )),
+        }
+    }
+
     /// `Err` is the HTTP 503 answer for a connection over the cap.
     #[allow(clippy::result_large_err)] // the type is fixed by tungstenite
     pub fn check(self) -> Result<(), ErrorResponse> {
-        match self {
-            Admission::Admitted => Ok(()),
-            Admission::Full(max) => {
-                let mut refusal = ErrorResponse::new(Some(format!(
-                    "This server is at its limit of {max} open connections; try again later."
-                )));
+        match self.refusal() {
+            None => Ok(()),
+            Some(sentence) => {
+                let mut refusal = ErrorResponse::new(Some(sentence));
                 *refusal.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
                 refusal
                     .headers_mut()

@@ -48,11 +48,17 @@ fn connect_example_maps_onto_setup() {
     let AppMessage::ConnectGemini {
         config,
         ignored_keys,
+        resume,
     } = message
     else {
         panic!("not a connect: {message:?}");
     };
     assert!(ignored_keys.is_empty());
+    assert_eq!(
+        resume,
+        Resume::default(),
+        "no handle; SESSION_HANDLE wanted"
+    );
     let mapped = config.to_setup().unwrap();
     assert!(mapped.warnings.is_empty(), "{:?}", mapped.warnings);
     let setup = serde_json::to_value(&mapped.setup).unwrap();
@@ -281,6 +287,18 @@ fn every_client_message_round_trips() {
                 ..LiveConfig::default()
             },
             ignored_keys: Vec::new(),
+            resume: Resume::default(),
+        },
+        AppMessage::ConnectGemini {
+            config: LiveConfig {
+                model: "models/m".into(),
+                ..LiveConfig::default()
+            },
+            ignored_keys: Vec::new(),
+            resume: Resume {
+                handle: Some("h-1".into()),
+                session_handles: false,
+            },
         },
         AppMessage::SendMessage {
             parts: vec![Part {
@@ -531,7 +549,16 @@ fn every_bridge_message_round_trips() {
         BridgeMessage::GeminiConnected {},
         BridgeMessage::GeminiDisconnected {
             reason: Some("bye".into()),
+            code: None,
         },
+        BridgeMessage::GeminiDisconnected {
+            reason: Some("draining".into()),
+            code: Some(1012),
+        },
+        BridgeMessage::SessionHandle {
+            handle: Some("h-2".into()),
+        },
+        BridgeMessage::SessionHandle { handle: None },
         BridgeMessage::GeminiError {
             message: "bad".into(),
             details: Some(json!({"code": 1011})),
@@ -626,6 +653,7 @@ fn null_is_absent_everywhere_but_in_the_apps_own_data() {
     let AppMessage::ConnectGemini {
         config,
         ignored_keys,
+        ..
     } = connect
     else {
         panic!("{connect:?}")
@@ -698,6 +726,7 @@ fn every_app_message() -> Vec<AppMessage> {
         AppMessage::ConnectGemini {
             config: config.clone(),
             ignored_keys: Vec::new(),
+            resume: Resume::default(),
         },
         AppMessage::SendMessage {
             parts: Vec::new(),
@@ -720,7 +749,10 @@ fn every_app_message() -> Vec<AppMessage> {
 fn every_bridge_message() -> Vec<BridgeMessage> {
     vec![
         BridgeMessage::GeminiConnected {},
-        BridgeMessage::GeminiDisconnected { reason: None },
+        BridgeMessage::GeminiDisconnected {
+            reason: None,
+            code: None,
+        },
         BridgeMessage::error("e"),
         BridgeMessage::content(ServerContent::default(), None),
         BridgeMessage::ToolCall {
@@ -744,6 +776,7 @@ fn every_bridge_message() -> Vec<BridgeMessage> {
             voice_activity_detection_signal: None,
         },
         BridgeMessage::WebrtcAnswer(WebrtcSdp::default()),
+        BridgeMessage::SessionHandle { handle: None },
     ]
 }
 

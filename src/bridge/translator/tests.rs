@@ -44,7 +44,11 @@ const CONNECT: &str = r#"{"type": "CONNECT_GEMINI", "payload": {"initialConfig":
 fn open() -> Translator {
     let mut translator = Translator::new();
     let reply = translator.app(AppMessage::decode(CONNECT.as_bytes()).unwrap());
-    let Some(SessionStep::Open(mapped)) = reply.session else {
+    let Some(SessionStep::Open {
+        config: mapped,
+        resume: None,
+    }) = reply.session
+    else {
         panic!("{reply:?}")
     };
     let (warnings, setup) = translator.opening(mapped, None);
@@ -74,7 +78,7 @@ fn connect_warns_of_unknown_keys_then_opens() {
             .contains("`fancy`")
     );
     assert!(reply.to_live.is_empty());
-    assert!(matches!(reply.session, Some(SessionStep::Open(_))));
+    assert!(matches!(reply.session, Some(SessionStep::Open { .. })));
     // Not open until the loop says it connected.
     assert!(!translator.is_open());
 }
@@ -245,12 +249,28 @@ fn tool_answers_are_checked_and_completed_from_the_call() {
         json!([{"toolResponse": {"functionResponses": [
             {"id": "c1", "name": "later", "response": {"output": 42}, "scheduling": "WHEN_IDLE"}]}}])
     );
-    // Answered: its name is no longer known.
+    // Answered: a second answer, named or not, reaches nobody, and the app is told.
+    for answer in [
+        json!({"id": "c1", "response": {}}),
+        json!({"id": "c1", "name": "later", "response": {}}),
+    ] {
+        let reply = translator.app(app(
+            json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {
+            "functionResponses": [answer]}}}),
+        ));
+        assert!(
+            error_text(&reply).contains("answers no pending call (id \"c1\")"),
+            "{reply:?}"
+        );
+        assert!(reply.to_live.is_empty());
+    }
+    // Nor does an answer for an id never asked, even beside a good one: the message is
+    // checked whole.
     let reply = translator.app(app(
         json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {
-        "functionResponses": [{"id": "c1", "response": {}}]}}}),
+        "functionResponses": [{"id": "c2", "response": {}}, {"id": "zz", "name": "other", "response": {}}]}}}),
     ));
-    assert!(error_text(&reply).contains("needs a `name`"));
+    assert!(error_text(&reply).contains("functionResponses[1] answers no pending call"));
     assert!(reply.to_live.is_empty());
     let reply = translator.app(app(
         json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {
@@ -270,11 +290,18 @@ fn tool_answers_are_checked_and_completed_from_the_call() {
             json!({"type": "TOOL_CALL_CANCELLATION", "payload": {"toolCallCancellation": {"ids": ["c2"]}}})
         ]
     );
+    // An answer already on its way when the app was told: dropped with a warning, not an
+    // error, and never sent.
     let reply = translator.app(app(
         json!({"type": "SEND_TOOL_RESPONSE", "payload": {"toolResponse": {
         "functionResponses": [{"id": "c2", "response": {}}]}}}),
     ));
-    assert!(error_text(&reply).contains("needs a `name`"));
+    assert_eq!(
+        wire(&reply.to_app),
+        [json!({"type": "LOG_MESSAGE", "payload": {"type": "warn",
+            "message": "The answer to 1 cancelled call(s) (c2) came after TOOL_CALL_CANCELLATION and was not sent."}})]
+    );
+    assert!(reply.to_live.is_empty());
 }
 
 #[test]
@@ -413,12 +440,16 @@ fn the_sessions_news_is_told_and_its_close_ends_it() {
         message: "The Live API closed the session.".into(),
         initiated_by_client: false,
     };
+    // A call still open when the session ends for good is withdrawn before the end is told.
+    translator.inbound(server(json!({"toolCall": {"functionCalls": [
+        {"id": "c4", "name": "later", "args": {}}]}})));
     let out = translator.session_event(SessionEvent::Server(Inbound::news(ServerEvent::Closed(
         close,
     ))));
     assert_eq!(
         wire(&out),
         [
+            json!({"type": "TOOL_CALL_CANCELLATION", "payload": {"toolCallCancellation": {"ids": ["c4"]}}}),
             json!({"type": "GEMINI_ERROR", "payload": {"message": "The Live API closed the session.", "details": {"code": 1011, "reason": "internal"}}}),
             json!({"type": "GEMINI_DISCONNECTED", "payload": {"reason": "The Live API closed the session."}}),
         ]
@@ -521,4 +552,70 @@ fn disconnect_ends_the_session_with_a_farewell() {
         ]
     );
     assert!(!translator.is_open());
+}
+
+/// A translator opened by `connect` (a `CONNECT_GEMINI` payload), set up; and the handle the
+/// app asked to resume.
+fn opened_with(connect: Value) -> (Translator, Option<String>) {
+    let mut translator = Translator::new();
+    let reply = translator.app(app(json!({"type": "CONNECT_GEMINI", "payload": connect})));
+    let Some(SessionStep::Open { config, resume }) = reply.session else {
+        panic!("{reply:?}")
+    };
+    let (_, setup) = translator.opening(config, resume.clone());
+    assert_eq!(setup.session_resumption.unwrap().handle, resume);
+    translator.opened();
+    translator.inbound(server(json!({"setupComplete": {}})));
+    (translator, resume)
+}
+
+#[test]
+fn the_app_is_told_each_new_handle_once_unless_it_said_not_to() {
+    let (mut translator, resume) = opened_with(json!({
+        "initialConfig": {"model": "models/m"}, "handle": "from-another-instance"}));
+    assert_eq!(resume.as_deref(), Some("from-another-instance"));
+    let told = translator.handle_changed(Some("h1".into()));
+    assert_eq!(
+        wire(told.as_slice()),
+        [json!({"type": "SESSION_HANDLE", "payload": {"handle": "h1"}})]
+    );
+    assert_eq!(translator.handle_changed(Some("h1".into())), None, "once");
+    // A handle refused upstream: the app forgets its own.
+    let told = translator.handle_changed(None);
+    assert_eq!(
+        wire(told.as_slice()),
+        [json!({"type": "SESSION_HANDLE", "payload": {}})]
+    );
+
+    // The original bridge's dialect, byte for byte: no SESSION_HANDLE, no close code.
+    let (mut original, _) = opened_with(json!({
+        "initialConfig": {"model": "models/m"}, "sessionHandles": false}));
+    assert_eq!(original.handle_changed(Some("h1".into())), None);
+    let out = original.leaving(Some("h1".into()));
+    assert_eq!(
+        wire(&out),
+        [json!({"type": "GEMINI_DISCONNECTED", "payload": {"reason": DRAINING}})]
+    );
+}
+
+#[test]
+fn leaving_for_a_drain_cancels_open_calls_then_tells_the_handle_and_the_close() {
+    let (mut translator, _) = opened_with(json!({"initialConfig": {"model": "models/m"}}));
+    translator.inbound(server(json!({"toolCall": {"functionCalls": [
+        {"id": "b", "name": "f", "args": {}}, {"id": "a", "name": "f", "args": {}}]}})));
+    assert!(translator.calls_pending());
+    let out = translator.leaving(Some("h9".into()));
+    assert_eq!(
+        wire(&out),
+        [
+            json!({"type": "TOOL_CALL_CANCELLATION", "payload": {"toolCallCancellation": {"ids": ["a", "b"]}}}),
+            json!({"type": "SESSION_HANDLE", "payload": {"handle": "h9"}}),
+            json!({"type": "GEMINI_DISCONNECTED", "payload": {"reason": DRAINING, "code": 1012}}),
+        ]
+    );
+    assert!(!translator.is_open());
+    // The cancelled calls cannot be answered on a session that is gone.
+    let reply = translator.app(app(json!({"type": "SEND_TOOL_RESPONSE", "payload": {
+        "toolResponse": {"functionResponses": [{"id": "a", "name": "f", "response": {}}]}}})));
+    assert!(error_text(&reply).contains("No Gemini session is open"));
 }

@@ -22,7 +22,7 @@ use str0m::media::{Direction, MediaKind};
 use str0m::{Candidate, Rtc, RtcConfig};
 use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, watch};
-use tracing::debug;
+use tracing::{Instrument as _, debug};
 
 pub use peer::PeerEvent;
 use peer::{Command, PeerTask, Role};
@@ -290,7 +290,7 @@ impl MediaHub {
                 routes: self.routes.clone(),
             },
         )?;
-        let task = tokio::spawn(task.run());
+        let task = tokio::spawn(task.run().in_current_span());
         Ok(MediaPeer {
             commands: commands_tx,
             flushes,

@@ -23,8 +23,9 @@ pub struct Line {
 }
 
 /// What a line records. Format 3 writes `meta`, `applied` and the wire tap (`connect`,
-/// `send`, `recv`, `close`); the other kinds are read from earlier formats only, where `at` is
-/// the number of session events the app had applied when the line was written.
+/// `send`, `recv`, `close`); format 4 the wire tap with `link`, `ended` and `warning`; the
+/// other kinds are read from earlier formats only, where `at` is the number of session events
+/// the app had applied when the line was written.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Record {
@@ -131,6 +132,19 @@ pub enum Record {
         initiated_by_client: bool,
         at: u64,
     },
+    /// Format 4 ([`super::v4`]): what the session did on its own (a reconnect, a hand-over, a
+    /// refused handle), where format 3 has an `applied` `link` message.
+    Link { change: SessionChange },
+    /// Format 4: the session is over for good, as its owner was told.
+    Ended {
+        code: Option<u16>,
+        reason: String,
+        message: String,
+        initiated_by_client: bool,
+    },
+    /// Format 4: something the recording's owner said about the session (a message it
+    /// refused, a frame it could not use, a drain).
+    Warning { message: String },
 }
 
 /// Metadata on the first line. Never holds the API key.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tracing::{info, warn};
+use tracing::{Instrument as _, info, warn};
 
 use super::{
     Command, ReconnectPolicy, Session, SessionChange, SessionEvent, SessionHandle, SessionStatus,
@@ -69,7 +69,8 @@ pub(super) fn start(
         hand_over_for: None,
         by_hand: false,
     };
-    tokio::spawn(supervisor.run(first));
+    // It logs in the span of whoever started the session (a bridge's session).
+    tokio::spawn(supervisor.run(first).in_current_span());
     Session {
         handle: SessionHandle {
             commands: commands_tx,

@@ -497,6 +497,14 @@ pub struct ClientContent {
 }
 
 impl ClientContent {
+    /// The text parts of its turns, in order.
+    pub fn texts(&self) -> impl Iterator<Item = &str> {
+        self.turns
+            .iter()
+            .flat_map(|turn| &turn.parts)
+            .filter_map(|part| part.text.as_deref())
+    }
+
     /// A complete user turn of plain text.
     pub fn user_text(text: impl Into<super::Text>) -> Self {
         ClientContent {
