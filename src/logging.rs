@@ -53,7 +53,7 @@ pub fn to_data_dir() -> Option<PathBuf> {
         .with(
             tracing_subscriber::fmt::layer()
                 .with_ansi(false)
-                .with_writer(BoundedLines(Mutex::new(file))),
+                .with_writer(BoundedLines(Mutex::new(file), LogFormat::Text)),
         )
         .with(filter(level()))
         .try_init()
@@ -170,7 +170,7 @@ pub fn to_stderr_as(format: LogFormat) -> Option<StderrLog> {
         .thread_name("livetalk-log")
         .finish(std::io::stderr());
     let dropped = writer.error_counter();
-    let writer = BoundedLines(writer);
+    let writer = BoundedLines(writer, format);
     let layer = match format {
         LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(writer).boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
@@ -192,20 +192,21 @@ pub fn to_stderr_as(format: LogFormat) -> Option<StderrLog> {
     })
 }
 
-/// Writers whose lines are cut at [`excerpt::LOG_LINE`] and scrubbed of secrets: the fmt layer
-/// formats an event whole and writes it at once, so each write is one line. What a server sends is bounded where it
-/// is logged; this is the backstop for a path that forgot.
-struct BoundedLines<M>(M);
+/// Writers whose lines are cut at [`excerpt::LOG_LINE`], scrubbed of secrets and made safe for
+/// a terminal in the lines' format: the fmt layer formats an event whole and writes it at once,
+/// so each write is one line. What a server sends is bounded where it is logged; this is the
+/// backstop for a path that forgot.
+struct BoundedLines<M>(M, LogFormat);
 
 impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for BoundedLines<M> {
     type Writer = BoundedLine<M::Writer>;
 
     fn make_writer(&'a self) -> Self::Writer {
-        BoundedLine(self.0.make_writer())
+        BoundedLine(self.0.make_writer(), self.1)
     }
 }
 
-struct BoundedLine<W>(W);
+struct BoundedLine<W>(W, LogFormat);
 
 impl<W: Write> Write for BoundedLine<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -217,9 +218,14 @@ impl<W: Write> Write for BoundedLine<W> {
             format!("{cut}\n").into()
         };
         // Every log line passes here, so this is where secrets leave it, and where what a
-        // peer sent is made safe for the terminal the log is read on (the servers' is one).
-        self.0
-            .write_all(excerpt::terminal_safe(&redact::scrub(&line)).as_bytes())?;
+        // peer sent is made safe for the terminal the log is read on (the servers' is one):
+        // a JSON line with JSON's escapes, so it stays JSON.
+        let line = redact::scrub(&line);
+        let safe = match self.1 {
+            LogFormat::Text => excerpt::terminal_safe(&line),
+            LogFormat::Json => excerpt::json_terminal_safe(&line),
+        };
+        self.0.write_all(safe.as_bytes())?;
         Ok(buf.len())
     }
 
@@ -235,7 +241,7 @@ mod tests {
     #[test]
     fn a_long_line_is_cut_and_says_its_size() {
         let mut out = Vec::new();
-        let mut line = BoundedLine(&mut out);
+        let mut line = BoundedLine(&mut out, LogFormat::Text);
         line.write_all(b"short\n").unwrap();
         let long = format!("{}\n", "x".repeat(10 << 20));
         line.write_all(long.as_bytes()).unwrap();
@@ -249,6 +255,31 @@ mod tests {
         );
         assert_eq!(lines.len(), 2);
         assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn what_a_peer_sent_reaches_the_log_escaped_and_a_json_line_stays_json() {
+        let said = "\u{1b}]52;c;aGk=\u{7}\u{9b}2J\u{7f}";
+        let mut out = Vec::new();
+        BoundedLine(&mut out, LogFormat::Text)
+            .write_all(format!("peer said {said}\n").as_bytes())
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "peer said \\x1b]52;c;aGk=\\x07\\x9b2J\\x7f\n"
+        );
+        let mut out = Vec::new();
+        let json = serde_json::json!({"message": format!("peer said {said}")}).to_string();
+        BoundedLine(&mut out, LogFormat::Json)
+            .write_all(format!("{json}\n").as_bytes())
+            .unwrap();
+        let line = String::from_utf8(out).unwrap();
+        assert!(
+            !line.chars().any(|c| c.is_control() && c != '\n'),
+            "{line:?}"
+        );
+        let read: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(read["message"], format!("peer said {said}"));
     }
 
     #[test]
