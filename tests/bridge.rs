@@ -1582,6 +1582,48 @@ async fn health_metrics_and_drain_answer_plain_http_the_token_guarding_all_but_h
         .unwrap();
 }
 
+/// Every frame an app sends is paid for from the process's input budget before the bridge
+/// reads it, through the HTTP server and the upgrade: with the budget held elsewhere, an app's
+/// megabyte message is not read at all, and once the budget's deadline has passed the app is
+/// told so and the connection closes 1013 (a frame read first and weighed after would be
+/// "dropped" and the connection kept). Plain HTTP needs no budget and answers meanwhile.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_apps_frames_are_paid_for_from_the_budget_before_the_bridge_reads_them() {
+    use livetalk_live::budget::{BYTE_COST, InputBudget, Shape};
+    let bridge = bridge().await;
+    let addr = address(&bridge.server);
+    let mut app = App::connect(&bridge.server.url()).await;
+    app.start(live_config("text")).await;
+    let budget = InputBudget::process();
+    let everything = Shape {
+        bytes: budget.bytes() / BYTE_COST,
+        ..Shape::default()
+    };
+    let elsewhere = budget
+        .hold_shape(everything, Duration::ZERO)
+        .await
+        .expect("the budget is free before the message");
+    assert_eq!(budget.available(), 0);
+    app.say(&"x".repeat(1 << 20)).await;
+    // The frame waits, unread, for what it costs; the plain routes do not.
+    assert_eq!(
+        http(&addr, "GET", "/healthz", &[]).await,
+        (200, "ok\n".into())
+    );
+    assert_eq!(http(&addr, "GET", "/metrics", &[]).await.0, 200);
+    let (error, _) = app.until("GEMINI_ERROR").await;
+    let error = error["payload"]["message"].as_str().unwrap().to_owned();
+    assert!(
+        error.starts_with("The message was not read: ") && error.contains("closing the connection"),
+        "{error}"
+    );
+    let closed = app.closed().await;
+    assert_eq!(closed.code, 1013, "{}", closed.reason);
+    drop(elsewhere);
+    // Nothing of it is left held.
+    assert_eq!(budget.available(), budget.bytes());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Load
 // ---------------------------------------------------------------------------------------------
