@@ -293,10 +293,11 @@ fn talk_to_tone_server(
     rig: &PulseRig,
     url: &str,
     wait_for_interrupt: bool,
-) -> (Vec<serde_json::Value>, Vec<f32>) {
+) -> (Vec<serde_json::Value>, Vec<f32>, String) {
     let scratch = rig::audio_scratch();
     let recording = rig.record_speaker();
     recording.wait_for_more(0.2);
+    let mark = rig.log_mark();
     let mut client = rig.headless(scratch.path(), &["--endpoint", url, "--json"]);
     let mut stdin = client.stdin.take().unwrap();
     writeln!(stdin, "Play me a tone.").unwrap();
@@ -317,7 +318,20 @@ fn talk_to_tone_server(
         .iter()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}")))
         .collect();
-    (events, played)
+    (events, played, ran_dry(rig, mark))
+}
+
+/// What the sound server's log says of livetalk's playback since `mark`: how many times the
+/// server found its stream empty (livetalk late with what it asked for), so that a tone cut
+/// or stretched says where it went. livetalk's streams carry no name (`(null)` in the log).
+fn ran_dry(rig: &PulseRig, mark: rig::LogMark) -> String {
+    let times: usize = rig
+        .server_loss(mark, &["(null)"])
+        .underruns
+        .iter()
+        .map(|(_, count)| count)
+        .sum();
+    format!("the sound server ran dry of livetalk's playback {times} time(s)")
 }
 
 fn audio_summary(events: &[serde_json::Value]) -> &serde_json::Value {
@@ -331,7 +345,7 @@ fn audio_summary(events: &[serde_json::Value]) -> &serde_json::Value {
 async fn model_audio_comes_out_of_the_virtual_speaker_at_the_right_pitch_and_length() {
     let rig = PulseRig::start();
     let url = tone_server(1.5, None).await;
-    let (events, played) = tokio::task::spawn_blocking(move || {
+    let (events, played, server) = tokio::task::spawn_blocking(move || {
         let result = talk_to_tone_server(&rig, &url, false);
         drop(rig);
         result
@@ -340,15 +354,18 @@ async fn model_audio_comes_out_of_the_virtual_speaker_at_the_right_pitch_and_len
     .unwrap();
     let (start, end) = rig::sound_span(&played, RECORD_RATE, 0.05)
         .unwrap_or_else(|| panic!("the tone was not heard; the client printed {events:#?}"));
+    let summary = audio_summary(&events);
     let heard = end - start;
     assert!(
         (heard - 1.5).abs() < 0.05,
-        "played {heard:.3} s of a 1.5 s tone: the tail must not be cut, nothing added"
+        "played {heard:.3} s of a 1.5 s tone: the tail must not be cut, nothing added ({server}; {summary})"
     );
     let middle = &played[((start + 0.2) * 24_000.0) as usize..((end - 0.2) * 24_000.0) as usize];
     let pitch = rig::tone_frequency(middle, RECORD_RATE);
-    assert!((pitch - 440.0).abs() < 3.0, "pitch {pitch:.1} Hz");
-    let summary = audio_summary(&events);
+    assert!(
+        (pitch - 440.0).abs() < 3.0,
+        "pitch {pitch:.1} Hz ({server}; {summary})"
+    );
     assert_eq!(summary["underruns"], 0, "{summary}");
     let first_sound = summary["socket_to_speaker"]["last_ms"]
         .as_f64()
@@ -363,7 +380,7 @@ async fn barge_in_silences_the_speaker_within_30ms_of_interrupted() {
     let rig = PulseRig::start();
     let interrupt_after = Duration::from_millis(1000);
     let url = tone_server(4.0, Some(interrupt_after)).await;
-    let (events, played) = tokio::task::spawn_blocking(move || {
+    let (events, played, _) = tokio::task::spawn_blocking(move || {
         let result = talk_to_tone_server(&rig, &url, true);
         drop(rig);
         result
