@@ -16,7 +16,6 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -53,21 +52,13 @@ impl Pki {
     fn create(dir: &Path) -> Pki {
         let dir = dir.join("pki");
         common::test_ca(&dir);
-        for args in [
-            "genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.pem",
-            "rsa -in sa.pem -RSAPublicKey_out -outform DER -out sa.der",
-        ] {
-            let output = Command::new("openssl")
-                .args(args.split(' '))
-                .current_dir(&dir)
-                .output()
-                .expect("openssl runs (scripts/test.sh installs it)");
-            assert!(
-                output.status.success(),
-                "openssl {args}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
+        common::openssl(
+            &dir,
+            &[
+                "genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out sa.pem",
+                "rsa -in sa.pem -RSAPublicKey_out -outform DER -out sa.der",
+            ],
+        );
         Pki { dir }
     }
 

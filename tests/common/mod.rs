@@ -46,11 +46,20 @@ pub fn test_ca(dir: &Path) {
         "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
     )
     .expect("write the certificate's extensions");
-    for args in [
-        "req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=livetalk-test-CA",
-        "req -newkey rsa:2048 -nodes -keyout leaf.key -out leaf.csr -subj /CN=localhost",
-        "x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out leaf.pem -days 2 -extfile ext.cnf",
-    ] {
+    openssl(
+        dir,
+        &[
+            "req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=livetalk-test-CA",
+            "req -newkey rsa:2048 -nodes -keyout leaf.key -out leaf.csr -subj /CN=localhost",
+            "x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out leaf.pem -days 2 -extfile ext.cnf",
+        ],
+    );
+}
+
+/// Runs `openssl` in `dir` once for each of `steps` (its arguments, split at spaces), failing
+/// the test with openssl's own words at the first step that fails.
+pub fn openssl(dir: &Path, steps: &[&str]) {
+    for args in steps {
         let output = Command::new("openssl")
             .args(args.split(' '))
             .current_dir(dir)
