@@ -11,6 +11,8 @@ mod messages;
 mod reply;
 mod setup;
 
+pub use setup::{message_refusal, refusal};
+
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -244,10 +246,7 @@ impl MockConnection {
             }
             (ClientMessage::RealtimeInput(input), true) => {
                 if !input.media_chunks.is_empty() && self.settings.traits.refuses_media_chunks {
-                    return Outcome::Close(
-                        1007,
-                        "realtime_input.media_chunks is deprecated. Use audio, video, or text instead.".into(),
-                    );
+                    return Outcome::Close(1007, setup::MEDIA_CHUNKS_REFUSED.into());
                 }
                 self.on_realtime_input(input).await;
                 Outcome::Continue
