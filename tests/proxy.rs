@@ -93,6 +93,7 @@ fn options(upstream: SocketAddr, dir: &Path) -> ProxyOptions {
             tool_timeout: Duration::from_millis(600),
             stall: Duration::from_millis(600),
         },
+        pricing: Default::default(),
         write_stall: Duration::from_millis(500),
     }
 }
@@ -875,7 +876,10 @@ fn the_command_prints_json_events_and_records_each_connection() {
     assert!(named("frame") >= 6, "{stdout:#?}");
     assert_eq!(named("tool_call"), 1);
     assert_eq!(named("tool_answered"), 1);
-    assert!(named("turn") >= 1);
+    let turn = events.iter().find(|e| e["event"] == "turn").unwrap();
+    assert!(turn["tokens"].as_u64().unwrap() > 0, "{turn}");
+    assert!(turn["first_reply_ms"].as_f64().unwrap() >= 0.0, "{turn}");
+    assert!(turn["model"].as_str().unwrap().contains("lamp"), "{turn}");
     assert_eq!(named("warning"), 0, "{stdout:#?}");
     assert!(
         events

@@ -50,6 +50,17 @@ pub fn peak(samples: &[f32]) -> f32 {
     samples.iter().fold(0.0f32, |m, s| m.max(s.abs()))
 }
 
+/// The largest absolute sample of PCM16 little-endian bytes, 0 to 1 (0 for none): a frame's
+/// level as it went over the wire, read in place.
+pub fn peak_pcm16_le(bytes: &[u8]) -> f32 {
+    let peak = bytes
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]).unsigned_abs())
+        .max()
+        .unwrap_or(0);
+    peak as f32 / 32768.0
+}
+
 /// A level in dBFS for meters and logs (-inf clamped to -96).
 pub fn dbfs(level: f32) -> f32 {
     if level <= 0.0 {

@@ -125,6 +125,8 @@ pub enum EventKind {
         kinds: Vec<String>,
         /// What the proxy added: from the frame read whole to it written on.
         delay_us: u64,
+        /// The peak of the audio it carried (the app's mic, the model's voice), 0 to 1.
+        level: Option<f32>,
     },
     /// The app's session was set up by the service.
     SetUp {
@@ -154,6 +156,12 @@ pub enum EventKind {
         audio_out: Duration,
         audio_in: Duration,
         interrupted: bool,
+        /// From the app's part done (its turn, its speech's end, its tool answers) to the
+        /// model's first output, when the turn had such a start.
+        first_reply: Option<Duration>,
+        /// The connection's tokens so far, and what they cost where the route has prices.
+        tokens: u64,
+        cost: Option<f64>,
     },
     Warning {
         kind: WarningKind,
@@ -206,10 +214,14 @@ impl ProxyEvent {
                 bytes,
                 kinds,
                 delay_us,
-            } => (
-                "frame",
-                json!({"dir": dir.name(), "type": if *binary {"binary"} else {"text"}, "bytes": bytes, "kinds": kinds, "delay_us": delay_us}),
-            ),
+                level,
+            } => {
+                let mut frame = json!({"dir": dir.name(), "type": if *binary {"binary"} else {"text"}, "bytes": bytes, "kinds": kinds, "delay_us": delay_us});
+                if let Some(level) = level {
+                    frame["level"] = json!((*level as f64 * 1000.0).round() / 1000.0);
+                }
+                ("frame", frame)
+            }
             EventKind::SetUp { model } => ("setup_complete", json!({"model": model})),
             EventKind::UserText(text) => ("user_text", json!({"text": text})),
             EventKind::ToolCall { id, name, args } => {
@@ -226,9 +238,12 @@ impl ProxyEvent {
                 audio_out,
                 audio_in,
                 interrupted,
+                first_reply,
+                tokens,
+                cost,
             } => (
                 "turn",
-                json!({"model": model, "heard": heard, "tool_calls": tool_calls, "audio_out_ms": ms(*audio_out), "audio_in_ms": ms(*audio_in), "interrupted": interrupted}),
+                json!({"model": model, "heard": heard, "tool_calls": tool_calls, "audio_out_ms": ms(*audio_out), "audio_in_ms": ms(*audio_in), "interrupted": interrupted, "first_reply_ms": first_reply.map(ms), "tokens": tokens, "cost_usd": cost}),
             ),
             EventKind::Warning { kind, message } => {
                 ("warning", json!({"kind": kind.name(), "message": message}))
@@ -291,6 +306,9 @@ impl ProxyEvent {
                 tool_calls,
                 audio_out,
                 interrupted,
+                first_reply,
+                tokens,
+                cost,
                 ..
             } => {
                 let mut line = String::new();
@@ -308,6 +326,20 @@ impl ProxyEvent {
                 }
                 if *interrupted {
                     line.push_str(" [interrupted]");
+                }
+                let mut figures = Vec::new();
+                if let Some(first) = first_reply {
+                    figures.push(format!("first reply {} ms", ms(*first).round()));
+                }
+                if *tokens > 0 {
+                    figures.push(format!(
+                        "{} tokens, {}",
+                        crate::pricing::tokens_words(*tokens),
+                        crate::pricing::cost_words(*cost)
+                    ));
+                }
+                if !figures.is_empty() {
+                    line.push_str(&format!(" ({})", figures.join("; ")));
                 }
                 line
             }

@@ -74,6 +74,8 @@ pub struct ProxyOptions {
     /// Record each app connection (format 4) into a folder of its own here.
     pub record: Option<PathBuf>,
     pub watch: WatchOptions,
+    /// What the route's tokens cost (nothing for the demo model or an unknown server).
+    pub pricing: crate::pricing::PriceBook,
     /// How long a write waits for a side that stopped reading.
     pub write_stall: Duration,
 }
@@ -328,7 +330,11 @@ where
         );
         let conn = relay::Conn {
             id,
-            watch: watch::Watch::new(shared.options.watch, &api_version),
+            watch: watch::Watch::new(
+                shared.options.watch,
+                &api_version,
+                shared.options.pricing.clone(),
+            ),
             shared: shared.clone(),
             upstream_host,
             recorder: None,

@@ -157,6 +157,7 @@ impl Conn {
                     passed.payload.len(),
                     Vec::new(),
                     passed.delay,
+                    None,
                 );
                 let who = match dir {
                     Direction::Send => "The app",
@@ -191,15 +192,13 @@ impl Conn {
                     _ => None,
                 };
                 self.record_from(setup);
-                self.shared.emit(
-                    self.id,
-                    EventKind::Frame {
-                        dir: Direction::Send,
-                        binary,
-                        bytes: payload.len(),
-                        kinds: vec![client_kind(&message).to_owned()],
-                        delay_us: delay.as_micros() as u64,
-                    },
+                self.frame_event(
+                    Direction::Send,
+                    binary,
+                    payload.len(),
+                    vec![client_kind(&message).to_owned()],
+                    delay,
+                    mic_level(&message),
                 );
                 let notes = self.watch.client(&message, read_at);
                 if let Some(recorder) = &self.recorder {
@@ -209,7 +208,14 @@ impl Conn {
             }
             Err(e) => {
                 self.record_from(None);
-                self.frame_event(Direction::Send, binary, payload.len(), Vec::new(), delay);
+                self.frame_event(
+                    Direction::Send,
+                    binary,
+                    payload.len(),
+                    Vec::new(),
+                    delay,
+                    None,
+                );
                 self.emit(warning(
                     WarningKind::UnparsedFrame,
                     format!(
@@ -228,6 +234,7 @@ impl Conn {
         bytes: usize,
         kinds: Vec<String>,
         delay: Duration,
+        level: Option<f32>,
     ) {
         self.shared.emit(
             self.id,
@@ -237,6 +244,7 @@ impl Conn {
                 bytes,
                 kinds,
                 delay_us: delay.as_micros() as u64,
+                level,
             },
         );
     }
@@ -263,7 +271,17 @@ impl Conn {
                     .reading()
                     .map(|r| r.kinds().iter().map(|k| k.name().to_owned()).collect())
                     .unwrap_or_default();
-                self.frame_event(Direction::Recv, binary, payload.len(), kinds, delay);
+                let level = inbound
+                    .events
+                    .iter()
+                    .filter_map(|e| match e {
+                        livetalk_live::ServerEvent::ModelAudio { pcm, .. } => {
+                            Some(crate::audio::pcm::peak_pcm16_le(pcm))
+                        }
+                        _ => None,
+                    })
+                    .reduce(f32::max);
+                self.frame_event(Direction::Recv, binary, payload.len(), kinds, delay, level);
                 if inbound.reading().is_some_and(|r| r.go_away().is_some()) {
                     self.watch
                         .go_away(self.shared.opened.load(Ordering::SeqCst));
@@ -275,7 +293,14 @@ impl Conn {
                 self.emit_all(notes);
             }
             Ok(DecodedServerFrame::Unknown { keys }) => {
-                self.frame_event(Direction::Recv, binary, payload.len(), keys.clone(), delay);
+                self.frame_event(
+                    Direction::Recv,
+                    binary,
+                    payload.len(),
+                    keys.clone(),
+                    delay,
+                    None,
+                );
                 self.emit(warning(
                     WarningKind::UnparsedFrame,
                     format!(
@@ -285,7 +310,14 @@ impl Conn {
                 ));
             }
             Err(e) => {
-                self.frame_event(Direction::Recv, binary, payload.len(), Vec::new(), delay);
+                self.frame_event(
+                    Direction::Recv,
+                    binary,
+                    payload.len(),
+                    Vec::new(),
+                    delay,
+                    None,
+                );
                 self.emit(warning(
                     WarningKind::UnparsedFrame,
                     format!(
@@ -327,6 +359,20 @@ impl Conn {
             by: "proxy",
         }
     }
+}
+
+/// The peak of the mic audio an app's message carries, if it carries any.
+fn mic_level(message: &livetalk_live::wire::ClientMessage) -> Option<f32> {
+    let livetalk_live::wire::ClientMessage::RealtimeInput(input) = message else {
+        return None;
+    };
+    input
+        .audio
+        .iter()
+        .chain(&input.media_chunks)
+        .filter(|b| b.mime_type.starts_with("audio/"))
+        .map(|b| crate::audio::pcm::peak_pcm16_le(&b.data))
+        .reduce(f32::max)
 }
 
 /// The app's top-level field, as the wire spells it.

@@ -103,6 +103,13 @@ pub async fn run(
             tool_timeout,
             stall: Duration::from_secs_f64(args.stall_secs),
         },
+        // Google's built-in prices where Google bills the route, the config's over them when
+        // the config names the same route.
+        pricing: match (&mock, &settings.target) {
+            (Some(_), _) => crate::pricing::PriceBook::default(),
+            (None, Route::Google(_) | Route::Custom(_)) => settings.pricing.clone(),
+            (None, _) => crate::pricing::PriceBook::for_host(&upstream_label, Default::default()),
+        },
         write_stall: DEFAULT_WRITE_STALL,
     };
     let (server, events) = ProxyServer::start(options).await?;

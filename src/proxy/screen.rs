@@ -56,6 +56,13 @@ pub struct Session {
     pub frames_sent: u64,
     pub frames_received: u64,
     pub entries: VecDeque<Entry>,
+    /// The newest audio levels each way (the app's mic, the model's voice), 0 to 1.
+    pub mic_level: f32,
+    pub model_level: f32,
+    /// The newest turn's latency, and the connection's tokens and cost so far.
+    pub first_reply: Option<Duration>,
+    pub tokens: u64,
+    pub cost: Option<f64>,
     send_delay: DelayLog,
     recv_delay: DelayLog,
 }
@@ -112,6 +119,11 @@ impl View {
                 frames_sent: 0,
                 frames_received: 0,
                 entries: VecDeque::new(),
+                mic_level: 0.0,
+                model_level: 0.0,
+                first_reply: None,
+                tokens: 0,
+                cost: None,
                 send_delay: DelayLog::default(),
                 recv_delay: DelayLog::default(),
             });
@@ -134,17 +146,24 @@ impl View {
                 bytes,
                 kinds,
                 delay_us,
+                level,
             } => {
                 let delay = Duration::from_micros(*delay_us);
                 let arrow = match dir {
                     Direction::Send => {
                         session.frames_sent += 1;
                         session.send_delay.add(delay);
+                        if let Some(level) = level {
+                            session.mic_level = *level;
+                        }
                         "app → server"
                     }
                     Direction::Recv => {
                         session.frames_received += 1;
                         session.recv_delay.add(delay);
+                        if let Some(level) = level {
+                            session.model_level = *level;
+                        }
                         "server → app"
                     }
                 };
@@ -175,7 +194,20 @@ impl View {
                 EntryKind::Info
             }
             EventKind::UserText(_) => EntryKind::User,
-            EventKind::Turn { .. } => EntryKind::Model,
+            EventKind::Turn {
+                first_reply,
+                tokens,
+                cost,
+                ..
+            } => {
+                if first_reply.is_some() {
+                    session.first_reply = *first_reply;
+                }
+                session.tokens = *tokens;
+                session.cost = *cost;
+                session.model_level = 0.0;
+                EntryKind::Model
+            }
             EventKind::ToolCall { .. } | EventKind::ToolAnswered { .. } => EntryKind::Tool,
             EventKind::Warning { .. } => {
                 session.warnings += 1;
@@ -340,6 +372,18 @@ fn draw_session(frame: &mut Frame<'_>, view: &View, area: Rect) {
             recv.p50_us as f64 / 1e3,
             recv.p99_us as f64 / 1e3,
         )),
+        Line::raw(format!(
+            "mic {} {:>3.0}%   model {} {:>3.0}%   first reply {}   {} tokens, {}",
+            bar(session.mic_level),
+            session.mic_level * 100.0,
+            bar(session.model_level),
+            session.model_level * 100.0,
+            session
+                .first_reply
+                .map_or("—".to_owned(), |d| format!("{} ms", d.as_millis())),
+            crate::pricing::tokens_words(session.tokens),
+            crate::pricing::cost_words(session.cost),
+        )),
         Line::raw(""),
     ];
     let shown: Vec<&Entry> = session
@@ -373,6 +417,12 @@ fn draw_session(frame: &mut Frame<'_>, view: &View, area: Rect) {
         ),
         area,
     );
+}
+
+/// A level meter, ten cells wide.
+fn bar(level: f32) -> String {
+    let filled = ((level.clamp(0.0, 1.0) * 10.0).round()) as usize;
+    format!("{}{}", "█".repeat(filled), "·".repeat(10 - filled))
 }
 
 /// Runs the screen until the user leaves or a signal comes.
@@ -490,6 +540,7 @@ mod tests {
                 bytes: 120,
                 kinds: vec!["serverContent".into()],
                 delay_us: 80,
+                level: Some(0.5),
             },
         ));
         // The first session opened is picked; ↓ picks the second.
@@ -502,7 +553,12 @@ mod tests {
         assert!(shown.contains("⚠1"), "{shown}");
         assert!(!shown.contains("binary 120 B"), "frames hidden by default");
         view.key(KeyCode::Char('f'), KeyModifiers::NONE);
-        assert!(screen(&view).contains("server → app binary 120 B serverContent"));
+        let shown = screen(&view);
+        assert!(
+            shown.contains("server → app binary 120 B serverContent"),
+            "{shown}"
+        );
+        assert!(shown.contains("model █████·····  50%"), "{shown}");
         view.key(KeyCode::Char('q'), KeyModifiers::NONE);
         assert!(view.quit);
     }

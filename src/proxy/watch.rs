@@ -12,6 +12,7 @@ use livetalk_live::wire::{Blob, ClientMessage};
 use livetalk_live::{Inbound, ServerEvent};
 
 use super::events::{EventKind, WarningKind};
+use crate::pricing::{ModelPrices, PriceBook, TokenTally};
 
 /// How long a model turn may send nothing before its `turnComplete` by default.
 pub const DEFAULT_STALL: Duration = Duration::from_secs(5);
@@ -62,6 +63,10 @@ struct Turn {
     heard: String,
     tool_calls: usize,
     audio_out: Duration,
+    /// When the app last finished its part (a typed turn, its speech, its tool answers), and
+    /// how long the model took from there to its first output.
+    owed_at: Option<Instant>,
+    first_reply: Option<Duration>,
 }
 
 /// The mic's pace: audio sent against the clock.
@@ -89,10 +94,14 @@ pub struct Watch {
     mic: MicClock,
     /// The app connections opened before the goAway came (see [`Watch::ended`]).
     go_away: Option<u64>,
+    /// The route's prices, and the model's once it is set up.
+    book: PriceBook,
+    prices: Option<ModelPrices>,
+    tokens: TokenTally,
 }
 
 impl Watch {
-    pub fn new(options: WatchOptions, api_version: &str) -> Watch {
+    pub fn new(options: WatchOptions, api_version: &str, book: PriceBook) -> Watch {
         Watch {
             options,
             api_version: api_version.to_owned(),
@@ -103,6 +112,9 @@ impl Watch {
             turn: Turn::default(),
             mic: MicClock::default(),
             go_away: None,
+            book,
+            prices: None,
+            tokens: TokenTally::default(),
         }
     }
 
@@ -185,6 +197,7 @@ impl Watch {
         match message {
             ClientMessage::Setup(setup) => {
                 self.model = Some(setup.model.clone());
+                self.prices = self.book.prices(&setup.model);
                 if let Some((code, reason)) =
                     livetalk_mock::rules::refusal(setup, &self.api_version)
                 {
@@ -270,6 +283,8 @@ impl Watch {
     fn owe_reply(&mut self, now: Instant) {
         self.turn.open = true;
         self.turn.since = Some(now);
+        self.turn.owed_at = Some(now);
+        self.turn.first_reply = None;
         self.turn.stalled = false;
     }
 
@@ -414,9 +429,18 @@ impl Watch {
             || reading.said().is_some()
             || !reading.calls().is_empty()
             || marks.generation_complete;
+        if let Some(usage) = reading.usage() {
+            self.tokens.add(usage);
+        }
         if content {
             self.turn.open = true;
             self.turn.since = Some(now);
+            if self.turn.first_reply.is_none() {
+                self.turn.first_reply = self
+                    .turn
+                    .owed_at
+                    .map(|at| now.saturating_duration_since(at));
+            }
         }
         if marks.turn_complete {
             let turn = std::mem::take(&mut self.turn);
@@ -433,6 +457,9 @@ impl Watch {
                 audio_out: turn.audio_out,
                 audio_in: std::mem::take(&mut self.mic.audio_in),
                 interrupted: turn.interrupted,
+                first_reply: turn.first_reply,
+                tokens: self.tokens.total(),
+                cost: self.prices.as_ref().map(|p| self.tokens.cost(p)),
             });
         }
         notes
