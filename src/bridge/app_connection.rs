@@ -624,14 +624,7 @@ impl<T: Transport> SessionLoop<T> {
             && let Some(recordings) = &self.shared.recordings
         {
             let upstream = &self.shared.upstream;
-            let voice = setup
-                .generation_config
-                .as_ref()
-                .and_then(|g| g.speech_config.as_ref())
-                .and_then(|s| s.voice_config.as_ref())
-                .and_then(|v| v.prebuilt_voice_config.as_ref())
-                .map(|p| p.voice_name.clone())
-                .unwrap_or_default();
+            let voice = setup.voice_name().unwrap_or_default().to_owned();
             let meta = WireMeta {
                 model: setup.model.clone(),
                 voice,

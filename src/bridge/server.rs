@@ -83,15 +83,12 @@ pub struct BridgeServer {
 
 impl BridgeServer {
     pub async fn start(options: BridgeOptions) -> anyhow::Result<BridgeServer> {
-        if options
-            .token
-            .as_deref()
-            .is_some_and(|t| t.trim().is_empty())
-        {
-            return Err(BridgeStartError::EmptyToken.into());
-        }
-        if !options.listen.ip().is_loopback() && options.token.is_none() {
-            return Err(BridgeStartError::TokenRequired(options.listen).into());
+        match token_refusal(options.listen, options.token.as_deref()) {
+            Some(TokenRefusal::Empty) => return Err(BridgeStartError::EmptyToken.into()),
+            Some(TokenRefusal::Required) => {
+                return Err(BridgeStartError::TokenRequired(options.listen).into());
+            }
+            None => {}
         }
         let listener = TcpListener::bind(options.listen)
             .await
@@ -169,6 +166,25 @@ impl BridgeServer {
 }
 
 pub(crate) type Body = Full<Bytes>;
+
+/// Why a server that holds a key will not listen as asked (the bridge and the proxy alike).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TokenRefusal {
+    /// The token is blank.
+    Empty,
+    /// The address is reachable from beyond this machine and there is no token.
+    Required,
+}
+
+/// Whether a server may listen on `listen` with `token`: a blank token is no token, and any
+/// address but loopback needs one.
+pub(crate) fn token_refusal(listen: SocketAddr, token: Option<&str>) -> Option<TokenRefusal> {
+    match token {
+        Some(token) if token.trim().is_empty() => Some(TokenRefusal::Empty),
+        None if !listen.ip().is_loopback() => Some(TokenRefusal::Required),
+        _ => None,
+    }
+}
 
 /// A plain text answer.
 pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {

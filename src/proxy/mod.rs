@@ -41,7 +41,7 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tracing::debug;
 
-use crate::bridge::server::{Body, authorize, refused, text};
+use crate::bridge::server::{Body, TokenRefusal, authorize, refused, text, token_refusal};
 pub use cert::{CertFiles, self_signed};
 pub use events::{DelayFigures, Direction, EventKind, ProxyEvent, WarningKind};
 pub use run::{Presentation, run};
@@ -136,15 +136,12 @@ impl ProxyServer {
     pub async fn start(
         options: ProxyOptions,
     ) -> anyhow::Result<(ProxyServer, mpsc::Receiver<ProxyEvent>)> {
-        if options
-            .token
-            .as_deref()
-            .is_some_and(|t| t.trim().is_empty())
-        {
-            return Err(ProxyStartError::EmptyToken.into());
-        }
-        if !options.listen.ip().is_loopback() && options.token.is_none() {
-            return Err(ProxyStartError::TokenRequired(options.listen).into());
+        match token_refusal(options.listen, options.token.as_deref()) {
+            Some(TokenRefusal::Empty) => return Err(ProxyStartError::EmptyToken.into()),
+            Some(TokenRefusal::Required) => {
+                return Err(ProxyStartError::TokenRequired(options.listen).into());
+            }
+            None => {}
         }
         if let Some(token) = &options.token {
             redact::remember(token);

@@ -110,12 +110,9 @@ impl Conn {
             self.id
         ));
         let voice = setup
-            .and_then(|s| s.generation_config.as_ref())
-            .and_then(|g| g.speech_config.as_ref())
-            .and_then(|s| s.voice_config.as_ref())
-            .and_then(|v| v.prebuilt_voice_config.as_ref())
-            .map(|p| p.voice_name.clone())
-            .unwrap_or_default();
+            .and_then(|s| s.voice_name())
+            .unwrap_or_default()
+            .to_owned();
         let meta = WireMeta {
             model: setup.map(|s| s.model.clone()).unwrap_or_default(),
             voice,

@@ -231,6 +231,21 @@ pub struct SpeechConfig {
     pub language_code: Option<String>,
 }
 
+impl Setup {
+    /// The prebuilt voice the setup asks for, if it names one.
+    pub fn voice_name(&self) -> Option<&str> {
+        self.generation_config
+            .as_ref()?
+            .speech_config
+            .as_ref()?
+            .voice_config
+            .as_ref()?
+            .prebuilt_voice_config
+            .as_ref()
+            .map(|p| p.voice_name.as_str())
+    }
+}
+
 impl SpeechConfig {
     /// A speech config selecting one prebuilt voice.
     pub fn voice(name: &str) -> Self {
