@@ -848,6 +848,8 @@ fn the_command_prints_json_events_and_records_each_connection() {
             "tools": [{"function_declarations": [{"name": "get_device_status", "description": "A device's state.",
                 "parameters": {"type": "OBJECT", "properties": {"device_name": {"type": "STRING"}}}}]}]}})).await;
         app.wait_for(|m| m.get("setupComplete").is_some()).await;
+        // 0.2 s of mic audio at 24 kHz: the recording keeps it at 16 kHz.
+        app.send(json!({"realtime_input": {"audio": {"mime_type": "audio/pcm;rate=24000", "data": pcm(24000, 0.2)}}})).await;
         app.send(json!({"client_content": {"turns": [{"role": "user", "parts": [{"text": "Is the living room lamp on?"}]}], "turn_complete": true}})).await;
         let call = app.wait_for(|m| m.get("toolCall").is_some()).await;
         let answers = common::ws::function_responses(&call["toolCall"]["functionCalls"], &json!({"status": "off"}));
@@ -910,6 +912,13 @@ fn the_command_prints_json_events_and_records_each_connection() {
     );
     assert_eq!(report["user_turns"], 1, "{report}");
     assert_eq!(report["tool_calls"], 1, "{report}");
+    let (rate, samples) = livetalk::record::read_wav(&folders[0].join("mic.wav")).expect("mic.wav");
+    assert_eq!(rate, 16000);
+    assert!(
+        (3000..=3400).contains(&samples.len()),
+        "{} samples",
+        samples.len()
+    );
     // replay and check read it as any recording.
     let folder = folders[0].to_str().unwrap();
     let replayed = common::run_livetalk(
