@@ -573,6 +573,15 @@ async fn turn_setup_and_go_away_flags_when_due() {
     let (_, empty) = events.warning(WarningKind::EmptyTurn).await;
     assert!(empty.contains("nothing generated"), "{empty}");
     let read_on = tokio::spawn(async move { while app.next().await.is_some() {} });
+    let (_, said) = events
+        .wait("goAway", |e| matches!(e, EventKind::GoAway { .. }))
+        .await;
+    assert_eq!(
+        said,
+        EventKind::GoAway {
+            time_left: Some(Duration::from_millis(200))
+        }
+    );
     let (_, ignored) = events.warning(WarningKind::GoAwayIgnored).await;
     assert!(ignored.contains("goAway"), "{ignored}");
     let (closed_at, _) = events

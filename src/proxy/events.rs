@@ -167,6 +167,10 @@ pub enum EventKind {
         kind: WarningKind,
         message: String,
     },
+    /// The service will close this connection (`goAway`), with the time it said is left.
+    GoAway {
+        time_left: Option<Duration>,
+    },
     /// What the proxy itself has to say about a connection (its recording could not be made).
     Notice(String),
     /// The connection is over.
@@ -258,6 +262,9 @@ impl ProxyEvent {
                 "close",
                 json!({"code": code, "reason": reason, "by": by, "delay": {"send": send.json(), "recv": recv.json()}}),
             ),
+            EventKind::GoAway { time_left } => {
+                ("go_away", json!({"time_left_ms": time_left.map(ms)}))
+            }
             EventKind::Notice(message) => ("notice", json!({"message": message})),
             EventKind::Dropped(count) => ("dropped", json!({"events": count})),
         };
@@ -366,6 +373,13 @@ impl ProxyEvent {
                     send.frames + recv.frames
                 )
             }
+            EventKind::GoAway { time_left } => format!(
+                "[{c}] the service said goAway{}: the app should resume on a new connection",
+                time_left.map_or(String::new(), |left| format!(
+                    " ({:.1} s left)",
+                    left.as_secs_f64()
+                ))
+            ),
             EventKind::Notice(message) => format!("[{c}] livetalk proxy: {message}"),
             EventKind::Dropped(count) => {
                 format!("livetalk proxy: {count} events not shown (the output fell behind)")

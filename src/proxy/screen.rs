@@ -217,9 +217,10 @@ impl View {
                 session.open = false;
                 EntryKind::Info
             }
-            EventKind::Opened { .. } | EventKind::Notice(_) | EventKind::Dropped(_) => {
-                EntryKind::Info
-            }
+            EventKind::Opened { .. }
+            | EventKind::GoAway { .. }
+            | EventKind::Notice(_)
+            | EventKind::Dropped(_) => EntryKind::Info,
         };
         if let Some(line) = line {
             // "[N] " is the list's to say here.

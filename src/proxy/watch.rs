@@ -397,9 +397,11 @@ impl Watch {
                         self.calls.remove(id);
                     }
                 }
-                ServerEvent::GoAway { .. } => {
-                    // Filled in by the relay, which knows how many connections were opened.
-                }
+                // Whether the app followed it is judged at the end, by the relay, which knows
+                // how many connections were opened.
+                ServerEvent::GoAway { time_left } => notes.push(EventKind::GoAway {
+                    time_left: *time_left,
+                }),
                 ServerEvent::ModelText(text) => {
                     self.turn.generated = true;
                     push_bounded(&mut self.turn.text, text);
