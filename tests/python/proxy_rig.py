@@ -29,19 +29,26 @@ HOP_HEADERS = {
 
 
 def make_certificate(folder):
-    """A self-signed certificate for 127.0.0.1 and its key, in `folder`."""
-    cert = os.path.join(folder, "cert.pem")
-    key = os.path.join(folder, "key.pem")
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1",
-            "-addext", "subjectAltName=IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
+    """A test authority and a server certificate it signed for 127.0.0.1, in `folder`:
+    (the authority's certificate, which clients trust; the server's certificate; its key).
+    rustls, as livetalk uses it, takes no authority's own certificate as a server's."""
+    def path(name):
+        return os.path.join(folder, name)
+
+    def openssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    curve = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *curve, "-keyout", path("ca-key.pem"), "-out", path("ca.pem"),
+            "-days", "2", "-subj", "/CN=livetalk test authority")
+    openssl("req", "-new", *curve, "-keyout", path("key.pem"), "-out", path("server.csr"),
+            "-subj", "/CN=127.0.0.1")
+    with open(path("server.ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+    openssl("x509", "-req", "-in", path("server.csr"), "-CA", path("ca.pem"), "-CAkey",
+            path("ca-key.pem"), "-CAcreateserial", "-out", path("cert.pem"), "-days", "2",
+            "-extfile", path("server.ext"))
+    return path("ca.pem"), path("cert.pem"), path("key.pem")
 
 
 class Mock:
@@ -268,7 +275,11 @@ class Relay:
                 kind = "text" if isinstance(message, str) else "binary"
                 data = message.encode() if isinstance(message, str) else bytes(message)
                 capture.frames.append((direction, kind, data))
-                await sink.send(message)
+                try:
+                    await sink.send(message)
+                except ConnectionClosed:
+                    # The other side is closing: this side is read on to its own close.
+                    pass
         except ConnectionClosed:
             pass
         received = source.protocol.close_rcvd
@@ -305,19 +316,20 @@ class Rig:
     def __init__(self, folder, mock_args=(), proxy_args=(), relays=True):
         folder = str(folder)
         self.folder = folder
-        self.cert, self.key = make_certificate(folder)
-        self.mock = Mock(folder, self.cert, self.key, *mock_args)
+        # Apps and the proxy trust `cert` (the authority), the servers show its server certificate.
+        self.cert, server_cert, self.key = make_certificate(folder)
+        self.mock = Mock(folder, server_cert, self.key, *mock_args)
         self.direct_url = f"https://127.0.0.1:{self.mock.port}"
         self.server_side = self.app_side = None
         upstream = f"wss://127.0.0.1:{self.mock.port}"
         if relays:
-            self.server_side = Relay(self.cert, self.key, upstream, self.cert)
+            self.server_side = Relay(server_cert, self.key, upstream, self.cert)
             upstream = f"wss://127.0.0.1:{self.server_side.port}"
         # The proxy trusts the mock's (the relay's) certificate as livetalk trusts a company CA.
         self.proxy = Proxy(folder, upstream, {"SSL_CERT_FILE": self.cert}, *proxy_args)
         if relays:
             self.app_side = Relay(
-                self.cert, self.key, f"wss://127.0.0.1:{self.proxy.port}", self.proxy.cert
+                server_cert, self.key, f"wss://127.0.0.1:{self.proxy.port}", self.proxy.cert
             )
             self.app_url = self.app_side.url
 
@@ -365,8 +377,9 @@ def assert_shown_when_due(proxy, warning, due):
     """The warning came within a second of `due` (the proxy's clock, seconds since its start),
     not before it, and reached the proxy's stdout reader at once."""
     assert due - 0.05 <= warning["t"] <= due + 1.0, (warning, due)
-    # The proxy's clock on the test's: its first line, read as soon as it was written.
-    offset = proxy.listening["_seen_at"] - proxy.listening["t"]
+    # The proxy's clock on the test's: no line is read before it is written, so the smallest
+    # difference of the two clocks over all lines is at most the real one.
+    offset = min(e["_seen_at"] - e["t"] for e in proxy.drain() if "t" in e)
     assert warning["_seen_at"] - offset - warning["t"] < 0.5, warning
 
 
@@ -382,3 +395,24 @@ def recorded_warnings(proxy, conn):
                 match = re.search(r"\[([a-z_]+)\]\s*$", record.get("message", ""))
                 kinds.append(match.group(1) if match else record.get("message"))
     return kinds
+
+
+def assert_same_frames(app_side, server_side):
+    """What entered the proxy on one side left it on the other: the path, each direction's
+    messages (type, bytes, order) and each side's close."""
+    assert server_side.path == app_side.path
+    for direction in ("up", "down"):
+        sent, passed = app_side.sent(direction), server_side.sent(direction)
+        assert len(passed) == len(sent), (direction, len(sent), len(passed))
+        for n, (a, b) in enumerate(zip(sent, passed)):
+            assert a == b, f"{direction} message {n}: {a[0]} {a[1][:200]!r} became {b[0]} {b[1][:200]!r}"
+    assert server_side.closes == app_side.closes, (app_side.closes, server_side.closes)
+
+
+def assert_key_went_upstream_only(rig, capture, key):
+    """The key reached the server as the app sent it (header or query), and nothing the proxy
+    wrote holds it."""
+    sent = capture.path + json.dumps(capture.headers)
+    assert key in sent, "the app's key did not reach the server"
+    for text in rig.everything_the_proxy_wrote():
+        assert key not in text, "the app's key is in the proxy's output, log or recording"

@@ -223,3 +223,11 @@ def run_js_app(base_url, cert, key, conversation, pcm_file):
     )
     assert done.returncode == 0, f"the JS app failed: {done.stderr}"
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stdout + done.stderr
+
+
+def run_app(rig, sdk, url, cert, key, conversation):
+    """`sdk`'s app (python or js) in `conversation` against `url`; what it got."""
+    if sdk == "python":
+        return run_python_app(url, cert, key, conversation, rig.pcm)
+    result, _ = run_js_app(url, cert, key, conversation, rig.pcm_file)
+    return result
