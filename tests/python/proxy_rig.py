@@ -384,16 +384,25 @@ def assert_shown_when_due(proxy, warning, due):
 
 
 def recorded_warnings(proxy, conn):
-    """The kinds of the warnings in connection `conn`'s recording (`DIR/<time>-<conn>/`)."""
+    """The kinds of the warnings in connection `conn`'s recording (`DIR/<time>-<conn>/`), which
+    `livetalk inspect` must count the same."""
     folders = [f for f in os.listdir(proxy.recordings) if f.endswith(f"-{conn}")]
     assert len(folders) == 1, (conn, os.listdir(proxy.recordings))
-    kinds = []
-    with open(os.path.join(proxy.recordings, folders[0], "session.jsonl"), encoding="utf-8") as f:
-        for line in f:
-            record = json.loads(line)
-            if record.get("type") == "warning":
-                match = re.search(r"\[([a-z_]+)\]\s*$", record.get("message", ""))
-                kinds.append(match.group(1) if match else record.get("message"))
+    folder = os.path.join(proxy.recordings, folders[0])
+
+    def kind(message):
+        match = re.search(r"\[([a-z_]+)\]\s*$", message)
+        return match.group(1) if match else message
+
+    with open(os.path.join(folder, "session.jsonl"), encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    kinds = [kind(r.get("message", "")) for r in records if r.get("type") == "warning"]
+    inspected = subprocess.run(
+        [LIVETALK, "inspect", folder, "--json"], capture_output=True, text=True, timeout=30,
+        env=proxy.env,
+    )
+    assert inspected.returncode == 0, inspected.stderr
+    assert [kind(w) for w in json.loads(inspected.stdout)["warnings"]] == kinds, inspected.stdout
     return kinds
 
 
@@ -414,5 +423,7 @@ def assert_key_went_upstream_only(rig, capture, key):
     wrote holds it."""
     sent = capture.path + json.dumps(capture.headers)
     assert key in sent, "the app's key did not reach the server"
+    recordings = [f for _, _, files in os.walk(rig.proxy.recordings) for f in files]
+    assert "session.jsonl" in recordings, "the proxy recorded nothing"
     for text in rig.everything_the_proxy_wrote():
         assert key not in text, "the app's key is in the proxy's output, log or recording"
