@@ -221,7 +221,9 @@ def run_js_app(base_url, cert, key, conversation, pcm_file):
         text=True,
         timeout=DEADLINE + 10,
     )
-    assert done.returncode == 0, f"the JS app failed: {done.stderr}"
+    assert done.returncode == 0, (
+        f"the JS app failed (its SDK is installed by `npm ci --prefix tests/js`): {done.stderr}"
+    )
     return json.loads(done.stdout.strip().splitlines()[-1]), done.stdout + done.stderr
 
 

@@ -152,6 +152,8 @@ def test_a_setup_the_model_refuses_is_flagged_with_the_services_reason(rig):
     assert "field_not_accepted" in kinds and "setup_refused" in kinds, kinds
 
 
+# The deprecated call is the point: the SDK's warning about it is expected.
+@pytest.mark.filterwarnings("ignore:The `session.send` method is deprecated:DeprecationWarning")
 def test_the_deprecated_media_chunks_the_sdk_still_sends_are_flagged_on_a_model_that_refuses_them(rig):
     proxy = rig.proxy
     chunk = speech_pcm()[:3200]
