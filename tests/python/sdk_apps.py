@@ -39,7 +39,12 @@ TOOLS = [
                 description="Gets the current status of a specified smart home device.",
                 parameters=types.Schema(
                     type=types.Type.OBJECT,
-                    properties={"device_name": types.Schema(type=types.Type.STRING)},
+                    properties={
+                        "device_name": types.Schema(
+                            type=types.Type.STRING,
+                            description="The name of the device, e.g., 'living room lamp'.",
+                        )
+                    },
                     required=["device_name"],
                 ),
             ),
