@@ -3,7 +3,7 @@
 //
 // node live_app.mjs BASE_URL CONVERSATION [PCM_FILE]
 //   BASE_URL      https://127.0.0.1:PORT (the SDK dials wss; NODE_EXTRA_CA_CERTS trusts the cert)
-//   CONVERSATION  text | spoken | tool | goaway
+//   CONVERSATION  text | spoken | tool | goaway | refused
 //   PCM_FILE      16 kHz mono PCM16 the spoken conversation sends, paced in real time
 // Prints one JSON line: what the app got (transcripts, audio digest, tool calls, turns).
 // The key comes from LIVE_APP_KEY; the app never prints it.
@@ -63,6 +63,7 @@ const result = {
   calls: [],
   turns: 0,
   goAway: false,
+  refused: null,
   closes: [],
 };
 
@@ -218,6 +219,19 @@ async function main() {
     say(second, 'Turn it on.');
     await turn(second);
     await closeAndWait(second);
+  } else if (conversation === 'refused') {
+    // A TEXT reply asked of a native-audio model: the server refuses the setup with 1007.
+    const model = 'gemini-2.5-flash-native-audio-preview-09-2025';
+    const connecting = ai.live.connect({
+      model,
+      config: { responseModalities: [Modality.TEXT] },
+      callbacks: { onmessage: () => {} },
+    });
+    result.refused = await connecting.then(
+      () => null,
+      (error) => String(error.message),
+    );
+    if (result.refused === null) throw new Error('the setup was not refused');
   } else {
     throw new Error(`unknown conversation ${conversation}`);
   }

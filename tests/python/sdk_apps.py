@@ -6,6 +6,7 @@ report the same shape (tests/js/live_app.mjs is the JS one):
 - `text`: one typed question and its spoken answer;
 - `spoken`: speech (16 kHz PCM16) sent in real time as a microphone sends it;
 - `tool`: a question the model answers with a tool call the app answers;
+- `refused`: a setup the server refuses (TEXT from a native-audio model: 1007);
 - `goaway`: a tool turn, the server's `goAway`, a new connection with the resumption handle
   (opened before the old one is closed, as a well-behaved app does), and a turn that needs what
   the first connection said ("turn it on").
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 
 from google import genai
-from google.genai import types
+from google.genai import errors, types
 
 MODEL = "gemini-3.8-live"
 CONVERSATIONS = ["text", "spoken", "tool", "goaway"]
@@ -95,6 +96,7 @@ class Result:
         self.calls = []
         self.turns = 0
         self.go_away = False
+        self.refused = None
 
     def as_dict(self):
         return {
@@ -105,6 +107,7 @@ class Result:
             "calls": self.calls,
             "turns": self.turns,
             "goAway": self.go_away,
+            "refused": self.refused,
         }
 
 
@@ -200,6 +203,18 @@ async def python_conversation(client, conversation, pcm):
                 await first_connection.close()
                 await say(second, "Turn it on.")
                 await turn(second, result)
+    elif conversation == "refused":
+        # A TEXT reply asked of a native-audio model: the server refuses the setup with 1007.
+        model = "gemini-2.5-flash-native-audio-preview-09-2025"
+        config = types.LiveConnectConfig(response_modalities=["TEXT"])
+        try:
+            async with live.connect(model=model, config=config) as session:
+                async for _ in session.receive():
+                    pass
+        except errors.APIError as error:
+            result.refused = str(error)  # the code and the server's reason
+        else:
+            raise AssertionError("the setup was not refused")
     else:
         raise ValueError(conversation)
     return result.as_dict()

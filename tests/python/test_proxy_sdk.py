@@ -1,5 +1,6 @@
 """The official SDKs' apps (google-genai in Python, @google/genai in Node) through
-`livetalk proxy` to a Live server (`livetalk mock`): a typed turn, a spoken turn and a tool call.
+`livetalk proxy` to a Live server (`livetalk mock`): a typed turn, a spoken turn, a tool call
+and a setup the server refuses.
 
 Each app runs its conversation twice, straight at the mock and through the proxy, and must get
 the same: transcripts, the model's audio byte for byte, the tool calls and turns. Capturing
@@ -53,6 +54,23 @@ def test_an_sdk_app_gets_through_the_proxy_what_it_gets_directly(rig, sdk, conve
     assert_same_frames(app_side, server_side)
     # Python's SDK closes with 1000; Node's `ws` sends a close frame with no code (1005).
     assert app_side.closes["up"] == ((1000, "") if sdk == "python" else (1005, "")), app_side.closes
+    assert_key_went_upstream_only(rig, server_side, key)
+
+
+@pytest.mark.parametrize("sdk", ["python", "js"])
+def test_a_setup_the_server_refuses_reaches_the_app_through_the_proxy_as_directly(rig, sdk):
+    """The server's close (1007 and its reason) comes to the app unchanged."""
+    key = "AIzaTest" + secrets.token_hex(12)
+    direct = run_app(rig, sdk, rig.direct_url, rig.cert, key, "refused")
+    app_before, server_before = len(rig.app_side.captures), len(rig.server_side.captures)
+    proxied = run_app(rig, sdk, rig.app_url, rig.cert, key, "refused")
+    assert proxied == direct
+    assert "1007" in direct["refused"] and "voices" in direct["refused"], direct
+    rig.app_side.wait_done(app_before + 1)
+    rig.server_side.wait_done(server_before + 1)
+    app_side, server_side = rig.app_side.captures[-1], rig.server_side.captures[-1]
+    assert_same_frames(app_side, server_side)
+    assert app_side.closes["down"][0] == 1007, app_side.closes
     assert_key_went_upstream_only(rig, server_side, key)
 
 
