@@ -221,12 +221,11 @@ async def python_conversation(client, conversation, pcm):
 
 
 def run_python_app(base_url, cert, key, conversation, pcm):
-    """The Python app's conversation against `base_url`, trusting `cert`: what it got."""
-    options = {
-        "base_url": base_url,
-        "api_version": "v1beta",
-        "async_client_args": {"ssl": ssl.create_default_context(cafile=cert)},
-    }
+    """The Python app's conversation against `base_url`, trusting `cert` (None: what
+    SSL_CERT_FILE names, as the SDK reads it): what it got."""
+    options = {"base_url": base_url, "api_version": "v1beta"}
+    if cert is not None:
+        options["async_client_args"] = {"ssl": ssl.create_default_context(cafile=cert)}
     client = genai.Client(api_key=key, http_options=options)
     return asyncio.run(asyncio.wait_for(python_conversation(client, conversation, pcm), DEADLINE))
 
@@ -249,6 +248,8 @@ def run_js_app(base_url, cert, key, conversation, pcm_file):
 
 def run_app(rig, sdk, url, cert, key, conversation):
     """`sdk`'s app (python or js) in `conversation` against `url`; what it got."""
+    if sdk == "python-env":
+        return run_python_app(url, None, key, conversation, rig.pcm)
     if sdk == "python":
         return run_python_app(url, cert, key, conversation, rig.pcm)
     result, _ = run_js_app(url, cert, key, conversation, rig.pcm_file)

@@ -74,16 +74,23 @@ def test_a_setup_the_server_refuses_reaches_the_app_through_the_proxy_as_directl
     assert_key_went_upstream_only(rig, server_side, key)
 
 
-@pytest.mark.parametrize("sdk", ["python", "js"])
-def test_an_sdk_app_trusts_the_proxys_own_certificate_as_the_guide_says(rig, sdk):
+@pytest.mark.parametrize("sdk", ["python", "python-env", "js"])
+def test_an_sdk_app_trusts_the_proxys_own_certificate_as_the_guide_says(rig, sdk, monkeypatch):
     """Straight at the proxy, trusting the certificate it made and printed (an `ssl` context
-    for Python, NODE_EXTRA_CA_CERTS for Node)."""
+    or SSL_CERT_FILE for Python, NODE_EXTRA_CA_CERTS for Node)."""
     # Made in the data folder, for the address it listens on.
     data = rig.proxy.env["XDG_DATA_HOME"]
     assert rig.proxy.cert == os.path.join(data, "livetalk", "proxy-tls", "127.0.0.1", "cert.pem")
     assert rig.proxy.listening["certificate_made"] is True
     key = "AIzaTest" + secrets.token_hex(12)
+
+    def trust(cert):
+        if sdk == "python-env":  # the others are given the certificate by run_app
+            monkeypatch.setenv("SSL_CERT_FILE", cert)
+
+    trust(rig.cert)
     direct = run_app(rig, sdk, rig.direct_url, rig.cert, key, "text")
+    trust(rig.proxy.cert)
     proxied = run_app(rig, sdk, rig.proxy.url, rig.proxy.cert, key, "text")
     assert proxied == direct
     assert direct["transcript"].startswith("Hello! I'm the livetalk demo model"), direct
