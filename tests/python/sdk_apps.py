@@ -26,6 +26,7 @@ from pathlib import Path
 
 from google import genai
 from google.genai import errors, types
+from proxy_rig import assert_key_went_upstream_only, assert_same_frames
 
 MODEL = "gemini-3.8-live"
 CONVERSATIONS = ["text", "spoken", "tool", "goaway"]
@@ -254,3 +255,21 @@ def run_app(rig, sdk, url, cert, key, conversation):
         return run_python_app(url, cert, key, conversation, rig.pcm)
     result, _ = run_js_app(url, cert, key, conversation, rig.pcm_file)
     return result
+
+
+def run_both_ways(rig, sdk, key, conversation, connections=1):
+    """`sdk`'s app in `conversation` straight at the mock, then through the proxy (between the
+    rig's capturing relays): what it got each way, and each proxied connection's captures
+    (app side, server side), checked to be the same frames with the key sent upstream only."""
+    direct = run_app(rig, sdk, rig.direct_url, rig.cert, key, conversation)
+    app_before, server_before = len(rig.app_side.captures), len(rig.server_side.captures)
+    proxied = run_app(rig, sdk, rig.app_url, rig.cert, key, conversation)
+    rig.app_side.wait_done(app_before + connections)
+    rig.server_side.wait_done(server_before + connections)
+    assert len(rig.app_side.captures) == app_before + connections
+    assert len(rig.server_side.captures) == server_before + connections
+    pairs = list(zip(rig.app_side.captures[app_before:], rig.server_side.captures[server_before:]))
+    for app_side, server_side in pairs:
+        assert_same_frames(app_side, server_side)
+        assert_key_went_upstream_only(rig, server_side, key)
+    return direct, proxied, pairs
