@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # README command 2: install what is missing, then run every check and test:
 # rustfmt, clippy, the Rust tests, the library crates' docs, doc tests and examples, and the
-# official-SDK compatibility tests in Python.
+# official-SDK tests in Python (the SDKs against the mock, and Python and JS SDK apps through
+# `livetalk proxy`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,6 +37,13 @@ wanted=$(sed -n 's/.*"@modelcontextprotocol\/server-everything": "\(.*\)".*/\1/p
 if ! grep -q "\"version\": \"$wanted\"" "$everything" 2>/dev/null; then
     step "npm ci (MCP test servers)"
     npm ci --prefix tests/mcp --no-audit --no-fund --loglevel=error
+fi
+# The proxy tests' JS app is on the official JS SDK (@google/genai), pinned in tests/js.
+genai=tests/js/node_modules/@google/genai/package.json
+wanted=$(sed -n 's/.*"@google\/genai": "\(.*\)".*/\1/p' tests/js/package.json)
+if ! grep -q "\"version\": \"$wanted\"" "$genai" 2>/dev/null; then
+    step "npm ci (the JS SDK of the proxy tests)"
+    npm ci --prefix tests/js --no-audit --no-fund --loglevel=error
 fi
 venv=.venv
 # aiortc is the independent WebRTC app of the bridge's WebRTC tests.
@@ -100,7 +108,7 @@ for example in crates/*/examples/*.rs; do
     done
 done
 
-step "Python SDK compatibility tests"
+step "Official-SDK tests (Python; the proxy's with Python and JS apps)"
 # The Rust tests above built the binary; `cargo build` would build the library again with other
 # features (dev-dependencies unify them differently), minutes for nothing on a cold clone.
 [ -x target/debug/livetalk ] || cargo build --quiet --bin livetalk

@@ -14,41 +14,9 @@ import tempfile
 import pytest
 from google import genai
 from google.genai import types
+from sdk_apps import TOOLS as SMART_HOME_TOOLS
 
 LIVETALK = os.environ.get("LIVETALK_BIN", "target/debug/livetalk")
-
-SMART_HOME_TOOLS = [
-    types.Tool(
-        function_declarations=[
-            types.FunctionDeclaration(
-                name="get_device_status",
-                description="Gets the current status of a specified smart home device.",
-                parameters=types.Schema(
-                    type=types.Type.OBJECT,
-                    properties={
-                        "device_name": types.Schema(
-                            type=types.Type.STRING,
-                            description="The name of the device, e.g., 'living room lamp'.",
-                        )
-                    },
-                    required=["device_name"],
-                ),
-            ),
-            types.FunctionDeclaration(
-                name="set_device_status",
-                description="Sets the status or a setting of a smart home device.",
-                parameters=types.Schema(
-                    type=types.Type.OBJECT,
-                    properties={
-                        "device_name": types.Schema(type=types.Type.STRING),
-                        "new_status": types.Schema(type=types.Type.STRING),
-                    },
-                    required=["device_name", "new_status"],
-                ),
-            ),
-        ]
-    )
-]
 
 
 @pytest.fixture(scope="module")
