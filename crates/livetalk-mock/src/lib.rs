@@ -91,6 +91,7 @@ pub mod far_end;
 mod flavor;
 mod model;
 mod random;
+pub mod recorded;
 mod resumption;
 mod scenario;
 mod server;
@@ -100,6 +101,7 @@ pub mod voice;
 pub mod ws_server;
 
 pub use model::{DEMO_PROMPTS, SEARCH_PROMPT};
+pub use recorded::{Difference, RecordedOptions, RecordedSession};
 pub use scenario::{Fault, FaultAction, Moment, Scenario, ScenarioError};
 pub use server::{MAX_SPEED, MIN_SPEED, MockOptions, MockServer, StartError, TlsFiles};
 pub use state::MockState;

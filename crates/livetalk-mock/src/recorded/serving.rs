@@ -1,0 +1,286 @@
+//! One app's connection to a recorded session: its setup answered with the recorded
+//! connection it resumes (or the first), each of its turns answered with the recorded turn's
+//! frames at their recorded pace, what it sends compared with what the recording holds, and
+//! the end as recorded.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use livetalk_live::budget::{Gate, Held};
+use livetalk_live::wire::{ClientMessage, RealtimeInput};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::Instant;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::{Bytes, Message};
+use tracing::debug;
+
+use super::{Difference, Ending, Frame, RecordedOptions, TurnInput};
+use crate::connection::hearing::Hearing;
+use crate::connection::{INVALID_ARGUMENT, manual_activity, read_client_message};
+use crate::state::MockState;
+use crate::vad::VadEvent;
+use crate::ws_server::{self, truncate_reason};
+
+/// What handling one message leaves the connection at.
+enum Next {
+    Continue,
+    Close(u16, String),
+    /// The recording's connection was lost without a close: so is this one.
+    Drop,
+}
+
+/// The server side of one app's connection to a recorded session.
+pub(crate) struct ServedConnection {
+    options: RecordedOptions,
+    speed: f64,
+    state: Arc<MockState>,
+    hearing: Hearing,
+    /// This connection's number (from 1), once its setup came.
+    number: u32,
+    /// The recorded connection served (its index) and the recorded turns before it.
+    served: Option<(usize, usize)>,
+    /// The app's turns so far.
+    turns_taken: usize,
+    /// The client turned automatic activity detection off.
+    manual: bool,
+    /// Frames due, in order, with when.
+    due: VecDeque<(Instant, Bytes)>,
+    /// When the connection ends as the recorded one did.
+    end_at: Option<Instant>,
+}
+
+impl ServedConnection {
+    pub(crate) fn new(options: RecordedOptions, speed: f64, state: Arc<MockState>) -> Self {
+        ServedConnection {
+            options,
+            speed,
+            hearing: Hearing::new(&state),
+            state,
+            number: 0,
+            served: None,
+            turns_taken: 0,
+            manual: false,
+            due: VecDeque::new(),
+            end_at: None,
+        }
+    }
+
+    /// Serves one connection to its end; `gate` has what its socket held of the input budget
+    /// for the message read last.
+    pub(crate) async fn run<S>(mut self, socket: WebSocketStream<S>, gate: Gate)
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let (mut sink, mut stream) = socket.split();
+        let ending = loop {
+            let next_frame = self.due.front().map(|(at, _)| *at);
+            let end_at = self.end_at;
+            let next = tokio::select! {
+                frame = stream.next() => match frame {
+                    Some(Ok(Message::Text(text))) => self.on_frame(text.as_bytes(), gate.take()).await,
+                    Some(Ok(Message::Binary(bytes))) => self.on_frame(&bytes, gate.take()).await,
+                    Some(Ok(Message::Close(_))) => break ws_server::Ending::PeerClosed,
+                    None => break ws_server::Ending::Gone,
+                    Some(Ok(_)) => Next::Continue,
+                    Some(Err(e)) => {
+                        debug!("recorded session's connection ended: {e}");
+                        drop(gate.take());
+                        break ws_server::Ending::ReadFailed(e);
+                    }
+                },
+                _ = tokio::time::sleep_until(next_frame.unwrap_or_else(Instant::now)), if next_frame.is_some() => Next::Continue,
+                _ = tokio::time::sleep_until(end_at.unwrap_or_else(Instant::now)), if end_at.is_some() && next_frame.is_none() => {
+                    self.end_at = None;
+                    self.recorded_end()
+                }
+            };
+            let now = Instant::now();
+            // Whatever is due goes out first; a close waits for the frames before it.
+            let closing = !matches!(next, Next::Continue);
+            while let Some((at, _)) = self.due.front() {
+                if *at > now && !closing {
+                    break;
+                }
+                let Some((_, payload)) = self.due.pop_front() else {
+                    break;
+                };
+                if sink.send(Message::Binary(payload)).await.is_err() {
+                    return;
+                }
+            }
+            match next {
+                Next::Continue => {}
+                Next::Drop => {
+                    debug!("recorded session: dropping the connection as the recording's was");
+                    return;
+                }
+                Next::Close(code, reason) => {
+                    break ws_server::Ending::Close(CloseFrame {
+                        code: CloseCode::from(code),
+                        reason: truncate_reason(&reason).into(),
+                    });
+                }
+            }
+        };
+        ws_server::end(sink, stream, ending).await;
+    }
+
+    /// How the recorded connection ended, now that its time has come.
+    fn recorded_end(&self) -> Next {
+        let Some((index, _)) = self.served else {
+            return Next::Continue;
+        };
+        match &self.options.session.connections[index].ending {
+            Ending::ByApp => Next::Continue,
+            Ending::Closed { code, reason } => Next::Close(*code, reason.clone()),
+            Ending::Dropped => Next::Drop,
+        }
+    }
+
+    async fn on_frame(&mut self, payload: &[u8], read: Option<Held>) -> Next {
+        let (_held, message) = match read_client_message(payload, read).await {
+            Ok(read) => read,
+            Err((code, reason)) => return Next::Close(code, reason),
+        };
+        match (message, self.served.is_some()) {
+            (ClientMessage::Setup(setup), false) => {
+                self.number = self.state.connections.fetch_add(1, Ordering::Relaxed) + 1;
+                self.manual = manual_activity(&setup);
+                let handle = setup
+                    .session_resumption
+                    .and_then(|r| r.handle)
+                    .filter(|h| !h.is_empty());
+                let Some((index, before)) = self.options.session.connection_for(handle.as_deref())
+                else {
+                    return Next::Close(1011, "The recording holds no connection to serve.".into());
+                };
+                if handle.is_some() && index > 0 {
+                    self.state.resumptions.fetch_add(1, Ordering::Relaxed);
+                }
+                self.served = Some((index, before));
+                let session = self.options.session.clone();
+                let connection = &session.connections[index];
+                let now = Instant::now();
+                self.schedule(now, &connection.opening);
+                if connection.turns.is_empty() {
+                    self.end_at = Some(now + self.paced(connection.ended_after));
+                }
+                Next::Continue
+            }
+            (ClientMessage::Setup(_), true) | (_, false) => {
+                Next::Close(1007, INVALID_ARGUMENT.into())
+            }
+            (ClientMessage::RealtimeInput(input), true) => self.on_realtime_input(input),
+            (message, true) => match TurnInput::of(&message) {
+                Some(input) => self.turn(input),
+                None => Next::Continue,
+            },
+        }
+    }
+
+    /// Realtime input: text begins a turn; audio is heard, and speech that ends (as the
+    /// client says, or as voice detection hears it) begins one.
+    fn on_realtime_input(&mut self, input: RealtimeInput) -> Next {
+        let mut ended = Vec::new();
+        if let Some(text) = input.text.as_deref().filter(|t| !t.trim().is_empty()) {
+            ended.push(TurnInput::Text(text.to_owned()));
+        }
+        if input.activity_start.is_some() {
+            self.hearing.activity_start();
+        }
+        let audio = input.audio.as_ref().or(input.media_chunks.first());
+        if let Some(blob) = audio.filter(|b| b.mime_type.starts_with("audio/")) {
+            let heard = self.hearing.audio(blob, self.manual);
+            for event in heard.events {
+                if let VadEvent::SpeechEnded { .. } = event {
+                    ended.push(TurnInput::Spoken);
+                }
+            }
+        }
+        if input.activity_end.is_some() {
+            self.hearing.activity_end();
+            ended.push(TurnInput::Spoken);
+        }
+        if input.audio_stream_end == Some(true) && self.hearing.stream_end().is_some() {
+            ended.push(TurnInput::Spoken);
+        }
+        for input in ended {
+            let next = self.turn(input);
+            if !matches!(next, Next::Continue) {
+                return next;
+            }
+        }
+        Next::Continue
+    }
+
+    /// The app began its next turn with `input`: compared with the recorded turn, which is
+    /// then served (what the previous turn had still to send goes out first).
+    fn turn(&mut self, input: TurnInput) -> Next {
+        let Some((index, before)) = self.served else {
+            return Next::Continue;
+        };
+        let session = self.options.session.clone();
+        let connection = &session.connections[index];
+        let taken = self.turns_taken;
+        self.turns_taken += 1;
+        let number = before + taken + 1;
+        let Some(turn) = connection.turns.get(taken) else {
+            let what = format!(
+                "the app began a turn the recording does not have (with {}; the recording ends after turn {})",
+                input.described(),
+                before + connection.turns.len()
+            );
+            return self.differs(number, what);
+        };
+        if let Some(what) = input.differs_from(&turn.input) {
+            let next = self.differs(number, what);
+            if !matches!(next, Next::Continue) {
+                return next;
+            }
+        }
+        let now = Instant::now();
+        for (at, _) in &mut self.due {
+            *at = now;
+        }
+        self.schedule(now, &turn.frames);
+        if taken + 1 == connection.turns.len() {
+            self.end_at = Some(now + self.paced(connection.ended_after));
+        }
+        Next::Continue
+    }
+
+    /// Reports a difference; with `strict`, ends the connection with it.
+    fn differs(&self, turn: usize, what: String) -> Next {
+        let difference = Difference {
+            connection: self.number,
+            turn,
+            what,
+        };
+        (self.options.on_difference)(&difference);
+        if self.options.strict {
+            Next::Close(1008, difference.to_string())
+        } else {
+            Next::Continue
+        }
+    }
+
+    /// Queues `frames` at their recorded pace from `start`.
+    fn schedule(&mut self, start: Instant, frames: &[Frame]) {
+        for frame in frames {
+            let at = start + self.paced(frame.after);
+            // Never before a frame queued earlier: order is the recording's.
+            let at = self.due.back().map_or(at, |(last, _)| at.max(*last));
+            self.due.push_back((at, frame.payload.clone()));
+        }
+    }
+
+    /// A recorded span at this server's speed.
+    fn paced(&self, span: Duration) -> Duration {
+        span.div_f64(self.speed)
+    }
+}
