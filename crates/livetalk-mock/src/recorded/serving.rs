@@ -284,3 +284,91 @@ impl ServedConnection {
         span.div_f64(self.speed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::recorded::{Connection, RecordedSession, Turn};
+
+    /// A session of one connection: a setupComplete at once, then one text turn answered by
+    /// a frame 2 s after it and another 6 s after it, the service closing 8 s after it.
+    fn session() -> RecordedSession {
+        let frame = |secs, message: Value| Frame::new(Duration::from_secs(secs), &message);
+        RecordedSession {
+            connections: vec![Connection {
+                resumed_with: None,
+                opening: vec![frame(0, json!({"setupComplete": {}}))],
+                turns: vec![Turn {
+                    input: TurnInput::Text("Hi".into()),
+                    frames: vec![
+                        frame(
+                            2,
+                            json!({"serverContent": {"outputTranscription": {"text": "Hello"}}}),
+                        ),
+                        frame(6, json!({"serverContent": {"turnComplete": true}})),
+                    ],
+                }],
+                ending: Ending::Closed {
+                    code: 1000,
+                    reason: "bye".into(),
+                },
+                ended_after: Duration::from_secs(8),
+            }],
+        }
+    }
+
+    /// `--speed` scales the recorded pace: at speed 4, what came 2 s and 6 s after the app's
+    /// turn is due 0.5 s and 1.5 s after it, and the recorded close 2 s after it; what the
+    /// previous turn had still to send is due at once, before them.
+    #[test]
+    fn a_turn_is_served_at_the_recorded_pace_scaled_by_speed() {
+        let differences = Arc::new(Mutex::new(Vec::new()));
+        let said = differences.clone();
+        let options = RecordedOptions {
+            session: Arc::new(session()),
+            strict: false,
+            on_difference: Arc::new(move |d: &Difference| said.lock().unwrap().push(d.clone())),
+        };
+        let mut connection = ServedConnection::new(options, 4.0, Arc::new(MockState::default()));
+        connection.served = Some((0, 0));
+        let earlier = Instant::now();
+        connection
+            .due
+            .push_back((earlier + Duration::from_secs(60), Bytes::new()));
+        assert!(matches!(
+            connection.turn(TurnInput::Text("Hi".into())),
+            Next::Continue
+        ));
+        let start = connection.due[0].0;
+        assert!(start >= earlier && start < earlier + Duration::from_secs(60));
+        let due: Vec<Duration> = connection.due.iter().map(|(at, _)| *at - start).collect();
+        assert_eq!(
+            due,
+            [
+                Duration::ZERO,
+                Duration::from_millis(500),
+                Duration::from_millis(1500)
+            ]
+        );
+        assert_eq!(
+            connection.end_at.map(|at| at - start),
+            Some(Duration::from_secs(2))
+        );
+        assert!(differences.lock().unwrap().is_empty());
+        // A turn the recording does not have: said, and (not strict) nothing more is due.
+        assert!(matches!(
+            connection.turn(TurnInput::Text("More".into())),
+            Next::Continue
+        ));
+        let said = differences.lock().unwrap().clone();
+        assert_eq!(said.len(), 1);
+        assert_eq!(
+            said[0].to_string(),
+            "turn 2: the app began a turn the recording does not have (with the text \"More\"; the recording ends after turn 1)"
+        );
+    }
+}
