@@ -68,6 +68,10 @@ pub enum Command {
     /// (docs/bridge-protocol.md), the server holds the API key and one Live session per app
     /// connection.
     Serve(ServeArgs),
+    /// See, flag and record any Live API app's session: a transparent proxy between an app
+    /// (the official SDKs, or any WebSocket client) and the Live API. Point the app's base URL
+    /// at it; each app connection is a session on screen (docs/proxy.md).
+    Proxy(ProxyArgs),
     /// Replay a recorded session (`--record`): in the full-screen app, headless, or against an
     /// endpoint.
     Replay(ReplayArgs),
@@ -368,6 +372,63 @@ pub struct ServeArgs {
     /// session with its id).
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ProxyArgs {
+    /// Address to listen on, for ws:// and wss:// alike (port 0 picks a free one). Anything
+    /// but loopback requires --token.
+    #[arg(long, default_value = "127.0.0.1:9100")]
+    pub listen: SocketAddr,
+    /// Certificate chain (a PEM file) apps are served over wss://. Without it the proxy makes
+    /// a self-signed certificate for its listen address, kept in the data folder and reused,
+    /// and prints its path.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Give every app the embedded offline demo model instead of Google's Live API.
+    #[arg(long, conflicts_with = "endpoint")]
+    pub offline: bool,
+    /// The Live server apps are relayed to: ws:// or wss:// (its host and port; the app's own
+    /// path goes after it). Default: Google's Live API.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// Record each app connection (recording format 4) into a folder of its own under DIR
+    /// (DIR/<time>-<n>/).
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// Flag a tool call the app has not answered after this many seconds (default: the
+    /// config's [tools] timeout_secs).
+    #[arg(long, value_name = "SECS", value_parser = positive_secs)]
+    pub tool_timeout: Option<f64>,
+    /// Flag a model turn that sent nothing for this many seconds before its turnComplete.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = positive_secs)]
+    pub stall_secs: f64,
+    /// Apps must send this token (`?token=` or `Authorization: Bearer`); it never goes
+    /// upstream. Also read from LIVETALK_PROXY_TOKEN, which keeps it out of the process list.
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+    /// Open app connections held at once; past this, new apps get HTTP 503 with the reason.
+    #[arg(long, value_name = "N", default_value_t = livetalk_mock::ws_server::DEFAULT_MAX_CONNECTIONS as u32, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// No terminal UI: print each connection's conversation lines (prefixed [N]) to stdout.
+    #[arg(long)]
+    pub headless: bool,
+    /// With --headless: one JSON object per line: per frame, per turn, per tool call, per
+    /// warning, and each connection's open and close.
+    #[arg(long, requires = "headless")]
+    pub json: bool,
+}
+
+/// Seconds for a proxy limit: a positive finite number up to a day.
+pub fn positive_secs(text: &str) -> Result<f64, String> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|secs| secs.is_finite() && *secs > 0.0 && *secs <= 86_400.0)
+        .ok_or_else(|| "must be a number of seconds above 0 and at most 86400".to_owned())
 }
 
 /// How a server writes its log on stderr.

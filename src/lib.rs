@@ -34,6 +34,7 @@ pub mod logging;
 pub mod output;
 pub mod paths;
 pub mod pricing;
+pub mod proxy;
 pub mod record;
 pub mod serve;
 pub mod tools;

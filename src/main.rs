@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use clap::CommandFactory as _;
 use livetalk::cli::{
-    Cli, Command, DevicesArgs, DoctorArgs, InspectArgs, MockArgs, ReplayArgs, SessionFlags,
+    Cli, Command, DevicesArgs, DoctorArgs, InspectArgs, MockArgs, ProxyArgs, ReplayArgs,
+    SessionFlags,
 };
 use livetalk::config::Settings;
 use livetalk::headless::{self, OutputFormat};
@@ -61,6 +62,7 @@ fn main() -> ExitCode {
                 serve::Stopped::Forced => 1,
             }))
         }
+        Some(Command::Proxy(args)) => proxy(runtime, args, session),
         Some(Command::Replay(args)) => replay(runtime, args, session),
         Some(Command::Inspect(args)) => inspect_recording(&args, session),
         Some(Command::Check(args)) => {
@@ -109,6 +111,46 @@ fn mock(runtime: Runtime, mut args: MockArgs, session: &SessionFlags) -> ExitCod
             ExitCode::from(1)
         }
     }
+}
+
+/// `livetalk proxy`: the route and output flags are taken before the command as well as after it.
+fn proxy(runtime: Runtime, mut args: ProxyArgs, session: &SessionFlags) -> ExitCode {
+    use livetalk::proxy::Presentation;
+    args.offline |= session.offline;
+    if args.endpoint.is_none() {
+        args.endpoint = session.endpoint.clone();
+    }
+    if args.offline && args.endpoint.is_some() {
+        livetalk::output::err(
+            "livetalk: --offline and --endpoint each name the upstream: give one of them",
+        );
+        return ExitCode::from(2);
+    }
+    if args.record.is_none()
+        && let Some(Some(dir)) = &session.record
+    {
+        args.record = Some(dir.clone());
+    }
+    let presentation = match (args.headless || session.headless, args.json || session.json) {
+        (true, true) => Presentation::Json,
+        (true, false) => Presentation::Lines,
+        (false, _) => Presentation::Screen,
+    };
+    // The screen owns the terminal: the log goes to the data folder then.
+    let _log = match presentation {
+        Presentation::Screen => {
+            logging::to_data_dir();
+            None
+        }
+        _ => logging::to_stderr(),
+    };
+    let result = runtime.block_on(livetalk::proxy::run(
+        args,
+        session.config.clone(),
+        presentation,
+    ));
+    runtime.shutdown_background();
+    exit(result)
 }
 
 /// `livetalk replay`: against an endpoint, headless, or in the full-screen app.

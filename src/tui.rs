@@ -343,11 +343,11 @@ fn event_msg(event: Option<io::Result<Event>>) -> Result<Option<Msg>, Unreadable
 }
 
 /// Raw mode and the alternate screen; dropping it (or a panic on the UI thread) restores the
-/// terminal.
-struct TerminalGuard;
+/// terminal. Every full-screen view holds one (the app's, and `livetalk proxy`'s).
+pub struct TerminalGuard;
 
 impl TerminalGuard {
-    fn enter(log_path: Option<&Path>) -> anyhow::Result<Self> {
+    pub fn enter(log_path: Option<&Path>) -> anyhow::Result<Self> {
         let _ = UI_THREAD.set(std::thread::current().id());
         install_panic_hook();
         redirect_stderr(log_path);
@@ -365,7 +365,7 @@ impl TerminalGuard {
     }
 
     /// A ratatui terminal on stdout.
-    fn terminal(
+    pub fn terminal(
         &self,
     ) -> anyhow::Result<Terminal<CrosstermBackend<crate::output::Screen<io::Stdout>>>> {
         Terminal::new(CrosstermBackend::new(crate::output::Screen::new(

@@ -168,10 +168,10 @@ impl BridgeServer {
     }
 }
 
-type Body = Full<Bytes>;
+pub(crate) type Body = Full<Bytes>;
 
 /// A plain text answer.
-fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {
+pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {
     let mut body: String = body.into();
     if !body.ends_with('\n') {
         body.push('\n');
@@ -378,7 +378,10 @@ fn route(
 }
 
 /// The answer to a request without the token (401) or from a foreign page (403).
-fn refused(peer: SocketAddr, (status, sentence): (StatusCode, &'static str)) -> Response<Body> {
+pub(crate) fn refused(
+    peer: SocketAddr,
+    (status, sentence): (StatusCode, &'static str),
+) -> Response<Body> {
     debug!(%peer, %status, "request refused");
     let mut response = text(status, sentence);
     if status == StatusCode::UNAUTHORIZED {
@@ -391,8 +394,8 @@ fn refused(peer: SocketAddr, (status, sentence): (StatusCode, &'static str)) -> 
 
 /// Checks the upgrade request: the token when one is configured; without one, browser pages
 /// from other origins are refused (any web page could otherwise spend the server's key
-/// through a loopback bridge).
-fn authorize<B>(
+/// through a loopback bridge or proxy). The bridge and `livetalk proxy` both ask it.
+pub(crate) fn authorize<B>(
     request: &Request<B>,
     token: Option<&str>,
 ) -> Result<(), (StatusCode, &'static str)> {
@@ -421,14 +424,14 @@ fn authorize<B>(
             } else {
                 Err((
                     StatusCode::UNAUTHORIZED,
-                    "This bridge needs its token: add ?token=... to the URL or send Authorization: Bearer ....",
+                    "This server needs its token: add ?token=... to the URL or send Authorization: Bearer ....",
                 ))
             }
         }
         None => match request.headers().get("origin") {
             Some(origin) if !origin_is_loopback(origin.to_str().unwrap_or("")) => Err((
                 StatusCode::FORBIDDEN,
-                "This bridge has no token, so it only accepts pages served from localhost. Start it with --token to allow other origins.",
+                "This server has no token, so it only accepts pages served from localhost. Start it with --token to allow other origins.",
             )),
             _ => Ok(()),
         },
@@ -452,7 +455,7 @@ fn origin_is_loopback(origin: &str) -> bool {
 
 /// Minimal `%XX` decoding for the token query parameter. A `+` is a plus sign, as in any URL
 /// query (only HTML form encoding reads it as a space), so a token with `+` works as typed.
-fn percent_decode(text: &str) -> String {
+pub(crate) fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -474,7 +477,7 @@ fn percent_decode(text: &str) -> String {
 }
 
 /// Compares without an early exit, so response timing does not reveal the token.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -281,6 +281,46 @@ pub trait Protocol: Send + 'static {
     fn unreachable(&self, error: tungstenite::Error) -> String;
 }
 
+/// A WebSocket opened by [`dial_socket`]: plain or TLS, its frames paid for from the process's
+/// input budget before tungstenite reads them ([`Gate::take`](crate::budget::Gate::take) hands
+/// over what the last message held).
+pub type RawSocket = tokio_tungstenite::WebSocketStream<
+    crate::budget::Gated<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+>;
+
+/// Opens a WebSocket to `request`'s URL with its headers as given, through the proxy and the
+/// trust store a connection uses, every stage under `timeout`, and sends nothing: for whoever
+/// relays another program's frames (`livetalk proxy`). A server that answers the upgrade with
+/// an HTTP error is [`ConnectError::Rejected`] with its status. `max_message` bounds one
+/// message (and frame) read.
+pub async fn dial_socket(
+    request: Request,
+    max_message: usize,
+    timeout: Duration,
+) -> Result<(RawSocket, crate::budget::Gate), ConnectError> {
+    super::network::install_crypto_provider();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(max_message))
+        .max_frame_size(Some(max_message))
+        .write_buffer_size(0);
+    let target = Address::of(&request).map_err(ConnectError::Connect)?;
+    let (socket, _response, gate) =
+        dial(request, &target, config, deadline)
+            .await
+            .map_err(|e| match e {
+                DialError::Deadline(stage) => {
+                    ConnectError::TimedOut(deadline_message(&target, stage, timeout))
+                }
+                DialError::Http(status) => ConnectError::Rejected {
+                    status,
+                    message: describe_http_status(status, &target.to_string()),
+                },
+                DialError::Failed(message) => ConnectError::Connect(message),
+            })?;
+    Ok((socket, gate))
+}
+
 /// Connects with `protocol` and asks for `setup`; every stage, from the host look-up to the
 /// setup answer, must be done within `timeout`. `tap` sees the attempt, every app message
 /// sent, and the close (also of a failed setup).

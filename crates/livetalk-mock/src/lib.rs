@@ -100,8 +100,14 @@ mod vad;
 pub mod voice;
 pub mod ws_server;
 
+/// The service's per-model rules as the mock follows them: what it refuses, and how it closes.
+pub mod rules {
+    pub use crate::connection::{message_refusal, refusal};
+}
 pub use model::{DEMO_PROMPTS, SEARCH_PROMPT};
 pub use recorded::{Difference, RecordedOptions, RecordedSession};
 pub use scenario::{Fault, FaultAction, Moment, Scenario, ScenarioError};
-pub use server::{MAX_SPEED, MIN_SPEED, MockOptions, MockServer, StartError, TlsFiles};
+pub use server::{
+    MAX_SPEED, MIN_SPEED, MockOptions, MockServer, StartError, TlsFiles, tls_acceptor,
+};
 pub use state::MockState;

@@ -261,7 +261,9 @@ impl MockServer {
     }
 }
 
-fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, StartError> {
+/// A TLS acceptor from a PEM certificate chain and key, read with the bounds of every file
+/// named from outside (the mock's `wss://`, and any other server of the workspace).
+pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor, StartError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     install_crypto_provider();

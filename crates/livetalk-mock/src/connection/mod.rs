@@ -12,6 +12,7 @@ mod reply;
 mod setup;
 
 pub(crate) use setup::{INVALID_ARGUMENT, manual_activity};
+pub use setup::{message_refusal, refusal};
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -223,10 +224,7 @@ impl MockConnection {
             }
             (ClientMessage::RealtimeInput(input), true) => {
                 if !input.media_chunks.is_empty() && self.settings.traits.refuses_media_chunks {
-                    return Outcome::Close(
-                        1007,
-                        "realtime_input.media_chunks is deprecated. Use audio, video, or text instead.".into(),
-                    );
+                    return Outcome::Close(1007, setup::MEDIA_CHUNKS_REFUSED.into());
                 }
                 self.on_realtime_input(input).await;
                 Outcome::Continue

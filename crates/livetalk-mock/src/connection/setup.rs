@@ -70,6 +70,35 @@ impl Refusal {
     }
 }
 
+/// How the service would close on `setup` at API `version` (its code and reason), or `None`
+/// when the model it names takes it: the per-model rules the mock follows, for whoever watches
+/// another server's sessions (`livetalk proxy`).
+pub fn refusal(setup: &Setup, version: &str) -> Option<(u16, String)> {
+    accept(setup.clone(), version)
+        .err()
+        .map(|refused| (refused.code, refused.reason))
+}
+
+/// What the service refuses (code 1007) in a client message on a session set up for `model`,
+/// besides the setup's own rules: the deprecated `realtimeInput.mediaChunks` on newer models.
+pub fn message_refusal(
+    model: &str,
+    message: &livetalk_live::wire::ClientMessage,
+) -> Option<String> {
+    match message {
+        livetalk_live::wire::ClientMessage::RealtimeInput(input)
+            if !input.media_chunks.is_empty() && models::traits(model).refuses_media_chunks =>
+        {
+            Some(MEDIA_CHUNKS_REFUSED.to_owned())
+        }
+        _ => None,
+    }
+}
+
+/// The service's close reason for `realtimeInput.mediaChunks` on a model that no longer takes it.
+pub(super) const MEDIA_CHUNKS_REFUSED: &str =
+    "realtime_input.media_chunks is deprecated. Use audio, video, or text instead.";
+
 /// Checks a setup against the model it names, as the service at API `version` does, and reads
 /// what it asks for.
 pub(super) fn accept(setup: Setup, version: &str) -> Result<Accepted, Refusal> {
