@@ -4,7 +4,8 @@
 //!
 //! The lines are taken in the order they went on the wire (by `t`: a `recv` line can be
 //! written after a later `send`). A `connect` line or a `setup` sent begins a connection;
-//! what the service sent before the app's first turn answers the setup; each turn the app
+//! what the service sent before the app's first turn answers the setup (a frame outside a
+//! connection, after its close, is left out); each turn the app
 //! began (a typed turn or `realtimeInput.text`, tool answers, `activityEnd`; in formats 1 and
 //! 2, their `user_text` and `tool_result` lines for the first two) takes the frames
 //! the service sent until the next; speech the service's voice detection ended shows only in
@@ -206,7 +207,10 @@ impl Building {
 
     fn take(&mut self, t: f64, item: Wire, app_lines: bool) -> anyhow::Result<()> {
         match item {
-            Wire::Connect => self.end_current(None),
+            Wire::Connect => {
+                self.end_current(None);
+                self.current = Some(Current::new(t));
+            }
             Wire::Send(message) => {
                 if let Some(setup) = message.get("setup") {
                     if self.current.as_ref().is_some_and(|c| c.set_up || c.heard) {
@@ -254,7 +258,10 @@ impl Building {
                 current.begin_turn(t, input);
             }
             Wire::Recv(mut message) => {
-                let current = self.current.get_or_insert_with(|| Current::new(t));
+                // A frame after its connection's close is no part of a connection.
+                let Some(current) = &mut self.current else {
+                    return Ok(());
+                };
                 current.last = t;
                 current.heard = true;
                 if current.speech && !current.replying && answers(&message) {
