@@ -244,14 +244,36 @@ impl Conn {
         }
     }
 
-    /// A side stopped reading: the flag, and the sentence both sides are closed with.
-    fn stalled(&self, side: &str) -> String {
+    /// `side` stopped reading: the flag, then a Close with the reason to both sides; the one
+    /// still reading (`other`) is read on until it answers, so it can take the Close in even
+    /// while it was sending, and the stalled one is given a moment.
+    async fn stalled<T, O>(&self, side: &str, stalled: &mut T, other: &mut O) -> Ending
+    where
+        T: Stream<Item = Result<Message, Error>> + Sink<Message, Error = Error> + Unpin,
+        O: Stream<Item = Result<Message, Error>> + Sink<Message, Error = Error> + Unpin,
+    {
         let reason = format!(
             "livetalk proxy: the {side} stopped reading for {} s; closed both ways",
             self.shared.options.write_stall.as_secs_f64()
         );
         self.emit(warning(WarningKind::StalledReader, format!("{reason}.")));
-        reason
+        let _ = tokio::time::timeout(CLOSING, async {
+            if other.send(close_frame(1011, &reason)).await.is_ok() {
+                while let Some(Ok(_)) = other.next().await {}
+            }
+        })
+        .await;
+        let _ = write(
+            stalled,
+            close_frame(1011, &reason),
+            Duration::from_millis(100),
+        )
+        .await;
+        Ending {
+            code: Some(1011),
+            reason,
+            by: "proxy",
+        }
     }
 }
 
@@ -278,20 +300,17 @@ where
     let mut up_open = true;
     let mut ending: Option<Ending> = None;
     let mut closing_by: Option<tokio::time::Instant> = None;
+    let mut judged = false;
     loop {
         let due = conn.watch.next_due();
         tokio::select! {
             frame = app.next(), if app_open => match frame {
                 Some(Ok(message @ (Message::Text(_) | Message::Binary(_)))) => {
                     let held = app_gate.take();
-                    let read_at = Instant::now();
-                    let (payload, binary) = payload_of(&message);
-                    match write(&mut up, message, stall).await {
-                        Ok(()) => conn.app_frame(&payload, binary, read_at, read_at.elapsed()),
+                    match pass(&mut up, message, stall).await {
+                        Ok(p) => conn.app_frame(&p.payload, p.binary, p.read_at, p.delay),
                         Err(WriteFailed::Stalled) => {
-                            let reason = conn.stalled("Live server");
-                            let _ = write(&mut app, close_frame(1011, &reason), Duration::from_secs(1)).await;
-                            ending = Some(Ending { code: Some(1011), reason, by: "proxy" });
+                            ending = Some(conn.stalled("Live server", &mut up, &mut app).await);
                             break;
                         }
                         Err(WriteFailed::Gone) => {}
@@ -335,14 +354,10 @@ where
             frame = up.next(), if up_open => match frame {
                 Some(Ok(message @ (Message::Text(_) | Message::Binary(_)))) => {
                     let held = up_gate.take();
-                    let read_at = Instant::now();
-                    let (payload, binary) = payload_of(&message);
-                    match write(&mut app, message, stall).await {
-                        Ok(()) => conn.server_frame(&payload, binary, read_at, read_at.elapsed()),
+                    match pass(&mut app, message, stall).await {
+                        Ok(p) => conn.server_frame(&p.payload, p.binary, p.read_at, p.delay),
                         Err(WriteFailed::Stalled) => {
-                            let reason = conn.stalled("app");
-                            let _ = write(&mut up, close_frame(1011, &reason), Duration::from_secs(1)).await;
-                            ending = Some(Ending { code: Some(1011), reason, by: "proxy" });
+                            ending = Some(conn.stalled("app", &mut app, &mut up).await);
                             break;
                         }
                         Err(WriteFailed::Gone) => {}
@@ -389,6 +404,12 @@ where
             }
             _ = tokio::time::sleep_until(closing_by.unwrap_or_else(tokio::time::Instant::now)), if closing_by.is_some() => break,
         }
+        // What was left hanging is judged when the connection is over for either side, not
+        // once both closes have gone round.
+        if let (Some(ending), false) = (&ending, judged) {
+            judged = true;
+            conn.judge(ending);
+        }
         if !app_open && !up_open {
             break;
         }
@@ -398,28 +419,68 @@ where
         reason: String::new(),
         by: "proxy",
     });
-    let by_app = ending.by == "app";
-    let notes = conn
-        .watch
-        .ended(conn.shared.opened.load(Ordering::SeqCst), by_app);
-    conn.emit_all(notes);
-    if let Some(recorder) = &conn.recorder {
-        let close = CloseInfo {
-            code: ending.code,
-            reason: ending.reason.clone(),
-            message: format!("The connection was closed by the {}.", ending.by),
-            initiated_by_client: by_app,
-        };
-        recorder.closed(&close);
-        recorder.ended(&close);
+    if !judged {
+        conn.judge(&ending);
     }
-    conn.emit(EventKind::Closed {
-        code: ending.code,
-        reason: ending.reason,
-        by: ending.by,
-        send: conn.send_delay.figures(),
-        recv: conn.recv_delay.figures(),
-    });
+    conn.finish(ending);
+}
+
+/// A data frame written on, timed.
+struct Passed {
+    payload: bytes::Bytes,
+    binary: bool,
+    read_at: Instant,
+    /// From the frame read whole to it written on: what the proxy added.
+    delay: Duration,
+}
+
+/// Writes a data frame read just now on to `sink`.
+async fn pass<S>(sink: &mut S, message: Message, limit: Duration) -> Result<Passed, WriteFailed>
+where
+    S: Sink<Message, Error = Error> + Unpin,
+{
+    let read_at = Instant::now();
+    let (payload, binary) = payload_of(&message);
+    write(sink, message, limit).await?;
+    Ok(Passed {
+        payload,
+        binary,
+        read_at,
+        delay: read_at.elapsed(),
+    })
+}
+
+impl Conn {
+    /// What the connection left hanging (a goAway not followed).
+    fn judge(&mut self, ending: &Ending) {
+        let notes = self.watch.ended(
+            self.shared.opened.load(Ordering::SeqCst),
+            ending.by == "app",
+        );
+        self.emit_all(notes);
+    }
+
+    /// The recording's end and the presenter's last word.
+    fn finish(&mut self, ending: Ending) {
+        let by_app = ending.by == "app";
+        if let Some(recorder) = &self.recorder {
+            let close = CloseInfo {
+                code: ending.code,
+                reason: ending.reason.clone(),
+                message: format!("The connection was closed by the {}.", ending.by),
+                initiated_by_client: by_app,
+            };
+            recorder.closed(&close);
+            recorder.ended(&close);
+        }
+        self.emit(EventKind::Closed {
+            code: ending.code,
+            reason: ending.reason,
+            by: ending.by,
+            send: self.send_delay.figures(),
+            recv: self.recv_delay.figures(),
+        });
+    }
 }
 
 fn sleep_until(due: Option<Instant>) -> tokio::time::Sleep {

@@ -157,7 +157,7 @@ pub async fn run(
 
 /// Prints every event until a signal (or a closed stdout).
 async fn print_events(mut events: mpsc::Receiver<ProxyEvent>, presentation: Presentation) -> u8 {
-    let signal = stop_signal();
+    let signal = super::stop_signal();
     tokio::pin!(signal);
     loop {
         tokio::select! {
@@ -177,18 +177,4 @@ async fn print_events(mut events: mpsc::Receiver<ProxyEvent>, presentation: Pres
             _ = &mut signal => return 0,
         }
     }
-}
-
-/// Ctrl-C or SIGTERM.
-pub(super) async fn stop_signal() {
-    #[cfg(unix)]
-    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-    {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-        return;
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }

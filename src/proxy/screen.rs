@@ -387,7 +387,7 @@ pub async fn run(
     let mut terminal = guard.terminal()?;
     let mut keys = EventStream::new();
     let mut view = View::new(header);
-    let signal = super::run::stop_signal();
+    let signal = super::stop_signal();
     tokio::pin!(signal);
     let mut redraw = tokio::time::interval(Duration::from_millis(50));
     let mut dirty = true;
@@ -498,7 +498,7 @@ mod tests {
         assert!(shown.contains("get_device_status after 42 ms"), "{shown}");
         assert!(shown.contains("turn_stalled"), "{shown}");
         assert!(shown.contains("⚠1"), "{shown}");
-        assert!(!shown.contains("server → app"), "frames hidden by default");
+        assert!(!shown.contains("binary 120 B"), "frames hidden by default");
         view.key(KeyCode::Char('f'), KeyModifiers::NONE);
         assert!(screen(&view).contains("server → app binary 120 B serverContent"));
         view.key(KeyCode::Char('q'), KeyModifiers::NONE);

@@ -18,8 +18,9 @@ pub const DEFAULT_STALL: Duration = Duration::from_secs(5);
 
 /// Mic audio this far ahead of the clock is sent faster than real time.
 const AHEAD_LIMIT: Duration = Duration::from_secs(1);
-/// Mic audio streamed this long shows the rate it is really sent at.
-const RATE_WINDOW: Duration = Duration::from_secs(2);
+/// Mic audio streamed this long shows the rate it is really sent at (before a stream 1.5×
+/// too fast is a second ahead: such a stream is more likely mislabelled than hurried).
+const RATE_WINDOW: Duration = Duration::from_millis(1500);
 /// Rates mic audio is recorded at; a stream measured within 4 % of one of these that is not
 /// the declared one is that rate mislabelled.
 const COMMON_RATES: [u32; 5] = [8_000, 16_000, 24_000, 44_100, 48_000];
