@@ -371,4 +371,92 @@ mod tests {
             "turn 2: the app began a turn the recording does not have (with the text \"More\"; the recording ends after turn 1)"
         );
     }
+
+    /// Speech the mock's voice detection hears end begins the app's spoken turn: its
+    /// recorded frames follow (a goAway among them), then the recorded close, over a socket.
+    #[tokio::test]
+    async fn speech_that_ends_is_answered_as_recorded_then_the_recorded_close() {
+        use livetalk_live::budget::{InputBudget, LARGEST_MESSAGE};
+        use livetalk_live::codec::encode_client;
+        use tokio_tungstenite::tungstenite::protocol::Role;
+
+        let frame = |message: Value| Frame::new(Duration::ZERO, &message);
+        let session = RecordedSession {
+            connections: vec![Connection {
+                resumed_with: None,
+                opening: vec![
+                    frame(json!({"setupComplete": {}})),
+                    frame(
+                        json!({"sessionResumptionUpdate": {"newHandle": "h-1", "resumable": true}}),
+                    ),
+                ],
+                turns: vec![Turn {
+                    input: TurnInput::Spoken,
+                    frames: vec![frame(json!({"goAway": {"timeLeft": "5s"}}))],
+                }],
+                ending: Ending::Closed {
+                    code: 1011,
+                    reason: "as recorded".into(),
+                },
+                ended_after: Duration::ZERO,
+            }],
+        };
+        let options = RecordedOptions {
+            session: Arc::new(session),
+            strict: true,
+            on_difference: Arc::new(|d: &Difference| panic!("no difference expected: {d}")),
+        };
+        let (server, client) = tokio::io::duplex(1 << 20);
+        let (server, gate) = InputBudget::process().gate(server, LARGEST_MESSAGE);
+        let server = WebSocketStream::from_raw_socket(server, Role::Server, None).await;
+        let state = Arc::new(MockState::default());
+        tokio::spawn(ServedConnection::new(options, 1.0, state).run(server, gate));
+        let mut client = WebSocketStream::from_raw_socket(client, Role::Client, None).await;
+        let setup = json!({"setup": {"model": "models/gemini-3.8-live"}});
+        client.send(Message::text(setup.to_string())).await.unwrap();
+        let mut read = Vec::new();
+        read.push(next(&mut client).await.unwrap());
+        read.push(next(&mut client).await.unwrap());
+        assert_eq!(read[1]["sessionResumptionUpdate"]["newHandle"], "h-1");
+        // 0.6 s of a 220 Hz tone, then 0.8 s of silence, in 100 ms chunks.
+        let pcm: Vec<u8> = (0..16_000 * 14 / 10)
+            .flat_map(|i: i32| {
+                let tone = i < 16_000 * 6 / 10;
+                let sample = if tone {
+                    (f64::from(i) * 220.0 * std::f64::consts::TAU / 16_000.0).sin() * 12_000.0
+                } else {
+                    0.0
+                };
+                (sample as i16).to_le_bytes()
+            })
+            .collect();
+        for chunk in pcm.chunks(3_200) {
+            let audio = ClientMessage::RealtimeInput(RealtimeInput::mic_audio(chunk.to_vec()));
+            client
+                .send(Message::text(encode_client(&audio)))
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            next(&mut client).await.unwrap(),
+            json!({"goAway": {"timeLeft": "5s"}})
+        );
+        let close = next(&mut client).await.unwrap_err();
+        assert_eq!(
+            (u16::from(close.code), close.reason.as_str()),
+            (1011, "as recorded")
+        );
+    }
+
+    /// The next message the server sent, or its Close; panics after 10 s without either.
+    async fn next<S: AsyncRead + AsyncWrite + Unpin>(
+        client: &mut WebSocketStream<S>,
+    ) -> Result<Value, CloseFrame> {
+        let frame = tokio::time::timeout(Duration::from_secs(10), client.next()).await;
+        match frame.expect("a frame within 10 s") {
+            Some(Ok(Message::Binary(bytes))) => Ok(serde_json::from_slice(&bytes).unwrap()),
+            Some(Ok(Message::Close(frame))) => Err(frame.unwrap()),
+            other => panic!("{other:?}"),
+        }
+    }
 }
