@@ -97,12 +97,47 @@ fn recorded_options(dir: &Path, strict: bool) -> anyhow::Result<RecordedOptions>
     Ok(RecordedOptions {
         session: Arc::new(session),
         strict,
-        on_difference: Arc::new(|difference: &Difference| {
-            let _ = output::out(&format!(
-                "difference: connection {}, {difference}",
-                difference.connection
-            ));
-        }),
+        on_difference: difference_printer(),
+    })
+}
+
+/// Difference lines waiting for stdout, at most; past it they are counted, not held.
+const DIFFERENCES_QUEUED: usize = 1024;
+
+/// Prints each difference as one stdout line, on a thread of its own: a connection never
+/// waits on stdout (nobody reading it cannot stall the server), and what did not fit while
+/// it was not read is counted and said once it is.
+fn difference_printer() -> livetalk_mock::recorded::DifferenceSink {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let (lines, queued) = std::sync::mpsc::sync_channel::<String>(DIFFERENCES_QUEUED);
+    let missed = Arc::new(AtomicU64::new(0));
+    let counted = missed.clone();
+    let printer = std::thread::Builder::new()
+        .name("differences".into())
+        .spawn(move || {
+            for line in queued {
+                let unsaid = counted.swap(0, Ordering::Relaxed);
+                if unsaid > 0 {
+                    let _ = output::out(&format!(
+                        "difference: {unsaid} more differences were not printed (stdout was not read)"
+                    ));
+                }
+                if output::out(&line).is_err() {
+                    break;
+                }
+            }
+        });
+    if let Err(e) = printer {
+        warn!("differences will not be printed: cannot start a thread ({e})");
+    }
+    Arc::new(move |difference: &Difference| {
+        let line = format!(
+            "difference: connection {}, {difference}",
+            difference.connection
+        );
+        if lines.try_send(line).is_err() {
+            missed.fetch_add(1, Ordering::Relaxed);
+        }
     })
 }
 
