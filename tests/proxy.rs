@@ -906,6 +906,33 @@ fn the_command_prints_json_events_and_records_each_connection() {
     );
     assert_eq!(report["user_turns"], 1, "{report}");
     assert_eq!(report["tool_calls"], 1, "{report}");
+    // replay and check read it as any recording.
+    let folder = folders[0].to_str().unwrap();
+    let replayed = common::run_livetalk(
+        scratch.path(),
+        &["replay", "--headless", "--instant", folder],
+        &[],
+        &[],
+    );
+    assert!(
+        replayed.stdout.contains("Tool: get_device_status"),
+        "{}",
+        replayed.stdout
+    );
+    let scenario = common::run_livetalk(
+        scratch.path(),
+        &["check", "--write-scenario", folder],
+        &[],
+        &[],
+    );
+    assert!(
+        scenario
+            .stdout
+            .contains("say = \"Is the living room lamp on?\"")
+            && scenario.stdout.contains("name = \"get_device_status\""),
+        "{}",
+        scenario.stdout
+    );
     // The app's key: on no line, in no file.
     let stderr = stderr
         .recv_timeout(Duration::from_secs(5))

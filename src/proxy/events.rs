@@ -159,6 +159,8 @@ pub enum EventKind {
         kind: WarningKind,
         message: String,
     },
+    /// What the proxy itself has to say about a connection (its recording could not be made).
+    Notice(String),
     /// The connection is over.
     Closed {
         code: Option<u16>,
@@ -241,6 +243,7 @@ impl ProxyEvent {
                 "close",
                 json!({"code": code, "reason": reason, "by": by, "delay": {"send": send.json(), "recv": recv.json()}}),
             ),
+            EventKind::Notice(message) => ("notice", json!({"message": message})),
             EventKind::Dropped(count) => ("dropped", json!({"events": count})),
         };
         if let Value::Object(fields) = &mut body {
@@ -331,6 +334,7 @@ impl ProxyEvent {
                     send.frames + recv.frames
                 )
             }
+            EventKind::Notice(message) => format!("[{c}] livetalk proxy: {message}"),
             EventKind::Dropped(count) => {
                 format!("livetalk proxy: {count} events not shown (the output fell behind)")
             }

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures_util::{Sink, SinkExt as _, Stream, StreamExt as _};
-use livetalk_live::budget::Gate;
+use livetalk_live::budget::{Gate, Held, InputBudget};
 use livetalk_live::codec::{DecodedServerFrame, decode_client, decode_server};
 use livetalk_live::connection::WireTap as _;
 use livetalk_live::{CloseInfo, Inbound};
@@ -119,7 +119,11 @@ impl Conn {
         let meta = WireMeta {
             model: setup.map(|s| s.model.clone()).unwrap_or_default(),
             voice,
-            endpoint_host: self.upstream_host.clone(),
+            endpoint_host: if self.shared.options.offline {
+                "offline demo model".to_owned()
+            } else {
+                self.upstream_host.clone()
+            },
             offline: self.shared.options.offline,
             recorded_by: "livetalk proxy",
             details: serde_json::json!({"connection": self.id}),
@@ -131,17 +135,55 @@ impl Conn {
             }
             Err(e) => self.shared.emit(
                 self.id,
-                EventKind::Warning {
-                    kind: WarningKind::UnparsedFrame,
-                    message: format!("This connection is not recorded: {e:#}"),
-                },
+                EventKind::Notice(format!("This connection is not recorded: {e:#}")),
             ),
         }
     }
 
+    /// What reading a frame costs, held from the process's input budget (with what its bytes
+    /// held while it was read) until it has been dealt with; `None` when it cannot be, and the
+    /// frame, already passed on, goes unread with a flag.
+    async fn hold(&mut self, dir: Direction, passed: &Passed, read: Option<Held>) -> Option<Held> {
+        let mut read = read;
+        match InputBudget::process()
+            .hold_after(&passed.payload, &mut read)
+            .await
+        {
+            Ok(held) => Some(held),
+            Err(refused) => {
+                self.frame_event(
+                    dir,
+                    passed.binary,
+                    passed.payload.len(),
+                    Vec::new(),
+                    passed.delay,
+                );
+                let who = match dir {
+                    Direction::Send => "The app",
+                    Direction::Recv => "The service",
+                };
+                self.emit(warning(
+                    WarningKind::UnparsedFrame,
+                    format!("{who} sent a frame livetalk did not read ({refused}); it went on unchanged."),
+                ));
+                None
+            }
+        }
+    }
+
     /// A frame the app sent, after it went upstream.
-    fn app_frame(&mut self, payload: &[u8], binary: bool, read_at: Instant, delay: Duration) {
-        self.send_delay.add(delay);
+    async fn app_frame(&mut self, passed: Passed, read: Option<Held>) {
+        self.send_delay.add(passed.delay);
+        let Some(_held) = self.hold(Direction::Send, &passed, read).await else {
+            return;
+        };
+        let Passed {
+            payload,
+            binary,
+            read_at,
+            delay,
+        } = passed;
+        let payload = &payload[..];
         match decode_client(payload) {
             Ok(message) => {
                 let setup = match &message {
@@ -200,9 +242,19 @@ impl Conn {
     }
 
     /// A frame the service sent, after it went to the app.
-    fn server_frame(&mut self, payload: &[u8], binary: bool, read_at: Instant, delay: Duration) {
-        self.recv_delay.add(delay);
+    async fn server_frame(&mut self, passed: Passed, read: Option<Held>) {
+        self.recv_delay.add(passed.delay);
         self.record_from(None);
+        let Some(_held) = self.hold(Direction::Recv, &passed, read).await else {
+            return;
+        };
+        let Passed {
+            payload,
+            binary,
+            read_at,
+            delay,
+        } = passed;
+        let payload = &payload[..];
         match decode_server(payload) {
             Ok(DecodedServerFrame::Message(message)) => {
                 let mut inbound = Inbound::message(message).sized(payload.len());
@@ -308,14 +360,13 @@ where
                 Some(Ok(message @ (Message::Text(_) | Message::Binary(_)))) => {
                     let held = app_gate.take();
                     match pass(&mut up, message, stall).await {
-                        Ok(p) => conn.app_frame(&p.payload, p.binary, p.read_at, p.delay),
+                        Ok(passed) => conn.app_frame(passed, held).await,
                         Err(WriteFailed::Stalled) => {
                             ending = Some(conn.stalled("Live server", &mut up, &mut app).await);
                             break;
                         }
                         Err(WriteFailed::Gone) => {}
                     }
-                    drop(held);
                 }
                 Some(Ok(Message::Close(frame))) => {
                     let (code, reason) = close_parts(&frame);
@@ -355,14 +406,13 @@ where
                 Some(Ok(message @ (Message::Text(_) | Message::Binary(_)))) => {
                     let held = up_gate.take();
                     match pass(&mut app, message, stall).await {
-                        Ok(p) => conn.server_frame(&p.payload, p.binary, p.read_at, p.delay),
+                        Ok(passed) => conn.server_frame(passed, held).await,
                         Err(WriteFailed::Stalled) => {
                             ending = Some(conn.stalled("app", &mut app, &mut up).await);
                             break;
                         }
                         Err(WriteFailed::Gone) => {}
                     }
-                    drop(held);
                 }
                 Some(Ok(Message::Close(frame))) => {
                     let (code, reason) = close_parts(&frame);

@@ -185,7 +185,9 @@ impl View {
                 session.open = false;
                 EntryKind::Info
             }
-            EventKind::Opened { .. } | EventKind::Dropped(_) => EntryKind::Info,
+            EventKind::Opened { .. } | EventKind::Notice(_) | EventKind::Dropped(_) => {
+                EntryKind::Info
+            }
         };
         if let Some(line) = line {
             // "[N] " is the list's to say here.
