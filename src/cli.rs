@@ -295,13 +295,24 @@ pub struct MockArgs {
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
     /// How much faster than real time model audio is streamed (the service bursts too),
-    /// from 0.01 to 1000.
-    #[arg(long, default_value_t = 4.0, value_parser = speed_factor, allow_negative_numbers = true)]
-    pub speed: f64,
+    /// from 0.01 to 1000 [default: 4]; with --replay, how much faster than recorded the
+    /// recording is played [default: 1].
+    #[arg(long, value_parser = speed_factor, allow_negative_numbers = true)]
+    pub speed: Option<f64>,
     /// Fault scenario (TOML, or JSON for a .json file): go-away notices, drops, closes, bad frames,
     /// stalls at chosen moments. docs/mock.md describes the format.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
     pub scenario: Option<PathBuf>,
+    /// Serve a recorded session instead of the demo model: every app that connects gets the
+    /// recording (a folder, its session.jsonl, or a name `livetalk sessions` lists) from its
+    /// start, each of its turns answered as the recorded turn was, at the recorded pace.
+    /// What an app sends that the recording does not hold is printed, one line a difference.
+    #[arg(long, value_name = "RECORDING")]
+    pub replay: Option<PathBuf>,
+    /// With --replay: close the connection at the first difference, with 1008 and the
+    /// difference as the reason, instead of going on.
+    #[arg(long, requires = "replay")]
+    pub strict: bool,
     /// Save the mic audio each connection sends as DIR/input-<n>.wav (16 kHz mono), to hear
     /// exactly what a client sent.
     #[arg(long, value_name = "DIR")]

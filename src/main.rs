@@ -53,7 +53,7 @@ fn main() -> ExitCode {
     };
     let session = &cli.session;
     match cli.command {
-        Some(Command::Mock(args)) => mock(runtime, args),
+        Some(Command::Mock(args)) => mock(runtime, args, session),
         Some(Command::Serve(args)) => {
             let _log = logging::to_stderr_as(args.log_format);
             let result = runtime.block_on(serve::bridge(args, session.config.clone()));
@@ -93,8 +93,17 @@ fn main() -> ExitCode {
 }
 
 /// `livetalk mock`.
-fn mock(runtime: Runtime, args: MockArgs) -> ExitCode {
+fn mock(runtime: Runtime, mut args: MockArgs, session: &SessionFlags) -> ExitCode {
     let _log = logging::to_stderr();
+    if let Some(given) = &args.replay {
+        match recording_folder(given, session) {
+            Ok(dir) => args.replay = Some(dir),
+            Err(message) => {
+                livetalk::output::err(&format!("livetalk: error: {message}"));
+                return ExitCode::from(1);
+            }
+        }
+    }
     match runtime.block_on(serve::mock(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -3,19 +3,21 @@
 //! (the bridge drains first: a second signal stops it at once).
 
 use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use livetalk_mock::ws_server::ConnectionLimits;
 // The mock's fault scenario (`--scenario`); a scenario in this app is `check`'s.
 use livetalk_mock::Scenario as FaultScenario;
-use livetalk_mock::{MockOptions, MockServer, TlsFiles};
+use livetalk_mock::{Difference, MockOptions, MockServer, RecordedOptions, TlsFiles};
 use tracing::{info, warn};
 
 use crate::bridge::{BridgeOptions, BridgeServer, RecordOptions, Upstream};
 use crate::cli::{MockArgs, ServeArgs};
 use crate::config::{FlagOverrides, Route, Settings};
-use crate::output;
+use crate::{output, record};
 
 /// `livetalk mock`: serve until Ctrl-C or SIGTERM. The first stdout line is the URL.
 pub async fn mock(args: MockArgs) -> anyhow::Result<()> {
@@ -28,18 +30,28 @@ pub async fn mock(args: MockArgs) -> anyhow::Result<()> {
         None => FaultScenario::default(),
     };
     let faults = scenario.faults.len();
-    let server = MockServer::start(MockOptions {
+    let recorded = match &args.replay {
+        Some(dir) => Some(recorded_options(dir, args.strict)?),
+        None => None,
+    };
+    let speed = args
+        .speed
+        .unwrap_or(if recorded.is_some() { 1.0 } else { DEMO_SPEED });
+    let options = MockOptions {
         listen: args.listen,
         tls,
-        speed: args.speed,
+        speed,
         scenario,
         save_input: args.save_input,
         limits: ConnectionLimits {
             max_connections: args.max_connections as usize,
             ..ConnectionLimits::default()
         },
-    })
-    .await?;
+    };
+    let server = match recorded {
+        Some(recorded) => MockServer::start_recorded(options, recorded).await?,
+        None => MockServer::start(options).await?,
+    };
     if faults > 0 {
         info!(faults, "fault scenario loaded");
     }
@@ -56,6 +68,77 @@ pub async fn mock(args: MockArgs) -> anyhow::Result<()> {
     wait_for_signal().await;
     info!("mock Live server stopping");
     Ok(())
+}
+
+/// How fast the demo model streams its speech when `--speed` is not given.
+const DEMO_SPEED: f64 = 4.0;
+
+/// `--replay`: the recording's service side, read once and shared by every connection; each
+/// difference an app makes is one line on stdout.
+fn recorded_options(dir: &Path, strict: bool) -> anyhow::Result<RecordedOptions> {
+    let recording = record::Recording::load(dir)?;
+    let (session, warnings) = record::service_side::service_side(&recording)?;
+    for warning in warnings {
+        output::err(&format!("livetalk: warning: {warning}"));
+    }
+    let turns: usize = session.connections.iter().map(|c| c.turns.len()).sum();
+    output::err(&format!(
+        "livetalk: replaying {} ({} connection{}, {turns} turn{} of the app){}",
+        dir.display(),
+        session.connections.len(),
+        if session.connections.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
+        if turns == 1 { "" } else { "s" },
+        if strict { "; strict" } else { "" }
+    ));
+    Ok(RecordedOptions {
+        session: Arc::new(session),
+        strict,
+        on_difference: difference_printer(),
+    })
+}
+
+/// Difference lines waiting for stdout, at most; past it they are counted, not held.
+const DIFFERENCES_QUEUED: usize = 1024;
+
+/// Prints each difference as one stdout line, on a thread of its own: a connection never
+/// waits on stdout (nobody reading it cannot stall the server), and what did not fit while
+/// it was not read is counted and said once it is.
+fn difference_printer() -> livetalk_mock::recorded::DifferenceSink {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let (lines, queued) = std::sync::mpsc::sync_channel::<String>(DIFFERENCES_QUEUED);
+    let missed = Arc::new(AtomicU64::new(0));
+    let counted = missed.clone();
+    let printer = std::thread::Builder::new()
+        .name("differences".into())
+        .spawn(move || {
+            for line in queued {
+                let unsaid = counted.swap(0, Ordering::Relaxed);
+                if unsaid > 0 {
+                    let _ = output::out(&format!(
+                        "difference: {unsaid} more differences were not printed (stdout was not read)"
+                    ));
+                }
+                if output::out(&line).is_err() {
+                    break;
+                }
+            }
+        });
+    if let Err(e) = printer {
+        warn!("differences will not be printed: cannot start a thread ({e})");
+    }
+    Arc::new(move |difference: &Difference| {
+        let line = format!(
+            "difference: connection {}, {difference}",
+            difference.connection
+        );
+        if lines.try_send(line).is_err() {
+            missed.fetch_add(1, Ordering::Relaxed);
+        }
+    })
 }
 
 /// What the mock says when it listens beyond loopback: it holds no secret, but whoever can

@@ -17,6 +17,7 @@ use std::time::Duration;
 use common::harness::{
     Hang, REACH, connect, default_settings, fast_mock, run_until, test_policy, tool_calls_at,
 };
+use common::ws::WAIT;
 use common::*;
 use livetalk::app::{App, AppInit, ConnectionState, Msg, ToolState};
 use livetalk::driver::{Source as _, apply};
@@ -388,6 +389,33 @@ fn recorded_session_replays_inspects_and_reruns_against_the_mock() {
     );
     assert_eq!(again.code, Some(0), "{}\n{}", again.stdout, again.stderr);
     assert_eq!(tool_lines(&again.stdout), tool_lines(&original.stdout));
+    drop(mock2);
+
+    // `mock --replay` serves the session back to livetalk: the same transcript, the
+    // connection lost where the recorded one was, and the resumption by the recorded handle
+    // served the recorded connection that resumed with it.
+    let mut replaying = MockProcess::start(scratch.path(), &["--replay", dir_arg, "--speed", "20"]);
+    let served = run_livetalk(
+        scratch.path(),
+        &["--headless", "--endpoint", &replaying.url],
+        &[("GEMINI_API_KEY", FAKE_KEY)],
+        &SMART_HOME_LINES,
+    );
+    assert_eq!(served.code, Some(0), "{}\n{}", served.stdout, served.stderr);
+    assert_eq!(transcript(&served.stdout), transcript(&original.stdout));
+    let served_notices = notice_lines(&served.stderr);
+    assert_eq!(served_notices.len(), 2, "{}", served.stderr);
+    assert!(
+        served_notices[0].starts_with("livetalk: warning: Connection lost: "),
+        "{}",
+        served.stderr
+    );
+    assert_eq!(served_notices[1], notices[1]);
+    assert_eq!(
+        replaying.stdout.arrived(),
+        Vec::<String>::new(),
+        "no difference"
+    );
 }
 
 /// Starts a headless session recorded into `dir` against `mock` (slow speech), sends the
@@ -1993,4 +2021,164 @@ fn check_refuses_bad_files_and_flags_with_exit_2() {
         assert_eq!(run.code, Some(2), "{flag}: {}", run.stderr);
         assert!(run.stderr.contains(flag), "{}", run.stderr);
     }
+}
+
+/// What a headless run showed of the conversation: the user's lines, each tool call (name and
+/// arguments) and the model's replies, in order.
+fn transcript(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("You: ") || l.starts_with("Gemini: ") || l.starts_with("Tool: "))
+        .map(|l| l.split(" -> ").next().unwrap().to_owned())
+        .collect()
+}
+
+/// Plays a recording's app side to a `mock --replay` over a raw socket: each message the app
+/// sent after its setup, passed through `change` (the turn's number, from 1, and the
+/// message), then what answers it: up to the next tool call when the next recorded message
+/// answers one, else up to the model's turnComplete. `Err` is the server's close.
+async fn play_app_side(
+    url: &str,
+    sent: &[Value],
+    change: impl Fn(usize, &Value) -> Value,
+) -> Result<common::ws::JsonSocket, common::ws::Closed> {
+    let endpoint = format!(
+        "{url}/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
+    );
+    let mut socket = common::ws::JsonSocket::connect(endpoint).await;
+    socket.send(sent[0].clone()).await;
+    // The setup is answered as recorded.
+    socket.wait_for(|m| m.get("setupComplete").is_some()).await;
+    let turns = &sent[1..];
+    for (n, message) in turns.iter().enumerate() {
+        socket.send(change(n + 1, message)).await;
+        let next_answers_a_call = turns
+            .get(n + 1)
+            .is_some_and(|next| next.get("toolResponse").is_some());
+        socket
+            .until(|m| {
+                if next_answers_a_call {
+                    m.get("toolCall").is_some()
+                } else {
+                    m["serverContent"]["turnComplete"] == true
+                }
+            })
+            .await?;
+    }
+    Ok(socket)
+}
+
+/// `livetalk mock --replay` of a session `livetalk --record` made serves `livetalk
+/// --endpoint` the same session (its transcript equal), to one app after another, each from
+/// the start; an app that sends other text, another tool result or a turn too many is told
+/// of on the mock's stdout, one line per difference naming the turn, and goes on; with
+/// `--strict` its connection is closed with 1008 and that line as the reason.
+#[test]
+fn mock_replay_serves_the_recorded_session_and_reports_each_difference() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("rec");
+    let rec = dir.to_str().unwrap();
+    let original = run_livetalk(
+        scratch.path(),
+        &["--headless", "--offline", "--record", rec],
+        &[],
+        &SMART_HOME_LINES,
+    );
+    assert_eq!(original.code, Some(0), "{}", original.stderr);
+    assert_smart_home_dialogue(&original.stdout);
+    let expected = transcript(&original.stdout);
+
+    let mut mock = MockProcess::start(scratch.path(), &["--replay", rec, "--speed", "50"]);
+    for _ in 0..2 {
+        let app = run_livetalk(
+            scratch.path(),
+            &["--headless", "--endpoint", &mock.url],
+            &[],
+            &SMART_HOME_LINES,
+        );
+        assert_eq!(app.code, Some(0), "{}", app.stderr);
+        assert_eq!(transcript(&app.stdout), expected, "{}", app.stderr);
+    }
+    assert_eq!(mock.stdout.arrived(), Vec::<String>::new(), "no difference");
+
+    let sent: Vec<Value> = sent_messages(&dir);
+    assert!(sent[0].get("setup").is_some(), "{sent:?}");
+    let answers: Vec<usize> = (1..sent.len())
+        .filter(|n| sent[*n].get("toolResponse").is_some())
+        .collect();
+    assert_eq!(answers, [2, 4, 6], "{sent:#?}");
+    let other_result = |message: &Value| {
+        let mut message = message.clone();
+        message["toolResponse"]["functionResponses"][0]["response"] = json!({"status": "broken"});
+        message
+    };
+    let result_line = "turn 2: the app answered \"get_device_status\" with {\"status\":\"broken\"}, the recording with {";
+    // Quoted text is cut at 40 characters, so a line fits a close reason.
+    let text_line = "turn 3: the app sent the text \"Hello there\", the recording has \"Okay, please turn it on and set its col…\"";
+    let extra_line = "turn 7: the app began a turn the recording does not have (with the text \"One more thing\"; the recording ends after turn 6)";
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        // Another tool result at turn 2, other text at turn 3: the session goes on, and a
+        // turn too many is answered with nothing.
+        let mut socket = play_app_side(&mock.url, &sent, |n, message| match n {
+            2 => other_result(message),
+            3 => json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": "Hello there"}]}], "turnComplete": true}}),
+            _ => message.clone(),
+        })
+        .await
+        .unwrap();
+        socket
+            .send(json!({"realtimeInput": {"text": "One more thing"}}))
+            .await;
+        let last = format!("difference: connection 3, {extra_line}");
+        mock.stdout.wait_for(WAIT, |l| l == last);
+        let printed = &mock.stdout.seen[1..];
+        assert_eq!(printed.len(), 3, "one line a difference: {printed:#?}");
+        assert!(
+            printed[0].starts_with(&format!("difference: connection 3, {result_line}"))
+                && printed[0].len() <= "difference: connection 3, ".len() + 123,
+            "{printed:#?}"
+        );
+        assert_eq!(printed[1], format!("difference: connection 3, {text_line}"));
+    });
+    drop(mock);
+
+    let strict = MockProcess::start(
+        scratch.path(),
+        &["--replay", rec, "--speed", "50", "--strict"],
+    );
+    runtime.block_on(async {
+        let closed = |result: Result<common::ws::JsonSocket, common::ws::Closed>| match result {
+            Ok(_) => panic!("strict: the connection went on"),
+            Err(closed) => (closed.code, closed.reason),
+        };
+        let other_text = play_app_side(&strict.url, &sent[..2], |_, _| {
+            json!({"clientContent": {"turns": [{"role": "user", "parts": [{"text": "Hello there"}]}], "turnComplete": true}})
+        })
+        .await;
+        let turn_1 = format!(
+            "turn 1: the app sent the text \"Hello there\", the recording has \"{}\"",
+            SMART_HOME_LINES[0]
+        );
+        assert_eq!(closed(other_text), (1008, turn_1));
+        let another_result = play_app_side(&strict.url, &sent[..3], |n, message| match n {
+            2 => other_result(message),
+            _ => message.clone(),
+        })
+        .await;
+        let (code, reason) = closed(another_result);
+        assert_eq!(code, 1008);
+        assert!(reason.starts_with(result_line), "{reason:?}");
+        let mut whole = play_app_side(&strict.url, &sent, |_, message| message.clone())
+            .await
+            .unwrap();
+        whole
+            .send(json!({"realtimeInput": {"text": "One more thing"}}))
+            .await;
+        let Err(extra) = whole.until(|_| false).await else {
+            panic!("strict: a turn too many went on");
+        };
+        assert_eq!(extra.code, 1008);
+        assert_eq!(extra.reason, extra_line);
+    });
 }

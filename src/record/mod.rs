@@ -14,6 +14,7 @@ pub mod legacy;
 pub mod locate;
 pub mod recorder;
 pub mod replay;
+pub mod service_side;
 pub mod wire_recorder;
 
 use std::path::{Path, PathBuf};

@@ -291,6 +291,8 @@ pub fn sent_messages(dir: &Path) -> Vec<serde_json::Value> {
 pub struct MockProcess {
     pub child: Child,
     pub url: String,
+    /// Its stdout, the URL line seen.
+    pub stdout: LineWatcher,
 }
 
 impl MockProcess {
@@ -304,7 +306,7 @@ impl MockProcess {
             .expect("spawn livetalk mock");
         let mut stdout = LineWatcher::new(child.stdout.take().expect("mock stdout"));
         let url = stdout.wait_for_url(Duration::from_secs(20));
-        MockProcess { child, url }
+        MockProcess { child, url, stdout }
     }
 }
 

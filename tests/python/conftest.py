@@ -4,6 +4,7 @@ bridges, and spoken phrases made with espeak-ng."""
 import os
 import re
 import subprocess
+import tempfile
 
 import pytest
 
@@ -67,3 +68,23 @@ def spoken(tmp_path_factory):
         return made[text]
 
     return make
+
+
+@pytest.fixture(scope="session")
+def tls_files():
+    """A self-signed certificate for 127.0.0.1 and its key: what a server serves wss:// with
+    and the SDK is told to trust."""
+    with tempfile.TemporaryDirectory() as folder:
+        cert = os.path.join(folder, "cert.pem")
+        key = os.path.join(folder, "key.pem")
+        subprocess.run(
+            [
+                "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                "-keyout", key, "-out", cert, "-days", "2",
+                "-subj", "/CN=127.0.0.1",
+                "-addext", "subjectAltName=IP:127.0.0.1",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        yield cert, key

@@ -27,44 +27,15 @@ from pathlib import Path
 from google import genai
 from google.genai import errors, types
 from proxy_rig import assert_key_went_upstream_only, assert_same_frames
+from sdk_app import SMART_HOME_TOOLS
 
 MODEL = "gemini-3.8-live"
 CONVERSATIONS = ["text", "spoken", "tool", "goaway"]
 JS_APP = Path(__file__).resolve().parent.parent / "js" / "live_app.mjs"
 DEADLINE = 30
 
-TOOLS = [
-    types.Tool(
-        function_declarations=[
-            types.FunctionDeclaration(
-                name="get_device_status",
-                description="Gets the current status of a specified smart home device.",
-                parameters=types.Schema(
-                    type=types.Type.OBJECT,
-                    properties={
-                        "device_name": types.Schema(
-                            type=types.Type.STRING,
-                            description="The name of the device, e.g., 'living room lamp'.",
-                        )
-                    },
-                    required=["device_name"],
-                ),
-            ),
-            types.FunctionDeclaration(
-                name="set_device_status",
-                description="Sets the status or a setting of a smart home device.",
-                parameters=types.Schema(
-                    type=types.Type.OBJECT,
-                    properties={
-                        "device_name": types.Schema(type=types.Type.STRING),
-                        "new_status": types.Schema(type=types.Type.STRING),
-                    },
-                    required=["device_name", "new_status"],
-                ),
-            ),
-        ]
-    )
-]
+# The smart-home tools every SDK app of the tests declares (one list, in sdk_app).
+TOOLS = SMART_HOME_TOOLS
 
 
 def speech_pcm():

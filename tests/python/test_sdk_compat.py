@@ -7,34 +7,15 @@ for 127.0.0.1, and the SDK trusts it through its documented `async_client_args={
 import asyncio
 import os
 import re
-import ssl
 import subprocess
 import tempfile
 
 import pytest
-from google import genai
 from google.genai import types
-from sdk_apps import TOOLS as SMART_HOME_TOOLS
+
+from sdk_app import SMART_HOME_TOOLS, client_for
 
 LIVETALK = os.environ.get("LIVETALK_BIN", "target/debug/livetalk")
-
-
-@pytest.fixture(scope="module")
-def tls_files():
-    with tempfile.TemporaryDirectory() as folder:
-        cert = os.path.join(folder, "cert.pem")
-        key = os.path.join(folder, "key.pem")
-        subprocess.run(
-            [
-                "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
-                "-keyout", key, "-out", cert, "-days", "2",
-                "-subj", "/CN=127.0.0.1",
-                "-addext", "subjectAltName=IP:127.0.0.1",
-            ],
-            check=True,
-            capture_output=True,
-        )
-        yield cert, key
 
 
 class Mock:
@@ -75,14 +56,6 @@ def mock(tls_files):
         finally:
             process.terminate()
             process.wait(timeout=10)
-
-
-def client_for(base_url, cert, api_version=None):
-    context = ssl.create_default_context(cafile=cert)
-    options = {"base_url": base_url, "async_client_args": {"ssl": context}}
-    if api_version:
-        options["api_version"] = api_version
-    return genai.Client(api_key="test-key-not-real", http_options=options)
 
 
 async def lamp_conversation(client):

@@ -91,6 +91,7 @@ pub mod far_end;
 mod flavor;
 mod model;
 mod random;
+pub mod recorded;
 mod resumption;
 mod scenario;
 mod server;
@@ -104,6 +105,7 @@ pub mod rules {
     pub use crate::connection::{message_refusal, refusal};
 }
 pub use model::{DEMO_PROMPTS, SEARCH_PROMPT};
+pub use recorded::{Difference, RecordedOptions, RecordedSession};
 pub use scenario::{Fault, FaultAction, Moment, Scenario, ScenarioError};
 pub use server::{
     MAX_SPEED, MIN_SPEED, MockOptions, MockServer, StartError, TlsFiles, tls_acceptor,

@@ -17,6 +17,7 @@ use tracing::debug;
 
 use crate::connection::MockConnection;
 use crate::flavor::{Flavor, live_path_flavor};
+use crate::recorded::{RecordedOptions, ServedConnection};
 use crate::scenario::Scenario;
 use crate::state::MockState;
 use crate::ws_server::{self, Admission, ConnectionLimits};
@@ -136,6 +137,25 @@ impl MockServer {
     /// Binds and starts accepting connections in the background (on the current tokio
     /// runtime, which must be running).
     pub async fn start(options: MockOptions) -> Result<MockServer, StartError> {
+        Self::serve(options, None).await
+    }
+
+    /// Like [`MockServer::start`], but each app that connects is served `recorded`, a
+    /// recorded session, instead of the demo model: its setup answered as recorded, its turns
+    /// with the recorded frames at their recorded pace (`options.speed` scales it), and the
+    /// end as recorded; what it sends that the recording does not hold is a
+    /// [`Difference`](crate::Difference). `options.scenario` is not used.
+    pub async fn start_recorded(
+        options: MockOptions,
+        recorded: RecordedOptions,
+    ) -> Result<MockServer, StartError> {
+        Self::serve(options, Some(recorded)).await
+    }
+
+    async fn serve(
+        options: MockOptions,
+        recorded: Option<RecordedOptions>,
+    ) -> Result<MockServer, StartError> {
         let acceptor = match &options.tls {
             Some(files) => Some(tls_acceptor(&files.cert, &files.key)?),
             None => None,
@@ -174,8 +194,11 @@ impl MockServer {
                     peer,
                     admission,
                     acceptor.clone(),
-                    speed,
-                    shared.clone(),
+                    Serving {
+                        speed,
+                        state: shared.clone(),
+                        recorded: recorded.clone(),
+                    },
                 )
             },
         );
@@ -274,24 +297,30 @@ pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<tokio_rustls::TlsAcceptor
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
+/// What a connection is served: the demo model, or a recorded session.
+struct Serving {
+    speed: f64,
+    state: Arc<MockState>,
+    recorded: Option<RecordedOptions>,
+}
+
 /// TLS (for `wss://`) and the WebSocket upgrade; the connection's session when both succeed.
 async fn upgrade(
     stream: TcpStream,
     peer: SocketAddr,
     admission: Admission,
     acceptor: Option<tokio_rustls::TlsAcceptor>,
-    speed: f64,
-    state: Arc<MockState>,
+    serving: Serving,
 ) -> Option<BoxFuture<'static, ()>> {
     match acceptor {
         Some(acceptor) => match acceptor.accept(stream).await {
-            Ok(tls) => upgrade_websocket(tls, peer, admission, speed, state).await,
+            Ok(tls) => upgrade_websocket(tls, peer, admission, serving).await,
             Err(e) => {
                 debug!(%peer, "TLS handshake failed: {e}");
                 None
             }
         },
-        None => upgrade_websocket(stream, peer, admission, speed, state).await,
+        None => upgrade_websocket(stream, peer, admission, serving).await,
     }
 }
 
@@ -299,8 +328,7 @@ async fn upgrade_websocket<S>(
     stream: S,
     peer: SocketAddr,
     admission: Admission,
-    speed: f64,
-    state: Arc<MockState>,
+    serving: Serving,
 ) -> Option<BoxFuture<'static, ()>>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -340,9 +368,18 @@ where
         .write_buffer_size(0);
     let (stream, gate) = InputBudget::process().gate(stream, LARGEST_MESSAGE);
     match tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(config)).await {
-        Ok(socket) => Some(Box::pin(
-            MockConnection::new(flavor, version, speed, state, key).run(socket, gate),
-        )),
+        Ok(socket) => {
+            let session: BoxFuture<'static, ()> = match serving.recorded {
+                Some(recorded) => Box::pin(
+                    ServedConnection::new(recorded, serving.speed, serving.state).run(socket, gate),
+                ),
+                None => Box::pin(
+                    MockConnection::new(flavor, version, serving.speed, serving.state, key)
+                        .run(socket, gate),
+                ),
+            };
+            Some(session)
+        }
         Err(e) => {
             debug!(%peer, "upgrade refused: {e}");
             None

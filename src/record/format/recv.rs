@@ -13,7 +13,7 @@ use livetalk_live::events::events_from;
 
 /// Puts the audio back into a recorded server message (each `inlineData.data` that is an
 /// [`AudioRef`] becomes base64 again), so it decodes like the original frame.
-fn inline_audio(message: &mut Value, audio: &mut AudioFiles) {
+pub(in crate::record) fn inline_audio(message: &mut Value, audio: &mut AudioFiles) {
     let Some(parts) = message
         .pointer_mut("/serverContent/modelTurn/parts")
         .and_then(Value::as_array_mut)

@@ -13,7 +13,7 @@ use crate::state::MockState;
 use crate::vad::{EnergyVad, VadEvent};
 
 /// The user's side of one connection's audio.
-pub(super) struct Hearing {
+pub(crate) struct Hearing {
     /// The detector, for the rate the audio comes at.
     vad: Option<(u32, EnergyVad)>,
     /// Between the client's `activityStart` and `activityEnd`: the rate and samples heard.
@@ -23,16 +23,16 @@ pub(super) struct Hearing {
 }
 
 /// What one chunk of mic audio was.
-pub(super) struct Heard {
+pub(crate) struct Heard {
     /// How long it lasts, in seconds.
-    pub(super) seconds: f64,
+    pub(crate) seconds: f64,
     /// Where the detector found speech starting or ending in it.
-    pub(super) events: Vec<VadEvent>,
+    pub(crate) events: Vec<VadEvent>,
 }
 
 impl Hearing {
     /// Numbers the connection and opens its input file, when the server saves input.
-    pub(super) fn new(state: &MockState) -> Self {
+    pub(crate) fn new(state: &MockState) -> Self {
         let saved_input = state.save_input.as_ref().and_then(|dir| {
             let n = state.accepted.fetch_add(1, Ordering::Relaxed) + 1;
             WavSink::create(&dir.join(format!("input-{n}.wav")), INPUT_SAMPLE_RATE)
@@ -47,13 +47,13 @@ impl Hearing {
     }
 
     /// The client says the user started speaking.
-    pub(super) fn activity_start(&mut self) {
+    pub(crate) fn activity_start(&mut self) {
         self.activity = Some((INPUT_SAMPLE_RATE, 0));
     }
 
     /// Takes a chunk of mic audio: saves it, then counts it toward the client's activity when
     /// `manual`, or feeds it to the detector.
-    pub(super) fn audio(&mut self, blob: &Blob, manual: bool) -> Heard {
+    pub(crate) fn audio(&mut self, blob: &Blob, manual: bool) -> Heard {
         let rate = blob.declared_rate().unwrap_or(INPUT_SAMPLE_RATE);
         if let Some(sink) = &mut self.saved_input
             && rate == INPUT_SAMPLE_RATE
@@ -87,13 +87,13 @@ impl Hearing {
     }
 
     /// The client says the user stopped speaking: how long they spoke, if they had started.
-    pub(super) fn activity_end(&mut self) -> Option<Duration> {
+    pub(crate) fn activity_end(&mut self) -> Option<Duration> {
         let (rate, count) = self.activity.take()?;
         Some(Duration::from_secs_f64(count as f64 / f64::from(rate)))
     }
 
     /// The mic stopped (`audioStreamEnd`): an utterance still open ends here.
-    pub(super) fn stream_end(&mut self) -> Option<Duration> {
+    pub(crate) fn stream_end(&mut self) -> Option<Duration> {
         match self.vad.as_mut().and_then(|(_, vad)| vad.end_of_stream()) {
             Some(VadEvent::SpeechEnded { speech }) => Some(speech),
             _ => None,

@@ -6,11 +6,12 @@
 
 mod calls;
 mod faults;
-mod hearing;
+pub(crate) mod hearing;
 mod messages;
 mod reply;
 mod setup;
 
+pub(crate) use setup::{INVALID_ARGUMENT, manual_activity};
 pub use setup::{message_refusal, refusal};
 
 use std::sync::Arc;
@@ -44,7 +45,7 @@ use livetalk_live::codec::{DecodeError, decode_client, encode_server};
 use livetalk_live::wire::*;
 use messages::{Outgoing, resumption_update, server_content};
 use reply::{AUDIO_TOKENS_PER_SECOND, Speech};
-use setup::{INVALID_ARGUMENT, Settings, declares_search, instruction_text, non_blocking_names};
+use setup::{Settings, declares_search, instruction_text, non_blocking_names};
 
 /// What a step of the connection leaves it at.
 enum Outcome {
@@ -205,32 +206,9 @@ impl MockConnection {
     /// Handles one message from the client; `read` is what its bytes held of the input
     /// budget while they were read.
     async fn on_frame(&mut self, payload: &[u8], read: Option<Held>, set_up: &mut bool) -> Outcome {
-        // Held from the process's input budget while the message is decoded and handled.
-        let _held = match InputBudget::process()
-            .hold_after(payload, &mut { read })
-            .await
-        {
-            Ok(held) => held,
-            Err(refused) => {
-                warn!("closing a connection: {refused}");
-                let code = match refused {
-                    Refused::TooCostly { .. } => 1009,
-                    Refused::Busy { .. } => 1013,
-                };
-                return Outcome::Close(code, refused.sentence());
-            }
-        };
-        let message = match decode_client(payload) {
-            Ok(message) => message,
-            Err(DecodeError::UnknownClientMessage(name)) => {
-                return Outcome::Close(
-                    1007,
-                    format!(
-                        "Invalid JSON payload received. Unknown name \"{name}\": Cannot find field."
-                    ),
-                );
-            }
-            Err(e) => return Outcome::Close(1007, format!("Invalid JSON payload received. {e}")),
+        let (_held, message) = match read_client_message(payload, read).await {
+            Ok(read) => read,
+            Err((code, reason)) => return Outcome::Close(code, reason),
         };
         match (message, *set_up) {
             (ClientMessage::Setup(setup), false) => {
@@ -769,5 +747,37 @@ impl MockConnection {
                 ..ServerMessage::default()
             });
         }
+    }
+}
+
+/// One client message, held from the process's input budget while it is decoded and handled
+/// (`read` is what its bytes held while they were read), decoded leniently; or the close the
+/// service answers it with: 1009 or 1013 when the budget refuses it, 1007 when it is not a
+/// message the Live API knows. Every connection of the mock reads its client through this.
+pub(crate) async fn read_client_message(
+    payload: &[u8],
+    read: Option<Held>,
+) -> Result<(Held, ClientMessage), (u16, String)> {
+    let held = match InputBudget::process()
+        .hold_after(payload, &mut { read })
+        .await
+    {
+        Ok(held) => held,
+        Err(refused) => {
+            warn!("closing a connection: {refused}");
+            let code = match refused {
+                Refused::TooCostly { .. } => 1009,
+                Refused::Busy { .. } => 1013,
+            };
+            return Err((code, refused.sentence()));
+        }
+    };
+    match decode_client(payload) {
+        Ok(message) => Ok((held, message)),
+        Err(DecodeError::UnknownClientMessage(name)) => Err((
+            1007,
+            format!("Invalid JSON payload received. Unknown name \"{name}\": Cannot find field."),
+        )),
+        Err(e) => Err((1007, format!("Invalid JSON payload received. {e}"))),
     }
 }

@@ -8,7 +8,7 @@ use livetalk_live::wire::{
 };
 
 /// The service's close reason for a request it cannot take (with code 1007).
-pub(super) const INVALID_ARGUMENT: &str = "Request contains an invalid argument.";
+pub(crate) const INVALID_ARGUMENT: &str = "Request contains an invalid argument.";
 
 /// How a connection's turns go; set by its `setup`.
 #[derive(Debug, Clone)]
@@ -148,12 +148,7 @@ pub(super) fn accept(setup: Setup, version: &str) -> Result<Accepted, Refusal> {
             .generation_config
             .as_ref()
             .is_some_and(GenerationConfig::includes_thoughts),
-        manual_activity: setup
-            .realtime_input_config
-            .as_ref()
-            .and_then(|c| c.automatic_activity_detection.as_ref())
-            .and_then(|a| a.disabled)
-            .unwrap_or(false),
+        manual_activity: manual_activity(&setup),
         resumption: setup.session_resumption.is_some(),
     };
     let handle = setup
@@ -167,6 +162,17 @@ pub(super) fn accept(setup: Setup, version: &str) -> Result<Accepted, Refusal> {
         handle,
         instruction: setup.system_instruction.as_ref().map(instruction_text),
     })
+}
+
+/// Whether the setup turns automatic activity detection off: the client says when the user
+/// speaks (`activityStart`, `activityEnd`).
+pub(crate) fn manual_activity(setup: &Setup) -> bool {
+    setup
+        .realtime_input_config
+        .as_ref()
+        .and_then(|c| c.automatic_activity_detection.as_ref())
+        .and_then(|a| a.disabled)
+        .unwrap_or(false)
 }
 
 /// Whether these tools turn on Google Search (`googleSearch`, in any entry).
