@@ -230,6 +230,11 @@ pub struct SessionFlags {
     /// search), and its grounded replies list their sources. Config: [tools] google_search.
     #[arg(long)]
     pub search: bool,
+    /// Share a folder of PNG or JPEG frames with the model as video: sent in name order from
+    /// the session's start, one a second (each only if it changed), the last one held; /stop
+    /// stops it. /screen shares the screen instead.
+    #[arg(long, value_name = "PATH")]
+    pub video: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -278,6 +283,7 @@ impl SessionFlags {
             no_noise_suppression: self.no_noise_suppression,
             mcp: self.mcp.clone(),
             search: self.search,
+            video: self.video.clone(),
         }
     }
 }

@@ -97,6 +97,8 @@ pub struct Settings {
     pub pricing: PriceBook,
     /// MCP servers whose tools the model may call, by name.
     pub mcp_servers: Vec<ServerSpec>,
+    /// `--video PATH`: a folder of frames shared with the model from the session's start.
+    pub video: Option<PathBuf>,
 }
 
 /// The key of a [`ConfigError`] whose problem is the whole sentence: a file that could not
@@ -203,6 +205,7 @@ impl Settings {
             audio,
             mcp_servers: tools.mcp_servers.into_values().collect(),
             pricing: PriceBook::default(),
+            video: flags.video.clone(),
         }
         .priced(pricing.0))
     }

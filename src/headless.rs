@@ -281,6 +281,8 @@ pub struct Printer {
     format: OutputFormat,
     printed_entries: usize,
     printed_notices: usize,
+    /// Frames of a shared screen or video already said.
+    printed_frames: u64,
     /// Stdout's reader went away (`| head`).
     stdout_closed: std::cell::Cell<bool>,
 }
@@ -291,6 +293,7 @@ impl Printer {
             format,
             printed_entries: 0,
             printed_notices: 0,
+            printed_frames: 0,
             stdout_closed: std::cell::Cell::new(false),
         }
     }
@@ -329,12 +332,39 @@ impl Printer {
             }
             self.printed_entries += 1;
         }
+        self.print_frame(app);
         if let Err(e) = std::io::stdout().flush() {
             self.lost_stdout(&e);
         }
     }
 
-    /// Prints one entry if it is final; returns false to wait.
+    /// The newest frame of a shared screen or video, once each: what the model was shown.
+    fn print_frame(&mut self, app: &App) {
+        let sent = app.frames_sent();
+        if sent == self.printed_frames {
+            return;
+        }
+        self.printed_frames = sent;
+        let Some(frame) = app.sharing().and_then(|s| s.last_frame()) else {
+            return;
+        };
+        match self.format {
+            OutputFormat::Text => self.line(&format!(
+                "Screen: frame {sent} sent, {}×{} JPEG ({})",
+                frame.width,
+                frame.height,
+                livetalk_live::excerpt::human_size(frame.jpeg.len() as u64)
+            )),
+            OutputFormat::Json => self.json(json!({
+                "type": "frame",
+                "number": sent,
+                "width": frame.width,
+                "height": frame.height,
+                "bytes": frame.jpeg.len(),
+            })),
+        }
+    }
+
     /// A grounded reply's searches and sources, a line each, under the reply.
     fn print_grounding(&self, grounding: &livetalk_live::reading::Grounding) {
         if !grounding.queries.is_empty() {
@@ -348,6 +378,7 @@ impl Printer {
         }
     }
 
+    /// Prints one entry if it is final; returns false to wait.
     fn print_entry(&self, app: &App, entry: &Entry) -> bool {
         match entry {
             Entry::User { text, via } => {

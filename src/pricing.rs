@@ -308,6 +308,18 @@ impl TokenTally {
     }
 }
 
+/// The prompt's tokens that are pictures and video, by its per-modality counts (`IMAGE`,
+/// `VIDEO`).
+pub fn video_prompt_tokens(usage: &UsageMetadata) -> u64 {
+    usage
+        .prompt_tokens_details
+        .iter()
+        .filter(|detail| matches!(modality(detail), Modality::Video))
+        .fold(0u64, |sum, detail| {
+            sum.saturating_add(count(detail.token_count))
+        })
+}
+
 enum Modality {
     Text,
     Audio,

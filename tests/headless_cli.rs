@@ -1867,3 +1867,218 @@ fn a_model_line_headless_starts_a_fresh_session_with_the_new_model() {
         setups[1]
     );
 }
+
+/// The video frames a recording says livetalk sent, each with its time (seconds into the
+/// session) and its picture decoded.
+fn video_frames_sent(rec: &std::path::Path) -> Vec<(f64, image::RgbImage)> {
+    use base64::Engine as _;
+    recording_lines(rec)
+        .into_iter()
+        .filter(|l| l["type"] == "send")
+        .filter_map(|l| {
+            let video = l["message"]["realtimeInput"].get("video")?.clone();
+            assert_eq!(video["mimeType"], "image/jpeg");
+            let jpeg = base64::engine::general_purpose::STANDARD
+                .decode(video["data"].as_str()?)
+                .unwrap();
+            let picture = image::load_from_memory(&jpeg).unwrap().into_rgb8();
+            Some((l["t"].as_f64().unwrap(), picture))
+        })
+        .collect()
+}
+
+/// The colour most of a frame is, as the channels' means.
+fn mean_colour(picture: &image::RgbImage) -> [u8; 3] {
+    let mut sums = [0u64; 3];
+    for pixel in picture.pixels() {
+        for (sum, value) in sums.iter_mut().zip(pixel.0) {
+            *sum += u64::from(value);
+        }
+    }
+    let count = u64::from(picture.width() * picture.height()).max(1);
+    sums.map(|s| (s / count) as u8)
+}
+
+fn near(a: [u8; 3], b: [u8; 3]) -> bool {
+    a.iter().zip(b).all(|(x, y)| x.abs_diff(y) <= 12)
+}
+
+/// `/screen` headless under Xvfb: a 2048×1152 display covered by a red window is sent at once
+/// as a 1024×576 JPEG, and the demo model names it red; nothing more is sent while nothing
+/// changes; painted blue, a new frame is sent within two seconds and the model names blue;
+/// after `/stop`, painted green, nothing is sent. The recording's frames are at least a second
+/// apart and hold the colours shown.
+#[test]
+fn the_screen_is_shared_headless_a_frame_a_second_while_it_changes() {
+    let scratch = tempfile::tempdir().unwrap();
+    let xvfb = display::Xvfb::start(2048, 1152);
+    let window = display::SolidWindow::open(&xvfb.display, 2048, 1152, RED, "livetalk red");
+    let rec = scratch.path().join("rec");
+    let mut child = livetalk(scratch.path())
+        .args(["--headless", "--offline", "--record", rec.to_str().unwrap()])
+        .env("DISPLAY", &xvfb.display)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = LineWatcher::new(child.stdout.take().unwrap());
+    let stderr = read_all(child.stderr.take().unwrap());
+    let turn = Duration::from_secs(20);
+
+    write_lines(&mut stdin, &["/screen"]);
+    stdout.wait_for(turn, |l| l.starts_with("Changed: Sharing the screen :"));
+    stdout.wait_for(turn, |l| {
+        l.starts_with("Screen: frame 1 sent, 1024×576 JPEG (")
+    });
+    stdout.wait_for(turn, |l| {
+        l == "Gemini: I see a 1024 by 576 picture, mostly red."
+    });
+    write_lines(&mut stdin, &["What do you see?"]);
+    stdout.wait_for(turn, |l| l.contains("mostly red"));
+
+    window.paint(BLUE);
+    let painted = std::time::Instant::now();
+    let (sent, _) = stdout.wait_for_arrival(turn, |l| l.starts_with("Screen: frame 2 sent"));
+    let took = sent.saturating_duration_since(painted);
+    assert!(
+        took <= Duration::from_secs(2),
+        "a change was sent {took:?} after it"
+    );
+    write_lines(&mut stdin, &["what's on my screen?"]);
+    stdout.wait_for(turn, |l| {
+        l == "Gemini: I see a 1024 by 576 picture, mostly blue."
+    });
+
+    write_lines(&mut stdin, &["/stop"]);
+    stdout.wait_for(turn, |l| {
+        l.starts_with("Changed: Stopped sharing the screen: 2 frames sent in ")
+    });
+    window.paint([40, 190, 60]);
+    // What must not come: a frame of the green window, which a share still running would
+    // take within a second.
+    let after_stop = std::time::Instant::now() + Duration::from_millis(2500);
+    while let Some(left) = after_stop.checked_duration_since(std::time::Instant::now()) {
+        for line in stdout.arrived() {
+            assert!(!line.starts_with("Screen:"), "sent after /stop: {line}");
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
+    write_lines(&mut stdin, &["What do you see?"]);
+    stdout.wait_for(turn, |l| l.contains("mostly blue"));
+    drop(stdin);
+    let status = wait_exit(child, turn);
+    let stderr = stderr.recv_timeout(turn).unwrap();
+    assert!(status.success(), "{stderr}");
+    let lines = stdout.rest();
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("Screen:")).count(),
+        2,
+        "{lines:#?}"
+    );
+
+    let frames = video_frames_sent(&rec);
+    assert_eq!(frames.len(), 2, "one frame for each colour shown");
+    for (_, picture) in &frames {
+        assert_eq!(picture.dimensions(), (1024, 576));
+    }
+    assert!(near(mean_colour(&frames[0].1), RED));
+    assert!(near(mean_colour(&frames[1].1), BLUE));
+    let apart = frames[1].0 - frames[0].0;
+    assert!(apart >= 1.0, "frames {apart:.3} s apart");
+}
+
+/// Without a display, `/screen` says so in one sentence on stderr and the session goes on:
+/// the next turn is answered.
+#[test]
+fn without_a_display_screen_says_so_and_the_session_goes_on() {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut command = livetalk(scratch.path());
+    command
+        .args(["--headless", "--offline"])
+        .env_remove("DISPLAY")
+        .env_remove("WAYLAND_DISPLAY");
+    let run = run_command(
+        command,
+        &["/screen", SMART_HOME_LINES[0]],
+        Duration::from_secs(60),
+    );
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let said: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("no screen to share"))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "livetalk: warning: There is no screen to share: DISPLAY is not set. /screen shares an X11 display (on Wayland, the X11 windows XWayland shows); the session goes on without it."
+        ],
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.contains("living room lamp"), "{}", run.stdout);
+    assert!(!run.stdout.contains("Screen:"), "{}", run.stdout);
+}
+
+/// `--video PATH`: a folder's pictures are sent in name order from the session's start, a
+/// second apart, each scaled to at most 1,024 pixels and only when it changed (a repeated
+/// picture is not sent), the last one held; the demo model names the last colour.
+#[test]
+fn a_folder_of_frames_is_shared_with_video() {
+    let scratch = tempfile::tempdir().unwrap();
+    let frames_dir = scratch.path().join("frames");
+    std::fs::create_dir_all(&frames_dir).unwrap();
+    png_file(&frames_dir.join("01.png"), 1600, 1200, RED);
+    png_file(&frames_dir.join("02.png"), 1600, 1200, RED);
+    png_file(&frames_dir.join("03.png"), 640, 480, BLUE);
+    let rec = scratch.path().join("rec");
+    let mut child = livetalk(scratch.path())
+        .args(["--headless", "--offline", "--record", rec.to_str().unwrap()])
+        .arg("--video")
+        .arg(&frames_dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = LineWatcher::new(child.stdout.take().unwrap());
+    let stderr = read_all(child.stderr.take().unwrap());
+    let turn = Duration::from_secs(20);
+    stdout.wait_for(turn, |l| {
+        l.starts_with("Changed: Sharing the 3 pictures in ")
+    });
+    let (first, _) = stdout.wait_for_arrival(turn, |l| {
+        l.starts_with("Screen: frame 1 sent, 1024×768 JPEG (")
+    });
+    let (second, _) = stdout.wait_for_arrival(turn, |l| {
+        l.starts_with("Screen: frame 2 sent, 640×480 JPEG")
+    });
+    let apart = second.saturating_duration_since(first);
+    assert!(
+        apart >= Duration::from_millis(1500) && apart <= Duration::from_secs(4),
+        "the third picture came {apart:?} after the first"
+    );
+    write_lines(&mut stdin, &["What do you see?", "/stop"]);
+    stdout.wait_for(turn, |l| {
+        l == "Gemini: I see a 640 by 480 picture, mostly blue."
+    });
+    stdout.wait_for(turn, |l| {
+        l.starts_with("Changed: Stopped sharing the video: 2 frames")
+    });
+    drop(stdin);
+    let status = wait_exit(child, turn);
+    let stderr = stderr.recv_timeout(turn).unwrap();
+    assert!(status.success(), "{stderr}");
+    let frames = video_frames_sent(&rec);
+    assert_eq!(frames.len(), 2);
+    assert_eq!(frames[0].1.dimensions(), (1024, 768));
+    assert!(near(mean_colour(&frames[0].1), RED));
+    assert!(near(mean_colour(&frames[1].1), BLUE));
+    assert!(frames[1].0 - frames[0].0 >= 1.0);
+}
+
+const RED: [u8; 3] = [220, 30, 30];
+const BLUE: [u8; 3] = [30, 60, 220];

@@ -678,3 +678,54 @@ fn a_large_paste_is_taken_at_once_and_one_past_the_cap_is_refused_with_a_notice(
         "5 MB took {took:?} to be refused"
     );
 }
+
+/// `/screen NAME` in a real terminal under Xvfb: Tab completes the window's name from the
+/// display, the status line says "sharing screen", the transcript says what is shared, and
+/// the demo model names the window's colour; `/stop` ends it and the status line says so no
+/// more.
+#[test]
+fn a_window_is_shared_from_the_terminal_ui() {
+    let scratch = tempfile::tempdir().unwrap();
+    let xvfb = common::display::Xvfb::start(1280, 720);
+    let _window =
+        common::display::SolidWindow::open(&xvfb.display, 640, 360, [40, 190, 60], "Green Room");
+    let display = xvfb.display.clone();
+    let pane = Pane::start_with(scratch.path(), 120, 40, &[], |tmux| {
+        tmux.env("DISPLAY", &display);
+    });
+    pane.wait_for("the session to be ready", TURN, |s| {
+        s.contains("Gemini is listening…")
+    });
+    pane.keys("/screen Gre");
+    pane.keys("Tab");
+    pane.wait_for("the window's name completed", TURN, |s| {
+        s.contains("/screen Green Room")
+    });
+    pane.keys("Enter");
+    let screen = pane.wait_for("the model's answer", TURN, |s| {
+        s.contains("mostly green.") && s.contains("sharing screen")
+    });
+    assert!(
+        screen.contains("Sharing window \"Green Room\" with the model"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("I see a 640 by 360 picture, mostly green."),
+        "{screen}"
+    );
+    pane.type_line("/stop");
+    let screen = pane.wait_for("the share to stop", TURN, |s| {
+        s.contains("Stopped sharing the screen: 1 frame sent")
+    });
+    assert!(
+        !screen
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .contains("sharing screen"),
+        "{screen}"
+    );
+    pane.keys("C-c");
+    let screen = pane.wait_exit(TURN);
+    assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");
+}

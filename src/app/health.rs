@@ -38,6 +38,8 @@ pub struct PanelFigures {
     server_interruptions: u32,
     /// The newest report's prompt: the context the model holds.
     context_tokens: Option<u64>,
+    /// Of those, the pictures' and video's (the prompt's per-modality counts).
+    context_video: u64,
     /// Where the service compresses the context, when it is asked to.
     compression_trigger: Option<u64>,
     tally: TokenTally,
@@ -61,6 +63,7 @@ impl PanelFigures {
             local_barge_ins: 0,
             server_interruptions: 0,
             context_tokens: None,
+            context_video: 0,
             compression_trigger,
             tally: TokenTally::default(),
             prices,
@@ -114,6 +117,7 @@ impl PanelFigures {
         self.tally.add(usage);
         if let Some(prompt) = usage.prompt_token_count {
             self.context_tokens = Some(prompt.max(0).unsigned_abs());
+            self.context_video = crate::pricing::video_prompt_tokens(usage);
         }
     }
 
@@ -161,6 +165,13 @@ impl PanelFigures {
     /// The context the model holds (the newest prompt), and where it gets compressed.
     pub fn context(&self) -> (Option<u64>, Option<u64>) {
         (self.context_tokens, self.compression_trigger)
+    }
+
+    /// Video's share of the context (pictures and frames), in percent: `None` while the
+    /// context holds none.
+    pub fn video_share(&self) -> Option<f64> {
+        let held = self.context_tokens.filter(|&held| held > 0)?;
+        (self.context_video > 0).then(|| self.context_video.min(held) as f64 * 100.0 / held as f64)
     }
 
     /// The session's tokens by modality.

@@ -25,6 +25,7 @@ mod health;
 mod inspector;
 mod keys;
 mod msg;
+mod screen;
 mod session;
 mod slash;
 mod tool_calls;
@@ -35,9 +36,10 @@ mod wire_log;
 
 pub use audio::{AudioAsked, AudioState, MicState, echo_meaning};
 pub use msg::{
-    Effect, FileEffect, ImageSent, MediaEffect, Msg, ReplayEffect, ReplayProgress, SessionEffect,
-    ToolEffect,
+    Effect, FileEffect, ImageSent, MediaEffect, Msg, ReplayEffect, ReplayProgress, ScreenEffect,
+    ScreenNews, SessionEffect, ShareSource, ToolEffect,
 };
+pub use screen::{Sharing, VIDEO_MINUTES_UNCOMPRESSED};
 pub use session::{Badge, ConnectionState};
 pub use slash::{
     Argument, Completion, ESCAPED_SLASH, MODEL_IDS, SLASH_COMMANDS, SlashCommand, complete,
@@ -113,6 +115,8 @@ pub struct AppInit {
     /// Someone at the full-screen app can press its keys: notices may name them (a headless
     /// run's and a replay's do not).
     pub interactive: bool,
+    /// `--video PATH`: a folder of frames shared from the session's start.
+    pub video: Option<std::path::PathBuf>,
 }
 
 impl AppInit {
@@ -123,6 +127,7 @@ impl AppInit {
             price_book: crate::pricing::PriceBook::default(),
             compression_trigger: None,
             interactive: true,
+            video: None,
             model,
             voice: String::new(),
             endpoint_label: String::new(),
@@ -207,6 +212,14 @@ pub struct App {
     wire: WireLog,
     /// Latency, health and cost.
     figures: PanelFigures,
+    /// The screen (or folder of frames) being shared, if any.
+    sharing: Option<Sharing>,
+    /// Shares started in this session (each share's number).
+    shares: u32,
+    /// Frames sent in this session, every share together.
+    frames_sent: u64,
+    /// `--video PATH`, shared once the session first connects.
+    video: Option<std::path::PathBuf>,
 }
 
 /// A recording's folder as the status line names it: its last part (`bug-1234`), which
@@ -293,6 +306,10 @@ impl App {
             tools_pending: false,
             image_pending: false,
             waiting_notice: None,
+            sharing: None,
+            shares: 0,
+            frames_sent: 0,
+            video: init.video,
         }
     }
 
@@ -517,6 +534,11 @@ impl App {
                 Vec::new()
             }
             Msg::Image(prepared) => self.on_image(prepared),
+            Msg::Screen(news) => self.on_screen(news),
+            Msg::SharedChoices { typed, names } => {
+                self.on_shared_choices(&typed, &names);
+                Vec::new()
+            }
             Msg::Wire(frame) => {
                 self.figures.on_frame(&frame);
                 self.wire.push(frame);
@@ -552,6 +574,9 @@ impl App {
                 // A reply still streaming is cut off by the end where the user sees it now,
                 // and silenced: nothing more of it is shown or played.
                 let mut effects = self.barge_in();
+                if self.sharing.take().is_some() {
+                    effects.push(Effect::Screen(ScreenEffect::Stop));
+                }
                 self.closing = true;
                 effects.push(Effect::Session(SessionEffect::CloseSession));
                 effects

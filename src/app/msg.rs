@@ -96,6 +96,38 @@ pub enum Msg {
     /// recorded (a recording's line kinds are fixed per format version; see
     /// docs/recording-format.md): a replay shows the `/image` line but not the picture.
     Image(Result<ImageSent, String>),
+    /// The monitors and windows that can be shared, for Tab after `/screen` (`typed`: the
+    /// name so far). Not recorded: it only changes the input line.
+    SharedChoices { typed: String, names: Vec<String> },
+    /// What the screen part says of the screen (or the folder of frames) being shared: it
+    /// began, a frame that changed is ready to send, or sharing cannot go on. Not recorded,
+    /// like [`Msg::Image`].
+    Screen(ScreenNews),
+}
+
+/// What is shared, a frame a second: the screen (one monitor or window of it, by name), or
+/// a folder of pictures (`--video`) in name order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShareSource {
+    Screen(Option<String>),
+    Folder(std::path::PathBuf),
+}
+
+/// News of one share (`share`: its number in the session; news of an earlier share that
+/// arrives after it stopped is ignored).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScreenNews {
+    /// Sharing began: what is shared, as the user reads it ("the screen :99, 2048×1152").
+    Started { share: u32, what: String },
+    /// A frame that differs from the last one sent, scaled and encoded, and when it was taken.
+    Frame {
+        share: u32,
+        frame: ImageSent,
+        at: std::time::Instant,
+    },
+    /// Sharing cannot go on (no display, the window closed, the folder unreadable), in one
+    /// sentence.
+    Failed { share: u32, problem: String },
 }
 
 /// A picture made ready for the model: what the transcript says of it, and the JPEG sent.
@@ -129,6 +161,8 @@ impl Msg {
                 | Msg::Wire(_)
                 | Msg::PathChoices { .. }
                 | Msg::Image(_)
+                | Msg::Screen(_)
+                | Msg::SharedChoices { .. }
         )
     }
 
@@ -178,6 +212,8 @@ pub enum Effect {
     Tools(ToolEffect),
     /// For work on files, done off the loop.
     Files(FileEffect),
+    /// For the screen being shared.
+    Screen(ScreenEffect),
     /// For a replay's pace.
     Replay(ReplayEffect),
 }
@@ -266,6 +302,18 @@ pub enum FileEffect {
     ListPaths(String),
 }
 
+/// Work for the screen part: what is shared, a frame a second.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScreenEffect {
+    /// Start sharing this source as share number `share` (stopping any other).
+    Start { share: u32, source: ShareSource },
+    /// Stop sharing: no frame is taken after this.
+    Stop,
+    /// List the monitors and windows that can be shared, for Tab after `/screen` (`typed`:
+    /// the name so far); the answer comes back as [`Msg::SharedChoices`].
+    List(String),
+}
+
 /// Work for a replay's pace (a live session has none).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ReplayEffect {
@@ -292,5 +340,6 @@ into_effect!(
     MediaEffect => Media,
     ToolEffect => Tools,
     FileEffect => Files,
+    ScreenEffect => Screen,
     ReplayEffect => Replay
 );

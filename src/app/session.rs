@@ -166,7 +166,11 @@ impl App {
             ServerEvent::SetupComplete { .. } => {
                 self.connection = ConnectionState::Connected;
                 self.floor = Floor::Listening;
-                Vec::new()
+                // `--video PATH` is shared from the session's start.
+                match self.video.take() {
+                    Some(folder) => self.start_sharing(super::ShareSource::Folder(folder)),
+                    None => Vec::new(),
+                }
             }
             // Normal replies come in parts of a few words; a part past `excerpt::TEXT` is not
             // a reply, and is cut so no screen or line has to hold it.

@@ -24,6 +24,8 @@ pub enum Argument {
     Model,
     /// A file's path.
     Path,
+    /// Optionally, a monitor or window to share (Tab lists them).
+    Shared,
 }
 
 /// One slash command: its name (without the slash), what it takes and as what the usage shows
@@ -76,6 +78,20 @@ pub const SLASH_COMMANDS: &[SlashCommand] = &[
         argument: Argument::Path,
         placeholder: "PATH",
         help: "show the model a picture (PNG, JPEG or WebP, sent as JPEG)",
+        screen_only: false,
+    },
+    SlashCommand {
+        name: "screen",
+        argument: Argument::Shared,
+        placeholder: "[NAME]",
+        help: "share the screen (or one monitor or window, Tab lists them) at a frame a second; again stops",
+        screen_only: false,
+    },
+    SlashCommand {
+        name: "stop",
+        argument: Argument::None,
+        placeholder: "",
+        help: "stop sharing the screen or video",
         screen_only: false,
     },
     SlashCommand {
@@ -140,6 +156,10 @@ pub(super) enum SlashLine<'a> {
     Model(String),
     /// `/image PATH`.
     Image(&'a str),
+    /// `/screen [NAME]`.
+    ShareScreen(Option<&'a str>),
+    /// `/stop`.
+    Stop,
     /// `/tools`, `/events`, `/help`: what the terminal UI opens.
     Screen(&'static str),
     /// A slash command that is bare, unknown or wrongly given: what to tell the user instead
@@ -165,7 +185,7 @@ pub(super) fn slash_line(text: &str) -> SlashLine<'_> {
             slash_summary()
         ));
     };
-    if argument.is_empty() && known.argument != Argument::None {
+    if argument.is_empty() && !matches!(known.argument, Argument::None | Argument::Shared) {
         return SlashLine::Usage(format!(
             "/{name} needs {}: {}. Commands: {}",
             match known.argument {
@@ -179,7 +199,9 @@ pub(super) fn slash_line(text: &str) -> SlashLine<'_> {
         ));
     }
     match known.argument {
+        Argument::None if known.name == "stop" => SlashLine::Stop,
         Argument::None => SlashLine::Screen(known.name),
+        Argument::Shared => SlashLine::ShareScreen((!argument.is_empty()).then_some(argument)),
         Argument::Text => SlashLine::Instruction(argument),
         Argument::Voice => match models::voice_name(argument) {
             Some(voice) => SlashLine::Voice(voice),
@@ -237,6 +259,8 @@ pub enum Completion {
     Done { line: String, choices: Vec<String> },
     /// A file path: the files must be listed first (`typed` is the path so far).
     ListFiles { typed: String },
+    /// A monitor or window to share: they must be listed first (`typed` is the name so far).
+    ListShared { typed: String },
 }
 
 /// Completes `line` (the whole input line, the cursor at its end): a command's name, or its
@@ -281,6 +305,9 @@ pub fn complete(line: &str) -> Completion {
             finish(&head, ids, |_| "")
         }
         Argument::Path => Completion::ListFiles {
+            typed: argument.to_owned(),
+        },
+        Argument::Shared => Completion::ListShared {
             typed: argument.to_owned(),
         },
         Argument::None | Argument::Text => Completion::Nothing,
@@ -393,6 +420,9 @@ impl App {
                 self.image_pending = true;
                 vec![Effect::Files(FileEffect::PrepareImage(PathBuf::from(path)))]
             }
+            SlashLine::ShareScreen(_) | SlashLine::Stop if self.replay.is_some() => Vec::new(),
+            SlashLine::ShareScreen(name) => self.toggle_screen(name),
+            SlashLine::Stop => self.stop_sharing(),
             SlashLine::Screen("help") => {
                 self.notice(NoticeLevel::Info, format!("Commands: {}", slash_summary()));
                 Vec::new()
@@ -465,6 +495,27 @@ impl App {
                 Vec::new()
             }
             Completion::ListFiles { typed } => vec![Effect::Files(FileEffect::ListPaths(typed))],
+            Completion::ListShared { typed } => {
+                vec![Effect::Screen(crate::app::ScreenEffect::List(typed))]
+            }
+        }
+    }
+
+    /// The monitors and windows that can be shared were listed: completes the name after
+    /// `/screen`, if the line still ends with it.
+    pub(super) fn on_shared_choices(&mut self, typed: &str, names: &[String]) {
+        let line = self.view.input.text();
+        let Some(head) = line.strip_suffix(typed) else {
+            return;
+        };
+        let head = head.to_owned();
+        let lower = typed.to_lowercase();
+        let names = names
+            .iter()
+            .filter(|n| n.to_lowercase().starts_with(&lower))
+            .map(String::as_str);
+        if let Completion::Done { line, choices } = finish(&head, names, |_| "") {
+            self.completed(line, choices);
         }
     }
 

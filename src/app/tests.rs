@@ -2566,3 +2566,152 @@ fn a_grounding_after_a_barge_in_or_the_end_is_dropped_with_the_rest_of_the_turn(
         })
     ));
 }
+
+fn frame_of(share: u32, at: std::time::Instant) -> Msg {
+    Msg::Screen(ScreenNews::Frame {
+        share,
+        frame: picture("screen"),
+        at,
+    })
+}
+
+#[test]
+fn a_shared_screen_sends_its_frames_until_it_stops_and_never_after() {
+    let mut app = connected_app();
+    let start = ScreenEffect::Start {
+        share: 1,
+        source: ShareSource::Screen(None),
+    };
+    assert_eq!(
+        app.update(Msg::UserText("/screen".into())),
+        vec![Effect::Screen(start)]
+    );
+    app.update(Msg::Screen(ScreenNews::Started {
+        share: 1,
+        what: "the screen :1 (800×600)".into(),
+    }));
+    assert_eq!(app.sharing().map(Sharing::kind), Some("screen"));
+    let t0 = std::time::Instant::now();
+    assert_eq!(
+        app.update(frame_of(1, t0)),
+        vec![Effect::Session(SessionEffect::SendImage(vec![
+            0xff, 0xd8, 0xff
+        ]))]
+    );
+    app.update(frame_of(1, t0 + Duration::from_secs(2)));
+    assert_eq!(app.frames_sent(), 2);
+    let (frames, bytes) = app.sharing().unwrap().rates().unwrap();
+    assert!((frames - 0.5).abs() < 1e-9 && (bytes - 3.0).abs() < 1e-9);
+    // `/screen` again stops, and a frame already on its way is not sent.
+    assert_eq!(
+        app.update(Msg::UserText("/screen".into())),
+        vec![Effect::Screen(ScreenEffect::Stop)]
+    );
+    assert_eq!(
+        app.transcript.last(),
+        Some(&Entry::Change(
+            "Stopped sharing the screen: 2 frames sent in 6 B".into()
+        ))
+    );
+    assert!(
+        app.update(frame_of(1, t0 + Duration::from_secs(3)))
+            .is_empty()
+    );
+    assert_eq!(app.frames_sent(), 2);
+    // A new share's number tells its news from the old one's.
+    app.update(Msg::UserText("/screen DP-1".into()));
+    assert!(app.update(frame_of(1, t0)).is_empty());
+    assert_eq!(app.update(frame_of(2, t0)).len(), 1);
+    // `/stop`, then `/stop` with nothing shared says so.
+    assert_eq!(
+        app.update(Msg::UserText("/stop".into())),
+        vec![Effect::Screen(ScreenEffect::Stop)]
+    );
+    assert!(app.update(Msg::UserText("/stop".into())).is_empty());
+    assert_eq!(
+        app.notices().last().map(|n| n.text.as_str()),
+        Some("Nothing is being shared (/screen shares the screen).")
+    );
+}
+
+#[test]
+fn a_share_that_cannot_start_is_one_warning_and_the_session_goes_on() {
+    let mut app = connected_app();
+    app.update(Msg::UserText("/screen".into()));
+    assert_eq!(
+        app.update(Msg::Screen(ScreenNews::Failed {
+            share: 1,
+            problem: "There is no screen to share: DISPLAY is not set.".into(),
+        })),
+        vec![Effect::Screen(ScreenEffect::Stop)]
+    );
+    assert!(app.sharing().is_none());
+    assert_eq!(app.notices().last().unwrap().level, NoticeLevel::Warning);
+    assert_eq!(
+        app.update(Msg::UserText("hello".into())),
+        vec![Effect::Session(SessionEffect::SendText("hello".into()))]
+    );
+}
+
+#[test]
+fn video_starts_with_the_session_and_without_compression_warns_of_two_minutes() {
+    let mut app = App::new(AppInit {
+        video: Some("frames".into()),
+        compression_trigger: None,
+        ..AppInit::new("models/test", true, Vec::new())
+    });
+    assert_eq!(
+        app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None })),
+        vec![Effect::Screen(ScreenEffect::Start {
+            share: 1,
+            source: ShareSource::Folder("frames".into()),
+        })]
+    );
+    assert!(
+        app.notices()
+            .last()
+            .unwrap()
+            .text
+            .contains("the service ends the session after about 2 minutes"),
+        "{:?}",
+        app.notices()
+    );
+    assert_eq!(app.sharing().map(Sharing::kind), Some("video"));
+    // A reconnect does not start it again.
+    assert!(
+        app.update(Msg::Server(ServerEvent::SetupComplete { session_id: None }))
+            .is_empty()
+    );
+    // Ending the session stops it.
+    assert!(
+        app.update(Msg::EndSession)
+            .contains(&Effect::Screen(ScreenEffect::Stop))
+    );
+}
+
+#[test]
+fn the_health_panel_counts_video_s_share_of_the_context_from_its_modalities() {
+    use livetalk_live::wire::{ModalityTokenCount, UsageMetadata};
+    let mut app = connected_app();
+    let usage = |text: i64, image: i64| UsageMetadata {
+        prompt_token_count: Some(text + image),
+        total_token_count: Some(text + image + 10),
+        response_token_count: Some(10),
+        prompt_tokens_details: vec![
+            ModalityTokenCount {
+                modality: "TEXT".into(),
+                token_count: Some(text),
+            },
+            ModalityTokenCount {
+                modality: "IMAGE".into(),
+                token_count: Some(image),
+            },
+        ],
+        ..UsageMetadata::default()
+    };
+    app.update(Msg::Server(ServerEvent::Usage(usage(1000, 0))));
+    assert_eq!(app.figures().video_share(), None);
+    app.update(Msg::Server(ServerEvent::Usage(usage(258, 774))));
+    let share = app.figures().video_share().unwrap();
+    assert!((share - 75.0).abs() < 0.01, "{share}");
+}

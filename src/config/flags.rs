@@ -52,6 +52,8 @@ pub struct FlagOverrides {
     pub mcp: Vec<String>,
     /// `--search`: declare Google Search.
     pub search: bool,
+    /// `--video PATH`: a folder of frames shared from the session's start.
+    pub video: Option<PathBuf>,
 }
 
 /// The environment and then the flags over what the files said, in the order they were always

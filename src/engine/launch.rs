@@ -242,6 +242,7 @@ async fn launch_now(
             .context_compression
             .then_some(COMPRESSION_TRIGGER_DEFAULT),
         interactive: decider == Decider::Person,
+        video: settings.video.clone(),
         ..AppInit::new(
             settings.model.clone(),
             settings.is_offline(),

@@ -2,14 +2,17 @@
 //! inputs and carry out their own effects: the session (`session.rs`: the Live session, its
 //! dialer, the wire tap), media (`media.rs`: the audio worker), tools (`tools.rs`: the
 //! dispatcher, MCP servers, approval, the devices), files (`files.rs`: work on files off the
-//! loop) and the recorder (`record`). The engine only routes: one select over the parts'
+//! loop), the screen (`screen.rs`: what `/screen` and `--video` share, a frame a second; its
+//! X11 capture in `capture.rs`) and the recorder (`record`). The engine only routes: one select over the parts'
 //! inputs, what one part's news means for another, and each effect to its part.
 //! [`launch`] builds it from the settings.
 
+mod capture;
 mod files;
 pub mod launch;
 mod media;
 pub mod picture;
+mod screen;
 mod session;
 mod tools;
 mod wiretap;
@@ -29,6 +32,7 @@ use livetalk_mock::MockServer;
 
 use files::Files;
 use media::{Media, MediaNews};
+use screen::Screen;
 use session::{SessionNews, SessionPart};
 use tools::{ToolNews, Tools};
 
@@ -41,6 +45,7 @@ pub struct Engine {
     media: Media,
     tools: Tools,
     files: Files,
+    screen: Screen,
     recorder: Option<Recorder>,
     /// Messages to hand out before anything else: the rest of what a part took in (a frame's
     /// events, the sent frames with it, a list after a change).
@@ -56,6 +61,7 @@ impl Engine {
             media: Media::default(),
             tools: Tools::new(registry, home, decider),
             files: Files::new(),
+            screen: Screen::new(),
             recorder: None,
             pending: VecDeque::new(),
         }
@@ -195,6 +201,7 @@ impl Source for Engine {
                     }
                 }
                 Some(answer) = self.files.next() => return Some(answer),
+                Some(news) = self.screen.next() => return Some(news),
                 else => return None,
             }
         }
@@ -210,6 +217,7 @@ impl Source for Engine {
                 }
             }
             Effect::Files(effect) => self.files.carry_out(effect),
+            Effect::Screen(effect) => self.screen.carry_out(effect),
             // The loop applies intents, the presenter copies; a live session has no replay
             // controls.
             Effect::Intent(_) | Effect::Copy(_) | Effect::Replay(_) => {}

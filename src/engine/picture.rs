@@ -8,7 +8,7 @@ use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
 use image::codecs::jpeg::JpegEncoder;
-use image::{ImageError, ImageFormat, ImageReader, Limits};
+use image::{DynamicImage, ImageError, ImageFormat, ImageReader, Limits, RgbImage};
 use livetalk_live::file::{FileKind, read_bounded};
 
 use crate::app::ImageSent;
@@ -41,8 +41,33 @@ fn expand(path: &str) -> PathBuf {
 /// Reads the picture at `path` and makes it ready to send, or says in one sentence why not.
 pub fn prepare(path: &Path) -> Result<ImageSent, String> {
     let path = expand(&path.to_string_lossy());
+    let (picture, file_bytes) = decode(&path)?;
+    let rgb = fit(picture);
+    let jpeg = jpeg(&rgb)
+        .map_err(|_| format!("picture {} could not be made into a JPEG", path.display()))?;
+    Ok(sent(&path, file_bytes, &rgb, jpeg))
+}
+
+/// What the transcript says of a picture made ready from the file at `path`, with its JPEG.
+pub fn sent(path: &Path, file_bytes: u64, rgb: &RgbImage, jpeg: Vec<u8>) -> ImageSent {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string());
+    ImageSent {
+        name,
+        file_bytes,
+        width: rgb.width(),
+        height: rgb.height(),
+        jpeg,
+    }
+}
+
+/// Reads and decodes the picture at `path` (a PNG, JPEG or WebP file) within the bounds
+/// above; with the file's size.
+pub fn decode(path: &Path) -> Result<(DynamicImage, u64), String> {
     let shown = path.display();
-    let bytes = read_bounded(&path, FileKind::IMAGE).map_err(|e| e.to_string())?;
+    let bytes = read_bounded(path, FileKind::IMAGE).map_err(|e| e.to_string())?;
     let format = image::guess_format(&bytes)
         .ok()
         .filter(|f| matches!(f, ImageFormat::Png | ImageFormat::Jpeg | ImageFormat::WebP))
@@ -70,6 +95,12 @@ pub fn prepare(path: &Path) -> Result<ImageSent, String> {
             format_name(format)
         ),
     })?;
+    Ok((picture, bytes.len() as u64))
+}
+
+/// The picture scaled so its longest side is at most [`LONGEST_SIDE`], in RGB (JPEG has no
+/// transparency).
+pub fn fit(picture: DynamicImage) -> RgbImage {
     // Scaled down by averaging in the picture's own pixel type: a filter that works in
     // floating point would take four times the decoded picture again.
     let picture = if picture.width().max(picture.height()) > LONGEST_SIDE {
@@ -77,23 +108,14 @@ pub fn prepare(path: &Path) -> Result<ImageSent, String> {
     } else {
         picture
     };
-    // JPEG has no transparency.
-    let rgb = picture.into_rgb8();
+    picture.into_rgb8()
+}
+
+/// The picture as JPEG, at the quality the official clients send camera frames at.
+pub fn jpeg(rgb: &RgbImage) -> Result<Vec<u8>, ImageError> {
     let mut jpeg = Vec::new();
-    JpegEncoder::new_with_quality(&mut jpeg, JPEG_QUALITY)
-        .encode_image(&rgb)
-        .map_err(|_| format!("picture {shown} could not be made into a JPEG"))?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| shown.to_string());
-    Ok(ImageSent {
-        name,
-        file_bytes: bytes.len() as u64,
-        width: rgb.width(),
-        height: rgb.height(),
-        jpeg,
-    })
+    JpegEncoder::new_with_quality(&mut jpeg, JPEG_QUALITY).encode_image(rgb)?;
+    Ok(jpeg)
 }
 
 fn format_name(format: ImageFormat) -> &'static str {

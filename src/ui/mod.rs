@@ -353,6 +353,22 @@ fn draw_status(frame: &mut Frame, area: Rect, app: &App, theme: Theme) {
         }
         segments.push(Segment { rank: 4, forms });
     }
+    // What the model is shown: "sharing screen" (or video), with frames and bytes a second.
+    if let Some(sharing) = app.sharing() {
+        let head = format!(" · ◉ sharing {}", sharing.kind());
+        let mut forms = Vec::new();
+        if let Some((frames, bytes)) = sharing.rates() {
+            forms.push(vec![Span::styled(
+                format!(
+                    "{head} ({frames:.1} frames/s, {}/s)",
+                    livetalk_live::excerpt::human_size(bytes as u64)
+                ),
+                theme.bold(),
+            )]);
+        }
+        forms.push(vec![Span::styled(head, theme.bold())]);
+        segments.push(Segment { rank: 3, forms });
+    }
     // Where the session panel is not drawn, the last turn's wait and the cost are said here.
     let panel_shown =
         area.width >= WIDE_LAYOUT_MIN_WIDTH && app.view().show_devices && !app.devices().is_empty();

@@ -171,15 +171,18 @@ pub fn count_words(n: u64) -> String {
 }
 
 fn context(app: &App) -> Option<String> {
-    match app.figures().context() {
-        (Some(held), Some(trigger)) => Some(format!(
-            "{} / {} tokens",
-            count_words(held),
-            count_words(trigger)
-        )),
-        (Some(held), None) => Some(format!("{} tokens", count_words(held))),
-        (None, _) => None,
-    }
+    let held = match app.figures().context() {
+        (Some(held), Some(trigger)) => {
+            format!("{} / {} tokens", count_words(held), count_words(trigger))
+        }
+        (Some(held), None) => format!("{} tokens", count_words(held)),
+        (None, _) => return None,
+    };
+    // What the screen and pictures take of it, from the service's per-modality counts.
+    Some(match app.figures().video_share() {
+        Some(share) => format!("{held}, {share:.0}% video"),
+        None => held,
+    })
 }
 
 /// The session's total, the one the status line, `inspect` and the headless summary give.

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod display;
 pub mod harness;
 pub mod pane;
 pub mod rig;

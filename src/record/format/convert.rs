@@ -55,7 +55,10 @@ impl v3::Msg {
             // Only the input line's completion; a picture's bytes are not kept (format 3 has
             // no line for them).
             | Msg::PathChoices { .. }
-            | Msg::Image(_) => return None,
+            | Msg::Image(_)
+            // A frame shared goes on the wire, where the `send` line keeps it.
+            | Msg::Screen(_)
+            | Msg::SharedChoices { .. } => return None,
         })
     }
 }

@@ -90,7 +90,13 @@ pub(crate) struct MockConnection {
     stalled_until: Option<Instant>,
     /// A fault ends the connection after this step.
     forced: Option<Outcome>,
+    /// When the client last showed a picture.
+    last_picture: Option<Instant>,
 }
+
+/// Pictures that come closer together than this are frames of a stream (see
+/// [`MockConnection::user_picture`]).
+const STREAM_GAP: Duration = Duration::from_secs(10);
 
 impl MockConnection {
     /// A connection to a client that dialled `flavor`'s API `version` with `key`, streaming
@@ -125,6 +131,7 @@ impl MockConnection {
             close_at: None,
             stalled_until: None,
             forced: None,
+            last_picture: None,
         }
     }
 
@@ -365,14 +372,26 @@ impl MockConnection {
         self.take_step(step).await;
     }
 
-    /// The client showed a picture (a camera frame, `/image`): the demo model answers it at
-    /// once with what it can tell. (The service takes frames in as what the model sees and
-    /// speaks of them at the next turn; a demo is better served by an answer.)
+    /// The client showed a picture (a camera frame, `/image`, a shared screen's frame): the
+    /// demo model keeps what it can tell of it, and answers a lone picture at once. (The
+    /// service takes frames in as what the model sees and speaks of them at the next turn; a
+    /// demo is better served by an answer.) A frame that comes within [`STREAM_GAP`] of the one
+    /// before is part of a stream (a screen shared at a frame a second): taken in silently,
+    /// and "what do you see?" is answered from the newest.
     async fn user_picture(&mut self, jpeg: &[u8]) {
-        self.interrupt_if_active();
         // The service counts an image as 258 tokens.
         self.prompt_tokens += 258.0;
-        let step = self.model.picture_turn(jpeg);
+        self.model.see(jpeg);
+        let now = Instant::now();
+        let streaming = self
+            .last_picture
+            .replace(now)
+            .is_some_and(|before| now.duration_since(before) < STREAM_GAP);
+        if streaming {
+            return;
+        }
+        self.interrupt_if_active();
+        let step = self.model.picture_turn();
         self.take_step(step).await;
     }
 

@@ -74,6 +74,10 @@ pub(crate) struct ScriptedModel {
     /// The system instruction asks for short answers: replies keep their first sentence.
     #[serde(default)]
     brief: bool,
+    /// The last frame the client showed, as the model made it out: kept across hand-overs
+    /// with the rest of the conversation.
+    #[serde(default)]
+    seen: Option<sight::Seen>,
 }
 
 /// Words of an instruction that ask for less than the model's usual short replies: one holding
@@ -165,6 +169,9 @@ impl ScriptedModel {
         if let Some(query) = search::asked(text) {
             return search::answer(&self.tools, &query);
         }
+        if sight::asked(text) {
+            return ModelStep::Reply(sight::describe(self.seen.as_ref()));
+        }
         let understood = understand(text, self.memory.last_device);
         self.memory.last_device = understood.last_device;
         if understood.intents.is_empty() {
@@ -233,11 +240,16 @@ impl ScriptedModel {
         )))
     }
 
-    /// A picture the client showed (a JPEG video frame): the model says what it can tell of
-    /// it, its size and its colour.
-    pub(crate) fn picture_turn(&mut self, jpeg: &[u8]) -> ModelStep {
+    /// A picture the client showed (a JPEG video frame): the model keeps what it can tell of
+    /// it, its size and its colour, for "what do you see?".
+    pub(crate) fn see(&mut self, jpeg: &[u8]) {
+        self.seen = Some(sight::look_at(jpeg));
+    }
+
+    /// The model says what it saw last.
+    pub(crate) fn picture_turn(&mut self) -> ModelStep {
         self.pending = None;
-        self.styled(ModelStep::Reply(sight::describe(jpeg)))
+        self.styled(ModelStep::Reply(sight::describe(self.seen.as_ref())))
     }
 
     /// Ends the model's part of a turn: the calls to make, kept with what to say once they

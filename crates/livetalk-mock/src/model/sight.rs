@@ -1,9 +1,11 @@
 //! What the demo model can tell of a picture a client shows it (a JPEG video frame): its size
-//! and its dominant colour, named in plain words, so `/image` can be demonstrated offline.
+//! and its dominant colour, named in plain words, so `/image` and a shared screen can be
+//! demonstrated offline. It keeps what it saw last, and answers "what do you see?" from it.
 
 use std::io::Cursor;
 
 use image::{ImageFormat, ImageReader, Limits};
+use serde::{Deserialize, Serialize};
 
 /// The widest and tallest frame decoded: clients send frames of at most about 1024 pixels, and
 /// a frame claiming more is not decoded (a decompression bomb costs nothing).
@@ -17,15 +19,64 @@ const COLOURS: [&str; 9] = [
     "red", "orange", "yellow", "green", "blue", "purple", "white", "black", "grey",
 ];
 
-/// What the model says of a JPEG frame.
-pub(crate) fn describe(jpeg: &[u8]) -> String {
+/// What the model made of the last frame it was shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Seen {
+    Picture {
+        width: u32,
+        height: u32,
+        colour: String,
+    },
+    /// A frame it could not decode.
+    Unreadable,
+}
+
+/// Looks at a JPEG frame.
+pub(crate) fn look_at(jpeg: &[u8]) -> Seen {
     match look(jpeg) {
-        Some((width, height, colour)) => {
-            format!("I see a {width} by {height} picture, mostly {colour}.")
-        }
-        None => "I got a picture but could not make it out: this demo model reads JPEG frames."
-            .to_owned(),
+        Some((width, height, colour)) => Seen::Picture {
+            width,
+            height,
+            colour: colour.to_owned(),
+        },
+        None => Seen::Unreadable,
     }
+}
+
+/// What the model says of what it saw last.
+pub(crate) fn describe(seen: Option<&Seen>) -> String {
+    match seen {
+        Some(Seen::Picture {
+            width,
+            height,
+            colour,
+        }) => format!("I see a {width} by {height} picture, mostly {colour}."),
+        Some(Seen::Unreadable) => {
+            "I got a picture but could not make it out: this demo model reads JPEG frames."
+                .to_owned()
+        }
+        None => "I don't see anything: nothing has been shown to me yet (share a screen or a picture first).".to_owned(),
+    }
+}
+
+/// True when `text` asks what the model sees ("what do you see?", "what's on my screen?").
+pub(crate) fn asked(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    [
+        "what do you see",
+        "what can you see",
+        "what are you seeing",
+        "do you see",
+        "can you see",
+        "on my screen",
+        "on the screen",
+        "what am i showing",
+        "what is shown",
+        "describe the picture",
+        "describe the screen",
+    ]
+    .iter()
+    .any(|cue| lower.contains(cue))
 }
 
 /// The frame's width, height and dominant colour.
@@ -99,6 +150,26 @@ mod tests {
 
     #[test]
     fn what_is_not_a_jpeg_is_said_so() {
-        assert!(describe(b"not a picture").contains("could not make it out"));
+        let seen = look_at(b"not a picture");
+        assert!(describe(Some(&seen)).contains("could not make it out"));
+        assert!(describe(None).contains("nothing has been shown to me yet"));
+    }
+
+    #[test]
+    fn asking_what_it_sees_is_told_from_other_turns() {
+        for asked_so in ["What do you see?", "what's on my screen", "Can you see it?"] {
+            assert!(asked(text_of(asked_so)), "{asked_so}");
+        }
+        for not in [
+            "Turn on the lamp",
+            "What time is it?",
+            "Is the front door locked?",
+        ] {
+            assert!(!asked(not), "{not}");
+        }
+    }
+
+    fn text_of(text: &str) -> &str {
+        text
     }
 }
