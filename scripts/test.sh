@@ -22,9 +22,10 @@ fi
 # and stops it again); libasound2-plugins is ALSA's way to that server (the `pulse` device),
 # which the echo tests take to try the ALSA host; man-db renders `livetalk man` in its test;
 # libopus-dev is the Opus codec the bridge's WebRTC audio links (no cmake build of it); haproxy
-# and prometheus are the load balancer and the scraper of the bridge's fleet test.
+# and prometheus are the load balancer and the scraper of the bridge's fleet test; xvfb is the
+# private X display the screen-sharing tests draw a window on.
 scripts/setup-system.sh pkg-config libasound2-dev espeak-ng openssl python3 python3-venv tmux \
-    pulseaudio pulseaudio-utils libasound2-plugins man-db libopus-dev haproxy prometheus
+    pulseaudio pulseaudio-utils libasound2-plugins man-db libopus-dev haproxy prometheus xvfb
 
 # The MCP tests run livetalk against the reference MCP server (npm) and the Python SDK's
 # FastMCP (in the venv the Python SDK tests use too). A Node from elsewhere (nodesource, nvm)
