@@ -2058,7 +2058,7 @@ fn a_folder_of_frames_is_shared_with_video() {
     });
     let apart = second.saturating_duration_since(first);
     assert!(
-        apart >= Duration::from_millis(1500) && apart <= Duration::from_secs(4),
+        apart >= Duration::from_secs(1) && apart <= Duration::from_millis(3500),
         "the third picture came {apart:?} after the first"
     );
     write_lines(&mut stdin, &["What do you see?", "/stop"]);

@@ -2181,4 +2181,39 @@ fn mock_replay_serves_the_recorded_session_and_reports_each_difference() {
         assert_eq!(extra.code, 1008);
         assert_eq!(extra.reason, extra_line);
     });
+/// A `check` scenario can show the model a picture before a turn (`picture`, beside the
+/// scenario): it is sent as `/image` sends it, and the demo model answers "what do you see?"
+/// from it; one that cannot be read fails that turn with the picture's own words.
+#[test]
+fn check_shows_a_picture_on_a_turn() {
+    let scratch = tempfile::tempdir().unwrap();
+    png_file(&scratch.path().join("red.png"), 800, 600, [220, 30, 30]);
+    png_file(&scratch.path().join("blue.png"), 320, 200, [30, 60, 220]);
+    let scenario = scratch.path().join("sight.toml");
+    std::fs::write(
+        &scenario,
+        "[[turn]]\npicture = \"red.png\"\nsay = \"What do you see?\"\n[turn.expect]\nreply_contains = [\"800 by 600\", \"mostly red\"]\n\n[[turn]]\npicture = \"blue.png\"\nsay = \"What do you see now?\"\n[turn.expect]\nreply_contains = [\"mostly blue\"]\n",
+    )
+    .unwrap();
+    let run = check(scratch.path(), &["check", scenario.to_str().unwrap()]);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("✔ turn 1: What do you see?"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("✔ turn 2: What do you see now?"),
+        "{}",
+        run.stdout
+    );
+
+    std::fs::write(
+        &scenario,
+        "[[turn]]\npicture = \"missing.png\"\nsay = \"What do you see?\"\n",
+    )
+    .unwrap();
+    let run = check(scratch.path(), &["check", scenario.to_str().unwrap()]);
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("missing.png"), "{}", run.stdout);
 }

@@ -220,6 +220,9 @@ pub struct App {
     frames_sent: u64,
     /// `--video PATH`, shared once the session first connects.
     video: Option<std::path::PathBuf>,
+    /// When the last picture or frame was sent: the demo model answers a picture only when
+    /// none came shortly before it.
+    last_picture_at: Option<std::time::Instant>,
 }
 
 /// A recording's folder as the status line names it: its last part (`bug-1234`), which
@@ -310,6 +313,7 @@ impl App {
             shares: 0,
             frames_sent: 0,
             video: init.video,
+            last_picture_at: None,
         }
     }
 

@@ -119,12 +119,8 @@ pub enum ShareSource {
 pub enum ScreenNews {
     /// Sharing began: what is shared, as the user reads it ("the screen :99, 2048×1152").
     Started { share: u32, what: String },
-    /// A frame that differs from the last one sent, scaled and encoded, and when it was taken.
-    Frame {
-        share: u32,
-        frame: ImageSent,
-        at: std::time::Instant,
-    },
+    /// A frame that differs from the last one sent, scaled and encoded.
+    Frame { share: u32, frame: ImageSent },
     /// Sharing cannot go on (no display, the window closed, the folder unreadable), in one
     /// sentence.
     Failed { share: u32, problem: String },
@@ -142,6 +138,8 @@ pub struct ImageSent {
     pub height: u32,
     /// The picture as JPEG.
     pub jpeg: Vec<u8>,
+    /// When it was made ready (a screen's frame: when it was taken).
+    pub at: std::time::Instant,
 }
 
 impl Msg {

@@ -160,7 +160,8 @@ impl App {
                 )));
                 Vec::new()
             }
-            ScreenNews::Frame { frame, at, .. } => {
+            ScreenNews::Frame { frame, .. } => {
+                let at = frame.at;
                 let open = matches!(
                     self.connection,
                     ConnectionState::Connected | ConnectionState::Reconnecting
@@ -175,6 +176,7 @@ impl App {
                 let jpeg = frame.jpeg.clone();
                 sharing.last = Some(frame);
                 self.frames_sent += 1;
+                self.last_picture_at = Some(at);
                 vec![Effect::Session(SessionEffect::SendImage(jpeg))]
             }
             ScreenNews::Failed { problem, .. } => {

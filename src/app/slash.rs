@@ -472,9 +472,14 @@ impl App {
             width: image.width,
             height: image.height,
         });
-        // The offline demo model answers a picture at once; the service takes it as what the
-        // model sees, and speaks of it at the next turn.
-        if self.offline {
+        // The offline demo model answers a picture at once, unless it follows another closely
+        // (a frame of a stream); the service takes it as what the model sees, and speaks of it
+        // at the next turn.
+        let streaming = self.last_picture_at.is_some_and(|before| {
+            image.at.saturating_duration_since(before) < livetalk_mock::PICTURE_STREAM_GAP
+        });
+        self.last_picture_at = Some(image.at);
+        if self.offline && !streaming {
             self.reply.sent();
         }
         vec![Effect::Session(SessionEffect::SendImage(image.jpeg))]

@@ -2118,6 +2118,7 @@ fn picture(name: &str) -> ImageSent {
         width: 640,
         height: 480,
         jpeg: vec![0xff, 0xd8, 0xff],
+        at: std::time::Instant::now(),
     }
 }
 
@@ -2570,8 +2571,10 @@ fn a_grounding_after_a_barge_in_or_the_end_is_dropped_with_the_rest_of_the_turn(
 fn frame_of(share: u32, at: std::time::Instant) -> Msg {
     Msg::Screen(ScreenNews::Frame {
         share,
-        frame: picture("screen"),
-        at,
+        frame: ImageSent {
+            at,
+            ..picture("screen")
+        },
     })
 }
 
@@ -2714,4 +2717,35 @@ fn the_health_panel_counts_video_s_share_of_the_context_from_its_modalities() {
     app.update(Msg::Server(ServerEvent::Usage(usage(258, 774))));
     let share = app.figures().video_share().unwrap();
     assert!((share - 75.0).abs() < 0.01, "{share}");
+}
+
+#[test]
+fn the_demo_model_is_awaited_for_a_lone_picture_not_for_a_frame_of_a_stream() {
+    let mut app = connected_app();
+    let t0 = std::time::Instant::now();
+    let shown = |app: &mut App, at| {
+        app.update(Msg::UserText("/image red.png".into()));
+        app.update(Msg::Image(Ok(ImageSent {
+            at,
+            ..picture("red.png")
+        })));
+    };
+    shown(&mut app, t0);
+    assert!(!app.ready_for_user(), "a lone picture is answered");
+    app.update(Msg::Server(ServerEvent::ModelText("I see it.".into())));
+    app.update(Msg::Server(ServerEvent::TurnComplete {
+        reason: None,
+        waiting_for_input: false,
+    }));
+    assert!(app.ready_for_user());
+    shown(&mut app, t0 + Duration::from_secs(3));
+    assert!(
+        app.ready_for_user(),
+        "three seconds after the last: a stream's frame"
+    );
+    shown(
+        &mut app,
+        t0 + Duration::from_secs(3) + livetalk_mock::PICTURE_STREAM_GAP,
+    );
+    assert!(!app.ready_for_user(), "alone again");
 }

@@ -80,6 +80,15 @@ pub async fn run(scenario: &Scenario, settings: &Settings) -> anyhow::Result<Run
             });
             continue;
         }
+        if let Some(picture) = &turn.picture
+            && let Err(why) = session.show(picture, settings.turn_timeout).await
+        {
+            results.push(TurnResult {
+                incomplete: Some(why),
+                ..TurnResult::default()
+            });
+            continue;
+        }
         results.push(session.turn(&turn.input, settings.turn_timeout).await);
     }
     session.close().await;
@@ -267,6 +276,59 @@ impl Drive<'_> {
                 }
             }
         }
+    }
+
+    /// Shows the model a picture as `/image` does, and waits until it is sent (and, where the
+    /// model answers pictures at once, answered): what the turn after it says is then about it.
+    async fn show(&mut self, picture: &std::path::Path, limit: Duration) -> Result<(), String> {
+        let sent_before = self.sent_pictures();
+        let notices_before = self.app.notices().len();
+        apply(
+            self.app,
+            self.engine,
+            Msg::UserText(format!("/image {}", picture.display())),
+        )
+        .await;
+        let deadline = Instant::now()
+            + if limit.is_zero() {
+                Duration::from_secs(60)
+            } else {
+                limit
+            };
+        loop {
+            if !self.app.image_pending() {
+                if self.sent_pictures() > sent_before && self.app.ready_for_user() {
+                    return Ok(());
+                }
+                if let Some(notice) = self
+                    .app
+                    .notices()
+                    .get(notices_before..)
+                    .and_then(<[_]>::last)
+                {
+                    if self.sent_pictures() == sent_before {
+                        return Err(notice.text.clone());
+                    }
+                }
+            }
+            tokio::select! {
+                open = self.step() => if !open {
+                    return Err("the session ended before the picture was shown".into());
+                },
+                () = sleep_until(Some(deadline)) => {
+                    return Err(format!("the picture {} was not shown in time", picture.display()));
+                }
+            }
+        }
+    }
+
+    /// Pictures shown so far (the transcript's picture entries).
+    fn sent_pictures(&self) -> usize {
+        self.app
+            .transcript()
+            .iter()
+            .filter(|e| matches!(e, crate::app::Entry::Image { .. }))
+            .count()
     }
 
     /// Sends one turn and follows it until the model is done with it, the deadline passes

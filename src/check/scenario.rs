@@ -53,6 +53,10 @@ pub struct RecordedSession {
 /// One user turn and what must follow it.
 #[derive(Debug, Clone)]
 pub struct Turn {
+    /// A picture shown to the model before the turn (`picture = "red.png"`, beside the
+    /// scenario): sent as `/image` sends it, a JPEG video frame, and answered first where the
+    /// model answers pictures.
+    pub picture: Option<PathBuf>,
     pub input: Input,
     pub expect: Expect,
 }
@@ -162,6 +166,7 @@ struct ScenarioFile {
 struct TurnEntry {
     say: Option<String>,
     audio: Option<PathBuf>,
+    picture: Option<PathBuf>,
     #[serde(default)]
     expect: ExpectEntry,
 }
@@ -334,6 +339,7 @@ pub fn load_scenario(path: &Path) -> Result<Scenario, BadScenario> {
             ));
         }
         turns.push(Turn {
+            picture: entry.picture.map(|picture| folder.join(picture)),
             input,
             expect: Expect {
                 tools,
@@ -412,6 +418,7 @@ pub fn from_recording(recording: &Recording) -> Result<Scenario, BadScenario> {
                 };
                 close_speech(&turns, &mut spoken, &mut speech, entry.t);
                 turns.push(Turn {
+                    picture: None,
                     input: Input::Say(text.to_owned()),
                     expect: recorded_expect(),
                 });
@@ -422,6 +429,7 @@ pub fn from_recording(recording: &Recording) -> Result<Scenario, BadScenario> {
                 if turn_over =>
             {
                 turns.push(Turn {
+                    picture: None,
                     input: Input::Audio {
                         samples: Vec::new(),
                         from: format!("{}, {MIC_WAV}", recording.dir.display()),

@@ -60,6 +60,7 @@ pub fn sent(path: &Path, file_bytes: u64, rgb: &RgbImage, jpeg: Vec<u8>) -> Imag
         width: rgb.width(),
         height: rgb.height(),
         jpeg,
+        at: std::time::Instant::now(),
     }
 }
 

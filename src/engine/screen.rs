@@ -122,17 +122,16 @@ async fn run_share(share: u32, source: ShareSource, news: mpsc::Sender<Msg>) {
         frames = back;
         let msg = match taken {
             Ok(None) => continue,
-            Ok(Some(frame)) => ScreenNews::Frame {
-                share,
-                frame,
-                at: std::time::Instant::now(),
-            },
+            Ok(Some(frame)) => ScreenNews::Frame { share, frame },
             Err(problem) => ScreenNews::Failed { share, problem },
         };
         let failed = matches!(msg, ScreenNews::Failed { .. });
         if news.send(Msg::Screen(msg)).await.is_err() || failed {
             return;
         }
+        // The next frame is taken a whole second after this one was handed on, however long
+        // this one took: the service never gets two within a second.
+        ticks.reset();
     }
 }
 
@@ -215,6 +214,7 @@ impl Frames {
                 width: rgb.width(),
                 height: rgb.height(),
                 jpeg,
+                at: std::time::Instant::now(),
             }))
     }
 

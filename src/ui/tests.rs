@@ -1245,6 +1245,7 @@ fn changed_mid_session() -> App {
         width: 640,
         height: 480,
         jpeg: vec![0xff, 0xd8],
+        at: std::time::Instant::now(),
     })));
     model_says(&mut app, "I see a 640 by 480 picture, mostly red.", true);
     for c in "/model gemini-3.1-flash-live-preview".chars() {

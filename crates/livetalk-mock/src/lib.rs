@@ -106,6 +106,11 @@ pub mod rules {
 }
 pub use model::{DEMO_PROMPTS, SEARCH_PROMPT};
 pub use recorded::{Difference, RecordedOptions, RecordedSession};
+
+/// The demo model answers a picture at once unless it comes within this long of the picture
+/// before it: then it is a frame of a stream (a screen shared at a frame a second), taken in
+/// silently, and "what do you see?" is answered from the newest.
+pub const PICTURE_STREAM_GAP: std::time::Duration = std::time::Duration::from_secs(10);
 pub use scenario::{Fault, FaultAction, Moment, Scenario, ScenarioError};
 pub use server::{
     MAX_SPEED, MIN_SPEED, MockOptions, MockServer, StartError, TlsFiles, tls_acceptor,

@@ -94,9 +94,7 @@ pub(crate) struct MockConnection {
     last_picture: Option<Instant>,
 }
 
-/// Pictures that come closer together than this are frames of a stream (see
-/// [`MockConnection::user_picture`]).
-const STREAM_GAP: Duration = Duration::from_secs(10);
+use crate::PICTURE_STREAM_GAP as STREAM_GAP;
 
 impl MockConnection {
     /// A connection to a client that dialled `flavor`'s API `version` with `key`, streaming
