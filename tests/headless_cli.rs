@@ -2078,6 +2078,29 @@ fn a_folder_of_frames_is_shared_with_video() {
     assert!(near(mean_colour(&frames[0].1), RED));
     assert!(near(mean_colour(&frames[1].1), BLUE));
     assert!(frames[1].0 - frames[0].0 >= 1.0);
+    // `inspect` counts them.
+    let inspected = run_livetalk(
+        scratch.path(),
+        &["inspect", rec.to_str().unwrap()],
+        &[],
+        &[],
+    );
+    assert_eq!(inspected.code, Some(0), "{}", inspected.stderr);
+    assert!(
+        inspected
+            .stdout
+            .contains("Pictures shown: 2 (a shared screen's frames and /image)"),
+        "{}",
+        inspected.stdout
+    );
+    let json = run_livetalk(
+        scratch.path(),
+        &["inspect", "--json", rec.to_str().unwrap()],
+        &[],
+        &[],
+    );
+    let summary: serde_json::Value = serde_json::from_str(json.stdout.trim()).unwrap();
+    assert_eq!(summary["pictures_sent"], 2);
 }
 
 const RED: [u8; 3] = [220, 30, 30];

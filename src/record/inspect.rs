@@ -61,6 +61,9 @@ pub struct Summary {
     pub offline: bool,
     pub frames_sent: usize,
     pub frames_received: usize,
+    /// Pictures the model was shown (a shared screen's frames, `/image`): the video frames
+    /// among the frames sent.
+    pub pictures_sent: usize,
     /// Each grounded reply's searches and sources (Google Search), in order.
     pub grounded: Vec<Grounding>,
 }
@@ -197,6 +200,9 @@ impl Summary {
                 Record::Connect { .. } => s.connections += 1,
                 Record::Send { message } => {
                     s.frames_sent += 1;
+                    if message.pointer("/realtimeInput/video").is_some() {
+                        s.pictures_sent += 1;
+                    }
                     for response in message
                         .pointer("/toolResponse/functionResponses")
                         .and_then(Value::as_array)
@@ -317,6 +323,13 @@ pub fn report(recording: &Recording) -> String {
         "Frames: {} sent, {} received ({} skipped)",
         s.frames_sent, s.frames_received, s.skipped_frames
     );
+    if s.pictures_sent > 0 {
+        let _ = writeln!(
+            out,
+            "Pictures shown: {} (a shared screen's frames and /image)",
+            s.pictures_sent
+        );
+    }
     let _ = writeln!(out, "User turns: {}", s.user_turns);
     let _ = writeln!(out, "Model turns: {}", s.model_turns);
     for (i, turn) in s.turns.iter().enumerate() {
@@ -486,6 +499,7 @@ pub fn json(recording: &Recording) -> Value {
         "reconnects": s.reconnects,
         "frames_sent": s.frames_sent,
         "frames_received": s.frames_received,
+        "pictures_sent": s.pictures_sent,
         "skipped_frames": s.skipped_frames,
         "user_turns": s.user_turns,
         "model_turns": s.model_turns,
