@@ -371,6 +371,7 @@ async fn the_demo_model_names_the_size_and_colour_of_a_picture() {
     .await
     .unwrap();
     let blue = jpeg_base64(320, 200, [30, 60, 220]);
+    let blue_too = blue.clone();
     session
         .send(json!({"realtimeInput": {"video": {"mimeType": "image/jpeg", "data": blue}}}))
         .await;
@@ -395,9 +396,21 @@ async fn the_demo_model_names_the_size_and_colour_of_a_picture() {
         said.contains("I see a 64 by 48 picture, mostly yellow."),
         "{said}"
     );
-    // What is not a JPEG is said so, and the session goes on.
+    // A frame right after it is one of a stream: taken in silently, and "what do you see?" is
+    // answered from it. What is not a JPEG is said so, and the session goes on.
     older
         .send(json!({"realtimeInput": {"video": {"mimeType": "image/jpeg", "data": "bm90IGEgcGljdHVyZQ=="}}}))
         .await;
-    assert!(words(&older.turn().await).contains("could not make it out"));
+    older.say("What do you see?").await;
+    let said = words(&older.turn().await);
+    assert!(said.contains("could not make it out"), "{said}");
+    older
+        .send(json!({"realtimeInput": {"video": {"mimeType": "image/jpeg", "data": blue_too}}}))
+        .await;
+    older.say("what's on my screen?").await;
+    let said = words(&older.turn().await);
+    assert!(
+        said.contains("I see a 320 by 200 picture, mostly blue."),
+        "{said}"
+    );
 }

@@ -92,6 +92,14 @@ impl App {
         self.start_sharing(ShareSource::Screen(name.map(str::to_owned)))
     }
 
+    /// `--video PATH` is shared from the session's start (its first connection).
+    pub(super) fn share_video_at_start(&mut self) -> Vec<Effect> {
+        match self.video.take() {
+            Some(folder) => self.start_sharing(ShareSource::Folder(folder)),
+            None => Vec::new(),
+        }
+    }
+
     /// Starts sharing `source` (stopping nothing: there is no share going on).
     pub(super) fn start_sharing(&mut self, source: ShareSource) -> Vec<Effect> {
         if self.replay.is_some() {

@@ -166,11 +166,7 @@ impl App {
             ServerEvent::SetupComplete { .. } => {
                 self.connection = ConnectionState::Connected;
                 self.floor = Floor::Listening;
-                // `--video PATH` is shared from the session's start.
-                match self.video.take() {
-                    Some(folder) => self.start_sharing(super::ShareSource::Folder(folder)),
-                    None => Vec::new(),
-                }
+                self.share_video_at_start()
             }
             // Normal replies come in parts of a few words; a part past `excerpt::TEXT` is not
             // a reply, and is cut so no screen or line has to hold it.
