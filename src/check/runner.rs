@@ -300,15 +300,15 @@ impl Drive<'_> {
                 if self.sent_pictures() > sent_before && self.app.ready_for_user() {
                     return Ok(());
                 }
-                if let Some(notice) = self
-                    .app
-                    .notices()
-                    .get(notices_before..)
-                    .and_then(<[_]>::last)
+                // Not sent, and a notice says why.
+                if self.sent_pictures() == sent_before
+                    && let Some(notice) = self
+                        .app
+                        .notices()
+                        .get(notices_before..)
+                        .and_then(<[_]>::last)
                 {
-                    if self.sent_pictures() == sent_before {
-                        return Err(notice.text.clone());
-                    }
+                    return Err(notice.text.clone());
                 }
             }
             tokio::select! {

@@ -137,12 +137,10 @@ async fn run_share(share: u32, source: ShareSource, news: mpsc::Sender<Msg>) {
 
 /// Where frames come from.
 enum Grab {
-    Screen(X11Capture),
+    /// Boxed: a connection is large beside a folder's list.
+    Screen(Box<X11Capture>),
     /// A folder's pictures in name order; the next one to take.
-    Folder {
-        files: Vec<PathBuf>,
-        next: usize,
-    },
+    Folder { files: Vec<PathBuf>, next: usize },
 }
 
 /// A source of frames and the last frame handed on, to tell a change by.
@@ -160,7 +158,7 @@ impl Frames {
             ShareSource::Screen(name) => {
                 let capture = X11Capture::open(name.as_deref())?;
                 let what = capture.what().to_owned();
-                (Grab::Screen(capture), what)
+                (Grab::Screen(Box::new(capture)), what)
             }
             ShareSource::Folder(folder) => {
                 let files = folder_frames(folder)?;
