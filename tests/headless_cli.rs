@@ -1868,6 +1868,45 @@ fn a_model_line_headless_starts_a_fresh_session_with_the_new_model() {
     );
 }
 
+/// How long a turn of the screen-sharing tests may take.
+const TURN: Duration = Duration::from_secs(20);
+
+/// `livetalk --headless --offline --record REC` with its stdin open, its lines watched as they
+/// come.
+struct Headless {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: LineWatcher,
+    stderr: std::sync::mpsc::Receiver<String>,
+}
+
+impl Headless {
+    fn start(mut command: std::process::Command, rec: &std::path::Path) -> Headless {
+        let mut child = command
+            .args(["--headless", "--offline", "--record", rec.to_str().unwrap()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Headless {
+            stdin: child.stdin.take().unwrap(),
+            stdout: LineWatcher::new(child.stdout.take().unwrap()),
+            stderr: read_all(child.stderr.take().unwrap()),
+            child,
+        }
+    }
+
+    /// Ends the input and waits for a clean exit; every line it printed.
+    fn finish(self) -> Vec<String> {
+        drop(self.stdin);
+        let status = wait_exit(self.child, TURN);
+        let stderr = self.stderr.recv_timeout(TURN).unwrap();
+        assert!(status.success(), "{stderr}");
+        self.stdout.rest()
+    }
+}
+
 /// The video frames a recording says livetalk sent, each with its time (seconds into the
 /// session) and its picture decoded.
 fn video_frames_sent(rec: &std::path::Path) -> Vec<(f64, image::RgbImage)> {
@@ -1914,45 +1953,37 @@ fn the_screen_is_shared_headless_a_frame_a_second_while_it_changes() {
     let xvfb = display::Xvfb::start(2048, 1152);
     let window = display::SolidWindow::open(&xvfb.display, 2048, 1152, RED, "livetalk red");
     let rec = scratch.path().join("rec");
-    let mut child = livetalk(scratch.path())
-        .args(["--headless", "--offline", "--record", rec.to_str().unwrap()])
-        .env("DISPLAY", &xvfb.display)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = LineWatcher::new(child.stdout.take().unwrap());
-    let stderr = read_all(child.stderr.take().unwrap());
-    let turn = Duration::from_secs(20);
+    let mut command = livetalk(scratch.path());
+    command.env("DISPLAY", &xvfb.display);
+    let mut run = Headless::start(command, &rec);
+    let (stdin, stdout) = (&mut run.stdin, &mut run.stdout);
 
-    write_lines(&mut stdin, &["/screen"]);
-    stdout.wait_for(turn, |l| l.starts_with("Changed: Sharing the screen :"));
-    stdout.wait_for(turn, |l| {
+    write_lines(stdin, &["/screen"]);
+    stdout.wait_for(TURN, |l| l.starts_with("Changed: Sharing the screen :"));
+    stdout.wait_for(TURN, |l| {
         l.starts_with("Screen: frame 1 sent, 1024×576 JPEG (")
     });
-    stdout.wait_for(turn, |l| {
+    stdout.wait_for(TURN, |l| {
         l == "Gemini: I see a 1024 by 576 picture, mostly red."
     });
-    write_lines(&mut stdin, &["What do you see?"]);
-    stdout.wait_for(turn, |l| l.contains("mostly red"));
+    write_lines(stdin, &["What do you see?"]);
+    stdout.wait_for(TURN, |l| l.contains("mostly red"));
 
     window.paint(BLUE);
     let painted = std::time::Instant::now();
-    let (sent, _) = stdout.wait_for_arrival(turn, |l| l.starts_with("Screen: frame 2 sent"));
+    let (sent, _) = stdout.wait_for_arrival(TURN, |l| l.starts_with("Screen: frame 2 sent"));
     let took = sent.saturating_duration_since(painted);
     assert!(
         took <= Duration::from_secs(2),
         "a change was sent {took:?} after it"
     );
-    write_lines(&mut stdin, &["what's on my screen?"]);
-    stdout.wait_for(turn, |l| {
+    write_lines(stdin, &["what's on my screen?"]);
+    stdout.wait_for(TURN, |l| {
         l == "Gemini: I see a 1024 by 576 picture, mostly blue."
     });
 
-    write_lines(&mut stdin, &["/stop"]);
-    stdout.wait_for(turn, |l| {
+    write_lines(stdin, &["/stop"]);
+    stdout.wait_for(TURN, |l| {
         l.starts_with("Changed: Stopped sharing the screen: 2 frames sent in ")
     });
     window.paint([40, 190, 60]);
@@ -1965,13 +1996,9 @@ fn the_screen_is_shared_headless_a_frame_a_second_while_it_changes() {
         }
         std::thread::sleep(left.min(Duration::from_millis(100)));
     }
-    write_lines(&mut stdin, &["What do you see?"]);
-    stdout.wait_for(turn, |l| l.contains("mostly blue"));
-    drop(stdin);
-    let status = wait_exit(child, turn);
-    let stderr = stderr.recv_timeout(turn).unwrap();
-    assert!(status.success(), "{stderr}");
-    let lines = stdout.rest();
+    write_lines(stdin, &["What do you see?"]);
+    stdout.wait_for(TURN, |l| l.contains("mostly blue"));
+    let lines = run.finish();
     assert_eq!(
         lines.iter().filter(|l| l.starts_with("Screen:")).count(),
         2,
@@ -2034,26 +2061,17 @@ fn a_folder_of_frames_is_shared_with_video() {
     png_file(&frames_dir.join("02.png"), 1600, 1200, RED);
     png_file(&frames_dir.join("03.png"), 640, 480, BLUE);
     let rec = scratch.path().join("rec");
-    let mut child = livetalk(scratch.path())
-        .args(["--headless", "--offline", "--record", rec.to_str().unwrap()])
-        .arg("--video")
-        .arg(&frames_dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = LineWatcher::new(child.stdout.take().unwrap());
-    let stderr = read_all(child.stderr.take().unwrap());
-    let turn = Duration::from_secs(20);
-    stdout.wait_for(turn, |l| {
+    let mut command = livetalk(scratch.path());
+    command.arg("--video").arg(&frames_dir);
+    let mut run = Headless::start(command, &rec);
+    let (stdin, stdout) = (&mut run.stdin, &mut run.stdout);
+    stdout.wait_for(TURN, |l| {
         l.starts_with("Changed: Sharing the 3 pictures in ")
     });
-    let (first, _) = stdout.wait_for_arrival(turn, |l| {
+    let (first, _) = stdout.wait_for_arrival(TURN, |l| {
         l.starts_with("Screen: frame 1 sent, 1024×768 JPEG (")
     });
-    let (second, _) = stdout.wait_for_arrival(turn, |l| {
+    let (second, _) = stdout.wait_for_arrival(TURN, |l| {
         l.starts_with("Screen: frame 2 sent, 640×480 JPEG")
     });
     let apart = second.saturating_duration_since(first);
@@ -2061,17 +2079,14 @@ fn a_folder_of_frames_is_shared_with_video() {
         apart >= Duration::from_secs(1) && apart <= Duration::from_millis(3500),
         "the third picture came {apart:?} after the first"
     );
-    write_lines(&mut stdin, &["What do you see?", "/stop"]);
-    stdout.wait_for(turn, |l| {
+    write_lines(stdin, &["What do you see?", "/stop"]);
+    stdout.wait_for(TURN, |l| {
         l == "Gemini: I see a 640 by 480 picture, mostly blue."
     });
-    stdout.wait_for(turn, |l| {
+    stdout.wait_for(TURN, |l| {
         l.starts_with("Changed: Stopped sharing the video: 2 frames")
     });
-    drop(stdin);
-    let status = wait_exit(child, turn);
-    let stderr = stderr.recv_timeout(turn).unwrap();
-    assert!(status.success(), "{stderr}");
+    run.finish();
     let frames = video_frames_sent(&rec);
     assert_eq!(frames.len(), 2);
     assert_eq!(frames[0].1.dimensions(), (1024, 768));
