@@ -68,7 +68,7 @@ fn connect() -> Result<(RustConnection, usize), String> {
     x11rb::connect(None).map_err(|e| {
         no_display(&format!(
             "the display {} could not be opened ({e})",
-            excerpt::bounded(&display, 40)
+            excerpt::one_line(&display, 40)
         ))
     })
 }
@@ -86,7 +86,7 @@ impl X11Capture {
                     Area::Screen,
                     format!(
                         "the screen {} ({}×{})",
-                        excerpt::bounded(&display, 40),
+                        excerpt::one_line(&display, 40),
                         root.width_in_pixels,
                         root.height_in_pixels
                     ),
