@@ -1871,8 +1871,13 @@ fn a_model_line_headless_starts_a_fresh_session_with_the_new_model() {
 /// How long a turn of the screen-sharing tests may take.
 const TURN: Duration = Duration::from_secs(20);
 
-/// `livetalk --headless --offline --record REC` with its stdin open, its lines watched as they
-/// come.
+/// The least time between two frames the server receives: the sender hands them on a whole
+/// second apart; what the loopback socket and the server's scheduling add or take is far less
+/// than this margin.
+const FRAME_GAP_MIN: Duration = Duration::from_millis(950);
+
+/// `livetalk --headless --endpoint URL --record REC` with its stdin open, its lines watched as
+/// they come.
 struct Headless {
     child: std::process::Child,
     stdin: std::process::ChildStdin,
@@ -1881,9 +1886,10 @@ struct Headless {
 }
 
 impl Headless {
-    fn start(mut command: std::process::Command, rec: &std::path::Path) -> Headless {
+    fn start(mut command: std::process::Command, url: &str, rec: &std::path::Path) -> Headless {
         let mut child = command
-            .args(["--headless", "--offline", "--record", rec.to_str().unwrap()])
+            .args(["--headless", "--endpoint", url])
+            .args(["--record", rec.to_str().unwrap()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -1907,55 +1913,53 @@ impl Headless {
     }
 }
 
-/// The video frames a recording says livetalk sent, each with its time (seconds into the
-/// session) and its picture decoded.
-fn video_frames_sent(rec: &std::path::Path) -> Vec<(f64, image::RgbImage)> {
-    use base64::Engine as _;
-    recording_lines(rec)
-        .into_iter()
-        .filter(|l| l["type"] == "send")
-        .filter_map(|l| {
-            let video = l["message"]["realtimeInput"].get("video")?.clone();
-            assert_eq!(video["mimeType"], "image/jpeg");
-            let jpeg = base64::engine::general_purpose::STANDARD
-                .decode(video["data"].as_str()?)
-                .unwrap();
-            let picture = image::load_from_memory(&jpeg).unwrap().into_rgb8();
-            Some((l["t"].as_f64().unwrap(), picture))
-        })
-        .collect()
+/// Waits until the server has received `count` pictures; they all.
+fn received(mock: &InProcessMock, count: usize) -> Vec<livetalk_mock::PictureReceived> {
+    poll(TURN, Duration::from_millis(20), || {
+        let pictures = mock.pictures();
+        (pictures.len() >= count).then_some(pictures)
+    })
+    .unwrap_or_else(|| panic!("the server never received {count} pictures"))
 }
 
-/// The colour most of a frame is, as the channels' means.
-fn mean_colour(picture: &image::RgbImage) -> [u8; 3] {
-    let mut sums = [0u64; 3];
-    for pixel in picture.pixels() {
-        for (sum, value) in sums.iter_mut().zip(pixel.0) {
-            *sum += u64::from(value);
-        }
+/// Asserts the server receives no more than `count` pictures from now until `until`: what a
+/// share still running would send (a frame within a second of a change) does not come.
+fn none_received_until(mock: &InProcessMock, count: usize, until: std::time::Instant) {
+    while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
+        let pictures = mock.pictures();
+        assert_eq!(pictures.len(), count, "received: {pictures:#?}");
+        std::thread::sleep(left.min(Duration::from_millis(50)));
     }
-    let count = u64::from(picture.width() * picture.height()).max(1);
-    sums.map(|s| (s / count) as u8)
+    assert_eq!(mock.pictures().len(), count);
 }
 
-fn near(a: [u8; 3], b: [u8; 3]) -> bool {
-    a.iter().zip(b).all(|(x, y)| x.abs_diff(y) <= 12)
+/// What the server received, checked whole: each frame a JPEG of at most 1,024 pixels a side,
+/// at most one a second.
+fn assert_frames_well_formed(pictures: &[livetalk_mock::PictureReceived]) {
+    for picture in pictures {
+        let (width, height) = picture.size.expect("a JPEG the server could read");
+        assert!(width.max(height) <= 1024, "{picture:?}");
+    }
+    for pair in pictures.windows(2) {
+        let apart = pair[1].at.duration_since(pair[0].at);
+        assert!(apart >= FRAME_GAP_MIN, "two frames {apart:?} apart");
+    }
 }
 
-/// `/screen` headless under Xvfb: a 2048×1152 display covered by a red window is sent at once
-/// as a 1024×576 JPEG, and the demo model names it red; nothing more is sent while nothing
-/// changes; painted blue, a new frame is sent within two seconds and the model names blue;
-/// after `/stop`, painted green, nothing is sent. The recording's frames are at least a second
-/// apart and hold the colours shown.
+/// `/screen` headless under Xvfb, checked at a Live server in the test: a 2048×1152 display
+/// covered by a red window arrives at once as a 1024×576 JPEG, and the demo model names it
+/// red; nothing more arrives while nothing changes; painted blue, a new frame arrives within
+/// two seconds and the model names blue; after `/stop`, painted green, nothing arrives.
 #[test]
 fn the_screen_is_shared_headless_a_frame_a_second_while_it_changes() {
     let scratch = tempfile::tempdir().unwrap();
+    let mock = InProcessMock::start();
     let xvfb = display::Xvfb::start(2048, 1152);
     let window = display::SolidWindow::open(&xvfb.display, 2048, 1152, RED, "livetalk red");
     let rec = scratch.path().join("rec");
     let mut command = livetalk(scratch.path());
     command.env("DISPLAY", &xvfb.display);
-    let mut run = Headless::start(command, &rec);
+    let mut run = Headless::start(command, &mock.url, &rec);
     let (stdin, stdout) = (&mut run.stdin, &mut run.stdout);
 
     write_lines(stdin, &["/screen"]);
@@ -1968,14 +1972,26 @@ fn the_screen_is_shared_headless_a_frame_a_second_while_it_changes() {
     });
     write_lines(stdin, &["What do you see?"]);
     stdout.wait_for(TURN, |l| l.contains("mostly red"));
+    let first = received(&mock, 1)[0].clone();
+    assert_eq!(
+        (first.size, first.colour.as_str()),
+        (Some((1024, 576)), "red")
+    );
+    // Nothing changes: for two and a half seconds after the first frame (two more frames'
+    // time), nothing more arrives.
+    none_received_until(&mock, 1, first.at + Duration::from_millis(2500));
 
     window.paint(BLUE);
     let painted = std::time::Instant::now();
-    let (sent, _) = stdout.wait_for_arrival(TURN, |l| l.starts_with("Screen: frame 2 sent"));
-    let took = sent.saturating_duration_since(painted);
+    let second = received(&mock, 2)[1].clone();
+    let took = second.at.saturating_duration_since(painted);
     assert!(
         took <= Duration::from_secs(2),
-        "a change was sent {took:?} after it"
+        "a change arrived {took:?} after it"
+    );
+    assert_eq!(
+        (second.size, second.colour.as_str()),
+        (Some((1024, 576)), "blue")
     );
     write_lines(stdin, &["what's on my screen?"]);
     stdout.wait_for(TURN, |l| {
@@ -1988,14 +2004,12 @@ fn the_screen_is_shared_headless_a_frame_a_second_while_it_changes() {
     });
     window.paint([40, 190, 60]);
     // What must not come: a frame of the green window, which a share still running would
-    // take within a second.
-    let after_stop = std::time::Instant::now() + Duration::from_millis(2500);
-    while let Some(left) = after_stop.checked_duration_since(std::time::Instant::now()) {
-        for line in stdout.arrived() {
-            assert!(!line.starts_with("Screen:"), "sent after /stop: {line}");
-        }
-        std::thread::sleep(left.min(Duration::from_millis(100)));
-    }
+    // send within a second.
+    none_received_until(
+        &mock,
+        2,
+        std::time::Instant::now() + Duration::from_millis(2500),
+    );
     write_lines(stdin, &["What do you see?"]);
     stdout.wait_for(TURN, |l| l.contains("mostly blue"));
     let lines = run.finish();
@@ -2004,16 +2018,9 @@ fn the_screen_is_shared_headless_a_frame_a_second_while_it_changes() {
         2,
         "{lines:#?}"
     );
-
-    let frames = video_frames_sent(&rec);
-    assert_eq!(frames.len(), 2, "one frame for each colour shown");
-    for (_, picture) in &frames {
-        assert_eq!(picture.dimensions(), (1024, 576));
-    }
-    assert!(near(mean_colour(&frames[0].1), RED));
-    assert!(near(mean_colour(&frames[1].1), BLUE));
-    let apart = frames[1].0 - frames[0].0;
-    assert!(apart >= 1.0, "frames {apart:.3} s apart");
+    let pictures = mock.pictures();
+    assert_eq!(pictures.len(), 2, "one frame for each colour shown");
+    assert_frames_well_formed(&pictures);
 }
 
 /// Without a display, `/screen` says so in one sentence on stderr and the session goes on:
@@ -2049,12 +2056,14 @@ fn without_a_display_screen_says_so_and_the_session_goes_on() {
     assert!(!run.stdout.contains("Screen:"), "{}", run.stdout);
 }
 
-/// `--video PATH`: a folder's pictures are sent in name order from the session's start, a
-/// second apart, each scaled to at most 1,024 pixels and only when it changed (a repeated
-/// picture is not sent), the last one held; the demo model names the last colour.
+/// `--video PATH`, checked at a Live server in the test: a folder's pictures arrive in name
+/// order from the session's start, a second apart, each scaled to at most 1,024 pixels and
+/// only when it changed (a repeated picture is not sent), the last one held and not sent
+/// again; nothing after `/stop`; the demo model names the last colour; `inspect` counts them.
 #[test]
 fn a_folder_of_frames_is_shared_with_video() {
     let scratch = tempfile::tempdir().unwrap();
+    let mock = InProcessMock::start();
     let frames_dir = scratch.path().join("frames");
     std::fs::create_dir_all(&frames_dir).unwrap();
     png_file(&frames_dir.join("01.png"), 1600, 1200, RED);
@@ -2063,22 +2072,27 @@ fn a_folder_of_frames_is_shared_with_video() {
     let rec = scratch.path().join("rec");
     let mut command = livetalk(scratch.path());
     command.arg("--video").arg(&frames_dir);
-    let mut run = Headless::start(command, &rec);
+    let mut run = Headless::start(command, &mock.url, &rec);
     let (stdin, stdout) = (&mut run.stdin, &mut run.stdout);
     stdout.wait_for(TURN, |l| {
         l.starts_with("Changed: Sharing the 3 pictures in ")
     });
-    let (first, _) = stdout.wait_for_arrival(TURN, |l| {
-        l.starts_with("Screen: frame 1 sent, 1024×768 JPEG (")
-    });
-    let (second, _) = stdout.wait_for_arrival(TURN, |l| {
-        l.starts_with("Screen: frame 2 sent, 640×480 JPEG")
-    });
-    let apart = second.saturating_duration_since(first);
+    let pictures = received(&mock, 2);
+    assert_eq!(
+        (pictures[0].size, pictures[0].colour.as_str()),
+        (Some((1024, 768)), "red")
+    );
+    assert_eq!(
+        (pictures[1].size, pictures[1].colour.as_str()),
+        (Some((640, 480)), "blue")
+    );
+    let apart = pictures[1].at.duration_since(pictures[0].at);
     assert!(
-        apart >= Duration::from_secs(1) && apart <= Duration::from_millis(3500),
+        apart <= Duration::from_millis(3500),
         "the third picture came {apart:?} after the first"
     );
+    // The last picture is held, not sent again.
+    none_received_until(&mock, 2, pictures[1].at + Duration::from_millis(1500));
     write_lines(stdin, &["What do you see?", "/stop"]);
     stdout.wait_for(TURN, |l| {
         l == "Gemini: I see a 640 by 480 picture, mostly blue."
@@ -2087,12 +2101,9 @@ fn a_folder_of_frames_is_shared_with_video() {
         l.starts_with("Changed: Stopped sharing the video: 2 frames")
     });
     run.finish();
-    let frames = video_frames_sent(&rec);
-    assert_eq!(frames.len(), 2);
-    assert_eq!(frames[0].1.dimensions(), (1024, 768));
-    assert!(near(mean_colour(&frames[0].1), RED));
-    assert!(near(mean_colour(&frames[1].1), BLUE));
-    assert!(frames[1].0 - frames[0].0 >= 1.0);
+    let pictures = mock.pictures();
+    assert_eq!(pictures.len(), 2, "{pictures:#?}");
+    assert_frames_well_formed(&pictures);
     // `inspect` counts them.
     let inspected = run_livetalk(
         scratch.path(),

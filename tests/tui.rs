@@ -682,17 +682,24 @@ fn a_large_paste_is_taken_at_once_and_one_past_the_cap_is_refused_with_a_notice(
 /// `/screen NAME` in a real terminal under Xvfb: Tab completes the window's name from the
 /// display, the status line says "sharing screen", the transcript says what is shared, and
 /// the demo model names the window's colour; `/stop` ends it and the status line says so no
-/// more.
+/// more. The Live server in the test received the window once, as it never changed.
 #[test]
 fn a_window_is_shared_from_the_terminal_ui() {
     let scratch = tempfile::tempdir().unwrap();
+    let mock = common::InProcessMock::start();
     let xvfb = common::display::Xvfb::start(1280, 720);
     let _window =
         common::display::SolidWindow::open(&xvfb.display, 640, 360, [40, 190, 60], "Green Room");
     let display = xvfb.display.clone();
-    let pane = Pane::start_with(scratch.path(), 120, 40, &[], |tmux| {
-        tmux.env("DISPLAY", &display);
-    });
+    let pane = Pane::start_with(
+        scratch.path(),
+        120,
+        40,
+        &["--endpoint", &mock.url],
+        |tmux| {
+            tmux.env("DISPLAY", &display);
+        },
+    );
     pane.wait_for("the session to be ready", TURN, |s| {
         s.contains("Gemini is listening…")
     });
@@ -728,4 +735,11 @@ fn a_window_is_shared_from_the_terminal_ui() {
     pane.keys("C-c");
     let screen = pane.wait_exit(TURN);
     assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");
+    // What the Live server received: the window, once, as it never changed.
+    let pictures = mock.pictures();
+    assert_eq!(pictures.len(), 1, "{pictures:#?}");
+    assert_eq!(
+        (pictures[0].size, pictures[0].colour.as_str()),
+        (Some((640, 360)), "green")
+    );
 }

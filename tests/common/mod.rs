@@ -318,6 +318,45 @@ impl Drop for MockProcess {
     }
 }
 
+/// The embedded mock in this test's own process (on a runtime of its own), for a test that
+/// runs the livetalk binary against it and then asks the server what it received
+/// ([`livetalk_mock::MockState`]): what a Live server got, not what livetalk says it sent.
+pub struct InProcessMock {
+    pub server: livetalk_mock::MockServer,
+    /// `ws://127.0.0.1:PORT`, for `--endpoint`.
+    pub url: String,
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl InProcessMock {
+    /// Starts the mock on a free loopback port, replying 20× faster than real time.
+    pub fn start() -> InProcessMock {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a runtime for the mock");
+        let server = runtime
+            .block_on(livetalk_mock::MockServer::start(
+                livetalk_mock::MockOptions {
+                    speed: 20.0,
+                    ..livetalk_mock::MockOptions::loopback()
+                },
+            ))
+            .expect("the mock starts");
+        InProcessMock {
+            url: server.base_url(),
+            server,
+            _runtime: runtime,
+        }
+    }
+
+    /// The pictures the server received so far (`realtimeInput.video`), in order.
+    pub fn pictures(&self) -> Vec<livetalk_mock::PictureReceived> {
+        self.server.state().pictures()
+    }
+}
+
 /// Checks `ready` every `every` until it gives a value, or gives `None` once `timeout` has
 /// passed: for what no event announces (a screen, a file, another process's state).
 pub fn poll<T>(

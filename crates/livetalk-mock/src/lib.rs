@@ -26,7 +26,7 @@
 //! - **`wss://`** with a certificate of your own ([`TlsFiles`]), for clients that only dial TLS.
 //!
 //! [`MockServer::state`] counts what clients did (setups, resumptions, stray tool responses,
-//! the tools each setup declared, whether it turned on Google Search), for tests to assert on. [`ws_server`] is the accept loop and
+//! the tools each setup declared, whether it turned on Google Search, the pictures shown), for tests to assert on. [`ws_server`] is the accept loop and
 //! connection ending the mock runs on, which other WebSocket servers can share.
 //!
 //! # Example
@@ -115,4 +115,4 @@ pub use scenario::{Fault, FaultAction, Moment, Scenario, ScenarioError};
 pub use server::{
     MAX_SPEED, MIN_SPEED, MockOptions, MockServer, StartError, TlsFiles, tls_acceptor,
 };
-pub use state::MockState;
+pub use state::{MockState, PictureReceived};

@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Instant;
 
+use crate::model::sight::Seen;
 use crate::resumption::SessionStore;
 use crate::scenario::{FaultClock, Scenario};
 
@@ -28,6 +30,20 @@ pub struct MockState {
     pub(crate) accepted: AtomicU32,
     /// What each `setup` declared, in the order they came.
     pub(crate) declared: Mutex<Vec<Declared>>,
+    /// The pictures clients showed (`realtimeInput.video`), in the order they came.
+    pub(crate) pictures: Mutex<Vec<PictureReceived>>,
+}
+
+/// A picture a client showed the model (a `realtimeInput.video` frame), as the demo model
+/// made it out, and when it came: what a test checks a client sent, on the server's side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PictureReceived {
+    /// When the server took it in.
+    pub at: Instant,
+    /// Its width and height in pixels; `None` when it was not a JPEG the model could read.
+    pub size: Option<(u32, u32)>,
+    /// The colour most of it is, in plain words ("red"); empty when it was not readable.
+    pub colour: String,
 }
 
 /// The tools one `setup` declared.
@@ -89,5 +105,33 @@ impl MockState {
     /// Records the tools one `setup` declared.
     pub(crate) fn record_declared(&self, declared: Declared) {
         self.declared().push(declared);
+    }
+
+    /// The pictures clients showed so far (`realtimeInput.video` frames), in order.
+    pub fn pictures(&self) -> Vec<PictureReceived> {
+        self.pictures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Records a picture a client showed, as the model made it out.
+    pub(crate) fn record_picture(&self, seen: Seen) {
+        let (size, colour) = match seen {
+            Seen::Picture {
+                width,
+                height,
+                colour,
+            } => (Some((width, height)), colour),
+            Seen::Unreadable => (None, String::new()),
+        };
+        self.pictures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(PictureReceived {
+                at: Instant::now(),
+                size,
+                colour,
+            });
     }
 }

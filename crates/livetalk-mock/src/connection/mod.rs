@@ -379,7 +379,8 @@ impl MockConnection {
     async fn user_picture(&mut self, jpeg: &[u8]) {
         // The service counts an image as 258 tokens.
         self.prompt_tokens += 258.0;
-        self.model.see(jpeg);
+        let seen = self.model.see(jpeg).clone();
+        self.state.record_picture(seen);
         let now = Instant::now();
         let streaming = self
             .last_picture

@@ -11,7 +11,7 @@ mod phrasing;
 mod planner;
 mod results;
 mod search;
-mod sight;
+pub(crate) mod sight;
 mod tools;
 mod understanding;
 mod words;
@@ -241,9 +241,9 @@ impl ScriptedModel {
     }
 
     /// A picture the client showed (a JPEG video frame): the model keeps what it can tell of
-    /// it, its size and its colour, for "what do you see?".
-    pub(crate) fn see(&mut self, jpeg: &[u8]) {
-        self.seen = Some(sight::look_at(jpeg));
+    /// it, its size and its colour, for "what do you see?"; returns what it made of it.
+    pub(crate) fn see(&mut self, jpeg: &[u8]) -> &sight::Seen {
+        self.seen.insert(sight::look_at(jpeg))
     }
 
     /// The model says what it saw last.
