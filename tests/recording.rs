@@ -2217,3 +2217,109 @@ fn check_shows_a_picture_on_a_turn() {
     assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
     assert!(run.stdout.contains("missing.png"), "{}", run.stdout);
 }
+
+/// A picture shown to the model is recorded as a file (`frames/0001.jpg`) that the `send` line
+/// refers to, never as base64 in `session.jsonl`; `inspect` counts it; `check` of the recording
+/// shows it again before the turn that followed it; the scenario written from the recording
+/// keeps it beside itself and passes.
+#[test]
+fn a_recording_keeps_the_pictures_sent_as_files_and_check_shows_them_again() {
+    let scratch = tempfile::tempdir().unwrap();
+    let red = scratch.path().join("red.png");
+    png_file(&red, 800, 600, [220, 30, 30]);
+    let rec = scratch.path().join("rec");
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--offline", "--record", rec.to_str().unwrap()],
+        &[],
+        &[&format!("/image {}", red.display()), "What do you see?"],
+    );
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("800 by 600 picture, mostly red"),
+        "{}",
+        run.stdout
+    );
+
+    // The picture is a file; its line refers to it.
+    let frame = std::fs::read(rec.join("frames/0001.jpg")).expect("the picture's file");
+    let picture = image::load_from_memory(&frame).unwrap().into_rgb8();
+    assert_eq!(picture.dimensions(), (800, 600));
+    assert!(!rec.join("frames/0002.jpg").exists());
+    let videos: Vec<Value> = sent_messages(&rec)
+        .into_iter()
+        .filter_map(|m| m["realtimeInput"].get("video").cloned())
+        .collect();
+    assert_eq!(
+        videos,
+        [serde_json::json!({
+            "mimeType": "image/jpeg",
+            "data": {"file": "frames/0001.jpg", "bytes": frame.len()}
+        })]
+    );
+    let log = std::fs::read_to_string(rec.join("session.jsonl")).unwrap();
+    let base64 = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(&frame)
+    };
+    assert!(
+        !log.contains(&base64[..64]),
+        "the picture is not in the log"
+    );
+
+    let inspected = check(
+        scratch.path(),
+        &["inspect", "--json", rec.to_str().unwrap()],
+    );
+    assert_eq!(inspected.code, Some(0), "{}", inspected.stderr);
+    let summary: Value = serde_json::from_str(inspected.stdout.trim()).unwrap();
+    assert_eq!(summary["pictures_sent"], 1);
+
+    // `check` of the recording shows the picture again before "What do you see?".
+    let checked = check(scratch.path(), &["check", rec.to_str().unwrap()]);
+    assert_eq!(
+        checked.code,
+        Some(0),
+        "{}\n{}",
+        checked.stdout,
+        checked.stderr
+    );
+    assert!(
+        checked.stdout.contains("✔ turn 1: What do you see?"),
+        "{}",
+        checked.stdout
+    );
+    let out = scratch.path().join("sight.toml");
+    let written = check(
+        scratch.path(),
+        &[
+            "check",
+            "--write-scenario",
+            rec.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(written.code, Some(0), "{}", written.stderr);
+    assert!(
+        written.stderr.contains("and 1 picture(s) beside it"),
+        "{}",
+        written.stderr
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        text.contains("picture = \"sight-turn1.jpg\"\nsay = \"What do you see?\""),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read(scratch.path().join("sight-turn1.jpg")).unwrap(),
+        frame
+    );
+    std::fs::write(
+        &out,
+        format!("{text}reply_contains = [\"800 by 600\", \"mostly red\"]\n"),
+    )
+    .unwrap();
+    let passed = check(scratch.path(), &["check", out.to_str().unwrap()]);
+    assert_eq!(passed.code, Some(0), "{}\n{}", passed.stdout, passed.stderr);
+}

@@ -358,6 +358,11 @@ fn write_scenario(given: &Path, out: Option<&Path>, settings: &Settings) -> u8 {
                 "livetalk: warning: the recording has spoken turns; their audio is written only with --out FILE.toml",
             );
         }
+        if scenario.turns.iter().any(|t| t.picture.is_some()) {
+            output::err(
+                "livetalk: warning: the recording showed the model pictures; they are written only with --out FILE.toml",
+            );
+        }
         let _ = output::out_raw(&scenario::scenario_text(&scenario, &stem));
         return PASSED;
     };
@@ -367,6 +372,7 @@ fn write_scenario(given: &Path, out: Option<&Path>, settings: &Settings) -> u8 {
         .unwrap_or_else(|| "scenario".into());
     let folder = out.parent().unwrap_or(Path::new("."));
     let mut written = Vec::new();
+    let mut pictures = 0;
     for (index, turn) in scenario.turns.iter().enumerate() {
         if let Input::Audio { samples, .. } = &turn.input {
             let path = folder.join(scenario::spoken_file_name(&stem, index + 1));
@@ -379,6 +385,18 @@ fn write_scenario(given: &Path, out: Option<&Path>, settings: &Settings) -> u8 {
             }
             written.push(path);
         }
+        if let Some(picture) = &turn.picture {
+            let path = folder.join(scenario::picture_file_name(&stem, index + 1, picture));
+            if let Err(e) = std::fs::copy(picture, &path) {
+                output::err(&format!(
+                    "livetalk: error: cannot copy {} to {}: {e}",
+                    picture.display(),
+                    path.display()
+                ));
+                return FAILED;
+            }
+            pictures += 1;
+        }
     }
     if let Err(e) = std::fs::write(
         out,
@@ -390,10 +408,13 @@ fn write_scenario(given: &Path, out: Option<&Path>, settings: &Settings) -> u8 {
         ));
         return FAILED;
     }
-    let audio = if written.is_empty() {
-        String::new()
-    } else {
-        format!(" and {} spoken turn(s) beside it", written.len())
+    let audio = match (written.len(), pictures) {
+        (0, 0) => String::new(),
+        (spoken, 0) => format!(" and {spoken} spoken turn(s) beside it"),
+        (0, pictures) => format!(" and {pictures} picture(s) beside it"),
+        (spoken, pictures) => {
+            format!(" and {spoken} spoken turn(s) and {pictures} picture(s) beside it")
+        }
     };
     output::err(&format!(
         "livetalk: wrote {} ({} turns){audio}",

@@ -409,6 +409,10 @@ pub fn from_recording(recording: &Recording) -> Result<Scenario, BadScenario> {
         }
     };
     let mut end = 0.0;
+    // The pictures sent (a shared screen's frames, `/image`): a turn shows the model the last
+    // one sent before it, what the model saw when it was asked.
+    let pictures = picture_sends(recording);
+    let mut last_turn_at = f64::NEG_INFINITY;
     for entry in applied {
         end = entry.t;
         match &entry.msg {
@@ -418,10 +422,11 @@ pub fn from_recording(recording: &Recording) -> Result<Scenario, BadScenario> {
                 };
                 close_speech(&turns, &mut spoken, &mut speech, entry.t);
                 turns.push(Turn {
-                    picture: None,
+                    picture: picture_between(&pictures, last_turn_at, entry.t),
                     input: Input::Say(text.to_owned()),
                     expect: recorded_expect(),
                 });
+                last_turn_at = entry.t;
                 turn_over = false;
             }
             Msg::Server(ServerEvent::InputTranscription { .. })
@@ -429,7 +434,7 @@ pub fn from_recording(recording: &Recording) -> Result<Scenario, BadScenario> {
                 if turn_over =>
             {
                 turns.push(Turn {
-                    picture: None,
+                    picture: picture_between(&pictures, last_turn_at, entry.t),
                     input: Input::Audio {
                         samples: Vec::new(),
                         from: format!("{}, {MIC_WAV}", recording.dir.display()),
@@ -437,6 +442,7 @@ pub fn from_recording(recording: &Recording) -> Result<Scenario, BadScenario> {
                     expect: recorded_expect(),
                 });
                 speech = Some((previous_end, None));
+                last_turn_at = entry.t;
                 turn_over = false;
             }
             Msg::Server(ServerEvent::VoiceActivity { speaking: false }) => {
@@ -553,6 +559,33 @@ fn recorded_expect() -> Expect {
     }
 }
 
+/// When each picture was sent, and its file in the recording.
+fn picture_sends(recording: &Recording) -> Vec<(f64, PathBuf)> {
+    recording
+        .lines()
+        .filter_map(|line| match &line.record {
+            Record::Send { message } => Some(
+                crate::record::pictures::sent(message)
+                    .into_iter()
+                    .filter_map(|p| p.path_in(&recording.dir))
+                    .map(|path| (line.t, path))
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// The last picture sent after `from` and up to `until` (seconds into the recording).
+fn picture_between(sends: &[(f64, PathBuf)], from: f64, until: f64) -> Option<PathBuf> {
+    sends
+        .iter()
+        .rev()
+        .find(|(t, _)| *t > from && *t <= until)
+        .map(|(_, path)| path.clone())
+}
+
 /// When each chunk of mic audio was sent, and where it is in `mic.wav`.
 fn mic_sends(recording: &Recording) -> Vec<(f64, u64, u64)> {
     recording
@@ -621,6 +654,12 @@ pub fn scenario_text(scenario: &Scenario, audio_stem: &str) -> String {
     out += &format!("name = {}\n", toml_string(&scenario.name));
     for (index, turn) in scenario.turns.iter().enumerate() {
         out += "\n[[turn]]\n";
+        if let Some(picture) = &turn.picture {
+            out += &format!(
+                "picture = {}\n",
+                toml_string(&picture_file_name(audio_stem, index + 1, picture))
+            );
+        }
         match &turn.input {
             Input::Say(text) => out += &format!("say = {}\n", toml_string(text)),
             Input::Audio { .. } => {
@@ -652,6 +691,13 @@ pub fn scenario_text(scenario: &Scenario, audio_stem: &str) -> String {
         }
     }
     out
+}
+
+/// The name of the picture turn `n` shows (a copy of `from`, the recording's file) beside a
+/// written scenario.
+pub fn picture_file_name(stem: &str, n: usize, from: &Path) -> String {
+    let extension = from.extension().and_then(|e| e.to_str()).unwrap_or("jpg");
+    format!("{stem}-turn{n}.{extension}")
 }
 
 /// The name of spoken turn `n`'s WAV file beside a written scenario.

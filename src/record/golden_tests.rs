@@ -53,7 +53,7 @@ fn blessing() -> bool {
 fn compare(dir: &Path, name: &str, bytes: &[u8]) {
     let path = dir.join(name);
     if blessing() {
-        std::fs::create_dir_all(dir).unwrap();
+        std::fs::create_dir_all(path.parent().unwrap_or(dir)).unwrap();
         std::fs::write(&path, bytes).unwrap();
         return;
     }
@@ -728,6 +728,18 @@ fn written_as_the_golden_files(meta: Meta, record: impl FnOnce(&Path) -> Vec<Msg
     compare(&golden, LOG_FILE, golden_log(&dir, meta).as_bytes());
     for wav in [MODEL_WAV, MIC_WAV] {
         compare(&golden, wav, &std::fs::read(dir.join(wav)).unwrap());
+    }
+    // The pictures sent, each its own file.
+    let frames = dir.join(crate::record::pictures::FRAMES_DIR);
+    let mut pictures: Vec<_> = std::fs::read_dir(&frames)
+        .into_iter()
+        .flatten()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    pictures.sort();
+    for name in pictures {
+        let file = format!("{}/{name}", crate::record::pictures::FRAMES_DIR);
+        compare(&golden, &file, &std::fs::read(frames.join(&name)).unwrap());
     }
 }
 

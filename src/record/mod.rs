@@ -12,6 +12,7 @@ pub mod format;
 pub mod inspect;
 pub mod legacy;
 pub mod locate;
+pub mod pictures;
 pub mod recorder;
 pub mod replay;
 pub mod service_side;

@@ -20,6 +20,7 @@ use serde_json::Value;
 use tracing::warn;
 
 use super::format::{self, convert, v3};
+use super::pictures;
 use super::{AudioRef, FORMAT_VERSION, LOG_FILE, Line, MIC_WAV, MODEL_WAV, Meta, Record};
 use crate::app::{AudioAsked, Msg, WireBody, WireFrame};
 use crate::audio::resample::StreamResampler;
@@ -52,6 +53,8 @@ struct Inner {
     /// Format 4: each track is written at one rate (the mic at 16 kHz, the model at 24 kHz),
     /// whatever rate a chunk came at. Format 3 writes chunks as they came.
     fixed_rates: bool,
+    /// Pictures written to `frames/` so far.
+    pictures: u32,
 }
 
 struct WavTrack {
@@ -143,6 +146,7 @@ impl Recorder {
                 failed: false,
                 unclaimed: VecDeque::new(),
                 fixed_rates,
+                pictures: 0,
             })),
             started: Instant::now(),
             dir: dir.to_path_buf(),
@@ -407,6 +411,26 @@ impl Inner {
         }
     }
 
+    /// Writes a picture sent to its own file in `frames/`; the reference its line holds
+    /// instead. A picture that cannot be written stops the recording, as a line would.
+    fn picture(&mut self, blob: &livetalk_live::wire::Blob) -> Option<pictures::PictureRef> {
+        if self.failed {
+            return None;
+        }
+        self.pictures += 1;
+        match pictures::keep(&self.dir, self.pictures, &blob.mime_type, &blob.data) {
+            Ok(reference) => Some(reference),
+            Err(e) => {
+                warn!(
+                    "recording stopped: writing a picture to {}/ failed: {e}",
+                    pictures::FRAMES_DIR
+                );
+                self.failed = true;
+                None
+            }
+        }
+    }
+
     fn write_line(&mut self, line: &Line) {
         if self.failed {
             return;
@@ -457,6 +481,19 @@ fn put_ref(value: &mut Value, path: &[&str], audio: &AudioRef) {
     }
 }
 
+/// Puts a picture's reference where its base64 was (the message at `path`, a list's items by
+/// index).
+fn put_picture(value: &mut Value, path: &[&str], picture: Option<pictures::PictureRef>) {
+    let Some(picture) = picture else { return };
+    let at = path.iter().try_fold(value, |at, key| match at {
+        Value::Array(items) => items.get_mut(key.parse::<usize>().ok()?),
+        _ => at.get_mut(*key),
+    });
+    if let (Some(Value::Object(blob)), Ok(reference)) = (at, serde_json::to_value(picture)) {
+        blob.insert("data".to_owned(), reference);
+    }
+}
+
 impl WireTap for Recorder {
     fn connecting(&self, host: &str) {
         self.write(Record::Connect {
@@ -478,7 +515,19 @@ impl WireTap for Recorder {
                     put_ref(&mut value, &["realtimeInput", "audio"], &audio);
                 }
             }
+            if let Some(blob) = &input.video {
+                let picture = inner.picture(blob);
+                put_picture(&mut value, &["realtimeInput", "video"], picture);
+            }
             for (i, blob) in input.media_chunks.iter().enumerate() {
+                if blob.mime_type.starts_with("image/") {
+                    let picture = inner.picture(blob);
+                    put_picture(
+                        &mut value,
+                        &["realtimeInput", "mediaChunks", &i.to_string()],
+                        picture,
+                    );
+                }
                 if blob.mime_type.starts_with("audio/") {
                     let rate = blob.declared_rate().unwrap_or(INPUT_SAMPLE_RATE);
                     if let Some(audio) = Recorder::audio(&mut inner, Track::Mic, &blob.data, rate)

@@ -149,8 +149,8 @@ fn referred_audio(message: &serde_json::Value) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// Empties every `data` that points into a WAV file ([`v3::AudioRef`]); returns the bytes of
-/// PCM16 they stood for.
+/// Empties every `data` that points into a WAV file ([`v3::AudioRef`]) or a picture file
+/// ([`crate::record::pictures::PictureRef`]); returns the bytes they stood for.
 fn audio_left_out(value: &mut serde_json::Value) -> usize {
     match value {
         serde_json::Value::Object(object) => {
@@ -161,6 +161,13 @@ fn audio_left_out(value: &mut serde_json::Value) -> usize {
             if let Some(reference) = reference {
                 object.insert("data".to_owned(), serde_json::Value::String(String::new()));
                 bytes = usize::try_from(reference.sample_count.saturating_mul(2)).unwrap_or(0);
+            } else if let Some(picture) = object
+                .get("data")
+                .and_then(crate::record::pictures::PictureRef::of)
+            {
+                // A picture kept in `frames/`: left out and counted like audio.
+                object.insert("data".to_owned(), serde_json::Value::String(String::new()));
+                bytes = usize::try_from(picture.bytes).unwrap_or(0);
             }
             object.values_mut().fold(bytes, |sum, inner| {
                 sum.saturating_add(audio_left_out(inner))
