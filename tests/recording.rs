@@ -1168,8 +1168,9 @@ fn the_recordings_of_every_format_replay_and_inspect_as_before() {
         // write beside it.
         let dir = scratch.path().join(format!("format-{format}"));
         std::fs::create_dir(&dir).unwrap();
-        for file in ["session.jsonl", "model.wav", "mic.wav"] {
+        for file in ["session.jsonl", "model.wav", "mic.wav", "frames/0001.jpg"] {
             if golden.join(file).exists() {
+                std::fs::create_dir_all(dir.join(file).parent().unwrap()).unwrap();
                 std::fs::copy(golden.join(file), dir.join(file)).unwrap();
             }
         }
@@ -2219,7 +2220,8 @@ fn check_shows_a_picture_on_a_turn() {
 }
 
 /// A picture shown to the model is recorded as a file (`frames/0001.jpg`) that the `send` line
-/// refers to, never as base64 in `session.jsonl`; `inspect` counts it; `check` of the recording
+/// refers to, never as base64 in `session.jsonl`; `inspect` counts it; a replay shows it where it
+/// was sent; `check` of the recording
 /// shows it again before the turn that followed it; the scenario written from the recording
 /// keeps it beside itself and passes.
 #[test]
@@ -2274,6 +2276,23 @@ fn a_recording_keeps_the_pictures_sent_as_files_and_check_shows_them_again() {
     assert_eq!(inspected.code, Some(0), "{}", inspected.stderr);
     let summary: Value = serde_json::from_str(inspected.stdout.trim()).unwrap();
     assert_eq!(summary["pictures_sent"], 1);
+
+    // A replay shows the picture where it was sent, read back from its file.
+    let replayed = check(
+        scratch.path(),
+        &["replay", rec.to_str().unwrap(), "--headless", "--instant"],
+    );
+    assert_eq!(replayed.code, Some(0), "{}", replayed.stderr);
+    let shown = replayed
+        .stdout
+        .find("You (image): frames/0001.jpg (")
+        .unwrap_or_else(|| panic!("{}", replayed.stdout));
+    assert!(
+        replayed.stdout[shown..].contains("sent as a 800×600 JPEG")
+            && replayed.stdout[shown..].contains("mostly red"),
+        "{}",
+        replayed.stdout
+    );
 
     // `check` of the recording shows the picture again before "What do you see?".
     let checked = check(scratch.path(), &["check", rec.to_str().unwrap()]);

@@ -572,10 +572,11 @@ fn an_image_reaches_the_demo_model_which_names_its_colour() {
         .collect();
     assert_eq!(frames.len(), 1, "{frames:?}");
     assert_eq!(frames[0]["mimeType"], "image/jpeg");
-    assert!(
-        frames[0]["data"].as_str().unwrap().starts_with("/9j/"),
-        "base64 of a JPEG"
-    );
+    // The picture is kept beside the recording, a JPEG, its line referring to it.
+    assert_eq!(frames[0]["data"]["file"], "frames/0001.jpg", "{frames:?}");
+    let jpeg = std::fs::read(rec.join("frames/0001.jpg")).unwrap();
+    assert!(jpeg.starts_with(&[0xff, 0xd8]), "a JPEG");
+    assert_eq!(frames[0]["data"]["bytes"], jpeg.len());
 }
 
 /// `/voice` in a real terminal: the session moves to a new connection whose `setup` carries

@@ -451,10 +451,13 @@ impl App {
         let image = match prepared {
             Ok(image) => image,
             Err(problem) => {
-                self.notice(
-                    NoticeLevel::Warning,
-                    format!("{problem}; nothing was sent."),
-                );
+                // A replay sends nothing: its picture could not be read back from the recording.
+                let said = if self.replay.is_some() {
+                    problem
+                } else {
+                    format!("{problem}; nothing was sent.")
+                };
+                self.notice(NoticeLevel::Warning, said);
                 return Vec::new();
             }
         };

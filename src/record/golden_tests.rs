@@ -628,7 +628,7 @@ fn record_every_kind(dir: &Path) -> Vec<Msg> {
         &client(json!({"realtimeInput": {
             "mediaChunks": [
                 {"mimeType": "audio/pcm;rate=16000", "data": base64(&mic[..4])},
-                {"mimeType": "image/jpeg", "data": base64(b"jpeg")}
+                {"mimeType": "image/jpeg", "data": base64(&tiny_jpeg())}
             ]
         }})),
         0,
@@ -702,6 +702,17 @@ fn record_every_kind(dir: &Path) -> Vec<Msg> {
     applied
 }
 
+/// A 2×2 red JPEG: the picture the golden session sends (the encoder writes the same bytes
+/// each time).
+fn tiny_jpeg() -> Vec<u8> {
+    let picture = image::RgbImage::from_pixel(2, 2, image::Rgb([220, 30, 30]));
+    let mut jpeg = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new(&mut jpeg)
+        .encode_image(&picture)
+        .unwrap();
+    jpeg
+}
+
 /// A recorder's log with `meta` as its metadata line and the golden times.
 fn golden_log(dir: &Path, meta: Meta) -> String {
     let written = std::fs::read_to_string(dir.join(LOG_FILE)).unwrap();
@@ -773,8 +784,27 @@ fn golden_files_read_back(meta: Meta, record: impl FnOnce(&Path) -> Vec<Msg>) {
     );
     let (applied, warnings) = recording.applied();
     assert!(warnings.is_empty(), "{warnings:?}");
-    let msgs: Vec<Msg> = applied.iter().map(|a| a.msg.clone()).collect();
+    let (pictures, msgs): (Vec<Msg>, Vec<Msg>) = applied
+        .iter()
+        .map(|a| a.msg.clone())
+        .partition(|msg| matches!(msg, Msg::Image(_)));
     assert_eq!(msgs, expected);
+    // The pictures sent come back from `frames/` where they were sent, as the app showed
+    // them.
+    let pictures: Vec<String> = pictures
+        .into_iter()
+        .filter_map(|msg| match msg {
+            Msg::Image(Ok(image)) => Some(image.name),
+            Msg::Image(Err(why)) => Some(why),
+            _ => None,
+        })
+        .collect();
+    let sent: &[&str] = if meta.format == FORMAT_VERSION {
+        &["frames/0001.jpg"]
+    } else {
+        &[]
+    };
+    assert_eq!(pictures, sent);
     golden_lines_read_back(meta.format);
 }
 

@@ -110,6 +110,11 @@ impl Recording {
                 } => user_turns += 1,
                 _ => {}
             }
+            if let Record::Send { message } = &line.record
+                && !pictures::sent(message).is_empty()
+            {
+                applied += 1;
+            }
             if let Record::Applied { audio, .. } = &line.record {
                 applied += 1;
                 if let Some(at) = audio {
@@ -286,6 +291,14 @@ impl Iterator for Steps {
                         *pcm = self.audio.samples(&at);
                     }
                     Some(Applied { t: line.t, msg })
+                }
+                // A picture sent (kept in `frames/`) is shown as the app showed it.
+                Record::Send { message } => {
+                    let shown = pictures::shown(&message, &self.audio.dir)?;
+                    Some(Applied {
+                        t: line.t,
+                        msg: Msg::Image(shown),
+                    })
                 }
                 _ => None,
             }),

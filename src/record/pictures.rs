@@ -64,6 +64,29 @@ impl PictureRef {
     }
 }
 
+/// The picture a `send` line's message showed the model, read back from recording folder
+/// `dir` as the app had it when it was sent, for a replay to show; `None` for a message without
+/// one. A picture that cannot be read back is said why.
+pub fn shown(message: &Value, dir: &Path) -> Option<Result<crate::app::ImageSent, String>> {
+    let reference = sent(message).into_iter().next()?;
+    Some(reference.read(dir).and_then(|jpeg| {
+        let size = image::ImageReader::new(std::io::Cursor::new(&jpeg))
+            .with_guessed_format()
+            .ok()
+            .and_then(|reader| reader.into_dimensions().ok());
+        let (width, height) =
+            size.ok_or_else(|| format!("{} is not a picture livetalk reads", reference.file))?;
+        Ok(crate::app::ImageSent {
+            name: reference.file.clone(),
+            file_bytes: reference.bytes,
+            width,
+            height,
+            jpeg,
+            at: std::time::Instant::now(),
+        })
+    }))
+}
+
 /// The extension of a picture file for its MIME type.
 fn extension(mime_type: &str) -> &'static str {
     match mime_type {

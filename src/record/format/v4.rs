@@ -78,6 +78,11 @@ impl<L: Iterator<Item = Line>> Applying<L> {
                 }
             }
             Record::Send { message } => {
+                // A picture sent (kept in `frames/`) is shown as the app showed it.
+                if let Some(shown) = crate::record::pictures::shown(&message, &audio.dir) {
+                    apply(Msg::Image(shown));
+                    return;
+                }
                 // Audio is in mic.wav (its `data` is a reference): such lines say nothing the
                 // app applied.
                 let Ok(message) = serde_json::from_value::<ClientMessage>(message) else {
