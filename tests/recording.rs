@@ -2183,8 +2183,8 @@ fn mock_replay_serves_the_recorded_session_and_reports_each_difference() {
         assert_eq!(extra.reason, extra_line);
     });
 /// A `check` scenario can show the model a picture before a turn (`picture`, beside the
-/// scenario): it is sent as `/image` sends it, and the demo model answers "what do you see?"
-/// from it; one that cannot be read fails that turn with the picture's own words.
+/// scenario), or a folder of frames: it is sent as `/image` sends it, and the demo model
+/// answers "what do you see?" from it (a folder's last); one that cannot be read fails that turn with the picture's own words.
 #[test]
 fn check_shows_a_picture_on_a_turn() {
     let scratch = tempfile::tempdir().unwrap();
@@ -2208,6 +2208,19 @@ fn check_shows_a_picture_on_a_turn() {
         "{}",
         run.stdout
     );
+
+    // A folder of frames: each shown in name order, the model sees the last.
+    let frames = scratch.path().join("frames");
+    std::fs::create_dir(&frames).unwrap();
+    png_file(&frames.join("01.png"), 320, 200, [220, 30, 30]);
+    png_file(&frames.join("02.png"), 640, 400, [30, 200, 60]);
+    std::fs::write(
+        &scenario,
+        "[[turn]]\npicture = \"frames\"\nsay = \"What do you see?\"\n[turn.expect]\nreply_contains = [\"640 by 400\", \"mostly green\"]\n",
+    )
+    .unwrap();
+    let run = check(scratch.path(), &["check", scenario.to_str().unwrap()]);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
 
     std::fs::write(
         &scenario,

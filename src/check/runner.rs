@@ -81,7 +81,7 @@ pub async fn run(scenario: &Scenario, settings: &Settings) -> anyhow::Result<Run
             continue;
         }
         if let Some(picture) = &turn.picture
-            && let Err(why) = session.show(picture, settings.turn_timeout).await
+            && let Err(why) = session.show_all(picture, settings.turn_timeout).await
         {
             results.push(TurnResult {
                 incomplete: Some(why),
@@ -276,6 +276,20 @@ impl Drive<'_> {
                 }
             }
         }
+    }
+
+    /// Shows the model a picture, or each picture of a folder (its PNG and JPEG files in name
+    /// order, as `--video` takes them) one after another: the model sees the last.
+    async fn show_all(&mut self, path: &std::path::Path, limit: Duration) -> Result<(), String> {
+        let pictures = if path.is_dir() {
+            crate::engine::folder_frames(path)?
+        } else {
+            vec![path.to_path_buf()]
+        };
+        for picture in &pictures {
+            self.show(picture, limit).await?;
+        }
+        Ok(())
     }
 
     /// Shows the model a picture as `/image` does, and waits until it is sent (and, where the

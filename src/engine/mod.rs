@@ -13,6 +13,7 @@ pub mod launch;
 mod media;
 pub mod picture;
 mod screen;
+pub(crate) use screen::folder_frames;
 mod session;
 mod tools;
 mod wiretap;

@@ -248,8 +248,8 @@ pub(super) fn differs(a: &RgbImage, b: &RgbImage) -> bool {
     total as f64 / values as f64 >= CHANGED_AT_LEAST
 }
 
-/// The PNG and JPEG files of a `--video` folder, in name order.
-fn folder_frames(folder: &Path) -> Result<Vec<PathBuf>, String> {
+/// The PNG and JPEG files of a `--video` folder (or a `check` turn's), in name order.
+pub(crate) fn folder_frames(folder: &Path) -> Result<Vec<PathBuf>, String> {
     let entries = std::fs::read_dir(folder)
         .map_err(|e| format!("the video folder {} cannot be read: {e}", folder.display()))?;
     let mut files: Vec<PathBuf> = entries
