@@ -115,4 +115,4 @@ pub use scenario::{Fault, FaultAction, Moment, Scenario, ScenarioError};
 pub use server::{
     MAX_SPEED, MIN_SPEED, MockOptions, MockServer, StartError, TlsFiles, tls_acceptor,
 };
-pub use state::{MockState, PictureReceived};
+pub use state::{MockState, PICTURES_KEPT, PictureReceived};

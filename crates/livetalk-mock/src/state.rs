@@ -30,9 +30,14 @@ pub struct MockState {
     pub(crate) accepted: AtomicU32,
     /// What each `setup` declared, in the order they came.
     pub(crate) declared: Mutex<Vec<Declared>>,
-    /// The pictures clients showed (`realtimeInput.video`), in the order they came.
-    pub(crate) pictures: Mutex<Vec<PictureReceived>>,
+    /// The pictures clients showed (`realtimeInput.video`), in the order they came: the newest
+    /// [`PICTURES_KEPT`], so a server left running for days holds a bounded list.
+    pub(crate) pictures: Mutex<std::collections::VecDeque<PictureReceived>>,
 }
+
+/// How many of the pictures clients showed a server keeps for [`MockState::pictures`] (the
+/// newest): over an hour of a screen shared at a frame a second.
+pub const PICTURES_KEPT: usize = 4_096;
 
 /// A picture a client showed the model (a `realtimeInput.video` frame), as the demo model
 /// made it out, and when it came: what a test checks a client sent, on the server's side.
@@ -107,12 +112,15 @@ impl MockState {
         self.declared().push(declared);
     }
 
-    /// The pictures clients showed so far (`realtimeInput.video` frames), in order.
+    /// The pictures clients showed so far (`realtimeInput.video` frames), in order: the
+    /// newest [`PICTURES_KEPT`].
     pub fn pictures(&self) -> Vec<PictureReceived> {
         self.pictures
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// Records a picture a client showed, as the model made it out.
@@ -125,13 +133,40 @@ impl MockState {
             } => (Some((width, height)), colour),
             Seen::Unreadable => (None, String::new()),
         };
-        self.pictures
+        let mut pictures = self
+            .pictures
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(PictureReceived {
-                at: Instant::now(),
-                size,
-                colour,
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if pictures.len() >= PICTURES_KEPT {
+            pictures.pop_front();
+        }
+        pictures.push_back(PictureReceived {
+            at: Instant::now(),
+            size,
+            colour,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pictures_kept_are_the_newest_and_bounded() {
+        let state = MockState::default();
+        for width in 0..=PICTURES_KEPT as u32 {
+            state.record_picture(Seen::Picture {
+                width,
+                height: 1,
+                colour: "red".to_owned(),
             });
+        }
+        state.record_picture(Seen::Unreadable);
+        let pictures = state.pictures();
+        assert_eq!(pictures.len(), PICTURES_KEPT);
+        assert_eq!(pictures[0].size, Some((2, 1)), "the oldest went first");
+        let last = pictures.last().unwrap();
+        assert_eq!((last.size, last.colour.as_str()), (None, ""));
     }
 }
