@@ -2182,9 +2182,12 @@ fn mock_replay_serves_the_recorded_session_and_reports_each_difference() {
         assert_eq!(extra.code, 1008);
         assert_eq!(extra.reason, extra_line);
     });
+}
+
 /// A `check` scenario can show the model a picture before a turn (`picture`, beside the
 /// scenario), or a folder of frames: it is sent as `/image` sends it, and the demo model
-/// answers "what do you see?" from it (a folder's last); one that cannot be read fails that turn with the picture's own words.
+/// answers "what do you see?" from it (a folder's last); one that cannot be read fails that
+/// turn with the picture's own words.
 #[test]
 fn check_shows_a_picture_on_a_turn() {
     let scratch = tempfile::tempdir().unwrap();
@@ -2234,9 +2237,8 @@ fn check_shows_a_picture_on_a_turn() {
 
 /// A picture shown to the model is recorded as a file (`frames/0001.jpg`) that the `send` line
 /// refers to, never as base64 in `session.jsonl`; `inspect` counts it; a replay shows it where it
-/// was sent; `check` of the recording
-/// shows it again before the turn that followed it; the scenario written from the recording
-/// keeps it beside itself and passes.
+/// was sent; `check` of the recording shows it again before the turn that followed it; the
+/// scenario written from the recording keeps it beside itself and passes.
 #[test]
 fn a_recording_keeps_the_pictures_sent_as_files_and_check_shows_them_again() {
     let scratch = tempfile::tempdir().unwrap();
