@@ -2747,9 +2747,11 @@ async fn a_bridged_session_that_gave_up_is_opened_again_by_the_users_retry() {
             let hello = socket.next().await.unwrap().unwrap();
             let hello: Value = serde_json::from_str(hello.to_text().unwrap()).unwrap();
             assert_eq!(hello["type"], "CONNECT_GEMINI", "{hello}");
+            // Counted before the answer goes: once it has, the app may be up and the test
+            // looking before this task runs again.
+            opened_tx.send(nth).unwrap();
             let ready = json!({"type": "SETUP_COMPLETE", "payload": {"success": true}});
             socket.send(Message::text(ready.to_string())).await.unwrap();
-            opened_tx.send(nth).unwrap();
             if nth == 0 {
                 // Gone without a word.
                 drop(socket);
