@@ -263,18 +263,25 @@ fn push_bounded<T>(list: &mut VecDeque<T>, item: T, max: usize) {
 
 /// Draws the view.
 pub fn draw(frame: &mut Frame<'_>, view: &View) {
-    let [header, body, footer] = Layout::vertical([
-        Constraint::Length(view.header.len() as u16 + 2),
-        Constraint::Min(3),
-        Constraint::Length(1),
-    ])
-    .areas(frame.area());
+    // The header is wrapped here, not cut: its lines name the address and the certificate's
+    // path, which a user copies, and the newest note must not fall below the box.
+    let inner = usize::from(frame.area().width.saturating_sub(2));
     let head: Vec<Line> = view
         .header
         .iter()
         .chain(view.notes.iter().rev().take(1))
-        .map(|l| Line::raw(excerpt::one_line(l, 400)))
+        .flat_map(|l| {
+            let text = excerpt::one_line(l, 400);
+            crate::ui::wrap::wrap(Vec::new(), &[(text, Style::default())], inner)
+        })
         .collect();
+    let rows = (head.len() as u16).min(frame.area().height / 2) + 2;
+    let [header, body, footer] = Layout::vertical([
+        Constraint::Length(rows),
+        Constraint::Min(3),
+        Constraint::Length(1),
+    ])
+    .areas(frame.area());
     frame.render_widget(
         Paragraph::new(head).block(
             Block::default()
@@ -498,6 +505,23 @@ mod tests {
             text.push('\n');
         }
         text
+    }
+
+    #[test]
+    fn the_header_wraps_a_long_certificate_path_and_keeps_the_newest_note_in_view() {
+        let path = format!(
+            "/root/.local/share/livetalk/proxy-tls/127.0.0.1/{}cert.pem",
+            "x/".repeat(40)
+        );
+        let mut view = View::new(vec![
+            "livetalk proxy listening on 127.0.0.1:9100".into(),
+            format!("livetalk proxy: made a self-signed certificate for 127.0.0.1: {path}"),
+        ]);
+        view.notes.push_back("the newest note".into());
+        let shown: String = screen(&view).lines().collect();
+        // The path's tail and the note both stand somewhere on the screen (wrapped, not cut).
+        assert!(shown.contains("cert.pem"), "{shown}");
+        assert!(shown.contains("the newest note"), "{shown}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ mod theme;
 mod tool_list;
 mod tool_log;
 mod transcript;
-mod wrap;
+pub(crate) mod wrap;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Position, Rect};
