@@ -235,6 +235,11 @@ pub struct SessionFlags {
     /// stops it. /screen shares the screen instead.
     #[arg(long, value_name = "PATH")]
     pub video: Option<PathBuf>,
+    /// How the terminal UI draws the picture the model was shown (the preview pane): auto
+    /// (ask the terminal: kitty, sixel or iTerm2 graphics, else half-blocks; default, or
+    /// terminal.graphics), kitty, sixel, iterm2, halfblocks, or off (no preview).
+    #[arg(long, value_name = "MODE")]
+    pub graphics: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -284,6 +289,7 @@ impl SessionFlags {
             mcp: self.mcp.clone(),
             search: self.search,
             video: self.video.clone(),
+            graphics: self.graphics.clone(),
         }
     }
 }

@@ -12,6 +12,7 @@ mod pricing;
 mod recording;
 mod route;
 mod session;
+mod terminal;
 mod tools;
 
 use std::collections::BTreeMap;
@@ -36,6 +37,7 @@ pub use flags::FlagOverrides;
 pub use recording::RecordTo;
 pub use route::{Route, RouteKind, Vertex, bridge_host};
 pub use session::BridgeTransport;
+pub use terminal::Graphics;
 
 // Names the configuration tests (`tests.rs`, `use super::*`) read as they always have.
 #[cfg(test)]
@@ -99,6 +101,8 @@ pub struct Settings {
     pub mcp_servers: Vec<ServerSpec>,
     /// `--video PATH`: a folder of frames shared with the model from the session's start.
     pub video: Option<PathBuf>,
+    /// How the terminal UI draws pictures (`--graphics`, `terminal.graphics`).
+    pub graphics: Graphics,
 }
 
 /// The key of a [`ConfigError`] whose problem is the whole sentence: a file that could not
@@ -175,6 +179,7 @@ impl Settings {
             audio,
             tools,
             pricing,
+            graphics,
             ..
         } = merged;
         Ok(Settings {
@@ -206,6 +211,7 @@ impl Settings {
             mcp_servers: tools.mcp_servers.into_values().collect(),
             pricing: PriceBook::default(),
             video: flags.video.clone(),
+            graphics,
         }
         .priced(pricing.0))
     }
@@ -311,6 +317,7 @@ struct Merged {
     tools: ToolChoice,
     record: RecordChoice,
     pricing: PriceChoice,
+    graphics: Graphics,
 }
 
 impl Merged {
@@ -337,6 +344,9 @@ impl Merged {
         }
         if let Some(a) = layer.audio {
             audio::apply(&mut self.audio, a, source)?;
+        }
+        if let Some(graphics) = layer.terminal.and_then(|t| t.graphics) {
+            self.graphics = terminal::graphics(&graphics, source)?;
         }
         if let Some(r) = layer.record {
             self.record.apply(r);

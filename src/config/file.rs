@@ -32,6 +32,7 @@ pub(super) struct FileLayer {
     pub(super) session: Option<SessionLayer>,
     pub(super) record: Option<RecordLayer>,
     pub(super) audio: Option<AudioLayer>,
+    pub(super) terminal: Option<TerminalLayer>,
     pub(super) mcp_servers: Option<BTreeMap<String, McpServerLayer>>,
     pub(super) pricing: Option<BTreeMap<String, PriceOverride>>,
 }
@@ -79,6 +80,13 @@ pub(super) struct AudioLayer {
     pub(super) noise_suppression: Option<bool>,
     pub(super) push_to_talk: Option<bool>,
     pub(super) output_wav_max_mb: Option<u64>,
+}
+
+/// `[terminal]`: how the terminal UI draws.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TerminalLayer {
+    pub(super) graphics: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -54,6 +54,8 @@ pub struct FlagOverrides {
     pub search: bool,
     /// `--video PATH`: a folder of frames shared from the session's start.
     pub video: Option<PathBuf>,
+    /// `--graphics MODE`, as given.
+    pub graphics: Option<String>,
 }
 
 /// The environment and then the flags over what the files said, in the order they were always
@@ -181,6 +183,9 @@ fn audio_and_transport(
     }
     if let Some(echo) = &flags.echo {
         audio.echo = echo_mode(echo, "flag --echo")?;
+    }
+    if let Some(graphics) = &flags.graphics {
+        merged.graphics = super::terminal::graphics(graphics, "flag --graphics")?;
     }
     if flags.no_audio {
         audio.devices = false;

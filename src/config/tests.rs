@@ -814,3 +814,33 @@ fn google_search_comes_from_the_tools_table_or_the_flag() {
         "the key is named: {error}"
     );
 }
+
+#[test]
+fn graphics_come_from_the_terminal_table_and_the_flag_and_a_bad_value_is_one_clear_error() {
+    use super::Graphics;
+    let empty = config_file("");
+    let s = Settings::resolve(&with_file(&empty), &env_of(&[])).unwrap();
+    assert_eq!(s.graphics, Graphics::Auto, "the default asks the terminal");
+    let file = config_file("[terminal]\ngraphics = \"sixel\"\n");
+    let s = Settings::resolve(&with_file(&file), &env_of(&[])).unwrap();
+    assert_eq!(s.graphics, Graphics::Sixel);
+    let flags = FlagOverrides {
+        graphics: Some("Kitty".into()),
+        ..with_file(&file)
+    };
+    let s = Settings::resolve(&flags, &env_of(&[])).unwrap();
+    assert_eq!(s.graphics, Graphics::Kitty, "the flag wins, in any casing");
+    let bad = config_file("[terminal]\ngraphics = \"png\"\n");
+    let e = Settings::resolve(&with_file(&bad), &env_of(&[])).unwrap_err();
+    assert_eq!(e.key, "terminal.graphics");
+    assert_eq!(
+        e.problem,
+        "\"png\" is not one of auto, kitty, sixel, iterm2, halfblocks, off"
+    );
+    let flags = FlagOverrides {
+        graphics: Some("blocks".into()),
+        ..with_file(&empty)
+    };
+    let e = Settings::resolve(&flags, &env_of(&[])).unwrap_err();
+    assert_eq!(e.origin, "flag --graphics");
+}
