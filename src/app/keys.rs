@@ -680,6 +680,7 @@ impl App {
                 match screen_command(&input.take()) {
                     Some("events") => self.toggle_inspector(),
                     Some("tools") => self.view.popup = Some(Popup::Tools { selected: 0 }),
+                    Some("preview") => self.toggle_preview(),
                     _ => self.toggle_help(),
                 }
             }

@@ -39,7 +39,7 @@ pub use msg::{
     Effect, FileEffect, ImageSent, MediaEffect, Msg, ReplayEffect, ReplayProgress, ScreenEffect,
     ScreenNews, SessionEffect, ShareSource, ToolEffect,
 };
-pub use screen::{Sharing, VIDEO_MINUTES_UNCOMPRESSED};
+pub use screen::{Previewed, Sharing, VIDEO_MINUTES_UNCOMPRESSED};
 pub use session::{Badge, ConnectionState};
 pub use slash::{
     Argument, Completion, ESCAPED_SLASH, MODEL_IDS, SLASH_COMMANDS, SlashCommand, complete,
@@ -223,6 +223,11 @@ pub struct App {
     /// When the last picture or frame was sent: the demo model answers a picture only when
     /// none came shortly before it.
     last_picture_at: Option<std::time::Instant>,
+    /// The last picture `/image` sent, while it is the newest picture the model was shown (a
+    /// share's next frame takes its place in the preview).
+    picture_shown: Option<ImageSent>,
+    /// `/preview` hid the preview pane (until the next share or picture).
+    preview_hidden: bool,
 }
 
 /// A recording's folder as the status line names it: its last part (`bug-1234`), which
@@ -314,6 +319,8 @@ impl App {
             frames_sent: 0,
             video: init.video,
             last_picture_at: None,
+            picture_shown: None,
+            preview_hidden: false,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Sharing the screen with the model: `/screen [NAME]` and `--video PATH` start a share, `/screen`
 //! again or `/stop` ends it; each frame the screen part found changed is sent as
-//! `realtimeInput.video` while the session is open, counted, and kept for the preview.
+//! `realtimeInput.video` while the session is open, counted, and kept for the preview; what
+//! the preview pane shows (the newest picture the model was shown) and `/preview`.
 
 use std::time::Instant;
 
@@ -73,7 +74,60 @@ impl Sharing {
     }
 }
 
+/// What the preview pane shows: the newest picture the model was shown.
+#[derive(Debug, Clone, Copy)]
+pub enum Previewed<'a> {
+    /// The share going on, and the last frame it sent.
+    Share(&'a Sharing, &'a ImageSent),
+    /// The picture `/image` sent last.
+    Image(&'a ImageSent),
+}
+
+impl Previewed<'_> {
+    /// The picture itself.
+    pub fn picture(&self) -> &ImageSent {
+        match self {
+            Previewed::Share(_, frame) => frame,
+            Previewed::Image(image) => image,
+        }
+    }
+}
+
 impl App {
+    /// What the preview pane shows, if anything: the newest picture sent (a share's last
+    /// frame, or the last `/image` picture), unless `/preview` hid it.
+    pub fn preview(&self) -> Option<Previewed<'_>> {
+        if self.preview_hidden {
+            return None;
+        }
+        if let Some(image) = &self.picture_shown {
+            return Some(Previewed::Image(image));
+        }
+        let sharing = self.sharing.as_ref()?;
+        Some(Previewed::Share(sharing, sharing.last.as_ref()?))
+    }
+
+    /// `/preview`: hides the preview pane, or shows it again.
+    pub(super) fn toggle_preview(&mut self) {
+        let hidden = self.preview_hidden;
+        self.preview_hidden = false;
+        if self.preview().is_none() {
+            self.notice(
+                NoticeLevel::Info,
+                "Nothing to preview: the picture the model sees (/screen, /image) shows here."
+                    .to_owned(),
+            );
+            return;
+        }
+        self.preview_hidden = !hidden;
+    }
+
+    /// A picture `/image` sent: the preview shows it (again, if `/preview` hid it).
+    pub(super) fn preview_picture(&mut self, image: ImageSent) {
+        self.picture_shown = Some(image);
+        self.preview_hidden = false;
+    }
+
     /// The share going on, if any.
     pub fn sharing(&self) -> Option<&Sharing> {
         self.sharing.as_ref()
@@ -106,6 +160,8 @@ impl App {
             return Vec::new();
         }
         self.shares += 1;
+        // A new share is shown in the preview, even where `/preview` hid the last one.
+        self.preview_hidden = false;
         self.sharing = Some(Sharing {
             share: self.shares,
             source: source.clone(),
@@ -183,6 +239,8 @@ impl App {
                 sharing.last_at = Some(at);
                 let jpeg = frame.jpeg.clone();
                 sharing.last = Some(frame);
+                // The preview shows this frame now (hidden still, if `/preview` hid it).
+                self.picture_shown = None;
                 self.frames_sent += 1;
                 self.last_picture_at = Some(at);
                 vec![Effect::Session(SessionEffect::SendImage(jpeg))]

@@ -95,6 +95,13 @@ pub const SLASH_COMMANDS: &[SlashCommand] = &[
         screen_only: false,
     },
     SlashCommand {
+        name: "preview",
+        argument: Argument::None,
+        placeholder: "",
+        help: "hide the preview of what the model sees (the last frame or picture sent), or show it again",
+        screen_only: true,
+    },
+    SlashCommand {
         name: "tools",
         argument: Argument::None,
         placeholder: "",
@@ -430,6 +437,9 @@ impl App {
             // The terminal UI opens these itself; a line of input elsewhere has no screen.
             SlashLine::Screen(name) => {
                 let what = match name {
+                    "preview" => {
+                        "The preview of what the model sees is part of the terminal UI (/preview there)."
+                    }
                     "tools" => "The tool list is part of the terminal UI (F8 or /tools there).",
                     _ => "The event inspector is part of the terminal UI (F12 or /events there).",
                 };
@@ -469,6 +479,7 @@ impl App {
             return Vec::new();
         }
         self.fold_user_speech();
+        self.preview_picture(image.clone());
         self.transcript.push(Entry::Image {
             name: image.name,
             file_bytes: image.file_bytes,

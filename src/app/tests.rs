@@ -2749,3 +2749,44 @@ fn the_demo_model_is_awaited_for_a_lone_picture_not_for_a_frame_of_a_stream() {
     );
     assert!(!app.ready_for_user(), "alone again");
 }
+
+/// What the preview shows: the newest picture sent, a share's frame replacing an `/image`
+/// picture; `/preview` hides it until a new share or picture, not for the next frame.
+#[test]
+fn the_preview_shows_the_newest_picture_and_preview_hides_it() {
+    let shown = |app: &App| {
+        app.preview().map(|p| match p {
+            crate::app::Previewed::Share(_, frame) => format!("share {}", frame.name),
+            crate::app::Previewed::Image(image) => format!("image {}", image.name),
+        })
+    };
+    let preview = |app: &mut App| {
+        type_text(app, "/preview");
+        press(app, crossterm::event::KeyCode::Enter);
+    };
+    let mut app = connected_app();
+    assert_eq!(shown(&app), None);
+    preview(&mut app);
+    assert!(
+        app.notices
+            .last()
+            .is_some_and(|n| n.text.starts_with("Nothing to preview"))
+    );
+    app.update(Msg::UserText("/image leaf.png".into()));
+    app.update(Msg::Image(Ok(picture("leaf.png"))));
+    assert_eq!(shown(&app).as_deref(), Some("image leaf.png"));
+    app.update(Msg::UserText("/screen".into()));
+    // Until the share sends a frame, the picture stays.
+    assert_eq!(shown(&app).as_deref(), Some("image leaf.png"));
+    let t0 = std::time::Instant::now();
+    app.update(frame_of(1, t0));
+    assert_eq!(shown(&app).as_deref(), Some("share screen"));
+    preview(&mut app);
+    assert_eq!(shown(&app), None);
+    app.update(frame_of(1, t0 + std::time::Duration::from_secs(1)));
+    assert_eq!(shown(&app), None, "the next frame does not undo /preview");
+    preview(&mut app);
+    assert_eq!(shown(&app).as_deref(), Some("share screen"));
+    app.update(Msg::UserText("/stop".into()));
+    assert_eq!(shown(&app), None, "a stopped share is not previewed");
+}
