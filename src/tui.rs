@@ -29,13 +29,13 @@ use tracing::error;
 
 use crate::app::{App, ConnectionState, Effect, Msg};
 use crate::audio::{Audio, AudioOptions, AudioWorker};
-use crate::config::Settings;
+use crate::config::{Graphics, Settings};
 use crate::driver::{Presenter, Source, drive};
 use crate::engine::launch;
 use crate::output::StderrRedirect;
 use crate::record::Recording;
 use crate::record::replay::{Pacing, Replay, initial_app};
-use crate::ui;
+use crate::ui::{self, Pictures};
 
 /// Frames are drawn at most this often; bursts of events are coalesced into one frame.
 const FRAME_INTERVAL: Duration = Duration::from_millis(16);
@@ -58,7 +58,7 @@ pub fn terminal_available() -> bool {
 /// code: 0 unless the session failed or was lost.
 pub async fn run(settings: Settings, log_path: Option<&Path>) -> anyhow::Result<u8> {
     let (mut app, mut engine) = launch(&settings, log_path, crate::tools::Decider::Person).await?;
-    on_the_terminal(&mut app, &mut engine, log_path).await?;
+    on_the_terminal(&mut app, &mut engine, log_path, settings.graphics).await?;
     let lost = app.is_finished() && !app.ended_cleanly();
     if lost && let ConnectionState::Disconnected { reason } = app.connection() {
         crate::output::err(&format!("livetalk: {reason}"));
@@ -102,7 +102,7 @@ pub async fn replay(
         replay.play_on(AudioWorker::new(speaker, feeds));
     }
     let mut app = initial_app(&recording, log_path, replay.total());
-    on_the_terminal(&mut app, &mut replay, log_path).await?;
+    on_the_terminal(&mut app, &mut replay, log_path, Graphics::Auto).await?;
     for warning in &warnings {
         crate::output::err(&format!("livetalk: warning: {warning}"));
     }
@@ -114,11 +114,17 @@ async fn on_the_terminal<S: Source>(
     app: &mut App,
     source: &mut S,
     log_path: Option<&Path>,
+    graphics: Graphics,
 ) -> anyhow::Result<()> {
     let guard = TerminalGuard::enter(log_path)?;
-    let mut screen =
-        Screen::new(guard.terminal()?, EventStream::new()).with_signals(QuitSignals::new()?);
+    // The terminal is asked before anything reads its input, so its answer is not taken for keys.
+    let pictures = pictures_for(graphics);
+    let mut screen = Screen::new(guard.terminal()?, EventStream::new())
+        .with_signals(QuitSignals::new()?)
+        .with_pictures(pictures);
     let ran = drive(app, source, &mut screen).await;
+    // No picture outlives the screen it was drawn on.
+    screen.hide_pictures();
     drop(screen);
     drop(guard);
     ran
@@ -135,12 +141,88 @@ pub async fn run_on<S, B, E>(
 ) -> anyhow::Result<()>
 where
     S: Source,
-    B: Backend + Clipboard,
+    B: Backend + Clipboard + Graphic,
     E: Stream<Item = io::Result<Event>> + Unpin,
 {
     let mut screen = Screen::new(terminal, events);
     screen.frames = frames;
     drive(app, source, &mut screen).await
+}
+
+/// How long the terminal has to say which graphics it draws before half-blocks are used.
+const GRAPHICS_QUERY_DEADLINE: Duration = Duration::from_millis(500);
+
+/// The graphics the preview is drawn with: the one `graphics` names, or for `auto` the one the
+/// terminal says it has (asked under [`GRAPHICS_QUERY_DEADLINE`], while in raw mode and before
+/// the event stream reads the terminal). Inside tmux, which passes graphics through only when
+/// told to, and where the terminal does not answer in time: half-blocks.
+fn pictures_for(graphics: Graphics) -> Pictures {
+    use ratatui_image::picker::{Picker, ProtocolType, cap_parser::QueryStdioOptions};
+    let forced = |protocol| Pictures::new(protocol, cell_pixels());
+    match graphics {
+        Graphics::Off => Pictures::off(),
+        Graphics::Halfblocks => forced(ProtocolType::Halfblocks),
+        Graphics::Kitty => forced(ProtocolType::Kitty),
+        Graphics::Sixel => forced(ProtocolType::Sixel),
+        Graphics::Iterm2 => forced(ProtocolType::Iterm2),
+        Graphics::Auto if inside_tmux() => forced(ProtocolType::Halfblocks),
+        Graphics::Auto => {
+            let options = QueryStdioOptions {
+                timeout: GRAPHICS_QUERY_DEADLINE,
+                ..QueryStdioOptions::default()
+            };
+            match Picker::from_query_stdio_with_options(options) {
+                Ok(picker) => Pictures::new(picker.protocol_type(), picker.font_size()),
+                Err(e) => {
+                    tracing::info!(
+                        "the terminal did not say which graphics it has ({e}): half-blocks"
+                    );
+                    forced(ProtocolType::Halfblocks)
+                }
+            }
+        }
+    }
+}
+
+/// True inside tmux (or screen), by the environment it gives its panes.
+fn inside_tmux() -> bool {
+    let var = |name| std::env::var(name).unwrap_or_default();
+    !var("TMUX").is_empty()
+        || var("TERM").starts_with("tmux")
+        || var("TERM").starts_with("screen")
+        || var("TERM_PROGRAM") == "tmux"
+}
+
+/// A character cell in pixels, as the terminal reports its window (zero where it does not).
+fn cell_pixels() -> ratatui_image::FontSize {
+    match crossterm::terminal::window_size() {
+        Ok(size) if size.columns > 0 && size.rows > 0 => {
+            ratatui_image::FontSize::new(size.width / size.columns, size.height / size.rows)
+        }
+        _ => ui::HALF_BLOCK_CELL,
+    }
+}
+
+/// A terminal pictures are drawn on: what no cell shows any more is deleted from it (kitty
+/// keeps an image's pixels until told to let them go).
+pub trait Graphic {
+    fn delete_images(&mut self, kitty_ids: &[u32]) -> io::Result<()>;
+}
+
+impl<W: io::Write> Graphic for CrosstermBackend<W> {
+    fn delete_images(&mut self, kitty_ids: &[u32]) -> io::Result<()> {
+        for id in kitty_ids {
+            // `d=I`: the image and its pixels, by id; `q=2`: no answer.
+            write!(self, "\x1b_Ga=d,d=I,i={id},q=2\x1b\\")?;
+        }
+        io::Write::flush(self)
+    }
+}
+
+impl Graphic for TestBackend {
+    fn delete_images(&mut self, _kitty_ids: &[u32]) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A terminal the clipboard is reached through. The real one takes OSC 52, which the local
@@ -179,6 +261,8 @@ struct Screen<B: Backend, E> {
     second: tokio::time::Interval,
     quit: Option<QuitSignals>,
     frames: Option<mpsc::UnboundedSender<Buffer>>,
+    /// The preview's picture, encoded for this terminal.
+    pictures: Pictures,
     animating: bool,
     counting: bool,
     dirty: bool,
@@ -200,6 +284,7 @@ impl<B: Backend, E> Screen<B, E> {
             second,
             quit: None,
             frames: None,
+            pictures: Pictures::off(),
             animating: false,
             counting: false,
             dirty: true,
@@ -211,11 +296,34 @@ impl<B: Backend, E> Screen<B, E> {
         self.quit = Some(quit);
         self
     }
+
+    fn with_pictures(mut self, pictures: Pictures) -> Self {
+        self.pictures = pictures;
+        self
+    }
+}
+
+impl<B: Backend + Graphic, E> Screen<B, E> {
+    /// Deletes from the terminal the pictures no cell shows any more.
+    fn delete_retired_pictures(&mut self) {
+        let retired = self.pictures.take_retired();
+        if !retired.is_empty()
+            && let Err(e) = self.terminal.backend_mut().delete_images(&retired)
+        {
+            error!("deleting pictures from the terminal failed: {e}");
+        }
+    }
+
+    /// The screen is left: its picture with it.
+    fn hide_pictures(&mut self) {
+        self.pictures.hide();
+        self.delete_retired_pictures();
+    }
 }
 
 impl<B, E> Presenter for Screen<B, E>
 where
-    B: Backend + Clipboard,
+    B: Backend + Clipboard + Graphic,
     E: Stream<Item = io::Result<Event>> + Unpin,
 {
     fn show(&mut self, app: &App) -> anyhow::Result<Option<Msg>> {
@@ -227,13 +335,15 @@ where
         self.dirty = false;
         self.next_frame = now + FRAME_INTERVAL;
         let mut layout = None;
+        let pictures = &mut self.pictures;
         let frame = self
             .terminal
-            .draw(|frame| layout = Some(ui::draw(frame, app)))
+            .draw(|frame| layout = Some(ui::draw_with(frame, app, pictures)))
             .map_err(|e| anyhow::anyhow!("drawing the terminal UI: {e}"))?;
         if let Some(frames) = &self.frames {
             let _ = frames.send(frame.buffer.clone());
         }
+        self.delete_retired_pictures();
         Ok(layout
             .filter(|layout| *layout != app.view().layout)
             .map(Msg::Layout))

@@ -5,6 +5,7 @@ mod audio_panel;
 mod devices;
 mod inspector;
 mod links;
+mod preview;
 mod session_panel;
 mod theme;
 mod tool_list;
@@ -18,6 +19,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 use unicode_width::UnicodeWidthStr;
 
+pub use preview::{HALF_BLOCK_CELL, Pictures};
 pub use theme::Theme;
 
 use crate::app::{
@@ -49,8 +51,14 @@ const TOOL_LOG_MIN_BODY: u16 = 12;
 /// A notice takes at most this many rows; the rest of a longer one is cut at a word, with "…".
 const NOTICE_MAX_ROWS: u16 = 4;
 
-/// Draws the whole screen and says where things went.
+/// Draws the whole screen and says where things went, with no preview pane.
 pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
+    draw_with(frame, app, &mut Pictures::off())
+}
+
+/// Draws the whole screen, the preview pane's picture in the graphics of `pictures` (which
+/// keeps it encoded between frames), and says where things went.
+pub fn draw_with(frame: &mut Frame, app: &App, pictures: &mut Pictures) -> ScreenLayout {
     let theme = Theme::new(app.view().no_color).with_links(app.view().hyperlinks);
     let full = frame.area();
     let mut layout = ScreenLayout {
@@ -59,6 +67,7 @@ pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
         ..ScreenLayout::default()
     };
     if full.width < MIN_WIDTH || full.height < MIN_HEIGHT {
+        pictures.hide();
         draw_too_small(frame, full, theme);
         return layout;
     }
@@ -88,7 +97,8 @@ pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
     draw_status(frame, status, app, theme);
     let show_devices = app.view().show_devices && !app.devices().is_empty();
     if body.height < TOOL_LOG_MIN_BODY {
-        let (inner, rows) = transcript::draw(frame, body, app, theme);
+        let conversation = preview::beside(frame, body, app, theme, pictures);
+        let (inner, rows) = transcript::draw(frame, conversation, app, theme);
         layout.transcript = area(inner);
         layout.transcript_rows = rows;
     } else if full.width >= WIDE_LAYOUT_MIN_WIDTH {
@@ -112,6 +122,7 @@ pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
         } else {
             top
         };
+        let conversation = preview::beside(frame, conversation, app, theme, pictures);
         let (inner, rows) = transcript::draw(frame, conversation, app, theme);
         layout.transcript = area(inner);
         layout.transcript_rows = rows;
@@ -120,6 +131,7 @@ pub fn draw(frame: &mut Frame, app: &App) -> ScreenLayout {
         let strip_rows = 7.min(body.height / 2);
         let [conversation, strip] =
             Layout::vertical([Constraint::Min(3), Constraint::Length(strip_rows)]).areas(body);
+        let conversation = preview::beside(frame, conversation, app, theme, pictures);
         let (inner, rows) = transcript::draw(frame, conversation, app, theme);
         layout.transcript = area(inner);
         layout.transcript_rows = rows;

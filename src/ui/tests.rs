@@ -1664,3 +1664,83 @@ fn a_grounded_replys_sources_show_under_it_as_links_where_the_terminal_shows_the
         ]
     );
 }
+
+/// A `width`×`height` JPEG of one colour, as `/image` sends it.
+fn jpeg_picture(name: &str, width: u32, height: u32, rgb: [u8; 3]) -> crate::app::ImageSent {
+    let mut jpeg = Vec::new();
+    image::RgbImage::from_pixel(width, height, image::Rgb(rgb))
+        .write_to(
+            &mut std::io::Cursor::new(&mut jpeg),
+            image::ImageFormat::Jpeg,
+        )
+        .expect("encode a JPEG");
+    crate::app::ImageSent {
+        name: name.into(),
+        file_bytes: 2_000,
+        width,
+        height,
+        jpeg,
+        at: std::time::Instant::now(),
+    }
+}
+
+/// The preview pane in half-blocks: beside the conversation at the sizes people use, the
+/// picture's colour in its cells and its caption under it; at sizes with no room for it, and
+/// through resizes down to too small, it is not drawn and nothing panics.
+#[test]
+fn the_preview_pane_fits_the_picture_and_gives_way_on_small_screens() {
+    use ratatui::style::Color;
+    let mut app = listening();
+    app.update(Msg::UserText("/image leaf.png".into()));
+    app.update(Msg::Image(Ok(jpeg_picture(
+        "leaf.png",
+        320,
+        180,
+        [40, 180, 60],
+    ))));
+    let mut pictures = super::Pictures::new(
+        ratatui_image::picker::ProtocolType::Halfblocks,
+        super::HALF_BLOCK_CELL,
+    );
+    let green = |c: Color| matches!(c, Color::Rgb(r, g, b) if r < 60 && g > 160 && b < 80);
+    for (width, height, shown) in [
+        (120, 40, true),
+        (80, 24, true),
+        (60, 20, false),
+        (40, 10, false),
+        (10, 4, false),
+        (80, 24, true),
+    ] {
+        let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
+        terminal
+            .draw(|frame| {
+                super::draw_with(frame, &app, &mut pictures);
+            })
+            .expect("draw");
+        let buffer = terminal.backend().buffer();
+        let text = (0..height)
+            .map(|y| {
+                (0..width)
+                    .map(|x| buffer[(x, y)].symbol().to_owned())
+                    .collect::<String>()
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let cells = buffer.content().iter().filter(|c| green(c.bg)).count();
+        assert_eq!(
+            text.contains(" Preview "),
+            shown,
+            "{width}×{height}:\n{text}"
+        );
+        if shown {
+            assert!(text.contains("leaf.png · 320×180"), "{text}");
+            // 16:9 in cells of one by two pixels: about twice as many columns as rows.
+            assert!(
+                cells >= 60,
+                "{cells} green cells at {width}×{height}:\n{text}"
+            );
+        } else {
+            assert_eq!(cells, 0, "{width}×{height}");
+        }
+    }
+}
