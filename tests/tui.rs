@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::pane::Pane;
-use common::{SMART_HOME_LINES, send_signal};
+use common::{SMART_HOME_LINES, graphics, send_signal};
 
 const TURN: Duration = Duration::from_secs(30);
 
@@ -742,5 +742,160 @@ fn a_window_is_shared_from_the_terminal_ui() {
     assert_eq!(
         (pictures[0].size, pictures[0].colour.as_str()),
         (Some((640, 360)), "green")
+    );
+}
+
+/// The cells of a pane whose background is within JPEG's tolerance of `rgb`.
+fn cells_coloured(captured: &str, rgb: [u8; 3]) -> usize {
+    graphics::cell_backgrounds(captured)
+        .iter()
+        .filter(|(_, bg)| bg.is_some_and(|bg| graphics::near(bg, rgb, 12)))
+        .count()
+}
+
+/// The preview in tmux, in half-blocks (tmux passes no graphics on): a `--video` folder's second
+/// frame fills the pane's cells in its colour (its first no more), under a caption with the
+/// share's rates; `/preview` hides it and `/image` shows its picture the same way, by name.
+#[test]
+fn the_preview_shows_the_last_frame_sent_in_half_blocks_with_its_rates_and_an_image() {
+    const FIRST: [u8; 3] = [200, 40, 40];
+    const SECOND: [u8; 3] = [40, 90, 210];
+    const PICTURE: [u8; 3] = [40, 180, 60];
+    let scratch = tempfile::tempdir().unwrap();
+    let frames = scratch.path().join("frames");
+    std::fs::create_dir(&frames).unwrap();
+    common::png_file(&frames.join("0001.png"), 320, 180, FIRST);
+    common::png_file(&frames.join("0002.png"), 320, 180, SECOND);
+    common::png_file(&scratch.path().join("leaf.png"), 300, 300, PICTURE);
+    let pane = Pane::start_with(
+        scratch.path(),
+        160,
+        40,
+        &["--video", frames.to_str().unwrap()],
+        |tmux| {
+            tmux.current_dir(scratch.path());
+        },
+    );
+    let screen = pane.wait_for("the second frame's rates", TURN, |s| {
+        s.contains("sharing video · 1.0 frames/s")
+    });
+    assert!(screen.contains(" Preview "), "{screen}");
+    // The caption is drawn with the picture: the second frame is in the cells by now.
+    let coloured = pane.screen_with_colours();
+    let second = cells_coloured(&coloured, SECOND);
+    assert!(
+        second >= 100,
+        "{second} cells of the second frame's colour:\n{coloured:?}"
+    );
+    assert_eq!(
+        cells_coloured(&coloured, FIRST),
+        0,
+        "the first frame is gone"
+    );
+
+    pane.type_line("/preview");
+    pane.wait_for("the preview to hide", TURN, |s| !s.contains(" Preview "));
+    assert_eq!(cells_coloured(&pane.screen_with_colours(), SECOND), 0);
+
+    pane.type_line("/image leaf.png");
+    let screen = pane.wait_for("the picture's preview", TURN, |s| {
+        s.contains(" Preview ") && s.contains("leaf.png · 300×300")
+    });
+    let coloured = pane.screen_with_colours();
+    let picture = cells_coloured(&coloured, PICTURE);
+    assert!(
+        picture >= 100,
+        "{picture} cells of the picture's colour:\n{screen}"
+    );
+    assert_eq!(
+        cells_coloured(&coloured, SECOND),
+        0,
+        "the picture replaced the frame"
+    );
+    pane.keys("C-c");
+    let screen = pane.wait_exit(TURN);
+    assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");
+    assert_terminal_restored(&pane, &screen);
+}
+
+/// The mean colour of a decoded picture's pixels.
+fn mean(pixels: impl Iterator<Item = [u8; 3]>) -> [u8; 3] {
+    let (mut sum, mut n) = ([0u64; 3], 0u64);
+    for p in pixels {
+        for c in 0..3 {
+            sum[c] += u64::from(p[c]);
+        }
+        n += 1;
+    }
+    assert!(n > 0, "a picture with pixels");
+    sum.map(|s| u8::try_from(s / n).unwrap())
+}
+
+/// Kitty graphics, forced, in a raw terminal: the frame a `--video` folder shares is transmitted
+/// as a kitty image whose pixels, decoded, are the frame's colour; leaving deletes the image.
+#[test]
+fn the_preview_in_kitty_graphics_decodes_to_the_frames_colour() {
+    const COLOUR: [u8; 3] = [230, 120, 20];
+    let scratch = tempfile::tempdir().unwrap();
+    let frames = scratch.path().join("frames");
+    std::fs::create_dir(&frames).unwrap();
+    common::png_file(&frames.join("only.png"), 640, 360, COLOUR);
+    let mut terminal = graphics::RawTerminal::start(
+        scratch.path(),
+        120,
+        40,
+        &["--graphics", "kitty", "--video", frames.to_str().unwrap()],
+    );
+    terminal.wait_for("a kitty picture", TURN, |out| {
+        !graphics::kitty_pictures(out).is_empty()
+    });
+    terminal.keys("\x03");
+    let output = terminal.wait_exit(TURN);
+    let pictures = graphics::kitty_pictures(&output);
+    let picture = &pictures[0];
+    // 16:9 at the pane's size in cells (10×20 pixels each where the terminal says none).
+    let (w, h) = picture.pixels.dimensions();
+    assert!(w >= 100 && h >= 40 && w > h, "{w}×{h}");
+    let colour = mean(picture.pixels.pixels().map(|p| [p[0], p[1], p[2]]));
+    assert!(
+        graphics::near(colour, COLOUR, 12),
+        "decoded {colour:?}, sent {COLOUR:?}"
+    );
+    let delete = format!("\x1b_Ga=d,d=I,i={},q=2\x1b\\", picture.id);
+    assert!(
+        graphics::contains(&output, delete.as_bytes()),
+        "the image is deleted on the way out"
+    );
+}
+
+/// Sixel graphics, forced, in a raw terminal: `/image` shows its picture as a sixel image whose
+/// pixels, decoded, are the picture's colour.
+#[test]
+fn the_preview_in_sixel_graphics_decodes_to_the_pictures_colour() {
+    const COLOUR: [u8; 3] = [60, 200, 190];
+    let scratch = tempfile::tempdir().unwrap();
+    common::png_file(&scratch.path().join("teal.png"), 400, 300, COLOUR);
+    let mut terminal =
+        graphics::RawTerminal::start(scratch.path(), 120, 40, &["--graphics", "sixel"]);
+    terminal.wait_for("the session to be ready", TURN, |out| {
+        graphics::contains(out, "listening".as_bytes())
+    });
+    terminal.keys("/image teal.png\r");
+    terminal.wait_for("a sixel picture", TURN, |out| {
+        !graphics::sixel_pictures(out).is_empty()
+    });
+    terminal.keys("\x03");
+    let output = terminal.wait_exit(TURN);
+    let pictures = graphics::sixel_pictures(&output);
+    let painted = &pictures[0];
+    assert!(
+        painted.len() >= 100 * 60,
+        "{} pixels painted",
+        painted.len()
+    );
+    let colour = mean(painted.iter().copied());
+    assert!(
+        graphics::near(colour, COLOUR, 12),
+        "decoded {colour:?}, sent {COLOUR:?}"
     );
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod display;
+pub mod graphics;
 pub mod harness;
 pub mod pane;
 pub mod rig;

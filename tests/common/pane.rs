@@ -81,6 +81,11 @@ impl Pane {
         self.tmux(&["capture-pane", "-p", "-t", "lt"])
     }
 
+    /// The screen with its colours and attributes, as escape sequences (`capture-pane -e`).
+    pub fn screen_with_colours(&self) -> String {
+        self.tmux(&["capture-pane", "-e", "-p", "-t", "lt"])
+    }
+
     /// The screen and its scrollback: what the shell printed after livetalk exited.
     pub fn transcript(&self) -> String {
         self.tmux(&["capture-pane", "-p", "-S", "-", "-t", "lt"])
