@@ -531,9 +531,10 @@ fn an_image_reaches_the_demo_model_which_names_its_colour() {
     std::fs::create_dir(&pictures).unwrap();
     common::png_file(&pictures.join("sunset-red.png"), 2048, 1536, [210, 30, 25]);
     let rec = scratch.path().join("rec");
+    // Wide enough for the answer on one line beside the picture's preview.
     let pane = Pane::start_with(
         scratch.path(),
-        120,
+        160,
         40,
         &["--record", rec.to_str().unwrap()],
         |tmux| {
@@ -692,9 +693,10 @@ fn a_window_is_shared_from_the_terminal_ui() {
     let _window =
         common::display::SolidWindow::open(&xvfb.display, 640, 360, [40, 190, 60], "Green Room");
     let display = xvfb.display.clone();
+    // Wide enough for the transcript's lines beside the window's preview.
     let pane = Pane::start_with(
         scratch.path(),
-        120,
+        160,
         40,
         &["--endpoint", &mock.url],
         |tmux| {
@@ -753,6 +755,15 @@ fn cells_coloured(captured: &str, rgb: [u8; 3]) -> usize {
         .count()
 }
 
+/// The pane's cells show a picture of colour `shown` (a hundred cells at least: a preview, not
+/// a stray cell) and none of colour `gone`.
+fn assert_previewed(pane: &Pane, shown: [u8; 3], gone: [u8; 3]) {
+    let coloured = pane.screen_with_colours();
+    let cells = cells_coloured(&coloured, shown);
+    assert!(cells >= 100, "{cells} cells of {shown:?}:\n{coloured:?}");
+    assert_eq!(cells_coloured(&coloured, gone), 0, "{gone:?} is gone");
+}
+
 /// The preview in tmux, in half-blocks (tmux passes no graphics on): a `--video` folder's second
 /// frame fills the pane's cells in its colour (its first no more), under a caption with the
 /// share's rates; `/preview` hides it and `/image` shows its picture the same way, by name.
@@ -781,37 +792,17 @@ fn the_preview_shows_the_last_frame_sent_in_half_blocks_with_its_rates_and_an_im
     });
     assert!(screen.contains(" Preview "), "{screen}");
     // The caption is drawn with the picture: the second frame is in the cells by now.
-    let coloured = pane.screen_with_colours();
-    let second = cells_coloured(&coloured, SECOND);
-    assert!(
-        second >= 100,
-        "{second} cells of the second frame's colour:\n{coloured:?}"
-    );
-    assert_eq!(
-        cells_coloured(&coloured, FIRST),
-        0,
-        "the first frame is gone"
-    );
+    assert_previewed(&pane, SECOND, FIRST);
 
     pane.type_line("/preview");
     pane.wait_for("the preview to hide", TURN, |s| !s.contains(" Preview "));
     assert_eq!(cells_coloured(&pane.screen_with_colours(), SECOND), 0);
 
     pane.type_line("/image leaf.png");
-    let screen = pane.wait_for("the picture's preview", TURN, |s| {
+    pane.wait_for("the picture's preview", TURN, |s| {
         s.contains(" Preview ") && s.contains("leaf.png · 300×300")
     });
-    let coloured = pane.screen_with_colours();
-    let picture = cells_coloured(&coloured, PICTURE);
-    assert!(
-        picture >= 100,
-        "{picture} cells of the picture's colour:\n{screen}"
-    );
-    assert_eq!(
-        cells_coloured(&coloured, SECOND),
-        0,
-        "the picture replaced the frame"
-    );
+    assert_previewed(&pane, PICTURE, SECOND);
     pane.keys("C-c");
     let screen = pane.wait_exit(TURN);
     assert!(screen.contains("LIVETALK_EXIT=0"), "{screen}");

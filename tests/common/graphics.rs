@@ -22,11 +22,10 @@ pub struct RawTerminal {
 
 impl RawTerminal {
     pub fn start(scratch: &Path, columns: u16, rows: u16, args: &[&str]) -> RawTerminal {
-        let words: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_livetalk"))
-            .chain(args.iter().copied())
-            .map(|word| format!("'{}'", word.replace('\'', r"'\''")))
-            .collect();
-        let line = format!("stty cols {columns} rows {rows}; exec {}", words.join(" "));
+        let line = format!(
+            "stty cols {columns} rows {rows}; exec {}",
+            super::pane::livetalk_line(args)
+        );
         let mut command = Command::new("script");
         super::isolate(&mut command, scratch);
         let mut child = command

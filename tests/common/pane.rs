@@ -8,6 +8,15 @@ use std::time::Duration;
 /// How often a pane's screen is read while waiting: nothing announces a redraw.
 const LOOK_EVERY: Duration = Duration::from_millis(50);
 
+/// `livetalk` with `args` as one line a shell runs, each word quoted.
+pub fn livetalk_line(args: &[&str]) -> String {
+    let words: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_livetalk"))
+        .chain(args.iter().copied())
+        .map(|word| format!("'{}'", word.replace('\'', r"'\''")))
+        .collect();
+    words.join(" ")
+}
+
 /// A tmux server of our own (its own socket), running one pane.
 pub struct Pane {
     /// Holds the socket and tmux's config; gone with the pane.
@@ -40,11 +49,7 @@ impl Pane {
             "set -g remain-on-exit on\nset -g status off\nset -s set-clipboard on\n",
         )
         .expect("write tmux.conf");
-        let command: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_livetalk"))
-            .chain(args.iter().copied())
-            .map(|word| format!("'{}'", word.replace('\'', r"'\''")))
-            .collect();
-        let script = format!("{}; echo LIVETALK_EXIT=$?; stty -a", command.join(" "));
+        let script = format!("{}; echo LIVETALK_EXIT=$?; stty -a", livetalk_line(args));
         let mut tmux = Command::new("tmux");
         super::isolate(&mut tmux, scratch);
         adjust(&mut tmux);
