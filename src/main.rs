@@ -167,6 +167,14 @@ fn replay(runtime: Runtime, mut args: ReplayArgs, session: &SessionFlags) -> Exi
     } else {
         OutputFormat::Text
     };
+    // A bad graphics setting is refused however the replay runs, as a session refuses it.
+    let graphics = match replay_graphics(session) {
+        Ok(graphics) => graphics,
+        Err(e) => {
+            livetalk::output::err(&format!("livetalk: {e}"));
+            return ExitCode::from(2);
+        }
+    };
     let result = match &args.against {
         Some(endpoint) => runtime.block_on(headless::replay_against(
             &args.dir,
@@ -185,7 +193,13 @@ fn replay(runtime: Runtime, mut args: ReplayArgs, session: &SessionFlags) -> Exi
             } else {
                 let log_file = logging::to_data_dir();
                 let audio = replay_audio(session, &args);
-                runtime.block_on(tui::replay(&args.dir, pacing, log_file.as_deref(), audio))
+                runtime.block_on(tui::replay(
+                    &args.dir,
+                    pacing,
+                    log_file.as_deref(),
+                    audio,
+                    graphics,
+                ))
             }
         }
     };
@@ -332,6 +346,18 @@ fn exit(result: anyhow::Result<u8>) -> ExitCode {
 
 /// How a TUI replay plays the recorded model audio: the configured speaker, at the recorded
 /// pace only (`--speed 1`, not `--instant`), and never with `--mute` or audio turned off.
+/// How a replay in the terminal UI draws pictures: as the config and `--graphics` say. Only a
+/// bad graphics setting stops it; the rest of the config is a live session's business.
+fn replay_graphics(
+    session: &SessionFlags,
+) -> Result<livetalk::config::Graphics, livetalk::config::ConfigError> {
+    match Settings::load(&session.overrides()) {
+        Ok(settings) => Ok(settings.graphics),
+        Err(e) if e.key == "terminal.graphics" => Err(e),
+        Err(_) => Ok(livetalk::config::Graphics::Auto),
+    }
+}
+
 fn replay_audio(
     session: &SessionFlags,
     args: &ReplayArgs,

@@ -93,6 +93,7 @@ pub async fn replay(
     pacing: Pacing,
     log_path: Option<&Path>,
     audio: Option<AudioOptions>,
+    graphics: Graphics,
 ) -> anyhow::Result<u8> {
     let recording = Recording::load(dir)?;
     let (replay, warnings) = Replay::new(&recording, pacing);
@@ -102,7 +103,7 @@ pub async fn replay(
         replay.play_on(AudioWorker::new(speaker, feeds));
     }
     let mut app = initial_app(&recording, log_path, replay.total());
-    on_the_terminal(&mut app, &mut replay, log_path, Graphics::Auto).await?;
+    on_the_terminal(&mut app, &mut replay, log_path, graphics).await?;
     for warning in &warnings {
         crate::output::err(&format!("livetalk: warning: {warning}"));
     }

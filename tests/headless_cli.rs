@@ -2131,3 +2131,50 @@ fn a_folder_of_frames_is_shared_with_video() {
 
 const RED: [u8; 3] = [220, 30, 30];
 const BLUE: [u8; 3] = [30, 60, 220];
+
+/// A graphics setting livetalk cannot draw with is one sentence naming the values, exit 2, from
+/// the flag before a session and from the config file before a replay (headless or not).
+#[test]
+fn a_bad_graphics_setting_is_refused_by_a_session_and_a_replay() {
+    let scratch = tempfile::tempdir().unwrap();
+    let values = "is not one of auto, kitty, sixel, iterm2, halfblocks, off";
+    let run = run_livetalk(
+        scratch.path(),
+        &["--headless", "--graphics", "png"],
+        &[],
+        &["hello"],
+    );
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("\"png\" {values}")) && run.stderr.contains("--graphics"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.is_empty(), "no session: {}", run.stdout);
+    let config = scratch.path().join("config.toml");
+    std::fs::write(
+        &config,
+        "[audio]\nenabled = false\n[terminal]\ngraphics = \"blocks\"\n",
+    )
+    .unwrap();
+    let recording =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/recordings/format-4");
+    let run = run_livetalk(
+        scratch.path(),
+        &[
+            "replay",
+            recording.to_str().unwrap(),
+            "--headless",
+            "--instant",
+        ],
+        &[],
+        &[],
+    );
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("\"blocks\" {values}"))
+            && run.stderr.contains("terminal.graphics"),
+        "{}",
+        run.stderr
+    );
+}
