@@ -38,6 +38,9 @@ const CAPTION_MAX_ROWS: u16 = 2;
 /// A character cell as half-blocks see it: two square pixels, one above the other.
 pub const HALF_BLOCK_CELL: FontSize = FontSize::new(10, 20);
 
+/// The largest character cell believed, in pixels (a 4K screen's large font is well under).
+const CELL_MAX: FontSize = FontSize::new(64, 128);
+
 /// Which picture an encoding is of: when it was made ready, and its size in bytes.
 type PictureKey = (Instant, usize);
 
@@ -71,7 +74,12 @@ impl Pictures {
         let cell = if protocol == ProtocolType::Halfblocks || cell.width == 0 || cell.height == 0 {
             HALF_BLOCK_CELL
         } else {
-            cell
+            // The terminal says how large its cells are; an absurd answer must not make the
+            // picture encoded for it absurdly large.
+            FontSize::new(
+                cell.width.min(CELL_MAX.width),
+                cell.height.min(CELL_MAX.height),
+            )
         };
         Pictures {
             protocol: Some(protocol),
@@ -280,4 +288,20 @@ pub fn beside(
         caption_area,
     );
     rest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_terminal_reporting_absurd_cells_gets_pictures_of_a_sane_size() {
+        let pictures = Pictures::new(ProtocolType::Kitty, FontSize::new(5_000, 60_000));
+        assert_eq!((pictures.cell.width, pictures.cell.height), (64, 128));
+        let cells = pictures.cells_for(1024, 576, Size::new(64, 40));
+        // At most the pane's cells, each at most CELL_MAX: a few megapixels at worst.
+        assert!(u32::from(cells.width) * 64 * u32::from(cells.height) * 128 <= 64 * 64 * 40 * 128);
+        let ordinary = Pictures::new(ProtocolType::Sixel, FontSize::new(9, 18));
+        assert_eq!((ordinary.cell.width, ordinary.cell.height), (9, 18));
+    }
 }
